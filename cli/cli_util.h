@@ -1,0 +1,45 @@
+/* cli_util: flag parsing shared by every `dptrain <command>`. Each parser names the flag
+ * in its error ("--lr: expected a number, got 'abc'"), prints one line to stderr and
+ * returns non-zero; commands then exit with status 2. Not thread-safe (CLI only). */
+#ifndef DPT_CLI_UTIL_H
+#define DPT_CLI_UTIL_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* Prints "dptrain: <message>\n" to stderr (printf format). Returns 2 (usage error). */
+int cli_error(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+/* Prints "dptrain: <context>: <dpt_last_error()>" and returns 1 (runtime failure). */
+int cli_fail(const char *context);
+
+/* Strict number parsers: whole string must parse, finite, else error naming `flag`. */
+int cli_parse_double(const char *flag, const char *s, double *out);
+int cli_parse_long(const char *flag, const char *s, long *out);
+int cli_parse_u64(const char *flag, const char *s, uint64_t *out);
+/* Comma-separated doubles ("1.5,2,32"); *out allocated with malloc (caller frees). */
+int cli_parse_double_list(const char *flag, const char *s, double **out, size_t *n);
+
+/* Option table driving both parsing and --help, so help always lists every option
+ * with its real default. */
+typedef enum { CLI_FLAG, CLI_STR, CLI_DOUBLE, CLI_LONG, CLI_U64 } cli_kind;
+typedef struct {
+    const char *name;  /* "--lr" */
+    cli_kind kind;
+    void *dest;        /* int* for CLI_FLAG (set to 1), const char** for CLI_STR, ... */
+    const char *meta;  /* "X" shown in help, NULL for flags */
+    const char *help;  /* one line; the default is appended from the dest's initial value */
+    int *seen;         /* optional: set to 1 when the option appears */
+} cli_option;
+
+/* Parses argv[first..argc) against opts (terminated by name == NULL). "--x=v" and "--x v"
+ * both work. "--help"/"-h" prints usage + options and returns -1 (caller exits 0).
+ * Unknown options and missing values are errors (return 2). */
+int cli_parse(int argc, char **argv, int first, const cli_option *opts, const char *usage);
+void cli_print_help(const cli_option *opts, const char *usage);
+
+/* 1 when stdout / stderr is a terminal (progress bars only there). */
+int cli_stderr_is_tty(void);
+#endif

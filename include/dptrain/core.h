@@ -1,0 +1,221 @@
+/* core: status codes and error messages, checked allocation, float32 tensors, explicit
+ * ChaCha20 random streams (OpenSSL libcrypto) with uniform and Gaussian samplers, thin
+ * OpenBLAS / LAPACKE wrappers and thread-count handling.
+ * Memory: functions that allocate say so; everything returned by *_new or dpt_alloc is
+ * freed by the matching *_free / dpt_free (all accept NULL).
+ * Thread safety: a dpt_rng is not shared between threads without external locking; the
+ * error message buffer is thread-local, so errors on one thread never clobber another's. */
+#ifndef DPTRAIN_CORE_H
+#define DPTRAIN_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==== Status codes and errors ==== */
+
+typedef enum {
+    DPT_OK = 0,
+    DPT_EINVAL = -1,   /* invalid argument or hyperparameter */
+    DPT_ENOMEM = -2,   /* allocation failed or size overflow */
+    DPT_EIO = -3,      /* file could not be opened, read or written */
+    DPT_EFORMAT = -4,  /* malformed file content (magic, truncation, dimensions, NaN) */
+    DPT_ERANGE = -5,   /* numeric result out of range / did not converge */
+    DPT_ENOTSUP = -6,  /* not supported (yet) */
+    DPT_EBUDGET = -7,  /* privacy budget would be exceeded */
+    DPT_ECRYPTO = -8,  /* libcrypto failure */
+    DPT_EMISMATCH = -9 /* resume/ledger inconsistency */
+} dpt_status;
+
+/* Readable name of a status ("invalid argument", ...). Static string. */
+const char *dpt_status_name(dpt_status s);
+
+/* The message of the last error set on this thread ("" if none). Valid until the next
+ * dpt_set_error on this thread. */
+const char *dpt_last_error(void);
+
+/* Sets this thread's error message (printf format) and returns `s`, so that
+ * `return dpt_set_error(DPT_EINVAL, "...")` reads naturally. */
+dpt_status dpt_set_error(dpt_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Prepends "prefix: " to the current message (adds context while propagating). */
+dpt_status dpt_error_context(dpt_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+void dpt_clear_error(void);
+
+/* Return `st` with message when `cond` is false. */
+#define DPT_CHECK(cond, st, ...)                                                         \
+    do {                                                                                 \
+        if (!(cond)) return dpt_set_error((st), __VA_ARGS__);                            \
+    } while (0)
+
+/* Propagate a non-OK status. */
+#define DPT_TRY(expr)                                                                    \
+    do {                                                                                 \
+        dpt_status dpt_try_s_ = (expr);                                                  \
+        if (dpt_try_s_ != DPT_OK) return dpt_try_s_;                                     \
+    } while (0)
+
+/* Always-on invariant check for bugs in dptrain itself (never for user input):
+ * prints file:line and aborts. */
+#define DPT_ASSERT(cond)                                                                 \
+    do {                                                                                 \
+        if (!(cond)) dpt_assert_fail(#cond, __FILE__, __LINE__);                         \
+    } while (0)
+void dpt_assert_fail(const char *expr, const char *file, int line);
+
+/* ==== Memory ==== */
+
+/* 64-byte aligned, zero-filled allocation of n * elem bytes. Returns NULL (and sets an
+ * error naming `what`) on overflow or allocation failure. Free with dpt_free. */
+void *dpt_alloc(size_t n, size_t elem, const char *what);
+void dpt_free(void *p);
+/* a * b with overflow check: returns 0 and sets *out on success, -1 on overflow. */
+int dpt_mul_overflow(size_t a, size_t b, size_t *out);
+
+/* ==== Tensors ==== */
+
+#define DPT_MAX_DIMS 4
+/* float32, row-major. `data` is owned when `owns` is 1 (dpt_tensor_alloc), else a view. */
+typedef struct {
+    float *data;
+    size_t shape[DPT_MAX_DIMS];
+    int ndim;
+    size_t size; /* product of shape */
+    int owns;
+} dpt_tensor;
+
+dpt_status dpt_tensor_alloc(dpt_tensor *t, int ndim, const size_t *shape);
+dpt_tensor dpt_tensor_view(float *data, int ndim, const size_t *shape);
+void dpt_tensor_free(dpt_tensor *t); /* frees only owned data; accepts NULL */
+
+/* ==== Random streams (ChaCha20) ====
+ * A stream is (256-bit key, 32-bit stream id). The key is SHA-256 of the 64-bit seed and
+ * a domain string; each purpose (init, data sampling, noise, ...) uses its own stream id,
+ * so the streams are independent. A position in the stream is (substream, block index):
+ * substream 0 serves sequential draws (dpt_rng_u32 ...); bulk fills use fresh
+ * substreams split into fixed chunks, so their output does not depend on the thread count.
+ * Secure mode takes the seed from the OS (RAND_bytes) and never exposes it. */
+
+enum {
+    DPT_STREAM_INIT = 1,  /* parameter initialization */
+    DPT_STREAM_DATA = 2,  /* batch sampling, shuffling */
+    DPT_STREAM_NOISE = 3, /* privacy noise: used for nothing else */
+    DPT_STREAM_AUX = 4    /* anything else (dropout-like perturbations, audits) */
+};
+
+#define DPT_RNG_BUF_WORDS 256
+typedef struct {
+    uint8_t key[32];
+    uint32_t stream_id;
+    uint64_t seed;          /* recorded seed (0 and `secure` = 1 when OS-seeded) */
+    int secure;             /* 1: seed came from the OS, never logged or saved */
+    uint64_t substreams;    /* bulk-fill substreams used so far (next = substreams + 1) */
+    uint64_t block;         /* next 64-byte block of substream 0 to generate */
+    uint32_t buf[DPT_RNG_BUF_WORDS];
+    unsigned pos;           /* next unread word in buf (DPT_RNG_BUF_WORDS = empty) */
+    void *ctx;              /* EVP_CIPHER_CTX* owned by this rng */
+} dpt_rng;
+
+/* Reproducible stream from a 64-bit seed. Allocates a cipher context: dpt_rng_free. */
+dpt_status dpt_rng_init(dpt_rng *r, uint64_t seed, uint32_t stream_id);
+/* Secure stream: 32 bytes from the OS (RAND_bytes) become the key. */
+dpt_status dpt_rng_init_secure(dpt_rng *r, uint32_t stream_id);
+void dpt_rng_free(dpt_rng *r);
+/* 64 bits of OS randomness (for choosing a seed when the user gives none). */
+dpt_status dpt_os_random_u64(uint64_t *out);
+
+/* Saved position of a stream: enough (with the seed) to continue bit-identically. */
+typedef struct {
+    uint64_t seed;
+    uint32_t stream_id;
+    uint64_t substreams, block;
+    uint32_t pos;
+} dpt_rng_state;
+void dpt_rng_get_state(const dpt_rng *r, dpt_rng_state *s);
+/* Re-creates the stream at that position (refuses secure streams: they are not saved). */
+dpt_status dpt_rng_set_state(dpt_rng *r, const dpt_rng_state *s);
+
+uint32_t dpt_rng_u32(dpt_rng *r);
+uint64_t dpt_rng_u64(dpt_rng *r);
+/* Uniform double in [0, 1) with 53 random bits. */
+double dpt_rng_uniform(dpt_rng *r);
+/* Uniform integer in [0, n) without modulo bias (n >= 1). */
+uint64_t dpt_rng_below(dpt_rng *r, uint64_t n);
+/* Standard normal, reference sampler: Box-Muller in double precision on 53-bit uniforms. */
+double dpt_rng_gauss_ref(dpt_rng *r);
+/* Standard normal, fast sampler: 128-layer ziggurat on one 32-bit word per draw
+ * (7 bits layer, 1 bit sign, 24 bits abscissa; Marsaglia-Tsang with independent bits). */
+float dpt_rng_gauss(dpt_rng *r);
+/* Bernoulli(p) with a 53-bit uniform. */
+int dpt_rng_bernoulli(dpt_rng *r, double p);
+
+/* out[i] += stddev * N(0, 1) for i < n (or = when `accumulate` is 0), using a fresh
+ * substream split in chunks of DPT_RNG_CHUNK outputs filled by `threads` threads:
+ * the result is the same for every thread count. */
+#define DPT_RNG_CHUNK 4096
+dpt_status dpt_rng_gauss_fill(dpt_rng *r, float *out, size_t n, float stddev, int accumulate,
+                              int threads);
+/* Reference version of the above: same layout, exact double Box-Muller per element. */
+dpt_status dpt_rng_gauss_fill_ref(dpt_rng *r, float *out, size_t n, float stddev,
+                                  int accumulate);
+
+/* ==== Threads ==== */
+
+/* Number of threads to use: `requested` if > 0, else the number of online cores. */
+int dpt_threads_resolve(int requested);
+/* Sets OpenBLAS's thread count (call once per run). */
+void dpt_threads_set_blas(int threads);
+
+/* ==== BLAS / LAPACK wrappers (row-major) ==== */
+
+/* C[M,N] = alpha * op(A) op(B) + beta * C; op(A) is [M,K], op(B) is [K,N]. */
+void dpt_sgemm(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
+               const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C,
+               size_t ldc);
+/* Naive triple loop with double accumulation; the reference for dpt_sgemm. */
+void dpt_sgemm_ref(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
+                   const float *A, size_t lda, const float *B, size_t ldb, float beta,
+                   float *C, size_t ldc);
+/* Eigen-decomposition of a symmetric n x n matrix A (row-major, double, upper triangle
+ * read; A is destroyed). w[n] receives eigenvalues ascending; Z (n x n, row-major, may be
+ * NULL) receives eigenvectors as columns. */
+dpt_status dpt_syev(size_t n, double *A, double *w, double *Z);
+
+/* ==== Small utilities ==== */
+
+/* Monotonic wall-clock seconds. */
+double dpt_now(void);
+/* 1 when every value is finite. */
+int dpt_all_finite(const float *x, size_t n);
+/* SHA-256 of a buffer (libcrypto); out is 32 bytes. Incremental use via dpt_hash_*. */
+typedef struct {
+    void *ctx;
+} dpt_hash;
+dpt_status dpt_hash_init(dpt_hash *h);
+dpt_status dpt_hash_update(dpt_hash *h, const void *data, size_t n);
+dpt_status dpt_hash_final(dpt_hash *h, uint8_t out[32]);
+void dpt_hex(const uint8_t *bytes, size_t n, char *out /* 2n+1 */);
+
+/* Atomically replaces `path` with `n` bytes: write `path.tmp`, fsync, rename, fsync the
+ * directory. Either the old or the new content is on disk after a crash, never a mix. */
+dpt_status dpt_write_file_atomic(const char *path, const void *data, size_t n);
+/* Reads a whole file into a new buffer (free with dpt_free); NUL-terminated for text. */
+dpt_status dpt_read_file(const char *path, uint8_t **data, size_t *n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every Debian package dptrain needs (idempotent), then configures and builds
+# in build/. Run as root, or as a user with sudo. Usage: scripts/setup.sh [cmake args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake pkg-config   # compiler, build system
+  libopenblas-dev liblapacke-dev     # GEMM (OpenBLAS), symmetric eigensolver (LAPACKE)
+  zlib1g-dev                         # gzip-compressed datasets
+  libssl-dev                         # ChaCha20 keystream and OS randomness (libcrypto)
+  libcjson-dev                       # JSON: checkpoint headers, ledger, metrics
+  libfftw3-dev                       # FFT for the PLD accountant
+  gnuplot-nox                        # plots written by experiments and the CLI
+  dataset-fashion-mnist              # default training data
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "setup.sh: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    SUDO="sudo"
+  fi
+  echo "setup.sh: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+BUILD_DIR=${BUILD_DIR:-build}
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-Release} "$@" >/dev/null
+cmake --build "$BUILD_DIR" -j "$(nproc)"

@@ -1,0 +1,72 @@
+/* Thin wrappers over OpenBLAS (cblas_sgemm) and LAPACKE (dsyevr), with naive references,
+ * and the thread-count policy. */
+#include <dptrain/core.h>
+
+#include <cblas.h>
+#include <lapacke.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* OpenBLAS's own setter (declared in its cblas.h on Debian; repeated for other BLASes). */
+void openblas_set_num_threads(int num_threads);
+
+int dpt_threads_resolve(int requested) {
+    if (requested > 0) return requested;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+void dpt_threads_set_blas(int threads) { openblas_set_num_threads(dpt_threads_resolve(threads)); }
+
+void dpt_sgemm(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
+               const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C,
+               size_t ldc) {
+    if (M == 0 || N == 0) return;
+    if (K == 0) { /* BLAS leaves C alone only when beta == 1; make K = 0 mean C = beta C */
+        for (size_t i = 0; i < M; i++)
+            for (size_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+                (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+}
+
+void dpt_sgemm_ref(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
+                   const float *A, size_t lda, const float *B, size_t ldb, float beta,
+                   float *C, size_t ldc) {
+    for (size_t i = 0; i < M; i++)
+        for (size_t j = 0; j < N; j++) {
+            double s = 0.0;
+            for (size_t k = 0; k < K; k++) {
+                double a = trans_a ? A[k * lda + i] : A[i * lda + k];
+                double b = trans_b ? B[j * ldb + k] : B[k * ldb + j];
+                s += a * b;
+            }
+            double c0 = beta == 0.0f ? 0.0 : (double)beta * C[i * ldc + j];
+            C[i * ldc + j] = (float)(alpha * s + c0);
+        }
+}
+
+dpt_status dpt_syev(size_t n, double *A, double *w, double *Z) {
+    DPT_CHECK(n >= 1, DPT_EINVAL, "syev: empty matrix");
+    lapack_int m = 0;
+    lapack_int *isuppz = malloc(2 * n * sizeof *isuppz);
+    double *z = Z;
+    double *ztmp = NULL;
+    if (!z) {
+        ztmp = dpt_alloc(n * n, sizeof(double), "syev workspace");
+        z = ztmp;
+    }
+    if (!isuppz || !z) {
+        free(isuppz);
+        dpt_free(ztmp);
+        return dpt_set_error(DPT_ENOMEM, "syev: out of memory for n = %zu", n);
+    }
+    lapack_int info = LAPACKE_dsyevr(LAPACK_ROW_MAJOR, Z ? 'V' : 'N', 'A', 'U', (lapack_int)n, A, (lapack_int)n,
+                                     0.0, 0.0, 0, 0, 0.0, &m, w, z, (lapack_int)n, isuppz);
+    free(isuppz);
+    dpt_free(ztmp);
+    DPT_CHECK(info == 0, DPT_ERANGE, "syev: LAPACKE_dsyevr failed (info %d)", (int)info);
+    return DPT_OK;
+}

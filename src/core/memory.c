@@ -1,0 +1,66 @@
+/* Checked, aligned allocation and float32 tensors. */
+#include <dptrain/core.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+int dpt_mul_overflow(size_t a, size_t b, size_t *out) {
+    if (a != 0 && b > SIZE_MAX / a) return -1;
+    *out = a * b;
+    return 0;
+}
+
+void *dpt_alloc(size_t n, size_t elem, const char *what) {
+    size_t bytes;
+    if (dpt_mul_overflow(n, elem, &bytes) || bytes > SIZE_MAX - 64) {
+        dpt_set_error(DPT_ENOMEM, "%s: size overflow (%zu x %zu bytes)", what ? what : "allocation", n, elem);
+        return NULL;
+    }
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    if (rounded == 0) rounded = 64;
+    void *p = aligned_alloc(64, rounded);
+    if (!p) {
+        dpt_set_error(DPT_ENOMEM, "%s: cannot allocate %zu bytes", what ? what : "allocation", bytes);
+        return NULL;
+    }
+    memset(p, 0, rounded);
+    return p;
+}
+
+void dpt_free(void *p) { free(p); }
+
+dpt_status dpt_tensor_alloc(dpt_tensor *t, int ndim, const size_t *shape) {
+    DPT_CHECK(t && ndim >= 1 && ndim <= DPT_MAX_DIMS, DPT_EINVAL, "tensor: ndim %d outside 1..%d", ndim, DPT_MAX_DIMS);
+    memset(t, 0, sizeof *t);
+    size_t size = 1;
+    for (int i = 0; i < ndim; i++) {
+        DPT_CHECK(!dpt_mul_overflow(size, shape[i], &size), DPT_ENOMEM, "tensor: size overflow");
+        t->shape[i] = shape[i];
+    }
+    t->ndim = ndim;
+    t->size = size;
+    t->data = dpt_alloc(size, sizeof(float), "tensor");
+    if (!t->data) return DPT_ENOMEM;
+    t->owns = 1;
+    return DPT_OK;
+}
+
+dpt_tensor dpt_tensor_view(float *data, int ndim, const size_t *shape) {
+    dpt_tensor t;
+    memset(&t, 0, sizeof t);
+    DPT_ASSERT(ndim >= 1 && ndim <= DPT_MAX_DIMS);
+    t.data = data;
+    t.ndim = ndim;
+    t.size = 1;
+    for (int i = 0; i < ndim; i++) {
+        t.shape[i] = shape[i];
+        t.size *= shape[i];
+    }
+    return t;
+}
+
+void dpt_tensor_free(dpt_tensor *t) {
+    if (!t) return;
+    if (t->owns) dpt_free(t->data);
+    memset(t, 0, sizeof *t);
+}

@@ -1,0 +1,231 @@
+/* core: errors, allocation, RNG streams and samplers (statistical checks), bulk fills that
+ * do not depend on the thread count, sgemm against the naive loop, syev, SHA-256, files. */
+#include <dptrain/core.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static void test_errors(void) {
+    CHECK_STATUS(dpt_set_error(DPT_EINVAL, "--lr: %s", "negative"), DPT_EINVAL);
+    CHECK(strcmp(dpt_last_error(), "--lr: negative") == 0);
+    dpt_error_context(DPT_EINVAL, "train");
+    CHECK(strcmp(dpt_last_error(), "train: --lr: negative") == 0);
+    CHECK(strcmp(dpt_status_name(DPT_EFORMAT), "malformed input") == 0);
+    void *p = dpt_alloc(SIZE_MAX / 2, 4, "huge");
+    CHECK(p == NULL);
+    CHECK_ERR_HAS("huge: size overflow");
+    float *f = dpt_alloc(100, sizeof(float), "x");
+    CHECK(f && ((uintptr_t)f % 64) == 0 && f[99] == 0.0f);
+    dpt_free(f);
+    dpt_free(NULL);
+}
+
+static void test_rng_streams(void) {
+    dpt_rng a, b, c;
+    CHECK_OK(dpt_rng_init(&a, 42, DPT_STREAM_NOISE));
+    CHECK_OK(dpt_rng_init(&b, 42, DPT_STREAM_NOISE));
+    CHECK_OK(dpt_rng_init(&c, 42, DPT_STREAM_DATA));
+    int same = 1, diff_stream = 0;
+    for (int i = 0; i < 1000; i++) {
+        uint32_t x = dpt_rng_u32(&a), y = dpt_rng_u32(&b), z = dpt_rng_u32(&c);
+        same &= x == y;
+        diff_stream += x != z;
+    }
+    CHECK(same);
+    CHECK(diff_stream > 990);
+    /* save / restore mid-buffer continues identically */
+    dpt_rng_state st;
+    for (int i = 0; i < 77; i++) (void)dpt_rng_u32(&a);
+    CHECK_OK(dpt_rng_gauss_fill(&a, (float[8]){0}, 8, 1.0f, 0, 1));
+    dpt_rng_get_state(&a, &st);
+    uint32_t want[600];
+    for (int i = 0; i < 600; i++) want[i] = dpt_rng_u32(&a);
+    float fa[10], fb[10];
+    CHECK_OK(dpt_rng_gauss_fill(&a, fa, 10, 1.0f, 0, 1));
+    dpt_rng d;
+    CHECK_OK(dpt_rng_init(&d, 1, 1));
+    CHECK_OK(dpt_rng_set_state(&d, &st));
+    int ok = 1;
+    for (int i = 0; i < 600; i++) ok &= dpt_rng_u32(&d) == want[i];
+    CHECK(ok);
+    CHECK_OK(dpt_rng_gauss_fill(&d, fb, 10, 1.0f, 0, 1));
+    CHECK(memcmp(fa, fb, sizeof fa) == 0);
+    /* a corrupted state is refused */
+    st.pos = 100000;
+    CHECK_STATUS(dpt_rng_set_state(&d, &st), DPT_EFORMAT);
+    dpt_rng s1, s2;
+    CHECK_OK(dpt_rng_init_secure(&s1, DPT_STREAM_NOISE));
+    CHECK_OK(dpt_rng_init_secure(&s2, DPT_STREAM_NOISE));
+    CHECK(s1.secure == 1 && dpt_rng_u64(&s1) != dpt_rng_u64(&s2));
+    dpt_rng_free(&a), dpt_rng_free(&b), dpt_rng_free(&c), dpt_rng_free(&d);
+    dpt_rng_free(&s1), dpt_rng_free(&s2);
+    dpt_rng_free(NULL);
+}
+
+/* Moments of n draws: mean, variance, 4th standardized moment, and the Kolmogorov-Smirnov
+ * distance to N(0,1) (sorted). */
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+static void check_normal(const double *v0, size_t n, const char *what) {
+    double *v = malloc(n * sizeof *v);
+    memcpy(v, v0, n * sizeof *v);
+    double m = 0, m2 = 0, m4 = 0;
+    for (size_t i = 0; i < n; i++) m += v[i];
+    m /= n;
+    for (size_t i = 0; i < n; i++) {
+        double d = v[i] - m;
+        m2 += d * d;
+        m4 += d * d * d * d;
+    }
+    m2 /= n;
+    m4 /= n;
+    qsort(v, n, sizeof *v, cmp_d);
+    double ks = 0;
+    for (size_t i = 0; i < n; i++) {
+        double F = 0.5 * erfc(-v[i] / sqrt(2.0));
+        double d1 = fabs(F - (double)i / n), d2 = fabs(F - (double)(i + 1) / n);
+        if (d1 > ks) ks = d1;
+        if (d2 > ks) ks = d2;
+    }
+    /* 5-sigma bounds: mean se 1/sqrt(n); var se sqrt(2/n); kurtosis se sqrt(24/n);
+       KS critical value at p = 1e-6 is about 1.95 / sqrt(n) */
+    printf("%s: mean %.5f var %.5f kurt %.4f KS %.5f\n", what, m, m2, m4 / (m2 * m2), ks);
+    CHECK_CLOSE(m, 0.0, 5.0 / sqrt(n), 0);
+    CHECK_CLOSE(m2, 1.0, 5.0 * sqrt(2.0 / n), 0);
+    CHECK_CLOSE(m4 / (m2 * m2), 3.0, 5.0 * sqrt(24.0 / n), 0);
+    CHECK(ks < 1.95 / sqrt(n));
+    free(v);
+}
+
+static void test_samplers(void) {
+    dpt_rng r;
+    CHECK_OK(dpt_rng_init(&r, 7, DPT_STREAM_NOISE));
+    size_t n = 400000;
+    double *v = malloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++) v[i] = dpt_rng_gauss_ref(&r);
+    check_normal(v, n, "gauss_ref");
+    for (size_t i = 0; i < n; i++) v[i] = dpt_rng_gauss(&r);
+    check_normal(v, n, "ziggurat");
+    /* the tail beyond the ziggurat's R = 3.44 is sampled: its mass 5.8e-4 within 5 sigma */
+    size_t tail = 0;
+    for (size_t i = 0; i < n; i++) tail += fabs(v[i]) > 3.6;
+    double p_tail = erfc(3.6 / sqrt(2.0));
+    CHECK_CLOSE((double)tail / n, p_tail, 5.0 * sqrt(p_tail / n), 0);
+    float *f = malloc(n * sizeof *f);
+    CHECK_OK(dpt_rng_gauss_fill(&r, f, n, 2.5f, 0, 2));
+    for (size_t i = 0; i < n; i++) v[i] = f[i] / 2.5;
+    check_normal(v, n, "gauss_fill");
+    CHECK_OK(dpt_rng_gauss_fill_ref(&r, f, n, 1.0f, 0));
+    for (size_t i = 0; i < n; i++) v[i] = f[i];
+    check_normal(v, n, "gauss_fill_ref");
+    /* uniform: mean 1/2, variance 1/12; below(n) unbiased over 3 buckets */
+    double m = 0, m2 = 0;
+    size_t cnt[3] = {0, 0, 0};
+    for (size_t i = 0; i < n; i++) {
+        double u = dpt_rng_uniform(&r);
+        CHECK(u >= 0.0 && u < 1.0);
+        m += u;
+        m2 += u * u;
+        cnt[dpt_rng_below(&r, 3)]++;
+    }
+    m /= n;
+    CHECK_CLOSE(m, 0.5, 5.0 * sqrt(1.0 / 12 / n), 0);
+    CHECK_CLOSE(m2 / n - m * m, 1.0 / 12, 5.0 * sqrt(1.0 / 180 / n), 0);
+    for (int k = 0; k < 3; k++) CHECK_CLOSE(cnt[k], n / 3.0, 5.0 * sqrt(n * 2.0 / 9), 0);
+    free(v);
+    free(f);
+    dpt_rng_free(&r);
+}
+
+static void test_fill_threads(void) {
+    size_t n = 3 * DPT_RNG_CHUNK + 123;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    dpt_rng r1, r2;
+    CHECK_OK(dpt_rng_init(&r1, 99, DPT_STREAM_NOISE));
+    CHECK_OK(dpt_rng_init(&r2, 99, DPT_STREAM_NOISE));
+    CHECK_OK(dpt_rng_gauss_fill(&r1, a, n, 1.0f, 0, 1));
+    CHECK_OK(dpt_rng_gauss_fill(&r2, b, n, 1.0f, 0, 4));
+    CHECK(memcmp(a, b, n * sizeof *a) == 0);
+    /* accumulate adds to what is there */
+    for (size_t i = 0; i < n; i++) a[i] = 1.0f, b[i] = 0.0f;
+    CHECK_OK(dpt_rng_gauss_fill(&r1, a, n, 0.5f, 1, 2));
+    CHECK_OK(dpt_rng_gauss_fill(&r2, b, n, 0.5f, 0, 1));
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= a[i] == 1.0f + b[i];
+    CHECK(ok);
+    CHECK_STATUS(dpt_rng_gauss_fill(&r1, a, n, NAN, 0, 1), DPT_EINVAL);
+    dpt_rng_free(&r1);
+    dpt_rng_free(&r2);
+    free(a);
+    free(b);
+}
+
+static void test_blas(void) {
+    dpt_rng r;
+    CHECK_OK(dpt_rng_init(&r, 3, DPT_STREAM_AUX));
+    size_t M = 37, N = 29, K = 53;
+    float *A = malloc(M * K * 4), *B = malloc(K * N * 4), *C1 = malloc(M * N * 4), *C2 = malloc(M * N * 4);
+    for (size_t i = 0; i < M * K; i++) A[i] = dpt_rng_gauss(&r);
+    for (size_t i = 0; i < K * N; i++) B[i] = dpt_rng_gauss(&r);
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            for (size_t i = 0; i < M * N; i++) C1[i] = C2[i] = (float)i * 0.01f;
+            size_t lda = ta ? M : K, ldb = tb ? K : N;
+            dpt_sgemm(ta, tb, M, N, K, 0.7f, A, lda, B, ldb, 0.3f, C1, N);
+            dpt_sgemm_ref(ta, tb, M, N, K, 0.7f, A, lda, B, ldb, 0.3f, C2, N);
+            double worst = 0;
+            for (size_t i = 0; i < M * N; i++) worst = fmax(worst, fabs(C1[i] - C2[i]) / (1e-4 + 1e-5 * fabs(C2[i])));
+            CHECK(worst <= 1.0);
+        }
+    /* K = 0: C = beta C */
+    for (size_t i = 0; i < M * N; i++) C1[i] = 2.0f;
+    dpt_sgemm(0, 0, M, N, 0, 1.0f, A, 1, B, N, 0.5f, C1, N);
+    CHECK(C1[0] == 1.0f && C1[M * N - 1] == 1.0f);
+    /* syev: diag(1,2,3) rotated; eigenvalues ascending */
+    double S[9] = {2, 1, 0, 1, 2, 0, 0, 0, 3}, w[3], Z[9];
+    CHECK_OK(dpt_syev(3, S, w, Z));
+    CHECK_CLOSE(w[0], 1.0, 1e-12, 0);
+    CHECK_CLOSE(w[1], 3.0, 1e-12, 0);
+    CHECK_CLOSE(w[2], 3.0, 1e-12, 0);
+    CHECK_CLOSE(fabs(Z[0 * 3 + 0]), sqrt(0.5), 1e-12, 0); /* eigvec of 1: (1,-1,0)/sqrt 2 */
+    free(A), free(B), free(C1), free(C2);
+    dpt_rng_free(&r);
+}
+
+static void test_hash_files(void) {
+    dpt_hash h;
+    uint8_t d[32];
+    char hex[65];
+    CHECK_OK(dpt_hash_init(&h));
+    CHECK_OK(dpt_hash_update(&h, "abc", 3));
+    CHECK_OK(dpt_hash_final(&h, d));
+    dpt_hex(d, 32, hex);
+    CHECK(strcmp(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad") == 0);
+    char path[256];
+    snprintf(path, sizeof path, "%s/f.bin", tu_tmpdir());
+    CHECK_OK(dpt_write_file_atomic(path, "hello", 5));
+    CHECK_OK(dpt_write_file_atomic(path, "world!", 6));
+    uint8_t *buf;
+    size_t n;
+    CHECK_OK(dpt_read_file(path, &buf, &n));
+    CHECK(n == 6 && memcmp(buf, "world!", 6) == 0);
+    dpt_free(buf);
+    CHECK_STATUS(dpt_read_file("/nonexistent/x", &buf, &n), DPT_EIO);
+    CHECK_ERR_HAS("/nonexistent/x");
+    CHECK_STATUS(dpt_write_file_atomic("/nonexistent/dir/x", "a", 1), DPT_EIO);
+}
+
+int main(void) {
+    test_errors();
+    test_rng_streams();
+    test_samplers();
+    test_fill_threads();
+    test_blas();
+    test_hash_files();
+    TEST_MAIN_END();
+}

@@ -1,0 +1,87 @@
+/* Minimal test harness: CHECK macros print both values and file:line, count failures,
+ * and TEST_MAIN_END returns non-zero when any check failed (a test that cannot fail is a
+ * defect). Exit code 77 = skipped (ctest SKIP_RETURN_CODE). Not thread-safe. */
+#ifndef DPT_TESTUTIL_H
+#define DPT_TESTUTIL_H
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int tu_fail_ = 0, tu_checks_ = 0;
+
+#define CHECK(cond)                                                                      \
+    do {                                                                                 \
+        tu_checks_++;                                                                    \
+        if (!(cond)) {                                                                   \
+            tu_fail_++;                                                                  \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);     \
+        }                                                                                \
+    } while (0)
+
+/* |a - b| <= atol + rtol * |b| (b is the reference). */
+#define CHECK_CLOSE(a, b, atol, rtol)                                                    \
+    do {                                                                                 \
+        double tu_a_ = (double)(a), tu_b_ = (double)(b);                                 \
+        tu_checks_++;                                                                    \
+        if (!(fabs(tu_a_ - tu_b_) <= (atol) + (rtol)*fabs(tu_b_))) {                     \
+            tu_fail_++;                                                                  \
+            fprintf(stderr, "%s:%d: CHECK_CLOSE failed: %s = %.17g, %s = %.17g "         \
+                    "(atol %g, rtol %g)\n", __FILE__, __LINE__, #a, tu_a_, #b, tu_b_,    \
+                    (double)(atol), (double)(rtol));                                     \
+        }                                                                                \
+    } while (0)
+
+/* Expects a dpt_status expression to equal `want`; prints the library message if not. */
+#define CHECK_STATUS(expr, want)                                                         \
+    do {                                                                                 \
+        int tu_s_ = (int)(expr);                                                         \
+        tu_checks_++;                                                                    \
+        if (tu_s_ != (int)(want)) {                                                      \
+            tu_fail_++;                                                                  \
+            fprintf(stderr, "%s:%d: %s returned %d, want %d (%s)\n", __FILE__, __LINE__, \
+                    #expr, tu_s_, (int)(want), dpt_last_error());                        \
+        }                                                                                \
+    } while (0)
+#define CHECK_OK(expr) CHECK_STATUS(expr, 0)
+
+/* The last error message contains `needle`. */
+#define CHECK_ERR_HAS(needle)                                                            \
+    do {                                                                                 \
+        tu_checks_++;                                                                    \
+        if (!strstr(dpt_last_error(), (needle))) {                                       \
+            tu_fail_++;                                                                  \
+            fprintf(stderr, "%s:%d: error message \"%s\" lacks \"%s\"\n", __FILE__,      \
+                    __LINE__, dpt_last_error(), (needle));                               \
+        }                                                                                \
+    } while (0)
+
+#define TEST_MAIN_END()                                                                  \
+    do {                                                                                 \
+        printf("%d checks, %d failed\n", tu_checks_, tu_fail_);                          \
+        return tu_fail_ ? 1 : (tu_checks_ ? 0 : 1);                                      \
+    } while (0)
+
+#define TEST_SKIP(...)                                                                   \
+    do {                                                                                 \
+        printf("SKIP: ");                                                                \
+        printf(__VA_ARGS__);                                                             \
+        printf("\n");                                                                    \
+        exit(77);                                                                        \
+    } while (0)
+
+/* Path of the shared datasets directory (ctest sets DPT_SHARED_DATASETS), or NULL. */
+static inline const char *tu_shared_datasets(void) {
+    const char *p = getenv("DPT_SHARED_DATASETS");
+    return (p && *p) ? p : NULL;
+}
+/* A fresh temporary directory for a test's files (mkdtemp under /tmp). */
+static inline const char *tu_tmpdir(void) {
+    static char dir[64];
+    if (!dir[0]) {
+        strcpy(dir, "/tmp/dpt_test_XXXXXX");
+        if (!mkdtemp(dir)) { perror("mkdtemp"); exit(1); }
+    }
+    return dir;
+}
+#endif
