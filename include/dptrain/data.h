@@ -1,0 +1,185 @@
+/* data: datasets in memory (features float32 [n, dim] row-major, labels int32), loaders for
+ * IDX (MNIST, Fashion-MNIST), CIFAR-10 binary, USPS and numeric CSV (all gzip-aware through
+ * zlib, detected by magic bytes), normalization fitted on the training split, class
+ * filtering, and batch samplers (shuffle, Poisson, Poisson with rejection, full batch).
+ * Memory: a dpt_dataset / dpt_normalizer owns its arrays (free with *_free); samplers are
+ * opaque handles (dpt_sampler_new / dpt_sampler_free).
+ * Thread safety: loaders are reentrant; a dataset may be read (gather) from many threads;
+ * a sampler is used by one thread at a time. */
+#ifndef DPTRAIN_DATA_H
+#define DPTRAIN_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dptrain/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==== Datasets ==== */
+
+typedef struct {
+    size_t n, dim;     /* examples, features per example (flattened) */
+    float *x;          /* [n, dim] row-major, owned (dpt_alloc) */
+    int32_t *y;        /* [n] labels in [0, n_classes), owned (dpt_alloc) */
+    int n_classes;
+    size_t shape[3];   /* per-example (C, H, W); for flat data (1, 1, dim) */
+    char source[512];  /* file(s) it came from, for messages */
+} dpt_dataset;
+
+/* Frees x and y and zeroes *d. Accepts NULL. */
+void dpt_dataset_free(dpt_dataset *d);
+
+/* Loaders. Every loader reads .gz or raw files (gzip detected by its magic bytes 1f 8b,
+ * not by the name; concatenated gzip members are accepted), fills *out (which is
+ * overwritten, not freed: pass a zeroed or freed struct) and validates it. On error *out
+ * is left zeroed and the message names the file and what is wrong.
+ * Errors: DPT_EIO missing/unreadable file; DPT_EFORMAT bad magic, truncated file or gzip
+ * stream, dimension mismatch, label out of range, non-finite or out-of-range value;
+ * DPT_ENOMEM sizes that overflow or cannot be allocated. */
+
+/* IDX (MNIST family): images magic 2051 (uint8, [n, rows, cols]), labels magic 2049
+ * (uint8, [n]). Pixels scaled to [0, 1] (/255). Labels must be 0..9 (n_classes = 10).
+ * shape = (1, rows, cols). */
+dpt_status dpt_data_load_idx(const char *images_path, const char *labels_path,
+                             dpt_dataset *out);
+/* CIFAR-10 binary batches concatenated in the given order: records of 1 label byte (0..9)
+ * + 3072 pixel bytes (R, G, B planes, each 32x32 row-major). Pixels /255, shape
+ * (3, 32, 32) planar, n_classes = 10. */
+dpt_status dpt_data_load_cifar10(const char *const *paths, size_t n_paths, dpt_dataset *out);
+/* USPS (ESL zip.train / zip.test): one example per line, a label (0..9, written e.g.
+ * "6.0000") then 256 grey values in [-1, 1], separated by white space. Values are kept as
+ * they are (in [-1, 1]); shape (1, 16, 16), n_classes = 10. */
+dpt_status dpt_data_load_usps(const char *path, dpt_dataset *out);
+/* Numeric CSV: label (a non-negative integer, e.g. "3" or "3.0") in the first column, then
+ * the features; comma separated, optional header line (detected when its first field is
+ * not a number), blank lines ignored, CRLF accepted. n_classes = max label + 1 (use
+ * dpt_dataset_set_n_classes to align a test file with its training file).
+ * NaN/Inf/empty/non-numeric field or a wrong field count: DPT_EFORMAT naming
+ * file:line:column (1-based; column 1 is the label). shape (1, 1, dim). */
+dpt_status dpt_data_load_csv(const char *path, dpt_dataset *out);
+
+typedef enum { DPT_SPLIT_TRAIN = 0, DPT_SPLIT_TEST = 1 } dpt_split;
+
+#define DPT_DEFAULT_DATA_DIR "/usr/share/datasets"
+/* Loads a named dataset split. name: "mnist" | "fashion-mnist" | "usps" | "cifar10" |
+ * "csv:PATH" (the same file for both splits) | "csv:TRAIN,TEST". data_dir NULL or "" means
+ * DPT_DEFAULT_DATA_DIR. Layout under data_dir (each file raw or with .gz appended;
+ * the .gz name is tried first):
+ *   mnist/, fashion-mnist/: train-images-idx3-ubyte, train-labels-idx1-ubyte,
+ *                           t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte
+ *   usps/:    zip.train, zip.test
+ *   cifar10/: data_batch_1.bin .. data_batch_5.bin, test_batch.bin
+ * CSV paths are used as given (relative to the working directory).
+ * A missing file is DPT_EIO naming the full path and suggesting --data-dir; an unknown
+ * name is DPT_EINVAL listing the known ones. */
+dpt_status dpt_data_load(const char *name, const char *data_dir, dpt_split split,
+                         dpt_dataset *out);
+
+/* Validation used by every loader: x all finite, labels in [0, n_classes), sizes
+ * consistent (n * dim fits, shape product == dim). DPT_EFORMAT naming d->source. */
+dpt_status dpt_dataset_validate(const dpt_dataset *d);
+
+/* Sets n_classes to k (k >= 1); DPT_EFORMAT if some label is >= k (e.g. a test CSV with a
+ * class the training file does not have). */
+dpt_status dpt_dataset_set_n_classes(dpt_dataset *d, int k);
+
+/* Keep only examples whose label is in classes[0..k) and relabel them 0..k-1 in that order
+ * (e.g. CIFAR-10 {0 airplane, 1 automobile}). Order of examples is kept. classes must be
+ * distinct and in [0, n_classes). DPT_EINVAL on bad classes or when nothing is left. */
+dpt_status dpt_dataset_filter_classes(dpt_dataset *d, const int *classes, size_t k);
+/* Keep the first n_first examples (1 <= n_first <= n, else DPT_EINVAL). */
+dpt_status dpt_dataset_take(dpt_dataset *d, size_t n_first);
+/* Gather rows idx[0..b) into x_out [b, dim] and y_out [b] (y_out may be NULL).
+ * Indices must be < d->n (checked by DPT_ASSERT: they come from a sampler, not a user). */
+void dpt_dataset_gather(const dpt_dataset *d, const uint32_t *idx, size_t b, float *x_out,
+                        int32_t *y_out);
+/* SHA-256 over (n, dim, shape[3], n_classes as uint64 little-endian, then x bytes, then y
+ * bytes); used by checkpoints and the ledger to detect a different dataset on resume. */
+dpt_status dpt_dataset_hash(const dpt_dataset *d, uint8_t out[32]);
+
+/* ==== Normalization ====
+ * Statistics are fitted on the TRAINING split only, then applied to any split:
+ * x <- (x - mean) / std. std is the population standard deviation (accumulated in
+ * double); a std below 1e-12 (constant feature) is replaced by 1 so the feature becomes 0
+ * rather than NaN. */
+enum {
+    DPT_NORM_SCALAR = 0,      /* one (mean, std) over all features: channels = 1 */
+    DPT_NORM_PER_CHANNEL = 1, /* one (mean, std) per channel (shape[0]) over its H*W pixels */
+    DPT_NORM_PER_FEATURE = 2  /* one (mean, std) per feature: channels = 0, arrays of dim */
+};
+typedef struct {
+    size_t dim;       /* features per example it was fitted on */
+    size_t channels;  /* number of (mean, std) pairs; 0 means per-feature (dim pairs) */
+    float *mean, *std; /* [channels] (or [dim] when channels == 0), owned */
+} dpt_normalizer;
+/* per_channel: DPT_NORM_SCALAR (0), DPT_NORM_PER_CHANNEL (1) or DPT_NORM_PER_FEATURE (2). */
+dpt_status dpt_normalizer_fit(const dpt_dataset *train, int per_channel, dpt_normalizer *out);
+/* DPT_EINVAL when d->dim differs from the fitted dim (or the channel count does not divide
+ * it). */
+dpt_status dpt_normalizer_apply(const dpt_normalizer *nz, dpt_dataset *d);
+void dpt_normalizer_free(dpt_normalizer *nz); /* accepts NULL; zeroes it */
+
+/* ==== Samplers ====
+ * Which examples form each batch. Each sampler owns a dpt_rng on stream DPT_STREAM_DATA.
+ *   SHUFFLE: a fresh permutation per epoch (Fisher-Yates), fixed batch_size; the last
+ *            batch of an epoch is kept partial (size n - (ceil(n/B) - 1) * B).
+ *   POISSON: each example included independently with probability q (a 53-bit uniform
+ *            compared with q); |B| is Binomial(n, q): may be 0 or larger than q n, and the
+ *            returned count is exact (never truncated).
+ *   FULL:    all n examples, in order, every step.
+ *   POISSON_REJECT: Poisson(q) redrawn while |B| < min_batch (DP-ULR's sampling with
+ *            rejection); the number of redraws is counted.
+ * Steps per epoch: SHUFFLE ceil(n / batch_size), POISSON(_REJECT) max(1, round(1/q)),
+ * FULL 1. */
+typedef enum {
+    DPT_SAMPLER_SHUFFLE = 0,
+    DPT_SAMPLER_POISSON = 1,
+    DPT_SAMPLER_FULL = 2,
+    DPT_SAMPLER_POISSON_REJECT = 3
+} dpt_sampler_kind;
+typedef struct dpt_sampler dpt_sampler; /* opaque */
+
+/* n in [1, 2^32 - 1]. SHUFFLE: 1 <= batch_size <= n. POISSON(_REJECT): 0 < q <= 1.
+ * POISSON_REJECT: min_batch <= n. Unused parameters are ignored. DPT_EINVAL otherwise. */
+dpt_status dpt_sampler_new(dpt_sampler_kind kind, size_t n, size_t batch_size, double q,
+                           size_t min_batch, uint64_t seed, dpt_sampler **out);
+void dpt_sampler_free(dpt_sampler *s);
+/* Next batch: writes its indices into idx (the caller provides n entries) and the count
+ * into *b. POISSON_REJECT fails with DPT_ERANGE after 10^6 consecutive redraws (a
+ * min_batch far above q n). */
+dpt_status dpt_sampler_next(dpt_sampler *s, uint32_t *idx, size_t *b);
+size_t dpt_sampler_steps_per_epoch(const dpt_sampler *s);
+/* 1 when the batch returned by the last dpt_sampler_next ended an epoch. */
+int dpt_sampler_epoch_ended(const dpt_sampler *s);
+/* Completed epochs and steps so far. */
+uint64_t dpt_sampler_epoch(const dpt_sampler *s);
+uint64_t dpt_sampler_step(const dpt_sampler *s);
+dpt_sampler_kind dpt_sampler_get_kind(const dpt_sampler *s);
+
+/* Position for checkpoints, so a resumed run draws exactly the same batches. POD; the io
+ * module serializes it field by field.
+ *   step: batches drawn; epoch: completed epochs; cursor: SHUFFLE position in the current
+ *   permutation (0 = the next batch starts a new permutation); rng: the stream now;
+ *   epoch_rng: SHUFFLE, the stream just before the current permutation was drawn (to
+ *   rebuild it); rejections: POISSON_REJECT redraws so far. */
+typedef struct {
+    uint64_t step;
+    uint64_t epoch;
+    uint64_t cursor;
+    dpt_rng_state rng;
+    dpt_rng_state epoch_rng;
+    uint64_t rejections;
+} dpt_sampler_state;
+void dpt_sampler_get_state(const dpt_sampler *s, dpt_sampler_state *st);
+/* Restores a position from a sampler of the same kind and n (the seed is in the state).
+ * DPT_EINVAL when the state is inconsistent (cursor >= n, ...). */
+dpt_status dpt_sampler_set_state(dpt_sampler *s, const dpt_sampler_state *st);
+uint64_t dpt_sampler_rejections(const dpt_sampler *s); /* POISSON_REJECT redraws so far */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

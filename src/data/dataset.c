@@ -1,0 +1,213 @@
+/* Dataset operations: validation, class filtering, take, gather, hashing, normalization. */
+#include <math.h>
+#include <string.h>
+
+#include "dptrain/data.h"
+
+void dpt_dataset_free(dpt_dataset *d) {
+    if (!d) return;
+    dpt_free(d->x);
+    dpt_free(d->y);
+    memset(d, 0, sizeof *d);
+}
+
+dpt_status dpt_dataset_validate(const dpt_dataset *d) {
+    DPT_CHECK(d, DPT_EINVAL, "dpt_dataset_validate: NULL dataset");
+    const char *src = d->source[0] ? d->source : "(dataset)";
+    DPT_CHECK(d->n > 0 && d->dim > 0 && d->x && d->y, DPT_EFORMAT, "%s: empty dataset", src);
+    size_t nd, sp;
+    DPT_CHECK(dpt_mul_overflow(d->n, d->dim, &nd) == 0, DPT_EFORMAT, "%s: n x dim overflows",
+              src);
+    DPT_CHECK(dpt_mul_overflow(d->shape[0], d->shape[1], &sp) == 0 &&
+                  dpt_mul_overflow(sp, d->shape[2], &sp) == 0 && sp == d->dim,
+              DPT_EFORMAT, "%s: shape (%zu, %zu, %zu) does not match dim %zu", src, d->shape[0],
+              d->shape[1], d->shape[2], d->dim);
+    DPT_CHECK(d->n_classes >= 1, DPT_EFORMAT, "%s: n_classes %d", src, d->n_classes);
+    for (size_t i = 0; i < d->n; i++)
+        DPT_CHECK(d->y[i] >= 0 && d->y[i] < d->n_classes, DPT_EFORMAT,
+                  "%s: label %d of example %zu out of range [0, %d)", src, (int)d->y[i], i,
+                  d->n_classes);
+    for (size_t i = 0; i < nd; i++)
+        DPT_CHECK(isfinite(d->x[i]), DPT_EFORMAT,
+                  "%s: non-finite value %g in example %zu, feature %zu", src, (double)d->x[i],
+                  i / d->dim, i % d->dim);
+    return DPT_OK;
+}
+
+dpt_status dpt_dataset_set_n_classes(dpt_dataset *d, int k) {
+    DPT_CHECK(d && k >= 1, DPT_EINVAL, "dpt_dataset_set_n_classes: need k >= 1 (got %d)", k);
+    for (size_t i = 0; i < d->n; i++)
+        DPT_CHECK(d->y[i] < k, DPT_EFORMAT,
+                  "%s: label %d of example %zu is not one of the %d training classes",
+                  d->source, (int)d->y[i], i, k);
+    d->n_classes = k;
+    return DPT_OK;
+}
+
+/* ==== Filtering and subsets ==== */
+
+dpt_status dpt_dataset_filter_classes(dpt_dataset *d, const int *classes, size_t k) {
+    DPT_CHECK(d && classes && k >= 1, DPT_EINVAL, "filter classes: need at least one class");
+    DPT_CHECK(k <= (size_t)d->n_classes, DPT_EINVAL, "filter classes: %zu classes of %d", k,
+              d->n_classes);
+    /* map[old label] = new label or -1 */
+    int32_t *map = dpt_alloc((size_t)d->n_classes, sizeof(int32_t), "class map");
+    if (!map) return DPT_ENOMEM;
+    for (int c = 0; c < d->n_classes; c++) map[c] = -1;
+    for (size_t j = 0; j < k; j++) {
+        int c = classes[j];
+        if (c < 0 || c >= d->n_classes || map[c] >= 0) {
+            dpt_free(map);
+            return dpt_set_error(DPT_EINVAL,
+                                 "filter classes: class %d %s (classes must be distinct, in "
+                                 "[0, %d))",
+                                 c, (c >= 0 && c < d->n_classes) ? "repeated" : "out of range",
+                                 d->n_classes);
+        }
+        map[c] = (int32_t)j;
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < d->n; i++)
+        if (map[d->y[i]] >= 0) kept++;
+    if (kept == 0) {
+        dpt_free(map);
+        return dpt_set_error(DPT_EINVAL, "%s: no example has one of the %zu requested classes",
+                             d->source, k);
+    }
+    size_t w = 0;
+    for (size_t i = 0; i < d->n; i++) {
+        int32_t nl = map[d->y[i]];
+        if (nl < 0) continue;
+        if (w != i) memmove(d->x + w * d->dim, d->x + i * d->dim, d->dim * sizeof(float));
+        d->y[w] = nl;
+        w++;
+    }
+    dpt_free(map);
+    d->n = w;
+    d->n_classes = (int)k;
+    return DPT_OK;
+}
+
+dpt_status dpt_dataset_take(dpt_dataset *d, size_t n_first) {
+    DPT_CHECK(d, DPT_EINVAL, "dpt_dataset_take: NULL dataset");
+    DPT_CHECK(n_first >= 1 && n_first <= d->n, DPT_EINVAL,
+              "%s: cannot take the first %zu examples of %zu", d->source, n_first, d->n);
+    d->n = n_first; /* the arrays keep their capacity; dpt_dataset_free frees them */
+    return DPT_OK;
+}
+
+void dpt_dataset_gather(const dpt_dataset *d, const uint32_t *idx, size_t b, float *x_out,
+                        int32_t *y_out) {
+    /* x_out: [b, dim], y_out: [b] */
+    for (size_t i = 0; i < b; i++) {
+        DPT_ASSERT(idx[i] < d->n);
+        memcpy(x_out + i * d->dim, d->x + (size_t)idx[i] * d->dim, d->dim * sizeof(float));
+        if (y_out) y_out[i] = d->y[idx[i]];
+    }
+}
+
+/* ==== Hash ==== */
+
+static void put_le64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+dpt_status dpt_dataset_hash(const dpt_dataset *d, uint8_t out[32]) {
+    DPT_CHECK(d && out, DPT_EINVAL, "dpt_dataset_hash: NULL argument");
+    uint8_t hdr[6 * 8];
+    put_le64(hdr + 0, d->n);
+    put_le64(hdr + 8, d->dim);
+    put_le64(hdr + 16, d->shape[0]);
+    put_le64(hdr + 24, d->shape[1]);
+    put_le64(hdr + 32, d->shape[2]);
+    put_le64(hdr + 40, (uint64_t)(int64_t)d->n_classes);
+    dpt_hash h;
+    DPT_TRY(dpt_hash_init(&h));
+    dpt_status st = dpt_hash_update(&h, hdr, sizeof hdr);
+    /* x and y as stored: float32 / int32 in the host byte order (little-endian on every
+     * platform dptrain targets). */
+    if (st == DPT_OK && d->n) st = dpt_hash_update(&h, d->x, d->n * d->dim * sizeof(float));
+    if (st == DPT_OK && d->n) st = dpt_hash_update(&h, d->y, d->n * sizeof(int32_t));
+    dpt_status st2 = dpt_hash_final(&h, out); /* also releases the context */
+    return st != DPT_OK ? st : st2;
+}
+
+/* ==== Normalization ==== */
+
+void dpt_normalizer_free(dpt_normalizer *nz) {
+    if (!nz) return;
+    dpt_free(nz->mean);
+    dpt_free(nz->std);
+    memset(nz, 0, sizeof *nz);
+}
+
+/* std below this is a constant feature: divide by 1 instead. */
+#define DPT_NORM_MIN_STD 1e-12
+
+dpt_status dpt_normalizer_fit(const dpt_dataset *train, int per_channel, dpt_normalizer *out) {
+    DPT_CHECK(train && out && train->n > 0 && train->dim > 0, DPT_EINVAL,
+              "normalizer fit: empty training set");
+    DPT_CHECK(per_channel >= DPT_NORM_SCALAR && per_channel <= DPT_NORM_PER_FEATURE, DPT_EINVAL,
+              "normalizer fit: unknown mode %d", per_channel);
+    memset(out, 0, sizeof *out);
+    size_t C = train->shape[0], dim = train->dim;
+    if (per_channel == DPT_NORM_SCALAR) C = 1;
+    if (per_channel == DPT_NORM_PER_CHANNEL)
+        DPT_CHECK(C >= 1 && dim % C == 0, DPT_EINVAL,
+                  "normalizer fit: %zu channels do not divide dim %zu", C, dim);
+    size_t K = per_channel == DPT_NORM_PER_FEATURE ? dim : C; /* number of (mean, std) */
+    size_t per = per_channel == DPT_NORM_PER_FEATURE ? 1 : dim / C; /* contiguous run */
+    double *s1 = dpt_alloc(K, sizeof(double), "normalizer sums");
+    double *s2 = dpt_alloc(K, sizeof(double), "normalizer sums");
+    out->mean = dpt_alloc(K, sizeof(float), "normalizer mean");
+    out->std = dpt_alloc(K, sizeof(float), "normalizer std");
+    if (!s1 || !s2 || !out->mean || !out->std) {
+        dpt_free(s1);
+        dpt_free(s2);
+        dpt_normalizer_free(out);
+        return DPT_ENOMEM;
+    }
+    /* Two passes (mean, then centred second moment) in double: stable for pixel data. */
+    for (size_t i = 0; i < train->n; i++) {
+        const float *xr = train->x + i * dim;
+        for (size_t j = 0; j < dim; j++) s1[(j / per) % K] += xr[j];
+    }
+    double cnt = (double)train->n * (double)(dim / K);
+    for (size_t c = 0; c < K; c++) s1[c] /= cnt;
+    for (size_t i = 0; i < train->n; i++) {
+        const float *xr = train->x + i * dim;
+        for (size_t j = 0; j < dim; j++) {
+            double dv = xr[j] - s1[(j / per) % K];
+            s2[(j / per) % K] += dv * dv;
+        }
+    }
+    for (size_t c = 0; c < K; c++) {
+        double sd = sqrt(s2[c] / cnt);
+        out->mean[c] = (float)s1[c];
+        out->std[c] = (float)(sd < DPT_NORM_MIN_STD ? 1.0 : sd);
+    }
+    dpt_free(s1);
+    dpt_free(s2);
+    out->dim = dim;
+    out->channels = per_channel == DPT_NORM_PER_FEATURE ? 0 : C;
+    return DPT_OK;
+}
+
+dpt_status dpt_normalizer_apply(const dpt_normalizer *nz, dpt_dataset *d) {
+    DPT_CHECK(nz && d && nz->mean && nz->std, DPT_EINVAL, "normalizer apply: not fitted");
+    DPT_CHECK(d->dim == nz->dim, DPT_EINVAL,
+              "%s: %zu features per example, but the normalizer was fitted on %zu", d->source,
+              d->dim, nz->dim);
+    size_t K = nz->channels ? nz->channels : nz->dim;
+    size_t per = nz->channels ? nz->dim / nz->channels : 1;
+    DPT_CHECK(per * K == nz->dim, DPT_EINVAL, "normalizer: %zu channels do not divide dim %zu",
+              K, nz->dim);
+    for (size_t i = 0; i < d->n; i++) {
+        float *xr = d->x + i * d->dim;
+        for (size_t c = 0; c < K; c++) {
+            float m = nz->mean[c], inv = 1.0f / nz->std[c];
+            for (size_t j = c * per; j < (c + 1) * per; j++) xr[j] = (xr[j] - m) * inv;
+        }
+    }
+    return DPT_OK;
+}
