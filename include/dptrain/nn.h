@@ -1,0 +1,194 @@
+/* nn: layers with per-example semantics, models (an ordered list of blocks over one flat
+ * parameter buffer), losses and initializers. Implements the layer contract of DESIGN.md:
+ * forward, backward_input, and backward_params in four modes (batch sum, per-example
+ * gradients, per-example squared norms without materializing them, weighted sum).
+ * Memory: a dpt_model owns theta, grad and all activation/cotangent buffers, allocated once
+ * for max_batch in dpt_model_new; nothing allocates in forward/backward. Pointers returned
+ * by accessors are views valid until dpt_model_free.
+ * Thread safety: a model is used by one caller at a time; it uses `threads` threads inside.
+ *
+ * Letters: B = batch, D = per-example input size, K = per-example output size,
+ * P = number of parameters (of a layer or of the model). */
+#ifndef DPTRAIN_NN_H
+#define DPTRAIN_NN_H
+
+#include <dptrain/core.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==== Layer contract ==== */
+
+typedef enum {
+    DPT_LAYER_LINEAR = 0,
+    DPT_LAYER_RELU,
+    DPT_LAYER_GELU, /* exact erf form: x * Phi(x) */
+    DPT_LAYER_TANH,
+    DPT_LAYER_SIGMOID,
+    DPT_LAYER_IDENTITY
+} dpt_layer_kind;
+
+typedef enum {
+    DPT_GRAD_SUM = 0,     /* out[P_l]      (+)= sum_i g_i                               */
+    DPT_GRAD_PER_EXAMPLE, /* out[i*ld + j] (+)= (g_i)_j,  j < P_l, i < B              */
+    DPT_GRAD_SQNORM,      /* out[i]        (+)= ||g_i||^2 (never materializes g_i)     */
+    DPT_GRAD_WEIGHTED     /* out[P_l]      (+)= sum_i w_i g_i (one GEMM for a Linear)   */
+} dpt_grad_mode;
+
+/* A named parameter tensor: a slice of theta ("fc1.weight" {K, D}, "fc1.bias" {K}). */
+typedef enum { DPT_TENSOR_WEIGHT = 0, DPT_TENSOR_BIAS } dpt_tensor_role;
+typedef struct dpt_param_tensor {
+    char name[48];
+    int ndim;
+    size_t shape[4];
+    size_t offset, size; /* into theta */
+    dpt_tensor_role role; /* weights take the init scheme's variance, biases bias_var;
+                           * fan_in = size / shape[0], fan_out = shape[0] */
+} dpt_param_tensor;
+
+typedef struct dpt_layer dpt_layer;
+
+typedef struct {
+    /* v[B, K] = layer(x[B, D]) */
+    dpt_status (*forward)(const dpt_layer *L, const float *x, float *v, size_t B);
+    /* dx[B, D] = (dv/dx)^T dv[B, K]; x and v are the forward's input and output */
+    dpt_status (*backward_input)(const dpt_layer *L, const float *x, const float *v,
+                                 const float *dv, float *dx, size_t B);
+    /* Parameter gradient for output cotangent dv (see dpt_grad_mode). g_i is example i's
+     * gradient d<dv_i, v_i>/d theta_l. `weights` [B] only for WEIGHTED. `ld` is the row
+     * stride of PER_EXAMPLE output. accumulate = 0 overwrites, 1 adds. NULL for layers
+     * without parameters. */
+    dpt_status (*backward_params)(const dpt_layer *L, const float *x, const float *dv, size_t B,
+                                  dpt_grad_mode mode, const float *weights, float *out,
+                                  size_t ld, int accumulate);
+    /* Forward-mode tangent: dv[B, K] = (dv/dx) dx + (dv/dtheta) dtheta, with dx [B, D]
+     * (NULL = 0) and dtheta the layer's parameter tangent [P_l] (NULL = 0). */
+    dpt_status (*jvp)(const dpt_layer *L, const float *x, const float *v, const float *dx,
+                      const float *dtheta, float *dv, size_t B);
+    /* The layer's parameter tensors: how many (0 without parameters), and tensor j with
+     * its name, shape, role and offset into theta (absolute: param_offset + ...). */
+    size_t (*n_tensors)(const dpt_layer *L);
+    void (*tensor)(const dpt_layer *L, size_t j, dpt_param_tensor *t);
+} dpt_layer_ops;
+
+struct dpt_layer {
+    dpt_layer_kind kind;
+    const dpt_layer_ops *ops;
+    char name[32];            /* "fc1", "gelu1": names checkpoint tensors ("fc1.weight") */
+    size_t in_dim, out_dim;   /* per-example sizes D and K (flattened) */
+    size_t in_shape[3], out_shape[3]; /* (C, H, W); (1, 1, n) for vectors */
+    size_t n_params;          /* P_l */
+    size_t param_offset;      /* slice [param_offset, param_offset + P_l) of theta */
+    int has_bias;
+    float *w;                 /* Linear: [K, D] view into theta */
+    float *b;                 /* Linear: [K] view into theta (NULL without bias) */
+    float *scratch;           /* [max_batch * max(D, K)] owned by the model */
+    int threads;
+};
+
+/* ==== Models ==== */
+
+typedef enum {
+    DPT_INIT_DEFAULT = 0, /* He for ReLU/GELU nets, Xavier for tanh/sigmoid; biases 0 */
+    DPT_INIT_LECUN,       /* N(0, 1/m_{l-1}) */
+    DPT_INIT_HE,          /* N(0, 2/m_{l-1}) */
+    DPT_INIT_XAVIER,      /* N(0, 2/(m_{l-1} + m_l)) */
+    DPT_INIT_NTK,         /* N(0, 2/m_l) for l < L, N(0, 1/o) for the last layer */
+    DPT_INIT_EXPLICIT     /* N(0, beta_l) from a per-layer variance list */
+} dpt_init_scheme;
+
+typedef struct {
+    char spec[256];
+    size_t n_layers;
+    dpt_layer *layers;
+    size_t n_params;   /* P */
+    float *theta;      /* [P] all parameters, layer slices in order */
+    float *grad;       /* [P] gradient buffer */
+    size_t max_batch;
+    size_t in_dim, out_dim;
+    float **act;       /* act[l]: [max_batch, dim_l]; act[0] input, act[n_layers] output */
+    float **dact;      /* dact[l]: cotangent of act[l] (filled by dpt_model_backward) */
+    int threads;
+    float *tangent[2]; /* [max_batch * max dim_l] each: ping-pong buffers of dpt_model_jvp */
+    float *scratch;    /* [max_batch * max_l max(D_l, K_l)]: the layers' shared scratch */
+} dpt_model;
+
+/* Builds a model from a spec string:
+ *   "mlp:784-128-64-32-10:gelu"    Linear layers with the activation between them (none
+ *                                  after the last); activations relu|gelu|tanh|sigmoid
+ *   "ae:256-300-100-20-100-300-256:relu"  same shape rules (an autoencoder: linear output)
+ *   suffix ":nobias" removes biases ("mlp:3072-1024-1:relu:nobias")
+ * Allocates every buffer for batches up to max_batch. Unknown or malformed specs are
+ * DPT_EINVAL naming the offending part. Parameters start at zero: call dpt_model_init. */
+dpt_status dpt_model_new(const char *spec, size_t max_batch, int threads, dpt_model **out);
+void dpt_model_free(dpt_model *m); /* accepts NULL */
+
+/* Initializes weights with the scheme (explicit: variances[l] for the l-th Linear layer)
+ * and biases with N(0, bias_var) (0 = zeros), drawing from `rng` (stream INIT). */
+dpt_status dpt_model_init(dpt_model *m, dpt_init_scheme scheme, const double *variances,
+                          size_t n_variances, double bias_var, dpt_rng *rng);
+/* Per-layer weight variances beta_l the scheme gives for this model (n_linear entries). */
+dpt_status dpt_model_init_variances(const dpt_model *m, dpt_init_scheme scheme, double *beta,
+                                    size_t n);
+size_t dpt_model_n_linear(const dpt_model *m);
+
+/* act[0] = x [B, in_dim]; runs every layer; the output is act[n_layers] [B, out_dim].
+ * B <= max_batch (larger batches are the caller's to chunk). */
+dpt_status dpt_model_forward(dpt_model *m, const float *x, size_t B);
+/* Runs layers [first, n_layers) starting from act[first], which the caller has filled
+ * (DP-ULR restarts from a noisy module output). */
+dpt_status dpt_model_forward_from(dpt_model *m, size_t first, size_t B);
+static inline const float *dpt_model_output(const dpt_model *m) { return m->act[m->n_layers]; }
+
+/* Chain rule from dout [B, out_dim] down to layer 0's output: fills dact[l] for
+ * l = 1..n_layers (dact[0], the input cotangent, is not computed). Needs the forward of
+ * the same batch. */
+dpt_status dpt_model_backward(dpt_model *m, const float *dout, size_t B);
+/* Forward-mode tangent of the output: dout [B, out_dim] = (d out/d theta) dtheta +
+ * (d out/d x) dx, with dtheta [P] and dx [B, in_dim] (either NULL = 0), at the point of the
+ * last forward of this batch (Noisy GD / KL estimation on linearized networks). */
+dpt_status dpt_model_jvp(dpt_model *m, const float *dtheta, const float *dx, size_t B,
+                         float *dout);
+/* Parameter gradients from the stored activations and cotangents, for every layer:
+ *   SUM:          out[P] (+)= sum_i g_i
+ *   PER_EXAMPLE:  out[i*ld + j] (+)= (g_i)_j   (ld >= P)
+ *   SQNORM:       out[i] (+)= ||g_i||^2 over all parameters
+ *   WEIGHTED:     out[P] (+)= sum_i weights[i] g_i */
+dpt_status dpt_model_param_grad(dpt_model *m, size_t B, dpt_grad_mode mode,
+                                const float *weights, float *out, size_t ld, int accumulate);
+/* Per-layer squared norms: out[g * B + i] = ||g_i restricted to parameter layer g||^2,
+ * g over layers with parameters in order (for per-layer clipping). */
+dpt_status dpt_model_layer_sqnorms(dpt_model *m, size_t B, float *out);
+/* Number of layers that have parameters, and the index of the k-th of them (n_layers
+ * when k >= dpt_model_n_param_layers). */
+size_t dpt_model_n_param_layers(const dpt_model *m);
+size_t dpt_model_param_layer(const dpt_model *m, size_t k);
+
+/* Named tensors of theta, in order (one table drives views, sizes and checkpoint names):
+ * "fc1.weight" {K, D}, "fc1.bias" {K}, ... (dpt_param_tensor is defined above the layer
+ * contract). */
+size_t dpt_model_n_tensors(const dpt_model *m);
+void dpt_model_tensor(const dpt_model *m, size_t i, dpt_param_tensor *t);
+
+/* ==== Losses ==== */
+
+typedef enum {
+    DPT_LOSS_SOFTMAX_CE = 0, /* -log softmax(o)_y                                      */
+    DPT_LOSS_SIGMOID_BCE,    /* sum_k BCE(sigmoid(o_k), [y == k]); K = 1: label in {0,1} */
+    DPT_LOSS_SQUARED         /* 0.5 * ||o - t||^2 with float targets t [B, K]           */
+} dpt_loss_kind;
+
+/* Per-example losses loss[B] (NULL to skip) and their gradients dout[B, K] = d loss_i /
+ * d o_i (NULL to skip; NOT divided by B). labels [B] for CE/BCE, targets [B, K] for
+ * squared error. Numerically stable (log-sum-exp). Labels out of range: DPT_EINVAL. */
+dpt_status dpt_loss(dpt_loss_kind kind, const float *o, size_t B, size_t K,
+                    const int32_t *labels, const float *targets, float *loss, float *dout);
+/* Parses "ce" | "bce" | "mse" (also the long names). */
+dpt_status dpt_loss_parse(const char *s, dpt_loss_kind *out);
+dpt_status dpt_init_parse(const char *s, dpt_init_scheme *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
