@@ -484,10 +484,9 @@ dpt_status dpt_data_load_csv(const char *path, dpt_dataset *out) {
     if (st != DPT_OK) return finish(out, st);
     const char *buf = (const char *)raw;
     /* First pass: header detection, field count, number of rows. */
-    size_t pos = 0, ls, le, line = 0, n = 0, nf = 0, first_data_line = 0;
+    size_t pos = 0, ls, le, n = 0, nf = 0, line;
     int header = 0;
     while (next_line(buf, len, &pos, &ls, &le)) {
-        line++;
         if (is_blank_line(buf, ls, le)) continue;
         if (nf == 0) {
             nf = csv_count_fields(buf, ls, le);
@@ -498,12 +497,9 @@ dpt_status dpt_data_load_csv(const char *path, dpt_dataset *out) {
                 header = 1; /* first field is text: a header line */
                 continue;
             }
-            first_data_line = line;
         }
-        if (!first_data_line) first_data_line = line;
         n++;
     }
-    (void)first_data_line;
     if (n == 0) st = dpt_set_error(DPT_EFORMAT, "%s: no data rows", path);
     if (st == DPT_OK && nf < 2)
         st = dpt_set_error(DPT_EFORMAT, "%s: %zu column(s); need a label and at least one "
