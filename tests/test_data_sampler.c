@@ -220,6 +220,23 @@ static void check_resume(dpt_sampler_kind kind, size_t n, size_t B, double q, si
     dpt_sampler_free(c);
 }
 
+static void test_secure(void) {
+    dpt_sampler *a, *b;
+    CHECK_OK(dpt_sampler_new_secure(DPT_SAMPLER_POISSON, 1000, 0, 0.1, 0, &a));
+    CHECK_OK(dpt_sampler_new_secure(DPT_SAMPLER_POISSON, 1000, 0, 0.1, 0, &b));
+    static uint32_t ia[1000], ib[1000];
+    size_t na, nb;
+    CHECK_OK(dpt_sampler_next(a, ia, &na));
+    CHECK_OK(dpt_sampler_next(b, ib, &nb));
+    CHECK(na != nb || memcmp(ia, ib, na * sizeof(uint32_t)) != 0); /* OS seeds differ */
+    dpt_sampler_state st;
+    dpt_sampler_get_state(a, &st);
+    CHECK_STATUS(dpt_sampler_set_state(b, &st), DPT_EINVAL);
+    CHECK_ERR_HAS("securely seeded");
+    dpt_sampler_free(a);
+    dpt_sampler_free(b);
+}
+
 static void test_resume(void) {
     check_resume(DPT_SAMPLER_SHUFFLE, 103, 10, 0, 0, 4, 30);  /* mid-epoch */
     check_resume(DPT_SAMPLER_SHUFFLE, 103, 10, 0, 0, 11, 30); /* at an epoch boundary */
@@ -252,6 +269,7 @@ int main(void) {
     test_reject();
     test_shuffle_full();
     test_resume();
+    test_secure();
     test_speed();
     TEST_MAIN_END();
 }

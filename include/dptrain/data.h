@@ -146,6 +146,11 @@ typedef struct dpt_sampler dpt_sampler; /* opaque */
  * POISSON_REJECT: min_batch <= n. Unused parameters are ignored. DPT_EINVAL otherwise. */
 dpt_status dpt_sampler_new(dpt_sampler_kind kind, size_t n, size_t batch_size, double q,
                            size_t min_batch, uint64_t seed, dpt_sampler **out);
+/* Same, on an OS-seeded stream (secure mode): the batches are unpredictable, as the
+ * amplification-by-subsampling argument assumes. Its state cannot be restored
+ * (dpt_sampler_set_state refuses it, as dpt_rng_set_state refuses secure streams). */
+dpt_status dpt_sampler_new_secure(dpt_sampler_kind kind, size_t n, size_t batch_size, double q,
+                                  size_t min_batch, dpt_sampler **out);
 void dpt_sampler_free(dpt_sampler *s);
 /* Next batch: writes its indices into idx (the caller provides n entries) and the count
  * into *b. POISSON_REJECT fails with DPT_ERANGE after 10^6 consecutive redraws (a

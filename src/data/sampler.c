@@ -24,8 +24,8 @@ struct dpt_sampler {
 /* Consecutive redraws after which POISSON_REJECT gives up (min_batch far above q n). */
 #define DPT_REJECT_MAX 1000000
 
-dpt_status dpt_sampler_new(dpt_sampler_kind kind, size_t n, size_t batch_size, double q,
-                           size_t min_batch, uint64_t seed, dpt_sampler **out) {
+static dpt_status sampler_new(dpt_sampler_kind kind, size_t n, size_t batch_size, double q,
+                              size_t min_batch, int secure, uint64_t seed, dpt_sampler **out) {
     DPT_CHECK(out, DPT_EINVAL, "dpt_sampler_new: NULL out");
     *out = NULL;
     DPT_CHECK(n >= 1 && n <= UINT32_MAX, DPT_EINVAL, "sampler: dataset size %zu not in [1, 2^32)",
@@ -54,7 +54,8 @@ dpt_status dpt_sampler_new(dpt_sampler_kind kind, size_t n, size_t batch_size, d
     s->batch_size = batch_size;
     s->q = q;
     s->min_batch = kind == DPT_SAMPLER_POISSON_REJECT ? min_batch : 0;
-    dpt_status st = dpt_rng_init(&s->rng, seed, DPT_STREAM_DATA);
+    dpt_status st = secure ? dpt_rng_init_secure(&s->rng, DPT_STREAM_DATA)
+                           : dpt_rng_init(&s->rng, seed, DPT_STREAM_DATA);
     if (st != DPT_OK) {
         dpt_free(s);
         return st;
@@ -70,6 +71,16 @@ dpt_status dpt_sampler_new(dpt_sampler_kind kind, size_t n, size_t batch_size, d
     dpt_rng_get_state(&s->rng, &s->epoch_rng);
     *out = s;
     return DPT_OK;
+}
+
+dpt_status dpt_sampler_new(dpt_sampler_kind kind, size_t n, size_t batch_size, double q,
+                           size_t min_batch, uint64_t seed, dpt_sampler **out) {
+    return sampler_new(kind, n, batch_size, q, min_batch, 0, seed, out);
+}
+
+dpt_status dpt_sampler_new_secure(dpt_sampler_kind kind, size_t n, size_t batch_size, double q,
+                                  size_t min_batch, dpt_sampler **out) {
+    return sampler_new(kind, n, batch_size, q, min_batch, 1, 0, out);
 }
 
 void dpt_sampler_free(dpt_sampler *s) {
@@ -194,6 +205,11 @@ void dpt_sampler_get_state(const dpt_sampler *s, dpt_sampler_state *st) {
 
 dpt_status dpt_sampler_set_state(dpt_sampler *s, const dpt_sampler_state *st) {
     DPT_CHECK(s && st, DPT_EINVAL, "dpt_sampler_set_state: NULL argument");
+    /* A secure stream has no seed to restore; re-seeding it from the (zero) saved seed
+     * would silently make the batches predictable. */
+    DPT_CHECK(!s->rng.secure, DPT_EINVAL,
+              "sampler state: a securely seeded sampler cannot be restored (its seed is not "
+              "saved); resume in reproducible mode");
     DPT_CHECK(st->cursor < s->n && (s->kind == DPT_SAMPLER_SHUFFLE || st->cursor == 0),
               DPT_EINVAL, "sampler state: cursor %llu invalid for n = %zu",
               (unsigned long long)st->cursor, s->n);
