@@ -155,6 +155,23 @@ static void test_idx(void) {
     CHECK_STATUS(dpt_data_load_idx(tpath("im_bad.gz"), tpath("lb.raw"), &d), DPT_EFORMAT);
     CHECK_ERR_HAS("im_bad.gz");
     CHECK_ERR_HAS("gzip");
+
+    /* every truncation of the gzip file and of the raw file is refused, never a crash */
+    int all_refused = 1;
+    dpt_free(gz);
+    CHECK_OK(dpt_read_file(tpath("im_full.gz"), &gz, &gzn));
+    for (size_t cut = 0; cut < gzn; cut++) {
+        write_bytes(tpath("im_sweep.gz"), gz, cut);
+        if (dpt_data_load_idx(tpath("im_sweep.gz"), tpath("lb.raw"), &d) != DPT_EFORMAT ||
+            d.x != NULL)
+            all_refused = 0;
+    }
+    for (size_t cut = 0; cut < ni; cut++) {
+        write_bytes(tpath("im_sweep.raw"), im, cut);
+        if (dpt_data_load_idx(tpath("im_sweep.raw"), tpath("lb.raw"), &d) != DPT_EFORMAT)
+            all_refused = 0;
+    }
+    CHECK(all_refused);
     dpt_free(gz);
 }
 
