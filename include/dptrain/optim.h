@@ -1,0 +1,61 @@
+/* optim: optimizers (SGD with momentum and weight decay, Adam) and learning-rate schedules
+ * over the flat parameter buffer. Memory: dpt_optim owns its state arrays (allocated in
+ * dpt_optim_init for n parameters; freed by dpt_optim_free). Not thread-safe per object;
+ * the update loops themselves may use threads and are bit-identical for a thread count. */
+#ifndef DPTRAIN_OPTIM_H
+#define DPTRAIN_OPTIM_H
+
+#include <dptrain/core.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { DPT_OPT_SGD = 0, DPT_OPT_ADAM = 1 } dpt_opt_kind;
+
+typedef struct {
+    dpt_opt_kind kind;
+    double lr;            /* base learning rate (> 0) */
+    double momentum;      /* SGD: heavy-ball momentum in [0, 1) (0 = plain SGD) */
+    double weight_decay;  /* L2 coefficient added to the gradient: g + wd * theta (>= 0) */
+    double beta1, beta2;  /* Adam (defaults 0.9, 0.999) */
+    double eps;           /* Adam (default 1e-8) */
+} dpt_optim_config;
+
+/* Defaults for a kind (lr 0.1 for SGD, 1e-3 for Adam). */
+dpt_optim_config dpt_optim_defaults(dpt_opt_kind kind);
+dpt_status dpt_optim_parse(const char *s, dpt_opt_kind *out); /* "sgd" | "adam" */
+/* Validates ranges: lr > 0 finite, momentum in [0,1), wd >= 0, betas in [0,1), eps > 0. */
+dpt_status dpt_optim_validate(const dpt_optim_config *c);
+
+typedef struct {
+    dpt_optim_config cfg;
+    size_t n;
+    float *m;      /* [n] SGD momentum buffer / Adam first moment (NULL for plain SGD) */
+    float *v;      /* [n] Adam second moment (NULL otherwise) */
+    uint64_t t;    /* steps taken (Adam bias correction) */
+} dpt_optim;
+
+dpt_status dpt_optim_init(dpt_optim *o, const dpt_optim_config *cfg, size_t n);
+void dpt_optim_free(dpt_optim *o); /* accepts NULL */
+/* theta[n] -= update(grad[n]) with learning rate lr (the schedule's value for this step).
+ * A non-finite gradient is DPT_ERANGE and theta is left unchanged. */
+dpt_status dpt_optim_step(dpt_optim *o, float *theta, const float *grad, double lr);
+
+/* ==== Learning-rate schedules ==== */
+typedef enum { DPT_SCHED_CONSTANT = 0, DPT_SCHED_STEP = 1, DPT_SCHED_EXP = 2 } dpt_sched_kind;
+typedef struct {
+    dpt_sched_kind kind;
+    double gamma;     /* STEP: multiply by gamma every `every` epochs; EXP: by gamma each epoch */
+    unsigned every;   /* STEP only (>= 1) */
+} dpt_schedule;
+/* lr for 0-based epoch `epoch`: constant base; step base*gamma^floor(epoch/every);
+ * exp base*gamma^epoch. */
+double dpt_schedule_lr(const dpt_schedule *s, double base_lr, uint64_t epoch);
+/* Parses "constant" | "step:GAMMA:EVERY" (e.g. step:0.85:10) | "exp:GAMMA". */
+dpt_status dpt_schedule_parse(const char *s, dpt_schedule *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,105 @@
+/* train: the one training loop (sample, step, apply, log, evaluate, checkpoint) and the
+ * algorithms as small strategy structs plugged into it (non-private SGD first; DP-SGD,
+ * DP-ULR, DP-MAC, PDP-SGD and noisy GD add their own dpt_algo).
+ * Memory: dpt_trainer_new allocates everything a run needs (model, optimizer, batch
+ * buffers for the declared maximum batch, RNG streams); dpt_trainer_free releases it. The
+ * datasets passed in are borrowed and must outlive the trainer.
+ * Thread safety: one trainer per thread; it uses cfg.threads threads inside. */
+#ifndef DPTRAIN_TRAIN_H
+#define DPTRAIN_TRAIN_H
+
+#include <dptrain/core.h>
+#include <dptrain/data.h>
+#include <dptrain/io.h>
+#include <dptrain/nn.h>
+#include <dptrain/optim.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dpt_trainer dpt_trainer;
+
+/* ==== Algorithms (strategies) ====
+ * For every sampled batch the loop calls begin(b) once, accumulate() for each chunk of at
+ * most max_batch examples (a Poisson batch larger than the buffers is processed in
+ * chunks, never truncated), then finish(): after finish, t->model->grad holds the update
+ * direction the optimizer applies. record() then appends the step's privacy event to the
+ * ledger (NULL for non-private algorithms) and runs BEFORE the parameters change. */
+typedef struct dpt_algo {
+    const char *name;        /* "sgd", "dpsgd", ... */
+    int is_private;          /* 1: has privacy events and an epsilon */
+    dpt_status (*begin)(struct dpt_algo *a, dpt_trainer *t, size_t batch);
+    /* x [bc, D], y [bc]; returns the sum of per-example losses in *loss_sum */
+    dpt_status (*accumulate)(struct dpt_algo *a, dpt_trainer *t, const float *x,
+                             const int32_t *y, size_t bc, double *loss_sum);
+    dpt_status (*finish)(struct dpt_algo *a, dpt_trainer *t, size_t batch);
+    dpt_status (*record)(struct dpt_algo *a, dpt_trainer *t, size_t batch);
+    void (*free)(struct dpt_algo *a);
+    void *state;
+} dpt_algo;
+
+/* Non-private minibatch SGD: mean loss gradient over the sampled batch. */
+dpt_status dpt_algo_sgd_new(dpt_algo **out);
+
+/* ==== Run configuration ==== */
+typedef struct {
+    const char *model_spec;   /* "mlp:784-128-64-32-10:gelu" */
+    dpt_loss_kind loss;
+    dpt_init_scheme init;
+    dpt_optim_config optim;
+    dpt_schedule schedule;
+    dpt_sampler_kind sampler; /* shuffle (fixed batch), poisson (rate q), full */
+    size_t batch_size;        /* shuffle: batch size; poisson: expected batch (q = B/N) */
+    double sample_rate;       /* poisson: q (0 = derive from batch_size) */
+    uint64_t epochs;
+    uint64_t seed;            /* all streams derive from it (init, data, noise) */
+    int threads;
+    const char *out_dir;      /* run directory (NULL: no files) */
+    int progress;             /* 1: progress bar on stderr (a terminal); 0: plain lines */
+    int quiet;                /* 1: no per-epoch lines */
+    uint64_t max_steps;       /* 0 = no limit: stop after this many steps in total */
+    const char *run_json;     /* optional JSON object stored verbatim in checkpoints as "run"
+                                 (the CLI keeps dataset and normalization there) */
+} dpt_train_config;
+
+dpt_train_config dpt_train_config_defaults(void);
+
+/* Per-epoch results (also written to metrics.jsonl). */
+typedef struct {
+    uint64_t epoch, step;
+    double train_loss, test_loss, test_accuracy, wall_s;
+    double lr;
+} dpt_epoch_result;
+
+/* Creates a trainer for train/test data (test may be NULL). The algorithm is owned by
+ * the trainer afterwards. Initializes the model from cfg.seed. */
+dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train,
+                           const dpt_dataset *test, dpt_algo *algo, dpt_trainer **out);
+void dpt_trainer_free(dpt_trainer *t);
+
+/* Continues from out_dir/checkpoint.safetensors: model, optimizer, step, epoch, RNG
+ * streams and sampler position, so the run continues bit-identically (same threads).
+ * Refuses a checkpoint whose model, data hash or run settings differ (DPT_EMISMATCH). */
+dpt_status dpt_trainer_resume(dpt_trainer *t);
+
+/* Runs until cfg.epochs epochs are done (or max_steps). Writes metrics.jsonl and a
+ * checkpoint after every epoch when out_dir is set. `last` (may be NULL) receives the
+ * final epoch's results. */
+dpt_status dpt_trainer_run(dpt_trainer *t, dpt_epoch_result *last);
+
+/* Mean loss and accuracy of the current model on a dataset (chunks of max_batch). */
+dpt_status dpt_evaluate(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d,
+                        double *mean_loss, double *accuracy);
+
+/* Accessors for algorithms. */
+dpt_model *dpt_trainer_model(dpt_trainer *t);
+const dpt_train_config *dpt_trainer_config(const dpt_trainer *t);
+dpt_rng *dpt_trainer_noise_rng(dpt_trainer *t);
+size_t dpt_trainer_dataset_size(const dpt_trainer *t);
+uint64_t dpt_trainer_step(const dpt_trainer *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,79 @@
+/* Non-private minibatch SGD as a strategy of the training loop: the update direction is
+ * the gradient of the mean loss over the sampled batch, sum_i grad l_i / |B|. */
+#include <dptrain/train.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "train_internal.h"
+
+typedef struct {
+    float *dout; /* [max_batch, K] loss cotangents */
+    float *loss; /* [max_batch] per-example losses */
+    size_t cap;
+    double inv_b;
+} sgd_state;
+
+static dpt_status sgd_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
+    sgd_state *s = a->state;
+    dpt_model *m = t->model;
+    if (s->cap < m->max_batch) {
+        dpt_free(s->dout);
+        dpt_free(s->loss);
+        s->dout = dpt_alloc(m->max_batch * m->out_dim, sizeof(float), "loss gradients");
+        s->loss = dpt_alloc(m->max_batch, sizeof(float), "losses");
+        if (!s->dout || !s->loss) return DPT_ENOMEM;
+        s->cap = m->max_batch;
+    }
+    memset(m->grad, 0, m->n_params * sizeof(float));
+    s->inv_b = batch ? 1.0 / (double)batch : 0.0;
+    return DPT_OK;
+}
+
+static dpt_status sgd_accumulate(dpt_algo *a, dpt_trainer *t, const float *x, const int32_t *y, size_t bc,
+                                 double *loss_sum) {
+    sgd_state *s = a->state;
+    dpt_model *m = t->model;
+    DPT_TRY(dpt_model_forward(m, x, bc));
+    DPT_TRY(dpt_loss(t->cfg.loss, dpt_model_output(m), bc, m->out_dim, y, NULL, s->loss, s->dout));
+    double ls = 0;
+    for (size_t i = 0; i < bc; i++) ls += s->loss[i];
+    *loss_sum = ls;
+    float scale = (float)s->inv_b;
+    for (size_t i = 0; i < bc * m->out_dim; i++) s->dout[i] *= scale;
+    DPT_TRY(dpt_model_backward(m, s->dout, bc));
+    return dpt_model_param_grad(m, bc, DPT_GRAD_SUM, NULL, m->grad, 0, 1);
+}
+
+static dpt_status sgd_finish(dpt_algo *a, dpt_trainer *t, size_t batch) { return DPT_OK; }
+
+static void sgd_free(dpt_algo *a) {
+    if (!a) return;
+    sgd_state *s = a->state;
+    if (s) {
+        dpt_free(s->dout);
+        dpt_free(s->loss);
+        free(s);
+    }
+    free(a);
+}
+
+dpt_status dpt_algo_sgd_new(dpt_algo **out) {
+    dpt_algo *a = calloc(1, sizeof *a);
+    sgd_state *s = calloc(1, sizeof *s);
+    if (!a || !s) {
+        free(a);
+        free(s);
+        return dpt_set_error(DPT_ENOMEM, "sgd: out of memory");
+    }
+    a->name = "sgd";
+    a->is_private = 0;
+    a->begin = sgd_begin;
+    a->accumulate = sgd_accumulate;
+    a->finish = sgd_finish;
+    a->record = NULL;
+    a->free = sgd_free;
+    a->state = s;
+    *out = a;
+    return DPT_OK;
+}

@@ -1,0 +1,35 @@
+/* Private layout of dpt_trainer, shared by the loop and the algorithms in src/train/. */
+#ifndef DPT_TRAIN_INTERNAL_H
+#define DPT_TRAIN_INTERNAL_H
+#include <dptrain/train.h>
+
+struct dpt_trainer {
+    dpt_train_config cfg;
+    char model_spec[256];
+    char out_dir[512];
+    const dpt_dataset *train, *test; /* borrowed */
+    dpt_model *model;
+    dpt_optim opt;
+    int opt_live;
+    dpt_algo *algo; /* owned */
+    dpt_sampler *sampler;
+    dpt_rng rng_init, rng_noise;
+    int rng_init_live, rng_noise_live;
+    int threads;
+    size_t max_batch;
+    uint32_t *idx;  /* [n] indices of the current batch */
+    float *xb;      /* [max_batch, D] gathered features */
+    int32_t *yb;    /* [max_batch] gathered labels */
+    uint64_t step, epoch;
+    double wall_s;  /* training time (all sessions of the run) */
+    double epoch_loss_sum;
+    uint64_t epoch_examples;
+    uint8_t data_hash[32];
+    dpt_metrics metrics;
+    int metrics_open;
+    int resumed;
+    char *run_json; /* owned copy of cfg.run_json */
+};
+
+dpt_status dpt_trainer_checkpoint_path(const dpt_trainer *t, char *buf, size_t n);
+#endif
