@@ -60,6 +60,9 @@ static void test_rng_streams(void) {
     CHECK_OK(dpt_rng_init_secure(&s1, DPT_STREAM_NOISE));
     CHECK_OK(dpt_rng_init_secure(&s2, DPT_STREAM_NOISE));
     CHECK(s1.secure == 1 && dpt_rng_u64(&s1) != dpt_rng_u64(&s2));
+    dpt_rng_get_state(&s1, &st);
+    CHECK_STATUS(dpt_rng_set_state(&d, &st), DPT_EINVAL);
+    CHECK_ERR_HAS("secure");
     dpt_rng_free(&a), dpt_rng_free(&b), dpt_rng_free(&c), dpt_rng_free(&d);
     dpt_rng_free(&s1), dpt_rng_free(&s2);
     dpt_rng_free(NULL);

@@ -143,6 +143,7 @@ typedef struct {
     uint32_t stream_id;
     uint64_t substreams, block;
     uint32_t pos;
+    int secure; /* 1: an OS-seeded stream; its key is not in the state, so it cannot be restored */
 } dpt_rng_state;
 void dpt_rng_get_state(const dpt_rng *r, dpt_rng_state *s);
 /* Re-creates the stream at that position (refuses secure streams: they are not saved). */

@@ -114,9 +114,11 @@ void dpt_rng_get_state(const dpt_rng *r, dpt_rng_state *s) {
     s->substreams = r->substreams;
     s->block = r->block;
     s->pos = r->pos;
+    s->secure = r->secure;
 }
 
 dpt_status dpt_rng_set_state(dpt_rng *r, const dpt_rng_state *s) {
+    DPT_CHECK(!s->secure, DPT_EINVAL, "rng state: a secure (OS-seeded) stream cannot be restored");
     DPT_CHECK(s->pos <= DPT_RNG_BUF_WORDS, DPT_EFORMAT, "rng state: position %u out of range", s->pos);
     DPT_CHECK(s->pos == DPT_RNG_BUF_WORDS || s->block >= BUF_BLOCKS, DPT_EFORMAT, "rng state: inconsistent block/position");
     if (r->ctx) EVP_CIPHER_CTX_free(r->ctx);
