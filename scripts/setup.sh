@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(
   build-essential cmake pkg-config   # compiler, build system
-  libopenblas-dev liblapacke-dev     # GEMM (OpenBLAS), symmetric eigensolver (LAPACKE)
+  libopenblas-openmp-dev             # GEMM (OpenBLAS on OpenMP: one thread pool with ours)
+  liblapacke-dev                     # symmetric eigensolver (LAPACKE)
   zlib1g-dev                         # gzip-compressed datasets
   libssl-dev                         # ChaCha20 keystream and OS randomness (libcrypto)
   libcjson-dev                       # JSON: checkpoint headers, ledger, metrics

@@ -36,6 +36,7 @@ static dpt_train_config base_cfg(const char *out) {
     c.batch_size = 32;
     c.epochs = 3;
     c.seed = 5;
+    c.optim.lr = 0.01;
     c.threads = 2;
     c.quiet = 1;
     c.out_dir = out;
