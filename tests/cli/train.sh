@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# CLI: dptrain train / eval on a tiny CSV made here. Good runs succeed and write their
+# files; bad flags, missing files and corrupted checkpoints exit non-zero with one clear
+# line naming the flag or file.
+set -u
+BIN=$1
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0; checks=0
+expect_fail() { # expect_fail "needle" cmd...
+  local needle=$1; shift
+  checks=$((checks+1))
+  local out; out=$("$@" 2>&1); local rc=$?
+  if [ $rc -eq 0 ] || ! grep -q -- "$needle" <<<"$out"; then
+    echo "FAIL: '$*' rc=$rc, want non-zero and message containing '$needle'; got: $out"; fail=$((fail+1))
+  fi
+}
+expect_ok() {
+  checks=$((checks+1))
+  local out; out=$("$@" 2>&1); local rc=$?
+  if [ $rc -ne 0 ]; then echo "FAIL: '$*' rc=$rc: $out"; fail=$((fail+1)); fi
+}
+# 3 classes, 4 features, separable
+python3 - "$T/d.csv" <<'PY'
+import random, sys
+random.seed(1)
+with open(sys.argv[1], "w") as f:
+    f.write("label,a,b,c,d\n")
+    for i in range(300):
+        c = i % 3
+        f.write("%d,%s\n" % (c, ",".join("%.4f" % (random.gauss(0, 0.5) + (2.0 if j % 3 == c else 0.0)) for j in range(4))))
+PY
+printf 'label,a,b,c,d\n0,1,2,nan,4\n' > "$T/nan.csv"
+
+expect_ok "$BIN" --help
+expect_ok "$BIN" train --help
+checks=$((checks+1))
+if ! "$BIN" train --help | grep -q -- "--batch-size B.*(default: 256)"; then echo "FAIL: help lacks --batch-size default"; fail=$((fail+1)); fi
+COMMON=(--dataset "csv:$T/d.csv" --model mlp:4-8-3:relu --batch-size 16 --lr 0.01 --threads 1 --no-progress)
+expect_ok "$BIN" train "${COMMON[@]}" --epochs 2 --out "$T/run"
+checks=$((checks+1))
+[ "$(wc -l < "$T/run/metrics.jsonl")" -eq 2 ] || { echo "FAIL: metrics.jsonl should have 2 lines"; fail=$((fail+1)); }
+checks=$((checks+1))
+python3 -c '
+import json,sys
+for line in open(sys.argv[1]):
+    o = json.loads(line)
+    assert {"epoch","step","train_loss","test_loss","test_accuracy","wall_s"} <= o.keys(), o
+    assert 0 <= o["test_accuracy"] <= 1
+' "$T/run/metrics.jsonl" || { echo "FAIL: metrics keys"; fail=$((fail+1)); }
+expect_ok "$BIN" eval --checkpoint "$T/run/checkpoint.safetensors"
+expect_ok "$BIN" train "${COMMON[@]}" --epochs 3 --out "$T/run" --resume
+
+expect_fail "--lr" "$BIN" train "${COMMON[@]}" --lr -1 --out "$T/x"
+expect_fail "--lr" "$BIN" train "${COMMON[@]}" --lr abc --out "$T/x"
+expect_fail "not a layer width" "$BIN" train "${COMMON[@]}" --model mlp:4-x-3 --out "$T/x"
+expect_fail "unknown activation" "$BIN" train "${COMMON[@]}" --model mlp:4-8-3:swishy --out "$T/x"
+expect_fail "has 4 features" "$BIN" train --dataset "csv:$T/d.csv" --model mlp:5-3 --out "$T/x"
+expect_fail "nosuch.csv" "$BIN" train --dataset "csv:$T/nosuch.csv" --out "$T/x"
+expect_fail "nan.csv" "$BIN" train --dataset "csv:$T/nan.csv" --model mlp:4-3 --out "$T/x"
+expect_fail "--epochs" "$BIN" train "${COMMON[@]}" --epochs 0 --out "$T/x"
+expect_fail "--batch-size" "$BIN" train "${COMMON[@]}" --batch-size 0 --out "$T/x"
+expect_fail "--bogus" "$BIN" train --bogus
+expect_fail "unknown command" "$BIN" frobnicate
+expect_fail "--checkpoint" "$BIN" eval
+expect_fail "nope.safetensors" "$BIN" eval --checkpoint "$T/nope.safetensors"
+head -c 200 "$T/run/checkpoint.safetensors" > "$T/trunc.safetensors"
+expect_fail "truncated" "$BIN" eval --checkpoint "$T/trunc.safetensors"
+cp "$T/run/checkpoint.safetensors" "$T/flip.safetensors"
+printf '\x55' | dd of="$T/flip.safetensors" bs=1 seek=$(( $(stat -c %s "$T/flip.safetensors") - 10 )) conv=notrunc 2>/dev/null
+expect_fail "flip.safetensors" "$BIN" eval --checkpoint "$T/flip.safetensors"
+expect_fail "--seed" "$BIN" train "${COMMON[@]}" --epochs 4 --out "$T/run" --resume --seed 9
+
+echo "$((checks - fail)) passed, $fail failed"
+[ $fail -eq 0 ]
