@@ -1,0 +1,641 @@
+/* nn tests: every layer and loss against a naive double-precision reference written here
+ * (forward values, and float backward vs central finite differences of the double
+ * reference), the four gradient modes against each other, jvp, whole-model gradients,
+ * spec errors, initializer variances and bit-identical reruns. */
+#include <dptrain/nn.h>
+
+#include "testutil.h"
+
+#include <stdint.h>
+
+/* ==== helpers and double references ==== */
+
+static dpt_rng rng;
+
+static void fill_gauss(float *x, size_t n, double sd) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)(sd * dpt_rng_gauss_ref(&rng));
+}
+/* values in +-[0.15, 1.5]: away from the ReLU kink at 0 */
+static void fill_away(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        double u = 0.15 + 1.35 * dpt_rng_uniform(&rng);
+        x[i] = (float)(dpt_rng_uniform(&rng) < 0.5 ? -u : u);
+    }
+}
+
+static double ref_act(dpt_layer_kind k, double x) {
+    switch (k) {
+    case DPT_LAYER_RELU: return x > 0 ? x : 0;
+    case DPT_LAYER_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    case DPT_LAYER_TANH: return tanh(x);
+    case DPT_LAYER_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    default: return x;
+    }
+}
+
+/* v[B, K] = x W^T + b, all double; theta_l = [W (K x D), b (K) if bias] */
+static void ref_linear(const double *th, int bias, const double *x, size_t B, size_t D, size_t K, double *v) {
+    for (size_t i = 0; i < B; i++)
+        for (size_t k = 0; k < K; k++) {
+            double s = bias ? th[K * D + k] : 0.0;
+            for (size_t d = 0; d < D; d++) s += th[k * D + d] * x[i * D + d];
+            v[i * K + k] = s;
+        }
+}
+
+/* whole model in double from theta (double) and x (double): out [B, out_dim] */
+static void ref_model(const dpt_model *m, const double *theta, const double *x, size_t B, double *out) {
+    size_t maxd = m->in_dim;
+    for (size_t l = 0; l < m->n_layers; l++)
+        if (m->layers[l].out_dim > maxd) maxd = m->layers[l].out_dim;
+    double *a = calloc(B * maxd, sizeof *a), *b = calloc(B * maxd, sizeof *b);
+    memcpy(a, x, B * m->in_dim * sizeof *a);
+    for (size_t l = 0; l < m->n_layers; l++) {
+        const dpt_layer *L = &m->layers[l];
+        if (L->kind == DPT_LAYER_LINEAR)
+            ref_linear(theta + L->param_offset, L->has_bias, a, B, L->in_dim, L->out_dim, b);
+        else
+            for (size_t j = 0; j < B * L->in_dim; j++) b[j] = ref_act(L->kind, a[j]);
+        double *t = a; a = b; b = t;
+    }
+    memcpy(out, a, B * m->out_dim * sizeof *out);
+    free(a);
+    free(b);
+}
+
+/* per-example loss in double */
+static double ref_loss1(dpt_loss_kind kind, const double *o, size_t K, int32_t y, const float *t) {
+    double l = 0.0;
+    if (kind == DPT_LOSS_SOFTMAX_CE) {
+        double s = 0.0;
+        for (size_t k = 0; k < K; k++) s += exp(o[k]);
+        return log(s) - o[y];
+    }
+    for (size_t k = 0; k < K; k++) {
+        if (kind == DPT_LOSS_SIGMOID_BCE) {
+            double tk = K == 1 ? y : (y == (int32_t)k);
+            double p = 1.0 / (1.0 + exp(-o[k]));
+            l += -(tk * log(p) + (1 - tk) * log(1 - p));
+        } else {
+            l += 0.5 * (o[k] - t[k]) * (o[k] - t[k]);
+        }
+    }
+    return l;
+}
+
+static double *to_double(const float *x, size_t n) {
+    double *d = malloc(n * sizeof *d);
+    for (size_t i = 0; i < n; i++) d[i] = x[i];
+    return d;
+}
+
+/* ==== Linear layer ==== */
+
+static void test_linear(int bias) {
+    const size_t D = 4, K = 3, B = 5;
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new(bias ? "mlp:4-3" : "mlp:4-3:nobias", B, 1, &m));
+    if (!m) return;
+    const dpt_layer *L = &m->layers[0];
+    const size_t P = L->n_params;
+    CHECK(P == K * D + (bias ? K : 0));
+    fill_gauss(m->theta, P, 0.7);
+    float x[20], v[15], dv[15], dx[20];
+    fill_gauss(x, B * D, 1.0);
+    fill_gauss(dv, B * K, 1.0);
+    CHECK_OK(L->ops->forward(L, x, v, B));
+    double *th = to_double(m->theta, P), *xd = to_double(x, B * D), vr[15];
+    ref_linear(th, bias, xd, B, D, K, vr);
+    for (size_t j = 0; j < B * K; j++) CHECK_CLOSE(v[j], vr[j], 1e-6, 1e-5);
+
+    /* f = sum_i <dv_i, v_i>: FD of the double reference in theta and x */
+    const double h = 1e-6;
+    float gsum[15], gpe[5 * 16], gsq[5], gw[15], w[5];
+    CHECK_OK(L->ops->backward_params(L, x, dv, B, DPT_GRAD_SUM, NULL, gsum, 0, 0));
+    CHECK_OK(L->ops->backward_input(L, x, v, dv, dx, B));
+    for (size_t p = 0; p < P + B * D; p++) {
+        double *z = p < P ? &th[p] : &xd[p - P], z0 = *z, fp = 0, fm = 0, vv[15];
+        *z = z0 + h;
+        ref_linear(th, bias, xd, B, D, K, vv);
+        for (size_t j = 0; j < B * K; j++) fp += dv[j] * vv[j];
+        *z = z0 - h;
+        ref_linear(th, bias, xd, B, D, K, vv);
+        for (size_t j = 0; j < B * K; j++) fm += dv[j] * vv[j];
+        *z = z0;
+        double fd = (fp - fm) / (2 * h);
+        if (p < P) CHECK_CLOSE(gsum[p], fd, 1e-5, 1e-4);
+        else CHECK_CLOSE(dx[p - P], fd, 1e-5, 1e-4);
+    }
+    /* per-example rows (ld = P + 1 > P) sum to SUM; row i is dv_i x_i^T then dv_i */
+    const size_t ld = P + 1;
+    for (size_t j = 0; j < B * ld; j++) gpe[j] = -7.0f; /* the pad column must stay */
+    CHECK_OK(L->ops->backward_params(L, x, dv, B, DPT_GRAD_PER_EXAMPLE, NULL, gpe, ld, 0));
+    for (size_t i = 0; i < B; i++) {
+        CHECK(gpe[i * ld + P] == -7.0f);
+        CHECK_CLOSE(gpe[i * ld + 1 * D + 2], (double)dv[i * K + 1] * x[i * D + 2], 1e-7, 1e-6);
+        if (bias) CHECK(gpe[i * ld + K * D + 2] == dv[i * K + 2]);
+    }
+    for (size_t p = 0; p < P; p++) {
+        double s = 0;
+        for (size_t i = 0; i < B; i++) s += gpe[i * ld + p];
+        CHECK_CLOSE(gsum[p], s, 1e-6, 1e-5);
+    }
+    /* SQNORM = squared norms of the materialized rows; WEIGHTED = sum_i w_i g_i */
+    CHECK_OK(L->ops->backward_params(L, x, dv, B, DPT_GRAD_SQNORM, NULL, gsq, 0, 0));
+    for (size_t i = 0; i < B; i++) {
+        double s = 0;
+        for (size_t p = 0; p < P; p++) s += (double)gpe[i * ld + p] * gpe[i * ld + p];
+        CHECK_CLOSE(gsq[i], s, 1e-6, 1e-5);
+        w[i] = (float)(0.1 + 0.3 * i);
+    }
+    CHECK_OK(L->ops->backward_params(L, x, dv, B, DPT_GRAD_WEIGHTED, w, gw, 0, 0));
+    for (size_t p = 0; p < P; p++) {
+        double s = 0;
+        for (size_t i = 0; i < B; i++) s += (double)w[i] * gpe[i * ld + p];
+        CHECK_CLOSE(gw[p], s, 1e-6, 1e-5);
+    }
+    CHECK_STATUS(L->ops->backward_params(L, x, dv, B, DPT_GRAD_WEIGHTED, NULL, gw, 0, 0), DPT_EINVAL);
+    CHECK_STATUS(L->ops->backward_params(L, x, dv, B, DPT_GRAD_PER_EXAMPLE, NULL, gpe, P - 1, 0), DPT_EINVAL);
+    /* accumulate = 1 adds to what is there, in every mode */
+    for (int mode = 0; mode < 4; mode++) {
+        float a[5 * 16], b0[5 * 16];
+        size_t n = mode == DPT_GRAD_PER_EXAMPLE ? B * ld : mode == DPT_GRAD_SQNORM ? B : P;
+        CHECK_OK(L->ops->backward_params(L, x, dv, B, (dpt_grad_mode)mode, w, b0, ld, 0));
+        for (size_t j = 0; j < n; j++) a[j] = 0.5f + 0.01f * j;
+        CHECK_OK(L->ops->backward_params(L, x, dv, B, (dpt_grad_mode)mode, w, a, ld, 1));
+        for (size_t j = 0; j < n; j++)
+            if (mode != DPT_GRAD_PER_EXAMPLE || j % ld < P) CHECK_CLOSE(a[j], 0.5 + 0.01 * j + b0[j], 1e-6, 1e-5);
+    }
+    /* jvp in a parameter direction and an input direction vs FD of the reference forward */
+    float tx[20], tth[15], jv[15];
+    fill_gauss(tx, B * D, 1.0);
+    fill_gauss(tth, P, 1.0);
+    for (int which = 0; which < 3; which++) { /* 0: dx only, 1: dtheta only, 2: both */
+        const float *pdx = which != 1 ? tx : NULL, *pdt = which != 0 ? tth : NULL;
+        CHECK_OK(L->ops->jvp(L, x, v, pdx, pdt, jv, B));
+        double tp[15], tm[15], *thp = to_double(m->theta, P), *xp = to_double(x, B * D);
+        for (int s = 0; s < 2; s++) {
+            double e = s ? -h : h;
+            for (size_t p = 0; p < P; p++) thp[p] = m->theta[p] + (pdt ? e * pdt[p] : 0);
+            for (size_t j = 0; j < B * D; j++) xp[j] = x[j] + (pdx ? e * pdx[j] : 0);
+            ref_linear(thp, bias, xp, B, D, K, s ? tm : tp);
+        }
+        for (size_t j = 0; j < B * K; j++) CHECK_CLOSE(jv[j], (tp[j] - tm[j]) / (2 * h), 1e-5, 1e-4);
+        free(thp);
+        free(xp);
+    }
+    CHECK_OK(L->ops->jvp(L, x, v, NULL, NULL, jv, B));
+    for (size_t j = 0; j < B * K; j++) CHECK(jv[j] == 0.0f);
+    free(th);
+    free(xd);
+    dpt_model_free(m);
+}
+
+/* ==== activations ==== */
+
+static void test_activation(const char *spec, dpt_layer_kind kind) {
+    const size_t n = 6, B = 4;
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new(spec, B, 1, &m));
+    if (!m) return;
+    const dpt_layer *L = &m->layers[1];
+    CHECK(L->kind == kind && L->n_params == 0 && L->ops->backward_params == NULL);
+    CHECK(L->in_dim == n && L->out_dim == n);
+    float x[24], v[24], dv[24], dx[24], t[24], jv[24];
+    fill_away(x, B * n);
+    x[0] = 3.5f; /* the tails too */
+    x[1] = -4.0f;
+    fill_gauss(dv, B * n, 1.0);
+    fill_gauss(t, B * n, 1.0);
+    CHECK_OK(L->ops->forward(L, x, v, B));
+    CHECK_OK(L->ops->backward_input(L, x, v, dv, dx, B));
+    CHECK_OK(L->ops->jvp(L, x, v, t, NULL, jv, B));
+    const double h = 1e-6;
+    for (size_t j = 0; j < B * n; j++) {
+        CHECK_CLOSE(v[j], ref_act(kind, x[j]), 1e-7, 1e-6);
+        double fd = (ref_act(kind, x[j] + h) - ref_act(kind, x[j] - h)) / (2 * h);
+        CHECK_CLOSE(dx[j], dv[j] * fd, 1e-6, 1e-5);
+        CHECK_CLOSE(jv[j], t[j] * fd, 1e-6, 1e-5);
+    }
+    dpt_model_free(m);
+}
+
+/* ==== losses ==== */
+
+static void test_loss(dpt_loss_kind kind, size_t K) {
+    const size_t B = 5;
+    float o[5 * 4], t[5 * 4], loss[5], d[5 * 4];
+    int32_t y[5];
+    fill_gauss(o, B * K, 2.0);
+    fill_gauss(t, B * K, 1.0);
+    for (size_t i = 0; i < B; i++) y[i] = (int32_t)(K == 1 ? i % 2 : (i * 7) % K);
+    CHECK_OK(dpt_loss(kind, o, B, K, y, t, loss, d));
+    const double h = 1e-6;
+    for (size_t i = 0; i < B; i++) {
+        double *od = to_double(o + i * K, K);
+        CHECK_CLOSE(loss[i], ref_loss1(kind, od, K, y[i], t + i * K), 1e-6, 1e-5);
+        for (size_t k = 0; k < K; k++) {
+            double o0 = od[k];
+            od[k] = o0 + h;
+            double fp = ref_loss1(kind, od, K, y[i], t + i * K);
+            od[k] = o0 - h;
+            double fm = ref_loss1(kind, od, K, y[i], t + i * K);
+            od[k] = o0;
+            CHECK_CLOSE(d[i * K + k], (fp - fm) / (2 * h), 1e-6, 1e-5);
+        }
+        free(od);
+    }
+    /* NULL outputs skip; huge logits stay finite (log-sum-exp / softplus forms) */
+    CHECK_OK(dpt_loss(kind, o, B, K, y, t, NULL, NULL));
+    if (kind != DPT_LOSS_SQUARED) {
+        float big[4] = {1000.0f, -1000.0f, 500.0f, 0.0f}, lb[1], db[4];
+        int32_t yb[1] = {K == 1 ? 0 : 1};
+        CHECK_OK(dpt_loss(kind, big, 1, K, yb, NULL, lb, db));
+        CHECK(isfinite(lb[0]) && lb[0] > 100.0f);
+        CHECK(dpt_all_finite(db, K));
+        /* labels out of range */
+        int32_t bad[5] = {0, 1, (int32_t)(K == 1 ? 2 : K), 0, 0};
+        CHECK_STATUS(dpt_loss(kind, o, B, K, bad, t, loss, d), DPT_EINVAL);
+        CHECK_ERR_HAS("label");
+        bad[2] = -1;
+        CHECK_STATUS(dpt_loss(kind, o, B, K, bad, t, loss, d), DPT_EINVAL);
+        CHECK_STATUS(dpt_loss(kind, o, B, K, NULL, t, loss, d), DPT_EINVAL);
+    } else {
+        CHECK_STATUS(dpt_loss(kind, o, B, K, y, NULL, loss, d), DPT_EINVAL);
+    }
+    /* NaN in the output: still OK, the NaN reaches that example's loss */
+    o[K] = NAN;
+    CHECK_OK(dpt_loss(kind, o, B, K, y, t, loss, d));
+    CHECK(isnan(loss[1]));
+    CHECK(isfinite(loss[0]));
+}
+
+/* ==== whole models ==== */
+
+static void test_model(const char *spec, dpt_loss_kind lk) {
+    const size_t B = 6;
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new(spec, B + 2, 1, &m));
+    if (!m) return;
+    dpt_rng r;
+    CHECK_OK(dpt_rng_init(&r, 42, DPT_STREAM_INIT));
+    CHECK_OK(dpt_model_init(m, DPT_INIT_DEFAULT, NULL, 0, 0.1, &r));
+    dpt_rng_free(&r);
+    const size_t P = m->n_params, D = m->in_dim, K = m->out_dim;
+    float *x = malloc(B * D * sizeof *x), *t = malloc(B * K * sizeof *t), *dout = malloc(B * K * sizeof *dout);
+    int32_t y[6];
+    fill_gauss(x, B * D, 1.0);
+    fill_gauss(t, B * K, 1.0);
+    for (size_t i = 0; i < B; i++) y[i] = (int32_t)(i % K);
+
+    CHECK_OK(dpt_model_forward(m, x, B));
+    double *th = to_double(m->theta, P), *xd = to_double(x, B * D), *od = malloc(B * K * sizeof *od);
+    ref_model(m, th, xd, B, od);
+    for (size_t j = 0; j < B * K; j++) CHECK_CLOSE(dpt_model_output(m)[j], od[j], 1e-5, 1e-4);
+
+    /* gradient of the mean loss: float backward vs double FD of the reference model */
+    CHECK_OK(dpt_loss(lk, dpt_model_output(m), B, K, y, t, NULL, dout));
+    for (size_t j = 0; j < B * K; j++) dout[j] /= (float)B;
+    CHECK_OK(dpt_model_backward(m, dout, B));
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_SUM, NULL, m->grad, 0, 0));
+    const double h = 1e-6;
+    double gnorm = 0;
+    for (size_t p = 0; p < P; p++) gnorm += (double)m->grad[p] * m->grad[p];
+    CHECK(gnorm > 1e-8); /* a vanishing gradient would make the comparison empty */
+    for (size_t p = 0; p < P; p++) {
+        double f[2];
+        for (int s = 0; s < 2; s++) {
+            th[p] = m->theta[p] + (s ? -h : h);
+            ref_model(m, th, xd, B, od);
+            f[s] = 0;
+            for (size_t i = 0; i < B; i++) f[s] += ref_loss1(lk, od + i * K, K, y[i], t + i * K) / B;
+        }
+        th[p] = m->theta[p];
+        CHECK_CLOSE(m->grad[p], (f[0] - f[1]) / (2 * h), 2e-5, 1e-3);
+    }
+    /* the same in float: perturb theta itself (h = 1e-2, float rounding ~1e-7 / h) */
+    for (size_t p = 0; p < P; p += 7) {
+        const float th0 = m->theta[p];
+        const float hf = 1e-2f;
+        float lv[6];
+        double f[2];
+        for (int s = 0; s < 2; s++) {
+            m->theta[p] = th0 + (s ? -hf : hf);
+            CHECK_OK(dpt_model_forward(m, x, B));
+            CHECK_OK(dpt_loss(lk, dpt_model_output(m), B, K, y, t, lv, NULL));
+            f[s] = 0;
+            for (size_t i = 0; i < B; i++) f[s] += lv[i] / (double)B;
+        }
+        m->theta[p] = th0;
+        CHECK_CLOSE(m->grad[p], (f[0] - f[1]) / (2.0 * hf), 2e-3, 3e-2);
+    }
+    CHECK_OK(dpt_model_forward(m, x, B));
+    CHECK_OK(dpt_model_backward(m, dout, B));
+
+    /* modes against each other */
+    const size_t ld = P + 3;
+    float *pe = malloc(B * ld * sizeof *pe), *sq = malloc(B * sizeof *sq), *wg = malloc(P * sizeof *wg);
+    float *ls = malloc(B * 64 * sizeof *ls), w[6];
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_PER_EXAMPLE, NULL, pe, ld, 0));
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_SQNORM, NULL, sq, 0, 0));
+    for (size_t i = 0; i < B; i++) w[i] = (float)(1.5 - 0.2 * i);
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_WEIGHTED, w, wg, 0, 0));
+    for (size_t p = 0; p < P; p++) {
+        double s = 0, sw = 0;
+        for (size_t i = 0; i < B; i++) {
+            s += pe[i * ld + p];
+            sw += (double)w[i] * pe[i * ld + p];
+        }
+        CHECK_CLOSE(m->grad[p], s, 1e-7, 1e-5);
+        CHECK_CLOSE(wg[p], sw, 1e-7, 1e-5);
+    }
+    const size_t G = dpt_model_n_param_layers(m);
+    CHECK(G == dpt_model_n_linear(m));
+    CHECK_OK(dpt_model_layer_sqnorms(m, B, ls));
+    for (size_t i = 0; i < B; i++) {
+        double s = 0, sl = 0;
+        for (size_t p = 0; p < P; p++) s += (double)pe[i * ld + p] * pe[i * ld + p];
+        CHECK_CLOSE(sq[i], s, 1e-9, 1e-5);
+        for (size_t g = 0; g < G; g++) {
+            const dpt_layer *L = &m->layers[dpt_model_param_layer(m, g)];
+            double sg = 0;
+            for (size_t p = L->param_offset; p < L->param_offset + L->n_params; p++)
+                sg += (double)pe[i * ld + p] * pe[i * ld + p];
+            CHECK_CLOSE(ls[g * B + i], sg, 1e-9, 1e-5);
+            sl += ls[g * B + i];
+        }
+        CHECK_CLOSE(sl, sq[i], 1e-9, 1e-5);
+    }
+    /* accumulate = 1 adds (SQNORM sums over layers on top of what is there) */
+    for (size_t i = 0; i < B; i++) ls[i] = 2.0f;
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_SQNORM, NULL, ls, 0, 1));
+    for (size_t i = 0; i < B; i++) CHECK_CLOSE(ls[i], 2.0 + sq[i], 1e-6, 1e-5);
+    for (size_t p = 0; p < P; p++) wg[p] = 1.0f;
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_SUM, NULL, wg, 0, 1));
+    for (size_t p = 0; p < P; p++) CHECK_CLOSE(wg[p], 1.0 + m->grad[p], 1e-6, 1e-5);
+    CHECK_STATUS(dpt_model_param_grad(m, B, DPT_GRAD_PER_EXAMPLE, NULL, pe, P - 1, 0), DPT_EINVAL);
+    CHECK_STATUS(dpt_model_param_grad(m, B, DPT_GRAD_WEIGHTED, NULL, wg, 0, 0), DPT_EINVAL);
+    CHECK_STATUS(dpt_model_forward(m, x, B + 3), DPT_EINVAL);
+    CHECK_ERR_HAS("max_batch");
+
+    /* model jvp in a parameter and an input direction vs FD of the reference model */
+    float *tth = malloc(P * sizeof *tth), *tx = malloc(B * D * sizeof *tx), *jv = malloc(B * K * sizeof *jv);
+    fill_gauss(tth, P, 1.0);
+    fill_gauss(tx, B * D, 1.0);
+    double *op = malloc(B * K * sizeof *op);
+    CHECK_OK(dpt_model_jvp(m, tth, tx, B, jv));
+    for (int s = 0; s < 2; s++) {
+        double e = s ? -h : h;
+        for (size_t p = 0; p < P; p++) th[p] = m->theta[p] + e * tth[p];
+        for (size_t j = 0; j < B * D; j++) xd[j] = x[j] + e * tx[j];
+        ref_model(m, th, xd, B, s ? od : op);
+    }
+    for (size_t j = 0; j < B * K; j++) CHECK_CLOSE(jv[j], (op[j] - od[j]) / (2 * h), 2e-5, 1e-3);
+
+    /* forward_from: restart after layer 0 from a changed act[1] */
+    for (size_t j = 0; j < B * m->layers[0].out_dim; j++) m->act[1][j] += 0.25f;
+    CHECK_OK(dpt_model_forward_from(m, 1, B));
+    {
+        dpt_model sub = *m; /* reference: layers [1, n) applied to act[1] */
+        sub.layers = m->layers + 1;
+        sub.n_layers = m->n_layers - 1;
+        sub.in_dim = m->layers[0].out_dim;
+        for (size_t l = 0; l < sub.n_layers; l++) sub.layers[l].param_offset -= m->layers[0].n_params;
+        double *a1 = to_double(m->act[1], B * sub.in_dim);
+        ref_model(&sub, to_double(m->theta + m->layers[0].n_params, P - m->layers[0].n_params), a1, B, od);
+        for (size_t l = 0; l < sub.n_layers; l++) sub.layers[l].param_offset += m->layers[0].n_params;
+        for (size_t j = 0; j < B * K; j++) CHECK_CLOSE(dpt_model_output(m)[j], od[j], 1e-5, 1e-4);
+        free(a1);
+    }
+    CHECK_STATUS(dpt_model_forward_from(m, m->n_layers + 1, B), DPT_EINVAL);
+
+    free(x); free(t); free(dout); free(th); free(xd); free(od); free(op);
+    free(pe); free(sq); free(wg); free(ls); free(tth); free(tx); free(jv);
+    dpt_model_free(m);
+}
+
+/* ==== specs, tensor table ==== */
+
+static void test_specs(void) {
+    dpt_model *m = NULL;
+    CHECK_STATUS(dpt_model_new("mlp:784-abc-10", 8, 1, &m), DPT_EINVAL);
+    CHECK_ERR_HAS("model spec 'mlp:784-abc-10': 'abc' is not a layer width");
+    CHECK(m == NULL);
+    CHECK_STATUS(dpt_model_new("mlp:784-128-10:swish", 8, 1, &m), DPT_EINVAL);
+    CHECK_ERR_HAS("'swish'");
+    CHECK_STATUS(dpt_model_new("", 8, 1, &m), DPT_EINVAL);
+    CHECK_ERR_HAS("empty");
+    CHECK_STATUS(dpt_model_new("mlp:", 8, 1, &m), DPT_EINVAL);
+    CHECK_STATUS(dpt_model_new("mlp:10", 8, 1, &m), DPT_EINVAL);
+    CHECK_ERR_HAS("two widths");
+    CHECK_STATUS(dpt_model_new("mlp:10-0-3", 8, 1, &m), DPT_EINVAL);
+    CHECK_ERR_HAS("'0'");
+    CHECK_STATUS(dpt_model_new("mlp:10--3", 8, 1, &m), DPT_EINVAL);
+    CHECK_STATUS(dpt_model_new("mlp:10-3-", 8, 1, &m), DPT_EINVAL);
+    CHECK_STATUS(dpt_model_new("cnn:10-3", 8, 1, &m), DPT_EINVAL);
+    CHECK_ERR_HAS("'cnn'");
+    CHECK_STATUS(dpt_model_new("mlp:10-3:relu:gelu", 8, 1, &m), DPT_EINVAL);
+    CHECK_STATUS(dpt_model_new("ae:10-3-9", 8, 1, &m), DPT_EINVAL);
+    CHECK_STATUS(dpt_model_new("mlp:10-3", 0, 1, &m), DPT_EINVAL);
+    CHECK_ERR_HAS("max_batch");
+    char many[400] = "mlp:2";
+    for (int i = 0; i < 70; i++) strcat(many, "-2");
+    CHECK_STATUS(dpt_model_new(many, 8, 1, &m), DPT_EINVAL);
+    CHECK_ERR_HAS("too many layers");
+    CHECK(m == NULL);
+
+    CHECK_OK(dpt_model_new("ae:6-4-2-4-6:tanh:nobias", 3, 1, &m));
+    if (m) {
+        CHECK(m->n_layers == 7 && m->in_dim == 6 && m->out_dim == 6);
+        CHECK(m->n_params == 24 + 8 + 8 + 24);
+        CHECK(dpt_model_n_tensors(m) == 4);
+        CHECK(m->layers[1].kind == DPT_LAYER_TANH && !strcmp(m->layers[1].name, "tanh1"));
+        dpt_model_free(m);
+    }
+    CHECK_OK(dpt_model_new("mlp:784-128-64-10:gelu", 4, 1, &m));
+    if (m) {
+        CHECK(dpt_model_n_tensors(m) == 6 && dpt_model_n_param_layers(m) == 3);
+        CHECK(dpt_model_param_layer(m, 2) == 4 && dpt_model_param_layer(m, 3) == m->n_layers);
+        const char *names[6] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight", "fc3.bias"};
+        size_t off = 0;
+        for (size_t i = 0; i < 6; i++) {
+            dpt_param_tensor t;
+            dpt_model_tensor(m, i, &t);
+            CHECK(!strcmp(t.name, names[i]));
+            CHECK(t.offset == off);
+            CHECK(t.ndim == (i % 2 ? 1 : 2));
+            off += t.size;
+        }
+        CHECK(off == m->n_params);
+        dpt_param_tensor t;
+        dpt_model_tensor(m, 2, &t);
+        CHECK(t.shape[0] == 64 && t.shape[1] == 128 && t.size == 64 * 128);
+        CHECK(m->layers[2].w == m->theta + t.offset && m->layers[2].b == m->theta + t.offset + t.size);
+        CHECK(m->layers[1].kind == DPT_LAYER_GELU);
+        dpt_model_free(m);
+    }
+    dpt_model_free(NULL);
+
+    dpt_loss_kind lk;
+    CHECK_OK(dpt_loss_parse("bce", &lk));
+    CHECK(lk == DPT_LOSS_SIGMOID_BCE);
+    CHECK_OK(dpt_loss_parse("mse", &lk));
+    CHECK(lk == DPT_LOSS_SQUARED);
+    CHECK_OK(dpt_loss_parse("softmax-ce", &lk));
+    CHECK(lk == DPT_LOSS_SOFTMAX_CE);
+    CHECK_STATUS(dpt_loss_parse("hinge", &lk), DPT_EINVAL);
+    CHECK_ERR_HAS("'hinge'");
+    dpt_init_scheme is;
+    CHECK_OK(dpt_init_parse("ntk", &is));
+    CHECK(is == DPT_INIT_NTK);
+    CHECK_OK(dpt_init_parse("xavier", &is));
+    CHECK(is == DPT_INIT_XAVIER);
+    CHECK_STATUS(dpt_init_parse("orthogonal", &is), DPT_EINVAL);
+}
+
+/* ==== initializers ==== */
+
+static void test_init(void) {
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new("mlp:10-20-30-5:relu", 4, 1, &m));
+    if (!m) return;
+    const double fin[3] = {10, 20, 30}, fout[3] = {20, 30, 5};
+    double b[3];
+    CHECK(dpt_model_n_linear(m) == 3);
+    CHECK_OK(dpt_model_init_variances(m, DPT_INIT_LECUN, b, 3));
+    for (int l = 0; l < 3; l++) CHECK_CLOSE(b[l], 1.0 / fin[l], 0, 1e-15);
+    CHECK_OK(dpt_model_init_variances(m, DPT_INIT_HE, b, 3));
+    for (int l = 0; l < 3; l++) CHECK_CLOSE(b[l], 2.0 / fin[l], 0, 1e-15);
+    CHECK_OK(dpt_model_init_variances(m, DPT_INIT_DEFAULT, b, 3)); /* He for ReLU */
+    for (int l = 0; l < 3; l++) CHECK_CLOSE(b[l], 2.0 / fin[l], 0, 1e-15);
+    CHECK_OK(dpt_model_init_variances(m, DPT_INIT_XAVIER, b, 3));
+    for (int l = 0; l < 3; l++) CHECK_CLOSE(b[l], 2.0 / (fin[l] + fout[l]), 0, 1e-15);
+    CHECK_OK(dpt_model_init_variances(m, DPT_INIT_NTK, b, 3));
+    CHECK_CLOSE(b[0], 2.0 / 20, 0, 1e-15);
+    CHECK_CLOSE(b[1], 2.0 / 30, 0, 1e-15);
+    CHECK_CLOSE(b[2], 1.0 / 5, 0, 1e-15);
+    CHECK_STATUS(dpt_model_init_variances(m, DPT_INIT_HE, b, 2), DPT_EINVAL);
+    CHECK_STATUS(dpt_model_init_variances(m, DPT_INIT_EXPLICIT, b, 3), DPT_EINVAL);
+    dpt_model_free(m);
+    CHECK_OK(dpt_model_new("mlp:10-20-5:tanh", 4, 1, &m));
+    if (m) {
+        CHECK_OK(dpt_model_init_variances(m, DPT_INIT_DEFAULT, b, 2)); /* Xavier for tanh */
+        CHECK_CLOSE(b[0], 2.0 / 30, 0, 1e-15);
+        CHECK_CLOSE(b[1], 2.0 / 25, 0, 1e-15);
+        dpt_model_free(m);
+    }
+
+    /* empirical variance: s^2 of n draws has relative sd sqrt(2/n); allow 6 sd */
+    CHECK_OK(dpt_model_new("mlp:400-300-200:gelu", 2, 1, &m));
+    if (!m) return;
+    dpt_rng r;
+    CHECK_OK(dpt_rng_init(&r, 7, DPT_STREAM_INIT));
+    const double var[2] = {0.02, 0.5};
+    for (int scheme = 0; scheme < 3; scheme++) {
+        double want[2];
+        if (scheme == 0) CHECK_OK(dpt_model_init(m, DPT_INIT_EXPLICIT, var, 2, 0.0, &r));
+        if (scheme == 1) CHECK_OK(dpt_model_init(m, DPT_INIT_HE, NULL, 0, 0.3, &r));
+        if (scheme == 2) CHECK_OK(dpt_model_init(m, DPT_INIT_NTK, NULL, 0, 0.0, &r));
+        if (scheme == 0) memcpy(want, var, sizeof want);
+        else CHECK_OK(dpt_model_init_variances(m, scheme == 1 ? DPT_INIT_HE : DPT_INIT_NTK, want, 2));
+        for (size_t g = 0; g < 2; g++) {
+            const dpt_layer *L = &m->layers[dpt_model_param_layer(m, g)];
+            const size_t n = L->in_dim * L->out_dim;
+            double s = 0, s2 = 0;
+            for (size_t j = 0; j < n; j++) {
+                s += L->w[j];
+                s2 += (double)L->w[j] * L->w[j];
+            }
+            CHECK_CLOSE(s / n, 0.0, 6 * sqrt(want[g] / n), 0);
+            CHECK_CLOSE(s2 / n, want[g], 0, 6 * sqrt(2.0 / n));
+            double bs2 = 0;
+            for (size_t k = 0; k < L->out_dim; k++) bs2 += (double)L->b[k] * L->b[k];
+            if (scheme == 1) CHECK_CLOSE(bs2 / L->out_dim, 0.3, 0, 6 * sqrt(2.0 / L->out_dim));
+            else CHECK(bs2 == 0.0);
+        }
+    }
+    /* same seed, same parameters */
+    float *a = malloc(m->n_params * sizeof *a);
+    dpt_rng_free(&r);
+    CHECK_OK(dpt_rng_init(&r, 9, DPT_STREAM_INIT));
+    CHECK_OK(dpt_model_init(m, DPT_INIT_LECUN, NULL, 0, 0.1, &r));
+    memcpy(a, m->theta, m->n_params * sizeof *a);
+    dpt_rng_free(&r);
+    CHECK_OK(dpt_rng_init(&r, 9, DPT_STREAM_INIT));
+    CHECK_OK(dpt_model_init(m, DPT_INIT_LECUN, NULL, 0, 0.1, &r));
+    CHECK(!memcmp(a, m->theta, m->n_params * sizeof *a));
+    free(a);
+    CHECK_STATUS(dpt_model_init(m, DPT_INIT_EXPLICIT, var, 1, 0.0, &r), DPT_EINVAL);
+    CHECK_ERR_HAS("2 variances");
+    const double negv[2] = {0.1, -1.0};
+    CHECK_STATUS(dpt_model_init(m, DPT_INIT_EXPLICIT, negv, 2, 0.0, &r), DPT_EINVAL);
+    CHECK_STATUS(dpt_model_init(m, DPT_INIT_HE, NULL, 0, -0.5, &r), DPT_EINVAL);
+    dpt_rng_free(&r);
+    dpt_model_free(m);
+}
+
+/* ==== bit-identical reruns (large enough for the threaded paths) ==== */
+
+static void run_once(float *res, size_t n_res, int threads) {
+    const size_t B = 64;
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new("mlp:300-200-50-10:gelu", B, threads, &m));
+    if (!m) return;
+    dpt_rng r;
+    CHECK_OK(dpt_rng_init(&r, 5, DPT_STREAM_INIT));
+    CHECK_OK(dpt_model_init(m, DPT_INIT_DEFAULT, NULL, 0, 0.01, &r));
+    float *x = malloc(B * 300 * sizeof *x), dout[64 * 10];
+    int32_t y[64];
+    for (size_t j = 0; j < B * 300; j++) x[j] = (float)dpt_rng_gauss_ref(&r);
+    for (size_t i = 0; i < B; i++) y[i] = (int32_t)(i % 10);
+    CHECK_OK(dpt_model_forward(m, x, B));
+    CHECK_OK(dpt_loss(DPT_LOSS_SOFTMAX_CE, dpt_model_output(m), B, 10, y, NULL, NULL, dout));
+    CHECK_OK(dpt_model_backward(m, dout, B));
+    const size_t P = m->n_params;
+    DPT_ASSERT(n_res == P + B + B * P);
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_SUM, NULL, res, 0, 0));
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_SQNORM, NULL, res + P, 0, 0));
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_PER_EXAMPLE, NULL, res + P + B, P, 0));
+    free(x);
+    dpt_rng_free(&r);
+    dpt_model_free(m);
+}
+
+static void test_bit_identical(void) {
+    const size_t P = 300 * 200 + 200 + 200 * 50 + 50 + 50 * 10 + 10, B = 64, n = P + B + B * P;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    dpt_threads_set_blas(2);
+    run_once(a, n, 2);
+    run_once(b, n, 2);
+    CHECK(!memcmp(a, b, n * sizeof *a));
+    CHECK(dpt_all_finite(a, n));
+    free(a);
+    free(b);
+}
+
+int main(void) {
+    CHECK_OK(dpt_rng_init(&rng, 1234, DPT_STREAM_AUX));
+    test_linear(1);
+    test_linear(0);
+    test_activation("mlp:3-6-2:relu", DPT_LAYER_RELU);
+    test_activation("mlp:3-6-2:gelu", DPT_LAYER_GELU);
+    test_activation("mlp:3-6-2:tanh", DPT_LAYER_TANH);
+    test_activation("mlp:3-6-2:sigmoid", DPT_LAYER_SIGMOID);
+    test_activation("mlp:3-6-2:identity", DPT_LAYER_IDENTITY);
+    test_loss(DPT_LOSS_SOFTMAX_CE, 4);
+    test_loss(DPT_LOSS_SIGMOID_BCE, 1);
+    test_loss(DPT_LOSS_SIGMOID_BCE, 4);
+    test_loss(DPT_LOSS_SQUARED, 3);
+    test_model("mlp:7-5-4-3:gelu", DPT_LOSS_SOFTMAX_CE);
+    test_model("mlp:7-5-4-3:relu", DPT_LOSS_SOFTMAX_CE);
+    test_model("mlp:7-5-4-3:tanh", DPT_LOSS_SOFTMAX_CE);
+    test_model("mlp:7-5-4-3:sigmoid", DPT_LOSS_SIGMOID_BCE);
+    test_model("mlp:7-5-4-3:gelu:nobias", DPT_LOSS_SOFTMAX_CE);
+    test_model("ae:7-4-7:tanh", DPT_LOSS_SQUARED);
+    test_model("mlp:7-1:relu", DPT_LOSS_SIGMOID_BCE);
+    test_specs();
+    test_init();
+    test_bit_identical();
+    dpt_rng_free(&rng);
+    TEST_MAIN_END();
+}
