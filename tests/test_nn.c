@@ -442,7 +442,9 @@ static void test_model(const char *spec, dpt_loss_kind lk) {
         sub.in_dim = m->layers[0].out_dim;
         for (size_t l = 0; l < sub.n_layers; l++) sub.layers[l].param_offset -= m->layers[0].n_params;
         double *a1 = to_double(m->act[1], B * sub.in_dim);
-        ref_model(&sub, to_double(m->theta + m->layers[0].n_params, P - m->layers[0].n_params), a1, B, od);
+        double *th1 = to_double(m->theta + m->layers[0].n_params, P - m->layers[0].n_params);
+        ref_model(&sub, th1, a1, B, od);
+        free(th1);
         for (size_t l = 0; l < sub.n_layers; l++) sub.layers[l].param_offset += m->layers[0].n_params;
         for (size_t j = 0; j < B * K; j++) CHECK_CLOSE(dpt_model_output(m)[j], od[j], 1e-5, 1e-4);
         free(a1);
