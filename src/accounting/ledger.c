@@ -361,10 +361,32 @@ dpt_status dpt_ledger_epsilon(const dpt_ledger *l, double delta, dpt_accountant 
 
 /* ==== JSON ==== */
 
+/* A JSON number with the shortest of %.15g/%.16g/%.17g that reads back bit-identically.
+ * (cJSON's own printer accepts a 1-ulp difference, which would make a saved ledger differ
+ * from the one in memory.) */
+static cJSON *exact_number(double v) {
+    char buf[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    return cJSON_CreateRaw(buf);
+}
+
+static int add_num(cJSON *o, const char *key, double v) {
+    cJSON *x = exact_number(v);
+    if (!x) return 0;
+    if (!cJSON_AddItemToObject(o, key, x)) {
+        cJSON_Delete(x);
+        return 0;
+    }
+    return 1;
+}
+
 static cJSON *num_array(const double *v, size_t n) {
     cJSON *a = cJSON_CreateArray();
     for (size_t i = 0; a && i < n; i++) {
-        cJSON *x = cJSON_CreateNumber(v[i]);
+        cJSON *x = exact_number(v[i]);
         if (!x || !cJSON_AddItemToArray(a, x)) {
             cJSON_Delete(x);
             cJSON_Delete(a);
@@ -379,9 +401,9 @@ static cJSON *ledger_to_cjson(const dpt_ledger *l) {
     cJSON *root = cJSON_CreateObject();
     if (!root) return NULL;
     int ok = cJSON_AddStringToObject(root, "format", LEDGER_FORMAT) &&
-             cJSON_AddNumberToObject(root, "version", LEDGER_VERSION) &&
+             add_num(root, "version", LEDGER_VERSION) &&
              cJSON_AddStringToObject(root, "adjacency", "add-remove") &&
-             cJSON_AddNumberToObject(root, "total_sgm_steps", (double)dpt_ledger_steps(l));
+             add_num(root, "total_sgm_steps", (double)dpt_ledger_steps(l));
     cJSON *meta = ok ? cJSON_AddObjectToObject(root, "meta") : NULL;
     for (size_t i = 0; meta && i < l->n_meta; i++)
         if (!cJSON_AddStringToObject(meta, l->meta[i].key, l->meta[i].value)) meta = NULL;
@@ -397,14 +419,14 @@ static cJSON *ledger_to_cjson(const dpt_ledger *l) {
         int k = cJSON_AddStringToObject(o, "type", EV_NAMES[e->kind]) != NULL;
         switch (e->kind) {
         case EV_SGM:
-            k = k && cJSON_AddNumberToObject(o, "q", e->q) && cJSON_AddNumberToObject(o, "sigma", e->sigma);
+            k = k && add_num(o, "q", e->q) && add_num(o, "sigma", e->sigma);
             break;
         case EV_GAUSSIAN:
-            k = k && cJSON_AddNumberToObject(o, "sensitivity", e->sensitivity) &&
-                cJSON_AddNumberToObject(o, "sigma", e->sigma);
+            k = k && add_num(o, "sensitivity", e->sensitivity) &&
+                add_num(o, "sigma", e->sigma);
             break;
         case EV_EPS_DELTA:
-            k = k && cJSON_AddNumberToObject(o, "eps", e->eps) && cJSON_AddNumberToObject(o, "delta", e->delta);
+            k = k && add_num(o, "eps", e->eps) && add_num(o, "delta", e->delta);
             break;
         case EV_RDP_CURVE: {
             cJSON *a = num_array(e->orders, e->n), *b = num_array(e->rdp, e->n);
@@ -419,7 +441,7 @@ static cJSON *ledger_to_cjson(const dpt_ledger *l) {
             break;
         }
         }
-        k = k && cJSON_AddNumberToObject(o, "count", (double)e->count);
+        k = k && add_num(o, "count", (double)e->count);
         if (k && e->label) k = cJSON_AddStringToObject(o, "label", e->label) != NULL;
         if (!k) evs = NULL;
     }

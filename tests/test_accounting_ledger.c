@@ -1,0 +1,306 @@
+/* Tests of the privacy ledger: merging, metadata, composition under both accountants
+ * against the direct functions, JSON round trip, and refusal of truncated or edited
+ * files with a message naming the file and the problem. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dptrain/accounting.h"
+#include "testutil.h"
+
+static dpt_ledger *sample_ledger(void) {
+    dpt_ledger *l = NULL;
+    CHECK_OK(dpt_ledger_new(&l));
+    CHECK_OK(dpt_ledger_add_sgm(l, 0.004, 1.1, 100));
+    CHECK_OK(dpt_ledger_add_sgm(l, 0.004, 1.1, 50)); /* merged */
+    CHECK_OK(dpt_ledger_add_gaussian(l, 1.0, 20.0, "pca"));
+    CHECK_OK(dpt_ledger_add_sgm(l, 0.01, 0.9, 7));
+    CHECK_OK(dpt_ledger_set_meta(l, "run_id", "abc \"quoted\" \\ 123"));
+    CHECK_OK(dpt_ledger_set_meta(l, "dataset_sha256", "00ff"));
+    return l;
+}
+
+static void test_merge_and_meta(void) {
+    dpt_ledger *l = sample_ledger();
+    CHECK(dpt_ledger_n_events(l) == 3);
+    CHECK(dpt_ledger_steps(l) == 157);
+    CHECK(strcmp(dpt_ledger_get_meta(l, "dataset_sha256"), "00ff") == 0);
+    CHECK_OK(dpt_ledger_set_meta(l, "dataset_sha256", "11ee")); /* set replaces */
+    CHECK(strcmp(dpt_ledger_get_meta(l, "dataset_sha256"), "11ee") == 0);
+    CHECK(dpt_ledger_get_meta(l, "absent") == NULL);
+    CHECK(dpt_ledger_pld_applies(l) == 1);
+    dpt_ledger_free(l);
+    dpt_ledger_free(NULL);
+}
+
+static void test_epsilon_matches_direct(void) {
+    dpt_ledger *l = NULL;
+    CHECK_OK(dpt_ledger_new(&l));
+    double e0 = -1;
+    CHECK_OK(dpt_ledger_epsilon(l, 1e-5, DPT_ACCT_RDP, DPT_CONV_BALLE, &e0));
+    CHECK(e0 == 0); /* nothing spent */
+    for (int i = 0; i < 1000; i++) CHECK_OK(dpt_ledger_add_sgm(l, 0.004, 1.1, 15));
+    CHECK(dpt_ledger_n_events(l) == 1);
+    double e_l, e_d, p_l, p_d;
+    CHECK_OK(dpt_ledger_epsilon(l, 1e-5, DPT_ACCT_RDP, DPT_CONV_BALLE, &e_l));
+    CHECK_OK(dpt_rdp_sgm_epsilon(0.004, 1.1, 15000, 1e-5, DPT_CONV_BALLE, NULL, 0, &e_d, NULL));
+    CHECK_CLOSE(e_l, e_d, 0, 1e-12);
+    CHECK_OK(dpt_ledger_epsilon(l, 1e-5, DPT_ACCT_PLD, DPT_CONV_BALLE, &p_l));
+    CHECK_OK(dpt_pld_sgm_epsilon(0.004, 1.1, 15000, 1e-5, &p_d));
+    CHECK_CLOSE(p_l, p_d, 0, 1e-12);
+    dpt_ledger_free(l);
+
+    /* a Gaussian with sensitivity 2 and std 6 is SGM with q = 1, sigma = 3 */
+    dpt_ledger *g = NULL;
+    CHECK_OK(dpt_ledger_new(&g));
+    CHECK_OK(dpt_ledger_add_gaussian(g, 2.0, 6.0, NULL));
+    CHECK_OK(dpt_ledger_add_gaussian(g, 2.0, 6.0, NULL));
+    CHECK(dpt_ledger_n_events(g) == 1);
+    CHECK(dpt_ledger_steps(g) == 0);
+    CHECK_OK(dpt_ledger_epsilon(g, 1e-5, DPT_ACCT_RDP, DPT_CONV_BALLE, &e_l));
+    CHECK_OK(dpt_rdp_sgm_epsilon(1.0, 3.0, 2, 1e-5, DPT_CONV_BALLE, NULL, 0, &e_d, NULL));
+    CHECK_CLOSE(e_l, e_d, 0, 1e-12);
+    CHECK_OK(dpt_ledger_epsilon(g, 1e-5, DPT_ACCT_PLD, DPT_CONV_BALLE, &p_l));
+    CHECK_OK(dpt_pld_sgm_epsilon(1.0, 3.0, 2, 1e-5, &p_d));
+    CHECK_CLOSE(p_l, p_d, 0, 1e-12);
+    dpt_ledger_free(g);
+
+    /* an RDP-curve event equal to the SGM curve at the default orders composes like SGM */
+    size_t n;
+    const double *ord = dpt_rdp_default_orders(&n);
+    double *curve = malloc(n * sizeof(double));
+    for (size_t i = 0; i < n; i++) CHECK_OK(dpt_rdp_sgm(0.01, 1.0, ord[i], &curve[i]));
+    dpt_ledger *c = NULL;
+    CHECK_OK(dpt_ledger_new(&c));
+    CHECK_OK(dpt_ledger_add_rdp_curve(c, ord, curve, n, 1000, "custom"));
+    CHECK_OK(dpt_ledger_epsilon(c, 1e-5, DPT_ACCT_RDP, DPT_CONV_BALLE, &e_l));
+    CHECK_OK(dpt_rdp_sgm_epsilon(0.01, 1.0, 1000, 1e-5, DPT_CONV_BALLE, NULL, 0, &e_d, NULL));
+    CHECK_CLOSE(e_l, e_d, 0, 1e-12);
+    CHECK(dpt_ledger_pld_applies(c) == 0);
+    CHECK_STATUS(dpt_ledger_epsilon(c, 1e-5, DPT_ACCT_PLD, DPT_CONV_BALLE, &p_l), DPT_ENOTSUP);
+    CHECK_ERR_HAS("PLD");
+    /* a coarser curve is used at the next larger order: never smaller than exact */
+    double co[] = {2, 8, 32}, cr[3];
+    for (int i = 0; i < 3; i++) CHECK_OK(dpt_rdp_sgm(0.01, 1.0, co[i], &cr[i]));
+    dpt_ledger *c2 = NULL;
+    CHECK_OK(dpt_ledger_new(&c2));
+    CHECK_OK(dpt_ledger_add_rdp_curve(c2, co, cr, 3, 1000, NULL));
+    double e_coarse;
+    CHECK_OK(dpt_ledger_epsilon(c2, 1e-5, DPT_ACCT_RDP, DPT_CONV_BALLE, &e_coarse));
+    CHECK(e_coarse >= e_d && e_coarse < 1.5 * e_d);
+    dpt_ledger_free(c2);
+    free(curve);
+
+    /* (eps, delta) events: basic composition on top of the RDP part */
+    CHECK_OK(dpt_ledger_add_eps_delta(c, 0.5, 1e-6, "dp-pca"));
+    double e_mix;
+    CHECK_OK(dpt_ledger_epsilon(c, 1e-5, DPT_ACCT_RDP, DPT_CONV_BALLE, &e_mix));
+    CHECK_OK(dpt_rdp_sgm_epsilon(0.01, 1.0, 1000, 9e-6, DPT_CONV_BALLE, NULL, 0, &e_d, NULL));
+    CHECK_CLOSE(e_mix, e_d + 0.5, 0, 1e-12);
+    CHECK_STATUS(dpt_ledger_epsilon(c, 1e-6, DPT_ACCT_RDP, DPT_CONV_BALLE, &e_mix), DPT_ERANGE);
+    dpt_ledger_free(c);
+
+    /* heterogeneous SGM under PLD stays below RDP */
+    dpt_ledger *h = sample_ledger();
+    CHECK_OK(dpt_ledger_epsilon(h, 1e-5, DPT_ACCT_RDP, DPT_CONV_BALLE, &e_l));
+    CHECK_OK(dpt_ledger_epsilon(h, 1e-5, DPT_ACCT_PLD, DPT_CONV_BALLE, &p_l));
+    CHECK(p_l <= e_l && p_l > 0);
+    dpt_ledger_free(h);
+}
+
+static void test_bad_events(void) {
+    dpt_ledger *l = NULL;
+    CHECK_OK(dpt_ledger_new(&l));
+    CHECK_STATUS(dpt_ledger_add_sgm(l, 0.0, 1.0, 1), DPT_EINVAL);
+    CHECK_ERR_HAS("q must be in (0, 1]");
+    CHECK_STATUS(dpt_ledger_add_sgm(l, 1.5, 1.0, 1), DPT_EINVAL);
+    CHECK_STATUS(dpt_ledger_add_sgm(l, 0.5, 0.0, 1), DPT_EINVAL);
+    CHECK_ERR_HAS("sigma");
+    CHECK_STATUS(dpt_ledger_add_sgm(l, 0.5, 1.0, 0), DPT_EINVAL);
+    CHECK_ERR_HAS("count");
+    CHECK_STATUS(dpt_ledger_add_gaussian(l, 0.0, 1.0, NULL), DPT_EINVAL);
+    CHECK_STATUS(dpt_ledger_add_eps_delta(l, -1.0, 0.0, NULL), DPT_EINVAL);
+    CHECK_STATUS(dpt_ledger_add_eps_delta(l, 1.0, 1.0, NULL), DPT_EINVAL);
+    double o[] = {2, 1.5}, r[] = {0.1, 0.2};
+    CHECK_STATUS(dpt_ledger_add_rdp_curve(l, o, r, 2, 1, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("increasing");
+    CHECK_STATUS(dpt_ledger_set_meta(l, "", "x"), DPT_EINVAL);
+    double e;
+    CHECK_STATUS(dpt_ledger_epsilon(l, 0.0, DPT_ACCT_RDP, DPT_CONV_BALLE, &e), DPT_EINVAL);
+    CHECK(dpt_ledger_n_events(l) == 0);
+    dpt_ledger_free(l);
+}
+
+/* ==== JSON ==== */
+
+static char *to_json(const dpt_ledger *l) {
+    char *s = NULL;
+    CHECK_OK(dpt_ledger_to_json(l, &s));
+    return s;
+}
+
+static void test_round_trip(void) {
+    dpt_ledger *a = sample_ledger();
+    double co[] = {1.5, 2, 64}, cr[] = {0.001, 0.0025, 0.3};
+    CHECK_OK(dpt_ledger_add_rdp_curve(a, co, cr, 3, 4, "dp-ulr rejection"));
+    CHECK_OK(dpt_ledger_add_eps_delta(a, 0.1 + 0.2, 1e-9, NULL)); /* non-short double */
+    char *ja = to_json(a);
+    CHECK(strstr(ja, "\"format\"") && strstr(ja, "dptrain-ledger") && strstr(ja, "\"version\""));
+    CHECK(strstr(ja, "sha256:") != NULL);
+    dpt_ledger *b = NULL;
+    CHECK_OK(dpt_ledger_from_json(ja, &b));
+    char *jb = b ? to_json(b) : NULL;
+    CHECK(jb && strcmp(ja, jb) == 0);
+    double ea, eb;
+    CHECK_OK(dpt_ledger_epsilon(a, 1e-5, DPT_ACCT_RDP, DPT_CONV_BALLE, &ea));
+    CHECK_OK(dpt_ledger_epsilon(b, 1e-5, DPT_ACCT_RDP, DPT_CONV_BALLE, &eb));
+    CHECK(ea == eb);
+    CHECK(dpt_ledger_steps(b) == dpt_ledger_steps(a));
+    CHECK(strcmp(dpt_ledger_get_meta(b, "run_id"), "abc \"quoted\" \\ 123") == 0);
+
+    /* equal ledgers built in a different meta order serialize identically */
+    dpt_ledger *c = NULL;
+    CHECK_OK(dpt_ledger_new(&c));
+    CHECK_OK(dpt_ledger_set_meta(c, "dataset_sha256", "00ff"));
+    CHECK_OK(dpt_ledger_set_meta(c, "run_id", "abc \"quoted\" \\ 123"));
+    CHECK_OK(dpt_ledger_add_sgm(c, 0.004, 1.1, 150));
+    CHECK_OK(dpt_ledger_add_gaussian(c, 1.0, 20.0, "pca"));
+    CHECK_OK(dpt_ledger_add_sgm(c, 0.01, 0.9, 7));
+    CHECK_OK(dpt_ledger_add_rdp_curve(c, co, cr, 3, 4, "dp-ulr rejection"));
+    CHECK_OK(dpt_ledger_add_eps_delta(c, 0.1 + 0.2, 1e-9, NULL));
+    char *jc = to_json(c);
+    CHECK(strcmp(ja, jc) == 0);
+
+    /* doubles survive bit-exactly (0.1 + 0.2 != 0.3) */
+    dpt_ledger *x = NULL, *y = NULL;
+    CHECK_OK(dpt_ledger_new(&x));
+    CHECK_OK(dpt_ledger_add_eps_delta(x, 0.1 + 0.2, 1e-9, NULL));
+    char *jx = to_json(x);
+    CHECK_OK(dpt_ledger_from_json(jx, &y));
+    double ex = 0, ey = 1;
+    CHECK_OK(dpt_ledger_epsilon(x, 1e-5, DPT_ACCT_RDP, DPT_CONV_BALLE, &ex));
+    if (y) CHECK_OK(dpt_ledger_epsilon(y, 1e-5, DPT_ACCT_RDP, DPT_CONV_BALLE, &ey));
+    CHECK(ex == 0.1 + 0.2 && ey == ex);
+    free(jx);
+    dpt_ledger_free(x);
+    dpt_ledger_free(y);
+
+    /* file round trip */
+    char path[256];
+    snprintf(path, sizeof path, "%s/ledger.json", tu_tmpdir());
+    CHECK_OK(dpt_ledger_save(a, path));
+    dpt_ledger *d = NULL;
+    CHECK_OK(dpt_ledger_load(path, &d));
+    char *jd = d ? to_json(d) : NULL;
+    CHECK(jd && strcmp(ja, jd) == 0);
+    free(ja);
+    free(jb);
+    free(jc);
+    free(jd);
+    dpt_ledger_free(a);
+    dpt_ledger_free(b);
+    dpt_ledger_free(c);
+    dpt_ledger_free(d);
+}
+
+/* Replaces the first occurrence of `from` by `to` in a malloc'd copy. */
+static char *edit(const char *s, const char *from, const char *to) {
+    const char *p = strstr(s, from);
+    CHECK(p != NULL);
+    if (!p) return strdup(s);
+    size_t n = strlen(s) - strlen(from) + strlen(to);
+    char *out = malloc(n + 1);
+    size_t k = (size_t)(p - s);
+    memcpy(out, s, k);
+    strcpy(out + k, to);
+    strcat(out, p + strlen(from));
+    return out;
+}
+
+static void expect_refused(const char *json, const char *needle) {
+    dpt_ledger *l = NULL;
+    CHECK_STATUS(dpt_ledger_from_json(json, &l), DPT_EFORMAT);
+    CHECK_ERR_HAS(needle);
+    CHECK(l == NULL);
+    dpt_ledger_free(l);
+}
+
+static void test_refused(void) {
+    dpt_ledger *a = NULL;
+    CHECK_OK(dpt_ledger_new(&a));
+    CHECK_OK(dpt_ledger_add_sgm(a, 0.004, 1.1, 1500));
+    CHECK_OK(dpt_ledger_add_gaussian(a, 1.0, 20.0, "pca"));
+    char *j = to_json(a);
+
+    /* truncated */
+    char *t = strdup(j);
+    t[strlen(t) / 2] = 0;
+    expect_refused(t, "truncated");
+    free(t);
+    /* a valid edit (sigma 1.1 -> 1.2) no longer matches the checksum */
+    char *e1 = edit(j, "\"sigma\":\t1.1", "\"sigma\":\t1.2");
+    expect_refused(e1, "checksum mismatch");
+    free(e1);
+    /* edited to invalid values: named precisely */
+    char *e2 = edit(j, "\"q\":\t0.004", "\"q\":\t1.5");
+    expect_refused(e2, "q must be in (0, 1]");
+    free(e2);
+    char *e3 = edit(j, "\"sigma\":\t1.1", "\"sigma\":\t-1");
+    expect_refused(e3, "sigma must be > 0");
+    free(e3);
+    char *e4 = edit(j, "\"count\":\t1500", "\"count\":\t0");
+    expect_refused(e4, "count");
+    free(e4);
+    char *e5 = edit(j, "\"count\":\t1500", "\"count\":\t1.5");
+    expect_refused(e5, "count");
+    free(e5);
+    char *e6 = edit(j, "\"q\":\t0.004", "\"q\":\t\"0.004\"");
+    expect_refused(e6, "must be a number");
+    free(e6);
+    char *e7 = edit(j, "dptrain-ledger", "other-format");
+    expect_refused(e7, "not a dptrain ledger");
+    free(e7);
+    char *e8 = edit(j, "\"version\":\t1", "\"version\":\t2");
+    expect_refused(e8, "version");
+    free(e8);
+    char *e9 = edit(j, "\"type\":\t\"sgm\"", "\"type\":\t\"laplace\"");
+    expect_refused(e9, "unknown type");
+    free(e9);
+    char *e10 = edit(j, "\"total_sgm_steps\":\t1500", "\"total_sgm_steps\":\t1499");
+    expect_refused(e10, "total_sgm_steps");
+    free(e10);
+    char *e11 = edit(j, "\"checksum\"", "\"checksum_x\"");
+    expect_refused(e11, "checksum");
+    free(e11);
+
+    /* files: errors name the path */
+    char path[256], bad[256];
+    snprintf(path, sizeof path, "%s/ledger2.json", tu_tmpdir());
+    snprintf(bad, sizeof bad, "%s/ledger_truncated.json", tu_tmpdir());
+    CHECK_OK(dpt_ledger_save(a, path));
+    FILE *f = fopen(bad, "wb");
+    CHECK(f != NULL);
+    if (f) {
+        fwrite(j, 1, strlen(j) - 40, f);
+        fclose(f);
+    }
+    dpt_ledger *l = NULL;
+    CHECK_STATUS(dpt_ledger_load(bad, &l), DPT_EFORMAT);
+    CHECK_ERR_HAS(bad);
+    CHECK_ERR_HAS("truncated");
+    snprintf(bad, sizeof bad, "%s/does_not_exist.json", tu_tmpdir());
+    CHECK(dpt_ledger_load(bad, &l) != DPT_OK);
+    CHECK_ERR_HAS("does_not_exist.json");
+    free(j);
+    dpt_ledger_free(a);
+}
+
+int main(void) {
+    test_merge_and_meta();
+    test_epsilon_matches_direct();
+    test_bad_events();
+    test_round_trip();
+    test_refused();
+    TEST_MAIN_END();
+}
