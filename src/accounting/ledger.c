@@ -706,7 +706,7 @@ dpt_status dpt_ledger_load(const char *path, dpt_ledger **out) {
     uint8_t *data = NULL;
     size_t n = 0;
     dpt_status st = dpt_read_file(path, &data, &n);
-    if (st != DPT_OK) return dpt_error_context(st, "ledger %s", path);
+    if (st != DPT_OK) return dpt_error_context(st, "ledger"); /* the message names the path */
     if (strlen((const char *)data) != n) {
         dpt_free(data);
         return dpt_set_error(DPT_EFORMAT, "ledger %s: contains a NUL byte", path);

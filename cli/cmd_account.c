@@ -1,0 +1,272 @@
+/* dptrain account: epsilon of DP-SGD (Poisson-sampled Gaussian) under the RDP or PLD
+ * accountant, noise calibration for a target epsilon, or the report of a saved ledger. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "dptrain/accounting.h"
+
+static const char *USAGE =
+    "usage: dptrain account --sample-rate Q | --batch-size B --dataset-size N\n"
+    "                       (--sigma S | --target-epsilon E) (--steps T | --epochs E) [options]\n"
+    "       dptrain account --ledger FILE [--delta D] [--json]\n\n"
+    "Privacy spent by DP-SGD with Poisson sampling at rate q and Gaussian noise multiplier\n"
+    "sigma (add/remove adjacency), or the smallest sigma that meets a target epsilon.\n"
+    "With --epochs E, steps = ceil(E / q) (an epoch is 1/q steps in expectation, q = B/N).";
+
+typedef struct {
+    double q, sigma, delta, target, eps, order;
+    uint64_t steps;
+    int at_edge;
+} acct_result;
+
+static int parse_pos_double(const char *flag, const char *s, double *out) {
+    if (cli_parse_double(flag, s, out)) return 2;
+    if (!(*out > 0)) return cli_error("%s: must be > 0, got '%s'", flag, s);
+    return 0;
+}
+
+static int parse_pos_u64(const char *flag, const char *s, uint64_t *out) {
+    if (cli_parse_u64(flag, s, out)) return 2;
+    if (*out < 1) return cli_error("%s: must be >= 1, got '%s'", flag, s);
+    return 0;
+}
+
+static void print_json(cJSON *o) {
+    char *s = cJSON_PrintUnformatted(o);
+    if (s) {
+        printf("%s\n", s);
+        cJSON_free(s);
+    }
+    cJSON_Delete(o);
+}
+
+/* ==== --ledger ==== */
+
+static int report_ledger(const char *path, double delta, dpt_conversion conv, const double *orders,
+                         size_t n_orders, const char *acct_name, int json) {
+    dpt_ledger *l = NULL;
+    if (dpt_ledger_load(path, &l) != DPT_OK) return cli_fail("--ledger");
+    double e_rdp = NAN, e_pld = NAN, order = 0;
+    int edge = 0;
+    if (dpt_ledger_epsilon_rdp(l, delta, conv, orders, n_orders, &e_rdp, &order, &edge) != DPT_OK) {
+        dpt_ledger_free(l);
+        return cli_fail("RDP accountant");
+    }
+    int pld = dpt_ledger_pld_applies(l);
+    if (pld && dpt_ledger_epsilon(l, delta, DPT_ACCT_PLD, conv, &e_pld) != DPT_OK) {
+        dpt_ledger_free(l);
+        return cli_fail("PLD accountant");
+    }
+    int want_pld = !strcmp(acct_name, "pld");
+    if (want_pld && !pld) {
+        dpt_ledger_free(l);
+        return cli_error("--accountant pld: this ledger has events the PLD accountant cannot compose "
+                         "(RDP curves or (eps, delta) events); use --accountant rdp");
+    }
+    uint64_t steps = dpt_ledger_steps(l);
+    const char *run = dpt_ledger_get_meta(l, "run_id");
+    if (json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "ledger", path);
+        cJSON_AddStringToObject(o, "accountant", want_pld ? "pld" : "rdp");
+        cJSON_AddNumberToObject(o, "epsilon", want_pld ? e_pld : e_rdp);
+        cJSON_AddNumberToObject(o, "delta", delta);
+        cJSON_AddNullToObject(o, "sigma");       /* per event in a ledger */
+        cJSON_AddNullToObject(o, "sample_rate"); /* per event in a ledger */
+        cJSON_AddNumberToObject(o, "steps", (double)steps);
+        cJSON_AddNumberToObject(o, "events", (double)dpt_ledger_n_events(l));
+        cJSON_AddNumberToObject(o, "epsilon_rdp", e_rdp);
+        cJSON_AddStringToObject(o, "conversion", conv == DPT_CONV_BALLE ? "balle" : "classic");
+        cJSON_AddNumberToObject(o, "order", order);
+        cJSON_AddBoolToObject(o, "order_at_edge", edge);
+        if (pld)
+            cJSON_AddNumberToObject(o, "epsilon_pld", e_pld);
+        else
+            cJSON_AddNullToObject(o, "epsilon_pld");
+        print_json(o);
+    } else {
+        printf("ledger          %s\n", path);
+        if (run) printf("run id          %s\n", run);
+        printf("events          %zu (%llu sampled-Gaussian steps)\n", dpt_ledger_n_events(l),
+               (unsigned long long)steps);
+        printf("delta           %g\n", delta);
+        printf("epsilon (RDP)   %.4f   (%s conversion, best order %g)\n", e_rdp,
+               conv == DPT_CONV_BALLE ? "Balle et al. 2020" : "classic", order);
+        if (pld)
+            printf("epsilon (PLD)   %.4f\n", e_pld);
+        else
+            printf("epsilon (PLD)   n/a (ledger has RDP-curve or (eps, delta) events)\n");
+        if (edge)
+            printf("note: the best RDP order %g is at an edge of the order grid; widen it with --orders\n", order);
+    }
+    dpt_ledger_free(l);
+    return 0;
+}
+
+/* ==== main ==== */
+
+int dpt_cmd_account(int argc, char **argv) {
+    const char *s_q = NULL, *s_b = NULL, *s_n = NULL, *s_sigma = NULL, *s_steps = NULL,
+               *s_epochs = NULL, *s_target = NULL, *s_orders = NULL, *ledger = NULL;
+    const char *acct_name = "rdp", *conv_name = "balle";
+    double delta = 1e-5, tol = 1e-4;
+    int json = 0;
+    const cli_option opts[] = {
+        {"--sample-rate", CLI_STR, &s_q, "Q", "Poisson sampling rate q in (0, 1]", NULL},
+        {"--batch-size", CLI_STR, &s_b, "B", "expected batch size (with --dataset-size: q = B/N)", NULL},
+        {"--dataset-size", CLI_STR, &s_n, "N", "number of training examples", NULL},
+        {"--sigma", CLI_STR, &s_sigma, "S", "noise multiplier (noise std / clipping norm), > 0", NULL},
+        {"--steps", CLI_STR, &s_steps, "T", "number of noisy steps, >= 1", NULL},
+        {"--epochs", CLI_STR, &s_epochs, "E", "epochs instead of steps: steps = ceil(E / q)", NULL},
+        {"--delta", CLI_DOUBLE, &delta, "D", "target delta in (0, 1)", NULL},
+        {"--accountant", CLI_STR, &acct_name, "rdp|pld", "accountant", NULL},
+        {"--conversion", CLI_STR, &conv_name, "balle|classic",
+         "RDP to (eps, delta): Balle et al. 2020 Thm. 21, or classic eps = rdp - log(delta)/(alpha-1)", NULL},
+        {"--orders", CLI_STR, &s_orders, "LIST",
+         "comma-separated RDP orders > 1 (default: 1.1..10.9 step 0.1, 11..64, then up to 1024)", NULL},
+        {"--target-epsilon", CLI_STR, &s_target, "E", "calibrate: smallest sigma with epsilon <= E", NULL},
+        {"--tolerance", CLI_DOUBLE, &tol, "X", "calibration tolerance on sigma", NULL},
+        {"--ledger", CLI_STR, &ledger, "FILE", "report a ledger saved by a training run (both accountants)", NULL},
+        {"--json", CLI_FLAG, &json, NULL, "print one JSON object instead of a table", NULL},
+        {NULL, CLI_FLAG, NULL, NULL, NULL, NULL}};
+    int rc = cli_parse(argc, argv, 1, opts, USAGE);
+    if (rc < 0) return 0;
+    if (rc) return rc;
+
+    if (!(delta > 0 && delta < 1)) return cli_error("--delta: must be in (0, 1), got %g", delta);
+    dpt_accountant acct;
+    if (!strcmp(acct_name, "rdp")) acct = DPT_ACCT_RDP;
+    else if (!strcmp(acct_name, "pld")) acct = DPT_ACCT_PLD;
+    else return cli_error("--accountant: expected rdp or pld, got '%s'", acct_name);
+    dpt_conversion conv;
+    if (!strcmp(conv_name, "balle")) conv = DPT_CONV_BALLE;
+    else if (!strcmp(conv_name, "classic")) conv = DPT_CONV_CLASSIC;
+    else return cli_error("--conversion: expected balle or classic, got '%s'", conv_name);
+    if (!(tol > 0)) return cli_error("--tolerance: must be > 0, got %g", tol);
+
+    double *orders = NULL;
+    size_t n_orders = 0;
+    if (s_orders) {
+        if (cli_parse_double_list("--orders", s_orders, &orders, &n_orders)) return 2;
+        for (size_t i = 0; i < n_orders; i++)
+            if (!(orders[i] > 1)) {
+                free(orders);
+                return cli_error("--orders: every order must be > 1, got %g", orders[i]);
+            }
+    }
+    if (ledger) {
+        if (s_q || s_b || s_n || s_sigma || s_steps || s_epochs || s_target) {
+            free(orders);
+            return cli_error("--ledger: cannot be combined with --sample-rate, --batch-size, --dataset-size, "
+                             "--sigma, --steps, --epochs or --target-epsilon");
+        }
+        rc = report_ledger(ledger, delta, conv, orders, n_orders, acct_name, json);
+        free(orders);
+        return rc;
+    }
+
+    acct_result r = {.delta = delta};
+    rc = 0;
+    /* sampling rate */
+    if (s_q && (s_b || s_n)) rc = cli_error("--sample-rate: give either --sample-rate or --batch-size with --dataset-size");
+    else if (s_q) {
+        if (cli_parse_double("--sample-rate", s_q, &r.q)) rc = 2;
+        else if (!(r.q > 0 && r.q <= 1)) rc = cli_error("--sample-rate: must be in (0, 1], got '%s'", s_q);
+    } else if (s_b || s_n) {
+        uint64_t b = 0, n = 0;
+        if (!s_b) rc = cli_error("--batch-size: required with --dataset-size");
+        else if (!s_n) rc = cli_error("--dataset-size: required with --batch-size");
+        else if (parse_pos_u64("--batch-size", s_b, &b) || parse_pos_u64("--dataset-size", s_n, &n)) rc = 2;
+        else if (b > n) rc = cli_error("--batch-size: %llu exceeds --dataset-size %llu", (unsigned long long)b,
+                                       (unsigned long long)n);
+        else r.q = (double)b / (double)n;
+    } else {
+        rc = cli_error("--sample-rate: required (or --batch-size with --dataset-size)");
+    }
+    /* steps */
+    if (!rc) {
+        if (s_steps && s_epochs) rc = cli_error("--steps: give either --steps or --epochs, not both");
+        else if (s_steps) rc = parse_pos_u64("--steps", s_steps, &r.steps);
+        else if (s_epochs) {
+            double e;
+            if (parse_pos_double("--epochs", s_epochs, &e)) rc = 2;
+            else {
+                double t = ceil(e / r.q - 1e-9); /* steps = ceil(E / q), robust to E/q = integer */
+                if (!(t >= 1 && t <= 1e15)) rc = cli_error("--epochs: %s epochs at q = %g give %g steps", s_epochs, r.q, t);
+                else r.steps = (uint64_t)t;
+            }
+        } else {
+            rc = cli_error("--steps: required (or --epochs)");
+        }
+    }
+    /* sigma or target */
+    if (!rc) {
+        if (s_sigma && s_target) rc = cli_error("--target-epsilon: calibrates sigma, so it cannot be combined with --sigma");
+        else if (s_target) rc = parse_pos_double("--target-epsilon", s_target, &r.target);
+        else if (s_sigma) rc = parse_pos_double("--sigma", s_sigma, &r.sigma);
+        else rc = cli_error("--sigma: required (or --target-epsilon to calibrate it)");
+    }
+    if (!rc && acct == DPT_ACCT_PLD && s_orders) rc = cli_error("--orders: only used by the RDP accountant");
+    if (rc) {
+        free(orders);
+        return rc;
+    }
+
+    dpt_status st;
+    if (s_target) {
+        st = dpt_calibrate_sigma(r.q, r.steps, r.delta, r.target, acct, conv, tol, &r.sigma);
+        if (st != DPT_OK) {
+            free(orders);
+            return cli_fail("calibration");
+        }
+    }
+    if (acct == DPT_ACCT_RDP)
+        st = dpt_rdp_sgm_epsilon_ex(r.q, r.sigma, r.steps, r.delta, conv, orders, n_orders, &r.eps,
+                                    &r.order, &r.at_edge);
+    else
+        st = dpt_pld_sgm_epsilon(r.q, r.sigma, r.steps, r.delta, &r.eps);
+    free(orders);
+    if (st != DPT_OK) return cli_fail(acct == DPT_ACCT_RDP ? "RDP accountant" : "PLD accountant");
+
+    if (json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "accountant", acct == DPT_ACCT_RDP ? "rdp" : "pld");
+        cJSON_AddNumberToObject(o, "epsilon", r.eps);
+        cJSON_AddNumberToObject(o, "delta", r.delta);
+        cJSON_AddNumberToObject(o, "sigma", r.sigma);
+        cJSON_AddNumberToObject(o, "sample_rate", r.q);
+        cJSON_AddNumberToObject(o, "steps", (double)r.steps);
+        if (acct == DPT_ACCT_RDP) {
+            cJSON_AddStringToObject(o, "conversion", conv == DPT_CONV_BALLE ? "balle" : "classic");
+            cJSON_AddNumberToObject(o, "order", r.order);
+            cJSON_AddBoolToObject(o, "order_at_edge", r.at_edge);
+        }
+        if (s_target) {
+            cJSON_AddNumberToObject(o, "target_epsilon", r.target);
+            cJSON_AddNumberToObject(o, "tolerance", tol);
+        }
+        print_json(o);
+        return 0;
+    }
+    printf("accountant      %s\n", acct == DPT_ACCT_RDP
+                                       ? (conv == DPT_CONV_BALLE ? "RDP (Balle et al. 2020 conversion)"
+                                                                 : "RDP (classic conversion)")
+                                       : "PLD (pessimistic, FFT composition)");
+    printf("sample rate q   %.6g\n", r.q);
+    printf("steps           %llu%s\n", (unsigned long long)r.steps, s_epochs ? " (ceil(epochs / q))" : "");
+    if (s_target)
+        printf("sigma           %.6g   (calibrated for epsilon <= %g, tolerance %g)\n", r.sigma, r.target, tol);
+    else
+        printf("sigma           %.6g\n", r.sigma);
+    printf("delta           %g\n", r.delta);
+    printf("epsilon         %.4f\n", r.eps);
+    if (acct == DPT_ACCT_RDP) printf("best order      %g\n", r.order);
+    if (r.at_edge)
+        printf("note: the best RDP order %g is at an edge of the order grid; widen it with --orders\n", r.order);
+    return 0;
+}
