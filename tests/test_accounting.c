@@ -331,6 +331,9 @@ static void test_calibration(void) {
     double s;
     CHECK_OK(dpt_calibrate_sigma(0.04, 2000, 1e-5, 8.0, DPT_ACCT_RDP, DPT_CONV_BALLE, 1e-5, &s));
     CHECK(s <= 1.3562 + 5e-5 && s > 1.3562 - 0.01);
+    /* same file (test_get_noise_multiplier_rdp_epochs): 90 epochs = 2250 steps -> 1.416 */
+    CHECK_OK(dpt_calibrate_sigma(0.04, 2250, 1e-5, 8.0, DPT_ACCT_RDP, DPT_CONV_BALLE, 1e-5, &s));
+    CHECK(s <= 1.416 + 5e-5 && s > 1.416 - 0.01);
     /* the PLD, being tighter, needs less noise */
     double s_pld;
     CHECK_OK(dpt_calibrate_sigma(0.04, 2000, 1e-5, 8.0, DPT_ACCT_PLD, DPT_CONV_BALLE, 1e-3, &s_pld));
