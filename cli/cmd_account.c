@@ -155,8 +155,9 @@ int dpt_cmd_account(int argc, char **argv) {
         if (cli_parse_double_list("--orders", s_orders, &orders, &n_orders)) return 2;
         for (size_t i = 0; i < n_orders; i++)
             if (!(orders[i] > 1)) {
+                double bad = orders[i];
                 free(orders);
-                return cli_error("--orders: every order must be > 1, got %g", orders[i]);
+                return cli_error("--orders: every order must be > 1, got %g", bad);
             }
     }
     if (ledger) {

@@ -4,7 +4,9 @@
  * heterogeneous privacy events, persisted as versioned, checksummed JSON.
  * Memory: static order arrays are never freed; ledgers are freed with dpt_ledger_free;
  * JSON strings from dpt_ledger_to_json are malloc'd (caller calls free()).
- * Thread safety: every function is reentrant; a ledger must not be mutated concurrently. */
+ * Thread safety: RDP, conversion and ledger functions are reentrant (a ledger must not be
+ * mutated concurrently); the PLD functions plan transforms with FFTW, whose planner is not
+ * thread-safe, so PLD calls (also via calibration or a ledger) must not run concurrently. */
 #ifndef DPTRAIN_ACCOUNTING_H
 #define DPTRAIN_ACCOUNTING_H
 
