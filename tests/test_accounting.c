@@ -307,6 +307,24 @@ static void test_pld_below_rdp(void) {
     CHECK_CLOSE(d, 1e-5, 0, 1e-6);
 }
 
+/* Tightness where no closed form exists: the bound is an upper bound for every grid and
+ * converges as the grid is refined, so a default result close to a 4x finer one with 8x
+ * more points is close to the true epsilon. */
+static void test_pld_converged(void) {
+    struct { double q, s; uint64_t T; } c[] = {
+        {0.004, 1.1, 15000}, {256.0 / 60000, 1.1, 100000}, {0.01, 0.8, 1000}, {0.1, 2.0, 500}};
+    dpt_pld_options fine = {2.5e-5, 1u << 17};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        double e_def = pld_eps(c[i].q, c[i].s, c[i].T, 1e-5), e_fine = NAN;
+        CHECK_OK(dpt_pld_sgm_epsilon_ex(c[i].q, c[i].s, c[i].T, 1e-5, &fine, &e_fine));
+        CHECK_CLOSE(e_def, e_fine, 0, 0.002);
+    }
+    dpt_pld_options bad = {0, 1024};
+    double e;
+    CHECK_STATUS(dpt_pld_sgm_epsilon_ex(0.01, 1.0, 10, 1e-5, &bad, &e), DPT_EINVAL);
+    CHECK_ERR_HAS("grid");
+}
+
 /* ==== Calibration ==== */
 
 static void test_calibration(void) {
@@ -386,6 +404,7 @@ int main(void) {
     test_pld_gaussian_exact();
     test_pld_published();
     test_pld_below_rdp();
+    test_pld_converged();
     test_calibration();
     test_bad_input();
     TEST_MAIN_END();

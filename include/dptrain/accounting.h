@@ -1,12 +1,8 @@
-/* accounting: privacy accounting for the Poisson-sampled Gaussian mechanism (SGM) under
- * add/remove adjacency: Renyi DP (RDP) with two RDP -> (epsilon, delta) conversions, a
- * privacy-loss-distribution (PLD) accountant, noise calibration, and a ledger composing
- * heterogeneous privacy events, persisted as versioned, checksummed JSON.
- * Memory: static order arrays are never freed; ledgers are freed with dpt_ledger_free;
- * JSON strings from dpt_ledger_to_json are malloc'd (caller calls free()).
- * Thread safety: RDP, conversion and ledger functions are reentrant (a ledger must not be
- * mutated concurrently); the PLD functions plan transforms with FFTW, whose planner is not
- * thread-safe, so PLD calls (also via calibration or a ledger) must not run concurrently. */
+/* accounting: privacy of the Poisson-sampled Gaussian mechanism (add/remove adjacency):
+ * RDP with Balle/classic conversions, a PLD accountant, sigma calibration, and a ledger of
+ * heterogeneous events saved as versioned, checksummed JSON.
+ * Memory: ledgers -> dpt_ledger_free; dpt_ledger_to_json strings -> free(); orders static.
+ * Threads: reentrant, except PLD calls (FFTW's planner): never run those concurrently. */
 #ifndef DPTRAIN_ACCOUNTING_H
 #define DPTRAIN_ACCOUNTING_H
 
@@ -71,6 +67,14 @@ dpt_status dpt_rdp_sgm_epsilon_ex(double q, double sigma, uint64_t steps, double
  * Errors: DPT_EINVAL, DPT_ENOMEM. */
 dpt_status dpt_pld_sgm_epsilon(double q, double sigma, uint64_t steps, double delta, double *eps);
 dpt_status dpt_pld_sgm_delta(double q, double sigma, uint64_t steps, double eps, double *delta);
+/* Discretization of the PLD accountant (defaults: grid 1e-4 nats, 16384 points). A finer
+ * grid and more points only tighten the bound (and cost time). */
+typedef struct {
+    double grid;       /* finest loss grid interval in nats, in [1e-9, 1] */
+    size_t max_points; /* the grid is coarsened (h -> 2h) beyond this many points, >= 64 */
+} dpt_pld_options;
+dpt_status dpt_pld_sgm_epsilon_ex(double q, double sigma, uint64_t steps, double delta,
+                                  const dpt_pld_options *opt, double *eps);
 
 /* ==== Noise calibration ==== */
 

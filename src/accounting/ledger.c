@@ -10,7 +10,8 @@
 
 dpt_status dpt_acct_rdp_curve(double q, double sigma, const double *orders, size_t n, double *out);
 dpt_status dpt_acct_pld_eval(const double *qs, const double *sigmas, const uint64_t *counts,
-                             size_t n_ev, int want_eps, double target, double *out);
+                             size_t n_ev, int want_eps, double target, const dpt_pld_options *opt,
+                             double *out);
 
 #define LEDGER_FORMAT "dptrain-ledger"
 #define LEDGER_VERSION 1
@@ -353,7 +354,7 @@ dpt_status dpt_ledger_epsilon(const dpt_ledger *l, double delta, dpt_accountant 
         sg[i] = e->kind == EV_SGM ? e->sigma : e->sigma / e->sensitivity;
         cnt[i] = e->count;
     }
-    dpt_status st = dpt_acct_pld_eval(qs, sg, cnt, l->n_ev, 1, delta, eps);
+    dpt_status st = dpt_acct_pld_eval(qs, sg, cnt, l->n_ev, 1, delta, NULL, eps);
     dpt_free(qs);
     dpt_free(cnt);
     return st;

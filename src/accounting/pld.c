@@ -24,32 +24,28 @@
 
 dpt_status dpt_acct_check_common(double q, double sigma, uint64_t steps, double delta);
 dpt_status dpt_acct_pld_eval(const double *qs, const double *sigmas, const uint64_t *counts,
-                             size_t n_ev, int want_eps, double target, double *out);
+                             size_t n_ev, int want_eps, double target, const dpt_pld_options *opt,
+                             double *out);
 
 /* ==== Parameters ==== */
 
-#ifndef PLD_H_BASE
-#define PLD_H_BASE 1e-4 /* finest grid interval (nats) */
-#endif
-#ifndef PLD_MAX_BINS
-#define PLD_MAX_BINS (1 << 14) /* coarsen the grid beyond this many points */
-#endif
+#define PLD_H_BASE 1e-4       /* default finest grid interval (nats) */
+#define PLD_MAX_BINS (1 << 14) /* default: coarsen the grid beyond this many points */
 #define PLD_TAIL_Z 8.5       /* truncate the Gaussian at 8.5 std: tail mass 9.5e-18 */
 #define PLD_TRUNC_MASS 1e-16 /* tail mass cut after each convolution */
 #define PLD_FLOOR_REL 1e-15  /* FFT round-off floor relative to the largest mass */
 
 typedef enum { DIR_REMOVE = 0, DIR_ADD = 1 } pld_dir;
 
-/* p[i] is the P-mass at loss (off + i) * h, h = PLD_H_BASE * 2^lev; inf = mass at +inf. */
+/* p[i] is the P-mass at loss (off + i) * h, h = h_base * 2^lev; inf = mass at +inf. */
 typedef struct {
     double *p;
     size_t n;
     long off;
     int lev;
+    double h;
     double inf;
 } pld_pmf;
-
-static double grid_h(int lev) { return ldexp(PLD_H_BASE, lev); }
 
 static void pmf_free(pld_pmf *f) {
     if (f) {
@@ -126,13 +122,13 @@ static double split_upper(double a, double b, double l, double h) {
     return v;
 }
 
-static dpt_status pmf_one_step(pld_dir d, double q, double s, pld_pmf *f) {
+static dpt_status pmf_one_step(pld_dir d, double q, double s, double h_base, size_t max_bins, pld_pmf *f) {
     double xlo = -PLD_TAIL_Z * s, xhi = (d == DIR_REMOVE ? 1.0 : 0.0) + PLD_TAIL_Z * s;
     double la = loss_of_x(d, q, s, d == DIR_REMOVE ? xlo : xhi);
     double lb = loss_of_x(d, q, s, d == DIR_REMOVE ? xhi : xlo);
     int lev = 0;
-    while ((lb - la) / grid_h(lev) + 3 > PLD_MAX_BINS) lev++;
-    double h = grid_h(lev);
+    while ((lb - la) / ldexp(h_base, lev) + 3 > (double)max_bins) lev++;
+    double h = ldexp(h_base, lev);
     long klo = (long)floor(la / h), khi = (long)ceil(lb / h);
     if (khi <= klo) khi = klo + 1;
     size_t n = (size_t)(khi - klo + 1);
@@ -141,6 +137,7 @@ static dpt_status pmf_one_step(pld_dir d, double q, double s, pld_pmf *f) {
     f->n = n;
     f->off = klo;
     f->lev = lev;
+    f->h = h;
     double a, b;
     xpoint bottom = make_point(x_of_loss(d, q, s, -INFINITY), s);
     xpoint top = make_point(x_of_loss(d, q, s, INFINITY), s);
@@ -166,7 +163,7 @@ static dpt_status pmf_one_step(pld_dir d, double q, double s, pld_pmf *f) {
 
 /* h -> 2h: even points map onto the coarse grid, odd ones split between neighbours. */
 static dpt_status pmf_coarsen(pld_pmf *f) {
-    double h = grid_h(f->lev);
+    double h = f->h;
     long off2 = (long)floor(f->off / 2.0);
     long last = f->off + (long)f->n - 1;
     long end2 = (long)ceil(last / 2.0);
@@ -193,6 +190,7 @@ static dpt_status pmf_coarsen(pld_pmf *f) {
     f->n = n2;
     f->off = off2;
     f->lev++;
+    f->h = 2.0 * h;
     return DPT_OK;
 }
 
@@ -230,17 +228,21 @@ static size_t next_pow2(size_t n) {
 /* FFT workspace of one evaluation: buffers for the largest transform and one pair of
  * plans per power-of-two size, created on first use. Planning computes twiddle factors,
  * which would otherwise cost more than the transforms themselves. */
-#define PLD_MAX_LOG2N 15 /* 2 * PLD_MAX_BINS points */
+#define PLD_PLANS 40
 typedef struct {
-    size_t cap; /* real length of bx */
+    size_t max_bins; /* supports are coarsened beyond this */
+    int max_log2n;   /* largest transform: 2 * max_bins points */
+    size_t cap;      /* real length of bx */
     double *bx;
     fftw_complex *cx, *cy;
-    fftw_plan fwd[PLD_MAX_LOG2N + 1], bwd[PLD_MAX_LOG2N + 1];
+    fftw_plan fwd[PLD_PLANS], bwd[PLD_PLANS];
 } pld_fft;
 
-static dpt_status fft_init(pld_fft *w) {
+static dpt_status fft_init(pld_fft *w, size_t max_bins) {
     memset(w, 0, sizeof *w);
-    w->cap = (size_t)1 << PLD_MAX_LOG2N;
+    w->max_bins = max_bins;
+    while (((size_t)1 << w->max_log2n) < 2 * max_bins) w->max_log2n++;
+    w->cap = (size_t)1 << w->max_log2n;
     w->bx = fftw_malloc(w->cap * sizeof(double));
     w->cx = fftw_malloc((w->cap / 2 + 1) * sizeof(fftw_complex));
     w->cy = fftw_malloc((w->cap / 2 + 1) * sizeof(fftw_complex));
@@ -255,7 +257,7 @@ static dpt_status fft_init(pld_fft *w) {
 }
 
 static void fft_free(pld_fft *w) {
-    for (int i = 0; i <= PLD_MAX_LOG2N; i++) {
+    for (int i = 0; i < PLD_PLANS; i++) {
         if (w->fwd[i]) fftw_destroy_plan(w->fwd[i]);
         if (w->bwd[i]) fftw_destroy_plan(w->bwd[i]);
     }
@@ -270,7 +272,7 @@ static dpt_status pmf_convolve(pld_fft *w, const pld_pmf *x, const pld_pmf *y, p
     size_t nr = x->n + y->n - 1, N = next_pow2(nr), nc = N / 2 + 1;
     int lg = 0;
     while (((size_t)1 << lg) < N) lg++;
-    DPT_ASSERT(lg <= PLD_MAX_LOG2N); /* supports are capped at PLD_MAX_BINS points */
+    DPT_ASSERT(lg <= w->max_log2n); /* supports are capped at max_bins points */
     if (!w->fwd[lg]) {
         w->fwd[lg] = fftw_plan_dft_r2c_1d((int)N, w->bx, w->cx, FFTW_ESTIMATE);
         w->bwd[lg] = fftw_plan_dft_c2r_1d((int)N, w->cx, w->bx, FFTW_ESTIMATE);
@@ -307,9 +309,10 @@ static dpt_status pmf_convolve(pld_fft *w, const pld_pmf *x, const pld_pmf *y, p
     out->n = nr;
     out->off = x->off + y->off;
     out->lev = x->lev;
+    out->h = x->h;
     out->inf = x->inf + y->inf - x->inf * y->inf;
     pmf_truncate(out);
-    while (out->n > PLD_MAX_BINS) DPT_TRY(pmf_coarsen(out));
+    while (out->n > w->max_bins) DPT_TRY(pmf_coarsen(out));
     return DPT_OK;
 }
 
@@ -322,6 +325,7 @@ static dpt_status pmf_mul_into(pld_fft *w, pld_pmf *acc, pld_pmf *f) {
         acc->n = f->n;
         acc->off = f->off;
         acc->lev = f->lev;
+        acc->h = f->h;
         acc->inf = f->inf;
         return DPT_OK;
     }
@@ -356,7 +360,7 @@ static dpt_status pmf_pow_into(pld_fft *w, pld_pmf *acc, pld_pmf *base, uint64_t
 /* ==== delta(eps) and eps(delta) of a discrete PLD ==== */
 
 static double pmf_delta(const pld_pmf *f, double eps) {
-    double h = grid_h(f->lev), d = f->inf;
+    double h = f->h, d = f->inf;
     for (size_t i = f->n; i-- > 0;) {
         double l = (f->off + (double)i) * h;
         if (l <= eps) break;
@@ -370,7 +374,7 @@ static double pmf_delta(const pld_pmf *f, double eps) {
  * between grid points, delta(l_i + t) = A - e^t B. */
 static double pmf_epsilon(const pld_pmf *f, double target) {
     if (f->inf >= target) return INFINITY;
-    double h = grid_h(f->lev), eh = exp(-h);
+    double h = f->h, eh = exp(-h);
     double A = f->inf, B = 0;
     for (size_t i = f->n; i-- > 0;) {
         double l = (f->off + (double)i) * h;
@@ -391,16 +395,23 @@ static double pmf_epsilon(const pld_pmf *f, double target) {
 /* ==== Public entry points ==== */
 
 dpt_status dpt_acct_pld_eval(const double *qs, const double *sigmas, const uint64_t *counts,
-                             size_t n_ev, int want_eps, double target, double *out) {
+                             size_t n_ev, int want_eps, double target, const dpt_pld_options *opt,
+                             double *out) {
+    double h_base = opt ? opt->grid : PLD_H_BASE;
+    size_t max_bins = opt ? opt->max_points : PLD_MAX_BINS;
+    DPT_CHECK(isfinite(h_base) && h_base >= 1e-9 && h_base <= 1.0, DPT_EINVAL,
+              "PLD grid interval must be in [1e-9, 1], got %g", h_base);
+    DPT_CHECK(max_bins >= 64 && max_bins <= ((size_t)1 << 24), DPT_EINVAL,
+              "PLD max points must be in [64, 2^24], got %zu", max_bins);
     double worst = 0;
     pld_fft w;
-    DPT_TRY(fft_init(&w));
+    DPT_TRY(fft_init(&w, max_bins));
     for (int d = 0; d < 2; d++) {
         pld_pmf acc = {0};
         dpt_status st = DPT_OK;
         for (size_t e = 0; e < n_ev && st == DPT_OK; e++) {
             pld_pmf base = {0};
-            st = pmf_one_step((pld_dir)d, qs[e], sigmas[e], &base);
+            st = pmf_one_step((pld_dir)d, qs[e], sigmas[e], h_base, max_bins, &base);
             if (st == DPT_OK) st = pmf_pow_into(&w, &acc, &base, counts[e]);
             else pmf_free(&base);
         }
@@ -422,12 +433,19 @@ dpt_status dpt_acct_pld_eval(const double *qs, const double *sigmas, const uint6
 dpt_status dpt_pld_sgm_epsilon(double q, double sigma, uint64_t steps, double delta, double *eps) {
     DPT_TRY(dpt_acct_check_common(q, sigma, steps, delta));
     DPT_CHECK(eps != NULL, DPT_EINVAL, "eps output is NULL");
-    return dpt_acct_pld_eval(&q, &sigma, &steps, 1, 1, delta, eps);
+    return dpt_acct_pld_eval(&q, &sigma, &steps, 1, 1, delta, NULL, eps);
+}
+
+dpt_status dpt_pld_sgm_epsilon_ex(double q, double sigma, uint64_t steps, double delta,
+                                  const dpt_pld_options *opt, double *eps) {
+    DPT_TRY(dpt_acct_check_common(q, sigma, steps, delta));
+    DPT_CHECK(eps != NULL, DPT_EINVAL, "eps output is NULL");
+    return dpt_acct_pld_eval(&q, &sigma, &steps, 1, 1, delta, opt, eps);
 }
 
 dpt_status dpt_pld_sgm_delta(double q, double sigma, uint64_t steps, double eps, double *delta) {
     DPT_TRY(dpt_acct_check_common(q, sigma, steps, 0.5));
     DPT_CHECK(isfinite(eps) && eps >= 0, DPT_EINVAL, "epsilon must be >= 0 and finite, got %g", eps);
     DPT_CHECK(delta != NULL, DPT_EINVAL, "delta output is NULL");
-    return dpt_acct_pld_eval(&q, &sigma, &steps, 1, 0, eps, delta);
+    return dpt_acct_pld_eval(&q, &sigma, &steps, 1, 0, eps, NULL, delta);
 }
