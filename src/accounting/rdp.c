@@ -400,12 +400,21 @@ dpt_status dpt_calibrate_sigma(double q, uint64_t steps, double delta, double ta
     DPT_CHECK(sigma != NULL, DPT_EINVAL, "sigma output is NULL");
     const double s_min = 0.05, s_max = 1e4;
     /* Invariant: eps(hi) <= target < eps(lo); epsilon decreases with sigma. */
-    double lo = 0, hi = 1.0, e;
+    double lo = 0, hi = 1.0, e, shrink = 0.5;
+    if (acct == DPT_ACCT_PLD) {
+        /* The PLD bound is tighter than RDP, so the (cheap) RDP sigma is a good upper
+         * start and the bracket is narrow; it is still verified under the PLD. */
+        double s_rdp;
+        if (dpt_calibrate_sigma(q, steps, delta, target_eps, DPT_ACCT_RDP, DPT_CONV_BALLE, tol, &s_rdp) == DPT_OK) {
+            hi = s_rdp;
+            shrink = 0.85;
+        }
+    }
     DPT_TRY(eps_at(q, hi, steps, delta, acct, conv, &e));
     if (e <= target_eps) {
         lo = hi;
         for (;;) {
-            lo *= 0.5;
+            lo *= shrink;
             if (lo < s_min) {
                 lo = s_min;
                 DPT_TRY(eps_at(q, lo, steps, delta, acct, conv, &e));
