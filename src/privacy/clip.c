@@ -1,0 +1,82 @@
+/* Per-example clipping factors for DP-SGD (Abadi et al. 2016, Algorithm 1, "clip
+ * gradient": g_i / max(1, ||g_i|| / C)). The norms come from the layer contract's SQNORM
+ * mode (ghost norms), so clipping never needs the per-example gradients themselves: the
+ * clipped sum is then sum_i c_i g_i, one weighted GEMM per layer. */
+#include <dptrain/privacy.h>
+
+#include <math.h>
+#include <string.h>
+
+dpt_status dpt_clip_mode_parse(const char *s, dpt_clip_mode *out) {
+    DPT_CHECK(s && out, DPT_EINVAL, "clip mode: NULL argument");
+    if (!strcmp(s, "flat")) *out = DPT_CLIP_FLAT;
+    else if (!strcmp(s, "per-layer")) *out = DPT_CLIP_PER_LAYER;
+    else return dpt_set_error(DPT_EINVAL, "--clip-mode: expected flat or per-layer, got '%s'", s);
+    return DPT_OK;
+}
+
+static dpt_status check_c(double C) {
+    DPT_CHECK(isfinite(C) && C > 0, DPT_EINVAL, "--clip: the clipping norm C must be > 0, got %g", C);
+    return DPT_OK;
+}
+
+/* ==== Flat clipping ==== */
+
+dpt_status dpt_privacy_clip_factors(const float *sqnorm, size_t B, double C, float *c) {
+    DPT_TRY(check_c(C));
+    DPT_CHECK(B == 0 || (sqnorm && c), DPT_EINVAL, "clip factors: NULL argument");
+    /* Computed in double: c_i = C / sqrt(s_i) must not exceed C/||g_i|| by rounding, or a
+     * clipped norm would exceed C by more than one float ulp. */
+    for (size_t i = 0; i < B; i++) {
+        double s = sqnorm[i];
+        DPT_CHECK(s >= 0 && isfinite(s), DPT_EINVAL, "clip factors: squared norm %zu is %g (not finite or < 0)",
+                  i, s);
+        c[i] = s > C * C ? (float)(C / sqrt(s)) : 1.0f;
+    }
+    return DPT_OK;
+}
+
+dpt_status dpt_privacy_clip_factors_ref(const float *sqnorm, size_t B, double C, float *c) {
+    DPT_TRY(check_c(C));
+    for (size_t i = 0; i < B; i++) {
+        double norm = sqrt((double)sqnorm[i]);
+        DPT_CHECK(isfinite(norm), DPT_EINVAL, "clip factors: squared norm %zu is %g", i, (double)sqnorm[i]);
+        double f = norm / C;
+        c[i] = (float)(1.0 / (f > 1.0 ? f : 1.0)); /* 1 / max(1, ||g|| / C) as in Abadi et al. */
+    }
+    return DPT_OK;
+}
+
+/* ==== Per-layer clipping ==== */
+
+dpt_status dpt_privacy_split_equal(double C, size_t G, double *C_l) {
+    DPT_TRY(check_c(C));
+    DPT_CHECK(G >= 1 && C_l, DPT_EINVAL, "per-layer clipping: no parameter layers");
+    for (size_t g = 0; g < G; g++) C_l[g] = C / sqrt((double)G);
+    return DPT_OK;
+}
+
+dpt_status dpt_privacy_clip_factors_layers(const float *sqnorms, size_t G, size_t B, const double *C_l, float *c) {
+    DPT_CHECK(G == 0 || B == 0 || (sqnorms && C_l && c), DPT_EINVAL, "per-layer clip factors: NULL argument");
+    for (size_t g = 0; g < G; g++) DPT_TRY(dpt_privacy_clip_factors(sqnorms + g * B, B, C_l[g], c + g * B));
+    return DPT_OK;
+}
+
+/* ==== Reference: materialized rows ==== */
+
+dpt_status dpt_privacy_clip_rows_ref(float *g, size_t B, size_t P, size_t ld, double C, double *norms) {
+    DPT_TRY(check_c(C));
+    DPT_CHECK(ld >= P, DPT_EINVAL, "clip rows: stride %zu < %zu", ld, P);
+    for (size_t i = 0; i < B; i++) {
+        float *row = g + i * ld;
+        double s = 0;
+        for (size_t j = 0; j < P; j++) s += (double)row[j] * row[j];
+        double norm = sqrt(s);
+        DPT_CHECK(isfinite(norm), DPT_EINVAL, "clip rows: gradient %zu is not finite", i);
+        if (norms) norms[i] = norm;
+        double f = norm / C;
+        if (f > 1.0)
+            for (size_t j = 0; j < P; j++) row[j] = (float)(row[j] / f);
+    }
+    return DPT_OK;
+}

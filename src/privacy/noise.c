@@ -1,0 +1,98 @@
+/* The Gaussian mechanism of DP-SGD: noise N(0, sigma^2 C^2) added once to the clipped sum
+ * (Abadi et al. 2016, Algorithm 1, "add noise"). Three samplers over the ChaCha20 noise
+ * stream: the fast ziggurat fill, the exact discrete Gaussian for --secure (Canonne,
+ * Kamath and Steinke 2020), and the Box-Muller reference. */
+#include <dptrain/privacy.h>
+
+#include <math.h>
+
+static dpt_status check_args(float *sum, size_t n, double sigma, double C) {
+    DPT_CHECK(isfinite(sigma) && sigma >= 0, DPT_EINVAL, "--sigma: the noise multiplier must be >= 0, got %g", sigma);
+    DPT_CHECK(isfinite(C) && C > 0, DPT_EINVAL, "--clip: the clipping norm C must be > 0, got %g", C);
+    DPT_CHECK(n == 0 || sum, DPT_EINVAL, "noise: NULL buffer");
+    return DPT_OK;
+}
+
+/* ==== Fast: ziggurat ==== */
+
+dpt_status dpt_privacy_noise_add(dpt_rng *noise, float *sum, size_t n, double sigma, double C, int threads) {
+    DPT_TRY(check_args(sum, n, sigma, C));
+    if (sigma == 0 || n == 0) return DPT_OK;
+    DPT_CHECK(noise && noise->stream_id == DPT_STREAM_NOISE, DPT_EINVAL, "noise: not drawn from the noise stream");
+    return dpt_rng_gauss_fill(noise, sum, n, (float)(sigma * C), 1, threads);
+}
+
+/* ==== Reference: Box-Muller in double ==== */
+
+dpt_status dpt_privacy_noise_add_ref(dpt_rng *noise, float *sum, size_t n, double sigma, double C) {
+    DPT_TRY(check_args(sum, n, sigma, C));
+    if (sigma == 0 || n == 0) return DPT_OK;
+    DPT_CHECK(noise && noise->stream_id == DPT_STREAM_NOISE, DPT_EINVAL, "noise: not drawn from the noise stream");
+    return dpt_rng_gauss_fill_ref(noise, sum, n, (float)(sigma * C), 1);
+}
+
+/* ==== Secure: exact discrete Gaussian (Canonne, Kamath, Steinke 2020) ==== */
+
+/* Bernoulli(num/den), exact: one unbiased uniform integer below den. */
+static int bern_frac(dpt_rng *r, uint64_t num, uint64_t den) { return dpt_rng_below(r, den) < num; }
+
+/* Bernoulli(exp(-num/den)) for num/den in [0, 1] (CKS 2020, Algorithm 1, first case):
+ * K = 1, 2, ... while Bernoulli(gamma / K); the answer is 1 when the final K is odd. */
+static int bern_exp_le1(dpt_rng *r, uint64_t num, uint64_t den) {
+    uint64_t k = 1; /* Bernoulli(gamma / K) as Bernoulli(gamma) and Bernoulli(1 / K): no overflow */
+    while (bern_frac(r, num, den) && bern_frac(r, 1, k)) k++;
+    return (int)(k & 1);
+}
+
+/* Bernoulli(exp(-num/den)) for any num/den >= 0 (Algorithm 1, second case). */
+static int bern_exp(dpt_rng *r, uint64_t num, uint64_t den) {
+    while (num > den) {
+        if (!bern_exp_le1(r, 1, 1)) return 0;
+        num -= den;
+    }
+    return bern_exp_le1(r, num, den);
+}
+
+/* Discrete Laplace with scale t (Algorithm 2): P(x) proportional to exp(-|x| / t). */
+static int64_t discrete_laplace(dpt_rng *r, uint64_t t) {
+    for (;;) {
+        uint64_t u = dpt_rng_below(r, t);
+        if (!bern_exp(r, u, t)) continue;
+        uint64_t v = 0;
+        while (bern_exp_le1(r, 1, 1)) v++;
+        uint64_t x = u + t * v;
+        int neg = (int)(dpt_rng_u32(r) & 1);
+        if (neg && x == 0) continue;
+        return neg ? -(int64_t)x : (int64_t)x;
+    }
+}
+
+int64_t dpt_privacy_discrete_gauss(dpt_rng *r, uint32_t s) {
+    DPT_ASSERT(s >= 1 && s <= (1u << 14));
+    /* Algorithm 3 with sigma^2 = s^2: t = floor(s) + 1, Y ~ DLap(t), accept with
+     * probability exp(-(|Y| - s^2/t)^2 / (2 s^2)) = exp(-(|Y| t - s^2)^2 / (2 t^2 s^2)).
+     * All integers: for s <= 2^14 the denominator is < 2^58 and, with |Y| t <= 2^30, the
+     * numerator < 2^60, so every Bernoulli below is exact. */
+    uint64_t t = (uint64_t)s + 1, s2 = (uint64_t)s * s;
+    const uint64_t den = 2 * t * t * s2;
+    for (;;) {
+        int64_t y = discrete_laplace(r, t);
+        uint64_t ay = (uint64_t)(y < 0 ? -y : y);
+        if (ay > (1ull << 30) / t) continue; /* beyond 2^14 standard deviations: probability ~0 */
+        uint64_t a = ay * t, d = a > s2 ? a - s2 : s2 - a;
+        uint64_t num = d * d;
+        if (bern_exp(r, num, den)) return y;
+    }
+}
+
+dpt_status dpt_privacy_noise_add_secure(dpt_rng *noise, float *sum, size_t n, double sigma, double C) {
+    DPT_TRY(check_args(sum, n, sigma, C));
+    if (sigma == 0 || n == 0) return DPT_OK;
+    DPT_CHECK(noise && noise->stream_id == DPT_STREAM_NOISE, DPT_EINVAL, "noise: not drawn from the noise stream");
+    /* noise = h Z with Z ~ N_Z(0, s^2), s = 2^12, h = sigma C / s: a lattice sample whose
+     * every value has its exact probability; only the final float addition rounds. */
+    const uint32_t s = 1u << DPT_DGAUSS_LOG2_SCALE;
+    const double h = sigma * C / (double)s;
+    for (size_t j = 0; j < n; j++) sum[j] = (float)((double)sum[j] + h * (double)dpt_privacy_discrete_gauss(noise, s));
+    return DPT_OK;
+}
