@@ -13,6 +13,7 @@
 #include <dptrain/io.h>
 #include <dptrain/nn.h>
 #include <dptrain/optim.h>
+#include <dptrain/privacy.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,10 +38,28 @@ typedef struct dpt_algo {
     dpt_status (*record)(struct dpt_algo *a, dpt_trainer *t, size_t batch);
     void (*free)(struct dpt_algo *a);
     void *state;
+    double sigma;            /* private algorithms: noise multiplier of their SGM events */
 } dpt_algo;
 
 /* Non-private minibatch SGD: mean loss gradient over the sampled batch. */
 dpt_status dpt_algo_sgd_new(dpt_algo **out);
+
+/* DP-SGD (Abadi et al. 2016) with Poisson sampling at rate q: per chunk, per-example loss
+ * gradients (not divided by B), ghost norms (SQNORM), factors c_i = min(1, C/||g_i||),
+ * then sum_i c_i g_i as one weighted GEMM per layer (WEIGHTED) into model->grad; finish
+ * adds N(0, sigma^2 C^2) once and divides by the expected batch size qN. Memory does not
+ * grow with batch x parameters (reference: materialized chunks of ref_chunk examples). */
+typedef struct {
+    double sigma;            /* noise multiplier (>= 0) */
+    double clip;             /* C > 0 */
+    dpt_clip_mode clip_mode; /* flat (default) or per-layer with C_l = C / sqrt(G) */
+    int reference;           /* 1: materialized per-example gradients (tests, reference) */
+    size_t ref_chunk;        /* reference: examples per materialized chunk (0 = 16) */
+    int secure;              /* 1: exact discrete Gaussian noise (dpt_privacy_noise_add_secure) */
+} dpt_dpsgd_config;
+dpt_dpsgd_config dpt_dpsgd_config_defaults(void);
+/* Copies cfg. DPT_EINVAL naming the flag for C <= 0 or sigma < 0. */
+dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out);
 
 /* ==== Run configuration ==== */
 typedef struct {

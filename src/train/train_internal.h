@@ -1,6 +1,7 @@
 /* Private layout of dpt_trainer, shared by the loop and the algorithms in src/train/. */
 #ifndef DPT_TRAIN_INTERNAL_H
 #define DPT_TRAIN_INTERNAL_H
+#include <dptrain/accounting.h>
 #include <dptrain/train.h>
 
 struct dpt_trainer {
@@ -29,6 +30,7 @@ struct dpt_trainer {
     int metrics_open;
     int resumed;
     char *run_json; /* owned copy of cfg.run_json */
+    dpt_ledger *ledger; /* private algorithms: every noisy release (owned) */
 };
 
 dpt_status dpt_trainer_checkpoint_path(const dpt_trainer *t, char *buf, size_t n);

@@ -1,0 +1,219 @@
+/* DP-SGD (Abadi et al. 2016, Algorithm 1) as a strategy of the training loop. The loop's
+ * Poisson sampler draws each example with probability q; per chunk of the batch:
+ *   g_i   = grad l_i (per-example loss gradients, NOT divided by the batch size)
+ *   c_i   = min(1, C / ||g_i||)      ||g_i||^2 from the ghost path (SQNORM: for a Linear
+ *                                    layer ||x_i||^2 ||dv_i||^2, nothing materialized)
+ *   grad += sum_i c_i g_i            one weighted GEMM per layer (WEIGHTED)
+ * and once per step: grad = (grad + N(0, sigma^2 C^2 I)) / (q N). Dividing by the
+ * expected batch size qN (not |B|) keeps the sensitivity of the released sum at C for
+ * every batch, empty ones included. Per-layer clipping (McMahan et al. 2018) clips layer
+ * l to C_l = C / sqrt(G), so the whole clipped gradient still has norm <= C.
+ * The reference path materializes per-example gradients in chunks of ref_chunk examples
+ * (memory ref_chunk x P), clips them in double and sums them: the tests compare the two. */
+#include <dptrain/train.h>
+
+#include <dptrain/accounting.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train_internal.h"
+
+typedef struct {
+    dpt_dpsgd_config cfg;
+    size_t cap;     /* buffers sized for this many examples */
+    size_t G;       /* parameter layers */
+    float *dout;    /* [cap, K] loss cotangents */
+    float *loss;    /* [cap] per-example losses */
+    float *sq;      /* [G, cap] per-example squared norms (flat: [cap]) */
+    float *c;       /* [G, cap] clipping factors (flat: [cap]) */
+    double *C_l;    /* [G] per-layer clipping norms */
+    float *pe;      /* reference: [ref_chunk, P] materialized per-example gradients */
+} dpsgd_state;
+
+dpt_dpsgd_config dpt_dpsgd_config_defaults(void) {
+    dpt_dpsgd_config c;
+    memset(&c, 0, sizeof c);
+    c.sigma = 1.0;
+    c.clip = 1.0;
+    c.clip_mode = DPT_CLIP_FLAT;
+    c.ref_chunk = 16;
+    return c;
+}
+
+static dpt_status dpsgd_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
+    dpsgd_state *s = a->state;
+    dpt_model *m = t->model;
+    if (s->cap < m->max_batch) {
+        size_t G = dpt_model_n_param_layers(m), cap = m->max_batch;
+        dpt_free(s->dout);
+        dpt_free(s->loss);
+        dpt_free(s->sq);
+        dpt_free(s->c);
+        dpt_free(s->C_l);
+        dpt_free(s->pe);
+        s->pe = NULL;
+        s->dout = dpt_alloc(cap * m->out_dim, sizeof(float), "dpsgd loss gradients");
+        s->loss = dpt_alloc(cap, sizeof(float), "dpsgd losses");
+        s->sq = dpt_alloc(cap * (G ? G : 1), sizeof(float), "dpsgd squared norms");
+        s->c = dpt_alloc(cap * (G ? G : 1), sizeof(float), "dpsgd clipping factors");
+        s->C_l = dpt_alloc(G ? G : 1, sizeof(double), "dpsgd per-layer norms");
+        if (!s->dout || !s->loss || !s->sq || !s->c || !s->C_l) return DPT_ENOMEM;
+        if (s->cfg.reference) {
+            s->pe = dpt_alloc(s->cfg.ref_chunk * m->n_params, sizeof(float), "dpsgd per-example gradients");
+            if (!s->pe) return DPT_ENOMEM;
+        }
+        s->G = G;
+        if (s->cfg.clip_mode == DPT_CLIP_PER_LAYER) DPT_TRY(dpt_privacy_split_equal(s->cfg.clip, G, s->C_l));
+        s->cap = cap;
+    }
+    memset(m->grad, 0, m->n_params * sizeof(float));
+    return DPT_OK;
+}
+
+static double loss_sum_of(const float *loss, size_t n) {
+    double ls = 0;
+    for (size_t i = 0; i < n; i++) ls += loss[i];
+    return ls;
+}
+
+/* ==== Fast path: ghost norms + weighted GEMM ==== */
+
+static dpt_status accumulate_fast(dpsgd_state *s, dpt_trainer *t, const float *x, const int32_t *y, size_t bc,
+                                  double *loss_sum) {
+    dpt_model *m = t->model;
+    DPT_TRY(dpt_model_forward(m, x, bc));
+    DPT_TRY(dpt_loss(t->cfg.loss, dpt_model_output(m), bc, m->out_dim, y, NULL, s->loss, s->dout));
+    *loss_sum = loss_sum_of(s->loss, bc);
+    DPT_TRY(dpt_model_backward(m, s->dout, bc));
+    if (s->cfg.clip_mode == DPT_CLIP_FLAT) {
+        /* ||g_i||^2 = sum_l ||x_{i,l}||^2 ||dv_{i,l}||^2 (+ ||dv_{i,l}||^2 for the bias) */
+        DPT_TRY(dpt_model_param_grad(m, bc, DPT_GRAD_SQNORM, NULL, s->sq, 0, 0));
+        DPT_TRY(dpt_privacy_clip_factors(s->sq, bc, s->cfg.clip, s->c));
+        /* dW += dV^T diag(c) X per layer (weighted) */
+        return dpt_model_param_grad(m, bc, DPT_GRAD_WEIGHTED, s->c, m->grad, 0, 1);
+    }
+    DPT_TRY(dpt_model_layer_sqnorms(m, bc, s->sq));
+    DPT_TRY(dpt_privacy_clip_factors_layers(s->sq, s->G, bc, s->C_l, s->c));
+    size_t g = 0;
+    for (size_t l = 0; l < m->n_layers; l++) {
+        const dpt_layer *L = &m->layers[l];
+        if (!L->n_params) continue;
+        /* dW_l += dV_l^T diag(c_l) X_l: each layer with its own factors */
+        DPT_TRY(L->ops->backward_params(L, m->act[l], m->dact[l + 1], bc, DPT_GRAD_WEIGHTED, s->c + g * bc,
+                                        m->grad + L->param_offset, 0, 1));
+        g++;
+    }
+    return DPT_OK;
+}
+
+/* ==== Reference path: materialized per-example gradients, in chunks ==== */
+
+static dpt_status accumulate_ref(dpsgd_state *s, dpt_trainer *t, const float *x, const int32_t *y, size_t bc,
+                                 double *loss_sum) {
+    dpt_model *m = t->model;
+    size_t P = m->n_params, D = m->in_dim, rc = s->cfg.ref_chunk;
+    double ls = 0;
+    for (size_t lo = 0; lo < bc; lo += rc) {
+        size_t n = bc - lo < rc ? bc - lo : rc;
+        DPT_TRY(dpt_model_forward(m, x + lo * D, n));
+        DPT_TRY(dpt_loss(t->cfg.loss, dpt_model_output(m), n, m->out_dim, y + lo, NULL, s->loss, s->dout));
+        ls += loss_sum_of(s->loss, n);
+        DPT_TRY(dpt_model_backward(m, s->dout, n));
+        /* g_i = per-example gradient rows [n, P] */
+        DPT_TRY(dpt_model_param_grad(m, n, DPT_GRAD_PER_EXAMPLE, NULL, s->pe, P, 0));
+        if (s->cfg.clip_mode == DPT_CLIP_FLAT) {
+            DPT_TRY(dpt_privacy_clip_rows_ref(s->pe, n, P, P, s->cfg.clip, NULL));
+        } else {
+            size_t g = 0;
+            for (size_t l = 0; l < m->n_layers; l++) {
+                const dpt_layer *L = &m->layers[l];
+                if (!L->n_params) continue;
+                DPT_TRY(dpt_privacy_clip_rows_ref(s->pe + L->param_offset, n, L->n_params, P, s->C_l[g], NULL));
+                g++;
+            }
+        }
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < P; j++) m->grad[j] += s->pe[i * P + j];
+    }
+    *loss_sum = ls;
+    return DPT_OK;
+}
+
+static dpt_status dpsgd_accumulate(dpt_algo *a, dpt_trainer *t, const float *x, const int32_t *y, size_t bc,
+                                   double *loss_sum) {
+    dpsgd_state *s = a->state;
+    *loss_sum = 0;
+    if (bc == 0) return DPT_OK;
+    return s->cfg.reference ? accumulate_ref(s, t, x, y, bc, loss_sum) : accumulate_fast(s, t, x, y, bc, loss_sum);
+}
+
+/* Noise once on the sum, then divide by the expected batch size qN (also when the
+ * sampled batch is empty: the release is still noisy and still accounted). */
+static dpt_status dpsgd_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
+    dpsgd_state *s = a->state;
+    dpt_model *m = t->model;
+    dpt_rng *noise = dpt_trainer_noise_rng(t);
+    if (s->cfg.secure)
+        DPT_TRY(dpt_privacy_noise_add_secure(noise, m->grad, m->n_params, s->cfg.sigma, s->cfg.clip));
+    else
+        DPT_TRY(dpt_privacy_noise_add(noise, m->grad, m->n_params, s->cfg.sigma, s->cfg.clip, t->threads));
+    double qN = t->cfg.sample_rate * (double)t->train->n;
+    DPT_CHECK(qN > 0, DPT_EINVAL, "dpsgd: expected batch size qN = %g must be > 0", qN);
+    float inv = (float)(1.0 / qN);
+    for (size_t j = 0; j < m->n_params; j++) m->grad[j] *= inv;
+    return DPT_OK;
+}
+
+/* One SGM event (q, sigma) per step, before the optimizer changes the parameters. */
+static dpt_status dpsgd_record(dpt_algo *a, dpt_trainer *t, size_t batch) {
+    dpsgd_state *s = a->state;
+    if (!t->ledger) return DPT_OK;
+    return dpt_ledger_add_sgm(t->ledger, t->cfg.sample_rate, s->cfg.sigma, 1);
+}
+
+static void dpsgd_free(dpt_algo *a) {
+    if (!a) return;
+    dpsgd_state *s = a->state;
+    if (s) {
+        dpt_free(s->dout);
+        dpt_free(s->loss);
+        dpt_free(s->sq);
+        dpt_free(s->c);
+        dpt_free(s->C_l);
+        dpt_free(s->pe);
+        free(s);
+    }
+    free(a);
+}
+
+dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out) {
+    *out = NULL;
+    DPT_CHECK(cfg, DPT_EINVAL, "dpsgd: NULL configuration");
+    DPT_CHECK(isfinite(cfg->clip) && cfg->clip > 0, DPT_EINVAL, "--clip: the clipping norm C must be > 0, got %g",
+              cfg->clip);
+    DPT_CHECK(isfinite(cfg->sigma) && cfg->sigma >= 0, DPT_EINVAL,
+              "--sigma: the noise multiplier must be >= 0, got %g", cfg->sigma);
+    DPT_CHECK(cfg->clip_mode == DPT_CLIP_FLAT || cfg->clip_mode == DPT_CLIP_PER_LAYER, DPT_EINVAL,
+              "--clip-mode: unknown mode %d", (int)cfg->clip_mode);
+    dpt_algo *a = calloc(1, sizeof *a);
+    dpsgd_state *s = calloc(1, sizeof *s);
+    if (!a || !s) {
+        free(a);
+        free(s);
+        return dpt_set_error(DPT_ENOMEM, "dpsgd: out of memory");
+    }
+    s->cfg = *cfg;
+    if (!s->cfg.ref_chunk) s->cfg.ref_chunk = 16;
+    a->name = "dpsgd";
+    a->is_private = 1;
+    a->sigma = cfg->sigma;
+    a->begin = dpsgd_begin;
+    a->accumulate = dpsgd_accumulate;
+    a->finish = dpsgd_finish;
+    a->record = dpsgd_record;
+    a->free = dpsgd_free;
+    a->state = s;
+    *out = a;
+    return DPT_OK;
+}
