@@ -4,6 +4,7 @@
  * sampling of the rest) differ by exactly min(||g||, C) <= C; with gradients forced to
  * zero the released update is pure noise N(0, sigma^2 C^2) / qN; empty Poisson batches
  * still add noise; and a DP run learns. */
+#include <dptrain/accounting.h>
 #include <dptrain/train.h>
 
 #include <math.h>
@@ -209,6 +210,121 @@ static void test_empty_batches_and_learning(const dpt_dataset *tr, const dpt_dat
     dpt_trainer_free(t);
 }
 
+/* ==== ledger: continues across resume, refuses mismatches, budget, calibration ==== */
+static uint64_t sidecar_steps(const char *dir) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/ledger.json", dir);
+    dpt_ledger *l = NULL;
+    if (dpt_ledger_load(p, &l) != DPT_OK) return 0;
+    uint64_t n = dpt_ledger_steps(l);
+    dpt_ledger_free(l);
+    return n;
+}
+
+static dpt_status run_dp(const dpt_train_config *c, const dpt_dataset *tr, double sigma, int resume,
+                         uint64_t *steps, uint64_t *ledger_steps, double *eps, char *meta, size_t meta_n) {
+    dpt_algo *a;
+    dpt_trainer *t = NULL;
+    dpt_dpsgd_config d = dpt_dpsgd_config_defaults();
+    d.sigma = sigma;
+    CHECK_OK(dpt_algo_dpsgd_new(&d, &a));
+    dpt_status s = dpt_trainer_new(c, tr, NULL, a, &t);
+    if (s == DPT_OK && resume) s = dpt_trainer_resume(t);
+    if (s == DPT_OK) s = dpt_trainer_run(t, NULL);
+    if (s == DPT_OK) {
+        const dpt_ledger *l = dpt_trainer_ledger(t);
+        if (steps) *steps = dpt_trainer_step(t);
+        if (ledger_steps) *ledger_steps = dpt_ledger_steps(l);
+        if (eps) CHECK_OK(dpt_ledger_epsilon(l, c->delta, DPT_ACCT_RDP, DPT_CONV_BALLE, eps));
+        if (meta) {
+            char key[64];
+            snprintf(key, sizeof key, "mismatch_allowed_at_step_%d", 20);
+            const char *v = dpt_ledger_get_meta(l, key);
+            snprintf(meta, meta_n, "%s", v ? v : "");
+        }
+    }
+    dpt_trainer_free(t);
+    return s;
+}
+
+static void test_ledger(const dpt_dataset *tr) {
+    const char *dir = tu_tmpdir();
+    dpt_train_config c = dp_cfg("mlp:8-16-3:gelu", 0.05); /* 20 steps per epoch */
+    c.out_dir = dir;
+    c.epochs = 1;
+    uint64_t st = 0, ls = 0;
+    CHECK_OK(run_dp(&c, tr, 1.1, 0, &st, &ls, NULL, NULL, 0));
+    CHECK(st == 20 && ls == 20 && sidecar_steps(dir) == 20);
+    /* resume for a second epoch: the ledger continues (40), it never restarts (20) */
+    c.epochs = 2;
+    double eps2 = 0, direct = 0;
+    CHECK_OK(run_dp(&c, tr, 1.1, 1, &st, &ls, &eps2, NULL, 0));
+    CHECK(st == 40 && ls == 40 && sidecar_steps(dir) == 40);
+    CHECK_OK(dpt_rdp_sgm_epsilon(0.05, 1.1, 40, 1e-5, DPT_CONV_BALLE, NULL, 0, &direct, NULL));
+    CHECK_CLOSE(eps2, direct, 0, 1e-12);
+    /* different sigma / q / data: refused */
+    c.epochs = 3;
+    CHECK_STATUS(run_dp(&c, tr, 1.3, 1, NULL, NULL, NULL, NULL, 0), DPT_EMISMATCH);
+    CHECK_ERR_HAS("--sigma");
+    CHECK_ERR_HAS("--allow-ledger-mismatch");
+    dpt_train_config c2 = c;
+    c2.sample_rate = 0.1;
+    CHECK_STATUS(run_dp(&c2, tr, 1.1, 1, NULL, NULL, NULL, NULL, 0), DPT_EMISMATCH);
+    dpt_dataset other;
+    make_blobs(&other, 600, 9, 1.0f);
+    CHECK_STATUS(run_dp(&c, &other, 1.1, 1, NULL, NULL, NULL, NULL, 0), DPT_EMISMATCH);
+    dpt_dataset_free(&other);
+    CHECK(sidecar_steps(dir) == 40); /* refused resumes spent nothing */
+    /* allowed: continues and the ledger metadata records the change */
+    c.allow_ledger_mismatch = 1;
+    c.epochs = 3;
+    c.max_steps = 45;
+    CHECK_OK(run_dp(&c, tr, 1.3, 1, &st, &ls, NULL, NULL, 0));
+    CHECK(ls == 45 && st == 45);
+    if (!(ls == 45 && st == 45)) fprintf(stderr, "allowed resume: steps %llu ledger %llu\n", (unsigned long long)st, (unsigned long long)ls);
+}
+
+static void test_ledger_meta(const dpt_dataset *tr) {
+    const char *dir = tu_tmpdir();
+    dpt_train_config c = dp_cfg("mlp:8-16-3:gelu", 0.05);
+    c.out_dir = dir;
+    c.epochs = 1;
+    CHECK_OK(run_dp(&c, tr, 1.1, 0, NULL, NULL, NULL, NULL, 0));
+    c.epochs = 2;
+    c.allow_ledger_mismatch = 1;
+    char meta[512] = "";
+    uint64_t ls = 0;
+    CHECK_OK(run_dp(&c, tr, 0.9, 1, NULL, &ls, NULL, meta, sizeof meta));
+    CHECK(ls == 40);
+    CHECK(strstr(meta, "--sigma") != NULL);
+    if (!strstr(meta, "--sigma")) fprintf(stderr, "ledger meta: '%s'\n", meta);
+}
+
+static void test_budget(const dpt_dataset *tr) {
+    /* sigma given with a target: stops BEFORE the step that would exceed it */
+    dpt_train_config c = dp_cfg("mlp:8-16-3:gelu", 0.05);
+    c.epochs = 10;
+    double target = 0, eps = 0, next = 0;
+    CHECK_OK(dpt_rdp_sgm_epsilon(0.05, 1.5, 100, 1e-5, DPT_CONV_BALLE, NULL, 0, &target, NULL));
+    c.target_epsilon = target * (1 + 1e-9); /* exactly 100 steps fit */
+    uint64_t st = 0, ls = 0;
+    CHECK_OK(run_dp(&c, tr, 1.5, 0, &st, &ls, &eps, NULL, 0));
+    CHECK(st == 100 && ls == 100);
+    if (!(st == 100 && ls == 100)) fprintf(stderr, "budget: steps %llu ledger %llu eps %g\n", (unsigned long long)st, (unsigned long long)ls, eps);
+    CHECK(eps <= c.target_epsilon);
+    CHECK_OK(dpt_rdp_sgm_epsilon(0.05, 1.5, st + 1, 1e-5, DPT_CONV_BALLE, NULL, 0, &next, NULL));
+    CHECK(next > c.target_epsilon);
+    /* calibration: sigma for (q, epochs * round(1/q) steps) gives eps <= target, and the
+     * whole run fits in the budget */
+    double sigma = 0;
+    uint64_t steps = 10 * 20;
+    CHECK_OK(dpt_calibrate_sigma(0.05, steps, 1e-5, 2.0, DPT_ACCT_RDP, DPT_CONV_BALLE, 1e-3, &sigma));
+    c.target_epsilon = 2.0;
+    CHECK_OK(run_dp(&c, tr, sigma, 0, &st, &ls, &eps, NULL, 0));
+    CHECK(st == steps && ls == steps);
+    CHECK(eps <= 2.0 && eps > 1.9);
+}
+
 static void test_bad_config(void) {
     dpt_dpsgd_config d = dpt_dpsgd_config_defaults();
     dpt_algo *a;
@@ -233,6 +349,9 @@ int main(void) {
     test_noise_only();
     test_empty_batches_and_learning(&tr, &te);
     test_bad_config();
+    test_ledger(&tr);
+    test_ledger_meta(&tr);
+    test_budget(&tr);
     dpt_dataset_free(&tr);
     dpt_dataset_free(&te);
     TEST_MAIN_END();

@@ -80,6 +80,13 @@ typedef struct {
     uint64_t max_steps;       /* 0 = no limit: stop after this many steps in total */
     const char *run_json;     /* optional JSON object stored verbatim in checkpoints as "run"
                                  (the CLI keeps dataset and normalization there) */
+    /* Private algorithms only: */
+    double delta;             /* delta of the reported epsilon (default 1e-5) */
+    double target_epsilon;    /* > 0: stop BEFORE the step whose release would exceed it
+                                 (RDP accountant, Balle conversion) */
+    int allow_ledger_mismatch;/* 1: resume although q, sigma or data differ from the ledger
+                                 (recorded in the ledger metadata) */
+    int secure;               /* 1: OS-seeded noise stream, never logged or saved */
 } dpt_train_config;
 
 dpt_train_config dpt_train_config_defaults(void);
@@ -117,6 +124,15 @@ const dpt_train_config *dpt_trainer_config(const dpt_trainer *t);
 dpt_rng *dpt_trainer_noise_rng(dpt_trainer *t);
 size_t dpt_trainer_dataset_size(const dpt_trainer *t);
 uint64_t dpt_trainer_step(const dpt_trainer *t);
+/* The privacy ledger of a private algorithm (NULL otherwise); a view valid until
+ * dpt_trainer_free. It is also in every checkpoint and in out_dir/ledger.json, which is
+ * written atomically BEFORE each checkpoint, so the ledger on disk never records fewer
+ * steps than the parameters on disk reflect. */
+struct dpt_ledger;
+const struct dpt_ledger *dpt_trainer_ledger(const dpt_trainer *t);
+/* 1 when the last dpt_trainer_run stopped before a step that would exceed
+ * cfg.target_epsilon; *eps_next receives the epsilon that step would have reached. */
+int dpt_trainer_budget_stopped(const dpt_trainer *t, double *eps_next);
 
 #ifdef __cplusplus
 }

@@ -28,6 +28,7 @@ dpt_train_config dpt_train_config_defaults(void) {
     c.epochs = 5;
     c.seed = 1;
     c.threads = 0;
+    c.delta = 1e-5;
     return c;
 }
 
@@ -61,6 +62,80 @@ static dpt_status validate_config(const dpt_train_config *c, const dpt_dataset *
         DPT_CHECK(c->sample_rate > 0 && c->sample_rate <= 1, DPT_EINVAL,
                   "--sample-rate must be in (0, 1], got %g", c->sample_rate);
     DPT_TRY(dpt_optim_validate(&c->optim));
+    return DPT_OK;
+}
+
+/* ==== Privacy ledger ==== */
+
+/* The settings the ledger's events depend on: a resume compares them (see resume). */
+static void ledger_run_values(const dpt_trainer *t, char q[32], char sigma[32], char hash[65]) {
+    snprintf(q, 32, "%.17g", t->cfg.sample_rate);
+    snprintf(sigma, 32, "%.17g", t->algo->sigma);
+    dpt_hex(t->data_hash, 32, hash);
+}
+
+static dpt_status ledger_set_run_meta(dpt_trainer *t) {
+    char q[32], sigma[32], hash[65];
+    ledger_run_values(t, q, sigma, hash);
+    DPT_TRY(dpt_ledger_set_meta(t->ledger, "algorithm", t->algo->name));
+    DPT_TRY(dpt_ledger_set_meta(t->ledger, "sampler", "poisson"));
+    DPT_TRY(dpt_ledger_set_meta(t->ledger, "q", q));
+    DPT_TRY(dpt_ledger_set_meta(t->ledger, "sigma", sigma));
+    return dpt_ledger_set_meta(t->ledger, "data_sha256", hash);
+}
+
+static dpt_status ledger_sidecar_path(const dpt_trainer *t, char *buf, size_t n) {
+    int w = snprintf(buf, n, "%s/ledger.json", t->out_dir);
+    DPT_CHECK(w > 0 && (size_t)w < n, DPT_EINVAL, "--out: path too long");
+    return DPT_OK;
+}
+
+/* epsilon (RDP, Balle conversion) of the ledger plus `more` steps of this run's SGM. */
+static dpt_status ledger_eps_after(const dpt_trainer *t, uint64_t more, double *eps) {
+    if (!more) return dpt_ledger_epsilon(t->ledger, t->cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, eps);
+    char *js = NULL;
+    DPT_TRY(dpt_ledger_to_json(t->ledger, &js));
+    dpt_ledger *l = NULL;
+    dpt_status s = dpt_ledger_from_json(js, &l);
+    free(js);
+    if (s == DPT_OK) s = dpt_ledger_add_sgm(l, t->cfg.sample_rate, t->algo->sigma, more);
+    if (s == DPT_OK) s = dpt_ledger_epsilon(l, t->cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, eps);
+    dpt_ledger_free(l);
+    return s;
+}
+
+/* Largest number of further steps whose epsilon stays <= target (exponential search,
+ * then bisection: O(log T) accountant calls once per run, none per step). */
+static dpt_status budget_steps_left(const dpt_trainer *t, uint64_t cap, uint64_t *left) {
+    double e;
+    DPT_TRY(ledger_eps_after(t, 0, &e));
+    if (e > t->cfg.target_epsilon) {
+        *left = 0;
+        return DPT_OK;
+    }
+    uint64_t lo = 0, hi = 1; /* eps(lo) <= target */
+    for (;;) {
+        if (hi > cap) {
+            DPT_TRY(ledger_eps_after(t, cap, &e));
+            if (e <= t->cfg.target_epsilon) {
+                *left = cap;
+                return DPT_OK;
+            }
+            break;
+        }
+        DPT_TRY(ledger_eps_after(t, hi, &e));
+        if (e > t->cfg.target_epsilon) break;
+        lo = hi;
+        hi *= 2;
+    }
+    if (hi > cap) hi = cap;
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        DPT_TRY(ledger_eps_after(t, mid, &e));
+        if (e <= t->cfg.target_epsilon) lo = mid;
+        else hi = mid;
+    }
+    *left = lo;
     return DPT_OK;
 }
 
@@ -112,7 +187,9 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
     }
     if ((s = dpt_rng_init(&t->rng_init, cfg->seed, DPT_STREAM_INIT)) != DPT_OK) goto fail;
     t->rng_init_live = 1;
-    if ((s = dpt_rng_init(&t->rng_noise, cfg->seed, DPT_STREAM_NOISE)) != DPT_OK) goto fail;
+    if ((s = cfg->secure ? dpt_rng_init_secure(&t->rng_noise, DPT_STREAM_NOISE)
+                         : dpt_rng_init(&t->rng_noise, cfg->seed, DPT_STREAM_NOISE)) != DPT_OK)
+        goto fail;
     t->rng_noise_live = 1;
     if ((s = dpt_model_init(t->model, cfg->init, NULL, 0, 0.0, &t->rng_init)) != DPT_OK) goto fail;
     if ((s = dpt_optim_init(&t->opt, &cfg->optim, t->model->n_params)) != DPT_OK) goto fail;
@@ -127,6 +204,14 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
         goto fail;
     }
     if ((s = dpt_dataset_hash(train, t->data_hash)) != DPT_OK) goto fail;
+    if (algo && algo->is_private) {
+        if (!(cfg->delta > 0 && cfg->delta < 1)) {
+            s = dpt_set_error(DPT_EINVAL, "--delta must be in (0, 1), got %g", cfg->delta);
+            goto fail;
+        }
+        if ((s = dpt_ledger_new(&t->ledger)) != DPT_OK) goto fail;
+        if ((s = ledger_set_run_meta(t)) != DPT_OK) goto fail;
+    }
     *out = t;
     return DPT_OK;
 fail:
@@ -147,6 +232,7 @@ void dpt_trainer_free(dpt_trainer *t) {
     dpt_free(t->xb);
     dpt_free(t->yb);
     free(t->run_json);
+    dpt_ledger_free(t->ledger);
     free(t);
 }
 
@@ -155,6 +241,11 @@ const dpt_train_config *dpt_trainer_config(const dpt_trainer *t) { return &t->cf
 dpt_rng *dpt_trainer_noise_rng(dpt_trainer *t) { return &t->rng_noise; }
 size_t dpt_trainer_dataset_size(const dpt_trainer *t) { return t->train->n; }
 uint64_t dpt_trainer_step(const dpt_trainer *t) { return t->step; }
+const struct dpt_ledger *dpt_trainer_ledger(const dpt_trainer *t) { return t->ledger; }
+int dpt_trainer_budget_stopped(const dpt_trainer *t, double *eps_next) {
+    if (eps_next) *eps_next = t->budget_eps_next;
+    return t->budget_stopped;
+}
 
 /* ==== Evaluation ==== */
 
@@ -347,6 +438,16 @@ static char *state_json(dpt_trainer *t) {
     dpt_rng_state ns;
     dpt_rng_get_state(&t->rng_noise, &ns);
     if (!t->rng_noise.secure) cJSON_AddItemToObject(root, "noise_rng", rng_state_json(&ns));
+    if (t->ledger) {
+        /* as a string: the ledger's own bit-exact, checksummed serialization */
+        char *lj = NULL;
+        if (dpt_ledger_to_json(t->ledger, &lj) != DPT_OK) {
+            cJSON_Delete(root);
+            return NULL;
+        }
+        cJSON_AddStringToObject(root, "ledger", lj);
+        free(lj);
+    }
     if (t->run_json) {
         cJSON *run = cJSON_Parse(t->run_json);
         if (run) cJSON_AddItemToObject(root, "run", run);
@@ -366,6 +467,13 @@ dpt_status dpt_trainer_checkpoint_path(const dpt_trainer *t, char *buf, size_t n
 static dpt_status save_checkpoint(dpt_trainer *t) {
     char path[600];
     DPT_TRY(dpt_trainer_checkpoint_path(t, path, sizeof path));
+    if (t->ledger) {
+        /* The step's privacy cost reaches the disk before any parameters that depend on it:
+         * sidecar first (atomic), then the checkpoint (which carries the same ledger). */
+        char lp[600];
+        DPT_TRY(ledger_sidecar_path(t, lp, sizeof lp));
+        DPT_TRY(dpt_ledger_save(t->ledger, lp));
+    }
     char *js = state_json(t);
     DPT_CHECK(js, DPT_ENOMEM, "checkpoint: out of memory");
     dpt_status s = dpt_checkpoint_save(path, t->model, &t->opt, js);
@@ -377,6 +485,61 @@ static dpt_status save_checkpoint(dpt_trainer *t) {
 static void mismatch(char *msg, size_t n, const char *what, const char *was, const char *now) {
     size_t len = strlen(msg);
     snprintf(msg + len, n - len, "%s%s was %s, now %s", len ? "; " : "", what, was, now);
+}
+
+/* Continues the privacy ledger: the checkpoint's, or the sidecar's when that records more
+ * steps (a crash between the two writes: its extra steps were spent, so they stay
+ * counted). Refuses a ledger that records fewer steps than the checkpoint reflects, and a
+ * resume whose q, sigma or data differ from the ledger's unless allowed (then recorded). */
+static dpt_status resume_ledger(dpt_trainer *t, const cJSON *root, const char *path, uint64_t step) {
+    const cJSON *lj = cJSON_GetObjectItemCaseSensitive(root, "ledger");
+    DPT_CHECK(cJSON_IsString(lj), DPT_EMISMATCH,
+              "%s: cannot resume a private run: the checkpoint holds no privacy ledger", path);
+    dpt_ledger *ck = NULL, *side = NULL;
+    DPT_TRY(dpt_error_context(dpt_ledger_from_json(lj->valuestring, &ck), "%s: ledger", path));
+    char lp[600];
+    dpt_status s = ledger_sidecar_path(t, lp, sizeof lp);
+    struct stat st;
+    if (s == DPT_OK && stat(lp, &st) == 0) s = dpt_ledger_load(lp, &side);
+    if (s != DPT_OK) {
+        dpt_ledger_free(ck);
+        return s;
+    }
+    dpt_ledger *l = ck;
+    if (side && dpt_ledger_steps(side) > dpt_ledger_steps(ck)) l = side;
+    dpt_ledger_free(l == ck ? side : ck);
+    char allowed[1024] = "";
+    if (dpt_ledger_steps(l) < step) {
+        s = dpt_set_error(DPT_EMISMATCH, "%s: the privacy ledger records %" PRIu64 " steps but the checkpoint "
+                          "reflects %" PRIu64 ": refusing to continue with a ledger that lost steps",
+                          path, dpt_ledger_steps(l), step);
+        goto fail;
+    }
+    char q[32], sigma[32], hash[65], msg[1024] = "";
+    ledger_run_values(t, q, sigma, hash);
+    const char *keys[3] = {"q", "sigma", "data_sha256"}, *now[3] = {q, sigma, hash};
+    const char *flags[3] = {"--sample-rate (q)", "--sigma", "training data (sha256)"};
+    for (int k = 0; k < 3; k++) {
+        const char *was = dpt_ledger_get_meta(l, keys[k]);
+        if (!was || strcmp(was, now[k]))
+            mismatch(t->cfg.allow_ledger_mismatch ? allowed : msg, sizeof msg, flags[k], was ? was : "(none)", now[k]);
+    }
+    if (msg[0]) {
+        s = dpt_set_error(DPT_EMISMATCH, "%s: cannot resume: the privacy ledger says %s (use "
+                          "--allow-ledger-mismatch to continue anyway; it is recorded in the ledger)", path, msg);
+        goto fail;
+    }
+    if (allowed[0]) {
+        char key[64];
+        snprintf(key, sizeof key, "mismatch_allowed_at_step_%" PRIu64, step);
+        if ((s = dpt_ledger_set_meta(l, key, allowed)) != DPT_OK) goto fail;
+    }
+    dpt_ledger_free(t->ledger);
+    t->ledger = l;
+    return ledger_set_run_meta(t); /* the settings of the events recorded from now on */
+fail:
+    dpt_ledger_free(l);
+    return s;
 }
 
 dpt_status dpt_trainer_resume(dpt_trainer *t) {
@@ -415,7 +578,11 @@ dpt_status dpt_trainer_resume(dpt_trainer *t) {
     char hex[65];
     dpt_hex(t->data_hash, 32, hex);
     if (strcmp(alg->valuestring, t->algo->name)) mismatch(msg, sizeof msg, "algorithm", alg->valuestring, t->algo->name);
-    if (strcmp(hash->valuestring, hex)) mismatch(msg, sizeof msg, "training data (sha256)", hash->valuestring, hex);
+    /* With --allow-ledger-mismatch a private run may continue on other data or another q;
+     * the change is then recorded in the ledger (below), never silently accepted. */
+    int may_differ = t->ledger && t->cfg.allow_ledger_mismatch; /* checked against the ledger */
+    if (!may_differ && strcmp(hash->valuestring, hex))
+        mismatch(msg, sizeof msg, "training data (sha256)", hash->valuestring, hex);
     if (seed != t->cfg.seed) {
         snprintf(a, sizeof a, "%" PRIu64, seed);
         snprintf(b, sizeof b, "%" PRIu64, t->cfg.seed);
@@ -426,7 +593,7 @@ dpt_status dpt_trainer_resume(dpt_trainer *t) {
         snprintf(b, sizeof b, "kind %d batch %zu", (int)t->cfg.sampler, t->cfg.batch_size);
         mismatch(msg, sizeof msg, "sampling", a, b);
     }
-    if (rate != t->cfg.sample_rate) {
+    if (!may_differ && rate != t->cfg.sample_rate) {
         snprintf(a, sizeof a, "%.17g", rate);
         snprintf(b, sizeof b, "%.17g", t->cfg.sample_rate);
         mismatch(msg, sizeof msg, "--sample-rate", a, b);
@@ -439,6 +606,7 @@ dpt_status dpt_trainer_resume(dpt_trainer *t) {
         s = dpt_set_error(DPT_EMISMATCH, "%s: cannot resume: %s", path, msg);
         goto out;
     }
+    if (t->ledger && (s = resume_ledger(t, root, path, step)) != DPT_OK) goto out;
     if ((int)threads != t->threads)
         fprintf(stderr, "dptrain: note: resuming with %d threads (checkpoint used %d): results are "
                         "identical only for the same thread count\n", t->threads, (int)threads);
@@ -492,6 +660,13 @@ static dpt_status end_of_epoch(dpt_trainer *t, dpt_epoch_result *r) {
     r->lr = dpt_schedule_lr(&t->cfg.schedule, t->cfg.optim.lr, t->epoch - 1);
     if (t->test) DPT_TRY(dpt_evaluate(t->model, t->cfg.loss, t->test, &r->test_loss, &r->test_accuracy));
     r->wall_s = t->wall_s;
+    double eps = NAN, eps_pld = NAN;
+    if (t->ledger) {
+        /* both accountants on exactly the recorded Poisson-sampled events */
+        DPT_TRY(dpt_ledger_epsilon(t->ledger, t->cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, &eps));
+        if (dpt_ledger_pld_applies(t->ledger))
+            DPT_TRY(dpt_ledger_epsilon(t->ledger, t->cfg.delta, DPT_ACCT_PLD, DPT_CONV_BALLE, &eps_pld));
+    }
     if (t->metrics_open) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "epoch", (double)r->epoch);
@@ -503,6 +678,11 @@ static dpt_status end_of_epoch(dpt_trainer *t, dpt_epoch_result *r) {
         }
         cJSON_AddNumberToObject(o, "lr", r->lr);
         cJSON_AddNumberToObject(o, "wall_s", r->wall_s);
+        if (t->ledger) {
+            cJSON_AddNumberToObject(o, "epsilon", eps);
+            if (isfinite(eps_pld)) cJSON_AddNumberToObject(o, "epsilon_pld", eps_pld);
+            cJSON_AddNumberToObject(o, "delta", t->cfg.delta);
+        }
         char *line = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
         DPT_CHECK(line, DPT_ENOMEM, "metrics: out of memory");
@@ -512,13 +692,15 @@ static dpt_status end_of_epoch(dpt_trainer *t, dpt_epoch_result *r) {
     }
     if (!t->cfg.quiet) {
         if (t->cfg.progress) fprintf(stderr, "\r\033[K");
+        char epsb[96] = "";
+        if (t->ledger) snprintf(epsb, sizeof epsb, "  epsilon %.4g (delta %g)", eps, t->cfg.delta);
         if (t->test)
             fprintf(stderr, "epoch %" PRIu64 "/%" PRIu64 "  step %" PRIu64 "  train loss %.4f  test loss %.4f  "
-                            "test acc %.2f%%  %.1fs\n", r->epoch, t->cfg.epochs, r->step, r->train_loss,
-                    r->test_loss, 100.0 * r->test_accuracy, r->wall_s);
+                            "test acc %.2f%%%s  %.1fs\n", r->epoch, t->cfg.epochs, r->step, r->train_loss,
+                    r->test_loss, 100.0 * r->test_accuracy, epsb, r->wall_s);
         else
-            fprintf(stderr, "epoch %" PRIu64 "/%" PRIu64 "  step %" PRIu64 "  train loss %.4f  %.1fs\n", r->epoch,
-                    t->cfg.epochs, r->step, r->train_loss, r->wall_s);
+            fprintf(stderr, "epoch %" PRIu64 "/%" PRIu64 "  step %" PRIu64 "  train loss %.4f%s  %.1fs\n", r->epoch,
+                    t->cfg.epochs, r->step, r->train_loss, epsb, r->wall_s);
     }
     return DPT_OK;
 }
@@ -530,10 +712,39 @@ dpt_status dpt_trainer_run(dpt_trainer *t, dpt_epoch_result *last) {
     memset(&r, 0, sizeof r);
     r.test_accuracy = NAN;
     int stopped = 0;
+    /* Budget: the last step index this run may take without exceeding target_epsilon */
+    uint64_t budget_end = UINT64_MAX;
+    t->budget_stopped = 0;
+    if (t->ledger && t->cfg.target_epsilon > 0) {
+        uint64_t planned = t->cfg.epochs * (uint64_t)steps, left = 0;
+        uint64_t cap = planned > t->step ? planned - t->step : 0;
+        if (t->cfg.max_steps) {
+            uint64_t to_max = t->cfg.max_steps > t->step ? t->cfg.max_steps - t->step : 0;
+            if (to_max < cap) cap = to_max;
+        }
+        DPT_TRY(budget_steps_left(t, cap, &left));
+        budget_end = t->step + left;
+    }
     while (t->epoch < t->cfg.epochs && !stopped) {
         double t0 = dpt_now(), last_draw = 0;
-        size_t ex_this_run = 0;
+        size_t ex_this_run = 0, steps_here = 0;
         do {
+            if (t->step >= budget_end) {
+                /* stop BEFORE the step whose release would exceed the target */
+                DPT_TRY(ledger_eps_after(t, 1, &t->budget_eps_next));
+                t->budget_stopped = 1;
+                stopped = 1;
+                if (!t->cfg.quiet) {
+                    double now_eps = 0;
+                    DPT_TRY(ledger_eps_after(t, 0, &now_eps));
+                    if (t->cfg.progress) fprintf(stderr, "\r\033[K");
+                    fprintf(stderr, "dptrain: privacy budget: stopping before step %" PRIu64 ": it would raise "
+                                    "epsilon from %.4g to %.4g > --target-epsilon %g (delta %g)\n", t->step + 1,
+                            now_eps, t->budget_eps_next, t->cfg.target_epsilon, t->cfg.delta);
+                }
+                break;
+            }
+            steps_here++;
             double ls = 0;
             size_t b = 0;
             double ts = dpt_now();
@@ -555,7 +766,7 @@ dpt_status dpt_trainer_run(dpt_trainer *t, dpt_epoch_result *last) {
             }
             if (t->cfg.max_steps && t->step >= t->cfg.max_steps) stopped = 1;
         } while (!dpt_sampler_epoch_ended(t->sampler) && !stopped);
-        if (dpt_sampler_epoch_ended(t->sampler)) {
+        if (steps_here && dpt_sampler_epoch_ended(t->sampler)) {
             t->epoch++;
             DPT_TRY(end_of_epoch(t, &r));
             t->epoch_loss_sum = 0;

@@ -31,6 +31,8 @@ struct dpt_trainer {
     int resumed;
     char *run_json; /* owned copy of cfg.run_json */
     dpt_ledger *ledger; /* private algorithms: every noisy release (owned) */
+    int budget_stopped; /* the run stopped before exceeding cfg.target_epsilon */
+    double budget_eps_next;
 };
 
 dpt_status dpt_trainer_checkpoint_path(const dpt_trainer *t, char *buf, size_t n);
