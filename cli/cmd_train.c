@@ -1,5 +1,6 @@
 /* dptrain train: one training run from flags. The option table drives parsing and
  * --help, so every option is listed with its real default. */
+#include <dptrain/accounting.h>
 #include <dptrain/train.h>
 
 #include <errno.h>
@@ -45,8 +46,11 @@ int dpt_cmd_train(int argc, char **argv) {
     long batch = 256, epochs = 5, threads = 0, max_train = 0, max_test = 0;
     uint64_t seed = 1, max_steps = 0;
     int resume = 0, quiet = 0, no_progress = 0, lr_seen = 0;
+    double sigma = 0.0, clip = 1.0, target_eps = 0.0, delta = 1e-5;
+    const char *clip_mode = "flat";
+    int sigma_seen = 0, sampler_seen = 0, secure = 0, force = 0, allow_mismatch = 0, batch_seen = 0;
     cli_option opts[] = {
-        {"--algo", CLI_STR, &algo_name, "NAME", "training algorithm: sgd (non-private)", NULL},
+        {"--algo", CLI_STR, &algo_name, "NAME", "training algorithm: sgd (non-private) | dpsgd (DP-SGD, Abadi et al. 2016)", NULL},
         {"--dataset", CLI_STR, &dataset, "NAME", "mnist | fashion-mnist | usps | cifar10 | csv:PATH[,TEST]", NULL},
         {"--data-dir", CLI_STR, &data_dir, "DIR", "directory holding <dataset>/ folders", NULL},
         {"--classes", CLI_STR, &classes, "LIST", "keep only these labels, relabelled 0..k-1 (e.g. 0,1)", NULL},
@@ -61,13 +65,23 @@ int dpt_cmd_train(int argc, char **argv) {
         {"--momentum", CLI_DOUBLE, &momentum, "X", "SGD momentum in [0, 1)", NULL},
         {"--weight-decay", CLI_DOUBLE, &weight_decay, "X", "L2 coefficient added to the gradient", NULL},
         {"--lr-schedule", CLI_STR, &schedule, "S", "constant | step:GAMMA:EVERY | exp:GAMMA (per epoch)", NULL},
-        {"--sampler", CLI_STR, &sampler, "NAME", "shuffle (fixed batches) | poisson | full", NULL},
-        {"--batch-size", CLI_LONG, &batch, "B", "batch size (poisson: expected size, q = B/N)", NULL},
+        {"--sampler", CLI_STR, &sampler, "NAME", "shuffle (fixed batches) | poisson | full (dpsgd: poisson)", &sampler_seen},
+        {"--batch-size", CLI_LONG, &batch, "B", "batch size (poisson: expected size, q = B/N)", &batch_seen},
         {"--sample-rate", CLI_DOUBLE, &sample_rate, "Q", "poisson sampling rate q in (0, 1] (overrides B/N)", NULL},
         {"--epochs", CLI_LONG, &epochs, "E", "epochs to train (poisson: an epoch is round(1/q) steps)", NULL},
         {"--max-steps", CLI_U64, &max_steps, "T", "stop after T steps in total (0 = no limit)", NULL},
         {"--seed", CLI_U64, &seed, "S", "seed of every random stream (init, sampling, noise)", NULL},
         {"--threads", CLI_LONG, &threads, "N", "threads (0 = all cores)", NULL},
+        {"--sigma", CLI_DOUBLE, &sigma, "X", "dpsgd: noise multiplier (>= 0; noise std sigma*C on the clipped sum)", &sigma_seen},
+        {"--clip", CLI_DOUBLE, &clip, "C", "dpsgd: per-example clipping norm C (> 0)", NULL},
+        {"--clip-mode", CLI_STR, &clip_mode, "MODE", "dpsgd: flat | per-layer (C_l = C / sqrt(layers))", NULL},
+        {"--target-epsilon", CLI_DOUBLE, &target_eps, "E", "dpsgd: calibrate sigma to reach E after --epochs "
+                                                           "(with --sigma: stop before exceeding E)", NULL},
+        {"--delta", CLI_DOUBLE, &delta, "D", "dpsgd: delta of the reported epsilon (< 1/N unless --force)", NULL},
+        {"--secure", CLI_FLAG, &secure, NULL, "dpsgd: OS-seeded noise (never logged), exact discrete Gaussian", NULL},
+        {"--force", CLI_FLAG, &force, NULL, "dpsgd: accept delta >= 1/N", NULL},
+        {"--allow-ledger-mismatch", CLI_FLAG, &allow_mismatch, NULL,
+         "dpsgd --resume: continue although q, sigma or data differ from the ledger (recorded in it)", NULL},
         {"--out", CLI_STR, &out, "DIR", "run directory", NULL},
         {"--resume", CLI_FLAG, &resume, NULL, "continue the run in --out from its checkpoint", NULL},
         {"--quiet", CLI_FLAG, &quiet, NULL, "print only the final summary", NULL},
@@ -78,7 +92,29 @@ int dpt_cmd_train(int argc, char **argv) {
     if (rc < 0) return 0;
     if (rc) return rc;
 
-    if (strcmp(algo_name, "sgd") != 0) return cli_error("--algo: unknown algorithm '%s' (available: sgd)", algo_name);
+    int dp = !strcmp(algo_name, "dpsgd");
+    if (!dp && strcmp(algo_name, "sgd") != 0)
+        return cli_error("--algo: unknown algorithm '%s' (available: sgd, dpsgd)", algo_name);
+    dpt_clip_mode cmode = DPT_CLIP_FLAT;
+    if (dp) {
+        /* DP-SGD's accounting assumes Poisson sampling: anything else would make the
+         * printed epsilon wrong, so it is forced, never silently replaced. */
+        if (sampler_seen && strcmp(sampler, "poisson"))
+            return cli_error("--sampler %s: --algo dpsgd needs --sampler poisson (its epsilon is computed for "
+                             "Poisson sampling)", sampler);
+        sampler = "poisson";
+        if (!(clip > 0) || !isfinite(clip)) return cli_error("--clip: the clipping norm C must be > 0, got %g", clip);
+        if (sigma_seen && (!(sigma >= 0) || !isfinite(sigma)))
+            return cli_error("--sigma: the noise multiplier must be >= 0, got %g", sigma);
+        if (!sigma_seen && !(target_eps > 0))
+            return cli_error("--algo dpsgd needs --sigma or --target-epsilon");
+        if (target_eps != 0 && !(target_eps > 0 && isfinite(target_eps)))
+            return cli_error("--target-epsilon must be > 0, got %g", target_eps);
+        if (!(delta > 0 && delta < 1)) return cli_error("--delta must be in (0, 1), got %g", delta);
+        if (dpt_clip_mode_parse(clip_mode, &cmode) != DPT_OK) return cli_error("%s", dpt_last_error());
+    } else if (sigma_seen || target_eps != 0 || secure || allow_mismatch) {
+        return cli_error("--sigma/--target-epsilon/--secure/--allow-ledger-mismatch need --algo dpsgd");
+    }
     dpt_train_config cfg = dpt_train_config_defaults();
     if (dpt_optim_parse(optimizer, &cfg.optim.kind) != DPT_OK) return cli_error("--optimizer: %s", dpt_last_error());
     cfg.optim = dpt_optim_defaults(cfg.optim.kind);
@@ -133,11 +169,61 @@ int dpt_cmd_train(int argc, char **argv) {
     cfg.quiet = quiet;
     cfg.progress = !no_progress && cli_stderr_is_tty();
     cfg.run_json = run_json;
+    dpt_dpsgd_config dcfg = dpt_dpsgd_config_defaults();
+    if (dp) {
+        double q = sample_rate != 0.0 ? sample_rate : (double)batch / (double)train.n;
+        if (!(q > 0 && q <= 1)) {
+            dpt_dataset_free(&train);
+            dpt_dataset_free(&test);
+            free(run_json);
+            return cli_error("--batch-size %ld: the sampling rate q = B/N = %g is outside (0, 1] (N = %zu)", batch, q,
+                             train.n);
+        }
+        if (delta >= 1.0 / (double)train.n && !force) {
+            dpt_dataset_free(&train);
+            dpt_dataset_free(&test);
+            free(run_json);
+            return cli_error("--delta %g >= 1/N = %g: such a delta allows releasing a whole example; pass --force "
+                             "to accept it", delta, 1.0 / (double)train.n);
+        }
+        cfg.sample_rate = q;
+        cfg.delta = delta;
+        cfg.secure = secure;
+        cfg.allow_ledger_mismatch = allow_mismatch;
+        cfg.target_epsilon = sigma_seen ? target_eps : 0.0;
+        if (!sigma_seen) {
+            /* calibrate: steps = epochs * max(1, round(1/q)), as the Poisson sampler runs */
+            uint64_t spe = (uint64_t)llround(1.0 / q);
+            if (spe < 1) spe = 1;
+            if (dpt_calibrate_sigma(q, (uint64_t)epochs * spe, delta, target_eps, DPT_ACCT_RDP, DPT_CONV_BALLE, 1e-4,
+                                    &sigma) != DPT_OK) {
+                dpt_dataset_free(&train);
+                dpt_dataset_free(&test);
+                free(run_json);
+                return cli_fail("--target-epsilon");
+            }
+            if (!quiet)
+                fprintf(stderr, "dptrain: calibrated sigma %.6g for epsilon %g at delta %g after %ld epochs of "
+                                "%" PRIu64 " steps (q %g, RDP accountant)\n", sigma, target_eps, delta, epochs, spe, q);
+        }
+        dcfg.sigma = sigma;
+        dcfg.clip = clip;
+        dcfg.clip_mode = cmode;
+        dcfg.secure = secure;
+        if (!quiet) {
+            if (secure)
+                fprintf(stderr, "dptrain: secure mode: OS-seeded noise stream (not logged), exact discrete Gaussian\n");
+            else
+                fprintf(stderr, "dptrain: reproducible mode (seed %" PRIu64 " logged; the noise can be regenerated from "
+                                "it): NOT the secure mode (--secure)\n", seed);
+        }
+    }
 
     dpt_algo *algo = NULL;
     dpt_trainer *t = NULL;
     int exit_code = 0;
-    if (dpt_algo_sgd_new(&algo) != DPT_OK || dpt_trainer_new(&cfg, &train, &test, algo, &t) != DPT_OK) {
+    if ((dp ? dpt_algo_dpsgd_new(&dcfg, &algo) : dpt_algo_sgd_new(&algo)) != DPT_OK ||
+        dpt_trainer_new(&cfg, &train, &test, algo, &t) != DPT_OK) {
         exit_code = cli_fail("train");
         goto done;
     }
@@ -149,23 +235,45 @@ int dpt_cmd_train(int argc, char **argv) {
         dpt_model *m = dpt_trainer_model(t);
         fprintf(stderr, "dptrain train: %s (%zu train / %zu test, loaded in %.1fs), model %s (%zu parameters)\n",
                 dataset, train.n, test.n, t_load, model, m->n_params);
-        fprintf(stderr, "  algorithm %s (non-private: no privacy guarantee), %s lr %g, %s batches of %ld, "
-                        "%ld epochs, seed %" PRIu64 ", %d threads, run dir %s%s\n",
-                algo_name, optimizer, cfg.optim.lr, sampler, batch, epochs, seed,
-                dpt_threads_resolve(cfg.threads), out, resume ? " (resumed)" : "");
+        if (dp)
+            fprintf(stderr, "  algorithm dpsgd (sigma %g, C %g, %s clipping, q %g = expected batch %.1f, delta %g), "
+                            "%s lr %g, %ld epochs, seed %" PRIu64 ", %d threads, run dir %s%s\n",
+                    sigma, clip, clip_mode, cfg.sample_rate, cfg.sample_rate * (double)train.n, delta, optimizer,
+                    cfg.optim.lr, epochs, seed, dpt_threads_resolve(cfg.threads), out, resume ? " (resumed)" : "");
+        else
+            fprintf(stderr, "  algorithm %s (non-private: no privacy guarantee), %s lr %g, %s batches of %ld, "
+                            "%ld epochs, seed %" PRIu64 ", %d threads, run dir %s%s\n",
+                    algo_name, optimizer, cfg.optim.lr, sampler, batch, epochs, seed,
+                    dpt_threads_resolve(cfg.threads), out, resume ? " (resumed)" : "");
     }
     dpt_epoch_result r;
     if (dpt_trainer_run(t, &r) != DPT_OK) {
         exit_code = cli_fail("train");
         goto done;
     }
+    if (dp) {
+        /* only what the accountants computed from the recorded (Poisson) events */
+        double e_rdp = NAN, e_pld = NAN;
+        const dpt_ledger *l = dpt_trainer_ledger(t);
+        if (dpt_ledger_epsilon(l, delta, DPT_ACCT_RDP, DPT_CONV_BALLE, &e_rdp) != DPT_OK) {
+            exit_code = cli_fail("epsilon");
+            goto done;
+        }
+        if (dpt_ledger_pld_applies(l) && dpt_ledger_epsilon(l, delta, DPT_ACCT_PLD, DPT_CONV_BALLE, &e_pld) != DPT_OK)
+            e_pld = NAN;
+        double e_next = 0;
+        if (dpt_trainer_budget_stopped(t, &e_next))
+            printf("stopped by the privacy budget: the next step would reach epsilon %.4g > %g\n", e_next, target_eps);
+        printf("privacy: epsilon %.4g (RDP) / %.4g (PLD) at delta %g after %" PRIu64 " steps (q %g, sigma %g)  "
+               "ledger: %s/ledger.json\n", e_rdp, e_pld, delta, dpt_ledger_steps(l), cfg.sample_rate, sigma, out);
+    }
     if (isnan(r.test_accuracy))
         printf("done: nothing left to train (epoch %" PRIu64 " of %ld reached); see %s/metrics.jsonl\n",
                dpt_trainer_step(t) ? (uint64_t)epochs : 0, epochs, out);
     else
         printf("test accuracy %.2f%%  test loss %.4f  after %" PRIu64 " epochs (%" PRIu64 " steps, %.1fs of "
-               "training)  [non-private]\ncheckpoint: %s/checkpoint.safetensors  metrics: %s/metrics.jsonl\n",
-               100.0 * r.test_accuracy, r.test_loss, r.epoch, r.step, r.wall_s, out, out);
+               "training)  [%s]\ncheckpoint: %s/checkpoint.safetensors  metrics: %s/metrics.jsonl\n",
+               100.0 * r.test_accuracy, r.test_loss, r.epoch, r.step, r.wall_s, dp ? "DP-SGD" : "non-private", out, out);
 done:
     dpt_trainer_free(t);
     dpt_dataset_free(&train);
