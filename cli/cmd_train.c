@@ -48,7 +48,7 @@ int dpt_cmd_train(int argc, char **argv) {
     int resume = 0, quiet = 0, no_progress = 0, lr_seen = 0;
     double sigma = 0.0, clip = 1.0, target_eps = 0.0, delta = 1e-5;
     const char *clip_mode = "flat";
-    int sigma_seen = 0, sampler_seen = 0, secure = 0, force = 0, allow_mismatch = 0, batch_seen = 0;
+    int sigma_seen = 0, sampler_seen = 0, sample_rate_seen = 0, secure = 0, force = 0, allow_mismatch = 0, batch_seen = 0;
     cli_option opts[] = {
         {"--algo", CLI_STR, &algo_name, "NAME", "training algorithm: sgd (non-private) | dpsgd (DP-SGD, Abadi et al. 2016)", NULL},
         {"--dataset", CLI_STR, &dataset, "NAME", "mnist | fashion-mnist | usps | cifar10 | csv:PATH[,TEST]", NULL},
@@ -67,7 +67,7 @@ int dpt_cmd_train(int argc, char **argv) {
         {"--lr-schedule", CLI_STR, &schedule, "S", "constant | step:GAMMA:EVERY | exp:GAMMA (per epoch)", NULL},
         {"--sampler", CLI_STR, &sampler, "NAME", "shuffle (fixed batches) | poisson | full (dpsgd: poisson)", &sampler_seen},
         {"--batch-size", CLI_LONG, &batch, "B", "batch size (poisson: expected size, q = B/N)", &batch_seen},
-        {"--sample-rate", CLI_DOUBLE, &sample_rate, "Q", "poisson sampling rate q in (0, 1] (overrides B/N)", NULL},
+        {"--sample-rate", CLI_DOUBLE, &sample_rate, "Q", "poisson sampling rate q in (0, 1] (overrides B/N)", &sample_rate_seen},
         {"--epochs", CLI_LONG, &epochs, "E", "epochs to train (poisson: an epoch is round(1/q) steps)", NULL},
         {"--max-steps", CLI_U64, &max_steps, "T", "stop after T steps in total (0 = no limit)", NULL},
         {"--seed", CLI_U64, &seed, "S", "seed of every random stream (init, sampling, noise)", NULL},
@@ -111,6 +111,8 @@ int dpt_cmd_train(int argc, char **argv) {
         if (target_eps != 0 && !(target_eps > 0 && isfinite(target_eps)))
             return cli_error("--target-epsilon must be > 0, got %g", target_eps);
         if (!(delta > 0 && delta < 1)) return cli_error("--delta must be in (0, 1), got %g", delta);
+        if (sample_rate_seen && !(sample_rate > 0 && sample_rate <= 1))
+            return cli_error("--sample-rate must be in (0, 1], got %g", sample_rate);
         if (dpt_clip_mode_parse(clip_mode, &cmode) != DPT_OK) return cli_error("%s", dpt_last_error());
     } else if (sigma_seen || target_eps != 0 || secure || allow_mismatch) {
         return cli_error("--sigma/--target-epsilon/--secure/--allow-ledger-mismatch need --algo dpsgd");
@@ -171,20 +173,20 @@ int dpt_cmd_train(int argc, char **argv) {
     cfg.run_json = run_json;
     dpt_dpsgd_config dcfg = dpt_dpsgd_config_defaults();
     if (dp) {
-        double q = sample_rate != 0.0 ? sample_rate : (double)batch / (double)train.n;
+        const size_t N = train.n;
+        double q = sample_rate != 0.0 ? sample_rate : (double)batch / (double)N;
         if (!(q > 0 && q <= 1)) {
             dpt_dataset_free(&train);
             dpt_dataset_free(&test);
             free(run_json);
-            return cli_error("--batch-size %ld: the sampling rate q = B/N = %g is outside (0, 1] (N = %zu)", batch, q,
-                             train.n);
+            return cli_error("--batch-size %ld: the sampling rate q = B/N = %g is outside (0, 1] (N = %zu)", batch, q, N);
         }
-        if (delta >= 1.0 / (double)train.n && !force) {
+        if (delta >= 1.0 / (double)N && !force) {
             dpt_dataset_free(&train);
             dpt_dataset_free(&test);
             free(run_json);
             return cli_error("--delta %g >= 1/N = %g: such a delta allows releasing a whole example; pass --force "
-                             "to accept it", delta, 1.0 / (double)train.n);
+                             "to accept it", delta, 1.0 / (double)N);
         }
         cfg.sample_rate = q;
         cfg.delta = delta;

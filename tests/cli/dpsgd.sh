@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# CLI: dptrain train --algo dpsgd on a CSV made here. Impossible settings are errors naming
+# the flag; a run writes epsilon/epsilon_pld/delta per epoch and ledger.json; --resume
+# continues the ledger and refuses a different sigma/q unless allowed (then recorded);
+# --target-epsilon calibrates or stops; and SIGKILL at random points never leaves a
+# ledger on disk with fewer steps than the checkpoint's parameters reflect.
+set -u
+BIN=$1
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0; checks=0
+expect_fail() { # expect_fail "needle" cmd...
+  local needle=$1; shift
+  checks=$((checks+1))
+  local out; out=$("$@" 2>&1); local rc=$?
+  if [ $rc -eq 0 ] || ! grep -q -- "$needle" <<<"$out"; then
+    echo "FAIL: '$*' rc=$rc, want non-zero and message containing '$needle'; got: $out"; fail=$((fail+1))
+  fi
+}
+expect_ok() {
+  checks=$((checks+1))
+  local out; out=$("$@" 2>&1); local rc=$?
+  if [ $rc -ne 0 ]; then echo "FAIL: '$*' rc=$rc: $out"; fail=$((fail+1)); fi
+  LAST_OUT=$out
+}
+check() { checks=$((checks+1)); if ! eval "$1"; then echo "FAIL: $2"; fail=$((fail+1)); fi; }
+python3 - "$T/d.csv" <<'PY'
+import random, sys
+random.seed(1)
+with open(sys.argv[1], "w") as f:
+    f.write("label,a,b,c,d\n")
+    for i in range(3000):
+        c = i % 3
+        f.write("%d,%s\n" % (c, ",".join("%.4f" % (random.gauss(0, 0.5) + (2.0 if j % 3 == c else 0.0)) for j in range(4))))
+PY
+C=(--algo dpsgd --dataset "csv:$T/d.csv" --model mlp:4-8-3:relu --threads 1 --no-progress --optimizer sgd --lr 0.5)
+
+expect_fail "--clip" "$BIN" train "${C[@]}" --sigma 1 --clip 0 --out "$T/x"
+expect_fail "--clip" "$BIN" train "${C[@]}" --sigma 1 --clip -2 --out "$T/x"
+expect_fail "--sigma" "$BIN" train "${C[@]}" --sigma -0.5 --out "$T/x"
+expect_fail "--sample-rate" "$BIN" train "${C[@]}" --sigma 1 --sample-rate 1.5 --out "$T/x"
+expect_fail "--sample-rate" "$BIN" train "${C[@]}" --sigma 1 --sample-rate 0 --out "$T/x"
+expect_fail "--batch-size" "$BIN" train "${C[@]}" --sigma 1 --batch-size 5000 --out "$T/x"
+expect_fail "--force" "$BIN" train "${C[@]}" --sigma 1 --delta 0.001 --out "$T/x"
+expect_fail "--sigma or --target-epsilon" "$BIN" train "${C[@]}" --out "$T/x"
+expect_fail "--sampler poisson" "$BIN" train "${C[@]}" --sigma 1 --sampler shuffle --out "$T/x"
+expect_fail "--clip-mode" "$BIN" train "${C[@]}" --sigma 1 --clip-mode layer --out "$T/x"
+
+# a run: notice, epsilon per epoch, ledger sidecar
+expect_ok "$BIN" train "${C[@]}" --sigma 1.2 --batch-size 60 --epochs 2 --out "$T/run"
+check 'grep -q "NOT the secure mode" <<<"$LAST_OUT"' "reproducible-mode notice missing"
+check 'grep -q "epsilon" <<<"$LAST_OUT"' "epsilon not printed"
+check 'python3 -c "
+import json,sys
+ls=[json.loads(l) for l in open(\"$T/run/metrics.jsonl\")]
+assert len(ls)==2 and all(\"epsilon\" in l and \"epsilon_pld\" in l and l[\"delta\"]==1e-5 for l in ls)
+assert ls[1][\"epsilon\"]>ls[0][\"epsilon\"]>0
+l=json.load(open(\"$T/run/ledger.json\")); assert l[\"total_sgm_steps\"]==100, l[\"total_sgm_steps\"]
+"' "metrics epsilon keys or ledger steps wrong"
+# resume continues the ledger; mismatch refused, then allowed and recorded
+expect_ok "$BIN" train "${C[@]}" --sigma 1.2 --batch-size 60 --epochs 3 --out "$T/run" --resume
+check 'python3 -c "import json; assert json.load(open(\"$T/run/ledger.json\"))[\"total_sgm_steps\"]==150"' "ledger did not continue"
+expect_fail "--allow-ledger-mismatch" "$BIN" train "${C[@]}" --sigma 2 --batch-size 60 --epochs 4 --out "$T/run" --resume
+expect_fail "--sample-rate" "$BIN" train "${C[@]}" --sigma 1.2 --batch-size 30 --epochs 4 --out "$T/run" --resume
+expect_ok "$BIN" train "${C[@]}" --sigma 2 --batch-size 60 --epochs 4 --out "$T/run" --resume --allow-ledger-mismatch
+check 'python3 -c "
+import json; l=json.load(open(\"$T/run/ledger.json\"))
+assert l[\"total_sgm_steps\"]==200 and \"--sigma\" in l[\"meta\"][\"mismatch_allowed_at_step_150\"], l
+"' "allowed mismatch not recorded"
+# budgets
+expect_ok "$BIN" train "${C[@]}" --target-epsilon 2 --batch-size 60 --epochs 3 --out "$T/cal"
+check 'grep -q "calibrated sigma" <<<"$LAST_OUT" && python3 -c "
+import json; l=[json.loads(x) for x in open(\"$T/cal/metrics.jsonl\")]; assert len(l)==3 and l[-1][\"epsilon\"]<=2.0, l[-1]"' "calibration"
+expect_ok "$BIN" train "${C[@]}" --sigma 0.8 --target-epsilon 1 --batch-size 60 --epochs 50 --out "$T/stop"
+check 'grep -q "stopping before step" <<<"$LAST_OUT"' "budget stop not announced"
+
+# SIGKILL at random points: the ledger on disk never records fewer steps than the
+# checkpoint's parameters reflect (the sidecar is written before the checkpoint)
+K=(--algo dpsgd --dataset "csv:$T/d.csv" --model mlp:4-64-64-3:relu --threads 1 --no-progress --sigma 1 --batch-size 3 --epochs 40 --out "$T/kill")
+for i in $(seq 1 8); do
+  "$BIN" train "${K[@]}" $([ -f "$T/kill/checkpoint.safetensors" ] && echo --resume) >/dev/null 2>&1 &
+  pid=$!
+  sleep 0.$((RANDOM % 9 + 1))
+  kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+  if [ -f "$T/kill/checkpoint.safetensors" ]; then
+    check 'python3 - "$T/kill" <<PY
+import json, re, struct, sys
+d = sys.argv[1]
+raw = open(d + "/checkpoint.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+hdr = raw[8:8 + n].decode()
+step = int(re.search(r"\\\\\"step\\\\\":\\\\\"(\d+)", hdr).group(1))
+led = json.load(open(d + "/ledger.json"))["total_sgm_steps"]
+assert led >= step, (led, step)
+PY' "kill $i: ledger.json records fewer steps than the checkpoint"
+  fi
+done
+
+echo "$((checks - fail)) passed, $fail failed"
+[ $fail -eq 0 ]
