@@ -72,7 +72,7 @@ int dpt_cmd_train(int argc, char **argv) {
         {"--max-steps", CLI_U64, &max_steps, "T", "stop after T steps in total (0 = no limit)", NULL},
         {"--seed", CLI_U64, &seed, "S", "seed of every random stream (init, sampling, noise)", NULL},
         {"--threads", CLI_LONG, &threads, "N", "threads (0 = all cores)", NULL},
-        {"--sigma", CLI_DOUBLE, &sigma, "X", "dpsgd: noise multiplier (>= 0; noise std sigma*C on the clipped sum)", &sigma_seen},
+        {"--sigma", CLI_DOUBLE, &sigma, "X", "dpsgd: noise multiplier (> 0; noise std sigma*C on the clipped sum)", &sigma_seen},
         {"--clip", CLI_DOUBLE, &clip, "C", "dpsgd: per-example clipping norm C (> 0)", NULL},
         {"--clip-mode", CLI_STR, &clip_mode, "MODE", "dpsgd: flat | per-layer (C_l = C / sqrt(layers))", NULL},
         {"--target-epsilon", CLI_DOUBLE, &target_eps, "E", "dpsgd: calibrate sigma to reach E after --epochs "
@@ -104,8 +104,9 @@ int dpt_cmd_train(int argc, char **argv) {
                              "Poisson sampling)", sampler);
         sampler = "poisson";
         if (!(clip > 0) || !isfinite(clip)) return cli_error("--clip: the clipping norm C must be > 0, got %g", clip);
-        if (sigma_seen && (!(sigma >= 0) || !isfinite(sigma)))
-            return cli_error("--sigma: the noise multiplier must be >= 0, got %g", sigma);
+        if (sigma_seen && (!(sigma > 0) || !isfinite(sigma)))
+            return cli_error("--sigma: the noise multiplier must be > 0, got %g (for training without noise use "
+                             "--algo sgd)", sigma);
         if (!sigma_seen && !(target_eps > 0))
             return cli_error("--algo dpsgd needs --sigma or --target-epsilon");
         if (target_eps != 0 && !(target_eps > 0 && isfinite(target_eps)))

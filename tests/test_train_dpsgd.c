@@ -334,6 +334,9 @@ static void test_bad_config(void) {
     d.clip = 1, d.sigma = -1;
     CHECK_STATUS(dpt_algo_dpsgd_new(&d, &a), DPT_EINVAL);
     CHECK_ERR_HAS("--sigma");
+    d.sigma = 0; /* no noise: no finite epsilon, refused up front */
+    CHECK_STATUS(dpt_algo_dpsgd_new(&d, &a), DPT_EINVAL);
+    CHECK_ERR_HAS("--sigma");
 }
 
 int main(void) {

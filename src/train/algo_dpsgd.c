@@ -168,7 +168,7 @@ static dpt_status dpsgd_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
 /* One SGM event (q, sigma) per step, before the optimizer changes the parameters. */
 static dpt_status dpsgd_record(dpt_algo *a, dpt_trainer *t, size_t batch) {
     dpsgd_state *s = a->state;
-    if (!t->ledger) return DPT_OK;
+    DPT_ASSERT(t->ledger); /* created by dpt_trainer_new for every private algorithm */
     return dpt_ledger_add_sgm(t->ledger, t->cfg.sample_rate, s->cfg.sigma, 1);
 }
 
@@ -192,8 +192,11 @@ dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out) {
     DPT_CHECK(cfg, DPT_EINVAL, "dpsgd: NULL configuration");
     DPT_CHECK(isfinite(cfg->clip) && cfg->clip > 0, DPT_EINVAL, "--clip: the clipping norm C must be > 0, got %g",
               cfg->clip);
-    DPT_CHECK(isfinite(cfg->sigma) && cfg->sigma >= 0, DPT_EINVAL,
-              "--sigma: the noise multiplier must be >= 0, got %g", cfg->sigma);
+    /* sigma = 0 releases the clipped sum itself: no accountant gives it a finite epsilon,
+     * so it is refused here rather than at the first ledger event. */
+    DPT_CHECK(isfinite(cfg->sigma) && cfg->sigma > 0, DPT_EINVAL,
+              "--sigma: the noise multiplier must be > 0, got %g (for training without noise use --algo sgd)",
+              cfg->sigma);
     DPT_CHECK(cfg->clip_mode == DPT_CLIP_FLAT || cfg->clip_mode == DPT_CLIP_PER_LAYER, DPT_EINVAL,
               "--clip-mode: unknown mode %d", (int)cfg->clip_mode);
     dpt_algo *a = calloc(1, sizeof *a);

@@ -36,6 +36,7 @@ PY
 C=(--algo dpsgd --dataset "csv:$T/d.csv" --model mlp:4-8-3:relu --threads 1 --no-progress --optimizer sgd --lr 0.5)
 
 expect_fail "--clip" "$BIN" train "${C[@]}" --sigma 1 --clip 0 --out "$T/x"
+expect_fail "--sigma" "$BIN" train "${C[@]}" --sigma 0 --out "$T/x"
 expect_fail "--clip" "$BIN" train "${C[@]}" --sigma 1 --clip -2 --out "$T/x"
 expect_fail "--sigma" "$BIN" train "${C[@]}" --sigma -0.5 --out "$T/x"
 expect_fail "--sample-rate" "$BIN" train "${C[@]}" --sigma 1 --sample-rate 1.5 --out "$T/x"
