@@ -49,7 +49,7 @@ static cJSON *float_array(const float *v, size_t n) {
 }
 
 int cli_load_run_data(const cli_data_opts *o, dpt_dataset *train, dpt_dataset *test, char **run_json) {
-    int mode;
+    int mode = -1;
     *run_json = NULL;
     DPT_TRY(parse_norm(o->normalize, &mode));
     DPT_TRY(prepare(o, DPT_SPLIT_TRAIN, train));
