@@ -79,7 +79,8 @@ int cli_parse_double_list(const char *flag, const char *s, double **out, size_t 
 static void default_text(const cli_option *o, char *buf, size_t n) {
     buf[0] = 0;
     switch (o->kind) {
-    case CLI_FLAG: break;
+    case CLI_FLAG:
+    case CLI_SECTION: break;
     case CLI_STR: {
         const char *v = *(const char **)o->dest;
         if (v) snprintf(buf, n, " (default: %s)", v);
@@ -94,6 +95,10 @@ static void default_text(const cli_option *o, char *buf, size_t n) {
 void cli_print_help(const cli_option *opts, const char *usage) {
     printf("%s\n\nOptions:\n", usage);
     for (const cli_option *o = opts; o->name; o++) {
+        if (o->kind == CLI_SECTION) {
+            printf("\n%s:\n", o->help);
+            continue;
+        }
         char left[64], def[160];
         snprintf(left, sizeof left, "%s%s%s", o->name, o->meta ? " " : "", o->meta ? o->meta : "");
         default_text(o, def, sizeof def);
@@ -114,7 +119,7 @@ int cli_parse(int argc, char **argv, int first, const cli_option *opts, const ch
         size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
         const cli_option *o = NULL;
         for (const cli_option *p = opts; p->name; p++)
-            if (strlen(p->name) == len && !strncmp(p->name, arg, len)) { o = p; break; }
+            if (p->kind != CLI_SECTION && strlen(p->name) == len && !strncmp(p->name, arg, len)) { o = p; break; }
         if (!o) return cli_error("unknown option '%.*s' (see --help)", (int)len, arg);
         if (o->seen) *o->seen = 1;
         if (o->kind == CLI_FLAG) {
@@ -130,11 +135,25 @@ int cli_parse(int argc, char **argv, int first, const cli_option *opts, const ch
         case CLI_DOUBLE: rc = cli_parse_double(o->name, val, (double *)o->dest); break;
         case CLI_LONG: rc = cli_parse_long(o->name, val, (long *)o->dest); break;
         case CLI_U64: rc = cli_parse_u64(o->name, val, (uint64_t *)o->dest); break;
-        case CLI_FLAG: break;
+        case CLI_FLAG:
+        case CLI_SECTION: break;
         }
         if (rc) return rc;
     }
     return 0;
+}
+
+const char *cli_given(int argc, char **argv, int first, const cli_option *opts) {
+    if (!opts) return NULL;
+    for (int i = first; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strncmp(arg, "--", 2) != 0) continue;
+        const char *eq = strchr(arg, '=');
+        size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+        for (const cli_option *p = opts; p->name; p++)
+            if (p->kind != CLI_SECTION && strlen(p->name) == len && !strncmp(p->name, arg, len)) return p->name;
+    }
+    return NULL;
 }
 
 int cli_stderr_is_tty(void) { return isatty(STDERR_FILENO); }

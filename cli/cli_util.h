@@ -24,7 +24,8 @@ int cli_parse_double_list(const char *flag, const char *s, double **out, size_t 
 
 /* Option table driving both parsing and --help, so help always lists every option
  * with its real default. */
-typedef enum { CLI_FLAG, CLI_STR, CLI_DOUBLE, CLI_LONG, CLI_U64 } cli_kind;
+/* CLI_SECTION is not an option: a heading in --help (its `help` is the heading text). */
+typedef enum { CLI_FLAG, CLI_STR, CLI_DOUBLE, CLI_LONG, CLI_U64, CLI_SECTION } cli_kind;
 typedef struct {
     const char *name;  /* "--lr" */
     cli_kind kind;
@@ -39,6 +40,8 @@ typedef struct {
  * Unknown options and missing values are errors (return 2). */
 int cli_parse(int argc, char **argv, int first, const cli_option *opts, const char *usage);
 void cli_print_help(const cli_option *opts, const char *usage);
+/* Name of the first option of `opts` that appears in argv[first..argc), or NULL. */
+const char *cli_given(int argc, char **argv, int first, const cli_option *opts);
 
 /* 1 when stdout / stderr is a terminal (progress bars only there). */
 int cli_stderr_is_tty(void);

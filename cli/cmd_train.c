@@ -15,6 +15,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "run_data.h"
+#include "train_algos.h"
 
 /* mkdir -p */
 static int make_dirs(const char *path) {
@@ -38,6 +39,37 @@ static const char *USAGE =
     "Datasets live in DIR/<name>/ for --data-dir DIR (mnist, fashion-mnist, usps, cifar10);\n"
     "csv:PATH reads a numeric CSV with the label in the first column.";
 
+/* common + privacy + every algorithm's flags, each group under its heading */
+static cli_option *build_table(const cli_option *common, const cli_option *priv) {
+    size_t n = 0, k = 0;
+    for (const cli_option *o = common; o->name; o++) n++;
+    for (const cli_option *o = priv; o->name; o++) n++;
+    for (size_t i = 0; CLI_ALGOS[i]; i++) {
+        n++;
+        for (const cli_option *o = CLI_ALGOS[i]->opts; o && o->name; o++) n++;
+    }
+    cli_option *t = calloc(n + 1, sizeof *t);
+    if (!t) return NULL;
+    for (const cli_option *o = common; o->name; o++) t[k++] = *o;
+    for (const cli_option *o = priv; o->name; o++) t[k++] = *o;
+    static char heads[32][96];
+    for (size_t i = 0; CLI_ALGOS[i]; i++) {
+        if (!CLI_ALGOS[i]->opts || !CLI_ALGOS[i]->opts->name || i >= 32) continue;
+        snprintf(heads[i], sizeof heads[i], "Options of --algo %s", CLI_ALGOS[i]->name);
+        t[k++] = (cli_option){"-", CLI_SECTION, NULL, NULL, heads[i], NULL};
+        for (const cli_option *o = CLI_ALGOS[i]->opts; o->name; o++) t[k++] = *o;
+    }
+    return t;
+}
+
+static char *usage_with_algos(void) {
+    static char buf[4096];
+    int w = snprintf(buf, sizeof buf, "%s\n\nAlgorithms (--algo):", USAGE);
+    for (size_t i = 0; CLI_ALGOS[i] && w > 0 && (size_t)w < sizeof buf; i++)
+        w += snprintf(buf + w, sizeof buf - (size_t)w, "\n  %-20s %s", CLI_ALGOS[i]->name, CLI_ALGOS[i]->summary);
+    return buf;
+}
+
 int dpt_cmd_train(int argc, char **argv) {
     const char *dataset = "fashion-mnist", *data_dir = DPT_DEFAULT_DATA_DIR, *model = "mlp:784-128-64-32-10:gelu";
     const char *algo_name = "sgd", *optimizer = "adam", *schedule = "constant", *sampler = "shuffle";
@@ -46,11 +78,10 @@ int dpt_cmd_train(int argc, char **argv) {
     long batch = 256, epochs = 5, threads = 0, max_train = 0, max_test = 0;
     uint64_t seed = 1, max_steps = 0;
     int resume = 0, quiet = 0, no_progress = 0, lr_seen = 0;
-    double sigma = 0.0, clip = 1.0, target_eps = 0.0, delta = 1e-5;
-    const char *clip_mode = "flat";
-    int sigma_seen = 0, sampler_seen = 0, sample_rate_seen = 0, secure = 0, force = 0, allow_mismatch = 0, batch_seen = 0;
-    cli_option opts[] = {
-        {"--algo", CLI_STR, &algo_name, "NAME", "training algorithm: sgd (non-private) | dpsgd (DP-SGD, Abadi et al. 2016)", NULL},
+    int sampler_seen = 0, sample_rate_seen = 0, batch_seen = 0;
+    cli_privacy_flags pf = {.sigma = 0.0, .clip = 1.0, .target_eps = 0.0, .delta = 1e-5, .clip_mode = "flat"};
+    cli_option common[] = {
+        {"--algo", CLI_STR, &algo_name, "NAME", "training algorithm (list above)", NULL},
         {"--dataset", CLI_STR, &dataset, "NAME", "mnist | fashion-mnist | usps | cifar10 | csv:PATH[,TEST]", NULL},
         {"--data-dir", CLI_STR, &data_dir, "DIR", "directory holding <dataset>/ folders", NULL},
         {"--classes", CLI_STR, &classes, "LIST", "keep only these labels, relabelled 0..k-1 (e.g. 0,1)", NULL},
@@ -72,53 +103,54 @@ int dpt_cmd_train(int argc, char **argv) {
         {"--max-steps", CLI_U64, &max_steps, "T", "stop after T steps in total (0 = no limit)", NULL},
         {"--seed", CLI_U64, &seed, "S", "seed of every random stream (init, sampling, noise)", NULL},
         {"--threads", CLI_LONG, &threads, "N", "threads (0 = all cores)", NULL},
-        {"--sigma", CLI_DOUBLE, &sigma, "X", "dpsgd: noise multiplier (> 0; noise std sigma*C on the clipped sum)", &sigma_seen},
-        {"--clip", CLI_DOUBLE, &clip, "C", "dpsgd: per-example clipping norm C (> 0)", NULL},
-        {"--clip-mode", CLI_STR, &clip_mode, "MODE", "dpsgd: flat | per-layer (C_l = C / sqrt(layers))", NULL},
-        {"--target-epsilon", CLI_DOUBLE, &target_eps, "E", "dpsgd: calibrate sigma to reach E after --epochs "
-                                                           "(with --sigma: stop before exceeding E)", NULL},
-        {"--delta", CLI_DOUBLE, &delta, "D", "dpsgd: delta of the reported epsilon (< 1/N unless --force)", NULL},
-        {"--secure", CLI_FLAG, &secure, NULL, "dpsgd: OS-seeded noise (never logged), exact discrete Gaussian", NULL},
-        {"--force", CLI_FLAG, &force, NULL, "dpsgd: accept delta >= 1/N", NULL},
-        {"--allow-ledger-mismatch", CLI_FLAG, &allow_mismatch, NULL,
-         "dpsgd --resume: continue although q, sigma or data differ from the ledger (recorded in it)", NULL},
         {"--out", CLI_STR, &out, "DIR", "run directory", NULL},
         {"--resume", CLI_FLAG, &resume, NULL, "continue the run in --out from its checkpoint", NULL},
         {"--quiet", CLI_FLAG, &quiet, NULL, "print only the final summary", NULL},
         {"--no-progress", CLI_FLAG, &no_progress, NULL, "no progress bar even on a terminal", NULL},
         {NULL, 0, NULL, NULL, NULL, NULL},
     };
-    int rc = cli_parse(argc, argv, 1, opts, USAGE);
+    cli_option priv[] = {
+        {"-", CLI_SECTION, NULL, NULL, "Privacy options (private algorithms)", NULL},
+        {"--sigma", CLI_DOUBLE, &pf.sigma, "X", "noise multiplier (> 0; noise std sigma*C on the clipped sum)", &pf.sigma_seen},
+        {"--clip", CLI_DOUBLE, &pf.clip, "C", "per-example clipping norm C (> 0)", NULL},
+        {"--clip-mode", CLI_STR, &pf.clip_mode, "MODE", "flat | per-layer (C_l = C / sqrt(layers))", NULL},
+        {"--target-epsilon", CLI_DOUBLE, &pf.target_eps, "E", "calibrate sigma to reach E after --epochs "
+                                                              "(with --sigma: stop before exceeding E)", &pf.target_eps_seen},
+        {"--delta", CLI_DOUBLE, &pf.delta, "D", "delta of the reported epsilon (< 1/N unless --force)", NULL},
+        {"--secure", CLI_FLAG, &pf.secure, NULL, "OS-seeded noise (never logged), exact discrete Gaussian", NULL},
+        {"--force", CLI_FLAG, &pf.force, NULL, "accept delta >= 1/N", NULL},
+        {"--allow-ledger-mismatch", CLI_FLAG, &pf.allow_mismatch, NULL,
+         "--resume: continue although q, sigma or data differ from the ledger (recorded in it)", NULL},
+        {NULL, 0, NULL, NULL, NULL, NULL},
+    };
+    cli_option *opts = build_table(common, priv);
+    if (!opts) return cli_error("out of memory");
+    int rc = cli_parse(argc, argv, 1, opts, usage_with_algos());
+    free(opts);
     if (rc < 0) return 0;
     if (rc) return rc;
 
-    int dp = !strcmp(algo_name, "dpsgd");
-    if (!dp && strcmp(algo_name, "sgd") != 0)
-        return cli_error("--algo: unknown algorithm '%s' (available: sgd, dpsgd)", algo_name);
-    dpt_clip_mode cmode = DPT_CLIP_FLAT;
-    if (dp) {
-        /* DP-SGD's accounting assumes Poisson sampling: anything else would make the
-         * printed epsilon wrong, so it is forced, never silently replaced. */
-        if (sampler_seen && strcmp(sampler, "poisson"))
-            return cli_error("--sampler %s: --algo dpsgd needs --sampler poisson (its epsilon is computed for "
-                             "Poisson sampling)", sampler);
-        sampler = "poisson";
-        if (!(clip > 0) || !isfinite(clip)) return cli_error("--clip: the clipping norm C must be > 0, got %g", clip);
-        if (sigma_seen && (!(sigma > 0) || !isfinite(sigma)))
-            return cli_error("--sigma: the noise multiplier must be > 0, got %g (for training without noise use "
-                             "--algo sgd)", sigma);
-        if (!sigma_seen && !(target_eps > 0))
-            return cli_error("--algo dpsgd needs --sigma or --target-epsilon");
-        if (target_eps != 0 && !(target_eps > 0 && isfinite(target_eps)))
-            return cli_error("--target-epsilon must be > 0, got %g", target_eps);
-        if (!(delta > 0 && delta < 1)) return cli_error("--delta must be in (0, 1), got %g", delta);
-        if (sample_rate_seen && !(sample_rate > 0 && sample_rate <= 1))
-            return cli_error("--sample-rate must be in (0, 1], got %g", sample_rate);
-        if (dpt_clip_mode_parse(clip_mode, &cmode) != DPT_OK) return cli_error("%s", dpt_last_error());
-    } else if (sigma_seen || target_eps != 0 || secure || allow_mismatch) {
-        return cli_error("--sigma/--target-epsilon/--secure/--allow-ledger-mismatch need --algo dpsgd");
+    const cli_algo *A = cli_algo_find(algo_name);
+    if (!A) {
+        char names[512];
+        cli_algo_names(names, sizeof names);
+        return cli_error("--algo: unknown algorithm '%s' (available: %s)", algo_name, names);
+    }
+    for (size_t i = 0; CLI_ALGOS[i]; i++) {
+        const char *g = CLI_ALGOS[i] != A ? cli_given(argc, argv, 1, CLI_ALGOS[i]->opts) : NULL;
+        if (g) return cli_error("%s is an option of --algo %s, not of --algo %s", g, CLI_ALGOS[i]->name, A->name);
+    }
+    if (!A->uses_privacy_flags) {
+        const char *g = cli_given(argc, argv, 1, priv);
+        if (g) return cli_error("%s: --algo %s is not a differentially private algorithm (see --help for those that are)",
+                                g, A->name);
     }
     dpt_train_config cfg = dpt_train_config_defaults();
+    cli_algo_ctx ctx = {.cfg = &cfg, .priv = &pf, .sampler = sampler, .sampler_seen = sampler_seen,
+                        .batch_seen = batch_seen, .sample_rate_seen = sample_rate_seen, .optimizer = optimizer,
+                        .epochs = epochs, .quiet = quiet, .resume = resume, .out = out};
+    if (A->check && (rc = A->check(&ctx)) != 0) return rc;
+    sampler = ctx.sampler;
     if (dpt_optim_parse(optimizer, &cfg.optim.kind) != DPT_OK) return cli_error("--optimizer: %s", dpt_last_error());
     cfg.optim = dpt_optim_defaults(cfg.optim.kind);
     cfg.optim.lr = lr_seen ? lr : cfg.optim.lr;
@@ -136,9 +168,9 @@ int dpt_cmd_train(int argc, char **argv) {
     if (epochs < 1) return cli_error("--epochs must be >= 1, got %ld", epochs);
     if (threads < 0 || threads > 1024) return cli_error("--threads must be in [0, 1024], got %ld", threads);
     if (max_train < 0 || max_test < 0) return cli_error("--max-train/--max-test must be >= 0");
-    if (sample_rate != 0.0 && (sample_rate <= 0.0 || sample_rate > 1.0))
+    if (sample_rate_seen && !(sample_rate > 0.0 && sample_rate <= 1.0))
         return cli_error("--sample-rate must be in (0, 1], got %g", sample_rate);
-    if (sample_rate != 0.0 && cfg.sampler != DPT_SAMPLER_POISSON)
+    if (sample_rate_seen && cfg.sampler != DPT_SAMPLER_POISSON)
         return cli_error("--sample-rate needs --sampler poisson");
     if (!out || !*out) return cli_error("--out: empty directory name");
 
@@ -155,11 +187,12 @@ int dpt_cmd_train(int argc, char **argv) {
         return r == 1 ? 2 : r;
     }
     t_load = dpt_now() - t_load;
+    dpt_algo *algo = NULL;
+    dpt_trainer *t = NULL;
+    int exit_code = 0;
     if (make_dirs(out) != 0) {
-        dpt_dataset_free(&train);
-        dpt_dataset_free(&test);
-        free(run_json);
-        return cli_error("--out %s: cannot create directory: %s", out, strerror(errno));
+        exit_code = cli_error("--out %s: cannot create directory: %s", out, strerror(errno));
+        goto done;
     }
     cfg.model_spec = model;
     cfg.batch_size = (size_t)batch;
@@ -172,64 +205,15 @@ int dpt_cmd_train(int argc, char **argv) {
     cfg.quiet = quiet;
     cfg.progress = !no_progress && cli_stderr_is_tty();
     cfg.run_json = run_json;
-    dpt_dpsgd_config dcfg = dpt_dpsgd_config_defaults();
-    if (dp) {
-        const size_t N = train.n;
-        double q = sample_rate != 0.0 ? sample_rate : (double)batch / (double)N;
-        if (!(q > 0 && q <= 1)) {
-            dpt_dataset_free(&train);
-            dpt_dataset_free(&test);
-            free(run_json);
-            return cli_error("--batch-size %ld: the sampling rate q = B/N = %g is outside (0, 1] (N = %zu)", batch, q, N);
-        }
-        if (delta >= 1.0 / (double)N && !force) {
-            dpt_dataset_free(&train);
-            dpt_dataset_free(&test);
-            free(run_json);
-            return cli_error("--delta %g >= 1/N = %g: such a delta allows releasing a whole example; pass --force "
-                             "to accept it", delta, 1.0 / (double)N);
-        }
-        cfg.sample_rate = q;
-        cfg.delta = delta;
-        cfg.secure = secure;
-        cfg.allow_ledger_mismatch = allow_mismatch;
-        cfg.target_epsilon = sigma_seen ? target_eps : 0.0;
-        if (!sigma_seen) {
-            /* calibrate: steps = epochs * max(1, round(1/q)), as the Poisson sampler runs */
-            uint64_t spe = (uint64_t)llround(1.0 / q);
-            if (spe < 1) spe = 1;
-            if (dpt_calibrate_sigma(q, (uint64_t)epochs * spe, delta, target_eps, DPT_ACCT_RDP, DPT_CONV_BALLE, 1e-4,
-                                    &sigma) != DPT_OK) {
-                dpt_dataset_free(&train);
-                dpt_dataset_free(&test);
-                free(run_json);
-                return cli_fail("--target-epsilon");
-            }
-            if (!quiet)
-                fprintf(stderr, "dptrain: calibrated sigma %.6g for epsilon %g at delta %g after %ld epochs of "
-                                "%" PRIu64 " steps (q %g, RDP accountant)\n", sigma, target_eps, delta, epochs, spe, q);
-        }
-        dcfg.sigma = sigma;
-        dcfg.clip = clip;
-        dcfg.clip_mode = cmode;
-        dcfg.secure = secure;
-        if (!quiet) {
-            if (secure)
-                fprintf(stderr, "dptrain: secure mode: OS-seeded noise stream (not logged), exact discrete Gaussian\n");
-            else
-                fprintf(stderr, "dptrain: reproducible mode (seed %" PRIu64 " logged; the noise can be regenerated from "
-                                "it): NOT the secure mode (--secure)\n", seed);
-        }
-    }
-
-    dpt_algo *algo = NULL;
-    dpt_trainer *t = NULL;
-    int exit_code = 0;
-    if ((dp ? dpt_algo_dpsgd_new(&dcfg, &algo) : dpt_algo_sgd_new(&algo)) != DPT_OK ||
-        dpt_trainer_new(&cfg, &train, &test, algo, &t) != DPT_OK) {
+    ctx.train = &train;
+    ctx.test = &test;
+    if ((exit_code = A->make(&ctx, &algo)) != 0) goto done;
+    if (dpt_trainer_new(&cfg, &train, &test, algo, &t) != DPT_OK) {
+        algo = NULL; /* owned (and freed) by dpt_trainer_new even on failure */
         exit_code = cli_fail("train");
         goto done;
     }
+    algo = NULL;
     if (resume && dpt_trainer_resume(t) != DPT_OK) {
         exit_code = cli_fail("--resume");
         goto done;
@@ -238,46 +222,23 @@ int dpt_cmd_train(int argc, char **argv) {
         dpt_model *m = dpt_trainer_model(t);
         fprintf(stderr, "dptrain train: %s (%zu train / %zu test, loaded in %.1fs), model %s (%zu parameters)\n",
                 dataset, train.n, test.n, t_load, model, m->n_params);
-        if (dp)
-            fprintf(stderr, "  algorithm dpsgd (sigma %g, C %g, %s clipping, q %g = expected batch %.1f, delta %g), "
-                            "%s lr %g, %ld epochs, seed %" PRIu64 ", %d threads, run dir %s%s\n",
-                    sigma, clip, clip_mode, cfg.sample_rate, cfg.sample_rate * (double)train.n, delta, optimizer,
-                    cfg.optim.lr, epochs, seed, dpt_threads_resolve(cfg.threads), out, resume ? " (resumed)" : "");
-        else
-            fprintf(stderr, "  algorithm %s (non-private: no privacy guarantee), %s lr %g, %s batches of %ld, "
-                            "%ld epochs, seed %" PRIu64 ", %d threads, run dir %s%s\n",
-                    algo_name, optimizer, cfg.optim.lr, sampler, batch, epochs, seed,
-                    dpt_threads_resolve(cfg.threads), out, resume ? " (resumed)" : "");
+        if (A->describe) A->describe(&ctx, stderr);
     }
     dpt_epoch_result r;
     if (dpt_trainer_run(t, &r) != DPT_OK) {
         exit_code = cli_fail("train");
         goto done;
     }
-    if (dp) {
-        /* only what the accountants computed from the recorded (Poisson) events */
-        double e_rdp = NAN, e_pld = NAN;
-        const dpt_ledger *l = dpt_trainer_ledger(t);
-        if (dpt_ledger_epsilon(l, delta, DPT_ACCT_RDP, DPT_CONV_BALLE, &e_rdp) != DPT_OK) {
-            exit_code = cli_fail("epsilon");
-            goto done;
-        }
-        if (dpt_ledger_pld_applies(l) && dpt_ledger_epsilon(l, delta, DPT_ACCT_PLD, DPT_CONV_BALLE, &e_pld) != DPT_OK)
-            e_pld = NAN;
-        double e_next = 0;
-        if (dpt_trainer_budget_stopped(t, &e_next))
-            printf("stopped by the privacy budget: the next step would reach epsilon %.4g > %g\n", e_next, target_eps);
-        printf("privacy: epsilon %.4g (RDP) / %.4g (PLD) at delta %g after %" PRIu64 " steps (q %g, sigma %g)  "
-               "ledger: %s/ledger.json\n", e_rdp, e_pld, delta, dpt_ledger_steps(l), cfg.sample_rate, sigma, out);
-    }
+    if (A->report && (exit_code = A->report(&ctx, t)) != 0) goto done;
     if (isnan(r.test_accuracy))
         printf("done: nothing left to train (epoch %" PRIu64 " of %ld reached); see %s/metrics.jsonl\n",
                dpt_trainer_step(t) ? (uint64_t)epochs : 0, epochs, out);
     else
         printf("test accuracy %.2f%%  test loss %.4f  after %" PRIu64 " epochs (%" PRIu64 " steps, %.1fs of "
                "training)  [%s]\ncheckpoint: %s/checkpoint.safetensors  metrics: %s/metrics.jsonl\n",
-               100.0 * r.test_accuracy, r.test_loss, r.epoch, r.step, r.wall_s, dp ? "DP-SGD" : "non-private", out, out);
+               100.0 * r.test_accuracy, r.test_loss, r.epoch, r.step, r.wall_s, A->tag, out, out);
 done:
+    if (algo && algo->free) algo->free(algo);
     dpt_trainer_free(t);
     dpt_dataset_free(&train);
     dpt_dataset_free(&test);

@@ -26,7 +26,9 @@ typedef struct dpt_trainer dpt_trainer;
  * most max_batch examples (a Poisson batch larger than the buffers is processed in
  * chunks, never truncated), then finish(): after finish, t->model->grad holds the update
  * direction the optimizer applies. record() then appends the step's privacy event to the
- * ledger (NULL for non-private algorithms) and runs BEFORE the parameters change. */
+ * ledger (NULL for non-private algorithms) and runs BEFORE the parameters change; the
+ * optimizer step follows, then after_update() when set. Algorithms in src/train/ share
+ * the chunk prologue dpt_train_forward_backward() (train_internal.h). */
 typedef struct dpt_algo {
     const char *name;        /* "sgd", "dpsgd", ... */
     int is_private;          /* 1: has privacy events and an epsilon */
@@ -39,6 +41,10 @@ typedef struct dpt_algo {
     void (*free)(struct dpt_algo *a);
     void *state;
     double sigma;            /* private algorithms: noise multiplier of their SGM events */
+    /* Optional (NULL = none): runs after the optimizer changed the parameters, e.g. to
+     * perturb the new weights (proportional noise). Not called for steps that skip the
+     * optimizer (an empty batch of a non-private algorithm). */
+    dpt_status (*after_update)(struct dpt_algo *a, dpt_trainer *t);
 } dpt_algo;
 
 /* Non-private minibatch SGD: mean loss gradient over the sampled batch. */

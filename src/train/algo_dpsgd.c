@@ -23,8 +23,7 @@ typedef struct {
     dpt_dpsgd_config cfg;
     size_t cap;     /* buffers sized for this many examples */
     size_t G;       /* parameter layers */
-    float *dout;    /* [cap, K] loss cotangents */
-    float *loss;    /* [cap] per-example losses */
+    dpt_chunk_bufs buf; /* loss cotangents and per-example losses */
     float *sq;      /* [G, cap] per-example squared norms (flat: [cap]) */
     float *c;       /* [G, cap] clipping factors (flat: [cap]) */
     double *C_l;    /* [G] per-layer clipping norms */
@@ -46,19 +45,16 @@ static dpt_status dpsgd_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
     dpt_model *m = t->model;
     if (s->cap < m->max_batch) {
         size_t G = dpt_model_n_param_layers(m), cap = m->max_batch;
-        dpt_free(s->dout);
-        dpt_free(s->loss);
         dpt_free(s->sq);
         dpt_free(s->c);
         dpt_free(s->C_l);
         dpt_free(s->pe);
         s->pe = NULL;
-        s->dout = dpt_alloc(cap * m->out_dim, sizeof(float), "dpsgd loss gradients");
-        s->loss = dpt_alloc(cap, sizeof(float), "dpsgd losses");
+        DPT_TRY(dpt_chunk_bufs_reserve(&s->buf, m));
         s->sq = dpt_alloc(cap * (G ? G : 1), sizeof(float), "dpsgd squared norms");
         s->c = dpt_alloc(cap * (G ? G : 1), sizeof(float), "dpsgd clipping factors");
         s->C_l = dpt_alloc(G ? G : 1, sizeof(double), "dpsgd per-layer norms");
-        if (!s->dout || !s->loss || !s->sq || !s->c || !s->C_l) return DPT_ENOMEM;
+        if (!s->sq || !s->c || !s->C_l) return DPT_ENOMEM;
         if (s->cfg.reference) {
             s->pe = dpt_alloc(s->cfg.ref_chunk * m->n_params, sizeof(float), "dpsgd per-example gradients");
             if (!s->pe) return DPT_ENOMEM;
@@ -71,21 +67,12 @@ static dpt_status dpsgd_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
     return DPT_OK;
 }
 
-static double loss_sum_of(const float *loss, size_t n) {
-    double ls = 0;
-    for (size_t i = 0; i < n; i++) ls += loss[i];
-    return ls;
-}
-
 /* ==== Fast path: ghost norms + weighted GEMM ==== */
 
 static dpt_status accumulate_fast(dpsgd_state *s, dpt_trainer *t, const float *x, const int32_t *y, size_t bc,
                                   double *loss_sum) {
     dpt_model *m = t->model;
-    DPT_TRY(dpt_model_forward(m, x, bc));
-    DPT_TRY(dpt_loss(t->cfg.loss, dpt_model_output(m), bc, m->out_dim, y, NULL, s->loss, s->dout));
-    *loss_sum = loss_sum_of(s->loss, bc);
-    DPT_TRY(dpt_model_backward(m, s->dout, bc));
+    DPT_TRY(dpt_train_forward_backward(t, &s->buf, x, y, bc, 1.0f, loss_sum));
     if (s->cfg.clip_mode == DPT_CLIP_FLAT) {
         /* ||g_i||^2 = sum_l ||x_{i,l}||^2 ||dv_{i,l}||^2 (+ ||dv_{i,l}||^2 for the bias) */
         DPT_TRY(dpt_model_param_grad(m, bc, DPT_GRAD_SQNORM, NULL, s->sq, 0, 0));
@@ -116,10 +103,9 @@ static dpt_status accumulate_ref(dpsgd_state *s, dpt_trainer *t, const float *x,
     double ls = 0;
     for (size_t lo = 0; lo < bc; lo += rc) {
         size_t n = bc - lo < rc ? bc - lo : rc;
-        DPT_TRY(dpt_model_forward(m, x + lo * D, n));
-        DPT_TRY(dpt_loss(t->cfg.loss, dpt_model_output(m), n, m->out_dim, y + lo, NULL, s->loss, s->dout));
-        ls += loss_sum_of(s->loss, n);
-        DPT_TRY(dpt_model_backward(m, s->dout, n));
+        double part = 0;
+        DPT_TRY(dpt_train_forward_backward(t, &s->buf, x + lo * D, y + lo, n, 1.0f, &part));
+        ls += part;
         /* g_i = per-example gradient rows [n, P] */
         DPT_TRY(dpt_model_param_grad(m, n, DPT_GRAD_PER_EXAMPLE, NULL, s->pe, P, 0));
         if (s->cfg.clip_mode == DPT_CLIP_FLAT) {
@@ -176,8 +162,7 @@ static void dpsgd_free(dpt_algo *a) {
     if (!a) return;
     dpsgd_state *s = a->state;
     if (s) {
-        dpt_free(s->dout);
-        dpt_free(s->loss);
+        dpt_chunk_bufs_free(&s->buf);
         dpt_free(s->sq);
         dpt_free(s->c);
         dpt_free(s->C_l);

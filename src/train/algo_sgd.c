@@ -8,24 +8,14 @@
 #include "train_internal.h"
 
 typedef struct {
-    float *dout; /* [max_batch, K] loss cotangents */
-    float *loss; /* [max_batch] per-example losses */
-    size_t cap;
+    dpt_chunk_bufs buf;
     double inv_b;
 } sgd_state;
 
 static dpt_status sgd_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
     sgd_state *s = a->state;
-    dpt_model *m = t->model;
-    if (s->cap < m->max_batch) {
-        dpt_free(s->dout);
-        dpt_free(s->loss);
-        s->dout = dpt_alloc(m->max_batch * m->out_dim, sizeof(float), "loss gradients");
-        s->loss = dpt_alloc(m->max_batch, sizeof(float), "losses");
-        if (!s->dout || !s->loss) return DPT_ENOMEM;
-        s->cap = m->max_batch;
-    }
-    memset(m->grad, 0, m->n_params * sizeof(float));
+    DPT_TRY(dpt_chunk_bufs_reserve(&s->buf, t->model));
+    memset(t->model->grad, 0, t->model->n_params * sizeof(float));
     s->inv_b = batch ? 1.0 / (double)batch : 0.0;
     return DPT_OK;
 }
@@ -34,14 +24,7 @@ static dpt_status sgd_accumulate(dpt_algo *a, dpt_trainer *t, const float *x, co
                                  double *loss_sum) {
     sgd_state *s = a->state;
     dpt_model *m = t->model;
-    DPT_TRY(dpt_model_forward(m, x, bc));
-    DPT_TRY(dpt_loss(t->cfg.loss, dpt_model_output(m), bc, m->out_dim, y, NULL, s->loss, s->dout));
-    double ls = 0;
-    for (size_t i = 0; i < bc; i++) ls += s->loss[i];
-    *loss_sum = ls;
-    float scale = (float)s->inv_b;
-    for (size_t i = 0; i < bc * m->out_dim; i++) s->dout[i] *= scale;
-    DPT_TRY(dpt_model_backward(m, s->dout, bc));
+    DPT_TRY(dpt_train_forward_backward(t, &s->buf, x, y, bc, (float)s->inv_b, loss_sum));
     return dpt_model_param_grad(m, bc, DPT_GRAD_SUM, NULL, m->grad, 0, 1);
 }
 
@@ -51,8 +34,7 @@ static void sgd_free(dpt_algo *a) {
     if (!a) return;
     sgd_state *s = a->state;
     if (s) {
-        dpt_free(s->dout);
-        dpt_free(s->loss);
+        dpt_chunk_bufs_free(&s->buf);
         free(s);
     }
     free(a);

@@ -307,6 +307,7 @@ static dpt_status train_step(dpt_trainer *t, double *loss_sum, size_t *batch) {
     if (b > 0 || a->is_private) {
         double lr = dpt_schedule_lr(&t->cfg.schedule, t->cfg.optim.lr, t->epoch);
         dpt_status s = dpt_optim_step(&t->opt, t->model->theta, t->model->grad, lr);
+        if (s == DPT_OK && a->after_update) s = a->after_update(a, t);
         if (s != DPT_OK)
             return dpt_error_context(s, "step %" PRIu64 " (epoch %" PRIu64 ")", t->step + 1, t->epoch + 1);
     }

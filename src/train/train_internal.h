@@ -35,5 +35,23 @@ struct dpt_trainer {
     double budget_eps_next;
 };
 
+/* ==== Shared by the algorithms ==== */
+
+/* Per-chunk buffers every loss-based algorithm needs, grown to the model's max_batch. */
+typedef struct {
+    float *dout; /* [cap, K] loss cotangents */
+    float *loss; /* [cap] per-example losses */
+    size_t cap;
+} dpt_chunk_bufs;
+dpt_status dpt_chunk_bufs_reserve(dpt_chunk_bufs *b, const dpt_model *m);
+void dpt_chunk_bufs_free(dpt_chunk_bufs *b);
+
+/* The chunk prologue: forward pass of x [bc, D], per-example losses into b->loss, their
+ * gradients with respect to the outputs times `scale` into b->dout, then the backward
+ * pass (every layer's input cotangent stays in the model for backward_params).
+ * *loss_sum = sum of the unscaled per-example losses. */
+dpt_status dpt_train_forward_backward(dpt_trainer *t, dpt_chunk_bufs *b, const float *x, const int32_t *y,
+                                      size_t bc, float scale, double *loss_sum);
+
 dpt_status dpt_trainer_checkpoint_path(const dpt_trainer *t, char *buf, size_t n);
 #endif

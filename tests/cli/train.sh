@@ -55,6 +55,11 @@ expect_fail "--lr" "$BIN" train "${COMMON[@]}" --lr -1 --out "$T/x"
 expect_fail "--lr" "$BIN" train "${COMMON[@]}" --lr abc --out "$T/x"
 expect_fail "not a layer width" "$BIN" train "${COMMON[@]}" --model mlp:4-x-3 --out "$T/x"
 expect_fail "unknown activation" "$BIN" train "${COMMON[@]}" --model mlp:4-8-3:swishy --out "$T/x"
+# the --algo registry: unknown algorithms list the known ones; privacy flags need a private algorithm
+expect_fail "available: sgd, dpsgd" "$BIN" train "${COMMON[@]}" --algo nosuch --out "$T/x"
+expect_fail "--sigma: --algo sgd is not a differentially private" "$BIN" train "${COMMON[@]}" --sigma 1 --out "$T/x"
+expect_fail "--target-epsilon: --algo sgd is not" "$BIN" train "${COMMON[@]}" --target-epsilon=2 --out "$T/x"
+checks=$((checks+1)); if ! "$BIN" train --help | grep -q "Privacy options"; then echo "FAIL: --help lacks the privacy options"; fail=$((fail+1)); fi
 expect_fail "has 4 features" "$BIN" train --dataset "csv:$T/d.csv" --model mlp:5-3 --out "$T/x"
 expect_fail "nosuch.csv" "$BIN" train --dataset "csv:$T/nosuch.csv" --out "$T/x"
 expect_fail "nan.csv" "$BIN" train --dataset "csv:$T/nan.csv" --model mlp:4-3 --out "$T/x"

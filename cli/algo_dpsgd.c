@@ -1,0 +1,95 @@
+/* --algo dpsgd: DP-SGD (Abadi et al. 2016) with Poisson sampling, per-example clipping and
+ * the RDP/PLD accountants. Its epsilon is computed for Poisson sampling only, so any other
+ * --sampler is refused rather than silently replaced. */
+#include <dptrain/accounting.h>
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "train_algos.h"
+
+typedef struct {
+    dpt_clip_mode mode;
+    double sigma; /* given or calibrated */
+} dpsgd_cli;
+static dpsgd_cli S;
+
+static int dpsgd_check(cli_algo_ctx *c) {
+    const cli_privacy_flags *p = c->priv;
+    if (c->sampler_seen && strcmp(c->sampler, "poisson"))
+        return cli_error("--sampler %s: --algo dpsgd needs --sampler poisson (its epsilon is computed for "
+                         "Poisson sampling)", c->sampler);
+    c->sampler = "poisson";
+    if (!(p->clip > 0) || !isfinite(p->clip)) return cli_error("--clip: the clipping norm C must be > 0, got %g", p->clip);
+    if (p->sigma_seen && (!(p->sigma > 0) || !isfinite(p->sigma)))
+        return cli_error("--sigma: the noise multiplier must be > 0, got %g (for training without noise use "
+                         "--algo sgd)", p->sigma);
+    if (!p->sigma_seen && !(p->target_eps > 0)) return cli_error("--algo dpsgd needs --sigma or --target-epsilon");
+    if (p->target_eps != 0 && !(p->target_eps > 0 && isfinite(p->target_eps)))
+        return cli_error("--target-epsilon must be > 0, got %g", p->target_eps);
+    if (!(p->delta > 0 && p->delta < 1)) return cli_error("--delta must be in (0, 1), got %g", p->delta);
+    if (dpt_clip_mode_parse(p->clip_mode, &S.mode) != DPT_OK) return cli_error("%s", dpt_last_error());
+    c->state = &S;
+    return 0;
+}
+
+static int dpsgd_make(cli_algo_ctx *c, dpt_algo **out) {
+    const cli_privacy_flags *p = c->priv;
+    dpt_train_config *cfg = c->cfg;
+    const size_t N = c->train->n;
+    double q = c->sample_rate_seen ? cfg->sample_rate : (double)cfg->batch_size / (double)N;
+    if (!(q > 0 && q <= 1))
+        return cli_error("--batch-size %zu: the sampling rate q = B/N = %g is outside (0, 1] (N = %zu)",
+                         cfg->batch_size, q, N);
+    if (p->delta >= 1.0 / (double)N && !p->force)
+        return cli_error("--delta %g >= 1/N = %g: such a delta allows releasing a whole example; pass --force "
+                         "to accept it", p->delta, 1.0 / (double)N);
+    cfg->sample_rate = q;
+    cfg->delta = p->delta;
+    cfg->secure = p->secure;
+    cfg->allow_ledger_mismatch = p->allow_mismatch;
+    cfg->target_epsilon = p->sigma_seen ? p->target_eps : 0.0;
+    S.sigma = p->sigma;
+    if (!p->sigma_seen) {
+        /* calibrate: steps = epochs * max(1, round(1/q)), as the Poisson sampler runs */
+        uint64_t spe = (uint64_t)llround(1.0 / q);
+        if (spe < 1) spe = 1;
+        if (dpt_calibrate_sigma(q, (uint64_t)c->epochs * spe, p->delta, p->target_eps, DPT_ACCT_RDP, DPT_CONV_BALLE,
+                                1e-4, &S.sigma) != DPT_OK)
+            return cli_fail("--target-epsilon");
+        if (!c->quiet)
+            fprintf(stderr, "dptrain: calibrated sigma %.6g for epsilon %g at delta %g after %ld epochs of "
+                            "%" PRIu64 " steps (q %g, RDP accountant)\n",
+                    S.sigma, p->target_eps, p->delta, c->epochs, spe, q);
+    }
+    cli_print_noise_mode(c);
+    dpt_dpsgd_config d = dpt_dpsgd_config_defaults();
+    d.sigma = S.sigma;
+    d.clip = p->clip;
+    d.clip_mode = S.mode;
+    d.secure = p->secure;
+    return dpt_algo_dpsgd_new(&d, out) == DPT_OK ? 0 : cli_fail("--algo dpsgd");
+}
+
+static void dpsgd_describe(const cli_algo_ctx *c, FILE *f) {
+    const cli_privacy_flags *p = c->priv;
+    fprintf(f, "  algorithm dpsgd (sigma %g, C %g, %s clipping, q %g = expected batch %.1f, delta %g), "
+               "%s lr %g, %ld epochs, seed %" PRIu64 ", %d threads, run dir %s%s\n",
+            S.sigma, p->clip, p->clip_mode, c->cfg->sample_rate, c->cfg->sample_rate * (double)c->train->n, p->delta,
+            c->optimizer, c->cfg->optim.lr, c->epochs, c->cfg->seed, dpt_threads_resolve(c->cfg->threads), c->out,
+            c->resume ? " (resumed)" : "");
+}
+
+static int dpsgd_report(const cli_algo_ctx *c, dpt_trainer *t) { return cli_report_ledger(c, t, S.sigma); }
+
+const cli_algo CLI_ALGO_DPSGD = {
+    .name = "dpsgd",
+    .summary = "DP-SGD (Abadi et al. 2016): Poisson sampling, per-example clipping, Gaussian noise, RDP/PLD epsilon",
+    .uses_privacy_flags = 1,
+    .opts = NULL,
+    .check = dpsgd_check,
+    .make = dpsgd_make,
+    .describe = dpsgd_describe,
+    .report = dpsgd_report,
+    .tag = "DP-SGD",
+};

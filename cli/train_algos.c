@@ -1,0 +1,55 @@
+/* The --algo table and what several algorithms share (ledger report, noise-mode notice). */
+#include "train_algos.h"
+
+#include <dptrain/accounting.h>
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+const cli_algo *const CLI_ALGOS[] = {
+    &CLI_ALGO_SGD,
+    &CLI_ALGO_DPSGD,
+    NULL,
+};
+
+const cli_algo *cli_algo_find(const char *name) {
+    for (size_t i = 0; CLI_ALGOS[i]; i++)
+        if (!strcmp(CLI_ALGOS[i]->name, name)) return CLI_ALGOS[i];
+    return NULL;
+}
+
+void cli_algo_names(char *buf, size_t n) {
+    size_t w = 0;
+    if (n) buf[0] = 0;
+    for (size_t i = 0; CLI_ALGOS[i] && w < n; i++) {
+        int k = snprintf(buf + w, n - w, "%s%s", i ? ", " : "", CLI_ALGOS[i]->name);
+        if (k < 0) break;
+        w += (size_t)k;
+    }
+}
+
+int cli_report_ledger(const cli_algo_ctx *c, dpt_trainer *t, double sigma) {
+    /* only what the accountants computed from the recorded events */
+    double e_rdp = NAN, e_pld = NAN, delta = c->priv->delta;
+    const dpt_ledger *l = dpt_trainer_ledger(t);
+    if (!l) return cli_fail("epsilon: no privacy ledger");
+    if (dpt_ledger_epsilon(l, delta, DPT_ACCT_RDP, DPT_CONV_BALLE, &e_rdp) != DPT_OK) return cli_fail("epsilon");
+    if (dpt_ledger_pld_applies(l) && dpt_ledger_epsilon(l, delta, DPT_ACCT_PLD, DPT_CONV_BALLE, &e_pld) != DPT_OK)
+        e_pld = NAN;
+    double e_next = 0;
+    if (dpt_trainer_budget_stopped(t, &e_next))
+        printf("stopped by the privacy budget: the next step would reach epsilon %.4g > %g\n", e_next,
+               c->priv->target_eps);
+    printf("privacy: epsilon %.4g (RDP) / %.4g (PLD) at delta %g after %" PRIu64 " steps (q %g, sigma %g)  "
+           "ledger: %s/ledger.json\n", e_rdp, e_pld, delta, dpt_ledger_steps(l), c->cfg->sample_rate, sigma, c->out);
+    return 0;
+}
+
+void cli_print_noise_mode(const cli_algo_ctx *c) {
+    if (c->quiet) return;
+    if (c->priv->secure)
+        fprintf(stderr, "dptrain: secure mode: OS-seeded noise stream (not logged), exact discrete Gaussian\n");
+    else
+        fprintf(stderr, "dptrain: reproducible mode (seed %" PRIu64 " logged; the noise can be regenerated from "
+                        "it): NOT the secure mode (--secure)\n", c->cfg->seed);
+}

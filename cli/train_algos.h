@@ -1,0 +1,76 @@
+/* The --algo registry of `dptrain train`. Each algorithm lives in its own file
+ * cli/algo_<name>.c: its own flags (static storage, listed under their own heading in
+ * --help), their validation, the construction of its dpt_algo, the header line it prints
+ * and its final privacy report. Adding an algorithm is that file plus one line in
+ * CLI_ALGOS (cli/train_algos.c); cmd_train.c stays algorithm-agnostic.
+ *
+ * Flags shared by the private algorithms (--sigma, --clip, --target-epsilon, --delta,
+ * --secure, --force, --allow-ledger-mismatch, --clip-mode) are parsed once by cmd_train
+ * into cli_privacy_flags, so they mean the same thing for every algorithm; an algorithm
+ * that does not set uses_privacy_flags rejects them. Giving a flag of another algorithm
+ * than the one chosen is an error naming both. */
+#ifndef DPT_CLI_TRAIN_ALGOS_H
+#define DPT_CLI_TRAIN_ALGOS_H
+#include <dptrain/train.h>
+#include <stdio.h>
+
+#include "cli_util.h"
+
+typedef struct {
+    double sigma, clip, target_eps, delta;
+    const char *clip_mode;
+    int sigma_seen, target_eps_seen, secure, force, allow_mismatch;
+} cli_privacy_flags;
+
+/* What an algorithm sees. cmd_train fills everything before check(); train/test are set
+ * (and cfg completed: batch_size, epochs, seed, threads, out_dir, ...) before make(). */
+typedef struct {
+    dpt_train_config *cfg;        /* common run settings */
+    const cli_privacy_flags *priv;
+    const char *sampler;          /* --sampler value; check() may replace it (e.g. force poisson) */
+    int sampler_seen, batch_seen, sample_rate_seen;
+    const char *optimizer;        /* --optimizer name, for the header line */
+    const dpt_dataset *train, *test;
+    long epochs;
+    int quiet, resume;
+    const char *out;              /* run directory */
+    void *state;                  /* the algorithm's own between check/make/report (optional) */
+} cli_algo_ctx;
+
+typedef struct {
+    const char *name;             /* the --algo value */
+    const char *summary;          /* one line in --help */
+    int uses_privacy_flags;       /* 1: --sigma, --clip, --delta ... apply */
+    cli_option *opts;             /* its own flags (NULL-terminated; no CLI_SECTION) or NULL */
+    /* Before the data is loaded: validate flags, adjust ctx->sampler / ctx->cfg.
+     * Returns 0, or the exit code after printing the error (cli_error). May be NULL. */
+    int (*check)(cli_algo_ctx *c);
+    /* After loading: build the algorithm (calibrate noise, print the mode notice).
+     * Returns 0 or an exit code; *out is owned by the trainer afterwards. */
+    int (*make)(cli_algo_ctx *c, dpt_algo **out);
+    /* The "  algorithm ..." header line (stderr, unless quiet). */
+    void (*describe)(const cli_algo_ctx *c, FILE *f);
+    /* After the run, on stdout: the privacy statement (epsilon only if an accountant
+     * computed it for exactly this sampling; otherwise say there is no guarantee).
+     * Returns 0 or an exit code. */
+    int (*report)(const cli_algo_ctx *c, dpt_trainer *t);
+    const char *tag;              /* shown with the final accuracy, e.g. "DP-SGD" */
+} cli_algo;
+
+/* NULL-terminated table of every algorithm (cli/train_algos.c). */
+extern const cli_algo *const CLI_ALGOS[];
+const cli_algo *cli_algo_find(const char *name);
+/* "sgd, dpsgd, ..." for error messages. */
+void cli_algo_names(char *buf, size_t n);
+
+/* Shared by the algorithms whose privacy events are in the trainer's ledger: prints
+ * "privacy: epsilon X (RDP) / Y (PLD) at delta D after T steps ..." computed from the
+ * ledger, and the budget-stop line. Returns 0 or an exit code. */
+int cli_report_ledger(const cli_algo_ctx *c, dpt_trainer *t, double sigma);
+/* The reproducible / secure mode notice (stderr). */
+void cli_print_noise_mode(const cli_algo_ctx *c);
+
+/* The algorithms (one file each). */
+extern const cli_algo CLI_ALGO_SGD;
+extern const cli_algo CLI_ALGO_DPSGD;
+#endif
