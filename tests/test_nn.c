@@ -474,8 +474,8 @@ static void test_specs(void) {
     CHECK_ERR_HAS("'0'");
     CHECK_STATUS(dpt_model_new("mlp:10--3", 8, 1, &m), DPT_EINVAL);
     CHECK_STATUS(dpt_model_new("mlp:10-3-", 8, 1, &m), DPT_EINVAL);
-    CHECK_STATUS(dpt_model_new("cnn:10-3", 8, 1, &m), DPT_EINVAL);
-    CHECK_ERR_HAS("'cnn'");
+    CHECK_STATUS(dpt_model_new("rnn:10-3", 8, 1, &m), DPT_EINVAL);
+    CHECK_ERR_HAS("'rnn'");
     CHECK_STATUS(dpt_model_new("mlp:10-3:relu:gelu", 8, 1, &m), DPT_EINVAL);
     CHECK_STATUS(dpt_model_new("ae:10-3-9", 8, 1, &m), DPT_EINVAL);
     CHECK_STATUS(dpt_model_new("mlp:10-3", 0, 1, &m), DPT_EINVAL);

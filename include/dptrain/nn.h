@@ -26,7 +26,12 @@ typedef enum {
     DPT_LAYER_GELU, /* exact erf form: x * Phi(x) */
     DPT_LAYER_TANH,
     DPT_LAYER_SIGMOID,
-    DPT_LAYER_IDENTITY
+    DPT_LAYER_IDENTITY,
+    DPT_LAYER_CONV2D,    /* 2-d convolution, any kernel k x k, stride, zero padding */
+    DPT_LAYER_MAXPOOL,   /* k x k windows with stride s, no padding */
+    DPT_LAYER_AVGPOOL,   /* k x k windows with stride s, no padding */
+    DPT_LAYER_FLATTEN,   /* (C, H, W) -> (1, 1, C*H*W): the values are unchanged */
+    DPT_LAYER_GROUPNORM  /* per example and group of channels; gamma, beta per channel */
 } dpt_layer_kind;
 
 typedef enum {
@@ -37,14 +42,15 @@ typedef enum {
 } dpt_grad_mode;
 
 /* A named parameter tensor: a slice of theta ("fc1.weight" {K, D}, "fc1.bias" {K}). */
-typedef enum { DPT_TENSOR_WEIGHT = 0, DPT_TENSOR_BIAS } dpt_tensor_role;
+typedef enum { DPT_TENSOR_WEIGHT = 0, DPT_TENSOR_BIAS, DPT_TENSOR_SCALE } dpt_tensor_role;
 typedef struct dpt_param_tensor {
     char name[48];
     int ndim;
     size_t shape[4];
     size_t offset, size; /* into theta */
     dpt_tensor_role role; /* weights take the init scheme's variance, biases bias_var;
-                           * fan_in = size / shape[0], fan_out = shape[0] */
+                           * fan_in = size / shape[0], fan_out = shape[0]; scales
+                           * (GroupNorm's gamma) start at 1 */
 } dpt_param_tensor;
 
 typedef struct dpt_layer dpt_layer;
@@ -83,8 +89,17 @@ struct dpt_layer {
     int has_bias;
     float *w;                 /* Linear: [K, D] view into theta */
     float *b;                 /* Linear: [K] view into theta (NULL without bias) */
-    float *scratch;           /* [max_batch * max(D, K)] owned by the model */
+    float *scratch;           /* [max(max_batch * max(D, K), scratch_need)] owned by the model */
     int threads;
+    /* Spatial layers (Conv2d: k, stride, pad; pooling: k, stride; GroupNorm: groups). */
+    size_t k, stride, pad, groups;
+    size_t chunk;             /* Conv2d: examples unfolded at once (im2col of [chunk] fits) */
+    size_t scratch_need;      /* floats of scratch the layer needs beyond max_batch * max(D, K) */
+    int ghost;                /* Conv2d SQNORM: 1 = Gram matrices (~T^2), 0 = materialized */
+    /* Residual connection (a model-level skip): 0 = none; s + 1 = the model adds act[s] to
+     * this layer's output (act[l + 1] = layer(act[l]) + act[s]), and dpt_model_backward adds
+     * this output's cotangent to dact[s]. The layer's own ops never see it. */
+    size_t residual_from;
 };
 
 /* ==== Models ==== */
@@ -111,6 +126,7 @@ typedef struct {
     float **dact;      /* dact[l]: cotangent of act[l] (filled by dpt_model_backward) */
     int threads;
     float *tangent[2]; /* [max_batch * max dim_l] each: ping-pong buffers of dpt_model_jvp */
+    float **tangent_keep; /* [n_layers + 1]: non-NULL for residual sources (jvp keeps them) */
     float *scratch;    /* [max_batch * max_l max(D_l, K_l)]: the layers' shared scratch */
 } dpt_model;
 
@@ -119,19 +135,28 @@ typedef struct {
  *                                  after the last); activations relu|gelu|tanh|sigmoid
  *   "ae:256-300-100-20-100-300-256:relu"  same shape rules (an autoencoder: linear output)
  *   suffix ":nobias" removes biases ("mlp:3072-1024-1:relu:nobias")
+ *   "cnn:1x28x28:conv16k8s2p3,relu,maxpool2s1,conv32k4s2,relu,maxpool2s1,fc32,relu,fc10"
+ *                                  layers in order on a (C, H, W) input: conv<C>k<k>[s<s>][p<p>],
+ *                                  maxpool<k>[s<s>], avgpool<k>[s<s>], gn<groups>, flatten,
+ *                                  fc<K>, activations; "[...]" adds the group's input to its
+ *                                  output (a residual connection); see docs/nn.md
+ *   named models: "mnist_cnn" (Opacus MNIST example), "mnist_cnn_tanh" (Tramer & Boneh
+ *                                  2021), "resnet5" (DP-ULR Section 4.3, CIFAR-10)
  * Allocates every buffer for batches up to max_batch. Unknown or malformed specs are
  * DPT_EINVAL naming the offending part. Parameters start at zero: call dpt_model_init. */
 dpt_status dpt_model_new(const char *spec, size_t max_batch, int threads, dpt_model **out);
 void dpt_model_free(dpt_model *m); /* accepts NULL */
 
-/* Initializes weights with the scheme (explicit: variances[l] for the l-th Linear layer)
+/* Initializes weights with the scheme (explicit: variances[l] for the l-th weight layer,
+ * Linear or Conv2d; fan-in of a convolution is C_in k^2, fan-out C_out); GroupNorm scales
+ * start at 1,
  * and biases with N(0, bias_var) (0 = zeros), drawing from `rng` (stream INIT). */
 dpt_status dpt_model_init(dpt_model *m, dpt_init_scheme scheme, const double *variances,
                           size_t n_variances, double bias_var, dpt_rng *rng);
 /* Per-layer weight variances beta_l the scheme gives for this model (n_linear entries). */
 dpt_status dpt_model_init_variances(const dpt_model *m, dpt_init_scheme scheme, double *beta,
                                     size_t n);
-size_t dpt_model_n_linear(const dpt_model *m);
+size_t dpt_model_n_linear(const dpt_model *m); /* weight layers: Linear and Conv2d */
 
 /* act[0] = x [B, in_dim]; runs every layer; the output is act[n_layers] [B, out_dim].
  * B <= max_batch (larger batches are the caller's to chunk). */

@@ -9,8 +9,10 @@
 
 /* The activation the model uses between its layers (IDENTITY when it has none). */
 static dpt_layer_kind model_activation(const dpt_model *m) {
-    for (size_t l = 0; l < m->n_layers; l++)
-        if (m->layers[l].n_params == 0 && m->layers[l].kind != DPT_LAYER_IDENTITY) return m->layers[l].kind;
+    for (size_t l = 0; l < m->n_layers; l++) {
+        dpt_layer_kind k = m->layers[l].kind;
+        if (k == DPT_LAYER_RELU || k == DPT_LAYER_GELU || k == DPT_LAYER_TANH || k == DPT_LAYER_SIGMOID) return k;
+    }
     return DPT_LAYER_IDENTITY;
 }
 
@@ -71,6 +73,10 @@ dpt_status dpt_model_init(dpt_model *m, dpt_init_scheme scheme, const double *va
         dpt_param_tensor t;
         dpt_model_tensor(m, i, &t);
         float *p = m->theta + t.offset;
+        if (t.role == DPT_TENSOR_SCALE) { /* GroupNorm's gamma: the identity map at start */
+            for (size_t j = 0; j < t.size; j++) p[j] = 1.0f;
+            continue;
+        }
         const double sd = sqrt(t.role == DPT_TENSOR_WEIGHT ? beta[g++] : bias_var);
         if (sd == 0.0) {
             memset(p, 0, t.size * sizeof *p);

@@ -191,6 +191,11 @@ const char *dpt_layer_kind_name(dpt_layer_kind kind) {
     case DPT_LAYER_TANH: return "tanh";
     case DPT_LAYER_SIGMOID: return "sigmoid";
     case DPT_LAYER_IDENTITY: return "identity";
+    case DPT_LAYER_CONV2D: return "conv";
+    case DPT_LAYER_MAXPOOL: return "maxpool";
+    case DPT_LAYER_AVGPOOL: return "avgpool";
+    case DPT_LAYER_FLATTEN: return "flatten";
+    case DPT_LAYER_GROUPNORM: return "groupnorm";
     }
     return "?";
 }

@@ -18,6 +18,91 @@ static float *alloc_batch(size_t max_batch, size_t dim, const char *what) {
     return dpt_alloc(n, sizeof(float), what);
 }
 
+/* mlp/ae: Linear, activation, Linear, ..., Linear */
+static void build_mlp(dpt_model *m, const dpt_spec *sp) {
+    for (size_t l = 0; l < m->n_layers; l++) {
+        dpt_layer *L = &m->layers[l];
+        size_t j = l / 2; /* index of the Linear layer this belongs to */
+        if (l % 2 == 0) {
+            dpt_layer_linear_setup(L, sp->widths[j], sp->widths[j + 1], sp->has_bias);
+            snprintf(L->name, sizeof L->name, "fc%zu", j + 1);
+        } else {
+            dpt_layer_act_setup(L, sp->act, sp->widths[j + 1]);
+            snprintf(L->name, sizeof L->name, "%s%zu", dpt_layer_kind_name(sp->act), j + 1);
+        }
+    }
+}
+
+/* cnn: one layer per item, shapes propagated from the input shape. Layer names count
+ * per kind: conv1, conv2, relu1, pool1, gn1, fc1, ... A residual group [a .. b] makes
+ * the model add the group's input act[a] to layer b's output. */
+static dpt_status build_cnn(dpt_model *m, const char *spec, const dpt_spec *sp) {
+    size_t shape[3] = {sp->in_shape[0], sp->in_shape[1], sp->in_shape[2]}, dim;
+    DPT_CHECK(!dpt_mul_overflow(shape[0], shape[1], &dim) && !dpt_mul_overflow(dim, shape[2], &dim) &&
+                  dim <= DPT_SPEC_MAX_WIDTH,
+              DPT_EINVAL, "model spec '%s': input %zux%zux%zu is larger than %zu values", spec, shape[0], shape[1],
+              shape[2], DPT_SPEC_MAX_WIDTH);
+    size_t n_conv = 0, n_act = 0, n_pool = 0, n_gn = 0, n_fc = 0, n_flat = 0, res_src = 0;
+    for (size_t l = 0; l < sp->n_items; l++) {
+        const dpt_spec_item *it = &sp->items[l];
+        dpt_layer *L = &m->layers[l];
+        dpt_status st = DPT_OK;
+        if (it->res_open) res_src = l + 1; /* act[l] is the group's input */
+        switch (it->kind) {
+        case DPT_LAYER_CONV2D:
+            st = dpt_layer_conv_setup(L, shape, it->n, it->k, it->stride, it->pad, sp->has_bias, m->max_batch);
+            snprintf(L->name, sizeof L->name, "conv%zu", ++n_conv);
+            break;
+        case DPT_LAYER_MAXPOOL:
+        case DPT_LAYER_AVGPOOL:
+            st = dpt_layer_pool_setup(L, it->kind, shape, it->k, it->stride);
+            snprintf(L->name, sizeof L->name, "pool%zu", ++n_pool);
+            break;
+        case DPT_LAYER_GROUPNORM:
+            st = dpt_layer_groupnorm_setup(L, shape, it->n);
+            snprintf(L->name, sizeof L->name, "gn%zu", ++n_gn);
+            break;
+        case DPT_LAYER_FLATTEN:
+            dpt_layer_flatten_setup(L, shape);
+            snprintf(L->name, sizeof L->name, "flatten%zu", ++n_flat);
+            break;
+        case DPT_LAYER_LINEAR:
+            dpt_layer_linear_setup(L, shape[0] * shape[1] * shape[2], it->n, sp->has_bias);
+            snprintf(L->name, sizeof L->name, "fc%zu", ++n_fc);
+            break;
+        default:
+            dpt_layer_act_setup(L, it->kind, shape[0] * shape[1] * shape[2]);
+            memcpy(L->in_shape, shape, sizeof shape);
+            memcpy(L->out_shape, shape, sizeof shape);
+            snprintf(L->name, sizeof L->name, "%s%zu", dpt_layer_kind_name(it->kind), ++n_act);
+            break;
+        }
+        if (st != DPT_OK) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", dpt_last_error());
+            return dpt_set_error(st, "model spec '%s': layer %zu (%s): %s", spec, l + 1, L->name, why);
+        }
+        DPT_CHECK(L->out_dim >= 1 && L->out_dim <= DPT_SPEC_MAX_WIDTH, DPT_EINVAL,
+                  "model spec '%s': layer %zu (%s) has %zu outputs (at most %zu)", spec, l + 1, L->name, L->out_dim,
+                  DPT_SPEC_MAX_WIDTH);
+        memcpy(shape, L->out_shape, sizeof shape);
+        if (it->res_close) {
+            const size_t in_dim = res_src == 1 ? m->layers[0].in_dim : m->layers[res_src - 2].out_dim;
+            DPT_CHECK(in_dim == L->out_dim, DPT_EINVAL,
+                      "model spec '%s': the residual group ending at layer %zu (%s) maps %zu values to %zu; a "
+                      "residual connection needs the same shape in and out",
+                      spec, l + 1, L->name, in_dim, L->out_dim);
+            /* tanh and sigmoid compute their backward from their output, which the
+             * residual add changes */
+            DPT_CHECK(L->kind != DPT_LAYER_TANH && L->kind != DPT_LAYER_SIGMOID, DPT_EINVAL,
+                      "model spec '%s': a residual group cannot end with %s (put the activation after ']')", spec,
+                      L->name);
+            L->residual_from = res_src;
+        }
+    }
+    return DPT_OK;
+}
+
 dpt_status dpt_model_new(const char *spec, size_t max_batch, int threads, dpt_model **out) {
     DPT_CHECK(out, DPT_EINVAL, "model: NULL output");
     *out = NULL;
@@ -32,39 +117,41 @@ dpt_status dpt_model_new(const char *spec, size_t max_batch, int threads, dpt_mo
     strcpy(m->spec, spec);
     m->max_batch = max_batch;
     m->threads = dpt_threads_resolve(threads);
-    const size_t n_lin = sp.n_widths - 1;
-    m->n_layers = 2 * n_lin - 1; /* Linear, act, Linear, ..., Linear */
-    m->in_dim = sp.widths[0];
-    m->out_dim = sp.widths[n_lin];
     dpt_status st = DPT_ENOMEM;
+    m->n_layers = sp.cnn ? sp.n_items : 2 * (sp.n_widths - 1) - 1; /* Linear, act, ..., Linear */
     m->layers = dpt_alloc(m->n_layers, sizeof *m->layers, "model layers");
     m->act = dpt_alloc(m->n_layers + 1, sizeof *m->act, "model activations");
     m->dact = dpt_alloc(m->n_layers + 1, sizeof *m->dact, "model cotangents");
-    if (!m->layers || !m->act || !m->dact) goto fail;
+    m->tangent_keep = dpt_alloc(m->n_layers + 1, sizeof *m->tangent_keep, "model tangents");
+    if (!m->layers || !m->act || !m->dact || !m->tangent_keep) goto fail;
+    if (sp.cnn) {
+        st = build_cnn(m, spec, &sp);
+        if (st != DPT_OK) goto fail;
+        st = DPT_ENOMEM;
+    } else {
+        build_mlp(m, &sp);
+    }
+    m->in_dim = m->layers[0].in_dim;
+    m->out_dim = m->layers[m->n_layers - 1].out_dim;
 
-    /* layer list and parameter layout (P cannot overflow: widths <= 2^24, <= 64 layers) */
+    /* parameter layout (P cannot overflow: mlp widths <= 2^24 with <= 64 layers; cnn
+     * layers <= 64 with channels and sizes <= 2^24 each, checked by the builder) */
     size_t P = 0, max_dim = m->in_dim, max_scratch = 0;
     for (size_t l = 0; l < m->n_layers; l++) {
         dpt_layer *L = &m->layers[l];
-        size_t j = l / 2; /* index of the Linear layer this belongs to */
-        if (l % 2 == 0) {
-            dpt_layer_linear_setup(L, sp.widths[j], sp.widths[j + 1], sp.has_bias);
-            snprintf(L->name, sizeof L->name, "fc%zu", j + 1);
-        } else {
-            dpt_layer_act_setup(L, sp.act, sp.widths[j + 1]);
-            snprintf(L->name, sizeof L->name, "%s%zu", dpt_layer_kind_name(sp.act), j + 1);
-        }
         L->param_offset = P;
         L->threads = m->threads;
         P += L->n_params;
         if (L->out_dim > max_dim) max_dim = L->out_dim;
-        size_t s = L->in_dim > L->out_dim ? L->in_dim : L->out_dim;
-        if (s > max_scratch) max_scratch = s;
+        size_t s = L->in_dim > L->out_dim ? L->in_dim : L->out_dim, need;
+        if (dpt_mul_overflow(s, max_batch, &s)) s = SIZE_MAX;
+        need = s > L->scratch_need ? s : L->scratch_need;
+        if (need > max_scratch) max_scratch = need;
     }
     m->n_params = P;
     m->theta = dpt_alloc(P, sizeof(float), "model parameters");
     m->grad = dpt_alloc(P, sizeof(float), "model gradient");
-    m->scratch = alloc_batch(max_batch, max_scratch, "layer scratch");
+    m->scratch = alloc_batch(1, max_scratch, "layer scratch");
     m->tangent[0] = alloc_batch(max_batch, max_dim, "model tangents");
     m->tangent[1] = alloc_batch(max_batch, max_dim, "model tangents");
     if (!m->theta || !m->grad || !m->scratch || !m->tangent[0] || !m->tangent[1]) goto fail;
@@ -74,6 +161,15 @@ dpt_status dpt_model_new(const char *spec, size_t max_batch, int threads, dpt_mo
         m->dact[l] = alloc_batch(max_batch, dim, "model cotangents");
         if (!m->act[l] || !m->dact[l]) goto fail;
     }
+    /* jvp keeps the tangents of residual sources (the ping-pong buffers would lose them) */
+    for (size_t l = 0; l < m->n_layers; l++) {
+        size_t r = m->layers[l].residual_from;
+        if (r && !m->tangent_keep[r - 1]) {
+            m->tangent_keep[r - 1] = alloc_batch(max_batch, r == 1 ? m->in_dim : m->layers[r - 2].out_dim,
+                                                 "model tangents");
+            if (!m->tangent_keep[r - 1]) goto fail;
+        }
+    }
     /* views: each layer's parameter tensors are slices of theta, laid out by its table */
     for (size_t l = 0; l < m->n_layers; l++) {
         dpt_layer *L = &m->layers[l];
@@ -82,8 +178,8 @@ dpt_status dpt_model_new(const char *spec, size_t max_batch, int threads, dpt_mo
         for (size_t k = 0; k < nt; k++) {
             dpt_param_tensor t;
             L->ops->tensor(L, k, &t);
-            if (t.role == DPT_TENSOR_WEIGHT) L->w = m->theta + t.offset;
-            else L->b = m->theta + t.offset;
+            if (t.role == DPT_TENSOR_BIAS && L->kind != DPT_LAYER_GROUPNORM) L->b = m->theta + t.offset;
+            else if (k == 0) L->w = m->theta + t.offset; /* GroupNorm: w = [gamma, beta] */
         }
     }
     *out = m;
@@ -99,6 +195,9 @@ void dpt_model_free(dpt_model *m) {
         for (size_t l = 0; l <= m->n_layers; l++) dpt_free(m->act[l]);
     if (m->dact)
         for (size_t l = 0; l <= m->n_layers; l++) dpt_free(m->dact[l]);
+    if (m->tangent_keep)
+        for (size_t l = 0; l <= m->n_layers; l++) dpt_free(m->tangent_keep[l]);
+    dpt_free(m->tangent_keep);
     dpt_free(m->act);
     dpt_free(m->dact);
     dpt_free(m->layers);
@@ -111,6 +210,11 @@ void dpt_model_free(dpt_model *m) {
 }
 
 /* ==== forward / backward ==== */
+
+/* a[0..n) += b[0..n) (residual connections) */
+static void add_to(float *a, const float *b, size_t n) {
+    for (size_t j = 0; j < n; j++) a[j] += b[j];
+}
 
 #define CHECK_BATCH(m, B)                                                                         \
     DPT_CHECK((B) <= (m)->max_batch, DPT_EINVAL, "model '%s': batch %zu exceeds max_batch %zu (chunk it)", \
@@ -131,6 +235,7 @@ dpt_status dpt_model_forward_from(dpt_model *m, size_t first, size_t B) {
     for (size_t l = first; l < m->n_layers; l++) {
         const dpt_layer *L = &m->layers[l];
         DPT_TRY(L->ops->forward(L, m->act[l], m->act[l + 1], B));
+        if (L->residual_from) add_to(m->act[l + 1], m->act[L->residual_from - 1], B * L->out_dim);
     }
     return DPT_OK;
 }
@@ -144,6 +249,9 @@ dpt_status dpt_model_backward(dpt_model *m, const float *dout, size_t B) {
     for (size_t l = n - 1; l >= 1; l--) {
         const dpt_layer *L = &m->layers[l];
         DPT_TRY(L->ops->backward_input(L, m->act[l], m->act[l + 1], m->dact[l + 1], m->dact[l], B));
+        /* residual connections out of act[l]: their cotangents join here */
+        for (size_t r = l; r < n; r++)
+            if (m->layers[r].residual_from == l + 1) add_to(m->dact[l], m->dact[r + 1], B * m->layers[r].out_dim);
     }
     return DPT_OK;
 }
@@ -152,11 +260,17 @@ dpt_status dpt_model_jvp(dpt_model *m, const float *dtheta, const float *dx, siz
     DPT_CHECK(m && dout, DPT_EINVAL, "model jvp: NULL argument");
     CHECK_BATCH(m, B);
     const float *t_in = dx;
+    if (m->tangent_keep[0]) { /* the input is a residual source */
+        if (dx) memcpy(m->tangent_keep[0], dx, B * m->in_dim * sizeof *dx);
+        else memset(m->tangent_keep[0], 0, B * m->in_dim * sizeof *dx);
+    }
     for (size_t l = 0; l < m->n_layers; l++) {
         const dpt_layer *L = &m->layers[l];
         float *t_out = l + 1 == m->n_layers ? dout : m->tangent[l % 2];
         const float *dth = dtheta && L->n_params ? dtheta + L->param_offset : NULL;
         DPT_TRY(L->ops->jvp(L, m->act[l], m->act[l + 1], t_in, dth, t_out, B));
+        if (L->residual_from) add_to(t_out, m->tangent_keep[L->residual_from - 1], B * L->out_dim);
+        if (m->tangent_keep[l + 1]) memcpy(m->tangent_keep[l + 1], t_out, B * L->out_dim * sizeof *t_out);
         t_in = t_out;
     }
     return DPT_OK;
@@ -214,7 +328,8 @@ size_t dpt_model_param_layer(const dpt_model *m, size_t k) {
 
 size_t dpt_model_n_linear(const dpt_model *m) {
     size_t n = 0;
-    for (size_t l = 0; l < m->n_layers; l++) n += m->layers[l].kind == DPT_LAYER_LINEAR;
+    for (size_t l = 0; l < m->n_layers; l++)
+        n += m->layers[l].kind == DPT_LAYER_LINEAR || m->layers[l].kind == DPT_LAYER_CONV2D;
     return n;
 }
 

@@ -13,6 +13,14 @@
 void dpt_layer_linear_setup(dpt_layer *L, size_t D, size_t K, int has_bias);
 /* Sets up L as an elementwise activation on n features; kind is not LINEAR. */
 void dpt_layer_act_setup(dpt_layer *L, dpt_layer_kind kind, size_t n);
+/* Spatial layers on a (C, H, W) input (shapes, parameter count and scratch_need set here;
+ * weights and scratch are attached by the model). DPT_EINVAL when the shapes do not fit. */
+dpt_status dpt_layer_conv_setup(dpt_layer *L, const size_t in_shape[3], size_t C_out, size_t k, size_t stride,
+                                size_t pad, int has_bias, size_t max_batch);
+dpt_status dpt_layer_pool_setup(dpt_layer *L, dpt_layer_kind kind, const size_t in_shape[3], size_t k,
+                                size_t stride);
+void dpt_layer_flatten_setup(dpt_layer *L, const size_t in_shape[3]);
+dpt_status dpt_layer_groupnorm_setup(dpt_layer *L, const size_t in_shape[3], size_t groups);
 /* "relu" ... for a kind (static string). */
 const char *dpt_layer_kind_name(dpt_layer_kind kind);
 
@@ -20,14 +28,29 @@ const char *dpt_layer_kind_name(dpt_layer_kind kind);
 
 #define DPT_SPEC_MAX_WIDTHS 65 /* at most 64 Linear layers */
 #define DPT_SPEC_MAX_WIDTH ((size_t)1 << 24)
+/* One item of a "cnn:" spec: a layer, with a residual group opening before it ('[') and
+ * closing after it (']'). */
+#define DPT_SPEC_MAX_ITEMS 64
 typedef struct {
+    dpt_layer_kind kind;
+    size_t n;            /* conv: C_out; fc: K; gn: groups */
+    size_t k, stride, pad;
+    int res_open, res_close;
+} dpt_spec_item;
+
+typedef struct {
+    int cnn;                             /* "cnn:" (items below), else mlp/ae (widths) */
+    size_t in_shape[3];                  /* cnn: (C, H, W) */
+    size_t n_items;
+    dpt_spec_item items[DPT_SPEC_MAX_ITEMS];
     int autoencoder;                     /* "ae:" (requires in == out) */
     size_t n_widths;                     /* >= 2 */
     size_t widths[DPT_SPEC_MAX_WIDTHS];  /* m_0 (input) .. m_L (output) */
     dpt_layer_kind act;                  /* between Linear layers; relu when not given */
     int has_bias;
 } dpt_spec;
-/* Parses "mlp:784-128-10:gelu[:nobias]"; DPT_EINVAL naming the bad part. */
+/* Parses "mlp:784-128-10:gelu[:nobias]", "cnn:..." and the named models (docs/nn.md);
+ * DPT_EINVAL naming the bad part. */
 dpt_status dpt_spec_parse(const char *spec, dpt_spec *out);
 
 #endif

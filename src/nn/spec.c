@@ -1,5 +1,7 @@
 /* Model spec strings: "<kind>:<m_0>-<m_1>-...-<m_L>[:<activation>][:nobias]".
- * kind is mlp or ae; activation relu|gelu|tanh|sigmoid|identity (default relu). */
+ * kind is mlp or ae; activation relu|gelu|tanh|sigmoid|identity (default relu).
+ * Convolutional models: "cnn:<C>x<H>x<W>:<item>,<item>,...[:nobias]" (grammar in docs/nn.md)
+ * and the named models below, which are expanded to such a string. */
 #include "nn_internal.h"
 
 #include <ctype.h>
@@ -22,9 +24,173 @@ static const char *part(const char *s, size_t n, char *buf, size_t cap) {
     return buf;
 }
 
+/* ==== Named models ==== */
+
+static const struct {
+    const char *name, *spec;
+} named[] = {
+    /* Opacus examples/mnist.py SampleConvNet (also Tramer & Boneh 2021's MNIST CNN with
+     * ReLU): 28 -> conv 8x8/2 pad 3 -> 14 -> maxpool 2/1 -> 13 -> conv 4x4/2 -> 5 ->
+     * maxpool 2/1 -> 4; 32*4*4 = 512 -> 32 -> 10 (26010 parameters) */
+    {"mnist_cnn", "cnn:1x28x28:conv16k8s2p3,relu,maxpool2s1,conv32k4s2,relu,maxpool2s1,flatten,fc32,relu,fc10"},
+    /* the same with tanh, the activation Tramer & Boneh 2021 (and Papernot et al. 2021)
+     * found better under DP-SGD */
+    {"mnist_cnn_tanh", "cnn:1x28x28:conv16k8s2p3,tanh,maxpool2s1,conv32k4s2,tanh,maxpool2s1,flatten,fc32,tanh,fc10"},
+    /* DP-ULR (Section 4.3) ResNet-5: conv 8, 16, 32, 32 channels 3x3 stride 1 (padding 1),
+     * ReLU, the output of conv 4 added to its input (conv 3's activation) before the ReLU,
+     * then one linear layer. The pooling is ours (the paper states none): 2x2 max-pooling
+     * after conv 1 and conv 2 and 2x2 average-pooling before the linear layer, so the linear
+     * layer sees 32*4*4 = 512 features (20410 parameters in all). */
+    {"resnet5", "cnn:3x32x32:conv8k3p1,relu,maxpool2,conv16k3p1,relu,maxpool2,conv32k3p1,relu,[conv32k3p1],relu,"
+                "avgpool2,flatten,fc10"},
+};
+
+/* ==== Convolutional specs ==== */
+
+/* Reads a whole number (1..DPT_SPEC_MAX_WIDTH; 0 allowed when zero_ok) at *p and advances. */
+static int read_num(const char **p, const char *end, size_t *v, int zero_ok) {
+    size_t x = 0, n = 0;
+    while (*p < end && isdigit((unsigned char)**p) && n < 9) {
+        x = x * 10 + (size_t)(**p - '0');
+        (*p)++;
+        n++;
+    }
+    if (n == 0 || (*p < end && isdigit((unsigned char)**p)) || (!zero_ok && x == 0) || x > DPT_SPEC_MAX_WIDTH)
+        return 0;
+    *v = x;
+    return 1;
+}
+
+static int prefix(const char *p, const char *end, const char *w) {
+    size_t n = strlen(w);
+    return (size_t)(end - p) >= n && !strncmp(p, w, n);
+}
+
+/* One item "[conv16k3s1p1]" etc. in [p, end) */
+static dpt_status parse_item(const char *spec, const char *p, const char *end, dpt_spec_item *it) {
+    char bad[96];
+    const char *p0 = p;
+    memset(it, 0, sizeof *it);
+    if (p < end && *p == '[') {
+        it->res_open = 1;
+        p++;
+    }
+    if (end > p && end[-1] == ']') {
+        it->res_close = 1;
+        end--;
+    }
+    const char *q = p;
+    int ok = 1;
+    size_t n = (size_t)(end - p);
+    if (prefix(p, end, "bn") || prefix(p, end, "batchnorm")) {
+        return dpt_set_error(DPT_EINVAL,
+                             "model spec '%s': '%s': BatchNorm is not available: it normalizes with statistics of "
+                             "the whole batch, so one example's output depends on the others and per-example "
+                             "gradients (and DP-SGD's clipping) are not defined; use GroupNorm (gn<groups>)",
+                             spec, part(p0, (size_t)(end - p0) + (size_t)it->res_close, bad, sizeof bad));
+    }
+    for (size_t j = 0; j < sizeof act_names / sizeof act_names[0]; j++)
+        if (strlen(act_names[j].name) == n && !strncmp(p, act_names[j].name, n)) {
+            it->kind = act_names[j].kind;
+            return DPT_OK;
+        }
+    if (n == 7 && !strncmp(p, "flatten", 7)) {
+        it->kind = DPT_LAYER_FLATTEN;
+        return DPT_OK;
+    }
+    if (prefix(p, end, "conv")) {
+        q = p + 4;
+        it->kind = DPT_LAYER_CONV2D;
+        it->stride = 1;
+        ok = read_num(&q, end, &it->n, 0) && q < end && *q == 'k' && (q++, read_num(&q, end, &it->k, 0));
+        if (ok && q < end && *q == 's') q++, ok = read_num(&q, end, &it->stride, 0);
+        if (ok && q < end && *q == 'p') q++, ok = read_num(&q, end, &it->pad, 1);
+    } else if (prefix(p, end, "maxpool") || prefix(p, end, "avgpool")) {
+        it->kind = *p == 'm' ? DPT_LAYER_MAXPOOL : DPT_LAYER_AVGPOOL;
+        q = p + 7;
+        ok = read_num(&q, end, &it->k, 0);
+        it->stride = it->k;
+        if (ok && q < end && *q == 's') q++, ok = read_num(&q, end, &it->stride, 0);
+    } else if (prefix(p, end, "gn")) {
+        it->kind = DPT_LAYER_GROUPNORM;
+        q = p + 2;
+        ok = read_num(&q, end, &it->n, 0);
+    } else if (prefix(p, end, "fc")) {
+        it->kind = DPT_LAYER_LINEAR;
+        q = p + 2;
+        ok = read_num(&q, end, &it->n, 0);
+    } else {
+        ok = 0;
+    }
+    if (!ok || q != end)
+        return dpt_set_error(DPT_EINVAL,
+                             "model spec '%s': '%s' is not a layer (expected conv<C>k<k>[s<s>][p<p>], "
+                             "maxpool<k>[s<s>], avgpool<k>[s<s>], gn<groups>, flatten, fc<K>, "
+                             "relu|gelu|tanh|sigmoid|identity, optionally in [...] for a residual group)",
+                             spec, part(p0, (size_t)(end - p0) + (size_t)it->res_close, bad, sizeof bad));
+    return DPT_OK;
+}
+
+static dpt_status parse_cnn(const char *spec, const char *body, dpt_spec *out) {
+    char bad[96];
+    /* input shape CxHxW */
+    const char *p = body, *end = strchr(p, ':');
+    if (!end) end = p + strlen(p);
+    const char *q = p;
+    int ok = read_num(&q, end, &out->in_shape[0], 0) && q < end && *q == 'x' &&
+             (q++, read_num(&q, end, &out->in_shape[1], 0)) && q < end && *q == 'x' &&
+             (q++, read_num(&q, end, &out->in_shape[2], 0)) && q == end;
+    if (!ok)
+        return dpt_set_error(DPT_EINVAL, "model spec '%s': '%s' is not an input shape (expected CxHxW, e.g. 3x32x32)",
+                             spec, part(p, (size_t)(end - p), bad, sizeof bad));
+    DPT_CHECK(*end == ':' && end[1] && end[1] != ':', DPT_EINVAL,
+              "model spec '%s': no layers after the input shape (expected e.g. 'cnn:1x28x28:conv16k5,relu,fc10')",
+              spec);
+    p = end + 1;
+    end = strchr(p, ':');
+    if (!end) end = p + strlen(p);
+    int open = 0;
+    while (p < end) {
+        q = p;
+        while (q < end && *q != ',') q++;
+        DPT_CHECK(out->n_items < DPT_SPEC_MAX_ITEMS, DPT_EINVAL, "model spec '%s': more than %d layers", spec,
+                  DPT_SPEC_MAX_ITEMS);
+        dpt_spec_item *it = &out->items[out->n_items++];
+        DPT_TRY(parse_item(spec, p, q, it));
+        DPT_CHECK(!(it->res_open && open), DPT_EINVAL, "model spec '%s': residual groups cannot be nested", spec);
+        if (it->res_open) open = 1;
+        if (it->res_close) {
+            DPT_CHECK(open, DPT_EINVAL, "model spec '%s': ']' without a matching '['", spec);
+            open = 0;
+        }
+        p = q < end ? q + 1 : q;
+        DPT_CHECK(!(q < end && p == end), DPT_EINVAL, "model spec '%s': trailing ','", spec);
+    }
+    DPT_CHECK(!open, DPT_EINVAL, "model spec '%s': '[' without a matching ']'", spec);
+    DPT_CHECK(out->n_items > 0, DPT_EINVAL, "model spec '%s': no layers", spec);
+    /* option ":nobias" */
+    while (*end == ':') {
+        p = end + 1;
+        end = strchr(p, ':');
+        if (!end) end = p + strlen(p);
+        if ((size_t)(end - p) == 6 && !strncmp(p, "nobias", 6)) out->has_bias = 0;
+        else
+            return dpt_set_error(DPT_EINVAL, "model spec '%s': unknown option '%s' (expected nobias)", spec,
+                                 part(p, (size_t)(end - p), bad, sizeof bad));
+    }
+    return DPT_OK;
+}
+
 dpt_status dpt_spec_parse(const char *spec, dpt_spec *out) {
     DPT_CHECK(spec && out, DPT_EINVAL, "model spec: NULL");
     memset(out, 0, sizeof *out);
+    for (size_t j = 0; j < sizeof named / sizeof named[0]; j++)
+        if (!strcmp(spec, named[j].name)) spec = named[j].spec;
+    if (!strncmp(spec, "cnn:", 4)) {
+        out->cnn = 1;
+        out->has_bias = 1;
+        return parse_cnn(spec, spec + 4, out);
+    }
     out->act = DPT_LAYER_RELU;
     out->has_bias = 1;
     char bad[96];
@@ -36,7 +202,9 @@ dpt_status dpt_spec_parse(const char *spec, dpt_spec *out) {
     } else if (klen == 2 && !strncmp(spec, "ae", 2)) {
         out->autoencoder = 1;
     } else {
-        return dpt_set_error(DPT_EINVAL, "model spec '%s': unknown model kind '%s' (expected mlp or ae)",
+        return dpt_set_error(DPT_EINVAL,
+                             "model spec '%s': unknown model kind '%s' (expected mlp, ae, cnn, or a named model: "
+                             "mnist_cnn, mnist_cnn_tanh, resnet5)",
                              spec, part(spec, klen, bad, sizeof bad));
     }
     DPT_CHECK(colon && colon[1] && colon[1] != ':', DPT_EINVAL,

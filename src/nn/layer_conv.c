@@ -1,0 +1,315 @@
+/* Conv2d layer: v = W * x + b (cross-correlation, zero padding), through im2col + GEMM.
+ * B = batch, C = C_in, H x W input, k x k kernel, s = stride, p = padding,
+ * O = C_out, Ho x Wo output, T = Ho * Wo positions, Dk = C k^2 (unfolded patch size).
+ * x_i: [C, H, W], v_i: [O, Ho, Wo] = [O, T] (channel-major, as every activation here);
+ * w: [O, C, k, k] = [O, Dk] view into theta, b: [O] right after it.
+ * U_i = im2col(x_i): [Dk, T] with row r = (c k + ki) k + kj, column t = oh Wo + ow; then
+ * v_i = W U_i + b 1^T and the per-example gradient is g_i = (dV_i U_i^T, dV_i 1).
+ * A chunk of n <= L->chunk examples is unfolded side by side into cols [Dk, n T], so every
+ * product over the batch is ONE GEMM per chunk with inner dimension n T:
+ *   forward        Y [O, n T]  = W cols
+ *   backward_input dcols       = W^T dY, folded back (col2im)
+ *   SUM/WEIGHTED   dW (+)= dY_w cols^T with dY_w = [w_i dV_i]_i (the clipped sum of DP-SGD)
+ * Per-example squared norms (SQNORM), two ways, chosen per layer at setup as mixed ghost
+ * clipping does (Bu et al. 2022): ghost when 2 T^2 < O Dk, i.e. when the Gram matrices are
+ * smaller than the gradient:
+ *   ghost         ||dV_i U_i^T||_F^2 = <U_i^T U_i, dV_i^T dV_i>_F (two T x T Grams)
+ *   materialized  g_i = dV_i U_i^T [O, Dk], then its squared entries
+ * plus ||dV_i 1||^2 for the bias. Scratch layout: cols [Dk, chunk T] | Y [O, chunk T] |
+ * aux [max(2 T^2, O Dk)]. */
+#include "nn_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define CONV_CHUNK_FLOATS ((size_t)1 << 22) /* 16 MB of cols + Y per chunk */
+
+static size_t conv_T(const dpt_layer *L) { return L->out_shape[1] * L->out_shape[2]; }
+static size_t conv_Dk(const dpt_layer *L) { return L->in_shape[0] * L->k * L->k; }
+
+/* ==== im2col / col2im ==== */
+
+/* cols[r, t] (row stride ldc) = x[c, oh s - p + ki, ow s - p + kj] or 0 outside. */
+static void im2col(const dpt_layer *L, const float *x, float *cols, size_t ldc) {
+    const size_t C = L->in_shape[0], H = L->in_shape[1], W = L->in_shape[2], k = L->k, s = L->stride;
+    const size_t Ho = L->out_shape[1], Wo = L->out_shape[2];
+    const long p = (long)L->pad;
+    for (size_t c = 0; c < C; c++)
+        for (size_t ki = 0; ki < k; ki++)
+            for (size_t kj = 0; kj < k; kj++) {
+                float *row = cols + ((c * k + ki) * k + kj) * ldc;
+                for (size_t oh = 0; oh < Ho; oh++) {
+                    const long ih = (long)(oh * s) - p + (long)ki;
+                    float *r = row + oh * Wo;
+                    if (ih < 0 || ih >= (long)H) {
+                        memset(r, 0, Wo * sizeof *r);
+                        continue;
+                    }
+                    const float *xr = x + (c * H + (size_t)ih) * W;
+                    for (size_t ow = 0; ow < Wo; ow++) {
+                        const long iw = (long)(ow * s) - p + (long)kj;
+                        r[ow] = iw >= 0 && iw < (long)W ? xr[iw] : 0.0f;
+                    }
+                }
+            }
+}
+
+/* dx[c, ih, iw] += cols[r, t] over every (r, t) that im2col read from (c, ih, iw); dx is
+ * zeroed first. The sum over (ki, kj) runs in a fixed order (deterministic). */
+static void col2im(const dpt_layer *L, const float *cols, size_t ldc, float *dx) {
+    const size_t C = L->in_shape[0], H = L->in_shape[1], W = L->in_shape[2], k = L->k, s = L->stride;
+    const size_t Ho = L->out_shape[1], Wo = L->out_shape[2];
+    const long p = (long)L->pad;
+    memset(dx, 0, C * H * W * sizeof *dx);
+    for (size_t c = 0; c < C; c++)
+        for (size_t ki = 0; ki < k; ki++)
+            for (size_t kj = 0; kj < k; kj++) {
+                const float *row = cols + ((c * k + ki) * k + kj) * ldc;
+                for (size_t oh = 0; oh < Ho; oh++) {
+                    const long ih = (long)(oh * s) - p + (long)ki;
+                    if (ih < 0 || ih >= (long)H) continue;
+                    float *xr = dx + (c * H + (size_t)ih) * W;
+                    const float *r = row + oh * Wo;
+                    for (size_t ow = 0; ow < Wo; ow++) {
+                        const long iw = (long)(ow * s) - p + (long)kj;
+                        if (iw >= 0 && iw < (long)W) xr[iw] += r[ow];
+                    }
+                }
+            }
+}
+
+/* cols [Dk, n T] for examples x[0..n) */
+static void unfold_chunk(const dpt_layer *L, const float *x, size_t n, float *cols) {
+    const size_t D = L->in_dim, T = conv_T(L), nT = n * T;
+    const long long nn = (long long)n;
+#pragma omp parallel for num_threads(L->threads) if (n * conv_Dk(L) * T > DPT_NN_PAR_MIN)
+    for (long long j = 0; j < nn; j++) im2col(L, x + (size_t)j * D, cols + (size_t)j * T, nT);
+}
+
+/* Y [O, n T] <- scale_i * dv_i [O, T] side by side (scale NULL = 1) */
+static void gather_out(const dpt_layer *L, const float *dv, size_t n, const float *scale, float *Y) {
+    const size_t O = L->out_shape[0], T = conv_T(L), nT = n * T;
+    for (size_t j = 0; j < n; j++) {
+        const float w = scale ? scale[j] : 1.0f;
+        for (size_t o = 0; o < O; o++) {
+            const float *src = dv + (j * O + o) * T;
+            float *dst = Y + o * nT + j * T;
+            for (size_t t = 0; t < T; t++) dst[t] = w * src[t];
+        }
+    }
+}
+
+/* ==== forward / backward_input / jvp ==== */
+
+/* v [B, O, T] (+)= conv(x; w) + b (b NULL: no bias); accumulate = 1 adds to v. */
+static void conv_apply(const dpt_layer *L, const float *w, const float *b, const float *x, float *v, size_t B,
+                       int accumulate) {
+    const size_t O = L->out_shape[0], T = conv_T(L), Dk = conv_Dk(L), D = L->in_dim, K = L->out_dim;
+    float *cols = L->scratch, *Y = L->scratch + Dk * L->chunk * T;
+    for (size_t lo = 0; lo < B; lo += L->chunk) {
+        const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
+        unfold_chunk(L, x + lo * D, n, cols);
+        /* Y [O, n T] = W [O, Dk] cols [Dk, n T] */
+        dpt_sgemm(0, 0, O, nT, Dk, 1.0f, w, Dk, cols, nT, 0.0f, Y, nT);
+        for (size_t j = 0; j < n; j++)
+            for (size_t o = 0; o < O; o++) {
+                float *dst = v + (lo + j) * K + o * T;
+                const float *src = Y + o * nT + j * T;
+                const float bo = b ? b[o] : 0.0f;
+                if (accumulate)
+                    for (size_t t = 0; t < T; t++) dst[t] += src[t] + bo;
+                else
+                    for (size_t t = 0; t < T; t++) dst[t] = src[t] + bo;
+            }
+    }
+}
+
+static dpt_status conv_forward(const dpt_layer *L, const float *x, float *v, size_t B) {
+    conv_apply(L, L->w, L->b, x, v, B, 0);
+    return DPT_OK;
+}
+
+static dpt_status conv_backward_input(const dpt_layer *L, const float *x, const float *v, const float *dv,
+                                      float *dx, size_t B) {
+    const size_t O = L->out_shape[0], T = conv_T(L), Dk = conv_Dk(L), D = L->in_dim, K = L->out_dim;
+    float *cols = L->scratch, *Y = L->scratch + Dk * L->chunk * T;
+    for (size_t lo = 0; lo < B; lo += L->chunk) {
+        const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
+        gather_out(L, dv + lo * K, n, NULL, Y);
+        /* dcols [Dk, n T] = W^T [Dk, O] dY [O, n T] */
+        dpt_sgemm(1, 0, Dk, nT, O, 1.0f, L->w, Dk, Y, nT, 0.0f, cols, nT);
+        const long long nn = (long long)n;
+#pragma omp parallel for num_threads(L->threads) if (n * Dk * T > DPT_NN_PAR_MIN)
+        for (long long j = 0; j < nn; j++) col2im(L, cols + (size_t)j * T, nT, dx + (lo + (size_t)j) * D);
+    }
+    return DPT_OK;
+}
+
+static dpt_status conv_jvp(const dpt_layer *L, const float *x, const float *v, const float *dx,
+                           const float *dtheta, float *dv, size_t B) {
+    /* dV = conv(dx; W) + conv(x; dW) + db */
+    const size_t Dk = conv_Dk(L), O = L->out_shape[0];
+    int acc = 0;
+    if (dx) {
+        conv_apply(L, L->w, NULL, dx, dv, B, 0);
+        acc = 1;
+    }
+    if (dtheta) {
+        conv_apply(L, dtheta, L->has_bias ? dtheta + O * Dk : NULL, x, dv, B, acc);
+        acc = 1;
+    }
+    if (!acc) memset(dv, 0, B * L->out_dim * sizeof *dv);
+    return DPT_OK;
+}
+
+/* ==== backward_params ==== */
+
+/* out[o] (+)= sum_t dv_i[o, t] for one example */
+static void bias_rows(const float *dvi, size_t O, size_t T, float *out, int accumulate) {
+    for (size_t o = 0; o < O; o++) {
+        float s = 0.0f;
+        for (size_t t = 0; t < T; t++) s += dvi[o * T + t];
+        out[o] = accumulate ? out[o] + s : s;
+    }
+}
+
+static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const float *dv, size_t B,
+                                       dpt_grad_mode mode, const float *weights, float *out, size_t ld,
+                                       int accumulate) {
+    const size_t O = L->out_shape[0], T = conv_T(L), Dk = conv_Dk(L), D = L->in_dim, K = L->out_dim;
+    const size_t ODk = O * Dk;
+    float *cols = L->scratch, *Y = L->scratch + Dk * L->chunk * T, *aux = Y + O * L->chunk * T;
+    switch (mode) {
+    case DPT_GRAD_SUM:
+    case DPT_GRAD_WEIGHTED: {
+        DPT_CHECK(mode == DPT_GRAD_SUM || weights, DPT_EINVAL, "%s: weighted gradient needs weights", L->name);
+        const float *wts = mode == DPT_GRAD_WEIGHTED ? weights : NULL;
+        if (!accumulate) memset(out, 0, L->n_params * sizeof *out);
+        for (size_t lo = 0; lo < B; lo += L->chunk) {
+            const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
+            unfold_chunk(L, x + lo * D, n, cols);
+            gather_out(L, dv + lo * K, n, wts ? wts + lo : NULL, Y);
+            /* dW [O, Dk] += dY_w [O, n T] cols^T [n T, Dk]: one GEMM per chunk */
+            dpt_sgemm(0, 1, O, Dk, nT, 1.0f, Y, nT, cols, nT, 1.0f, out, Dk);
+            /* db += row sums of dY_w */
+            if (L->has_bias)
+                for (size_t o = 0; o < O; o++) {
+                    float s = 0.0f;
+                    for (size_t t = 0; t < nT; t++) s += Y[o * nT + t];
+                    out[ODk + o] += s;
+                }
+        }
+        return DPT_OK;
+    }
+    case DPT_GRAD_PER_EXAMPLE:
+        DPT_CHECK(ld >= L->n_params, DPT_EINVAL, "%s: per-example row stride %zu < %zu parameters", L->name, ld,
+                  L->n_params);
+        for (size_t lo = 0; lo < B; lo += L->chunk) {
+            const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
+            unfold_chunk(L, x + lo * D, n, cols);
+            for (size_t j = 0; j < n; j++) {
+                const float *dvi = dv + (lo + j) * K;
+                float *gi = out + (lo + j) * ld;
+                /* dW_i [O, Dk] = dV_i [O, T] U_i^T [T, Dk] */
+                dpt_sgemm(0, 1, O, Dk, T, 1.0f, dvi, T, cols + j * T, nT, accumulate ? 1.0f : 0.0f, gi, Dk);
+                if (L->has_bias) bias_rows(dvi, O, T, gi + ODk, accumulate);
+            }
+        }
+        return DPT_OK;
+    case DPT_GRAD_SQNORM:
+        for (size_t lo = 0; lo < B; lo += L->chunk) {
+            const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
+            unfold_chunk(L, x + lo * D, n, cols);
+            for (size_t j = 0; j < n; j++) {
+                const float *dvi = dv + (lo + j) * K;
+                const float *Ui = cols + j * T;
+                double s = 0.0;
+                if (L->ghost) {
+                    /* <U_i^T U_i, dV_i^T dV_i>_F: two T x T Gram matrices */
+                    float *Gu = aux, *Gv = aux + T * T;
+                    dpt_sgemm(1, 0, T, T, Dk, 1.0f, Ui, nT, Ui, nT, 0.0f, Gu, T);
+                    dpt_sgemm(1, 0, T, T, O, 1.0f, dvi, T, dvi, T, 0.0f, Gv, T);
+                    for (size_t e = 0; e < T * T; e++) s += (double)Gu[e] * Gv[e];
+                } else {
+                    /* g_i = dV_i U_i^T [O, Dk], then its squared entries */
+                    dpt_sgemm(0, 1, O, Dk, T, 1.0f, dvi, T, Ui, nT, 0.0f, aux, Dk);
+                    for (size_t e = 0; e < ODk; e++) s += (double)aux[e] * aux[e];
+                }
+                if (L->has_bias)
+                    for (size_t o = 0; o < O; o++) {
+                        double r = 0.0;
+                        for (size_t t = 0; t < T; t++) r += dvi[o * T + t];
+                        s += r * r;
+                    }
+                if (s < 0.0) s = 0.0; /* a Gram product can round below 0 for a zero gradient */
+                out[lo + j] = accumulate ? (float)((double)out[lo + j] + s) : (float)s;
+            }
+        }
+        return DPT_OK;
+    }
+    return dpt_set_error(DPT_EINVAL, "%s: unknown gradient mode %d", L->name, (int)mode);
+}
+
+/* ==== tensor table ==== */
+
+static size_t conv_n_tensors(const dpt_layer *L) { return L->has_bias ? 2 : 1; }
+
+static void conv_tensor(const dpt_layer *L, size_t j, dpt_param_tensor *t) {
+    memset(t, 0, sizeof *t);
+    const size_t O = L->out_shape[0], Dk = conv_Dk(L);
+    if (j == 0) {
+        snprintf(t->name, sizeof t->name, "%s.weight", L->name);
+        t->ndim = 4;
+        t->shape[0] = O;
+        t->shape[1] = L->in_shape[0];
+        t->shape[2] = t->shape[3] = L->k;
+        t->offset = L->param_offset;
+        t->size = O * Dk;
+        t->role = DPT_TENSOR_WEIGHT;
+    } else {
+        DPT_ASSERT(j == 1 && L->has_bias);
+        snprintf(t->name, sizeof t->name, "%s.bias", L->name);
+        t->ndim = 1;
+        t->shape[0] = O;
+        t->offset = L->param_offset + O * Dk;
+        t->size = O;
+        t->role = DPT_TENSOR_BIAS;
+    }
+}
+
+static const dpt_layer_ops conv_ops = {
+    conv_forward, conv_backward_input, conv_backward_params, conv_jvp, conv_n_tensors, conv_tensor,
+};
+
+dpt_status dpt_layer_conv_setup(dpt_layer *L, const size_t in_shape[3], size_t O, size_t k, size_t stride,
+                                size_t pad, int has_bias, size_t max_batch) {
+    const size_t C = in_shape[0], H = in_shape[1], W = in_shape[2];
+    DPT_CHECK(O >= 1 && k >= 1 && stride >= 1, DPT_EINVAL,
+              "conv: channels, kernel and stride must be >= 1 (got %zu, %zu, %zu)", O, k, stride);
+    DPT_CHECK(k <= 64 && pad < k, DPT_EINVAL, "conv: kernel %zu must be <= 64 and padding %zu < kernel", k, pad);
+    DPT_CHECK(H + 2 * pad >= k && W + 2 * pad >= k, DPT_EINVAL,
+              "conv: kernel %zu does not fit the padded %zux%zu input (padding %zu)", k, H, W, pad);
+    L->kind = DPT_LAYER_CONV2D;
+    L->ops = &conv_ops;
+    L->k = k;
+    L->stride = stride;
+    L->pad = pad;
+    memcpy(L->in_shape, in_shape, sizeof L->in_shape);
+    L->out_shape[0] = O;
+    L->out_shape[1] = (H + 2 * pad - k) / stride + 1;
+    L->out_shape[2] = (W + 2 * pad - k) / stride + 1;
+    L->in_dim = C * H * W;
+    L->out_dim = O * L->out_shape[1] * L->out_shape[2];
+    L->has_bias = has_bias;
+    const size_t T = conv_T(L), Dk = conv_Dk(L);
+    L->n_params = O * Dk + (has_bias ? O : 0);
+    /* ghost when the two Gram matrices (2 T^2) are smaller than the gradient (O Dk) */
+    L->ghost = 2 * T * T < O * Dk;
+    size_t per = (Dk + O) * T, chunk = CONV_CHUNK_FLOATS / per;
+    if (chunk < 1) chunk = 1;
+    if (chunk > max_batch) chunk = max_batch;
+    L->chunk = chunk;
+    const size_t aux = 2 * T * T > O * Dk ? 2 * T * T : O * Dk;
+    L->scratch_need = chunk * per + aux;
+    return DPT_OK;
+}

@@ -1,0 +1,463 @@
+/* Convolutional layers (Conv2d, max/avg pooling, flatten, GroupNorm) and residual
+ * connections: every layer's forward against a naive double-precision reference written
+ * here (a direct convolution, not im2col), backward and jvp against central finite
+ * differences of that reference, every per-example mode against per-example finite
+ * differences, both SQNORM paths of a convolution (ghost Gram matrices and materialized)
+ * against the naive per-example gradient, the clipped sum (WEIGHTED) against the naive
+ * sum c_i g_i, GroupNorm's per-example independence, chunked unfolding, and spec errors. */
+#include <dptrain/nn.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+/* ==== double references ==== */
+
+static void fill_gauss(float *x, size_t n, double sd, uint64_t seed) {
+    dpt_rng r;
+    dpt_rng_init(&r, seed, DPT_STREAM_AUX);
+    for (size_t j = 0; j < n; j++) x[j] = (float)(sd * dpt_rng_gauss_ref(&r));
+    dpt_rng_free(&r);
+}
+
+static double *to_double(const float *x, size_t n) {
+    double *d = malloc((n ? n : 1) * sizeof *d);
+    for (size_t j = 0; j < n; j++) d[j] = x[j];
+    return d;
+}
+
+/* One layer in double, by its definition: th = the layer's parameters, x [B, D] -> v [B, K]. */
+static void ref_layer(const dpt_layer *L, const double *th, const double *x, size_t B, double *v) {
+    const size_t C = L->in_shape[0], H = L->in_shape[1], W = L->in_shape[2];
+    const size_t O = L->out_shape[0], Ho = L->out_shape[1], Wo = L->out_shape[2];
+    const size_t D = L->in_dim, K = L->out_dim, k = L->k, s = L->stride;
+    for (size_t i = 0; i < B; i++) {
+        const double *xi = x + i * D;
+        double *vi = v + i * K;
+        switch (L->kind) {
+        case DPT_LAYER_CONV2D: /* direct: v[o, a, b] = b_o + sum_{c, u, w} W[o, c, u, w] x[c, a s - p + u, b s - p + w] */
+            for (size_t o = 0; o < O; o++)
+                for (size_t a = 0; a < Ho; a++)
+                    for (size_t b = 0; b < Wo; b++) {
+                        double acc = L->has_bias ? th[O * C * k * k + o] : 0.0;
+                        for (size_t c = 0; c < C; c++)
+                            for (size_t u = 0; u < k; u++)
+                                for (size_t w = 0; w < k; w++) {
+                                    long ih = (long)(a * s + u) - (long)L->pad, iw = (long)(b * s + w) - (long)L->pad;
+                                    if (ih < 0 || iw < 0 || ih >= (long)H || iw >= (long)W) continue;
+                                    acc += th[((o * C + c) * k + u) * k + w] * xi[(c * H + (size_t)ih) * W + (size_t)iw];
+                                }
+                        vi[(o * Ho + a) * Wo + b] = acc;
+                    }
+            break;
+        case DPT_LAYER_MAXPOOL:
+        case DPT_LAYER_AVGPOOL:
+            for (size_t c = 0; c < C; c++)
+                for (size_t a = 0; a < Ho; a++)
+                    for (size_t b = 0; b < Wo; b++) {
+                        double mx = -INFINITY, sum = 0;
+                        for (size_t u = 0; u < k; u++)
+                            for (size_t w = 0; w < k; w++) {
+                                double z = xi[(c * H + a * s + u) * W + b * s + w];
+                                if (z > mx) mx = z;
+                                sum += z;
+                            }
+                        vi[(c * Ho + a) * Wo + b] = L->kind == DPT_LAYER_MAXPOOL ? mx : sum / (double)(k * k);
+                    }
+            break;
+        case DPT_LAYER_GROUPNORM: {
+            const size_t G = L->groups, n = C / G * H * W;
+            for (size_t g = 0; g < G; g++) {
+                double mu = 0, var = 0;
+                for (size_t j = 0; j < n; j++) mu += xi[g * n + j];
+                mu /= (double)n;
+                for (size_t j = 0; j < n; j++) var += (xi[g * n + j] - mu) * (xi[g * n + j] - mu);
+                var /= (double)n;
+                for (size_t j = 0; j < n; j++) {
+                    size_t c = (g * n + j) / (H * W);
+                    vi[g * n + j] = th[c] * (xi[g * n + j] - mu) / sqrt(var + 1e-5) + th[C + c];
+                }
+            }
+            break;
+        }
+        case DPT_LAYER_LINEAR:
+            for (size_t o = 0; o < K; o++) {
+                double acc = L->has_bias ? th[K * D + o] : 0.0;
+                for (size_t d = 0; d < D; d++) acc += th[o * D + d] * xi[d];
+                vi[o] = acc;
+            }
+            break;
+        case DPT_LAYER_RELU:
+            for (size_t d = 0; d < D; d++) vi[d] = xi[d] > 0 ? xi[d] : 0;
+            break;
+        case DPT_LAYER_TANH:
+            for (size_t d = 0; d < D; d++) vi[d] = tanh(xi[d]);
+            break;
+        case DPT_LAYER_FLATTEN:
+        case DPT_LAYER_IDENTITY:
+            for (size_t d = 0; d < D; d++) vi[d] = xi[d];
+            break;
+        default:
+            fprintf(stderr, "ref_layer: kind %d not covered\n", (int)L->kind);
+            exit(1);
+        }
+    }
+}
+
+static size_t max_dim(const dpt_model *m) {
+    size_t d = m->in_dim;
+    for (size_t l = 0; l < m->n_layers; l++)
+        if (m->layers[l].out_dim > d) d = m->layers[l].out_dim;
+    return d;
+}
+
+/* Whole model in double (residual connections included): out [B, out_dim]. */
+static void ref_model(const dpt_model *m, const double *theta, const double *x, size_t B, double *out) {
+    const size_t n = m->n_layers, md = max_dim(m);
+    double **a = malloc((n + 1) * sizeof *a);
+    for (size_t l = 0; l <= n; l++) a[l] = calloc(B * md, sizeof(double));
+    memcpy(a[0], x, B * m->in_dim * sizeof *x);
+    for (size_t l = 0; l < n; l++) {
+        const dpt_layer *L = &m->layers[l];
+        ref_layer(L, theta + L->param_offset, a[l], B, a[l + 1]);
+        if (L->residual_from)
+            for (size_t j = 0; j < B * L->out_dim; j++) a[l + 1][j] += a[L->residual_from - 1][j];
+    }
+    memcpy(out, a[n], B * m->out_dim * sizeof *out);
+    for (size_t l = 0; l <= n; l++) free(a[l]);
+    free(a);
+}
+
+/* f(theta, x) = sum_{i in [i0, i1)} <dout_i, out_i> in double */
+static double ref_f(const dpt_model *m, const double *th, const double *x, size_t B, const float *dout, size_t i0,
+                    size_t i1) {
+    double *o = malloc(B * m->out_dim * sizeof *o), f = 0;
+    ref_model(m, th, x, B, o);
+    for (size_t i = i0; i < i1; i++)
+        for (size_t k = 0; k < m->out_dim; k++) f += (double)dout[i * m->out_dim + k] * o[i * m->out_dim + k];
+    free(o);
+    return f;
+}
+
+/* ==== model-level checks: forward, backward, all four modes, jvp ==== */
+
+static void check_model(const char *spec, size_t B, uint64_t seed) {
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new(spec, B, 2, &m));
+    if (!m) return;
+    const size_t P = m->n_params, D = m->in_dim, K = m->out_dim;
+    fill_gauss(m->theta, P, 0.5, seed);
+    /* GroupNorm scales near 1 (a tiny gamma would make the check weak) */
+    for (size_t t = 0; t < dpt_model_n_tensors(m); t++) {
+        dpt_param_tensor pt;
+        dpt_model_tensor(m, t, &pt);
+        if (pt.role == DPT_TENSOR_SCALE)
+            for (size_t j = 0; j < pt.size; j++) m->theta[pt.offset + j] += 1.0f;
+    }
+    float *x = malloc(B * D * sizeof *x), *dout = malloc(B * K * sizeof *dout);
+    fill_gauss(x, B * D, 1.0, seed + 1);
+    fill_gauss(dout, B * K, 1.0, seed + 2);
+    double *th = to_double(m->theta, P), *xd = to_double(x, B * D), *o = malloc(B * K * sizeof *o);
+
+    /* forward vs the naive double model */
+    CHECK_OK(dpt_model_forward(m, x, B));
+    ref_model(m, th, xd, B, o);
+    for (size_t j = 0; j < B * K; j++) CHECK_CLOSE(dpt_model_output(m)[j], o[j], 1e-4, 1e-4);
+
+    /* SUM vs central differences of the double reference */
+    CHECK_OK(dpt_model_backward(m, dout, B));
+    float *g = malloc(P * sizeof *g), *pe = malloc(B * P * sizeof *pe), *sq = malloc(B * sizeof *sq);
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_SUM, NULL, g, 0, 0));
+    const double h = 1e-6;
+    double *fd_pe = malloc(B * P * sizeof *fd_pe);
+    for (size_t p = 0; p < P; p++) {
+        double z0 = th[p], sum = 0;
+        for (size_t i = 0; i < B; i++) {
+            th[p] = z0 + h;
+            double fp = ref_f(m, th, xd, B, dout, i, i + 1);
+            th[p] = z0 - h;
+            double fm = ref_f(m, th, xd, B, dout, i, i + 1);
+            fd_pe[i * P + p] = (fp - fm) / (2 * h);
+            sum += fd_pe[i * P + p];
+        }
+        th[p] = z0;
+        CHECK_CLOSE(g[p], sum, 2e-4, 2e-3);
+    }
+    /* PER_EXAMPLE vs per-example finite differences (row stride > P) */
+    const size_t ld = P + 3;
+    float *pe2 = malloc(B * ld * sizeof *pe2);
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_PER_EXAMPLE, NULL, pe2, ld, 0));
+    for (size_t i = 0; i < B; i++)
+        for (size_t p = 0; p < P; p++) CHECK_CLOSE(pe2[i * ld + p], fd_pe[i * P + p], 2e-4, 2e-3);
+    /* per-example gradients sum to the batch gradient */
+    for (size_t p = 0; p < P; p++) {
+        double s = 0;
+        for (size_t i = 0; i < B; i++) s += pe2[i * ld + p];
+        CHECK_CLOSE(g[p], s, 1e-4, 1e-4);
+    }
+    /* SQNORM vs squared norms of the per-example rows; accumulate adds */
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_SQNORM, NULL, sq, 0, 0));
+    for (size_t i = 0; i < B; i++) {
+        double s = 0;
+        for (size_t p = 0; p < P; p++) s += fd_pe[i * P + p] * fd_pe[i * P + p];
+        CHECK(s > 0);
+        CHECK_CLOSE(sq[i], s, 1e-4, 2e-3);
+        sq[i] = 1.0f;
+    }
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_SQNORM, NULL, sq, 0, 1));
+    for (size_t i = 0; i < B; i++) {
+        double s = 1;
+        for (size_t p = 0; p < P; p++) s += fd_pe[i * P + p] * fd_pe[i * P + p];
+        CHECK_CLOSE(sq[i], s, 1e-4, 2e-3);
+    }
+    /* WEIGHTED vs sum_i w_i g_i; accumulate = 1 adds to what is there */
+    float *w = malloc(B * sizeof *w), *gw = malloc(P * sizeof *gw);
+    for (size_t i = 0; i < B; i++) w[i] = 0.3f + 0.5f * (float)i;
+    for (size_t p = 0; p < P; p++) gw[p] = 2.0f;
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_WEIGHTED, w, gw, 0, 1));
+    for (size_t p = 0; p < P; p++) {
+        double s = 2.0;
+        for (size_t i = 0; i < B; i++) s += w[i] * fd_pe[i * P + p];
+        CHECK_CLOSE(gw[p], s, 3e-4, 2e-3);
+    }
+    /* input cotangent of layer 0's input is not computed; check dact[1] through layer 0's
+     * backward_input against finite differences in x */
+    {
+        const dpt_layer *L0 = &m->layers[0];
+        float *dx = malloc(B * D * sizeof *dx);
+        CHECK_OK(L0->ops->backward_input(L0, m->act[0], m->act[1], m->dact[1], dx, B));
+        for (size_t r = 0; r < m->n_layers; r++) /* a residual connection out of the input */
+            if (m->layers[r].residual_from == 1)
+                for (size_t j = 0; j < B * D; j++) dx[j] += m->dact[r + 1][j];
+        for (size_t j = 0; j < B * D; j++) {
+            double z0 = xd[j];
+            xd[j] = z0 + h;
+            double fp = ref_f(m, th, xd, B, dout, 0, B);
+            xd[j] = z0 - h;
+            double fm = ref_f(m, th, xd, B, dout, 0, B);
+            xd[j] = z0;
+            CHECK_CLOSE(dx[j], (fp - fm) / (2 * h), 2e-4, 2e-3);
+        }
+        free(dx);
+    }
+    /* jvp in a joint (theta, x) direction vs the central difference of the reference */
+    {
+        float *dth = malloc(P * sizeof *dth), *dxx = malloc(B * D * sizeof *dxx), *jv = malloc(B * K * sizeof *jv);
+        fill_gauss(dth, P, 1.0, seed + 3);
+        fill_gauss(dxx, B * D, 1.0, seed + 4);
+        CHECK_OK(dpt_model_jvp(m, dth, dxx, B, jv));
+        double *tp = malloc(P * sizeof *tp), *xp = malloc(B * D * sizeof *xp), *op = malloc(B * K * sizeof *op),
+               *om = malloc(B * K * sizeof *om);
+        for (int sgn = 0; sgn < 2; sgn++) {
+            double e = sgn ? -h : h;
+            for (size_t p = 0; p < P; p++) tp[p] = th[p] + e * dth[p];
+            for (size_t j = 0; j < B * D; j++) xp[j] = xd[j] + e * dxx[j];
+            ref_model(m, tp, xp, B, sgn ? om : op);
+        }
+        for (size_t j = 0; j < B * K; j++) CHECK_CLOSE(jv[j], (op[j] - om[j]) / (2 * h), 3e-4, 2e-3);
+        free(dth), free(dxx), free(jv), free(tp), free(xp), free(op), free(om);
+    }
+    free(x), free(dout), free(th), free(xd), free(o), free(g), free(pe), free(sq), free(fd_pe), free(pe2), free(w),
+        free(gw);
+    dpt_model_free(m);
+}
+
+/* ==== convolution: ghost and materialized norms, clipped sum, chunking ==== */
+
+/* naive per-example gradient of one conv layer in double: g [B, P] */
+static void naive_conv_grads(const dpt_layer *L, const float *x, const float *dv, size_t B, double *g) {
+    const size_t C = L->in_shape[0], H = L->in_shape[1], W = L->in_shape[2];
+    const size_t O = L->out_shape[0], Ho = L->out_shape[1], Wo = L->out_shape[2], k = L->k, s = L->stride;
+    const size_t P = L->n_params;
+    memset(g, 0, B * P * sizeof *g);
+    for (size_t i = 0; i < B; i++)
+        for (size_t o = 0; o < O; o++)
+            for (size_t a = 0; a < Ho; a++)
+                for (size_t b = 0; b < Wo; b++) {
+                    double d = dv[i * L->out_dim + (o * Ho + a) * Wo + b];
+                    if (L->has_bias) g[i * P + O * C * k * k + o] += d;
+                    for (size_t c = 0; c < C; c++)
+                        for (size_t u = 0; u < k; u++)
+                            for (size_t w = 0; w < k; w++) {
+                                long ih = (long)(a * s + u) - (long)L->pad, iw = (long)(b * s + w) - (long)L->pad;
+                                if (ih < 0 || iw < 0 || ih >= (long)H || iw >= (long)W) continue;
+                                g[i * P + ((o * C + c) * k + u) * k + w] +=
+                                    d * x[i * L->in_dim + (c * H + (size_t)ih) * W + (size_t)iw];
+                            }
+                }
+}
+
+static void check_conv_paths(const char *spec, size_t B, int want_ghost) {
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new(spec, B, 1, &m));
+    if (!m) return;
+    dpt_layer *L = &m->layers[0];
+    CHECK(L->kind == DPT_LAYER_CONV2D);
+    CHECK(L->ghost == want_ghost); /* the per-layer choice: ghost iff 2 T^2 < O C k^2 */
+    const size_t P = L->n_params, D = L->in_dim, K = L->out_dim;
+    fill_gauss(m->theta, m->n_params, 0.5, 11);
+    float *x = malloc(B * D * sizeof *x), *dv = malloc(B * K * sizeof *dv), *sq = malloc(B * sizeof *sq);
+    fill_gauss(x, B * D, 1.0, 12);
+    fill_gauss(dv, B * K, 1.0, 13);
+    dv[0] *= 30.0f; /* example 0 gets a large gradient (it will be clipped) */
+    double *g = malloc(B * P * sizeof *g), *n2 = malloc(B * sizeof *n2);
+    naive_conv_grads(L, x, dv, B, g);
+    for (size_t i = 0; i < B; i++) {
+        n2[i] = 0;
+        for (size_t p = 0; p < P; p++) n2[i] += g[i * P + p] * g[i * P + p];
+    }
+    const size_t chunk0 = L->chunk;
+    for (int pass = 0; pass < 4; pass++) {
+        L->ghost = pass & 1;                    /* both SQNORM paths */
+        L->chunk = pass & 2 ? 2 : chunk0;       /* and a chunk smaller than the batch */
+        CHECK_OK(L->ops->backward_params(L, x, dv, B, DPT_GRAD_SQNORM, NULL, sq, 0, 0));
+        for (size_t i = 0; i < B; i++) CHECK_CLOSE(sq[i], n2[i], 1e-4, 1e-4);
+        /* clipped sum: c_i = min(1, C / ||g_i||), WEIGHTED = sum c_i g_i, one GEMM per chunk */
+        const double Cn = sqrt(n2[1]) * 0.8;
+        float *c = malloc(B * sizeof *c), *cs = malloc(P * sizeof *cs);
+        for (size_t i = 0; i < B; i++) c[i] = sq[i] > Cn * Cn ? (float)(Cn / sqrt((double)sq[i])) : 1.0f;
+        CHECK(c[0] < 1.0f);
+        CHECK_OK(L->ops->backward_params(L, x, dv, B, DPT_GRAD_WEIGHTED, c, cs, 0, 0));
+        for (size_t p = 0; p < P; p++) {
+            double s = 0;
+            for (size_t i = 0; i < B; i++) s += fmin(1.0, Cn / sqrt(n2[i])) * g[i * P + p];
+            CHECK_CLOSE(cs[p], s, 1e-4, 1e-4);
+        }
+        /* PER_EXAMPLE rows equal the naive gradient; each clipped row has norm min(||g||, C) */
+        float *pe = malloc(B * P * sizeof *pe);
+        CHECK_OK(L->ops->backward_params(L, x, dv, B, DPT_GRAD_PER_EXAMPLE, NULL, pe, P, 0));
+        for (size_t i = 0; i < B; i++) {
+            double nn = 0;
+            for (size_t p = 0; p < P; p++) {
+                CHECK_CLOSE(pe[i * P + p], g[i * P + p], 1e-4, 1e-4);
+                nn += (double)c[i] * pe[i * P + p] * c[i] * pe[i * P + p];
+            }
+            CHECK_CLOSE(sqrt(nn), fmin(sqrt(n2[i]), Cn), 1e-5, 1e-4);
+        }
+        /* forward and backward_input do not depend on the chunk either */
+        float *v = malloc(B * K * sizeof *v);
+        CHECK_OK(L->ops->forward(L, x, v, B));
+        double *th = to_double(m->theta + L->param_offset, P), *xd = to_double(x, B * D), *vr = malloc(B * K * sizeof *vr);
+        ref_layer(L, th, xd, B, vr);
+        for (size_t j = 0; j < B * K; j++) CHECK_CLOSE(v[j], vr[j], 1e-5, 1e-4);
+        free(c), free(cs), free(pe), free(v), free(th), free(xd), free(vr);
+    }
+    free(x), free(dv), free(sq), free(g), free(n2);
+    dpt_model_free(m);
+}
+
+/* ==== GroupNorm: per-example independence ==== */
+
+static void test_groupnorm_independence(void) {
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new("cnn:4x3x3:gn2", 3, 1, &m));
+    if (!m) return;
+    const size_t D = m->in_dim;
+    for (size_t j = 0; j < m->n_params; j++) m->theta[j] = 0.5f + 0.1f * (float)j;
+    float x[3 * 36], v1[3 * 36], v2[3 * 36];
+    fill_gauss(x, 3 * D, 1.0, 21);
+    CHECK_OK(dpt_model_forward(m, x, 3));
+    memcpy(v1, dpt_model_output(m), sizeof v1);
+    for (size_t j = D; j < 2 * D; j++) x[j] = 5.0f * x[j] + 3.0f; /* change example 1 only */
+    CHECK_OK(dpt_model_forward(m, x, 3));
+    memcpy(v2, dpt_model_output(m), sizeof v2);
+    int same0 = 1, same2 = 1, diff1 = 0;
+    for (size_t j = 0; j < D; j++) {
+        same0 &= v1[j] == v2[j];
+        same2 &= v1[2 * D + j] == v2[2 * D + j];
+        diff1 |= v1[D + j] != v2[D + j];
+    }
+    CHECK(same0 && same2); /* bit-identical: the others' outputs do not move */
+    CHECK(diff1);          /* the changed example's output does (the test can fail) */
+    /* gamma starts at 1 under dpt_model_init */
+    dpt_rng r;
+    dpt_rng_init(&r, 1, DPT_STREAM_INIT);
+    CHECK_OK(dpt_model_init(m, DPT_INIT_DEFAULT, NULL, 0, 0.0, &r));
+    dpt_rng_free(&r);
+    CHECK(m->theta[0] == 1.0f && m->theta[3] == 1.0f && m->theta[4] == 0.0f);
+    dpt_model_free(m);
+}
+
+/* ==== specs ==== */
+
+static void test_specs(void) {
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new("mnist_cnn", 4, 1, &m));
+    if (m) {
+        CHECK(m->in_dim == 784 && m->out_dim == 10 && m->n_params == 26010);
+        CHECK(m->layers[0].out_shape[1] == 14 && m->layers[2].out_shape[1] == 13);
+        CHECK(m->layers[3].out_shape[1] == 5 && m->layers[5].out_dim == 512);
+        CHECK(m->layers[0].ghost == 0 && m->layers[3].ghost == 1); /* T = 196 vs 25 */
+        CHECK(dpt_model_n_linear(m) == 4);
+        dpt_rng r;
+        dpt_rng_init(&r, 1, DPT_STREAM_INIT);
+        CHECK_OK(dpt_model_init(m, DPT_INIT_DEFAULT, NULL, 0, 0.0, &r));
+        dpt_rng_free(&r);
+        /* He init for a ReLU CNN: conv1 fan-in C k^2 = 64 */
+        double s = 0;
+        for (size_t j = 0; j < 1024; j++) s += (double)m->theta[j] * m->theta[j];
+        CHECK_CLOSE(s / 1024, 2.0 / 64, 0, 0.15);
+        dpt_param_tensor t;
+        dpt_model_tensor(m, 0, &t);
+        CHECK(!strcmp(t.name, "conv1.weight") && t.ndim == 4 && t.shape[0] == 16 && t.shape[1] == 1 && t.shape[3] == 8);
+        dpt_model_free(m);
+    }
+    CHECK_OK(dpt_model_new("resnet5", 4, 1, &m));
+    if (m) {
+        CHECK(m->in_dim == 3072 && m->out_dim == 10 && m->n_params == 20410);
+        size_t nres = 0;
+        for (size_t l = 0; l < m->n_layers; l++) nres += m->layers[l].residual_from != 0;
+        CHECK(nres == 1 && m->layers[8].kind == DPT_LAYER_CONV2D && m->layers[8].residual_from == 9);
+        dpt_model_free(m);
+    }
+    CHECK_STATUS(dpt_model_new("cnn:3x8x8:conv4k3,bn,relu,fc2", 4, 1, &m), DPT_EINVAL);
+    CHECK_ERR_HAS("BatchNorm");
+    CHECK_ERR_HAS("gn<groups>");
+    CHECK_STATUS(dpt_model_new("cnn:3x8x8:conv4k3,batchnorm2d,fc2", 4, 1, &m), DPT_EINVAL);
+    CHECK_ERR_HAS("per-example");
+    CHECK_STATUS(dpt_model_new("cnn:3x8x8:[conv4k3],fc2", 4, 1, &m), DPT_EINVAL);
+    CHECK_ERR_HAS("same shape");
+    CHECK_STATUS(dpt_model_new("cnn:3x8x8:[conv3k3p1,[relu],conv3k3p1]", 4, 1, &m), DPT_EINVAL);
+    CHECK_ERR_HAS("nested");
+    CHECK_STATUS(dpt_model_new("cnn:3x8x8:conv3k3p1,relu]", 4, 1, &m), DPT_EINVAL);
+    CHECK_STATUS(dpt_model_new("cnn:3x8x8:[conv3k3p1,tanh]", 4, 1, &m), DPT_EINVAL);
+    CHECK_ERR_HAS("tanh");
+    CHECK_STATUS(dpt_model_new("cnn:3x8x8:conv3q3", 4, 1, &m), DPT_EINVAL);
+    CHECK_ERR_HAS("'conv3q3' is not a layer");
+    CHECK_STATUS(dpt_model_new("cnn:3x8x8:conv3k9", 4, 1, &m), DPT_EINVAL);
+    CHECK_ERR_HAS("does not fit");
+    CHECK_STATUS(dpt_model_new("cnn:3x8:conv3k3", 4, 1, &m), DPT_EINVAL);
+    CHECK_ERR_HAS("input shape");
+    CHECK_STATUS(dpt_model_new("cnn:4x8x8:gn3", 4, 1, &m), DPT_EINVAL);
+    CHECK_ERR_HAS("do not divide");
+    CHECK_STATUS(dpt_model_new("cnn:3x8x8:maxpool9", 4, 1, &m), DPT_EINVAL);
+    CHECK_STATUS(dpt_model_new("cnn:3x8x8:conv2k3,", 4, 1, &m), DPT_EINVAL);
+    CHECK_STATUS(dpt_model_new("cnn:3x8x8:conv2k3:bias", 4, 1, &m), DPT_EINVAL);
+    CHECK_OK(dpt_model_new("cnn:3x8x8:conv2k3:nobias", 4, 1, &m));
+    if (m) CHECK(m->n_params == 2 * 27);
+    dpt_model_free(m);
+}
+
+int main(void) {
+    /* each layer alone, then small models with every layer kind and a residual group */
+    check_model("cnn:2x7x6:conv3k3s2p1", 3, 100);
+    check_model("cnn:2x5x5:conv2k2", 2, 101);
+    check_model("cnn:2x6x5:conv3k3:nobias", 2, 102);
+    check_model("cnn:2x6x6:conv2k1,maxpool2", 3, 103);
+    check_model("cnn:2x7x7:conv2k1,maxpool3s2", 2, 104);
+    check_model("cnn:2x6x6:conv2k1,avgpool2s1", 2, 105);
+    check_model("cnn:4x3x2:gn2", 3, 106);
+    check_model("cnn:4x3x2:gn1,fc2", 2, 107);
+    check_model("cnn:2x4x4:conv2k3p1,flatten,fc3", 2, 108);
+    check_model("cnn:2x5x5:conv3k3p1,relu,[conv3k3p1],relu,maxpool2,flatten,fc3", 3, 109);
+    check_model("cnn:2x4x4:[conv2k3p1,tanh,conv2k3p1,gn2],tanh,avgpool2,fc2", 2, 110);
+    check_model("cnn:2x4x4:conv3k3p1,tanh,[conv3k1,gn3,tanh,conv3k3p1],avgpool2,fc2", 2, 111);
+    /* ghost (2 T^2 < O C k^2) and materialized layers, both forced both ways */
+    check_conv_paths("cnn:8x3x3:conv6k3p1", 5, 1);  /* T = 9: 162 < 432 -> ghost */
+    check_conv_paths("cnn:2x9x9:conv3k3", 5, 0);    /* T = 49: 4802 > 54 -> materialized */
+    test_groupnorm_independence();
+    test_specs();
+    TEST_MAIN_END();
+}
