@@ -70,8 +70,8 @@ static void clipped_sum(dpt_trainer *t, dpt_algo *a, const float *x, const int32
 }
 
 /* ==== fast path == reference path ==== */
-static void test_fast_vs_reference(const dpt_dataset *tr, dpt_clip_mode mode, double C) {
-    dpt_train_config c = dp_cfg("mlp:8-16-16-3:gelu", 0.1);
+static void test_fast_vs_reference(const dpt_dataset *tr, dpt_clip_mode mode, double C, const char *spec) {
+    dpt_train_config c = dp_cfg(spec, 0.1);
     dpt_algo *af, *ar;
     dpt_trainer *tf = make_trainer(&c, tr, 1.0, C, mode, 0, &af);
     dpt_trainer *tref = make_trainer(&c, tr, 1.0, C, mode, 1, &ar);
@@ -343,9 +343,13 @@ int main(void) {
     dpt_dataset tr, te;
     make_blobs(&tr, 600, 1, 1.0f);
     make_blobs(&te, 300, 2, 1.0f);
-    test_fast_vs_reference(&tr, DPT_CLIP_FLAT, 0.05);
-    test_fast_vs_reference(&tr, DPT_CLIP_FLAT, 5.0);
-    test_fast_vs_reference(&tr, DPT_CLIP_PER_LAYER, 0.2);
+    test_fast_vs_reference(&tr, DPT_CLIP_FLAT, 0.05, "mlp:8-16-16-3:gelu");
+    test_fast_vs_reference(&tr, DPT_CLIP_FLAT, 5.0, "mlp:8-16-16-3:gelu");
+    test_fast_vs_reference(&tr, DPT_CLIP_PER_LAYER, 0.2, "mlp:8-16-16-3:gelu");
+    /* a CNN on the 8 features seen as 2x2x2: a materialized conv (2 T^2 = 162 > O C k^2 = 24),
+     * ghost convs (162 < 8 * 27 and 3 * 72), GroupNorm, a residual group */
+    test_fast_vs_reference(&tr, DPT_CLIP_FLAT, 0.05, "cnn:2x2x2:conv3k2p1,relu,[conv8k3p1,gn2,relu,conv3k3p1],relu,maxpool2s1,fc3");
+    test_fast_vs_reference(&tr, DPT_CLIP_PER_LAYER, 0.2, "cnn:2x2x2:conv3k2p1,relu,[conv8k3p1,gn2,relu,conv3k3p1],relu,maxpool2s1,fc3");
     test_sensitivity(&tr, 0.05, 1, DPT_CLIP_FLAT);
     test_sensitivity(&tr, 0.05, 0, DPT_CLIP_FLAT);
     test_sensitivity(&tr, 0.3, 0, DPT_CLIP_PER_LAYER);
