@@ -295,7 +295,7 @@ static void check_conv_paths(const char *spec, size_t B, int want_ghost) {
     if (!m) return;
     dpt_layer *L = &m->layers[0];
     CHECK(L->kind == DPT_LAYER_CONV2D);
-    CHECK(L->ghost == want_ghost); /* the per-layer choice: ghost iff 2 T^2 < O C k^2 */
+    CHECK(L->ghost == want_ghost); /* the per-layer choice: ghost iff T (C k^2 + O) < O C k^2 */
     const size_t P = L->n_params, D = L->in_dim, K = L->out_dim;
     fill_gauss(m->theta, m->n_params, 0.5, 11);
     float *x = malloc(B * D * sizeof *x), *dv = malloc(B * K * sizeof *dv), *sq = malloc(B * sizeof *sq);
@@ -454,9 +454,9 @@ int main(void) {
     check_model("cnn:2x5x5:conv3k3p1,relu,[conv3k3p1],relu,maxpool2,flatten,fc3", 3, 109);
     check_model("cnn:2x4x4:[conv2k3p1,tanh,conv2k3p1,gn2],tanh,avgpool2,fc2", 2, 110);
     check_model("cnn:2x4x4:conv3k3p1,tanh,[conv3k1,gn3,tanh,conv3k3p1],avgpool2,fc2", 2, 111);
-    /* ghost (2 T^2 < O C k^2) and materialized layers, both forced both ways */
-    check_conv_paths("cnn:8x3x3:conv6k3p1", 5, 1);  /* T = 9: 162 < 432 -> ghost */
-    check_conv_paths("cnn:2x9x9:conv3k3", 5, 0);    /* T = 49: 4802 > 54 -> materialized */
+    /* ghost (T (C k^2 + O) < O C k^2) and materialized layers, both forced both ways */
+    check_conv_paths("cnn:8x3x3:conv16k3p1", 5, 1); /* T (Dk + O) = 792 < O Dk = 1152: ghost */
+    check_conv_paths("cnn:2x9x9:conv3k3", 5, 0);    /* 49 * 21 > 54: materialized */
     test_groupnorm_independence();
     test_specs();
     TEST_MAIN_END();
