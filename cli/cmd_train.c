@@ -88,7 +88,7 @@ int dpt_cmd_train(int argc, char **argv) {
         {"--max-train", CLI_LONG, &max_train, "N", "use the first N training examples (0 = all)", NULL},
         {"--max-test", CLI_LONG, &max_test, "N", "use the first N test examples (0 = all)", NULL},
         {"--normalize", CLI_STR, &normalize, "MODE", "none | scalar | channel (statistics of the training split)", NULL},
-        {"--model", CLI_STR, &model, "SPEC", "model spec, e.g. mlp:784-1000-10:relu (see docs/nn.md)", NULL},
+        {"--model", CLI_STR, &model, "SPEC", "model spec: mlp:784-1000-10:relu, cnn:1x28x28:conv16k5,relu,fc10, or mnist_cnn | mnist_cnn_tanh | resnet5 (see docs/nn.md)", NULL},
         {"--loss", CLI_STR, &loss, "NAME", "ce (softmax cross-entropy) | bce | mse", NULL},
         {"--init", CLI_STR, &init, "NAME", "default | lecun | he | xavier | ntk", NULL},
         {"--optimizer", CLI_STR, &optimizer, "NAME", "sgd | adam", NULL},

@@ -404,6 +404,12 @@ static void test_specs(void) {
         CHECK(!strcmp(t.name, "conv1.weight") && t.ndim == 4 && t.shape[0] == 16 && t.shape[1] == 1 && t.shape[3] == 8);
         dpt_model_free(m);
     }
+    CHECK_OK(dpt_model_new("mnist_cnn_tanh", 4, 1, &m));
+    if (m) {
+        CHECK(m->n_params == 26010 && m->layers[0].out_shape[1] == 13 && m->layers[2].out_shape[1] == 12);
+        CHECK(m->layers[1].kind == DPT_LAYER_TANH && m->layers[5].out_dim == 512);
+        dpt_model_free(m);
+    }
     CHECK_OK(dpt_model_new("resnet5", 4, 1, &m));
     if (m) {
         CHECK(m->in_dim == 3072 && m->out_dim == 10 && m->n_params == 20410);

@@ -141,7 +141,8 @@ typedef struct {
  *                                  fc<K>, activations; "[...]" adds the group's input to its
  *                                  output (a residual connection); see docs/nn.md
  *   named models: "mnist_cnn" (Opacus MNIST example), "mnist_cnn_tanh" (Tramer & Boneh
- *                                  2021), "resnet5" (DP-ULR Section 4.3, CIFAR-10)
+ *                                  2021's MNIST CNN: tanh, conv1 padding 2), "resnet5"
+ *                                  (DP-ULR Section 4.3, CIFAR-10)
  * Allocates every buffer for batches up to max_batch. Unknown or malformed specs are
  * DPT_EINVAL naming the offending part. Parameters start at zero: call dpt_model_init. */
 dpt_status dpt_model_new(const char *spec, size_t max_batch, int threads, dpt_model **out);

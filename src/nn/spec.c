@@ -29,13 +29,12 @@ static const char *part(const char *s, size_t n, char *buf, size_t cap) {
 static const struct {
     const char *name, *spec;
 } named[] = {
-    /* Opacus examples/mnist.py SampleConvNet (also Tramer & Boneh 2021's MNIST CNN with
-     * ReLU): 28 -> conv 8x8/2 pad 3 -> 14 -> maxpool 2/1 -> 13 -> conv 4x4/2 -> 5 ->
+    /* Opacus examples/mnist.py SampleConvNet: 28 -> conv 8x8/2 pad 3 -> 14 -> maxpool 2/1 -> 13 -> conv 4x4/2 -> 5 ->
      * maxpool 2/1 -> 4; 32*4*4 = 512 -> 32 -> 10 (26010 parameters) */
     {"mnist_cnn", "cnn:1x28x28:conv16k8s2p3,relu,maxpool2s1,conv32k4s2,relu,maxpool2s1,flatten,fc32,relu,fc10"},
-    /* the same with tanh, the activation Tramer & Boneh 2021 (and Papernot et al. 2021)
-     * found better under DP-SGD */
-    {"mnist_cnn_tanh", "cnn:1x28x28:conv16k8s2p3,tanh,maxpool2s1,conv32k4s2,tanh,maxpool2s1,flatten,fc32,tanh,fc10"},
+    /* Tramer & Boneh 2021's MNIST CNN (models.py of their Handcrafted-DP code): tanh, and
+     * padding 2 in conv 1: 28 -> 13 -> maxpool 2/1 -> 12 -> conv 4x4/2 -> 5 -> 4 */
+    {"mnist_cnn_tanh", "cnn:1x28x28:conv16k8s2p2,tanh,maxpool2s1,conv32k4s2,tanh,maxpool2s1,flatten,fc32,tanh,fc10"},
     /* DP-ULR (Section 4.3) ResNet-5: conv 8, 16, 32, 32 channels 3x3 stride 1 (padding 1),
      * ReLU, the output of conv 4 added to its input (conv 3's activation) before the ReLU,
      * then one linear layer. The pooling is ours (the paper states none): 2x2 max-pooling
