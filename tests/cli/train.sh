@@ -4,22 +4,7 @@
 # line naming the flag or file.
 set -u
 BIN=$1
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0; checks=0
-expect_fail() { # expect_fail "needle" cmd...
-  local needle=$1; shift
-  checks=$((checks+1))
-  local out; out=$("$@" 2>&1); local rc=$?
-  if [ $rc -eq 0 ] || ! grep -q -- "$needle" <<<"$out"; then
-    echo "FAIL: '$*' rc=$rc, want non-zero and message containing '$needle'; got: $out"; fail=$((fail+1))
-  fi
-}
-expect_ok() {
-  checks=$((checks+1))
-  local out; out=$("$@" 2>&1); local rc=$?
-  if [ $rc -ne 0 ]; then echo "FAIL: '$*' rc=$rc: $out"; fail=$((fail+1)); fi
-}
+source "$(dirname "$0")/lib/harness.sh"
 # 3 classes, 4 features, separable
 python3 - "$T/d.csv" <<'PY'
 import random, sys
@@ -76,5 +61,4 @@ printf '\x55' | dd of="$T/flip.safetensors" bs=1 seek=$(( $(stat -c %s "$T/flip.
 expect_fail "flip.safetensors" "$BIN" eval --checkpoint "$T/flip.safetensors"
 expect_fail "--seed" "$BIN" train "${COMMON[@]}" --epochs 4 --out "$T/run" --resume --seed 9
 
-echo "$((checks - fail)) passed, $fail failed"
-[ $fail -eq 0 ]
+harness_end
