@@ -428,6 +428,7 @@ static char *state_json(dpt_trainer *t) {
     cJSON_AddNumberToObject(cfg, "schedule_kind", t->cfg.schedule.kind);
     cJSON_AddNumberToObject(cfg, "schedule_gamma", t->cfg.schedule.gamma);
     cJSON_AddNumberToObject(cfg, "schedule_every", t->cfg.schedule.every);
+    cJSON_AddNumberToObject(cfg, "lr", t->cfg.optim.lr);
     dpt_sampler_state ss;
     dpt_sampler_get_state(t->sampler, &ss);
     cJSON *sm = cJSON_AddObjectToObject(root, "sampler");
@@ -608,6 +609,11 @@ dpt_status dpt_trainer_resume(dpt_trainer *t) {
         mismatch(msg, sizeof msg, "loss/init", "different", "as given");
     if ((int)sk != (int)t->cfg.schedule.kind || sg != t->cfg.schedule.gamma || (unsigned)se != t->cfg.schedule.every)
         mismatch(msg, sizeof msg, "--lr-schedule", "different", "as given");
+    double lr_was;
+    if (json_double(cfg, "lr", &lr_was) && lr_was != t->cfg.optim.lr && !t->cfg.quiet && !msg[0])
+        fprintf(stderr, "dptrain: note: resuming with learning rate %g (the checkpoint's run used %g); the new "
+                        "rate applies from step %" PRIu64 " on, the optimizer's other state continues\n",
+                t->cfg.optim.lr, lr_was, step + 1);
     if (msg[0]) {
         s = dpt_set_error(DPT_EMISMATCH, "%s: cannot resume: %s", path, msg);
         goto out;
