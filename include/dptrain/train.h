@@ -45,6 +45,9 @@ typedef struct dpt_algo {
      * perturb the new weights (proportional noise). Not called for steps that skip the
      * optimizer (an empty batch of a non-private algorithm). */
     dpt_status (*after_update)(struct dpt_algo *a, dpt_trainer *t);
+    /* Optional: called once by dpt_trainer_new when the model exists and before the
+     * ledger is created, e.g. to set `sigma` from the parameter count. */
+    dpt_status (*bind)(struct dpt_algo *a, dpt_trainer *t);
 } dpt_algo;
 
 /* Non-private minibatch SGD: mean loss gradient over the sampled batch. */

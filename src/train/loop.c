@@ -194,7 +194,11 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
     if ((s = dpt_model_init(t->model, cfg->init, NULL, 0, 0.0, &t->rng_init)) != DPT_OK) goto fail;
     if ((s = dpt_optim_init(&t->opt, &cfg->optim, t->model->n_params)) != DPT_OK) goto fail;
     t->opt_live = 1;
-    if ((s = dpt_sampler_new(cfg->sampler, train->n, cfg->batch_size, q, 0, cfg->seed, &t->sampler)) != DPT_OK)
+    /* --secure: the batches must be as unpredictable as the noise, or an adversary who
+     * knows the (logged) seed knows who was sampled and there is no amplification. */
+    if ((s = cfg->secure ? dpt_sampler_new_secure(cfg->sampler, train->n, cfg->batch_size, q, 0, &t->sampler)
+                         : dpt_sampler_new(cfg->sampler, train->n, cfg->batch_size, q, 0, cfg->seed, &t->sampler)) !=
+        DPT_OK)
         goto fail;
     t->idx = dpt_alloc(train->n, sizeof *t->idx, "batch indices");
     t->xb = dpt_alloc(t->max_batch * train->dim, sizeof *t->xb, "batch features");
@@ -204,6 +208,7 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
         goto fail;
     }
     if ((s = dpt_dataset_hash(train, t->data_hash)) != DPT_OK) goto fail;
+    if (algo && algo->bind && (s = algo->bind(algo, t)) != DPT_OK) goto fail;
     if (algo && algo->is_private) {
         if (!(cfg->delta > 0 && cfg->delta < 1)) {
             s = dpt_set_error(DPT_EINVAL, "--delta must be in (0, 1), got %g", cfg->delta);
@@ -423,6 +428,7 @@ static char *state_json(dpt_trainer *t) {
     cJSON_AddNumberToObject(cfg, "schedule_kind", t->cfg.schedule.kind);
     cJSON_AddNumberToObject(cfg, "schedule_gamma", t->cfg.schedule.gamma);
     cJSON_AddNumberToObject(cfg, "schedule_every", t->cfg.schedule.every);
+    cJSON_AddNumberToObject(cfg, "lr", t->cfg.optim.lr);
     dpt_sampler_state ss;
     dpt_sampler_get_state(t->sampler, &ss);
     cJSON *sm = cJSON_AddObjectToObject(root, "sampler");
@@ -603,6 +609,11 @@ dpt_status dpt_trainer_resume(dpt_trainer *t) {
         mismatch(msg, sizeof msg, "loss/init", "different", "as given");
     if ((int)sk != (int)t->cfg.schedule.kind || sg != t->cfg.schedule.gamma || (unsigned)se != t->cfg.schedule.every)
         mismatch(msg, sizeof msg, "--lr-schedule", "different", "as given");
+    double lr_was;
+    if (json_double(cfg, "lr", &lr_was) && lr_was != t->cfg.optim.lr && !t->cfg.quiet && !msg[0])
+        fprintf(stderr, "dptrain: note: resuming with learning rate %g (the checkpoint's run used %g); the new "
+                        "rate applies from step %" PRIu64 " on, the optimizer's other state continues\n",
+                t->cfg.optim.lr, lr_was, step + 1);
     if (msg[0]) {
         s = dpt_set_error(DPT_EMISMATCH, "%s: cannot resume: %s", path, msg);
         goto out;
