@@ -235,8 +235,9 @@ int dpt_cmd_train(int argc, char **argv) {
                 dataset, train.n, test.n, t_load, model, m->n_params);
         if (A->describe) A->describe(&ctx, stderr);
         if (dpt_comm_size() > 1)
-            fprintf(stderr, "  data parallel: %d MPI ranks (%s), %zu shards, one noise draw per step, "
-                            "rank 0 writes %s\n", dpt_comm_size(), dpt_comm_library(), dpt_trainer_shards(t), out);
+            fprintf(stderr, "  data parallel: %d MPI ranks (%s), %zu shards%s, rank 0 writes %s\n",
+                    dpt_comm_size(), dpt_comm_library(), dpt_trainer_shards(t),
+                    A->uses_privacy_flags ? ", one noise draw per step" : "", out);
     }
     dpt_epoch_result r;
     if (dpt_trainer_run(t, &r) != DPT_OK) {
