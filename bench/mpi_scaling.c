@@ -5,6 +5,7 @@
  * and the broadcast of the total, P floats each) next to the cost model's 2 (R-1) 4 P.
  * Every configuration runs under the MPI launcher in one invocation of this program, so
  * the ratios are measured on the same machine at the same time.
+ * Ranks yield their core while waiting (OMPI_MCA_mpi_yield_when_idle=1 unless set).
  * usage: mpi_scaling [steps=200]      (child mode, used internally: --child STEPS THREADS) */
 #include <dptrain/comm.h>
 #include <dptrain/train.h>
@@ -129,6 +130,9 @@ int main(int argc, char **argv) {
         setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
         setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
     }
+    /* a waiting rank yields its core (default: busy polling, which on a shared 2-core
+     * machine steals the core from the rank still computing); override in the environment */
+    setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
     char self[1024];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) return 1;
