@@ -175,6 +175,7 @@ int dpt_cmd_train(int argc, char **argv) {
     int rank = dpt_comm_rank();
     if (rank != 0) {
         quiet = 1;
+        ctx.quiet = 1;
         if (!freopen("/dev/null", "w", stdout)) return cli_error("cannot redirect the output of rank %d", rank);
     }
     if (max_train < 0 || max_test < 0) return cli_error("--max-train/--max-test must be >= 0");
