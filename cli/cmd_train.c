@@ -103,7 +103,7 @@ int dpt_cmd_train(int argc, char **argv) {
         {"--epochs", CLI_LONG, &epochs, "E", "epochs to train (poisson: an epoch is round(1/q) steps)", NULL},
         {"--max-steps", CLI_U64, &max_steps, "T", "stop after T steps in total (0 = no limit)", NULL},
         {"--seed", CLI_U64, &seed, "S", "seed of every random stream (init, sampling, noise)", NULL},
-        {"--threads", CLI_LONG, &threads, "N", "threads (0 = all cores; per MPI rank)", NULL},
+        {"--threads", CLI_LONG, &threads, "N", "threads (0 = all cores; under mpirun: per rank, cores / ranks on the host)", NULL},
         {"--shards", CLI_LONG, &shards, "S", "data-parallel shards: same result on any number of MPI ranks "
                                             "(0 = ranks; see docs/distributed.md)", NULL},
         {"--out", CLI_STR, &out, "DIR", "run directory", NULL},
@@ -171,6 +171,12 @@ int dpt_cmd_train(int argc, char **argv) {
     if (epochs < 1) return cli_error("--epochs must be >= 1, got %ld", epochs);
     if (threads < 0 || threads > 1024) return cli_error("--threads must be in [0, 1024], got %ld", threads);
     if (shards < 0 || shards > 65536) return cli_error("--shards must be in [0, 65536], got %ld", shards);
+    /* under mpirun the cores of a host are shared by its ranks */
+    if (threads == 0 && dpt_comm_size() > 1) {
+        const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+        long local = ls ? atol(ls) : 1, cores = dpt_threads_resolve(0);
+        threads = local > 0 && cores / local > 0 ? cores / local : 1;
+    }
     /* under mpirun only rank 0 talks to the user and writes the run directory */
     int rank = dpt_comm_rank();
     if (rank != 0) {

@@ -11,7 +11,10 @@
 #include <mpi.h>
 #endif
 
-static int g_rank = 0, g_size = 1, g_mpi = 0;
+static int g_rank = 0, g_size = 1;
+#ifdef DPT_HAVE_MPI
+static int g_mpi = 0; /* MPI_Init was called by dpt_comm_init */
+#endif
 static uint64_t g_sent = 0;
 
 int dpt_comm_compiled(void) {
@@ -36,6 +39,7 @@ const char *dpt_comm_library(void) {
 #endif
 }
 
+#ifdef DPT_HAVE_MPI
 /* Started by mpirun/mpiexec (Open MPI, MPICH/Hydra, PMIx launchers)? */
 static int launched_by_mpi(void) {
     const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK"};
@@ -43,6 +47,7 @@ static int launched_by_mpi(void) {
         if (getenv(vars[i])) return 1;
     return 0;
 }
+#endif
 
 dpt_status dpt_comm_init(int *argc, char ***argv) {
 #ifdef DPT_HAVE_MPI
