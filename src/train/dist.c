@@ -202,7 +202,7 @@ dpt_status dpt_dist_check_agree(dpt_trainer *t) {
     if (t->nranks == 1) return DPT_OK;
     agree_msg mine, root;
     agree_fill(t, &mine);
-    root = mine;
+    memcpy(&root, &mine, sizeof root); /* bytes, padding included */
     DPT_TRY(dpt_comm_bcast(&root, sizeof root, 0));
     if (!memcmp(&mine, &root, sizeof mine)) return DPT_OK;
     if (memcmp(mine.data_hash, root.data_hash, 32) || mine.n_train != root.n_train || mine.n_test != root.n_test)
