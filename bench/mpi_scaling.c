@@ -3,6 +3,8 @@
  * thread each, and R = 1 with 2 threads (the OpenMP alternative on the same 2 cores), plus
  * the bytes communicated per step (all ranks' sends: the tree reduction of the shard sums
  * and the broadcast of the total, P floats each) next to the cost model's 2 (R-1) 4 P.
+ * CPU time per step summed over ranks (and threads) is printed too: on a shared machine the
+ * wall-clock numbers mostly measure the other jobs, the CPU time much less so.
  * Every configuration runs under the MPI launcher in one invocation of this program, so
  * the ratios are measured on the same machine at the same time.
  * Ranks yield their core while waiting (OMPI_MCA_mpi_yield_when_idle=1 unless set).
@@ -14,7 +16,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 #define N_EX 60000
 #define SPEC "mlp:784-128-64-32-10:gelu"
@@ -53,18 +62,23 @@ static int child(int argc, char **argv, uint64_t steps, int threads) {
     if (dpt_algo_dpsgd_new(&dc, &a) != DPT_OK || dpt_trainer_new(&c, &d, NULL, a, &t) != DPT_OK) goto fail;
     uint64_t b0 = dpt_comm_bytes_sent();
     if (dpt_comm_barrier() != DPT_OK) goto fail;
-    double t0 = dpt_now();
+    double t0 = dpt_now(), c0 = cpu_now();
     if (dpt_trainer_run(t, &r) != DPT_OK) goto fail;
+    double cpu = cpu_now() - c0, cpu_total = cpu;
     if (dpt_comm_barrier() != DPT_OK) goto fail;
     double el = dpt_now() - t0;
     uint64_t sent = dpt_comm_bytes_sent() - b0, total = sent;
     if (rank != 0) {
         if (dpt_comm_send(&sent, sizeof sent, 0, 99) != DPT_OK) goto fail;
+        if (dpt_comm_send(&cpu, sizeof cpu, 0, 98) != DPT_OK) goto fail;
     } else {
         for (int k = 1; k < R; k++) {
             uint64_t v = 0;
             if (dpt_comm_recv(&v, sizeof v, k, 99) != DPT_OK) goto fail;
             total += v;
+            double cv = 0;
+            if (dpt_comm_recv(&cv, sizeof cv, k, 98) != DPT_OK) goto fail;
+            cpu_total += cv;
         }
         /* the exact examples of these steps: the same Poisson draws, replayed */
         dpt_sampler *s = NULL;
@@ -78,8 +92,8 @@ static int child(int argc, char **argv, uint64_t steps, int threads) {
         }
         dpt_sampler_free(s);
         free(idx);
-        printf("RESULT %d %d %.1f %.1f %zu %.4f\n", R, threads, (double)ex / el, (double)total / (double)steps,
-               dpt_trainer_model(t)->n_params, el / (double)steps * 1e3);
+        printf("RESULT %d %d %.1f %.1f %zu %.4f %.4f\n", R, threads, (double)ex / el, (double)total / (double)steps,
+               dpt_trainer_model(t)->n_params, el / (double)steps * 1e3, cpu_total / (double)steps * 1e3);
     }
     dpt_trainer_free(t);
     dpt_dataset_free(&d);
@@ -93,7 +107,7 @@ fail:
 
 typedef struct {
     int ranks, threads;
-    double ex_s, bytes, ms;
+    double ex_s, bytes, ms, cpu_ms;
     size_t P;
 } result;
 
@@ -108,8 +122,8 @@ static int measure(const char *self, int ranks, int threads, uint64_t steps, res
     char line[512];
     int ok = 0;
     while (fgets(line, sizeof line, p))
-        if (sscanf(line, "RESULT %d %d %lf %lf %zu %lf", &out->ranks, &out->threads, &out->ex_s, &out->bytes, &out->P,
-                   &out->ms) == 6)
+        if (sscanf(line, "RESULT %d %d %lf %lf %zu %lf %lf", &out->ranks, &out->threads, &out->ex_s, &out->bytes,
+                   &out->P, &out->ms, &out->cpu_ms) == 7)
             ok = 1;
     int rc = pclose(p);
     if (!ok || rc != 0) {
@@ -141,14 +155,18 @@ int main(int argc, char **argv) {
     result r[3];
     printf("DP-SGD %s, Poisson q = 256/%d, %" PRIu64 " steps per configuration, %s\n", SPEC, N_EX, steps,
            dpt_comm_library());
-    printf("%-6s %-8s %12s %10s %16s %18s\n", "ranks", "threads", "examples/s", "ms/step", "bytes/step", "model 2(R-1)4P");
+    printf("%-6s %-8s %12s %10s %14s %16s %18s\n", "ranks", "threads", "examples/s", "ms/step", "CPU ms/step",
+           "bytes/step", "model 2(R-1)4P");
     for (int i = 0; i < 3; i++) {
         if (measure(self, cfg[i][0], cfg[i][1], steps, &r[i])) return 1;
-        printf("%-6d %-8d %12.0f %10.2f %16.0f %18.0f\n", r[i].ranks, r[i].threads, r[i].ex_s, r[i].ms, r[i].bytes,
-               2.0 * (r[i].ranks - 1) * 4.0 * (double)r[i].P);
+        printf("%-6d %-8d %12.0f %10.2f %14.2f %16.0f %18.0f\n", r[i].ranks, r[i].threads, r[i].ex_s, r[i].ms,
+               r[i].cpu_ms, r[i].bytes, 2.0 * (r[i].ranks - 1) * 4.0 * (double)r[i].P);
         fflush(stdout);
     }
     printf("speedup R=2 (1 thread each) over R=1 (1 thread): %.2fx;  R=1 with 2 threads over 1 thread: %.2fx\n",
            r[1].ex_s / r[0].ex_s, r[2].ex_s / r[0].ex_s);
+    printf("CPU time per step, all ranks/threads, relative to R=1 x 1 thread: R=2 %.2fx, 2 threads %.2fx "
+           "(1.00 = no overhead; load-independent unlike wall time, but includes time spent polling)\n",
+           r[1].cpu_ms / r[0].cpu_ms, r[2].cpu_ms / r[0].cpu_ms);
     return 0;
 }
