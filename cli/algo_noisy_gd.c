@@ -26,20 +26,34 @@ static cli_option NGD_OPTS[] = {
      "noise scale sigma (> 0; required): each step adds N(0, 2 eta sigma^2) per parameter", &lsigma_seen},
     {"--linearized", CLI_FLAG, &linearized, NULL, "train the linearization f(W0) + J(W0)(W - W0) (Eq. 3)", NULL},
     {"--neighbours", CLI_STR, &neighbours, "SET",
-     "KL estimate over remove | add | replace | all | none (add/replace: test records)", NULL},
+     "KL estimate over all | none | a list of remove,add,replace (add/replace: test records)", NULL},
     {"--kl-constant", CLI_STR, &constant, "C", "exact (eta/(4 sigma^2)) | paper (eta/(2 sigma^2), 2x larger)", NULL},
     {"--replace-candidates", CLI_LONG, &replace_k, "K", "held-out records tried as replacements (largest "
                                                         "gradient norm at W0)", NULL},
     {NULL, 0, NULL, NULL, NULL, NULL},
 };
 
+/* "all" | "none" | a comma list of remove, add, replace */
 static int parse_neighbours(const char *s, int *out) {
-    if (!strcmp(s, "all")) *out = DPT_KL_ALL;
-    else if (!strcmp(s, "remove")) *out = DPT_KL_REMOVE;
-    else if (!strcmp(s, "add")) *out = DPT_KL_ADD;
-    else if (!strcmp(s, "replace")) *out = DPT_KL_REPLACE;
-    else if (!strcmp(s, "none")) *out = 0;
-    else return cli_error("--neighbours: expected remove|add|replace|all|none, got '%s'", s);
+    if (!strcmp(s, "all")) {
+        *out = DPT_KL_ALL;
+        return 0;
+    }
+    if (!strcmp(s, "none")) {
+        *out = 0;
+        return 0;
+    }
+    *out = 0;
+    const char *p = s;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        if (len == 6 && !strncmp(p, "remove", 6)) *out |= DPT_KL_REMOVE;
+        else if (len == 3 && !strncmp(p, "add", 3)) *out |= DPT_KL_ADD;
+        else if (len == 7 && !strncmp(p, "replace", 7)) *out |= DPT_KL_REPLACE;
+        else return cli_error("--neighbours: expected all|none or a comma list of remove,add,replace, got '%s'", s);
+        p += len;
+        if (*p == ',') p++;
+    }
     return 0;
 }
 
