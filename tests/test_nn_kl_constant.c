@@ -68,8 +68,8 @@ static void mc_case(dpt_kl_init ki, size_t d, size_t m, size_t L, size_t o, int 
 
 int main(void) {
     for (int ki = 0; ki < 4; ki++) {
-        mc_case((dpt_kl_init)ki, 12, 48, 2, 1, 3000);
-        mc_case((dpt_kl_init)ki, 12, 48, 4, 3, 1500);
+        mc_case((dpt_kl_init)ki, 12, 48, 2, 1, 2000);
+        mc_case((dpt_kl_init)ki, 12, 48, 4, 3, 1000);
     }
     TEST_MAIN_END();
 }
