@@ -97,7 +97,9 @@ dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out);
  * Linearized network (Eq. 3): with `linearized`, the model trained is
  * f(W0, x) + J(W0, x) (W - W0), W0 the parameters at the first step, computed by a
  * Jacobian-vector product at W0 (no Jacobian is formed). The trainer's test metrics still
- * evaluate the ReLU network at W (the loop's evaluator knows no linearization). */
+ * evaluate the ReLU network at W (the loop's evaluator knows no linearization).
+ * Not checkpointed: W0 and the KL sums live in the algorithm, so a resumed trainer starts
+ * them afresh (the CLI refuses --resume for noisy-gd). */
 typedef enum { DPT_KL_EXACT = 0, DPT_KL_PAPER = 1 } dpt_kl_constant;
 enum { DPT_KL_REMOVE = 1, DPT_KL_ADD = 2, DPT_KL_REPLACE = 4, DPT_KL_ALL = 7 };
 typedef struct {
