@@ -86,11 +86,12 @@ GP=$OUT/plot.gp
 {
   echo "set datafile separator ','; set terminal pngcairo size 900,600 noenhanced; set key top left"
   echo "set output '$OUT/fig1.png'; set title 'KL estimate vs epochs (width $WIDTH, depth $DEPTH, mean +- std of $RUNS runs, $N_TRAIN images)'"
-  echo "set xlabel 'epoch'; set ylabel 'KL (worst neighbour, $CONSTANT constant)'"
+  echo "set xlabel 'epoch'; set ylabel 'KL (worst neighbour, $CONSTANT constant; log scale)'; set logscale y"
   printf "plot "
   for init in $INITS; do printf "'< grep ^%s, %s' using 2:3:4 with yerrorlines title '%s', " "$init" "$OUT/fig1.csv" "$init"; done
   echo "1/0 notitle"
   echo "set terminal pngcairo size 1500,450 noenhanced; set output '$OUT/fig2.png'; set multiplot layout 1,3"
+  echo "set ylabel 'KL (worst neighbour, $CONSTANT constant; log scale)'"
   for ep in "$EARLY" "$EPOCHS"; do
     echo "set title 'KL vs depth at $ep epochs (width $WIDTH)'; set xlabel 'depth'"
     printf "plot "
