@@ -62,6 +62,7 @@ typedef struct {
     size_t yrows;        /* rows of Y filled this step */
     int ctrl_ready;      /* controller solved for this step */
     double *A, *wev, *Z; /* eigen workspaces [maxn^2], [maxn], [maxn^2] */
+    float *Gf;           /* [maxn^2] the GEMM result, then the scaled kept eigenvectors */
     float *E, *M;        /* noise workspaces [maxKl * maxn], [maxKl * maxn] */
     size_t batch;        /* examples seen this step */
 } ulr_state;
@@ -161,11 +162,13 @@ static void free_buffers(ulr_state *s) {
     dpt_free(s->A);
     dpt_free(s->wev);
     dpt_free(s->Z);
+    dpt_free(s->Gf);
     dpt_free(s->E);
     dpt_free(s->M);
     s->L0 = s->z = s->Lk = s->lrow = s->cvec = s->w = s->Y = s->E = s->M = NULL;
     s->yrep = NULL;
     s->A = s->wev = s->Z = NULL;
+    s->Gf = NULL;
     s->cap = s->ycap = 0;
 }
 
@@ -214,9 +217,10 @@ static dpt_status setup(ulr_state *s, dpt_trainer *t) {
         s->A = dpt_alloc(n * n, sizeof(double), "dpulr controller matrix");
         s->wev = dpt_alloc(n, sizeof(double), "dpulr eigenvalues");
         s->Z = dpt_alloc(n * n, sizeof(double), "dpulr eigenvectors");
+        s->Gf = dpt_alloc(n * n, sizeof(float), "dpulr controller matrix");
         s->E = dpt_alloc(s->maxKl * n, sizeof(float), "dpulr noise");
         s->M = dpt_alloc(s->maxKl * n, sizeof(float), "dpulr noise");
-        if (!s->A || !s->wev || !s->Z || !s->E || !s->M) return DPT_ENOMEM;
+        if (!s->A || !s->wev || !s->Z || !s->Gf || !s->E || !s->M) return DPT_ENOMEM;
     }
     s->cap = cap;
     return DPT_OK;
@@ -276,18 +280,14 @@ static dpt_status controller_solve(ulr_state *s) {
             u->s = s->cfg.perturb_std > 0 ? s->cfg.perturb_std : 1.0; /* nothing to perturb */
             continue;
         }
-        /* A = Y^T Y (b >= n) or the Gram matrix Y Y^T (b < n), accumulated in double */
+        /* A = Y^T Y (b >= n) or the Gram matrix Y Y^T (b < n): one GEMM (float), then the
+         * symmetric eigenproblem in double */
         size_t d = b >= n ? n : b;
-        for (size_t i = 0; i < d; i++)
-            for (size_t j = i; j < d; j++) {
-                double acc = 0;
-                if (b >= n)
-                    for (size_t e = 0; e < b; e++) acc += (double)Y[e * s->maxn + i] * Y[e * s->maxn + j];
-                else
-                    for (size_t e = 0; e < n; e++) acc += (double)Y[i * s->maxn + e] * Y[j * s->maxn + e];
-                s->A[i * d + j] = acc;
-                s->A[j * d + i] = acc;
-            }
+        if (b >= n)
+            dpt_sgemm(1, 0, n, n, b, 1.0f, Y, s->maxn, Y, s->maxn, 0.0f, s->Gf, d);
+        else
+            dpt_sgemm(0, 1, b, b, n, 1.0f, Y, s->maxn, Y, s->maxn, 0.0f, s->Gf, d);
+        for (size_t i = 0; i < d * d; i++) s->A[i] = s->Gf[i];
         DPT_TRY(dpt_syev(d, s->A, s->wev, s->Z));
         lmax = s->wev[d - 1] > 0 ? s->wev[d - 1] : 0;
         double tol = REL_RANK_TOL * lmax;
@@ -295,22 +295,23 @@ static dpt_status controller_solve(ulr_state *s) {
         for (size_t j = 0; j < d; j++)
             if (s->wev[j] > tol && lmax > 0) {
                 if (!lmin_pos) lmin_pos = s->wev[j];
-                /* eigenvector j of A as column r of U */
-                double lj = s->wev[j];
-                for (size_t e = 0; e < n; e++) {
-                    double v;
-                    if (b >= n) {
-                        v = s->Z[e * d + j];
-                    } else {
-                        v = 0; /* (Y^T v_j)_e / sqrt(lambda_j) */
-                        for (size_t i = 0; i < b; i++) v += (double)Y[i * s->maxn + e] * s->Z[i * d + j];
-                        v /= sqrt(lj);
-                    }
-                    u->U[e * n + r] = (float)v;
-                }
-                u->coef[r] = (float)lj; /* eigenvalue for now */
-                r++;
+                u->coef[r++] = (float)s->wev[j]; /* eigenvalue for now */
             }
+        /* the kept eigenvectors of A as the first r columns of U [n, n]: directly (b >= n)
+         * or u_j = Y^T v_j / sqrt(lambda_j) from the Gram eigenvectors v_j (one GEMM) */
+        size_t c = 0;
+        for (size_t j = 0; j < d; j++) {
+            if (!(s->wev[j] > tol && lmax > 0)) continue;
+            double sc = b >= n ? 1.0 : 1.0 / sqrt(s->wev[j]);
+            for (size_t i = 0; i < d; i++) s->Gf[i * r + c] = (float)(s->Z[i * d + j] * sc);
+            c++;
+        }
+        if (r) {
+            if (b >= n)
+                for (size_t e = 0; e < n; e++) memcpy(u->U + e * n, s->Gf + e * r, r * sizeof(float));
+            else
+                dpt_sgemm(1, 0, n, r, b, 1.0f, Y, s->maxn, s->Gf, r, 0.0f, u->U, n);
+        }
         u->rank = r;
         u->lmax = lmax;
         u->lmin = full ? s->wev[0] : 0.0;
