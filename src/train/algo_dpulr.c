@@ -13,9 +13,9 @@
  * N(0, sigma0^2 C^2)) and divides by N_B.
  *
  * The z of example i are drawn from one bulk fill per module and chunk, laid out
- * [example][copy][Kl]: the draws of the first examples do not depend on the later ones,
- * so neighbouring batches that differ in their last example share all other draws (the
- * coupling the sensitivity test uses). */
+ * [example][copy][Kl] and padded to whole RNG chunks: the draws of the first examples do
+ * not depend on the later ones, so neighbouring batches that differ in their last example
+ * share all other draws (the coupling the sensitivity test uses). */
 #include <dptrain/train.h>
 
 #include <dptrain/accounting.h>
@@ -78,6 +78,14 @@ dpt_dpulr_config dpt_dpulr_config_defaults(void) {
     c.perturb_std = 0.0;
     c.accounted = 1;
     return c;
+}
+
+/* n Gaussians N(0, sd^2) into buf, filling whole DPT_RNG_CHUNK chunks (buf holds
+ * padded(n)): a chunk's values then depend only on its index, so the first draws are the
+ * same for every n (the coupling of neighbouring batches). */
+static size_t padded(size_t n) { return (n + DPT_RNG_CHUNK - 1) / DPT_RNG_CHUNK * DPT_RNG_CHUNK; }
+static dpt_status fill_padded(dpt_rng *r, float *buf, size_t n, float sd, int threads) {
+    return dpt_rng_gauss_fill(r, buf, padded(n), sd, 0, threads);
 }
 
 /* ==== Modules ==== */
@@ -205,7 +213,7 @@ static dpt_status setup(ulr_state *s, dpt_trainer *t) {
         if (!s->cache[j]) return DPT_ENOMEM;
     }
     s->L0 = dpt_alloc(cap, sizeof(float), "dpulr clean losses");
-    s->z = dpt_alloc(cap * K * s->maxKl, sizeof(float), "dpulr perturbations");
+    s->z = dpt_alloc(padded(cap * K * s->maxKl), sizeof(float), "dpulr perturbations");
     s->Lk = dpt_alloc(cap * K, sizeof(float), "dpulr perturbed losses");
     s->lrow = dpt_alloc(cap, sizeof(float), "dpulr pass losses");
     s->yrep = dpt_alloc(cap, sizeof(int32_t), "dpulr pass labels");
@@ -384,7 +392,7 @@ static dpt_status module_estimate(ulr_state *s, dpt_trainer *t, ulr_module *u, c
     /* z [bc][K][Kl] ~ N(0, s^2); antithetic: copy 2j+1 = -copy 2j */
     if (s->cfg.antithetic) {
         size_t half = K / 2;
-        DPT_TRY(dpt_rng_gauss_fill(rng, s->z, bc * half * Kl, (float)u->s, 0, t->threads));
+        DPT_TRY(fill_padded(rng, s->z, bc * half * Kl, (float)u->s, t->threads));
         for (size_t i = bc; i-- > 0;)
             for (size_t j = half; j-- > 0;) {
                 const float *src = s->z + (i * half + j) * Kl;
@@ -396,7 +404,7 @@ static dpt_status module_estimate(ulr_state *s, dpt_trainer *t, ulr_module *u, c
                 }
             }
     } else {
-        DPT_TRY(dpt_rng_gauss_fill(rng, s->z, bc * K * Kl, (float)u->s, 0, t->threads));
+        DPT_TRY(fill_padded(rng, s->z, bc * K * Kl, (float)u->s, t->threads));
     }
     const float *v = s->cache[a + 1];
     const size_t rows = bc * K;
