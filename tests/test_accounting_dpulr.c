@@ -11,9 +11,9 @@
 
 #include "testutil.h"
 
-/* Independent: pmf(k) by p(0) = (1-q)^n, p(k+1) = p(k) (n-k)/(k+1) q/(1-q), all summed. */
-static double direct_term(double q, unsigned n_data, unsigned nb) {
-    unsigned n = n_data - 1;
+/* Independent: pmf(k) by p(0) = (1-q)^n, p(k+1) = p(k) (n-k)/(k+1) q/(1-q), all summed,
+ * at Nbar = n. */
+static double direct_term_n(double q, unsigned n, unsigned nb) {
     long double p = powl(1.0L - q, n), cdf = 0, pm1 = 0;
     for (unsigned k = 0; k < nb; k++) {
         cdf += p;
@@ -21,6 +21,28 @@ static double direct_term(double q, unsigned n_data, unsigned nb) {
         p = p * (long double)(n - k) / (long double)(k + 1) * q / (1.0L - q);
     }
     return (double)log1pl(q * pm1 / (1.0L - cdf));
+}
+
+/* The ratio of normalizers it stands for (Appendix B, Eq. 38): c0 / c1 = P_{n+1}(|B| >= N_B)
+ * / P_n(|B| >= N_B), the acceptance probabilities with one example more and without it. */
+static double accept_ratio_log(double q, unsigned n, unsigned nb) {
+    long double acc[2];
+    for (int w = 0; w < 2; w++) {
+        unsigned m = n + (unsigned)w;
+        long double p = powl(1.0L - q, m), cdf = 0;
+        for (unsigned k = 0; k < nb; k++) {
+            cdf += p;
+            p = p * (long double)(m - k) / (long double)(k + 1) * q / (1.0L - q);
+        }
+        acc[w] = 1.0L - cdf;
+    }
+    return (double)logl(acc[1] / acc[0]);
+}
+
+/* the term charged: the larger of Nbar = N - 1 and Nbar = N */
+static double direct_term(double q, unsigned n_data, unsigned nb) {
+    double a = direct_term_n(q, n_data - 1, nb), b = direct_term_n(q, n_data, nb);
+    return a > b ? a : b;
 }
 
 static void test_closed_form_and_direct(void) {
@@ -31,10 +53,14 @@ static void test_closed_form_and_direct(void) {
             double q = qs[a], t = 0;
             unsigned N = Ns[b];
             if (q * N < 1) continue;
-            /* N_B = 1: p(0) = P(0) = (1-q)^Nbar */
+            /* N_B = 1: p(0) = P(0) = (1-q)^Nbar, largest at Nbar = N - 1 */
             double p0 = pow(1 - q, N - 1);
             CHECK_OK(dpt_dpulr_rejection_term(q, N, 1, &t));
             CHECK_CLOSE(t, log1p(q * p0 / (1 - p0)), 1e-300, 1e-10);
+            /* Eq. 38 is the log-ratio of the acceptance probabilities */
+            unsigned top0 = (unsigned)floor(q * N);
+            for (unsigned nb = 1; nb <= top0; nb += (top0 / 5 ? top0 / 5 : 1))
+                CHECK_CLOSE(direct_term_n(q, N - 1, nb), accept_ratio_log(q, N - 1, nb), 1e-15, 1e-6); /* log of a ratio near 1: cancellation */
             unsigned top = (unsigned)floor(q * N);
             for (unsigned nb = 1; nb <= top; nb += (top / 7 ? top / 7 : 1)) {
                 CHECK_OK(dpt_dpulr_rejection_term(q, N, nb, &t));

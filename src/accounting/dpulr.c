@@ -2,7 +2,8 @@
  * Appendix B of "Forward Learning with Differential Privacy", ICML version). Per step
  *   gamma(alpha) = ln(1 + q p(N_B - 1; Nbar, q) / (1 - P(N_B - 1; Nbar, q)))
  *                + RDP_SGM(q, sigma0, alpha)
- * with p / P the Binomial(Nbar, q) pmf / cdf and Nbar = N - 1 for a dataset of N examples.
+ * with p / P the Binomial(Nbar, q) pmf / cdf and Nbar the smaller dataset of a neighbouring
+ * pair: N - 1 or N for a dataset of N examples (the larger term of the two is used).
  * The paper states the second term as 2 q^2 alpha / sigma0^2 under its conditions
  * (q <= 1/5, sigma0 >= 4, bounded alpha); we use the exact SGM RDP of rdp.c instead,
  * which is at least as large where that closed form holds and also covers sigma0 < 4
@@ -52,14 +53,19 @@ dpt_status dpt_dpulr_rejection_term(double q, uint64_t N, uint64_t N_B, double *
     DPT_CHECK(N_B >= 1 && (double)N_B <= q * (double)N * (1.0 + 1e-12), DPT_EINVAL,
               "--min-batch N_B = %llu must be in [1, qN] = [1, %.6g] (q %g, N %llu)", (unsigned long long)N_B,
               q * (double)N, q, (unsigned long long)N);
-    uint64_t nbar = N - 1;
-    if (N_B - 1 > nbar) return dpt_set_error(DPT_EINVAL, "--min-batch N_B = %llu exceeds N - 1",
-                                             (unsigned long long)N_B);
-    /* ln(1 + q p(N_B-1) / (1 - P(N_B-1))) with 1 - P(N_B-1) = P(X >= N_B) */
-    double lp = dpt_binom_logpmf(nbar, q, N_B - 1), lu = log_upper_tail(nbar, q, N_B);
-    DPT_CHECK(isfinite(lu), DPT_ERANGE, "dpulr accountant: P(|B| >= N_B) underflows (N_B %llu, q %g, N %llu)",
-              (unsigned long long)N_B, q, (unsigned long long)N);
-    *term = log1p(exp(log(q) + lp - lu));
+    /* ln(1 + q p(N_B-1) / (1 - P(N_B-1))) with 1 - P(N_B-1) = P(X >= N_B), for the smaller
+     * dataset of each neighbouring pair: N - 1 (a removal) and N (an addition); the larger
+     * of the two is charged */
+    double best = 0;
+    for (uint64_t nbar = N - 1; nbar <= N; nbar++) {
+        if (N_B - 1 > nbar) continue;
+        double lp = dpt_binom_logpmf(nbar, q, N_B - 1), lu = log_upper_tail(nbar, q, N_B);
+        DPT_CHECK(isfinite(lu), DPT_ERANGE, "dpulr accountant: P(|B| >= N_B) underflows (N_B %llu, q %g, N %llu)",
+                  (unsigned long long)N_B, q, (unsigned long long)N);
+        double t = log1p(exp(log(q) + lp - lu));
+        if (t > best) best = t;
+    }
+    *term = best;
     return DPT_OK;
 }
 
