@@ -55,6 +55,9 @@ typedef struct dpt_algo {
      * accountant (DP-ULR with shuffled batches) sets this label; it goes into
      * metrics.jsonl as "privacy" so the run is marked as non-accounted there too. */
     const char *privacy_note;
+    /* Optional: called once by dpt_trainer_new when the model exists and before the
+     * ledger is created, e.g. to set `sigma` from the parameter count. */
+    dpt_status (*bind)(struct dpt_algo *a, dpt_trainer *t);
 } dpt_algo;
 
 /* Non-private minibatch SGD: mean loss gradient over the sampled batch. */

@@ -51,7 +51,7 @@ static int ks_words(EVP_CIPHER_CTX *ctx, uint32_t *out, size_t n_words) {
 static void refill(dpt_rng *r) {
     EVP_CIPHER_CTX *ctx = r->ctx;
     /* A failure of the cipher here is a broken libcrypto, not user input. */
-    DPT_ASSERT(ks_seek(ctx, r->key, 0, r->block));
+    DPT_ASSERT(ks_seek(ctx, r->key, r->sub, r->block));
     DPT_ASSERT(ks_words(ctx, r->buf, DPT_RNG_BUF_WORDS));
     r->block += BUF_BLOCKS;
     r->pos = 0;
@@ -90,6 +90,23 @@ dpt_status dpt_rng_init_secure(dpt_rng *r, uint32_t stream_id) {
     DPT_CHECK(RAND_bytes(r->key, 32) == 1, DPT_ECRYPTO, "rng: RAND_bytes failed (no OS randomness)");
     r->secure = 1;
     return rng_common(r, stream_id);
+}
+
+uint64_t dpt_rng_reserve_substreams(dpt_rng *r, uint64_t n) {
+    uint64_t first = r->substreams + 1;
+    r->substreams += n;
+    return first;
+}
+
+dpt_status dpt_rng_child(const dpt_rng *parent, uint64_t sub, dpt_rng *child) {
+    memset(child, 0, sizeof *child);
+    DPT_CHECK(sub >= 1 && sub <= parent->substreams, DPT_EINVAL, "rng: substream %llu was not reserved",
+              (unsigned long long)sub);
+    memcpy(child->key, parent->key, 32);
+    child->seed = parent->seed;
+    child->secure = parent->secure;
+    child->sub = sub;
+    return rng_common(child, parent->stream_id);
 }
 
 void dpt_rng_free(dpt_rng *r) {

@@ -207,8 +207,12 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
     if ((s = dpt_model_init(t->model, cfg->init, NULL, 0, 0.0, &t->rng_init)) != DPT_OK) goto fail;
     if ((s = dpt_optim_init(&t->opt, &cfg->optim, t->model->n_params)) != DPT_OK) goto fail;
     t->opt_live = 1;
-    if ((s = dpt_sampler_new(cfg->sampler, train->n, cfg->batch_size, q, cfg->min_batch, cfg->seed,
-                             &t->sampler)) != DPT_OK)
+    /* --secure: the batches must be as unpredictable as the noise, or an adversary who
+     * knows the (logged) seed knows who was sampled and there is no amplification. */
+    if ((s = cfg->secure ? dpt_sampler_new_secure(cfg->sampler, train->n, cfg->batch_size, q, cfg->min_batch,
+                                                  &t->sampler)
+                         : dpt_sampler_new(cfg->sampler, train->n, cfg->batch_size, q, cfg->min_batch, cfg->seed,
+                                           &t->sampler)) != DPT_OK)
         goto fail;
     t->idx = dpt_alloc(train->n, sizeof *t->idx, "batch indices");
     t->xb = dpt_alloc(t->max_batch * train->dim, sizeof *t->xb, "batch features");
@@ -218,6 +222,7 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
         goto fail;
     }
     if ((s = dpt_dataset_hash(train, t->data_hash)) != DPT_OK) goto fail;
+    if (algo && algo->bind && (s = algo->bind(algo, t)) != DPT_OK) goto fail;
     if (algo && algo->is_private) {
         if (!(cfg->delta > 0 && cfg->delta < 1)) {
             s = dpt_set_error(DPT_EINVAL, "--delta must be in (0, 1), got %g", cfg->delta);

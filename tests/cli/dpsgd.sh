@@ -97,5 +97,20 @@ PY' "kill $i: ledger.json records fewer steps than the checkpoint"
   fi
 done
 
+# --secure: OS-seeded noise and batches, lattice noise accounted with the rounding's
+# sensitivity; a secure run resumes (fresh OS streams) and continues its ledger
+expect_ok "$BIN" train "${C[@]}" --sigma 1.2 --batch-size 60 --epochs 1 --secure --out "$T/sec"
+check 'grep -q "secure mode: OS-seeded" <<<"$LAST_OUT"' "secure-mode notice missing"
+check 'grep -q "accounted as sigma 1.1" <<<"$LAST_OUT"' "secure run does not report the accounted sigma"
+check '! grep -q "NOT the secure mode" <<<"$LAST_OUT"' "secure run claims to be reproducible"
+expect_ok "$BIN" train "${C[@]}" --sigma 1.2 --batch-size 60 --epochs 2 --secure --resume --out "$T/sec"
+check 'python3 -c "
+import json
+l=json.load(open(\"$T/sec/ledger.json\")); assert l[\"total_sgm_steps\"]==100, l[\"total_sgm_steps\"]
+"' "secure resume did not continue the ledger to 100 steps"
+expect_ok "$BIN" train "${C[@]}" --target-epsilon 2 --batch-size 60 --epochs 1 --secure --out "$T/sec2"
+check 'grep -q "lattice rounding raises the sensitivity" <<<"$LAST_OUT"' "secure calibration does not explain the sigma"
+check 'grep -Eq "epsilon (2|1\.99)[0-9]* \(RDP\)" <<<"$LAST_OUT"' "secure calibration misses the target epsilon 2"
+
 echo "$((checks - fail)) passed, $fail failed"
 [ $fail -eq 0 ]
