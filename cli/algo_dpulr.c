@@ -15,6 +15,8 @@
 #define MAX_REJECTION_RATIO 1e-3
 
 static long K = 32;
+/* strings (NULL = not given), so --help shows no made-up numeric default */
+static const char *SIGMA0_S = NULL, *ULR_STD_S = NULL, *MIN_BATCH_S = NULL;
 static double SIGMA0 = 0.0, ULR_STD = 0.0;
 static long MIN_BATCH = 0;
 static const char *NOISE = "controller", *MODULES = "auto";
@@ -31,8 +33,8 @@ static ulr_cli S;
 
 #define SHARED_OPTS                                                                                                 \
     {"--copies", CLI_LONG, &K, "K", "perturbed copies per example and module (>= 1)", NULL},                        \
-        {"--ulr-std", CLI_DOUBLE, &ULR_STD, "S",                                                                    \
-         "perturbation std s (ulr / --ulr-noise explicit: default 0.1; controller: a floor on s_l, 0 = none)",      \
+        {"--ulr-std", CLI_STR, &ULR_STD_S, "S",                                                                     \
+         "perturbation std s (ulr / --ulr-noise explicit: default 0.1; controller: a floor on s_l, default none)",  \
          &STD_SEEN},                                                                                                \
         {"--modules", CLI_STR, &MODULES, "SPEC",                                                                    \
          "auto (each Linear layer with the activation after it) or start layers, e.g. 0,2,4", NULL},               \
@@ -40,9 +42,9 @@ static ulr_cli S;
         {"--baseline", CLI_FLAG, &BASELINE, NULL, "use L_k - L0 (clean loss) (not with the controller)", NULL}
 
 static cli_option DPULR_OPTS[] = {
-    {"--sigma0", CLI_DOUBLE, &SIGMA0, "X", "target noise multiplier sigma0 (> 0): noise std >= sigma0*C per direction",
-     &SIGMA0_SEEN},
-    {"--min-batch", CLI_LONG, &MIN_BATCH, "N_B",
+    {"--sigma0", CLI_STR, &SIGMA0_S, "X",
+     "required: target noise multiplier sigma0 (> 0), noise std >= sigma0*C per direction", &SIGMA0_SEEN},
+    {"--min-batch", CLI_STR, &MIN_BATCH_S, "N_B",
      "rejection threshold in [1, qN] (default: largest with rejection term <= 1e-3 x SGM term)", &NB_SEEN},
     {"--ulr-noise", CLI_STR, &NOISE, "MODE",
      "controller (the paper's Eq. 7 + top-up; Gaussian approximation) | explicit (clip + N(0, sigma0^2 C^2))", NULL},
@@ -56,6 +58,9 @@ static cli_option ULR_OPTS[] = {
 };
 
 static int check_shared(void) {
+    if (ULR_STD_S && cli_parse_double("--ulr-std", ULR_STD_S, &ULR_STD)) return 2;
+    if (SIGMA0_S && cli_parse_double("--sigma0", SIGMA0_S, &SIGMA0)) return 2;
+    if (MIN_BATCH_S && cli_parse_long("--min-batch", MIN_BATCH_S, &MIN_BATCH)) return 2;
     if (K < 1) return cli_error("--copies: K must be >= 1, got %ld", K);
     if (!(ULR_STD >= 0) || !isfinite(ULR_STD)) return cli_error("--ulr-std must be >= 0, got %g", ULR_STD);
     if (ANTITHETIC && K % 2) return cli_error("--antithetic needs an even --copies (pairs z, -z), got %ld", K);
