@@ -3,6 +3,7 @@
  * on synthetic 60000 x 784 data, and the ratio DP-ULR / DP-SGD, measured in one run. Each
  * configuration runs `steps` steps (default 40) and its time per step is scaled to the
  * 60000/B steps of an epoch (the cost per step does not depend on the step number).
+ * The last row is K = 32 with --ulr-noise explicit (no controller eigenproblems).
  * Times are process CPU seconds (the machine is shared; wall time would measure the load).
  * usage: dpulr_cost [steps=40] [threads=1] [batch=256] */
 #include <dptrain/train.h>
@@ -35,8 +36,9 @@ static double cpu_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* K = 0: DP-SGD; returns CPU seconds per epoch or -1 */
-static double run(const dpt_dataset *d, size_t K, uint64_t steps, int threads, size_t batch) {
+/* K = 0: DP-SGD; explicit: --ulr-noise explicit (no controller eigenproblems); returns
+ * CPU seconds per epoch or -1 */
+static double run(const dpt_dataset *d, size_t K, int explicit_, uint64_t steps, int threads, size_t batch) {
     dpt_train_config c = dpt_train_config_defaults();
     c.model_spec = "mlp:784-128-64-32-10:gelu";
     c.epochs = 1000, c.max_steps = steps, c.threads = threads, c.quiet = 1;
@@ -53,6 +55,7 @@ static double run(const dpt_dataset *d, size_t K, uint64_t steps, int threads, s
         c.min_batch = batch * 3 / 4;
         dpt_dpulr_config u = dpt_dpulr_config_defaults();
         u.copies = K;
+        if (explicit_) u.noise = DPT_ULR_EXPLICIT, u.perturb_std = 0.1;
         dpt_algo_dpulr_new(&u, &a);
     }
     dpt_trainer *t;
@@ -85,14 +88,14 @@ int main(int argc, char **argv) {
     printf("MLP 784-128-64-32-10 GELU, expected batch %zu, %d thread(s), %llu steps each, scaled to an epoch\n", batch,
            threads, (unsigned long long)steps);
     printf("%-22s %12s %10s\n", "algorithm", "CPU s/epoch", "vs DP-SGD");
-    double base = run(&d, 0, steps, threads, batch);
+    double base = run(&d, 0, 0, steps, threads, batch);
     printf("%-22s %12.2f %9.2fx\n", "DP-SGD", base, 1.0);
     fflush(stdout);
-    const size_t Ks[3] = {8, 32, 128};
-    for (int i = 0; i < 3; i++) {
-        double s = run(&d, Ks[i], steps, threads, batch);
-        char name[32];
-        snprintf(name, sizeof name, "DP-ULR K=%zu", Ks[i]);
+    const size_t Ks[4] = {8, 32, 128, 32};
+    for (int i = 0; i < 4; i++) {
+        double s = run(&d, Ks[i], i == 3, steps, threads, batch);
+        char name[40];
+        snprintf(name, sizeof name, "DP-ULR K=%zu%s", Ks[i], i == 3 ? " explicit" : "");
         if (s < 0) printf("%-22s failed\n", name);
         else printf("%-22s %12.2f %9.2fx\n", name, s, s / base);
         fflush(stdout);

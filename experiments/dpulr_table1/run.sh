@@ -15,6 +15,8 @@
 #   MODES     "reject shuffle dpsgd" (DP-ULR accounted / DP-ULR shuffled, NOT accounted / DP-SGD;
 #             MODES="" computes Figure 2 only)
 #   MAX_TRAIN 0 (all 60000)  THREADS 1   NOISE controller|explicit
+#   ULR_OPT   "--optimizer adam --lr 0.01 --lr-schedule step:0.85:10" (the paper's DP-ULR optimizer)
+#   ULR_EXTRA extra DP-ULR flags, e.g. "--antithetic --baseline" (explicit mode only)
 # --smoke (or SMOKE=1): 1000 examples, batch 64, sigma0 1, 1 epoch, K 4, a 3 x 3 Figure 2.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -43,6 +45,10 @@ fi
 MODES=${MODES-"reject shuffle dpsgd"}  # MODES="" : Figure 2 only
 THREADS=${THREADS:-1}
 NOISE=${NOISE:-controller}
+ULR_OPT=${ULR_OPT:-"--optimizer adam --lr 0.01 --lr-schedule step:0.85:10"}
+ULR_EXTRA=${ULR_EXTRA:-}
+read -r -a ULR_OPT_A <<<"$ULR_OPT"
+read -r -a ULR_EXTRA_A <<<"$ULR_EXTRA"
 [ -x "$DPTRAIN" ] || { echo "run.sh: $DPTRAIN not built (set DPTRAIN)" >&2; exit 2; }
 [ -e "$DATA_DIR/mnist" ] || { echo "run.sh: no MNIST under $DATA_DIR (set DATA_DIR)" >&2; exit 2; }
 mkdir -p "$OUT/runs"
@@ -62,7 +68,7 @@ paper() { # paper ALGO BATCH SIGMA
 }
 
 CSV=$OUT/table1.csv
-[ -s "$CSV" ] || echo "algorithm,sampling,batch,sigma0,K,epochs,min_batch,test_acc,epsilon_balle,epsilon_classic,paper_acc,wall_s" > "$CSV"
+[ -s "$CSV" ] || echo "algorithm,sampling,batch,sigma0,K,epochs,min_batch,test_acc,epsilon_balle,epsilon_classic,paper_acc,wall_s,settings" > "$CSV"
 COMMON=(--dataset mnist --data-dir "$DATA_DIR" --model mlp:784-128-64-32-10:gelu --loss ce --threads "$THREADS"
         --no-progress --quiet --epochs "$EPOCHS" --max-train "$MAX_TRAIN" --delta 1e-5 --clip 1)
 for B in $BATCHES; do
@@ -75,9 +81,9 @@ for B in $BATCHES; do
       fi
       case $M in
         reject)  args=(--algo dpulr --sigma0 "$S" --copies "$K" --ulr-noise "$NOISE" --sampler poisson-reject
-                       --optimizer adam --lr 0.01 --lr-schedule step:0.85:10) ;;
+                       "${ULR_OPT_A[@]}" "${ULR_EXTRA_A[@]}") ;;
         shuffle) args=(--algo dpulr --sigma0 "$S" --copies "$K" --ulr-noise "$NOISE" --sampler shuffle
-                       --optimizer adam --lr 0.01 --lr-schedule step:0.85:10) ;;
+                       "${ULR_OPT_A[@]}" "${ULR_EXTRA_A[@]}") ;;
         dpsgd)   args=(--algo dpsgd --sigma "$S" --optimizer sgd --lr 0.1) ;;
       esac
       [ "$MAX_TRAIN" != 0 ] && args+=(--force)  # delta 1e-5 >= 1/N on a subset
@@ -96,7 +102,8 @@ for B in $BATCHES; do
       algo=$([ "$M" = dpsgd ] && echo dpsgd || echo dpulr)
       samp=$([ "$M" = shuffle ] && echo shuffle || ([ "$M" = dpsgd ] && echo poisson || echo poisson_reject))
       kk=$([ "$M" = dpsgd ] && echo "" || echo "$K")
-      echo "$algo,$samp,$B,$S,$kk,$EPOCHS,$nb,$acc,$eb,$ec,$(paper "$algo" "$B" "$S"),$(python3 -c "print('%.1f' % ($t1-$t0))")" >> "$CSV"
+      st=$([ "$M" = dpsgd ] && echo "sgd lr 0.1" || echo "$NOISE $ULR_OPT $ULR_EXTRA")
+      echo "$algo,$samp,$B,$S,$kk,$EPOCHS,$nb,$acc,$eb,$ec,$(paper "$algo" "$B" "$S"),$(python3 -c "print('%.1f' % ($t1-$t0))"),${st//,/;}" >> "$CSV"
       tail -1 "$CSV" >&2
     done
   done
