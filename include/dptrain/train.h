@@ -58,6 +58,18 @@ typedef struct dpt_algo {
     /* Optional: called once by dpt_trainer_new when the model exists and before the
      * ledger is created, e.g. to set `sigma` from the parameter count. */
     dpt_status (*bind)(struct dpt_algo *a, dpt_trainer *t);
+    /* Data-parallel training (MPI ranks and/or shards > 1, docs/distributed.md). An
+     * algorithm opts in with distributable = 1 when its accumulate() only ADDS into
+     * model->grad and into sums[0..n_sums) (per-step totals it owns, e.g. a count of
+     * clipped examples), and finish/record/after_update depend only on those totals, the
+     * global batch size and state every rank holds identically (configuration, step, the
+     * shared noise stream). The loop then zeroes model->grad and sums before each shard,
+     * reduces both over the shards in a fixed tree (the same float operations for any
+     * number of ranks), and runs finish/record/after_update on every rank with the totals.
+     * Algorithms without it are refused when run with more than one rank or shard. */
+    int distributable;
+    size_t n_sums;
+    double *sums;
 } dpt_algo;
 
 /* Non-private minibatch SGD: mean loss gradient over the sampled batch. */
@@ -157,6 +169,12 @@ typedef struct {
     int allow_ledger_mismatch;/* 1: resume although q, sigma or data differ from the ledger
                                  (recorded in the ledger metadata) */
     int secure;               /* 1: OS-seeded noise stream, never logged or saved */
+    /* Data parallel (docs/distributed.md): the training and test sets are cut into this
+     * many contiguous shards whose per-step sums are computed separately and added in a
+     * fixed tree, so a run gives bit-identical results on any number of MPI ranks (rank
+     * r owns shards [r S / R, (r+1) S / R)). 0 = the number of ranks at the start of the
+     * run; a resumed run keeps its checkpoint's value unless given explicitly. */
+    size_t shards;
 } dpt_train_config;
 
 dpt_train_config dpt_train_config_defaults(void);
@@ -194,6 +212,8 @@ const dpt_train_config *dpt_trainer_config(const dpt_trainer *t);
 dpt_rng *dpt_trainer_noise_rng(dpt_trainer *t);
 size_t dpt_trainer_dataset_size(const dpt_trainer *t);
 uint64_t dpt_trainer_step(const dpt_trainer *t);
+/* Data-parallel shards of the run (1 when not sharded; docs/distributed.md). */
+size_t dpt_trainer_shards(const dpt_trainer *t);
 /* The privacy ledger of a private algorithm (NULL otherwise); a view valid until
  * dpt_trainer_free. It is also in every checkpoint and in out_dir/ledger.json, which is
  * written atomically BEFORE each checkpoint, so the ledger on disk never records fewer

@@ -6,24 +6,7 @@
 # ledger on disk with fewer steps than the checkpoint's parameters reflect.
 set -u
 BIN=$1
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0; checks=0
-expect_fail() { # expect_fail "needle" cmd...
-  local needle=$1; shift
-  checks=$((checks+1))
-  local out; out=$("$@" 2>&1); local rc=$?
-  if [ $rc -eq 0 ] || ! grep -q -- "$needle" <<<"$out"; then
-    echo "FAIL: '$*' rc=$rc, want non-zero and message containing '$needle'; got: $out"; fail=$((fail+1))
-  fi
-}
-expect_ok() {
-  checks=$((checks+1))
-  local out; out=$("$@" 2>&1); local rc=$?
-  if [ $rc -ne 0 ]; then echo "FAIL: '$*' rc=$rc: $out"; fail=$((fail+1)); fi
-  LAST_OUT=$out
-}
-check() { checks=$((checks+1)); if ! eval "$1"; then echo "FAIL: $2"; fail=$((fail+1)); fi; }
+source "$(dirname "$0")/lib/harness.sh"
 python3 - "$T/d.csv" <<'PY'
 import random, sys
 random.seed(1)
@@ -112,5 +95,4 @@ expect_ok "$BIN" train "${C[@]}" --target-epsilon 2 --batch-size 60 --epochs 1 -
 check 'grep -q "lattice rounding raises the sensitivity" <<<"$LAST_OUT"' "secure calibration does not explain the sigma"
 check 'grep -Eq "epsilon (2|1\.99)[0-9]* \(RDP\)" <<<"$LAST_OUT"' "secure calibration misses the target epsilon 2"
 
-echo "$((checks - fail)) passed, $fail failed"
-[ $fail -eq 0 ]
+harness_end
