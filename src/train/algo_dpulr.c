@@ -183,7 +183,11 @@ static void free_buffers(ulr_state *s) {
 static dpt_status setup(ulr_state *s, dpt_trainer *t) {
     dpt_model *m = t->model;
     if (!s->mod) {
-        DPT_TRY(parse_modules(s, m));
+        dpt_status st = parse_modules(s, m);
+        if (st != DPT_OK) { /* never keep a half-checked module list for a later step */
+            free_modules(s);
+            return st;
+        }
         double Cl = s->cfg.clip / sqrt((double)s->L);
         s->maxn = s->maxKl = 0;
         for (size_t k = 0; k < s->L; k++) {
