@@ -15,7 +15,9 @@ static const char *USAGE =
     "                       (--sigma S | --target-epsilon E) (--steps T | --epochs E) [options]\n"
     "       dptrain account --algo dpulr --batch-size B --dataset-size N --sigma S (--steps T | --epochs E)\n"
     "                       [--min-batch N_B]\n"
-    "       dptrain account --ledger FILE [--delta D] [--json]\n\n"
+    "       dptrain account --ledger FILE [--delta D] [--json]\n"
+    "       dptrain account --kl-bound --init I --input-dim d --outputs o --width m --depth L [...]\n"
+    "                       (KL closed forms of noisy GD; see dptrain account --kl-bound --help)\n\n"
     "Privacy spent by DP-SGD with Poisson sampling at rate q and Gaussian noise multiplier\n"
     "sigma (add/remove adjacency), or the smallest sigma that meets a target epsilon.\n"
     "With --epochs E, steps = ceil(E / q) (an epoch is 1/q steps in expectation, q = B/N).\n"
@@ -171,6 +173,8 @@ static int account_dpulr(const acct_result *r, uint64_t N, const char *s_nb, dpt
 /* ==== main ==== */
 
 int dpt_cmd_account(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) /* the KL closed forms have their own flags (cli/account_kl.c) */
+        if (!strcmp(argv[i], "--kl-bound")) return dpt_cmd_account_kl(argc, argv);
     const char *s_q = NULL, *s_b = NULL, *s_n = NULL, *s_sigma = NULL, *s_steps = NULL,
                *s_epochs = NULL, *s_target = NULL, *s_orders = NULL, *ledger = NULL, *s_nb = NULL;
     const char *algo = "dpsgd";

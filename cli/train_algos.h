@@ -75,4 +75,5 @@ extern const cli_algo CLI_ALGO_SGD;
 extern const cli_algo CLI_ALGO_DPSGD;
 extern const cli_algo CLI_ALGO_DPULR;
 extern const cli_algo CLI_ALGO_ULR;
+extern const cli_algo CLI_ALGO_NOISY_GD;
 #endif

@@ -751,6 +751,9 @@ static dpt_status end_of_epoch(dpt_trainer *t, dpt_epoch_result *r) {
         if (dpt_ledger_pld_applies(t->ledger))
             DPT_TRY(dpt_ledger_epsilon(t->ledger, t->cfg.delta, DPT_ACCT_PLD, DPT_CONV_BALLE, &eps_pld));
     }
+    char extra[256] = "";
+    if (!t->metrics_open && t->algo->epoch_metrics)
+        DPT_TRY(t->algo->epoch_metrics(t->algo, t, NULL, extra, sizeof extra));
     if (t->metrics_open) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "epoch", (double)r->epoch);
@@ -768,6 +771,13 @@ static dpt_status end_of_epoch(dpt_trainer *t, dpt_epoch_result *r) {
             if (isfinite(eps_pld)) cJSON_AddNumberToObject(o, "epsilon_pld", eps_pld);
             cJSON_AddNumberToObject(o, "delta", t->cfg.delta);
         }
+        if (t->algo->epoch_metrics) {
+            dpt_status se = t->algo->epoch_metrics(t->algo, t, o, extra, sizeof extra);
+            if (se != DPT_OK) {
+                cJSON_Delete(o);
+                return se;
+            }
+        }
         char *line = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
         DPT_CHECK(line, DPT_ENOMEM, "metrics: out of memory");
@@ -777,8 +787,9 @@ static dpt_status end_of_epoch(dpt_trainer *t, dpt_epoch_result *r) {
     }
     if (!t->cfg.quiet) {
         if (t->cfg.progress) fprintf(stderr, "\r\033[K");
-        char epsb[96] = "";
+        char epsb[352] = "";
         if (t->ledger) snprintf(epsb, sizeof epsb, "  epsilon %.4g (delta %g)", eps, t->cfg.delta);
+        if (extra[0]) snprintf(epsb + strlen(epsb), sizeof epsb - strlen(epsb), "  %s", extra);
         if (t->test)
             fprintf(stderr, "epoch %" PRIu64 "/%" PRIu64 "  step %" PRIu64 "  train loss %.4f  test loss %.4f  "
                             "test acc %.2f%%%s  %.1fs\n", r->epoch, t->cfg.epochs, r->step, r->train_loss,
