@@ -63,6 +63,12 @@ static cli_option *build_table(const cli_option *common, const cli_option *priv)
     return t;
 }
 
+static int algo_has_option(const cli_algo *A, const char *name) {
+    for (const cli_option *o = A->opts; o && o->name; o++)
+        if (!strcmp(o->name, name)) return 1;
+    return 0;
+}
+
 static char *usage_with_algos(void) {
     static char buf[4096];
     int w = snprintf(buf, sizeof buf, "%s\n\nAlgorithms (--algo):", USAGE);
@@ -97,7 +103,7 @@ int dpt_cmd_train(int argc, char **argv) {
         {"--momentum", CLI_DOUBLE, &momentum, "X", "SGD momentum in [0, 1)", NULL},
         {"--weight-decay", CLI_DOUBLE, &weight_decay, "X", "L2 coefficient added to the gradient", NULL},
         {"--lr-schedule", CLI_STR, &schedule, "S", "constant | step:GAMMA:EVERY | exp:GAMMA (per epoch)", NULL},
-        {"--sampler", CLI_STR, &sampler, "NAME", "shuffle (fixed batches) | poisson | full (dpsgd: poisson)", &sampler_seen},
+        {"--sampler", CLI_STR, &sampler, "NAME", "shuffle (fixed batches) | poisson | full | poisson-reject (dpsgd: poisson; dpulr: poisson-reject)", &sampler_seen},
         {"--batch-size", CLI_LONG, &batch, "B", "batch size (poisson: expected size, q = B/N)", &batch_seen},
         {"--sample-rate", CLI_DOUBLE, &sample_rate, "Q", "poisson sampling rate q in (0, 1] (overrides B/N)", &sample_rate_seen},
         {"--epochs", CLI_LONG, &epochs, "E", "epochs to train (poisson: an epoch is round(1/q) steps)", NULL},
@@ -140,8 +146,15 @@ int dpt_cmd_train(int argc, char **argv) {
         return cli_error("--algo: unknown algorithm '%s' (available: %s)", algo_name, names);
     }
     for (size_t i = 0; CLI_ALGOS[i]; i++) {
-        const char *g = CLI_ALGOS[i] != A ? cli_given(argc, argv, 1, CLI_ALGOS[i]->opts) : NULL;
-        if (g) return cli_error("%s is an option of --algo %s, not of --algo %s", g, CLI_ALGOS[i]->name, A->name);
+        if (CLI_ALGOS[i] == A) continue;
+        /* a flag of another algorithm, unless the chosen one has a flag of that name too
+         * (ulr and dpulr share their estimator flags) */
+        for (const cli_option *o = CLI_ALGOS[i]->opts; o && o->name; o++) {
+            if (o->kind == CLI_SECTION || algo_has_option(A, o->name)) continue;
+            cli_option one[2] = {*o, {NULL, 0, NULL, NULL, NULL, NULL}};
+            const char *g = cli_given(argc, argv, 1, one);
+            if (g) return cli_error("%s is an option of --algo %s, not of --algo %s", g, CLI_ALGOS[i]->name, A->name);
+        }
     }
     if (!A->uses_privacy_flags) {
         const char *g = cli_given(argc, argv, 1, priv);
@@ -166,7 +179,8 @@ int dpt_cmd_train(int argc, char **argv) {
     if (!strcmp(sampler, "shuffle")) cfg.sampler = DPT_SAMPLER_SHUFFLE;
     else if (!strcmp(sampler, "poisson")) cfg.sampler = DPT_SAMPLER_POISSON;
     else if (!strcmp(sampler, "full")) cfg.sampler = DPT_SAMPLER_FULL;
-    else return cli_error("--sampler: expected shuffle|poisson|full, got '%s'", sampler);
+    else if (!strcmp(sampler, "poisson-reject") && !strcmp(A->name, "dpulr")) cfg.sampler = DPT_SAMPLER_POISSON_REJECT;
+    else return cli_error("--sampler: expected shuffle|poisson|full (--algo dpulr: poisson-reject), got '%s'", sampler);
     if (batch < 1) return cli_error("--batch-size must be >= 1, got %ld", batch);
     if (epochs < 1) return cli_error("--epochs must be >= 1, got %ld", epochs);
     if (threads < 0 || threads > 1024) return cli_error("--threads must be in [0, 1024], got %ld", threads);
@@ -187,8 +201,8 @@ int dpt_cmd_train(int argc, char **argv) {
     if (max_train < 0 || max_test < 0) return cli_error("--max-train/--max-test must be >= 0");
     if (sample_rate_seen && !(sample_rate > 0.0 && sample_rate <= 1.0))
         return cli_error("--sample-rate must be in (0, 1], got %g", sample_rate);
-    if (sample_rate_seen && cfg.sampler != DPT_SAMPLER_POISSON)
-        return cli_error("--sample-rate needs --sampler poisson");
+    if (sample_rate_seen && cfg.sampler != DPT_SAMPLER_POISSON && cfg.sampler != DPT_SAMPLER_POISSON_REJECT)
+        return cli_error("--sample-rate needs --sampler poisson (or poisson-reject)");
     if (!out || !*out) return cli_error("--out: empty directory name");
 
     cli_data_opts dopts = {dataset, data_dir, normalize, classes, max_train, max_test};

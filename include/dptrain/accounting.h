@@ -111,7 +111,7 @@ dpt_status dpt_ledger_add_rdp_curve(dpt_ledger *l, const double *orders, const d
 /* An (eps, delta)-DP release (eps >= 0, delta in [0, 1)). Composed with the rest by basic
  * composition: eps adds, delta adds (so the RDP part gets delta - sum of these deltas). */
 dpt_status dpt_ledger_add_eps_delta(dpt_ledger *l, double eps, double delta, const char *label);
-uint64_t dpt_ledger_steps(const dpt_ledger *l); /* total SGM steps recorded */
+uint64_t dpt_ledger_steps(const dpt_ledger *l); /* total SGM and DP-ULR steps recorded */
 size_t dpt_ledger_n_events(const dpt_ledger *l); /* stored (merged) events */
 /* Free-form metadata; set replaces; key non-empty. The returned pointer is owned by the
  * ledger, valid until the key is set again or the ledger is freed. */
@@ -140,6 +140,36 @@ dpt_status dpt_ledger_from_json(const char *json, dpt_ledger **out);
 dpt_status dpt_ledger_save(const dpt_ledger *l, const char *path);
 dpt_status dpt_ledger_load(const char *path, dpt_ledger **out);
 
+
+/* ==== DP-ULR: Poisson sampling with rejection (dpulr.c) ====
+ * Each example is drawn with probability q and the whole batch is redrawn while it has
+ * fewer than N_B examples (1 <= N_B <= qN). Per step (Theorems 3.5-3.6 and Eq. 38 of the
+ * DP-ULR paper, with Nbar = N - 1 for a dataset of N examples):
+ *   gamma(alpha) = ln(1 + q p(N_B - 1; Nbar, q) / (1 - P(N_B - 1; Nbar, q)))   rejection term
+ *                + RDP_SGM(q, sigma0, alpha)                                    exact SGM RDP
+ * p, P: Binomial(Nbar, q) pmf and cdf, in log space. The paper's closed form
+ * 2 q^2 alpha / sigma0^2 for the second term is replaced by the exact SGM RDP (see
+ * docs/dpulr.md). Errors name --min-batch for N_B outside [1, qN]. */
+/* the order at which the ratio rejection / SGM is judged (Figure 2 of the paper) */
+#define DPT_DPULR_RATIO_ALPHA 1.1
+double dpt_binom_logpmf(uint64_t n, double q, uint64_t k);
+dpt_status dpt_dpulr_rejection_term(double q, uint64_t N, uint64_t N_B, double *term);
+/* gamma at one order; rejection, sgm (may be NULL) receive the two terms. */
+dpt_status dpt_dpulr_rdp(double q, double sigma0, uint64_t N, uint64_t N_B, double alpha,
+                         double *gamma, double *rejection, double *sgm);
+/* epsilon after `steps` steps (default order grid); best_order may be NULL. */
+dpt_status dpt_dpulr_epsilon(double q, double sigma0, uint64_t N, uint64_t N_B,
+                             uint64_t steps, double delta, dpt_conversion conv, double *eps,
+                             double *best_order);
+/* Largest N_B in [1, qN] whose rejection term is <= max_ratio times the SGM term at order
+ * DPT_DPULR_RATIO_ALPHA (the SGM RDP is smallest there, so the bound holds at every
+ * larger order). When even N_B = 1 exceeds it, *N_B = 1 and *ratio tells by how much. */
+dpt_status dpt_dpulr_default_min_batch(double q, double sigma0, uint64_t N, double max_ratio,
+                                       uint64_t *N_B, double *ratio);
+/* Ledger event "dpulr": `count` steps of the mechanism above (evaluated exactly at every
+ * order; counted in dpt_ledger_steps like SGM steps; RDP accountant only). */
+dpt_status dpt_ledger_add_dpulr(dpt_ledger *l, double q, double sigma0, uint64_t N,
+                                uint64_t N_B, uint64_t count);
 /* ==== KL privacy of noisy GD: closed forms of Ye et al., "Initialization Matters" ====
  * Fully connected ReLU network without biases, linear output layer, widths m_0 = d (input),
  * m_1 .. m_{L-1} (hidden), m_L = o (outputs), weights of layer l ~ N(0, beta_l). Arrays:

@@ -20,6 +20,7 @@ extern "C" {
 #endif
 
 typedef struct dpt_trainer dpt_trainer;
+struct dpt_ledger;
 struct cJSON;
 
 /* ==== Algorithms (strategies) ====
@@ -46,6 +47,15 @@ typedef struct dpt_algo {
      * perturb the new weights (proportional noise). Not called for steps that skip the
      * optimizer (an empty batch of a non-private algorithm). */
     dpt_status (*after_update)(struct dpt_algo *a, dpt_trainer *t);
+    /* Optional (NULL = `count` SGM(q, sigma) events): appends `count` future steps of this
+     * algorithm's own privacy events to `l` (a copy of the run's ledger), so the budget
+     * look-ahead and the ledger metadata follow algorithms whose events are not SGM. */
+    dpt_status (*add_events)(struct dpt_algo *a, const dpt_trainer *t, struct dpt_ledger *l,
+                             uint64_t count);
+    /* Optional: a non-private run of a privacy-minded algorithm whose sampling has no
+     * accountant (DP-ULR with shuffled batches) sets this label; it goes into
+     * metrics.jsonl as "privacy" so the run is marked as non-accounted there too. */
+    const char *privacy_note;
     /* Optional: called once by dpt_trainer_new when the model exists and before the
      * ledger is created, e.g. to set `sigma` from the parameter count. */
     dpt_status (*bind)(struct dpt_algo *a, dpt_trainer *t);
@@ -88,6 +98,55 @@ dpt_dpsgd_config dpt_dpsgd_config_defaults(void);
 /* Copies cfg. DPT_EINVAL naming the flag for C <= 0 or sigma < 0. */
 dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out);
 
+/* DP-ULR (Forward Learning with Differential Privacy, ICML; issue 6): backprop-free
+ * training with likelihood-ratio gradient estimates. The model is sliced into modules
+ * (slices of its layer list; by default each Linear layer with the parameter-free layers
+ * after it). Per step: a clean forward pass keeps each module's input x, its Linear output
+ * v and every example's clean loss L0; then for each module, each example and k = 1..K,
+ * z_k ~ N(0, s_l^2 I) is added to v and the rest of the model runs forward to give L_k;
+ *   g_i = (1/K) sum_k (L_k / s_l^2) z_k xt_i^T     (xt = [x; 1] with a bias)
+ * is clipped to C_l = C / sqrt(#modules) and summed over the batch; the update is the sum
+ * plus noise, divided by N_B (the rejection threshold; shuffled mode: the batch size).
+ * Noise (see docs/dpulr.md):
+ *   CONTROLLER (the paper): s_l^2 = lambda / (K C^2 sigma0^2) from the eigenvalues of
+ *     A_l = sum_i L0_i^2 xt_i xt_i^T (Eq. 7; lambda = lambda_min when A_l has full rank,
+ *     else its smallest eigenvalue above 1e-6 lambda_max; never below perturb_std), and
+ *     top-up Gaussian noise along A_l's eigenvectors with variance
+ *     max(0, sigma0^2 C^2 - lambda_j / (K s_l^2)) (A.4), so that under the paper's
+ *     Gaussian approximation every direction carries at least sigma0 C. NOT covered by a
+ *     standard proof (s_l and the top-up depend on the batch).
+ *   EXPLICIT (sound): s_l = perturb_std fixed; N(0, sigma0^2 C^2) is added to the clipped
+ *     sum like DP-SGD. Antithetic pairs and the L0 baseline are allowed here only.
+ * private = 0 is the non-private ULR baseline: no clipping, no noise, mean over |B|. */
+typedef enum { DPT_ULR_CONTROLLER = 0, DPT_ULR_EXPLICIT = 1 } dpt_ulr_noise;
+typedef struct {
+    int private_;         /* 1: DP-ULR, 0: the non-private ULR baseline */
+    size_t copies;        /* K >= 1 perturbed copies per example and module */
+    double sigma0;        /* target noise multiplier (> 0 when private) */
+    double clip;          /* C > 0: total over modules, sum_l C_l^2 = C^2 */
+    dpt_ulr_noise noise;
+    double perturb_std;   /* explicit / non-private: the perturbation std s (> 0);
+                             controller: a floor on s_l (0 = none) */
+    int antithetic;       /* z, -z pairs (K even); not with the controller */
+    int baseline;         /* L_k - L0 instead of L_k; not with the controller */
+    const char *modules;  /* NULL or "auto", or comma-separated start layers "0,2,4" */
+    int accounted;        /* private: 1 = Poisson with rejection (ledger events, epsilon);
+                             0 = shuffled fixed-size batches, NO accountant (labelled) */
+} dpt_dpulr_config;
+dpt_dpulr_config dpt_dpulr_config_defaults(void);
+/* Validates (K >= 1, C > 0, sigma0 > 0, tricks only where allowed, ...): DPT_EINVAL
+ * naming the flag (--copies, --sigma0, --clip, --ulr-noise, --ulr-std, --modules).
+ * The module spec is checked against the model at the first step. */
+dpt_status dpt_algo_dpulr_new(const dpt_dpulr_config *cfg, dpt_algo **out);
+/* Diagnostics of the last step, module l: the perturbation std s_l, the controller's
+ * lambda_min of A_l (0 when rank deficient), the rank used and the number of examples
+ * whose estimate was clipped. DPT_EINVAL when l is out of range. */
+typedef struct {
+    double s, lambda_min, lambda_max;
+    size_t rank, dim, clipped, examples;
+} dpt_dpulr_module_info;
+size_t dpt_algo_dpulr_n_modules(const dpt_algo *a);
+dpt_status dpt_algo_dpulr_module_info(const dpt_algo *a, size_t l, dpt_dpulr_module_info *out);
 /* Noisy full-batch gradient descent ("Langevin" training, Ye et al., "Initialization
  * Matters", Eq. 4 / Theorem E.1): W_{k+1} = W_k - eta grad L(W_k; D) + sqrt(2 eta sigma^2) Z_k
  * with L the MEAN loss over all n records, no clipping, constant eta. The trainer must use
@@ -158,6 +217,7 @@ typedef struct {
     dpt_sampler_kind sampler; /* shuffle (fixed batch), poisson (rate q), full */
     size_t batch_size;        /* shuffle: batch size; poisson: expected batch (q = B/N) */
     double sample_rate;       /* poisson: q (0 = derive from batch_size) */
+    size_t min_batch;         /* poisson_reject: the rejection threshold N_B (>= 1) */
     uint64_t epochs;
     uint64_t seed;            /* all streams derive from it (init, data, noise) */
     int threads;

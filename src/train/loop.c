@@ -62,6 +62,10 @@ static dpt_status validate_config(const dpt_train_config *c, const dpt_dataset *
     if (c->sampler == DPT_SAMPLER_POISSON || c->sampler == DPT_SAMPLER_POISSON_REJECT)
         DPT_CHECK(c->sample_rate > 0 && c->sample_rate <= 1, DPT_EINVAL,
                   "--sample-rate must be in (0, 1], got %g", c->sample_rate);
+    if (c->sampler == DPT_SAMPLER_POISSON_REJECT)
+        DPT_CHECK(c->min_batch >= 1 && (double)c->min_batch <= c->sample_rate * (double)train->n * (1 + 1e-12),
+                  DPT_EINVAL, "--min-batch N_B = %zu must be in [1, qN] = [1, %.6g]", c->min_batch,
+                  c->sample_rate * (double)train->n);
     DPT_TRY(dpt_optim_validate(&c->optim));
     return DPT_OK;
 }
@@ -79,7 +83,13 @@ static dpt_status ledger_set_run_meta(dpt_trainer *t) {
     char q[32], sigma[32], hash[65];
     ledger_run_values(t, q, sigma, hash);
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "algorithm", t->algo->name));
-    DPT_TRY(dpt_ledger_set_meta(t->ledger, "sampler", "poisson"));
+    DPT_TRY(dpt_ledger_set_meta(t->ledger, "sampler",
+                                t->cfg.sampler == DPT_SAMPLER_POISSON_REJECT ? "poisson_reject" : "poisson"));
+    if (t->cfg.sampler == DPT_SAMPLER_POISSON_REJECT) {
+        char nb[32];
+        snprintf(nb, sizeof nb, "%zu", t->cfg.min_batch);
+        DPT_TRY(dpt_ledger_set_meta(t->ledger, "min_batch", nb));
+    }
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "q", q));
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "sigma", sigma));
     return dpt_ledger_set_meta(t->ledger, "data_sha256", hash);
@@ -91,7 +101,8 @@ static dpt_status ledger_sidecar_path(const dpt_trainer *t, char *buf, size_t n)
     return DPT_OK;
 }
 
-/* epsilon (RDP, Balle conversion) of the ledger plus `more` steps of this run's SGM. */
+/* epsilon (RDP, Balle conversion) of the ledger plus `more` steps of this run's events
+ * (the algorithm's add_events, else SGM(q, sigma)). */
 static dpt_status ledger_eps_after(const dpt_trainer *t, uint64_t more, double *eps) {
     if (!more) return dpt_ledger_epsilon(t->ledger, t->cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, eps);
     char *js = NULL;
@@ -99,7 +110,9 @@ static dpt_status ledger_eps_after(const dpt_trainer *t, uint64_t more, double *
     dpt_ledger *l = NULL;
     dpt_status s = dpt_ledger_from_json(js, &l);
     free(js);
-    if (s == DPT_OK) s = dpt_ledger_add_sgm(l, t->cfg.sample_rate, t->algo->sigma, more);
+    if (s == DPT_OK)
+        s = t->algo->add_events ? t->algo->add_events(t->algo, t, l, more)
+                                : dpt_ledger_add_sgm(l, t->cfg.sample_rate, t->algo->sigma, more);
     if (s == DPT_OK) s = dpt_ledger_epsilon(l, t->cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, eps);
     dpt_ledger_free(l);
     return s;
@@ -197,9 +210,10 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
     t->opt_live = 1;
     /* --secure: the batches must be as unpredictable as the noise, or an adversary who
      * knows the (logged) seed knows who was sampled and there is no amplification. */
-    if ((s = cfg->secure ? dpt_sampler_new_secure(cfg->sampler, train->n, cfg->batch_size, q, 0, &t->sampler)
-                         : dpt_sampler_new(cfg->sampler, train->n, cfg->batch_size, q, 0, cfg->seed, &t->sampler)) !=
-        DPT_OK)
+    if ((s = cfg->secure ? dpt_sampler_new_secure(cfg->sampler, train->n, cfg->batch_size, q, cfg->min_batch,
+                                                  &t->sampler)
+                         : dpt_sampler_new(cfg->sampler, train->n, cfg->batch_size, q, cfg->min_batch, cfg->seed,
+                                           &t->sampler)) != DPT_OK)
         goto fail;
     t->idx = dpt_alloc(train->n, sizeof *t->idx, "batch indices");
     t->xb = dpt_alloc(t->max_batch * train->dim, sizeof *t->xb, "batch features");
@@ -751,6 +765,7 @@ static dpt_status end_of_epoch(dpt_trainer *t, dpt_epoch_result *r) {
         }
         cJSON_AddNumberToObject(o, "lr", r->lr);
         cJSON_AddNumberToObject(o, "wall_s", r->wall_s);
+        if (!t->ledger && t->algo->privacy_note) cJSON_AddStringToObject(o, "privacy", t->algo->privacy_note);
         if (t->ledger) {
             cJSON_AddNumberToObject(o, "epsilon", eps);
             if (isfinite(eps_pld)) cJSON_AddNumberToObject(o, "epsilon_pld", eps_pld);
