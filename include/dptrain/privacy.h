@@ -67,6 +67,30 @@ dpt_status dpt_privacy_noise_add_ref(dpt_rng *noise, float *sum, size_t n, doubl
 #define DPT_DGAUSS_LOG2_SCALE 12 /* the secure grid is (sigma C) 2^-12 Z */
 int64_t dpt_privacy_discrete_gauss(dpt_rng *r, uint32_t s);
 
+/* ==== DP-PCA (Analyze Gauss; Dwork et al. 2014) ====
+ * Rows x_i of X [n, d] are scaled to unit L2 norm (zero rows stay zero). With add/remove
+ * neighbours the Gram matrix G = sum_i x_i x_i^T changes by x x^T, whose upper triangle
+ * (the released entries) has L2 norm <= ||x||^2 <= 1: releasing G + E with E symmetric,
+ * E_ij = E_ji ~ N(0, sigma^2) drawn once for j >= i, is a Gaussian mechanism with
+ * sensitivity 1 and noise multiplier sigma (one dpt_ledger_add_gaussian(l, 1, sigma)).
+ * The eigenvectors of (G + E) / n are post-processing. No data-dependent centring is done
+ * here (centring by the exact data mean, as the DP-MAC authors' code does, is a release
+ * of its own that no accountant covers). */
+#define DPT_STREAM_DP_PCA 0x50434131u /* rng stream id of DP-PCA noise ("PCA1") */
+/* G [d, d] (row-major, full symmetric) = sum of the unit-normalized rows' outer products. */
+dpt_status dpt_dp_pca_gram(const float *X, size_t n, size_t d, double *G);
+/* A [d, d] = G + E (symmetric noise, std sigma >= 0; sigma = 0: none, not private), drawn
+ * from `noise` (fast Gaussian, or the exact discrete Gaussian when secure). */
+dpt_status dpt_dp_pca_noisy_gram(const float *X, size_t n, size_t d, double sigma, dpt_rng *noise,
+                                 int secure, int threads, double *A);
+/* Top-k eigenvectors of the noisy (G + E) / n: V [d, k] row-major (column c = the c-th
+ * largest eigenvalue's unit eigenvector, sign fixed so its largest-magnitude entry is
+ * positive), eigenvalues evals [k] descending (may be NULL). 1 <= k <= d. */
+dpt_status dpt_dp_pca_fit(const float *X, size_t n, size_t d, size_t k, double sigma, dpt_rng *noise,
+                          int secure, int threads, double *V, double *evals);
+/* out [n, k] = unit-normalized rows of X times V (the same preprocessing as the fit). */
+dpt_status dpt_dp_pca_project(const float *X, size_t n, size_t d, const double *V, size_t k, float *out);
+
 #ifdef __cplusplus
 }
 #endif
