@@ -76,7 +76,9 @@ int64_t dpt_privacy_discrete_gauss(dpt_rng *r, uint32_t s);
  * The eigenvectors of (G + E) / n are post-processing. No data-dependent centring is done
  * here (centring by the exact data mean, as the DP-MAC authors' code does, is a release
  * of its own that no accountant covers). */
-#define DPT_STREAM_DP_PCA 0x50434131u /* rng stream id of DP-PCA noise ("PCA1") */
+/* The noise stream must be a DPT_STREAM_NOISE stream; to keep it independent of the
+ * training noise of the same run, seed it with dpt_dp_pca_seed(seed). */
+static inline uint64_t dpt_dp_pca_seed(uint64_t seed) { return seed ^ 0x9E3779B97F4A7C15ull; }
 /* G [d, d] (row-major, full symmetric) = sum of the unit-normalized rows' outer products. */
 dpt_status dpt_dp_pca_gram(const float *X, size_t n, size_t d, double *G);
 /* A [d, d] = G + E (symmetric noise, std sigma >= 0; sigma = 0: none, not private), drawn
