@@ -97,17 +97,20 @@ dpt_status dpt_dp_pca_fit(const float *X, size_t n, size_t d, size_t k, double s
 }
 
 dpt_status dpt_dp_pca_project(const float *X, size_t n, size_t d, const double *V, size_t k, float *out) {
-    DPT_CHECK((X || n == 0) && V && out && k >= 1, DPT_EINVAL, "dp_pca_project: NULL argument");
-    float *row = dpt_alloc(d, sizeof(float), "dp_pca row");
-    if (!row) return DPT_ENOMEM;
-    for (size_t i = 0; i < n; i++) {
-        unit_rows(X, i, 1, d, row);
-        for (size_t c = 0; c < k; c++) {
-            double acc = 0;
-            for (size_t j = 0; j < d; j++) acc += (double)row[j] * V[j * k + c];
-            out[i * k + c] = (float)acc;
-        }
+    DPT_CHECK((X || n == 0) && V && out && k >= 1 && d >= 1, DPT_EINVAL, "dp_pca_project: NULL argument");
+    const size_t c0 = n < PCA_CHUNK ? (n ? n : 1) : PCA_CHUNK;
+    float *buf = dpt_alloc(c0 * d, sizeof(float), "dp_pca rows");
+    float *Vf = dpt_alloc(d * k, sizeof(float), "dp_pca components");
+    if (!buf || !Vf) {
+        dpt_free(buf), dpt_free(Vf);
+        return DPT_ENOMEM;
     }
-    dpt_free(row);
+    for (size_t j = 0; j < d * k; j++) Vf[j] = (float)V[j];
+    for (size_t lo = 0; lo < n; lo += c0) { /* out rows = unit rows [c, d] x V [d, k] */
+        size_t c = n - lo < c0 ? n - lo : c0;
+        unit_rows(X, lo, c, d, buf);
+        dpt_sgemm(0, 0, c, k, d, 1.0f, buf, d, Vf, k, 0.0f, out + lo * k, k);
+    }
+    dpt_free(buf), dpt_free(Vf);
     return DPT_OK;
 }
