@@ -5,7 +5,7 @@
  * neighbouring batches differ by the removed example's stacked clipped coefficients, norm
  * <= sqrt(K) Theta (reached when clipping is active); with all coefficients zero the
  * released direction is pure noise of std sigma sqrt(K) Theta / (2 qN); an example's z is
- * bit-identical when another example of the batch changes; the ledger holds one SGM event
+ * bit-identical when another example of the batch changes (examples 0, 4, 8 in turn); the ledger holds one SGM event
  * per step plus a pre-training Gaussian release; bad settings are clear errors; a run
  * learns. */
 #include <dptrain/accounting.h>
@@ -192,14 +192,20 @@ static void test_z_per_example(void) {
     memcpy(y, d.y, sizeof y);
     CHECK_OK(a->begin(a, t, bc));
     CHECK_OK(dpt_dpmac_debug_chunk(a, t, x, y, bc, z1, NULL));
-    /* replace example 4 entirely (features and label) */
-    for (size_t j = 0; j < 6; j++) x[4 * 6 + j] = 5.0f - 2.0f * x[4 * 6 + j];
-    y[4] = (y[4] + 1) % 3;
-    CHECK_OK(dpt_dpmac_debug_chunk(a, t, x, y, bc, z2, NULL));
-    for (size_t n = 0; n < bc; n++) {
-        int same = !memcmp(z1 + n * H, z2 + n * H, H * sizeof(float));
-        CHECK(n == 4 ? !same : same);
+    /* replace example v entirely (features and label): only z_v may change */
+    for (size_t v = 0; v < bc; v += 4) {
+        memcpy(x, d.x, bc * 6 * sizeof(float));
+        memcpy(y, d.y, sizeof y);
+        for (size_t j = 0; j < 6; j++) x[v * 6 + j] = 5.0f - 2.0f * x[v * 6 + j];
+        y[v] = (y[v] + 1) % 3;
+        CHECK_OK(dpt_dpmac_debug_chunk(a, t, x, y, bc, z2, NULL));
+        for (size_t n = 0; n < bc; n++) {
+            int same = !memcmp(z1 + n * H, z2 + n * H, H * sizeof(float));
+            CHECK(n == v ? !same : same);
+        }
     }
+    memcpy(x, d.x, bc * 6 * sizeof(float));
+    memcpy(y, d.y, sizeof y);
     /* and the z of example 0 computed alone matches (float tolerance: other GEMM shapes) */
     CHECK_OK(dpt_dpmac_debug_chunk(a, t, x, y, 1, z2, NULL));
     for (size_t j = 0; j < H; j++) CHECK_CLOSE(z2[j], z1[j], 1e-5, 1e-4);
