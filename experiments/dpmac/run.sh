@@ -5,7 +5,8 @@
 # Writes OUTDIR/results.csv (one line per run: our epsilon, the paper's, our metric, the
 # paper's) and OUTDIR/mnist.png, OUTDIR/usps.png (gnuplot). Env: DPTRAIN (binary; default
 # build/dptrain), DATA_DIR (default $DPT_SHARED_DATASETS or /work/shared/datasets),
-# THREADS (default 1), SMOKE=1 (= --smoke: tiny sizes, finishes in seconds).
+# THREADS (default 1), SMOKE=1 (= --smoke: tiny sizes, finishes in seconds), ROWS_ONLY
+# ("paper-eps8 calib-eps2 ..." to run only these rows), USPS_EPOCHS, USPS_ROWS, USPS_DPSGD.
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -33,6 +34,7 @@ echo "task,row,algo,sigma,pca_sigma,epochs,batch,eps_target_paper,eps_rdp,eps_pl
 # one run: ROW ALGO PAPER_EPS PAPER_METRIC METRIC -- dptrain args...
 run() {
   local task=$1 row=$2 algo=$3 peps=$4 pval=$5 metric=$6; shift 6
+  if [ -n "${ROWS_ONLY:-}" ] && ! grep -qw -- "$row" <<<"$ROWS_ONLY"; then return 0; fi
   local dir=$OUT/runs/$task-$row
   rm -rf "$dir"
   local t0; t0=$(date +%s.%N)
