@@ -129,22 +129,21 @@ for task in ("mnist", "usps"):
         for r in rs:
             f.write("%s %s %s %s\n" % (r["eps_rdp"], r["ours"], r["eps_target_paper"] if r["eps_target_paper"] != "inf" else "nan", r["paper"]))
 PY
-  gnuplot <<GP
+  plot_task() { # plot_task NAME TITLE YLABEL KEYPOS
+    [ -s "$OUT/$1.dat" ] || return 0
+    gnuplot <<GP
 set terminal png size 800,500
 set datafile missing "nan"
 set logscale x
-set key left top
-set output "$OUT/mnist.png"
-set title "DP-MAC, MNIST classifier (DP-PCA 60, 300 ReLU): test accuracy"
-set xlabel "epsilon (delta 1e-5)"; set ylabel "test accuracy"
-plot "$OUT/mnist.dat" using 1:2 with points pt 7 ps 1.5 title "ours (epsilon our accountant computed)", \
-     "$OUT/mnist.dat" using 3:4 with points pt 6 ps 1.5 title "paper (its stated epsilon)"
-set output "$OUT/usps.png"
-set key right top
-set title "USPS autoencoder 256-300-100-20-100-300-256: test MSE (half SSE per image)"
-set ylabel "test MSE"
-plot "$OUT/usps.dat" using 1:2 with points pt 7 ps 1.5 title "ours", \
-     "$OUT/usps.dat" using 3:4 with points pt 6 ps 1.5 title "paper (its stated epsilon)"
+set key $4
+set output "$OUT/$1.png"
+set title "$2"
+set xlabel "epsilon (delta 1e-5)"; set ylabel "$3"
+plot "$OUT/$1.dat" using 1:2 with points pt 7 ps 1.5 title "ours (epsilon our accountant computed)", \\
+     "$OUT/$1.dat" using 3:4 with points pt 6 ps 1.5 title "paper (its stated epsilon)"
 GP
+  }
+  plot_task mnist "DP-MAC, MNIST classifier (DP-PCA 60, 300 ReLU): test accuracy" "test accuracy" "left top"
+  plot_task usps "USPS autoencoder 256-300-100-20-100-300-256: test MSE (half SSE per image)" "test MSE" "right top"
 fi
 echo "wrote $CSV" >&2
