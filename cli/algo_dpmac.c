@@ -28,6 +28,7 @@ static cli_option OPTS[] = {
 
 typedef struct {
     double sigma;
+    size_t pca_released; /* entries of the released noisy Gram matrix, d (d + 1) / 2 */
 } dpmac_cli;
 static dpmac_cli S;
 
@@ -58,6 +59,10 @@ static int dpmac_check(cli_algo_ctx *c) {
     if (pca_sigma_seen && pca_dims == 0) return cli_error("--pca-sigma needs --pca-dims K > 0");
     if (pca_dims > 0 && (!(pca_sigma > 0) || !isfinite(pca_sigma)))
         return cli_error("--pca-sigma must be > 0, got %g (DP-PCA without noise is not private)", pca_sigma);
+    if (p->secure && !p->sigma_seen)
+        return cli_error("--secure with --target-epsilon: calibration for the secure mechanisms of --algo dpmac is "
+                         "not implemented; give --sigma (the ledger then records the secure mode's effective "
+                         "multipliers)");
     if (pca_dims > 0 && c->resume && p->secure)
         return cli_error("--resume with --pca-dims in --secure mode would release a second, different DP-PCA "
                          "(its noise cannot be regenerated); start a new run");
@@ -81,6 +86,7 @@ static int composed_eps(double q, double sigma, uint64_t T, double delta, double
 static int run_pca(cli_algo_ctx *c) {
     dpt_dataset *tr = (dpt_dataset *)c->train, *te = (dpt_dataset *)c->test;
     const size_t d = tr->dim, k = (size_t)pca_dims;
+    S.pca_released = d * (d + 1) / 2;
     if (k > d) return cli_error("--pca-dims %ld: the data have only %zu features", pca_dims, d);
     double *V = dpt_alloc(d * k, sizeof(double), "pca components");
     float *ptr = dpt_alloc(tr->n * k, sizeof(float), "projected train");
@@ -169,7 +175,10 @@ static int dpmac_make(cli_algo_ctx *c, dpt_algo **out) {
  * run's ledger holds it already). */
 static int dpmac_started(cli_algo_ctx *c, dpt_trainer *t) {
     if (pca_dims <= 0 || c->resume) return 0;
-    if (dpt_trainer_add_gaussian_release(t, 1.0, pca_sigma, "dp-pca") != DPT_OK) return cli_fail("--pca-sigma");
+    /* secure mode: the lattice rounding of the d(d+1)/2 released entries raises the
+     * sensitivity; record the effective multiplier (sensitivity 1) */
+    double mult = c->priv->secure ? dpt_privacy_secure_sigma_eff(pca_sigma, S.pca_released) : pca_sigma;
+    if (dpt_trainer_add_gaussian_release(t, 1.0, mult, "dp-pca") != DPT_OK) return cli_fail("--pca-sigma");
     return 0;
 }
 

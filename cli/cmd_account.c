@@ -13,7 +13,9 @@
 static const char *USAGE =
     "usage: dptrain account --sample-rate Q | --batch-size B --dataset-size N\n"
     "                       (--sigma S | --target-epsilon E) (--steps T | --epochs E) [options]\n"
-    "       dptrain account --ledger FILE [--delta D] [--json]\n\n"
+    "       dptrain account --ledger FILE [--delta D] [--json]\n"
+    "       dptrain account --kl-bound --init I --input-dim d --outputs o --width m --depth L [...]\n"
+    "                       (KL closed forms of noisy GD; see dptrain account --kl-bound --help)\n\n"
     "Privacy spent by DP-SGD with Poisson sampling at rate q and Gaussian noise multiplier\n"
     "sigma (add/remove adjacency), or the smallest sigma that meets a target epsilon.\n"
     "With --epochs E, steps = ceil(E / q) (an epoch is 1/q steps in expectation, q = B/N).";
@@ -111,6 +113,8 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
 /* ==== main ==== */
 
 int dpt_cmd_account(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) /* the KL closed forms have their own flags (cli/account_kl.c) */
+        if (!strcmp(argv[i], "--kl-bound")) return dpt_cmd_account_kl(argc, argv);
     const char *s_q = NULL, *s_b = NULL, *s_n = NULL, *s_sigma = NULL, *s_steps = NULL,
                *s_epochs = NULL, *s_target = NULL, *s_orders = NULL, *ledger = NULL;
     const char *acct_name = "rdp", *conv_name = "balle";

@@ -1,6 +1,7 @@
 /* dptrain train: one training run from flags. The option table drives parsing and
  * --help, so every option is listed with its real default. */
 #include <dptrain/accounting.h>
+#include <dptrain/comm.h>
 #include <dptrain/train.h>
 
 #include <errno.h>
@@ -75,7 +76,7 @@ int dpt_cmd_train(int argc, char **argv) {
     const char *algo_name = "sgd", *optimizer = "adam", *schedule = "constant", *sampler = "shuffle";
     const char *loss = "ce", *init = "default", *normalize = "scalar", *out = "runs/latest", *classes = NULL;
     double lr = 1e-3, momentum = 0.0, weight_decay = 0.0, sample_rate = 0.0;
-    long batch = 256, epochs = 5, threads = 0, max_train = 0, max_test = 0;
+    long batch = 256, epochs = 5, threads = 0, max_train = 0, max_test = 0, shards = 0;
     uint64_t seed = 1, max_steps = 0;
     int resume = 0, quiet = 0, no_progress = 0, lr_seen = 0;
     int sampler_seen = 0, sample_rate_seen = 0, batch_seen = 0;
@@ -102,7 +103,9 @@ int dpt_cmd_train(int argc, char **argv) {
         {"--epochs", CLI_LONG, &epochs, "E", "epochs to train (poisson: an epoch is round(1/q) steps)", NULL},
         {"--max-steps", CLI_U64, &max_steps, "T", "stop after T steps in total (0 = no limit)", NULL},
         {"--seed", CLI_U64, &seed, "S", "seed of every random stream (init, sampling, noise)", NULL},
-        {"--threads", CLI_LONG, &threads, "N", "threads (0 = all cores)", NULL},
+        {"--threads", CLI_LONG, &threads, "N", "threads (0 = all cores; under mpirun: per rank, cores / ranks on the host)", NULL},
+        {"--shards", CLI_LONG, &shards, "S", "data-parallel shards: same result on any number of MPI ranks "
+                                            "(0 = ranks; see docs/distributed.md)", NULL},
         {"--out", CLI_STR, &out, "DIR", "run directory", NULL},
         {"--resume", CLI_FLAG, &resume, NULL, "continue the run in --out from its checkpoint", NULL},
         {"--quiet", CLI_FLAG, &quiet, NULL, "print only the final summary", NULL},
@@ -167,6 +170,20 @@ int dpt_cmd_train(int argc, char **argv) {
     if (batch < 1) return cli_error("--batch-size must be >= 1, got %ld", batch);
     if (epochs < 1) return cli_error("--epochs must be >= 1, got %ld", epochs);
     if (threads < 0 || threads > 1024) return cli_error("--threads must be in [0, 1024], got %ld", threads);
+    if (shards < 0 || shards > 65536) return cli_error("--shards must be in [0, 65536], got %ld", shards);
+    /* under mpirun the cores of a host are shared by its ranks */
+    if (threads == 0 && dpt_comm_size() > 1) {
+        const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+        long local = ls ? atol(ls) : 1, cores = dpt_threads_resolve(0);
+        threads = local > 0 && cores / local > 0 ? cores / local : 1;
+    }
+    /* under mpirun only rank 0 talks to the user and writes the run directory */
+    int rank = dpt_comm_rank();
+    if (rank != 0) {
+        quiet = 1;
+        ctx.quiet = 1;
+        if (!freopen("/dev/null", "w", stdout)) return cli_error("cannot redirect the output of rank %d", rank);
+    }
     if (max_train < 0 || max_test < 0) return cli_error("--max-train/--max-test must be >= 0");
     if (sample_rate_seen && !(sample_rate > 0.0 && sample_rate <= 1.0))
         return cli_error("--sample-rate must be in (0, 1], got %g", sample_rate);
@@ -190,7 +207,7 @@ int dpt_cmd_train(int argc, char **argv) {
     dpt_algo *algo = NULL;
     dpt_trainer *t = NULL;
     int exit_code = 0;
-    if (make_dirs(out) != 0) {
+    if (rank == 0 && make_dirs(out) != 0) {
         exit_code = cli_error("--out %s: cannot create directory: %s", out, strerror(errno));
         goto done;
     }
@@ -202,6 +219,7 @@ int dpt_cmd_train(int argc, char **argv) {
     cfg.threads = (int)threads;
     cfg.out_dir = out;
     cfg.max_steps = max_steps;
+    cfg.shards = (size_t)shards;
     cfg.quiet = quiet;
     cfg.progress = !no_progress && cli_stderr_is_tty();
     cfg.run_json = run_json;
@@ -224,6 +242,10 @@ int dpt_cmd_train(int argc, char **argv) {
         fprintf(stderr, "dptrain train: %s (%zu train / %zu test, loaded in %.1fs), model %s (%zu parameters)\n",
                 dataset, train.n, test.n, t_load, model, m->n_params);
         if (A->describe) A->describe(&ctx, stderr);
+        if (dpt_comm_size() > 1)
+            fprintf(stderr, "  data parallel: %d MPI ranks (%s), %zu shards%s, rank 0 writes %s\n",
+                    dpt_comm_size(), dpt_comm_library(), dpt_trainer_shards(t),
+                    A->uses_privacy_flags ? ", one noise draw per step" : "", out);
     }
     dpt_epoch_result r;
     if (dpt_trainer_run(t, &r) != DPT_OK) {

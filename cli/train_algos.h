@@ -77,4 +77,5 @@ void cli_print_noise_mode(const cli_algo_ctx *c);
 extern const cli_algo CLI_ALGO_SGD;
 extern const cli_algo CLI_ALGO_DPSGD;
 extern const cli_algo CLI_ALGO_DPMAC;
+extern const cli_algo CLI_ALGO_NOISY_GD;
 #endif

@@ -140,6 +140,60 @@ dpt_status dpt_ledger_from_json(const char *json, dpt_ledger **out);
 dpt_status dpt_ledger_save(const dpt_ledger *l, const char *path);
 dpt_status dpt_ledger_load(const char *path, dpt_ledger **out);
 
+/* ==== KL privacy of noisy GD: closed forms of Ye et al., "Initialization Matters" ====
+ * Fully connected ReLU network without biases, linear output layer, widths m_0 = d (input),
+ * m_1 .. m_{L-1} (hidden), m_L = o (outputs), weights of layer l ~ N(0, beta_l). Arrays:
+ * widths[0..L], beta[0..L-1] for layers 1..L. Depth L >= 2 everywhere (DPT_EINVAL). These
+ * are BOUNDS AND ORDERS OF MAGNITUDE from the paper, none of them is an (epsilon, delta)
+ * guarantee; see docs/kl_privacy.md for the constants. */
+typedef enum { DPT_KLI_LECUN = 0, DPT_KLI_HE, DPT_KLI_XAVIER, DPT_KLI_NTK } dpt_kl_init;
+/* "lecun" | "he" | "xavier" | "ntk" */
+dpt_status dpt_kl_init_parse(const char *s, dpt_kl_init *out);
+const char *dpt_kl_init_name(dpt_kl_init init);
+/* Table 1's per-layer variances: LeCun 1/m_{l-1}, He 2/m_{l-1}, Xavier 2/(m_{l-1} + m_l),
+ * NTK 2/m_l for l < L and 1/o for l = L. */
+dpt_status dpt_kl_init_variances(dpt_kl_init init, const size_t *widths, size_t L, double *beta);
+/* Eq. 7: B = d o (prod_{i=1}^{L-1} beta_i m_i / 2) sum_{l=1}^{L} beta_L / beta_l. By Lemma
+ * C.3, E ||d f(x) / d W||_F^2 at initialization = (||x||^2 / d) B, so B is that expectation
+ * at ||x||^2 = d, the bound of Assumption 2.2. */
+dpt_status dpt_kl_gradient_constant(const size_t *widths, size_t L, const double *beta, double *B);
+/* The closed forms printed in Table 1 for equal hidden widths m (for checking Eq. 7):
+ * LeCun o m (L-1+d/m) / 2^{L-1}; He o m (L-1+d/m); NTK d m ((L-1)/2 + o/m);
+ * Xavier o d (L-1+(d+o)/(2m)) / (2^{L-3} (1+d/m) (1+o/m)). */
+dpt_status dpt_kl_gradient_constant_table1(dpt_kl_init init, double d, double o, double m, size_t L,
+                                           double *B);
+/* Corollary 4.2 (Eq. 8) for the linearized network after `steps` noisy-GD steps (T = eta
+ * steps) on n records with replace-one neighbours:
+ *   kl_bound_paper = 2 B T / (n^2 sigma^2)                      (Eq. 8 as printed)
+ *   kl_bound       = r B T / (n^2 sigma^2)                      (this library's default)
+ * kl_bound uses the exact per-step constant eta/(4 sigma^2) and the rigorous squared norm
+ * r of the loss gradient in the outputs: r = 1 for o = 1 (logistic, |sigmoid - y| <= 1),
+ * r = 2 for o >= 2 (softmax cross-entropy, ||softmax - onehot||^2 < 2), i.e. E||grad L(D) -
+ * grad L(D')||^2 <= 4 r B / n^2 instead of the paper's 4 B / n^2. pinsker_tv =
+ * sqrt(kl_bound / 2) bounds the total variation distance (Pinsker), nothing more. */
+typedef struct {
+    double B, T, r;
+    double kl_bound, kl_bound_paper, pinsker_tv;
+} dpt_kl_bound_result;
+dpt_status dpt_kl_linearized_bound(double B, size_t o, uint64_t steps, double eta, double sigma, size_t n,
+                                   dpt_kl_bound_result *out);
+/* Lemma 3.2 for the ReLU network: the bound on int_0^T E||grad L(W_t; D) - grad L(W_t; D')||^2
+ * dt = 2 T G0 + 2 b^2 / (n^2 (2 + b^2)) ((e^{(2+b^2) T} - 1) / (2 + b^2) - T) (N0 + 2 sigma^2
+ * rank + c^2) + 2 c^2 T / n^2, with G0 = E||grad L(W0;D) - grad L(W0;D')||^2, N0 =
+ * E||grad L(W0; D)||^2, b, c the constants of its smoothness assumption and rank = rank(M_T).
+ * *kl_exact = integral / (4 sigma^2) (exact Girsanov constant for dW = -grad dt +
+ * sqrt(2 sigma^2) dB), *kl_paper = integral / (2 sigma^2) (the paper's Theorem 3.1). */
+typedef struct {
+    double T, sigma, n, b, c, rank, G0, N0;
+} dpt_kl_lemma32_args;
+dpt_status dpt_kl_lemma32(const dpt_kl_lemma32_args *a, double *integral, double *kl_exact, double *kl_paper);
+/* Section 6, orders of magnitude (the O~ of the paper: log factors and constants dropped):
+ * Eq. 9  R = max{1 / (d beta_L prod_{i<L} beta_i m_i), 1} n / sum_l 1/beta_l;
+ * Cor. 6.4 for eps-KL privacy: T = sqrt(eps n R / (2 B)), sigma^2 = 2 B T / (eps n^2),
+ *          excess empirical risk ~ 1/n^2 + sqrt(B R / (eps n)). */
+dpt_status dpt_kl_lazy_distance(const size_t *widths, size_t L, const double *beta, size_t n, double *R);
+dpt_status dpt_kl_tradeoff(double B, double R, size_t n, double eps, double *T, double *sigma, double *excess);
+
 #ifdef __cplusplus
 }
 #endif

@@ -127,6 +127,7 @@ typedef struct {
     uint32_t buf[DPT_RNG_BUF_WORDS];
     unsigned pos;           /* next unread word in buf (DPT_RNG_BUF_WORDS = empty) */
     void *ctx;              /* EVP_CIPHER_CTX* owned by this rng */
+    uint64_t sub;           /* substream read by dpt_rng_u32 & co. (0; a child: its own) */
 } dpt_rng;
 
 /* Reproducible stream from a 64-bit seed. Allocates a cipher context: dpt_rng_free. */
@@ -136,6 +137,14 @@ dpt_status dpt_rng_init_secure(dpt_rng *r, uint32_t stream_id);
 void dpt_rng_free(dpt_rng *r);
 /* 64 bits of OS randomness (for choosing a seed when the user gives none). */
 dpt_status dpt_os_random_u64(uint64_t *out);
+
+/* Reserves n fresh substreams of r (never used by anything else) and returns the first. */
+uint64_t dpt_rng_reserve_substreams(dpt_rng *r, uint64_t n);
+/* A child stream with the parent's key that reads substream `sub` from its start, with the
+ * whole stream API (dpt_rng_below, ...): parallel exact samplers give each chunk of their
+ * output its own reserved substream, so the result does not depend on the thread count.
+ * A child is transient (its position is not part of any saved state): dpt_rng_free. */
+dpt_status dpt_rng_child(const dpt_rng *parent, uint64_t sub, dpt_rng *child);
 
 /* Saved position of a stream: enough (with the seed) to continue bit-identically. */
 typedef struct {
@@ -169,7 +178,12 @@ int dpt_rng_bernoulli(dpt_rng *r, double p);
 #define DPT_RNG_CHUNK 4096
 dpt_status dpt_rng_gauss_fill(dpt_rng *r, float *out, size_t n, float stddev, int accumulate,
                               int threads);
-/* Reference version of the above: same layout, exact double Box-Muller per element. */
+/* out[i] = scale * (out[i] + stddev * N(0, 1)): the same draws as dpt_rng_gauss_fill with
+ * accumulate = 1, and the sum rescaled in the same pass over memory (DP-SGD's noise and
+ * its division by the expected batch size). */
+dpt_status dpt_rng_gauss_fill_scaled(dpt_rng *r, float *out, size_t n, float stddev, float scale,
+                                     int threads);
+/* Reference version of dpt_rng_gauss_fill: same layout, exact double Box-Muller per element. */
 dpt_status dpt_rng_gauss_fill_ref(dpt_rng *r, float *out, size_t n, float stddev,
                                   int accumulate);
 

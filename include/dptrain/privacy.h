@@ -48,23 +48,40 @@ dpt_status dpt_privacy_clip_rows_ref(float *g, size_t B, size_t P, size_t ld, do
  * sum[j] += N(0, (sigma C)^2) for j < n, drawn from `noise` (stream DPT_STREAM_NOISE only).
  *   fast:   ziggurat over disjoint counter chunks on `threads` threads (dpt_rng_gauss_fill);
  *           the result does not depend on the thread count.
- *   secure: exact discrete Gaussian on the grid (sigma C) 2^-k Z (Canonne, Kamath and
- *           Steinke 2020), sampled with integer arithmetic only from the ChaCha20 stream,
- *           so no floating-point artefact of the sampler leaks the sum (Mironov 2012;
- *           Jin et al. 2022). See docs/dpsgd.md.
+ *   secure: the sum is first rounded to the lattice h Z, h = sigma C 2^-k, then exact
+ *           discrete Gaussian lattice noise (Canonne, Kamath and Steinke 2020), sampled
+ *           with integer arithmetic only from the ChaCha20 stream, is added: the output
+ *           h (round(sum / h) + Z) is a function of a lattice point, so neither the
+ *           sampler's floating-point artefacts (Mironov 2012; Jin et al. 2022) nor the
+ *           sum's position between lattice points leak. The rounding raises the L2
+ *           sensitivity from C to C + sqrt(n) h (dpt_privacy_secure_sigma_eff gives the
+ *           noise multiplier the accountant must use). See docs/dpsgd.md. Chunks of DPT_RNG_CHUNK coordinates read
+ *           their own reserved substreams on `threads` threads (0 = all cores): the result
+ *           does not depend on the thread count.
  *   ref:    exact double Box-Muller, one element at a time.
  * sigma >= 0, C > 0 (sigma = 0 adds nothing and draws nothing). */
 dpt_status dpt_privacy_noise_add(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
                                  int threads);
+/* sum[j] = scale * (sum[j] + N(0, (sigma C)^2)): dpt_privacy_noise_add's draws and the
+ * division by the expected batch size in one pass (scale finite; 1 = noise_add). */
+dpt_status dpt_privacy_noise_add_scaled(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
+                                        double scale, int threads);
 dpt_status dpt_privacy_noise_add_secure(dpt_rng *noise, float *sum, size_t n, double sigma,
-                                        double C);
+                                        double C, int threads);
 dpt_status dpt_privacy_noise_add_ref(dpt_rng *noise, float *sum, size_t n, double sigma,
                                      double C);
+
+/* Noise multiplier relative to the secure mechanism's real sensitivity C + sqrt(n) h,
+ * h = sigma C / 2^DPT_DGAUSS_LOG2_SCALE: sigma / (1 + sqrt(n) sigma 2^-k). Its inverse
+ * (the sigma that reaches a given effective multiplier) is dpt_privacy_secure_sigma_for;
+ * DPT_ERANGE when no sigma reaches it (sqrt(n) sigma_eff >= 2^k). */
+double dpt_privacy_secure_sigma_eff(double sigma, size_t n);
+dpt_status dpt_privacy_secure_sigma_for(double sigma_eff, size_t n, double *sigma);
 
 /* One sample of the discrete Gaussian N_Z(0, s^2) on the integers for an integer scale
  * 1 <= s <= 2^14 (Canonne, Kamath and Steinke 2020, Algorithm 3), exact: integer
  * arithmetic and Bernoulli(exp(-gamma)) trials on unbiased uniform integers only. */
-#define DPT_DGAUSS_LOG2_SCALE 12 /* the secure grid is (sigma C) 2^-12 Z */
+#define DPT_DGAUSS_LOG2_SCALE 14 /* the secure grid is (sigma C) 2^-14 Z (the sampler's maximum) */
 int64_t dpt_privacy_discrete_gauss(dpt_rng *r, uint32_t s);
 
 /* ==== DP-PCA (Analyze Gauss; Dwork et al. 2014) ====
@@ -82,7 +99,9 @@ static inline uint64_t dpt_dp_pca_seed(uint64_t seed) { return seed ^ 0x9E3779B9
 /* G [d, d] (row-major, full symmetric) = sum of the unit-normalized rows' outer products. */
 dpt_status dpt_dp_pca_gram(const float *X, size_t n, size_t d, double *G);
 /* A [d, d] = G + E (symmetric noise, std sigma >= 0; sigma = 0: none, not private), drawn
- * from `noise` (fast Gaussian, or the exact discrete Gaussian when secure). */
+ * from `noise` (fast Gaussian, or the exact discrete Gaussian when secure: then the
+ * lattice rounding raises the sensitivity, and the ledger must record the multiplier
+ * dpt_privacy_secure_sigma_eff(sigma, d (d + 1) / 2) with sensitivity 1). */
 dpt_status dpt_dp_pca_noisy_gram(const float *X, size_t n, size_t d, double sigma, dpt_rng *noise,
                                  int secure, int threads, double *A);
 /* Top-k eigenvectors of the noisy (G + E) / n: V [d, k] row-major (column c = the c-th

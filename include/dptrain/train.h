@@ -20,6 +20,7 @@ extern "C" {
 #endif
 
 typedef struct dpt_trainer dpt_trainer;
+struct cJSON;
 
 /* ==== Algorithms (strategies) ====
  * For every sampled batch the loop calls begin(b) once, accumulate() for each chunk of at
@@ -45,6 +46,26 @@ typedef struct dpt_algo {
      * perturb the new weights (proportional noise). Not called for steps that skip the
      * optimizer (an empty batch of a non-private algorithm). */
     dpt_status (*after_update)(struct dpt_algo *a, dpt_trainer *t);
+    /* Optional: called once by dpt_trainer_new when the model exists and before the
+     * ledger is created, e.g. to set `sigma` from the parameter count. */
+    dpt_status (*bind)(struct dpt_algo *a, dpt_trainer *t);
+    /* Data-parallel training (MPI ranks and/or shards > 1, docs/distributed.md). An
+     * algorithm opts in with distributable = 1 when its accumulate() only ADDS into
+     * model->grad and into sums[0..n_sums) (per-step totals it owns, e.g. a count of
+     * clipped examples), and finish/record/after_update depend only on those totals, the
+     * global batch size and state every rank holds identically (configuration, step, the
+     * shared noise stream). The loop then zeroes model->grad and sums before each shard,
+     * reduces both over the shards in a fixed tree (the same float operations for any
+     * number of ranks), and runs finish/record/after_update on every rank with the totals.
+     * Algorithms without it are refused when run with more than one rank or shard. */
+    int distributable;
+    size_t n_sums;
+    double *sums;
+    /* Optional (NULL = none): the algorithm's own per-epoch results. `obj` is the epoch's
+     * metrics.jsonl object (a cJSON object; NULL without a run directory) to add fields
+     * to; `line` [n] receives a short text appended to the epoch's stderr line. */
+    dpt_status (*epoch_metrics)(struct dpt_algo *a, dpt_trainer *t, struct cJSON *obj, char *line,
+                                size_t n);
 } dpt_algo;
 
 /* Non-private minibatch SGD: mean loss gradient over the sampled batch. */
@@ -104,6 +125,66 @@ dpt_status dpt_algo_dpmac_new(const dpt_dpmac_config *cfg, dpt_algo **out);
 dpt_status dpt_trainer_add_gaussian_release(dpt_trainer *t, double sensitivity, double sigma,
                                             const char *label);
 
+/* Noisy full-batch gradient descent ("Langevin" training, Ye et al., "Initialization
+ * Matters", Eq. 4 / Theorem E.1): W_{k+1} = W_k - eta grad L(W_k; D) + sqrt(2 eta sigma^2) Z_k
+ * with L the MEAN loss over all n records, no clipping, constant eta. The trainer must use
+ * the full-batch sampler and plain SGD with lr = eta (no momentum, weight decay or
+ * schedule): the update direction handed to the optimizer is g + sqrt(2 sigma^2 / eta) Z,
+ * so W - eta (g + sqrt(2 sigma^2/eta) Z) is exactly Eq. 4 (checked at the first step).
+ *
+ * KL estimator (optional): along this run's trajectory, for every candidate neighbour D'
+ * at once, KL(D') += c ||grad L(W_k; D) - grad L(W_k; D')||^2 per step, with
+ *   remove record i:          difference (g_i - gbar) / (n - 1)
+ *   add held-out record z:    difference (gbar - g_z) / (n + 1)
+ *   replace i by held-out z:  difference (g_i - g_z) / n   (Definition 2.1 of the paper)
+ * where ||g_i - gbar||^2 = ||g_i||^2 - 2 <g_i, gbar> + ||gbar||^2: the squared norms come
+ * from the ghost-norm mode (DPT_GRAD_SQNORM) and the inner products from one Jacobian-vector
+ * product in direction gbar (<g_i, v> = dl_i/do . J_i v); no per-example gradient is
+ * materialized. Replace uses the `replace_candidates` held-out records with the largest
+ * gradient norm at initialization (their gradients are materialized: k vectors of P).
+ * c = eta / (4 sigma^2) is the exact KL between the two Gaussian steps (DPT_KL_EXACT); the
+ * paper writes eta / (2 sigma^2) (DPT_KL_PAPER, 2x larger). The result is an ESTIMATE of a
+ * KL divergence on one trajectory, not an (epsilon, delta) guarantee.
+ *
+ * Linearized network (Eq. 3): with `linearized`, the model trained is
+ * f(W0, x) + J(W0, x) (W - W0), W0 the parameters at the first step, computed by a
+ * Jacobian-vector product at W0 (no Jacobian is formed). The trainer's test metrics still
+ * evaluate the ReLU network at W (the loop's evaluator knows no linearization).
+ * Not checkpointed: W0 and the KL sums live in the algorithm, so a resumed trainer starts
+ * them afresh (the CLI refuses --resume for noisy-gd). */
+typedef enum { DPT_KL_EXACT = 0, DPT_KL_PAPER = 1 } dpt_kl_constant;
+enum { DPT_KL_REMOVE = 1, DPT_KL_ADD = 2, DPT_KL_REPLACE = 4, DPT_KL_ALL = 7 };
+typedef struct {
+    double eta;                 /* step size (> 0): must equal the optimizer's lr */
+    double sigma;               /* Langevin noise scale (> 0); step noise std sqrt(2 eta) sigma */
+    int linearized;             /* 1: train the linearization around W0 */
+    int kl;                     /* DPT_KL_* bits of the neighbours to estimate (0 = none) */
+    dpt_kl_constant constant;   /* exact eta/(4 sigma^2) (default) or paper eta/(2 sigma^2) */
+    const dpt_dataset *heldout; /* add / replace candidates (borrowed; needed for ADD/REPLACE) */
+    size_t replace_candidates;  /* held-out records tried as replacements (default 1) */
+} dpt_noisy_gd_config;
+dpt_noisy_gd_config dpt_noisy_gd_config_defaults(void);
+/* DPT_EINVAL naming the setting for eta <= 0, sigma <= 0, missing held-out data, ... */
+dpt_status dpt_algo_noisy_gd_new(const dpt_noisy_gd_config *cfg, dpt_algo **out);
+
+/* KL estimate so far (worst case over each neighbour kind; NAN for kinds not estimated). */
+typedef struct {
+    uint64_t steps;             /* steps accumulated */
+    double c;                   /* the constant used */
+    double remove, add, replace, worst;
+    size_t remove_arg;          /* training record index of the worst removal */
+    size_t add_arg;             /* held-out record index of the worst addition */
+    size_t replace_arg_i, replace_arg_z; /* worst replacement: training i by held-out z */
+} dpt_kl_report;
+/* a must be a noisy-GD algorithm (DPT_EINVAL otherwise). */
+dpt_status dpt_noisy_gd_kl(const dpt_algo *a, dpt_kl_report *r);
+/* Per-candidate KL values so far: which = DPT_KL_REMOVE ([n]), DPT_KL_ADD ([n_heldout]) or
+ * DPT_KL_REPLACE ([n * k], index i*k + j for training i and the j-th replacement). *v is a
+ * view valid until the algorithm is freed; *n = 0 when that kind is not estimated. */
+dpt_status dpt_noisy_gd_kl_values(const dpt_algo *a, int which, const double **v, size_t *n);
+/* Held-out indices of the replacement candidates (k of them; valid after the first step). */
+dpt_status dpt_noisy_gd_replace_candidates(const dpt_algo *a, const size_t **idx, size_t *k);
+
 /* ==== Run configuration ==== */
 typedef struct {
     const char *model_spec;   /* "mlp:784-128-64-32-10:gelu" */
@@ -130,6 +211,12 @@ typedef struct {
     int allow_ledger_mismatch;/* 1: resume although q, sigma or data differ from the ledger
                                  (recorded in the ledger metadata) */
     int secure;               /* 1: OS-seeded noise stream, never logged or saved */
+    /* Data parallel (docs/distributed.md): the training and test sets are cut into this
+     * many contiguous shards whose per-step sums are computed separately and added in a
+     * fixed tree, so a run gives bit-identical results on any number of MPI ranks (rank
+     * r owns shards [r S / R, (r+1) S / R)). 0 = the number of ranks at the start of the
+     * run; a resumed run keeps its checkpoint's value unless given explicitly. */
+    size_t shards;
 } dpt_train_config;
 
 dpt_train_config dpt_train_config_defaults(void);
@@ -167,6 +254,8 @@ const dpt_train_config *dpt_trainer_config(const dpt_trainer *t);
 dpt_rng *dpt_trainer_noise_rng(dpt_trainer *t);
 size_t dpt_trainer_dataset_size(const dpt_trainer *t);
 uint64_t dpt_trainer_step(const dpt_trainer *t);
+/* Data-parallel shards of the run (1 when not sharded; docs/distributed.md). */
+size_t dpt_trainer_shards(const dpt_trainer *t);
 /* The privacy ledger of a private algorithm (NULL otherwise); a view valid until
  * dpt_trainer_free. It is also in every checkpoint and in out_dir/ledger.json, which is
  * written atomically BEFORE each checkpoint, so the ledger on disk never records fewer

@@ -54,7 +54,7 @@ dpt_status dpt_dp_pca_noisy_gram(const float *X, size_t n, size_t d, double sigm
     float *e = dpt_alloc(m, sizeof(float), "dp_pca noise");
     if (!e) return DPT_ENOMEM;
     memset(e, 0, m * sizeof(float));
-    dpt_status s = secure ? dpt_privacy_noise_add_secure(noise, e, m, sigma, 1.0)
+    dpt_status s = secure ? dpt_privacy_noise_add_secure(noise, e, m, sigma, 1.0, threads)
                           : dpt_privacy_noise_add(noise, e, m, sigma, 1.0, threads);
     if (s == DPT_OK) {
         size_t p = 0;

@@ -301,7 +301,7 @@ static dpt_status dpmac_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
     const double C = sqrt((double)s->K) * s->cfg.clip; /* sensitivity of the stacked sum */
     dpt_rng *noise = dpt_trainer_noise_rng(t);
     if (s->cfg.secure)
-        DPT_TRY(dpt_privacy_noise_add_secure(noise, m->grad, m->n_params, s->cfg.sigma, C));
+        DPT_TRY(dpt_privacy_noise_add_secure(noise, m->grad, m->n_params, s->cfg.sigma, C, t->threads));
     else
         DPT_TRY(dpt_privacy_noise_add(noise, m->grad, m->n_params, s->cfg.sigma, C, t->threads));
     const double qN = expected_batch(t);
@@ -315,7 +315,18 @@ static dpt_status dpmac_record(dpt_algo *a, dpt_trainer *t, size_t batch) {
     (void)batch;
     dpmac_state *s = a->state;
     DPT_ASSERT(t->ledger);
-    return dpt_ledger_add_sgm(t->ledger, t->cfg.sample_rate, s->cfg.sigma, 1);
+    (void)s;
+    return dpt_ledger_add_sgm(t->ledger, t->cfg.sample_rate, a->sigma, 1);
+}
+
+/* The multiplier the ledger records: sigma, or in secure mode sigma relative to the
+ * lattice-rounded sum's sensitivity (dpt_privacy_secure_sigma_eff, as DP-SGD). */
+static dpt_status dpmac_bind(dpt_algo *a, dpt_trainer *t) {
+    dpmac_state *s = a->state;
+    DPT_CHECK(s->cfg.secure == t->cfg.secure, DPT_EINVAL,
+              "dpmac: the algorithm's secure flag (%d) differs from the run's (%d)", s->cfg.secure, t->cfg.secure);
+    a->sigma = s->cfg.secure ? dpt_privacy_secure_sigma_eff(s->cfg.sigma, t->model->n_params) : s->cfg.sigma;
+    return DPT_OK;
 }
 
 static void dpmac_free(dpt_algo *a) {
@@ -356,6 +367,7 @@ dpt_status dpt_algo_dpmac_new(const dpt_dpmac_config *cfg, dpt_algo **out) {
     a->accumulate = dpmac_accumulate;
     a->finish = dpmac_finish;
     a->record = dpmac_record;
+    a->bind = dpmac_bind;
     a->free = dpmac_free;
     a->state = s;
     *out = a;

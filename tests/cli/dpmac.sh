@@ -87,6 +87,11 @@ check 'grep -q "calibrated sigma .* DP-PCA included" <<<"$LAST_OUT"' "calibratio
 EPS=$(grep -o "privacy: epsilon [0-9.e+-]*" <<<"$LAST_OUT" | awk '{print $3}')
 check "python3 -c 'e=float(\"$EPS\"); assert 2.95 < e <= 3.0005, e'" "calibrated run spent $EPS, want ~3"
 
+# secure mode: works with --sigma (effective multipliers in the ledger), refuses calibration
+expect_ok "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --sigma 1.1 --pca-dims 4 --pca-sigma 8 --epochs 1 --secure --out "$T/sec"
+check 'grep -q "secure mode" <<<"$LAST_OUT" && grep -q "privacy: epsilon" <<<"$LAST_OUT"' "secure run: notice or epsilon missing"
+expect_fail "--secure with --target-epsilon" "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --target-epsilon 3 --secure --out "$T/x"
+
 # autoencoder with squared error
 expect_ok "$BIN" train --algo dpmac --dataset "csv:$T/d.csv" --normalize none --threads 1 --no-progress --loss mse \
   --model ae:8-12-4-12-8:relu --sigma 1 --clip 0.1 --batch-size 100 --epochs 2 --lr 0.01 --out "$T/ae"
