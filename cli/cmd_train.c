@@ -250,6 +250,7 @@ int dpt_cmd_train(int argc, char **argv) {
         exit_code = cli_fail("--resume");
         goto done;
     }
+    if (A->started && (exit_code = A->started(&ctx, t)) != 0) goto done;
     if (!quiet) {
         dpt_model *m = dpt_trainer_model(t);
         fprintf(stderr, "dptrain train: %s (%zu train / %zu test, loaded in %.1fs), model %s (%zu parameters)\n",

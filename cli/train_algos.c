@@ -11,6 +11,7 @@ const cli_algo *const CLI_ALGOS[] = {
     &CLI_ALGO_DPSGD,
     &CLI_ALGO_DPULR,
     &CLI_ALGO_ULR,
+    &CLI_ALGO_DPMAC,
     &CLI_ALGO_NOISY_GD,
     NULL,
 };

@@ -147,6 +147,43 @@ typedef struct {
 } dpt_dpulr_module_info;
 size_t dpt_algo_dpulr_n_modules(const dpt_algo *a);
 dpt_status dpt_algo_dpulr_module_info(const dpt_algo *a, size_t l, dpt_dpulr_module_info *out);
+/* DP-MAC (the differentially private method of auxiliary coordinates) for Linear layers
+ * with elementwise activations, f_k(W_k z_{k-1}), z_0 = x (docs/dpmac.md). Per sampled
+ * batch (Poisson, rate q):
+ *   z-step (not released): z initialized by a forward pass, then z_steps Adam steps (fresh
+ *     state per batch) on e_n = loss(out_n) + sum_{k<K} 1/2 ||z_{k,n} - f_k(W_k z_{k-1,n})||^2,
+ *     the gradient scaled by 1/(qN); example n's z depends on example n alone.
+ *   W-step: per example and weight layer k, the Taylor coefficient dT_{n,k} = [z_{k-1,n}; 1]
+ *     outer g_{n,k}, g = 2 (f(a) - z_k) f'(a) (hidden), 2 (out - x) (squared-error
+ *     output), d loss / d out (cross-entropy outputs: sigmoid(out) - y for BCE); each
+ *     clipped to Frobenius norm Theta; the update direction is
+ *     [sum_n clip(dT_n) + N(0, sigma^2 K Theta^2 I)] / (2 q N).
+ * The stacked clipped coefficients of one example have norm <= sqrt(K) Theta, so a step is
+ * one sampled Gaussian mechanism (q, sigma): one SGM ledger event per step. The trainer's
+ * optimizer (Adam in the paper: elementwise, so per-layer states are the same thing)
+ * applies the direction. Losses: DPT_LOSS_SIGMOID_BCE / SOFTMAX_CE (labels) or
+ * DPT_LOSS_SQUARED (autoencoder: the targets are the inputs). */
+typedef struct {
+    double sigma;       /* noise multiplier (> 0) */
+    double clip;        /* Theta > 0: per-example, per-layer Frobenius bound */
+    unsigned z_steps;   /* Adam steps of the z-step (30 in the authors' code; 0 = z stays
+                           at the forward pass) */
+    double z_lr;        /* Adam learning rate of the z-step (> 0) */
+    double z_beta1, z_beta2, z_eps; /* Adam constants of the z-step (0.9, 0.999, 1e-8) */
+    int secure;         /* 1: exact discrete Gaussian noise */
+} dpt_dpmac_config;
+dpt_dpmac_config dpt_dpmac_config_defaults(void);
+/* Copies cfg; DPT_EINVAL naming the flag (--clip, --sigma, --z-steps, --z-lr). The model
+ * structure (Linear [activation] ... Linear) is checked at the first batch. */
+dpt_status dpt_algo_dpmac_new(const dpt_dpmac_config *cfg, dpt_algo **out);
+
+/* Records a Gaussian release made before training (e.g. DP-PCA of the inputs) in the
+ * trainer's privacy ledger, so the reported epsilon covers it. Only for a private
+ * algorithm, before the first step of a fresh run (a resumed run's ledger holds it
+ * already): DPT_EINVAL otherwise. */
+dpt_status dpt_trainer_add_gaussian_release(dpt_trainer *t, double sensitivity, double sigma,
+                                            const char *label);
+
 /* Noisy full-batch gradient descent ("Langevin" training, Ye et al., "Initialization
  * Matters", Eq. 4 / Theorem E.1): W_{k+1} = W_k - eta grad L(W_k; D) + sqrt(2 eta sigma^2) Z_k
  * with L the MEAN loss over all n records, no clipping, constant eta. The trainer must use

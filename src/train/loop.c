@@ -297,7 +297,14 @@ dpt_status dpt_eval_range(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d
         const int32_t *y = d->y + lo;
         if ((s = dpt_model_forward(m, x, bc)) != DPT_OK) break;
         const float *o = dpt_model_output(m);
-        if ((s = dpt_loss(loss, o, bc, K, y, NULL, lbuf, NULL)) != DPT_OK) break;
+        /* squared error: an autoencoder, the targets are the inputs */
+        const float *tg = loss == DPT_LOSS_SQUARED ? x : NULL;
+        if (tg && d->dim != K) {
+            s = dpt_set_error(DPT_EINVAL, "evaluate: squared-error loss reconstructs the input, but the model maps "
+                                          "%zu inputs to %zu outputs", d->dim, K);
+            break;
+        }
+        if ((s = dpt_loss(loss, o, bc, K, y, tg, lbuf, NULL)) != DPT_OK) break;
         for (size_t i = 0; i < bc; i++) {
             lsum += lbuf[i];
             const float *oi = o + i * K;
