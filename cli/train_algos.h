@@ -48,6 +48,9 @@ typedef struct {
     /* After loading: build the algorithm (calibrate noise, print the mode notice).
      * Returns 0 or an exit code; *out is owned by the trainer afterwards. */
     int (*make)(cli_algo_ctx *c, dpt_algo **out);
+    /* After the trainer exists (and was resumed), before the run: e.g. record a
+     * pre-training release in the ledger. Returns 0 or an exit code. May be NULL. */
+    int (*started)(cli_algo_ctx *c, dpt_trainer *t);
     /* The "  algorithm ..." header line (stderr, unless quiet). */
     void (*describe)(const cli_algo_ctx *c, FILE *f);
     /* After the run, on stdout: the privacy statement (epsilon only if an accountant
@@ -67,10 +70,19 @@ void cli_algo_names(char *buf, size_t n);
  * "privacy: epsilon X (RDP) / Y (PLD) at delta D after T steps ..." computed from the
  * ledger, and the budget-stop line. Returns 0 or an exit code. */
 int cli_report_ledger(const cli_algo_ctx *c, dpt_trainer *t, double sigma);
+/* For SGM-style algorithms on Poisson batches, after loading: q from --sample-rate or B/N
+ * (must be in (0, 1]), delta < 1/N unless --force, and the privacy settings copied into
+ * the run config (target_epsilon only as a stopping budget when --sigma is given).
+ * Returns 0 or the exit code after printing the error. */
+int cli_poisson_privacy_setup(cli_algo_ctx *c);
 /* The reproducible / secure mode notice (stderr). */
 void cli_print_noise_mode(const cli_algo_ctx *c);
 
 /* The algorithms (one file each). */
 extern const cli_algo CLI_ALGO_SGD;
 extern const cli_algo CLI_ALGO_DPSGD;
+extern const cli_algo CLI_ALGO_DPULR;
+extern const cli_algo CLI_ALGO_ULR;
+extern const cli_algo CLI_ALGO_DPMAC;
+extern const cli_algo CLI_ALGO_NOISY_GD;
 #endif

@@ -84,6 +84,34 @@ dpt_status dpt_privacy_secure_sigma_for(double sigma_eff, size_t n, double *sigm
 #define DPT_DGAUSS_LOG2_SCALE 14 /* the secure grid is (sigma C) 2^-14 Z (the sampler's maximum) */
 int64_t dpt_privacy_discrete_gauss(dpt_rng *r, uint32_t s);
 
+/* ==== DP-PCA (Analyze Gauss; Dwork et al. 2014) ====
+ * Rows x_i of X [n, d] are scaled to unit L2 norm (zero rows stay zero). With add/remove
+ * neighbours the Gram matrix G = sum_i x_i x_i^T changes by x x^T, whose upper triangle
+ * (the released entries) has L2 norm <= ||x||^2 <= 1: releasing G + E with E symmetric,
+ * E_ij = E_ji ~ N(0, sigma^2) drawn once for j >= i, is a Gaussian mechanism with
+ * sensitivity 1 and noise multiplier sigma (one dpt_ledger_add_gaussian(l, 1, sigma)).
+ * The eigenvectors of (G + E) / n are post-processing. No data-dependent centring is done
+ * here (centring by the exact data mean, as the DP-MAC authors' code does, is a release
+ * of its own that no accountant covers). */
+/* The noise stream must be a DPT_STREAM_NOISE stream; to keep it independent of the
+ * training noise of the same run, seed it with dpt_dp_pca_seed(seed). */
+static inline uint64_t dpt_dp_pca_seed(uint64_t seed) { return seed ^ 0x9E3779B97F4A7C15ull; }
+/* G [d, d] (row-major, full symmetric) = sum of the unit-normalized rows' outer products. */
+dpt_status dpt_dp_pca_gram(const float *X, size_t n, size_t d, double *G);
+/* A [d, d] = G + E (symmetric noise, std sigma >= 0; sigma = 0: none, not private), drawn
+ * from `noise` (fast Gaussian, or the exact discrete Gaussian when secure: then the
+ * lattice rounding raises the sensitivity, and the ledger must record the multiplier
+ * dpt_privacy_secure_sigma_eff(sigma, d (d + 1) / 2) with sensitivity 1). */
+dpt_status dpt_dp_pca_noisy_gram(const float *X, size_t n, size_t d, double sigma, dpt_rng *noise,
+                                 int secure, int threads, double *A);
+/* Top-k eigenvectors of the noisy (G + E) / n: V [d, k] row-major (column c = the c-th
+ * largest eigenvalue's unit eigenvector, sign fixed so its largest-magnitude entry is
+ * positive), eigenvalues evals [k] descending (may be NULL). 1 <= k <= d. */
+dpt_status dpt_dp_pca_fit(const float *X, size_t n, size_t d, size_t k, double sigma, dpt_rng *noise,
+                          int secure, int threads, double *V, double *evals);
+/* out [n, k] = unit-normalized rows of X times V (the same preprocessing as the fit). */
+dpt_status dpt_dp_pca_project(const float *X, size_t n, size_t d, const double *V, size_t k, float *out);
+
 #ifdef __cplusplus
 }
 #endif

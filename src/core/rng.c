@@ -301,11 +301,14 @@ static void zig_tables_f(void) {
 /* One chunk of a bulk fill, in two passes so the common case vectorizes (AVX2 gathers):
  * pass 1 takes word k of the chunk's keystream for output k and computes the ziggurat's
  * fast-path value and whether it is accepted (about 98.8%); pass 2 finishes the rejected
- * outputs in order with zig_slow, which reads further words from the same keystream
- * after the chunk's first n. Every word is used once, so the outputs are independent
- * draws from the ziggurat's distribution, exactly as with one word at a time. */
-/* accumulate: out = scale * (out + stddev z); else out = stddev z. */
-static int fill_chunk(chunk_src *c, float *out, size_t n, float stddev, int accumulate, float scale) {
+ * outputs in order with zig_slow, which reads words from the second half of the chunk's
+ * counter range (block 2^(CHUNK_BLOCK_SHIFT-1) on). Every word is used once, so the
+ * outputs are independent draws from the ziggurat's distribution, and output k depends
+ * only on words that do not depend on n: a fill of n' < n values is a prefix of a fill of
+ * n (callers rely on it to couple draws across neighbouring batch sizes).
+ * accumulate: out = scale * (out + stddev z); else out = stddev z. */
+static int fill_chunk(chunk_src *c, const uint8_t key[32], uint64_t substream, uint64_t chunk, float *out, size_t n,
+                      float stddev, int accumulate, float scale) {
     uint32_t w[DPT_RNG_CHUNK];
     float v[DPT_RNG_CHUNK];
     uint8_t bad[DPT_RNG_CHUNK];
@@ -330,6 +333,12 @@ static int fill_chunk(chunk_src *c, float *out, size_t n, float stddev, int accu
         unsigned b = u >= zig_k[i];
         bad[k] = (uint8_t)b;
         n_bad += b;
+    }
+    if (n_bad) { /* the slow path's own words: independent of n */
+        if (!ks_seek(c->ctx, key, substream, (chunk << CHUNK_BLOCK_SHIFT) + ((uint64_t)1 << (CHUNK_BLOCK_SHIFT - 1))))
+            return 0;
+        c->pos = DPT_RNG_BUF_WORDS;
+        c->words_left = ((uint64_t)1 << (CHUNK_BLOCK_SHIFT - 1)) * (BLOCK_BYTES / 4);
     }
     for (size_t k0 = 0; n_bad && k0 < n; k0 += 8) { /* the rejected ones, 8 flags at a time */
         uint64_t any = 0;
@@ -372,7 +381,7 @@ static dpt_status fill(dpt_rng *r, float *out, size_t n, float stddev, int accum
 #pragma omp for schedule(static)
         for (size_t ch = 0; ch < n_chunks; ch++) {
             size_t lo = ch * DPT_RNG_CHUNK, hi = lo + DPT_RNG_CHUNK < n ? lo + DPT_RNG_CHUNK : n;
-            if (failed || !chunk_open(&c, r->key, sub, ch) || !fill_chunk(&c, out + lo, hi - lo, stddev, accumulate, scale))
+            if (failed || !chunk_open(&c, r->key, sub, ch) || !fill_chunk(&c, r->key, sub, ch, out + lo, hi - lo, stddev, accumulate, scale))
                 failed = 1;
         }
         if (c.ctx) EVP_CIPHER_CTX_free(c.ctx);

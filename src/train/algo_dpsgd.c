@@ -210,6 +210,7 @@ dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out) {
     a->finish = dpsgd_finish;
     a->record = dpsgd_record;
     a->bind = dpsgd_bind;
+    a->distributable = 1; /* accumulate only adds into model->grad (docs/distributed.md) */
     a->free = dpsgd_free;
     a->state = s;
     *out = a;
