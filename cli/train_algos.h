@@ -73,4 +73,6 @@ void cli_print_noise_mode(const cli_algo_ctx *c);
 /* The algorithms (one file each). */
 extern const cli_algo CLI_ALGO_SGD;
 extern const cli_algo CLI_ALGO_DPSGD;
+extern const cli_algo CLI_ALGO_PDPSGD;
+extern const cli_algo CLI_ALGO_PROPNOISE;
 #endif

@@ -683,6 +683,8 @@ static dpt_status end_of_epoch(dpt_trainer *t, dpt_epoch_result *r) {
             cJSON_AddNumberToObject(o, "epsilon", eps);
             if (isfinite(eps_pld)) cJSON_AddNumberToObject(o, "epsilon_pld", eps_pld);
             cJSON_AddNumberToObject(o, "delta", t->cfg.delta);
+        } else {
+            cJSON_AddStringToObject(o, "privacy", "no formal DP guarantee");
         }
         char *line = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
