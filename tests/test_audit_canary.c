@@ -3,7 +3,7 @@
  * it give an epsilon lower bound (Clopper-Pearson, threshold chosen on half the runs).
  *  - non-private SGD memorizes the canary: its lower bound is ABOVE the DP-SGD
  *    accountant's epsilon below (so the check on DP-SGD can fail);
- * *  - DP-SGD (sigma 8, q 0.25, 40 steps: RDP epsilon 0.81 at delta 1e-5) must give a lower
+ *  - DP-SGD (sigma 8, q 0.25, 40 steps: RDP epsilon 0.81 at delta 1e-5) must give a lower
  *    bound at or below its accountant's epsilon: a test that our DP-SGD is not broken. */
 #include <dptrain/audit.h>
 
