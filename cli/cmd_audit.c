@@ -6,6 +6,9 @@
  * an epsilon lower bound (Clopper-Pearson). Writes OUT/audit.csv, OUT/roc.csv and
  * OUT/roc.png (gnuplot). Every model is trained in memory through the library. */
 #include <dptrain/audit.h>
+#include <dptrain/io.h>
+
+#include <cjson/cJSON.h>
 
 #include <errno.h>
 #include <inttypes.h>
@@ -30,6 +33,9 @@ static const char *USAGE =
     "training set with probability 1/2, over --canary-runs runs, and turns the loss attack\n"
     "on them into an empirical epsilon lower bound (Clopper-Pearson at --alpha).\n"
     "Writes OUT/audit.csv (one row per attack), OUT/roc.csv and OUT/roc.png.\n"
+    "With --checkpoint FILE the target is that trained model: members are examples of its\n"
+    "training set, non-members test examples (balanced); give the training flags it was\n"
+    "trained with (--algo, --lr, --epochs, ...) so the LiRA shadows match it.\n"
     "An audit measures leakage from below; it never proves privacy.";
 
 typedef struct {
@@ -114,15 +120,20 @@ int dpt_cmd_audit(int argc, char **argv) {
     long population = 2000, max_test = 1000, batch = 64, epochs = 10, threads = 1, shadows = 16, boot = 200;
     long canaries = 0, canary_runs = 1;
     uint64_t seed = 1;
-    int lr_seen = 0, pdp_sigma_seen = 0, kappa_seen = 0, no_plot = 0, quiet = 0;
+    const char *ckpt = NULL;
+    int lr_seen = 0, pdp_sigma_seen = 0, kappa_seen = 0, no_plot = 0, quiet = 0, model_seen = 0, pop_seen = 0;
+    int data_dir_seen = 0;
     cli_option opts[] = {
         {"--dataset", CLI_STR, &dataset, "NAME", "mnist | fashion-mnist | usps | cifar10 | csv:PATH[,TEST]", NULL},
-        {"--data-dir", CLI_STR, &data_dir, "DIR", "directory holding <dataset>/ folders", NULL},
+        {"--checkpoint", CLI_STR, &ckpt, "FILE", "audit this trained checkpoint (members: its training set; non-members: "
+                                                "test examples; shadows use the flags below)", NULL},
+        {"--data-dir", CLI_STR, &data_dir, "DIR", "directory holding <dataset>/ folders", &data_dir_seen},
         {"--classes", CLI_STR, &classes, "LIST", "keep only these labels", NULL},
         {"--normalize", CLI_STR, &normalize, "MODE", "none | scalar | channel", NULL},
-        {"--population", CLI_LONG, &population, "N", "first N training examples: members + non-members (>= 8)", NULL},
+        {"--population", CLI_LONG, &population, "N", "first N training examples: members + non-members (>= 8); with "
+                                                      "--checkpoint: at most N/2 of each", &pop_seen},
         {"--max-test", CLI_LONG, &max_test, "N", "test examples for accuracy and canaries (0 = all)", NULL},
-        {"--model", CLI_STR, &model, "SPEC", "model spec (softmax classifier)", NULL},
+        {"--model", CLI_STR, &model, "SPEC", "model spec (softmax classifier; --checkpoint: its own)", &model_seen},
         {"--algo", CLI_STR, &algo, "NAME", "sgd | dpsgd | pdp-sgd | proportional-noise", NULL},
         {"--optimizer", CLI_STR, &optimizer, "NAME", "sgd | adam", NULL},
         {"--lr", CLI_DOUBLE, &lr, "X", "learning rate", &lr_seen},
@@ -202,18 +213,85 @@ int dpt_cmd_audit(int argc, char **argv) {
     }
     if (job.algo == DPT_AUDIT_DPSGD && !(delta > 0 && delta < 1)) return cli_error("--delta must be in (0, 1), got %g", delta);
 
+    if (ckpt && canaries > 0) return cli_error("--canaries: a canary audit trains its own models; not with --checkpoint");
     cli_data_opts dopts = {dataset, data_dir, normalize, classes, population, max_test};
-    dpt_dataset pop, test;
+    char *ck_spec = NULL, *ck_state = NULL;
+    cJSON *ck_root = NULL;
+    if (ckpt) {
+        /* the checkpoint's own data choices: the same training set and normalization */
+        if (dpt_checkpoint_peek(ckpt, &ck_spec, &ck_state) != DPT_OK) return cli_fail("--checkpoint");
+        ck_root = cJSON_Parse(ck_state);
+        const cJSON *run = ck_root ? cJSON_GetObjectItemCaseSensitive(ck_root, "run") : NULL;
+        const cJSON *ds = cJSON_GetObjectItemCaseSensitive(run, "dataset"), *dd = cJSON_GetObjectItemCaseSensitive(run, "data_dir");
+        const cJSON *cl = cJSON_GetObjectItemCaseSensitive(run, "classes"), *nm = cJSON_GetObjectItemCaseSensitive(run, "normalize");
+        const cJSON *mt = cJSON_GetObjectItemCaseSensitive(run, "max_train");
+        if (!cJSON_IsString(ds) || !cJSON_IsString(dd) || !cJSON_IsString(cl) || !cJSON_IsString(nm) || !cJSON_IsNumber(mt)) {
+            free(ck_spec), free(ck_state), cJSON_Delete(ck_root);
+            return cli_error("--checkpoint %s: no record of its training data (dataset, normalization)", ckpt);
+        }
+        dopts.dataset = dataset = ds->valuestring;
+        dopts.data_dir = data_dir_seen ? data_dir : dd->valuestring;
+        dopts.classes = *cl->valuestring ? cl->valuestring : NULL;
+        dopts.normalize = nm->valuestring;
+        dopts.max_train = (long)mt->valuedouble;
+        if (!model_seen) job.cfg.model_spec = model = ck_spec;
+    }
+    dpt_dataset pop, test, ck_train;
     memset(&pop, 0, sizeof pop);
     memset(&test, 0, sizeof test);
+    memset(&ck_train, 0, sizeof ck_train);
     char *run_json = NULL;
-    if (cli_load_run_data(&dopts, &pop, &test, &run_json) != DPT_OK) {
-        int r = cli_fail("--dataset");
+    if (cli_load_run_data(&dopts, ckpt ? &ck_train : &pop, &test, &run_json) != DPT_OK) {
+        int r = cli_fail(ckpt ? "--checkpoint data" : "--dataset");
         dpt_dataset_free(&pop);
         dpt_dataset_free(&test);
+        dpt_dataset_free(&ck_train);
+        free(ck_spec), free(ck_state), cJSON_Delete(ck_root);
         return r == 1 ? 2 : r;
     }
     free(run_json);
+    dpt_model *ck_model = NULL;
+    if (ckpt) {
+        /* balanced population: n random training examples (members) + n random test examples */
+        size_t n = ck_train.n < test.n ? ck_train.n : test.n;
+        if (pop_seen && (size_t)population / 2 < n) n = (size_t)population / 2;
+        dpt_rng pr;
+        uint32_t *pi = malloc(ck_train.n * sizeof *pi), *po = malloc(test.n * sizeof *po);
+        dpt_status st = (pi && po && n >= 4) ? dpt_rng_init(&pr, seed, DPT_STREAM_DATA) : DPT_EINVAL;
+        if (st == DPT_OK) {
+            for (size_t i = 0; i < ck_train.n; i++) pi[i] = (uint32_t)i;
+            for (size_t i = 0; i < test.n; i++) po[i] = (uint32_t)i;
+            for (size_t i = 0; i < n; i++) {
+                size_t j = i + (size_t)dpt_rng_below(&pr, ck_train.n - i), k = i + (size_t)dpt_rng_below(&pr, test.n - i);
+                uint32_t t1 = pi[i]; pi[i] = pi[j], pi[j] = t1;
+                uint32_t t2 = po[i]; po[i] = po[k], po[k] = t2;
+            }
+            dpt_rng_free(&pr);
+            pop = ck_train;
+            pop.x = dpt_alloc(2 * n * ck_train.dim, sizeof(float), "audit population");
+            pop.y = dpt_alloc(2 * n, sizeof(int32_t), "audit population labels");
+            pop.n = 2 * n;
+            if (!pop.x || !pop.y) st = DPT_ENOMEM;
+            else {
+                dpt_dataset_gather(&ck_train, pi, n, pop.x, pop.y);
+                dpt_dataset_gather(&test, po, n, pop.x + n * pop.dim, pop.y + n);
+            }
+        }
+        free(pi), free(po);
+        if (st == DPT_OK && (st = dpt_model_new(ck_spec, 256, (int)threads, &ck_model)) == DPT_OK)
+            st = dpt_checkpoint_load(ckpt, ck_model, NULL, NULL);
+        dpt_dataset_free(&ck_train);
+        free(ck_state), cJSON_Delete(ck_root);
+        ck_state = NULL, ck_root = NULL;
+        if (st != DPT_OK) {
+            int r = n < 4 ? cli_error("--checkpoint %s: too few training/test examples to audit", ckpt) : cli_fail("--checkpoint");
+            dpt_model_free(ck_model);
+            dpt_dataset_free(&pop);
+            dpt_dataset_free(&test);
+            free(ck_spec);
+            return r;
+        }
+    }
     dpt_threads_set_blas((int)threads);
     size_t N = pop.n, S = (size_t)shadows;
     int code = 0;
@@ -237,8 +315,10 @@ int dpt_cmd_audit(int argc, char **argv) {
         goto done;
     }
     rng_live = 1;
-    /* members: a uniformly random half (exactly N/2) */
-    {
+    /* members: a uniformly random half (exactly N/2); with --checkpoint the first half */
+    if (ckpt) {
+        for (size_t i = 0; i < N / 2; i++) member[i] = 1;
+    } else {
         uint32_t *perm = malloc(N * sizeof *perm);
         if (!perm) {
             code = cli_error("out of memory");
@@ -274,7 +354,16 @@ int dpt_cmd_audit(int argc, char **argv) {
                 dataset, N, n_mem, model, algo, epochs, S);
     dpt_audit_run_info info;
     double t0 = dpt_now();
-    if (dpt_audit_train_and_score(&job, &pop, member, &test, seed, loss, phi, &info) != DPT_OK) {
+    if (ckpt) {
+        info.epsilon = NAN;
+        info.wall_s = 0;
+        double tl;
+        if (dpt_audit_scores(ck_model, &pop, NULL, N, loss, phi) != DPT_OK ||
+            dpt_evaluate(ck_model, DPT_LOSS_SOFTMAX_CE, &test, &tl, &info.test_accuracy) != DPT_OK) {
+            code = cli_fail("--checkpoint");
+            goto done;
+        }
+    } else if (dpt_audit_train_and_score(&job, &pop, member, &test, seed, loss, phi, &info) != DPT_OK) {
         code = cli_fail("target model");
         goto done;
     }
@@ -325,7 +414,10 @@ int dpt_cmd_audit(int argc, char **argv) {
     }
     printf("target test accuracy %.2f%%; training time target %.2fs, shadows %.2fs per model\n", 100 * info.test_accuracy,
            t_target, S ? t_shadows / (double)S : 0.0);
-    if (job.algo == DPT_AUDIT_DPSGD)
+    if (ckpt)
+        printf("target: checkpoint %s (its privacy statement, if any, is in its run directory); shadows: --algo %s\n",
+               ckpt, algo);
+    else if (job.algo == DPT_AUDIT_DPSGD)
         printf("privacy (accountant): epsilon %.4g (RDP) at delta %g for the target run (q %g, sigma %g)\n", info.epsilon,
                delta, job.cfg.sample_rate, sigma);
     else
@@ -403,7 +495,8 @@ int dpt_cmd_audit(int argc, char **argv) {
             for (size_t k = 0; k < na; k++)
                 fprintf(f, ", \"%s_auc\": %.6f, \"%s_tpr_0.1%%\": %.6f, \"%s_tpr_1%%\": %.6f", A[k].name, A[k].s.auc,
                         A[k].name, A[k].s.tpr[0], A[k].name, A[k].s.tpr[1]);
-            if (job.algo == DPT_AUDIT_DPSGD) fprintf(f, ", \"epsilon\": %.6f, \"delta\": %g", info.epsilon, delta);
+            if (ckpt) fprintf(f, ", \"checkpoint\": \"%s\"", ckpt);
+            else if (job.algo == DPT_AUDIT_DPSGD) fprintf(f, ", \"epsilon\": %.6f, \"delta\": %g", info.epsilon, delta);
             else fprintf(f, ", \"privacy\": \"no formal DP guarantee\"");
             if (canaries > 0) fprintf(f, ", \"canary_epsilon_lower_bound\": %.6f", eps_lb);
             fprintf(f, ", \"target_train_s\": %.4f, \"shadow_train_s\": %.4f}\n", t_target, S ? t_shadows / (double)S : 0.0);
@@ -412,6 +505,8 @@ int dpt_cmd_audit(int argc, char **argv) {
         printf("wrote %s/audit.csv, %s/roc.csv%s, %s/summary.json\n", out, out, no_plot ? "" : ", roc.png", out);
     }
 done:
+    dpt_model_free(ck_model);
+    free(ck_spec);
     if (rng_live) dpt_rng_free(&r);
     free(member), free(masks), free(loss), free(phi), free(phi_sh), free(score), free(bufs);
     dpt_dataset_free(&pop);

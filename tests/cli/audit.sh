@@ -43,6 +43,17 @@ out=$("$BIN" audit "${A[@]}" --epochs 2 --shadows 0 --bootstrap 0 --algo dpsgd -
 check "[ $rc -eq 0 ] && grep -q 'epsilon .* (RDP)' <<<\"\$out\"" "dpsgd audit: $out"
 out=$("$BIN" audit "${A[@]}" --epochs 2 --shadows 0 --bootstrap 0 --algo pdp-sgd --pdp-sigma 3 --out "$T/c" --no-plot 2>&1); rc=$?
 check "[ $rc -eq 0 ] && grep -q 'no formal DP guarantee' <<<\"\$out\" && ! grep -qi 'epsilon [0-9]' <<<\"\$out\"" "pdp audit: $out"
+# --checkpoint: audit a model trained by dptrain train (separate train and test files)
+head -200 "$T/d.csv" > "$T/tr.csv"; tail -200 "$T/d.csv" > "$T/te.csv"
+"$BIN" train --dataset "csv:$T/tr.csv,$T/te.csv" --model mlp:6-64-4:relu --batch-size 20 --lr 0.01 --epochs 60 \
+  --threads 1 --quiet --no-progress --out "$T/run" > /dev/null 2>&1
+out=$("$BIN" audit --checkpoint "$T/run/checkpoint.safetensors" --batch-size 20 --lr 0.01 --epochs 60 --threads 1 \
+  --shadows 4 --bootstrap 20 --quiet --no-plot --out "$T/k" 2>&1); rc=$?
+check "[ $rc -eq 0 ] && grep -q '200 members / 200 non-members' <<<\"\$out\" && grep -q 'checkpoint' <<<\"\$out\"" "checkpoint audit: $out"
+auc=$(awk -F, '$1=="loss"{print $4}' "$T/k/audit.csv")
+check "python3 -c 'import sys; sys.exit(0 if float(\"$auc\") > 0.6 else 1)'" "checkpoint loss AUC $auc not above 0.6"
+expect_fail "not with --checkpoint" "$BIN" audit --checkpoint "$T/run/checkpoint.safetensors" --canaries 10
+expect_fail "nope.safetensors" "$BIN" audit --checkpoint "$T/nope.safetensors"
 # training with the two non-DP algorithms
 TR=(--dataset "csv:$T/d.csv" --model mlp:6-16-4:relu --batch-size 20 --lr 0.01 --threads 1 --no-progress --epochs 1)
 for al in "pdp-sgd --kappa 0.01 --lambda 0.001" "pdp-sgd --pdp-sigma 2" "proportional-noise --prop-sigma 1"; do
