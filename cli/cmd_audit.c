@@ -118,7 +118,7 @@ int dpt_cmd_audit(int argc, char **argv) {
     double lr = 1e-3, sigma = 1.0, clip = 1.0, delta = 1e-5, kappa = 0, pdp_sigma = 0, lambda = 0, prop_sigma = 0;
     double alpha = 0.05;
     long population = 2000, max_test = 1000, batch = 64, epochs = 10, threads = 1, shadows = 16, boot = 200;
-    long canaries = 0, canary_runs = 1;
+    long canaries = 0, canary_runs = 1, jobs = 1, guesses = 0;
     uint64_t seed = 1;
     const char *ckpt = NULL;
     int lr_seen = 0, pdp_sigma_seen = 0, kappa_seen = 0, no_plot = 0, quiet = 0, model_seen = 0, pop_seen = 0;
@@ -148,11 +148,14 @@ int dpt_cmd_audit(int argc, char **argv) {
         {"--pdp-sigma", CLI_DOUBLE, &pdp_sigma, "S", "pdp-sgd: kappa = (lr S)^2 instead of --kappa", &pdp_sigma_seen},
         {"--lambda", CLI_DOUBLE, &lambda, "L", "pdp-sgd: plain L2 coefficient", NULL},
         {"--prop-sigma", CLI_DOUBLE, &prop_sigma, "S", "proportional-noise: relative weight noise", NULL},
+        {"--jobs", CLI_LONG, &jobs, "J", "shadow models trained in parallel (one thread each; results do not depend on J)", NULL},
         {"--shadows", CLI_LONG, &shadows, "S", "LiRA shadow models (0 = loss attack only; >= 16 recommended)", NULL},
         {"--bootstrap", CLI_LONG, &boot, "B", "bootstrap resamples for the intervals", NULL},
         {"--alpha", CLI_DOUBLE, &alpha, "A", "intervals at confidence 1 - A", NULL},
         {"--canaries", CLI_LONG, &canaries, "M", "canary audit with M mislabelled canaries (0 = none)", NULL},
         {"--canary-runs", CLI_LONG, &canary_runs, "R", "independent training runs of the canary audit", NULL},
+        {"--one-run-guesses", CLI_LONG, &guesses, "K", "one-run bound: guess member for the K highest canary scores, "
+                                                        "non-member for the K lowest (0 = M/10)", NULL},
         {"--out", CLI_STR, &out, "DIR", "output directory", NULL},
         {"--no-plot", CLI_FLAG, &no_plot, NULL, "do not run gnuplot", NULL},
         {"--quiet", CLI_FLAG, &quiet, NULL, "no progress lines", NULL},
@@ -175,8 +178,10 @@ int dpt_cmd_audit(int argc, char **argv) {
     if (epochs < 1) return cli_error("--epochs must be >= 1, got %ld", epochs);
     if (threads < 1 || threads > 64) return cli_error("--threads must be in [1, 64], got %ld", threads);
     if (shadows < 0 || shadows == 1) return cli_error("--shadows must be 0 or >= 2, got %ld", shadows);
+    if (jobs < 1 || jobs > 64) return cli_error("--jobs must be in [1, 64], got %ld", jobs);
     if (boot < 0) return cli_error("--bootstrap must be >= 0, got %ld", boot);
     if (!(alpha > 0 && alpha < 1)) return cli_error("--alpha must be in (0, 1), got %g", alpha);
+    if (guesses < 0) return cli_error("--one-run-guesses must be >= 0, got %ld", guesses);
     if (canaries < 0 || canary_runs < 1) return cli_error("--canaries must be >= 0 and --canary-runs >= 1");
     if (canaries > 0 && canaries * canary_runs < 8)
         return cli_error("--canaries %ld x --canary-runs %ld: need at least 8 canary trials", canaries, canary_runs);
@@ -377,14 +382,37 @@ int dpt_cmd_audit(int argc, char **argv) {
     double t_shadows = 0;
     if (S) {
         t0 = dpt_now();
-        for (size_t s = 0; s < S; s++) {
+        /* every shadow's half is drawn first, so the result does not depend on --jobs */
+        for (size_t s = 0; s < S; s++)
             for (size_t i = 0; i < N; i++) masks[s * N + i] = (uint8_t)dpt_rng_bernoulli(&r, 0.5);
-            if (dpt_audit_train_and_score(&job, &pop, masks + s * N, NULL, seed + 1 + s, NULL, phi_sh + s * N, NULL) !=
-                DPT_OK) {
-                code = cli_fail("shadow model");
-                goto done;
+        dpt_audit_job sj = job;
+        if (jobs > 1) sj.cfg.threads = 1; /* parallel over models, one thread each */
+        int failed = 0;
+        size_t done_count = 0;
+        char err[512] = "";
+#pragma omp parallel for num_threads((int)jobs) schedule(dynamic, 1)
+        for (long s = 0; s < (long)S; s++) {
+            int skip;
+#pragma omp atomic read
+            skip = failed;
+            if (skip) continue;
+            /* the shared population is read, never copied per thread except the subset */
+            dpt_status st = dpt_audit_train_and_score(&sj, &pop, masks + (size_t)s * N, NULL, seed + 1 + (uint64_t)s,
+                                                      NULL, phi_sh + (size_t)s * N, NULL);
+#pragma omp critical(audit_shadow)
+            {
+                if (st != DPT_OK && !failed) {
+                    failed = 1;
+                    snprintf(err, sizeof err, "%s", dpt_last_error());
+                }
+                done_count++;
+                if (!quiet && cli_stderr_is_tty())
+                    fprintf(stderr, "\rshadow %zu/%zu (%.1fs)", done_count, S, dpt_now() - t0);
             }
-            if (!quiet && cli_stderr_is_tty()) fprintf(stderr, "\rshadow %zu/%zu (%.1fs)", s + 1, S, dpt_now() - t0);
+        }
+        if (failed) {
+            code = cli_error("shadow model: %s", err);
+            goto done;
         }
         t_shadows = dpt_now() - t0;
         if (!quiet) fprintf(stderr, "%s%zu shadows trained (%.1fs)\n", cli_stderr_is_tty() ? "\n" : "", S, t_shadows);
@@ -423,7 +451,7 @@ int dpt_cmd_audit(int argc, char **argv) {
     else
         printf("privacy: no formal DP guarantee for --algo %s (no accountant, no epsilon); the audit above is what it leaks "
                "to these attacks\n", algo);
-    double eps_lb = NAN, eps_acct_canary = NAN;
+    double eps_lb = NAN, eps_acct_canary = NAN, eps_one_run = NAN;
     if (canaries > 0) {
         /* canaries: test examples (never in the population) with a wrong label */
         size_t M = (size_t)canaries, R = (size_t)canary_runs;
@@ -473,8 +501,27 @@ int dpt_cmd_audit(int argc, char **argv) {
             if (job.algo == DPT_AUDIT_DPSGD)
                 printf("  accountant epsilon of a canary run: %.4g (the lower bound must not exceed it)\n", eps_acct_canary);
             if (M > 1)
-                printf("  note: the %zu canaries of one run are not independent trials; the bound treats them as such "
-                       "(see docs/audit.md)\n", M);
+                printf("  note: the %zu canaries of one run are not independent trials; the bound above treats them as "
+                       "such (a heuristic, see docs/audit.md)\n", M);
+            if (R == 1 && M >= 2) {
+                /* Steinke, Nasr and Jagielski 2023: valid for one run with independent inclusion */
+                size_t k = guesses > 0 ? (size_t)guesses : (M / 10 ? M / 10 : 1);
+                double *all = malloc(M * sizeof *all);
+                uint64_t gr = 0, gv = 0;
+                double e1 = NAN;
+                if (!all) st = DPT_ENOMEM;
+                for (size_t j = 0; all && j < M; j++) all[j] = -cl[N + j];
+                if (st == DPT_OK) st = dpt_audit_one_run_guess(all, cm + N, M, k, &gr, &gv);
+                if (st == DPT_OK)
+                    st = dpt_audit_one_run_eps(M, gr, gv, job.algo == DPT_AUDIT_DPSGD ? delta : 0.0, alpha, &e1);
+                if (st == DPT_OK) {
+                    printf("  one-run audit (Steinke et al. 2023): %" PRIu64 " of %" PRIu64 " guesses right: epsilon lower "
+                           "bound %.3f at %.0f%% confidence (delta %g)\n", gv, gr, e1, 100 * (1 - alpha),
+                           job.algo == DPT_AUDIT_DPSGD ? delta : 0.0);
+                    eps_one_run = e1;
+                }
+                free(all);
+            }
         }
         dpt_free(cp.x);
         dpt_free(cp.y);
@@ -499,6 +546,7 @@ int dpt_cmd_audit(int argc, char **argv) {
             else if (job.algo == DPT_AUDIT_DPSGD) fprintf(f, ", \"epsilon\": %.6f, \"delta\": %g", info.epsilon, delta);
             else fprintf(f, ", \"privacy\": \"no formal DP guarantee\"");
             if (canaries > 0) fprintf(f, ", \"canary_epsilon_lower_bound\": %.6f", eps_lb);
+            if (isfinite(eps_one_run)) fprintf(f, ", \"one_run_epsilon_lower_bound\": %.6f", eps_one_run);
             fprintf(f, ", \"target_train_s\": %.4f, \"shadow_train_s\": %.4f}\n", t_target, S ? t_shadows / (double)S : 0.0);
             fclose(f);
         }

@@ -1,7 +1,8 @@
 /* audit statistics against closed forms and brute force:
  *  - incomplete beta: Beta(1,b) and Beta(a,1) closed forms, the binomial tail identity,
  *    symmetry; its inverse round-trips; Clopper-Pearson against published intervals;
- *  - the epsilon lower bound against hand-computed values;
+ *  - the epsilon lower bound against hand-computed values; the one-run audit bound
+ *    (delta = 0) against its binomial closed form;
  *  - AUC / TPR-at-FPR against O(n^2) brute force (with ties) and against the closed form
  *    for two Gaussians; bootstrap interval coverage over repeated experiments;
  *  - LiRA on synthetic shadow statistics where per-example offsets hide membership from
@@ -95,6 +96,42 @@ static void test_eps_bound(void) {
     CHECK_OK(dpt_audit_eps_from_scores(in, 100, out, 100, 0.0, 0.05, &e, &thr));
     CHECK_CLOSE(e, log(r / (1 - r)), 1e-10, 0);
     CHECK_STATUS(dpt_audit_eps_lower_bound(0, 0, 1, 1, 0, 0.05, &e), DPT_EINVAL);
+}
+
+
+static void test_one_run(void) {
+    /* delta = 0: p = P[Bin(r, q) >= v] = I_q(v, r-v+1), so the bound is logit(I^-1(alpha; v, r-v+1)) */
+    double e;
+    CHECK_OK(dpt_audit_one_run_eps(100, 100, 100, 0.0, 0.05, &e));
+    double q = pow(0.05, 0.01); /* all 100 right: P = q^100 */
+    CHECK_CLOSE(e, log(q / (1 - q)), 1e-5, 0);
+    CHECK_CLOSE(e, 3.4928, 1e-3, 0); /* by hand: ln(0.970487 / 0.029513) */
+    CHECK_OK(dpt_audit_one_run_eps(1000, 200, 150, 0.0, 0.05, &e));
+    double q2 = dpt_betainc_inv(150, 51, 0.05);
+    CHECK_CLOSE(e, log(q2 / (1 - q2)), 1e-5, 0);
+    /* brute-force binomial tail at that eps equals alpha */
+    double tail = 0;
+    for (int j = 150; j <= 200; j++)
+        tail += exp(lgamma(201.0) - lgamma(j + 1.0) - lgamma(201.0 - j) + j * log(q2) + (200 - j) * log1p(-q2));
+    CHECK_CLOSE(tail, 0.05, 1e-9, 0);
+    /* delta > 0 only weakens the bound, a little for small delta */
+    double e0 = e;
+    CHECK_OK(dpt_audit_one_run_eps(1000, 200, 150, 1e-5, 0.05, &e));
+    CHECK(e <= e0 && e > e0 - 0.3);
+    CHECK(dpt_audit_one_run_pvalue(1000, 200, 150, 1.0, 1e-5) >= dpt_audit_one_run_pvalue(1000, 200, 150, 1.0, 0.0));
+    /* half right: no evidence */
+    CHECK_OK(dpt_audit_one_run_eps(100, 100, 50, 0.0, 0.05, &e));
+    CHECK(e == 0);
+    CHECK_STATUS(dpt_audit_one_run_eps(10, 20, 5, 0, 0.05, &e), DPT_EINVAL);
+    /* guesses: top-k members, bottom-k non-members */
+    double sc[8] = {0.9, 0.1, 0.8, 0.2, 0.7, 0.3, 0.6, 0.4};
+    uint8_t mem[8] = {1, 0, 1, 0, 0, 1, 1, 0};
+    uint64_t r, v;
+    CHECK_OK(dpt_audit_one_run_guess(sc, mem, 8, 2, &r, &v)); /* top: 0.9 (1), 0.8 (1); bottom: 0.1 (0), 0.2 (0) */
+    CHECK(r == 4 && v == 4);
+    CHECK_OK(dpt_audit_one_run_guess(sc, mem, 8, 4, &r, &v)); /* + 0.7 (0 wrong), 0.6 (1); 0.3 (1 wrong), 0.4 (0) */
+    CHECK(r == 8 && v == 6);
+    CHECK_STATUS(dpt_audit_one_run_guess(sc, mem, 8, 5, &r, &v), DPT_EINVAL);
 }
 
 static double auc_brute(const double *a, size_t na, const double *b, size_t nb) {
@@ -243,6 +280,7 @@ static void test_loss_attack_memorize(void) {
 int main(void) {
     test_betainc();
     test_eps_bound();
+    test_one_run();
     test_roc();
     test_lira_synthetic();
     test_loss_attack_memorize();

@@ -47,6 +47,20 @@ dpt_status dpt_audit_eps_lower_bound(uint64_t tp, uint64_t fn, uint64_t fp, uint
 dpt_status dpt_audit_eps_from_scores(const double *in, size_t n_in, const double *out, size_t n_out,
                                      double delta, double alpha, double *eps_lb, double *threshold);
 
+/* One-run audit (Steinke, Nasr and Jagielski 2023): m canaries, each included
+ * independently with probability 1/2 in ONE training run; the auditor makes r guesses
+ * (abstaining on the rest), v of them correct. Under (eps, delta)-DP,
+ *   P[v correct or more] <= P[Bin(r, q) >= v] + 2 m delta max_{1<=i<=v} P[v-i <= Bin(r, q) < v] / i,
+ * q = e^eps / (1 + e^eps). dpt_audit_one_run_pvalue returns that bound (capped at 1);
+ * dpt_audit_one_run_eps the largest eps whose p-value is still < alpha (0 when even eps
+ * = 0 is not rejected), by bisection to 1e-6. */
+double dpt_audit_one_run_pvalue(uint64_t m, uint64_t r, uint64_t v, double eps, double delta);
+dpt_status dpt_audit_one_run_eps(uint64_t m, uint64_t r, uint64_t v, double delta, double alpha, double *eps_lb);
+/* Guesses from canary scores: "member" for the k highest, "non-member" for the k lowest
+ * (2k <= n); *r = 2k guesses, *v = how many are right (is_member[i] the truth). */
+dpt_status dpt_audit_one_run_guess(const double *score, const uint8_t *is_member, size_t n, size_t k, uint64_t *r,
+                                   uint64_t *v);
+
 /* ==== ROC ==== */
 /* AUC = P(s_in > s_out) + P(s_in = s_out)/2. NAN when a set is empty. */
 double dpt_audit_auc(const double *in, size_t n_in, const double *out, size_t n_out);

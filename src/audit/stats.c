@@ -269,3 +269,76 @@ dpt_status dpt_audit_summarize(const double *in, size_t n_in, const double *out,
     free(bi), free(bo), free(res);
     return st;
 }
+
+/* ==== One-run audit ==== */
+
+static double binom_pmf(uint64_t n, uint64_t k, double q) {
+    if (q <= 0) return k == 0 ? 1.0 : 0.0;
+    if (q >= 1) return k == n ? 1.0 : 0.0;
+    double N = (double)n, K = (double)k;
+    return exp(lgamma(N + 1) - lgamma(K + 1) - lgamma(N - K + 1) + K * log(q) + (N - K) * log1p(-q));
+}
+
+double dpt_audit_one_run_pvalue(uint64_t m, uint64_t r, uint64_t v, double eps, double delta) {
+    if (v > r || r > m || !(eps >= 0) || !(delta >= 0 && delta <= 1)) return NAN;
+    if (v == 0) return 1.0;
+    double q = 1.0 / (1.0 + exp(-eps));
+    double tail = dpt_betainc((double)v, (double)(r - v) + 1.0, q); /* P[Bin(r, q) >= v] */
+    double best = 0, cum = 0;
+    if (delta > 0)
+        for (uint64_t i = 1; i <= v; i++) {
+            cum += binom_pmf(r, v - i, q); /* P[v - i <= Bin < v] */
+            double a = cum / (double)i;
+            if (a > best) best = a;
+        }
+    double p = tail + 2.0 * (double)m * delta * best;
+    return p < 1.0 ? p : 1.0;
+}
+
+dpt_status dpt_audit_one_run_eps(uint64_t m, uint64_t r, uint64_t v, double delta, double alpha, double *eps_lb) {
+    DPT_CHECK(v <= r && r <= m && m > 0, DPT_EINVAL, "one-run audit: need v <= r <= m, m > 0 (m %llu, r %llu, v %llu)",
+              (unsigned long long)m, (unsigned long long)r, (unsigned long long)v);
+    DPT_CHECK(alpha > 0 && alpha < 1 && delta >= 0 && delta < 1, DPT_EINVAL, "one-run audit: alpha in (0,1), delta in [0,1)");
+    /* the p-value grows with eps (q grows): find sup{eps : p(eps) < alpha} */
+    if (!(dpt_audit_one_run_pvalue(m, r, v, 0.0, delta) < alpha)) {
+        *eps_lb = 0;
+        return DPT_OK;
+    }
+    double lo = 0, hi = 1;
+    while (dpt_audit_one_run_pvalue(m, r, v, hi, delta) < alpha && hi < 1e3) lo = hi, hi *= 2;
+    while (hi - lo > 1e-6) {
+        double mid = 0.5 * (lo + hi);
+        if (dpt_audit_one_run_pvalue(m, r, v, mid, delta) < alpha) lo = mid;
+        else hi = mid;
+    }
+    *eps_lb = lo;
+    return DPT_OK;
+}
+
+typedef struct {
+    double s;
+    size_t i;
+} ranked;
+
+static int cmp_ranked_desc(const void *a, const void *b) {
+    const ranked *x = a, *y = b;
+    if (x->s != y->s) return (x->s < y->s) - (x->s > y->s);
+    return (x->i > y->i) - (x->i < y->i); /* deterministic order for ties */
+}
+
+dpt_status dpt_audit_one_run_guess(const double *score, const uint8_t *is_member, size_t n, size_t k, uint64_t *r,
+                                   uint64_t *v) {
+    DPT_CHECK(k >= 1 && 2 * k <= n, DPT_EINVAL, "one-run audit: %zu guesses per side need at least %zu canaries (have %zu)",
+              k, 2 * k, n);
+    ranked *a = malloc(n * sizeof *a);
+    DPT_CHECK(a, DPT_ENOMEM, "one-run audit: out of memory");
+    for (size_t i = 0; i < n; i++) a[i] = (ranked){score[i], i};
+    qsort(a, n, sizeof *a, cmp_ranked_desc);
+    uint64_t ok = 0;
+    for (size_t j = 0; j < k; j++) ok += is_member[a[j].i] != 0;         /* guessed member */
+    for (size_t j = n - k; j < n; j++) ok += is_member[a[j].i] == 0;     /* guessed non-member */
+    free(a);
+    *r = 2 * k;
+    *v = ok;
+    return DPT_OK;
+}

@@ -38,6 +38,11 @@ if command -v gnuplot >/dev/null; then check "[ -s $T/a/roc.png ]" "roc.png miss
 # an overfit model leaks: loss-attack AUC clearly above chance
 auc=$(awk -F, '$1=="loss"{print $4}' "$T/a/audit.csv")
 check "python3 -c 'import sys; sys.exit(0 if float(\"$auc\") > 0.6 else 1)'" "loss AUC $auc not above 0.6 for an overfit model"
+# one-run canary audit (one run, 40 canaries); shadows in parallel give the same numbers
+out=$("$BIN" audit "${A[@]}" --epochs 60 --shadows 4 --jobs 2 --bootstrap 50 --canaries 40 --out "$T/j2" --no-plot 2>&1); rc=$?
+check "[ $rc -eq 0 ] && grep -q 'one-run audit (Steinke et al. 2023): [0-9]* of 8 guesses right' <<<\"\$out\"" "one-run audit: $out"
+"$BIN" audit "${A[@]}" --epochs 60 --shadows 4 --jobs 1 --bootstrap 50 --canaries 40 --out "$T/j1" --no-plot > /dev/null 2>&1
+check "cmp -s $T/j1/audit.csv $T/j2/audit.csv" "--jobs 2 changed the results"
 # DP-SGD: the accountant's epsilon is printed; PDP: never an epsilon
 out=$("$BIN" audit "${A[@]}" --epochs 2 --shadows 0 --bootstrap 0 --algo dpsgd --sigma 1 --clip 1 --out "$T/b" --no-plot 2>&1); rc=$?
 check "[ $rc -eq 0 ] && grep -q 'epsilon .* (RDP)' <<<\"\$out\"" "dpsgd audit: $out"
