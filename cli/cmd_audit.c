@@ -547,7 +547,8 @@ int dpt_cmd_audit(int argc, char **argv) {
             else fprintf(f, ", \"privacy\": \"no formal DP guarantee\"");
             if (canaries > 0) fprintf(f, ", \"canary_epsilon_lower_bound\": %.6f", eps_lb);
             if (isfinite(eps_one_run)) fprintf(f, ", \"one_run_epsilon_lower_bound\": %.6f", eps_one_run);
-            fprintf(f, ", \"target_train_s\": %.4f, \"shadow_train_s\": %.4f}\n", t_target, S ? t_shadows / (double)S : 0.0);
+            fprintf(f, ", \"target_train_s\": %.4f, \"target_train_loop_s\": %.4f, \"shadow_train_s\": %.4f}\n", t_target,
+                    info.wall_s, S ? t_shadows / (double)S : 0.0);
             fclose(f);
         }
         printf("wrote %s/audit.csv, %s/roc.csv%s, %s/summary.json\n", out, out, no_plot ? "" : ", roc.png", out);
