@@ -155,6 +155,38 @@ static void test_noise(void) {
     free(x);
 }
 
+/* The fused noise-and-rescale DP-SGD uses equals noise_add followed by a separate scaling
+ * (same draws, float tolerance), sigma = 0 only rescales, and a NaN scale is refused. */
+static void test_noise_scaled(void) {
+    size_t n = 3 * DPT_RNG_CHUNK + 77;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    for (size_t i = 0; i < n; i++) a[i] = b[i] = (float)((int)(i % 13) - 6) * 0.25f;
+    dpt_rng r1, r2;
+    CHECK_OK(dpt_rng_init(&r1, 5, DPT_STREAM_NOISE));
+    CHECK_OK(dpt_rng_init(&r2, 5, DPT_STREAM_NOISE));
+    const double scale = 1.0 / 256.0;
+    CHECK_OK(dpt_privacy_noise_add_scaled(&r1, a, n, 1.3, 0.7, scale, 2));
+    CHECK_OK(dpt_privacy_noise_add(&r2, b, n, 1.3, 0.7, 1));
+    double worst = 0, var = 0;
+    for (size_t i = 0; i < n; i++) {
+        double ref = (double)b[i] * scale;
+        worst = fmax(worst, fabs(a[i] - ref) / (fabs(ref) + 1e-6));
+        double z = (double)a[i] / scale - (double)((int)(i % 13) - 6) * 0.25;
+        var += z * z;
+    }
+    CHECK(worst < 1e-5);
+    var /= (double)n; /* the noise really is N(0, (1.3 * 0.7)^2) before scaling */
+    CHECK_CLOSE(var, 0.91 * 0.91, 5.0 * sqrt(2.0 / n) * 0.91 * 0.91, 0);
+    for (size_t i = 0; i < 16; i++) a[i] = 2.0f;
+    CHECK_OK(dpt_privacy_noise_add_scaled(&r1, a, 16, 0.0, 1.0, 0.5, 1));
+    for (size_t i = 0; i < 16; i++) CHECK(a[i] == 1.0f);
+    CHECK_STATUS(dpt_privacy_noise_add_scaled(&r1, a, 16, 1.0, 1.0, NAN, 1), DPT_EINVAL);
+    dpt_rng_free(&r1);
+    dpt_rng_free(&r2);
+    free(a);
+    free(b);
+}
+
 /* Chi-square goodness of fit of N_Z(0, s^2) against its pmf exp(-x^2 / 2s^2) / Z for
  * s = 3 and s = 1: bins |x| <= 4s, tails pooled; statistic below the 0.1% critical value. */
 static void test_discrete_gauss_gof(uint32_t s, double chi2_crit) {
@@ -192,6 +224,7 @@ int main(void) {
     test_clip_layers();
     test_clip_errors();
     test_noise();
+    test_noise_scaled();
     test_discrete_gauss_gof(3, 54.05); /* 27 bins, df 26: chi2_{0.999} = 54.05 */
     test_discrete_gauss_gof(1, 31.3);  /* 11 bins, df 10: chi2_{0.999} = 29.59 */
     TEST_MAIN_END();

@@ -169,7 +169,12 @@ int dpt_rng_bernoulli(dpt_rng *r, double p);
 #define DPT_RNG_CHUNK 4096
 dpt_status dpt_rng_gauss_fill(dpt_rng *r, float *out, size_t n, float stddev, int accumulate,
                               int threads);
-/* Reference version of the above: same layout, exact double Box-Muller per element. */
+/* out[i] = scale * (out[i] + stddev * N(0, 1)): the same draws as dpt_rng_gauss_fill with
+ * accumulate = 1, and the sum rescaled in the same pass over memory (DP-SGD's noise and
+ * its division by the expected batch size). */
+dpt_status dpt_rng_gauss_fill_scaled(dpt_rng *r, float *out, size_t n, float stddev, float scale,
+                                     int threads);
+/* Reference version of dpt_rng_gauss_fill: same layout, exact double Box-Muller per element. */
 dpt_status dpt_rng_gauss_fill_ref(dpt_rng *r, float *out, size_t n, float stddev,
                                   int accumulate);
 

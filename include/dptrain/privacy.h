@@ -56,6 +56,10 @@ dpt_status dpt_privacy_clip_rows_ref(float *g, size_t B, size_t P, size_t ld, do
  * sigma >= 0, C > 0 (sigma = 0 adds nothing and draws nothing). */
 dpt_status dpt_privacy_noise_add(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
                                  int threads);
+/* sum[j] = scale * (sum[j] + N(0, (sigma C)^2)): dpt_privacy_noise_add's draws and the
+ * division by the expected batch size in one pass (scale finite; 1 = noise_add). */
+dpt_status dpt_privacy_noise_add_scaled(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
+                                        double scale, int threads);
 dpt_status dpt_privacy_noise_add_secure(dpt_rng *noise, float *sum, size_t n, double sigma,
                                         double C);
 dpt_status dpt_privacy_noise_add_ref(dpt_rng *noise, float *sum, size_t n, double sigma,

@@ -273,10 +273,75 @@ static int chunk_open(chunk_src *c, const uint8_t key[32], uint64_t substream, u
     return ks_seek(c->ctx, key, substream, chunk << CHUNK_BLOCK_SHIFT);
 }
 
-dpt_status dpt_rng_gauss_fill(dpt_rng *r, float *out, size_t n, float stddev, int accumulate,
-                              int threads) {
-    DPT_CHECK(isfinite(stddev) && stddev >= 0, DPT_EINVAL, "gauss_fill: stddev %g must be finite and >= 0", (double)stddev);
+/* float copy of zig_w for the vectorized fast path (u < 2^24 is exact in float) */
+static float zig_wf[128];
+static pthread_once_t zig_f_once = PTHREAD_ONCE_INIT;
+static void zig_tables_f(void) {
     pthread_once(&zig_once, zig_tables);
+    for (int i = 0; i < 128; i++) zig_wf[i] = (float)zig_w[i];
+}
+
+/* One chunk of a bulk fill, in two passes so the common case vectorizes (AVX2 gathers):
+ * pass 1 takes word k of the chunk's keystream for output k and computes the ziggurat's
+ * fast-path value and whether it is accepted (about 98.8%); pass 2 finishes the rejected
+ * outputs in order with zig_slow, which reads further words from the same keystream
+ * after the chunk's first n. Every word is used once, so the outputs are independent
+ * draws from the ziggurat's distribution, exactly as with one word at a time. */
+/* accumulate: out = scale * (out + stddev z); else out = stddev z. */
+static int fill_chunk(chunk_src *c, float *out, size_t n, float stddev, int accumulate, float scale) {
+    uint32_t w[DPT_RNG_CHUNK];
+    float v[DPT_RNG_CHUNK];
+    uint8_t bad[DPT_RNG_CHUNK];
+    DPT_ASSERT(n <= DPT_RNG_CHUNK && c->pos == DPT_RNG_BUF_WORDS && c->words_left >= (uint64_t)n + DPT_RNG_BUF_WORDS);
+    memset(w, 0, n * sizeof *w);
+    int len = 0; /* in place: the keystream XOR zeros */
+    if (EVP_EncryptUpdate(c->ctx, (uint8_t *)w, &len, (const uint8_t *)w, (int)(n * 4)) != 1 || (size_t)len != n * 4)
+        return 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    for (size_t k = 0; k < n; k++) w[k] = __builtin_bswap32(w[k]);
+#endif
+    c->words_left -= n;
+    unsigned n_bad = 0;
+#pragma omp simd reduction(+ : n_bad)
+    for (size_t k = 0; k < n; k++) {
+        uint32_t x = w[k], i = x & 127, u = x >> 8;
+        float f = (float)u * zig_wf[i];
+        uint32_t fb;
+        memcpy(&fb, &f, 4);
+        fb ^= (x & 128u) << 24; /* the sign without a branch (it is a coin flip: unpredictable) */
+        memcpy(&v[k], &fb, 4);
+        unsigned b = u >= zig_k[i];
+        bad[k] = (uint8_t)b;
+        n_bad += b;
+    }
+    for (size_t k0 = 0; n_bad && k0 < n; k0 += 8) { /* the rejected ones, 8 flags at a time */
+        uint64_t any = 0;
+        if (k0 + 8 <= n) memcpy(&any, bad + k0, 8);
+        else any = 1;
+        if (!any) continue;
+        for (size_t k = k0; k < k0 + 8 && k < n; k++)
+            if (bad[k]) {
+                v[k] = (float)zig_slow(chunk_word, c, w[k]);
+                n_bad--;
+            }
+    }
+    if (accumulate && scale != 1.0f) {
+#pragma omp simd
+        for (size_t k = 0; k < n; k++) out[k] = scale * (out[k] + stddev * v[k]);
+    } else if (accumulate) {
+#pragma omp simd
+        for (size_t k = 0; k < n; k++) out[k] += stddev * v[k];
+    } else {
+#pragma omp simd
+        for (size_t k = 0; k < n; k++) out[k] = stddev * v[k];
+    }
+    return 1;
+}
+
+static dpt_status fill(dpt_rng *r, float *out, size_t n, float stddev, int accumulate, float scale, int threads) {
+    DPT_CHECK(isfinite(stddev) && stddev >= 0, DPT_EINVAL, "gauss_fill: stddev %g must be finite and >= 0", (double)stddev);
+    DPT_CHECK(isfinite(scale), DPT_EINVAL, "gauss_fill: scale %g must be finite", (double)scale);
+    pthread_once(&zig_f_once, zig_tables_f);
     uint64_t sub = ++r->substreams;
     size_t n_chunks = (n + DPT_RNG_CHUNK - 1) / DPT_RNG_CHUNK;
     int nt = dpt_threads_resolve(threads);
@@ -289,20 +354,22 @@ dpt_status dpt_rng_gauss_fill(dpt_rng *r, float *out, size_t n, float stddev, in
         if (!c.ctx) failed = 1;
 #pragma omp for schedule(static)
         for (size_t ch = 0; ch < n_chunks; ch++) {
-            if (failed || !chunk_open(&c, r->key, sub, ch)) {
-                failed = 1;
-                continue;
-            }
             size_t lo = ch * DPT_RNG_CHUNK, hi = lo + DPT_RNG_CHUNK < n ? lo + DPT_RNG_CHUNK : n;
-            if (accumulate)
-                for (size_t i = lo; i < hi; i++) out[i] += stddev * zig_draw(chunk_word, &c);
-            else
-                for (size_t i = lo; i < hi; i++) out[i] = stddev * zig_draw(chunk_word, &c);
+            if (failed || !chunk_open(&c, r->key, sub, ch) || !fill_chunk(&c, out + lo, hi - lo, stddev, accumulate, scale))
+                failed = 1;
         }
         if (c.ctx) EVP_CIPHER_CTX_free(c.ctx);
     }
     DPT_CHECK(!failed, DPT_ECRYPTO, "gauss_fill: ChaCha20 keystream failed");
     return DPT_OK;
+}
+
+dpt_status dpt_rng_gauss_fill(dpt_rng *r, float *out, size_t n, float stddev, int accumulate, int threads) {
+    return fill(r, out, n, stddev, accumulate, 1.0f, threads);
+}
+
+dpt_status dpt_rng_gauss_fill_scaled(dpt_rng *r, float *out, size_t n, float stddev, float scale, int threads) {
+    return fill(r, out, n, stddev, 1, scale, threads);
 }
 
 dpt_status dpt_rng_gauss_fill_ref(dpt_rng *r, float *out, size_t n, float stddev, int accumulate) {

@@ -134,18 +134,26 @@ static void shuffle_next(dpt_sampler *s, uint32_t *idx, size_t *b) {
 
 /* ==== Poisson sampling ==== */
 
-/* One Bernoulli(q) per example: a 53-bit uniform U compared with q, so
- * P(i in B) = ceil(q 2^53) / 2^53 (exact up to 2^-53). One uniform per example keeps it
- * simple and exact; at n = 60000 this is ~0.5 MB of ChaCha20 keystream per step. */
+/* Independent Bernoulli(q) inclusions drawn as geometric gaps: the number of examples
+ * skipped before the next included one is G = floor(log U / log(1 - q)) with U uniform
+ * on (0, 1], so P(G >= k) = P(U <= (1-q)^k) = (1-q)^k. Memoryless gaps are exactly
+ * independent Bernoulli(q) trials per example (up to the rounding of log, relative
+ * ~1e-16, the same order as comparing a 53-bit uniform with q), and a step costs about
+ * q n + 1 draws instead of n: at MNIST scale 257 instead of 60000. */
 static size_t poisson_draw(dpt_sampler *s, uint32_t *idx) {
     size_t b = 0;
     if (s->q >= 1.0) {
         for (size_t i = 0; i < s->n; i++) idx[i] = (uint32_t)i;
         return s->n;
     }
-    const double q = s->q;
-    for (size_t i = 0; i < s->n; i++) {
-        if (dpt_rng_uniform(&s->rng) < q) idx[b++] = (uint32_t)i;
+    const double lq = log1p(-s->q); /* < 0 */
+    size_t i = 0;
+    for (;;) {
+        double u = 1.0 - dpt_rng_uniform(&s->rng); /* (0, 1] */
+        double g = floor(log(u) / lq);
+        if (!(g < (double)(s->n - i))) break; /* also catches +inf (u = tiny) */
+        i += (size_t)g;
+        idx[b++] = (uint32_t)i++;
     }
     return b;
 }

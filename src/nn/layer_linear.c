@@ -97,7 +97,11 @@ static dpt_status linear_backward_params(const dpt_layer *L, const float *x, con
         for (size_t i = 0; i < B; i++) {
             const float *xi = x + i * D, *dvi = dv + i * K;
             double sx = 0.0, sv = 0.0;
+            /* reordered (vector lanes) but still double: a serial double chain cost more
+               than the rest of the clipping */
+#pragma omp simd reduction(+ : sx)
             for (size_t d = 0; d < D; d++) sx += (double)xi[d] * xi[d];
+#pragma omp simd reduction(+ : sv)
             for (size_t k = 0; k < K; k++) sv += (double)dvi[k] * dvi[k];
             double n2 = sx * sv + (L->has_bias ? sv : 0.0);
             out[i] = accumulate ? (float)((double)out[i] + n2) : (float)n2;

@@ -22,6 +22,19 @@ dpt_status dpt_privacy_noise_add(dpt_rng *noise, float *sum, size_t n, double si
     return dpt_rng_gauss_fill(noise, sum, n, (float)(sigma * C), 1, threads);
 }
 
+dpt_status dpt_privacy_noise_add_scaled(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
+                                        double scale, int threads) {
+    DPT_TRY(check_args(sum, n, sigma, C));
+    DPT_CHECK(isfinite(scale), DPT_EINVAL, "noise: scale %g must be finite", scale);
+    if (n == 0) return DPT_OK;
+    if (sigma == 0) {
+        for (size_t j = 0; j < n; j++) sum[j] = (float)(scale * sum[j]);
+        return DPT_OK;
+    }
+    DPT_CHECK(noise && noise->stream_id == DPT_STREAM_NOISE, DPT_EINVAL, "noise: not drawn from the noise stream");
+    return dpt_rng_gauss_fill_scaled(noise, sum, n, (float)(sigma * C), (float)scale, threads);
+}
+
 /* ==== Reference: Box-Muller in double ==== */
 
 dpt_status dpt_privacy_noise_add_ref(dpt_rng *noise, float *sum, size_t n, double sigma, double C) {

@@ -140,12 +140,12 @@ static dpt_status dpsgd_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
     dpsgd_state *s = a->state;
     dpt_model *m = t->model;
     dpt_rng *noise = dpt_trainer_noise_rng(t);
-    if (s->cfg.secure)
-        DPT_TRY(dpt_privacy_noise_add_secure(noise, m->grad, m->n_params, s->cfg.sigma, s->cfg.clip));
-    else
-        DPT_TRY(dpt_privacy_noise_add(noise, m->grad, m->n_params, s->cfg.sigma, s->cfg.clip, t->threads));
     double qN = t->cfg.sample_rate * (double)t->train->n;
     DPT_CHECK(qN > 0, DPT_EINVAL, "dpsgd: expected batch size qN = %g must be > 0", qN);
+    if (!s->cfg.secure) /* (sum + noise) / qN in one pass over the gradient */
+        return dpt_privacy_noise_add_scaled(noise, m->grad, m->n_params, s->cfg.sigma, s->cfg.clip, 1.0 / qN,
+                                            t->threads);
+    DPT_TRY(dpt_privacy_noise_add_secure(noise, m->grad, m->n_params, s->cfg.sigma, s->cfg.clip));
     float inv = (float)(1.0 / qN);
     for (size_t j = 0; j < m->n_params; j++) m->grad[j] *= inv;
     return DPT_OK;
