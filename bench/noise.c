@@ -25,7 +25,7 @@ int main(int argc, char **argv) {
     dpt_rng r;
     if (!g || !t || dpt_rng_init(&r, 1, DPT_STREAM_NOISE) != DPT_OK) return 1;
     printf("%-34s %10s %14s\n", "sampler", "M draws/s", "ms per step");
-    for (int mode = 0; mode < 4; mode++) {
+    for (int mode = 0; mode < 5; mode++) {
         int rr = mode >= 2 ? (reps + 9) / 10 : reps; /* the slow ones: fewer repeats */
         for (int i = 0; i < rr; i++) {
             double t0 = dpt_now();
@@ -34,7 +34,8 @@ int main(int argc, char **argv) {
             case 0: s = dpt_privacy_noise_add(&r, g, P, 1.0, 1.0, 1); break;
             case 1: s = dpt_privacy_noise_add(&r, g, P, 1.0, 1.0, nt); break;
             case 2: s = dpt_privacy_noise_add_ref(&r, g, P, 1.0, 1.0); break;
-            case 3: s = dpt_privacy_noise_add_secure(&r, g, P, 1.0, 1.0); break;
+            case 3: s = dpt_privacy_noise_add_secure(&r, g, P, 1.0, 1.0, 1); break;
+            case 4: s = dpt_privacy_noise_add_secure(&r, g, P, 1.0, 1.0, nt); break;
             }
             if (s != DPT_OK) {
                 fprintf(stderr, "noise: %s\n", dpt_last_error());
@@ -46,7 +47,8 @@ int main(int argc, char **argv) {
         double med = t[rr / 2];
         char name[64];
         static const char *names[] = {"ziggurat fill, 1 thread", "ziggurat fill, %d threads",
-                                      "Box-Muller reference (double)", "secure discrete Gaussian"};
+                                      "Box-Muller reference (double)", "secure discrete Gaussian, 1 thread",
+                                      "secure discrete Gaussian, %d threads"};
         snprintf(name, sizeof name, names[mode], nt);
         printf("%-34s %10.1f %14.3f\n", name, P / med / 1e6, med * 1e3);
     }

@@ -2,6 +2,7 @@
  * the RDP/PLD accountants. Its epsilon is computed for Poisson sampling only, so any other
  * --sampler is refused rather than silently replaced. */
 #include <dptrain/accounting.h>
+#include <dptrain/privacy.h>
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
@@ -50,6 +51,13 @@ static int dpsgd_make(cli_algo_ctx *c, dpt_algo **out) {
     cfg->allow_ledger_mismatch = p->allow_mismatch;
     cfg->target_epsilon = p->sigma_seen ? p->target_eps : 0.0;
     S.sigma = p->sigma;
+    size_t P = 0;
+    if (p->secure) { /* the accounted multiplier depends on the parameter count */
+        dpt_model *m = NULL;
+        if (dpt_model_new(cfg->model_spec, 1, 1, &m) != DPT_OK) return cli_fail("--model");
+        P = m->n_params;
+        dpt_model_free(m);
+    }
     if (!p->sigma_seen) {
         /* calibrate: steps = epochs * max(1, round(1/q)), as the Poisson sampler runs */
         uint64_t spe = (uint64_t)llround(1.0 / q);
@@ -57,6 +65,13 @@ static int dpsgd_make(cli_algo_ctx *c, dpt_algo **out) {
         if (dpt_calibrate_sigma(q, (uint64_t)c->epochs * spe, p->delta, p->target_eps, DPT_ACCT_RDP, DPT_CONV_BALLE,
                                 1e-4, &S.sigma) != DPT_OK)
             return cli_fail("--target-epsilon");
+        if (p->secure) {
+            double eff = S.sigma;
+            if (dpt_privacy_secure_sigma_for(eff, P, &S.sigma) != DPT_OK) return cli_fail("--target-epsilon");
+            if (!c->quiet)
+                fprintf(stderr, "dptrain: --secure: the lattice rounding raises the sensitivity to C + sqrt(%zu) h, so "
+                                "sigma %.6g is needed for an effective %.6g\n", P, S.sigma, eff);
+        }
         if (!c->quiet)
             fprintf(stderr, "dptrain: calibrated sigma %.6g for epsilon %g at delta %g after %ld epochs of "
                             "%" PRIu64 " steps (q %g, RDP accountant)\n",
@@ -80,7 +95,15 @@ static void dpsgd_describe(const cli_algo_ctx *c, FILE *f) {
             c->resume ? " (resumed)" : "");
 }
 
-static int dpsgd_report(const cli_algo_ctx *c, dpt_trainer *t) { return cli_report_ledger(c, t, S.sigma); }
+static int dpsgd_report(const cli_algo_ctx *c, dpt_trainer *t) {
+    if (c->priv->secure) {
+        double eff = dpt_privacy_secure_sigma_eff(S.sigma, dpt_trainer_model(t)->n_params);
+        printf("secure mode: noise sigma %g on the lattice-rounded sum; accounted as sigma %.6g (sensitivity C + "
+               "sqrt(parameters) x lattice step)\n", S.sigma, eff);
+        return cli_report_ledger(c, t, eff);
+    }
+    return cli_report_ledger(c, t, S.sigma);
+}
 
 const cli_algo CLI_ALGO_DPSGD = {
     .name = "dpsgd",

@@ -1,6 +1,8 @@
 /* Flag parsing and help shared by the dptrain commands. */
 #include "cli_util.h"
 
+#include <dptrain/comm.h>
+
 #include <dptrain/core.h>
 #include <errno.h>
 #include <math.h>
@@ -10,10 +12,16 @@
 #include <string.h>
 #include <unistd.h>
 
+/* "dptrain: " or, under mpirun with several ranks, "dptrain (rank R): " */
+static void prefix(void) {
+    if (dpt_comm_size() > 1) fprintf(stderr, "dptrain (rank %d): ", dpt_comm_rank());
+    else fputs("dptrain: ", stderr);
+}
+
 int cli_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fputs("dptrain: ", stderr);
+    prefix();
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
@@ -21,7 +29,8 @@ int cli_error(const char *fmt, ...) {
 }
 
 int cli_fail(const char *context) {
-    fprintf(stderr, "dptrain: %s: %s\n", context, dpt_last_error());
+    prefix();
+    fprintf(stderr, "%s: %s\n", context, dpt_last_error());
     return 1;
 }
 

@@ -13,10 +13,16 @@
 static const char *USAGE =
     "usage: dptrain account --sample-rate Q | --batch-size B --dataset-size N\n"
     "                       (--sigma S | --target-epsilon E) (--steps T | --epochs E) [options]\n"
-    "       dptrain account --ledger FILE [--delta D] [--json]\n\n"
+    "       dptrain account --algo dpulr --batch-size B --dataset-size N --sigma S (--steps T | --epochs E)\n"
+    "                       [--min-batch N_B]\n"
+    "       dptrain account --ledger FILE [--delta D] [--json]\n"
+    "       dptrain account --kl-bound --init I --input-dim d --outputs o --width m --depth L [...]\n"
+    "                       (KL closed forms of noisy GD; see dptrain account --kl-bound --help)\n\n"
     "Privacy spent by DP-SGD with Poisson sampling at rate q and Gaussian noise multiplier\n"
     "sigma (add/remove adjacency), or the smallest sigma that meets a target epsilon.\n"
-    "With --epochs E, steps = ceil(E / q) (an epoch is 1/q steps in expectation, q = B/N).";
+    "With --epochs E, steps = ceil(E / q) (an epoch is 1/q steps in expectation, q = B/N).\n"
+    "--algo dpulr: DP-ULR's Poisson sampling with rejection of batches smaller than N_B\n"
+    "(per step: rejection term + SGM RDP of sigma = sigma0; RDP accountant only).";
 
 typedef struct {
     double q, sigma, delta, target, eps, order;
@@ -108,11 +114,70 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
     return 0;
 }
 
+/* ==== --algo dpulr ==== */
+
+static int account_dpulr(const acct_result *r, uint64_t N, const char *s_nb, dpt_conversion conv, int json) {
+    uint64_t nb = 0;
+    double ratio = 0;
+    if (s_nb) {
+        if (parse_pos_u64("--min-batch", s_nb, &nb)) return 2;
+    } else if (dpt_dpulr_default_min_batch(r->q, r->sigma, N, 1e-3, &nb, &ratio) != DPT_OK) {
+        return cli_fail("--min-batch");
+    }
+    double rej = 0, eb = 0, ec = 0, ob = 0, oc = 0, sgm = 0;
+    if (dpt_dpulr_rejection_term(r->q, N, nb, &rej) != DPT_OK) return cli_fail("account");
+    if (dpt_dpulr_epsilon(r->q, r->sigma, N, nb, r->steps, r->delta, DPT_CONV_BALLE, &eb, &ob) != DPT_OK ||
+        dpt_dpulr_epsilon(r->q, r->sigma, N, nb, r->steps, r->delta, DPT_CONV_CLASSIC, &ec, &oc) != DPT_OK)
+        return cli_fail("DP-ULR accountant");
+    double best = conv == DPT_CONV_BALLE ? ob : oc;
+    if (dpt_rdp_sgm(r->q, r->sigma, best, &sgm) != DPT_OK) return cli_fail("DP-ULR accountant");
+    double r11 = 0, s11 = 0;
+    if (dpt_dpulr_rdp(r->q, r->sigma, N, nb, DPT_DPULR_RATIO_ALPHA, NULL, &r11, &s11) != DPT_OK)
+        return cli_fail("DP-ULR accountant");
+    if (json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "algo", "dpulr");
+        cJSON_AddStringToObject(o, "accountant", "rdp");
+        cJSON_AddNumberToObject(o, "epsilon", conv == DPT_CONV_BALLE ? eb : ec);
+        cJSON_AddNumberToObject(o, "epsilon_balle", eb);
+        cJSON_AddNumberToObject(o, "epsilon_classic", ec);
+        cJSON_AddNumberToObject(o, "delta", r->delta);
+        cJSON_AddNumberToObject(o, "sigma0", r->sigma);
+        cJSON_AddNumberToObject(o, "sample_rate", r->q);
+        cJSON_AddNumberToObject(o, "dataset_size", (double)N);
+        cJSON_AddNumberToObject(o, "min_batch", (double)nb);
+        cJSON_AddNumberToObject(o, "steps", (double)r->steps);
+        cJSON_AddNumberToObject(o, "rejection_term", rej);
+        cJSON_AddNumberToObject(o, "sgm_term_at_best_order", sgm);
+        cJSON_AddNumberToObject(o, "order", best);
+        cJSON_AddNumberToObject(o, "ratio_at_order_1_1", r11 / s11);
+        print_json(o);
+        return 0;
+    }
+    printf("accountant      DP-ULR: Poisson sampling with rejection + sampled Gaussian (RDP)\n");
+    printf("sample rate q   %.6g   (dataset size N %llu, expected batch %.1f)\n", r->q, (unsigned long long)N,
+           r->q * (double)N);
+    printf("min batch N_B   %llu%s\n", (unsigned long long)nb,
+           s_nb ? "" : "   (default: rejection term <= 1e-3 x SGM term at order 1.1)");
+    printf("steps           %llu\n", (unsigned long long)r->steps);
+    printf("sigma0          %.6g\n", r->sigma);
+    printf("delta           %g\n", r->delta);
+    printf("rejection term  %.4g per step (order-independent)\n", rej);
+    printf("SGM term        %.4g per step at order %g\n", sgm, best);
+    printf("ratio at a=1.1  %.4g%s\n", r11 / s11, r11 / s11 > 1e-3 ? "   (not negligible: a smaller N_B costs less)" : "");
+    printf("epsilon         %.4f   (Balle et al. 2020 conversion, best order %g)\n", eb, ob);
+    printf("epsilon         %.4f   (classic conversion, as in the paper, best order %g)\n", ec, oc);
+    return 0;
+}
+
 /* ==== main ==== */
 
 int dpt_cmd_account(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) /* the KL closed forms have their own flags (cli/account_kl.c) */
+        if (!strcmp(argv[i], "--kl-bound")) return dpt_cmd_account_kl(argc, argv);
     const char *s_q = NULL, *s_b = NULL, *s_n = NULL, *s_sigma = NULL, *s_steps = NULL,
-               *s_epochs = NULL, *s_target = NULL, *s_orders = NULL, *ledger = NULL;
+               *s_epochs = NULL, *s_target = NULL, *s_orders = NULL, *ledger = NULL, *s_nb = NULL;
+    const char *algo = "dpsgd";
     const char *acct_name = "rdp", *conv_name = "balle";
     double delta = 1e-5, tol = 1e-4;
     int json = 0;
@@ -133,6 +198,8 @@ int dpt_cmd_account(int argc, char **argv) {
         {"--tolerance", CLI_DOUBLE, &tol, "X", "calibration tolerance on sigma", NULL},
         {"--ledger", CLI_STR, &ledger, "FILE", "report a ledger saved by a training run (both accountants)", NULL},
         {"--json", CLI_FLAG, &json, NULL, "print one JSON object instead of a table", NULL},
+        {"--algo", CLI_STR, &algo, "NAME", "dpsgd (Poisson sampling) | dpulr (Poisson sampling with rejection)", NULL},
+        {"--min-batch", CLI_STR, &s_nb, "N_B", "dpulr: rejection threshold in [1, qN] (default: the 1e-3 rule)", NULL},
         {NULL, CLI_FLAG, NULL, NULL, NULL, NULL}};
     int rc = cli_parse(argc, argv, 1, opts, USAGE);
     if (rc < 0) return 0;
@@ -160,6 +227,21 @@ int dpt_cmd_account(int argc, char **argv) {
                 return cli_error("--orders: every order must be > 1, got %g", bad);
             }
     }
+    int dpulr = !strcmp(algo, "dpulr");
+    if (!dpulr && strcmp(algo, "dpsgd")) {
+        free(orders);
+        return cli_error("--algo: expected dpsgd or dpulr, got '%s'", algo);
+    }
+    if (s_nb && !dpulr) {
+        free(orders);
+        return cli_error("--min-batch: only with --algo dpulr");
+    }
+    if (dpulr && (ledger || s_target || acct == DPT_ACCT_PLD || s_orders)) {
+        free(orders);
+        return cli_error("--algo dpulr: takes --batch-size/--dataset-size (or --sample-rate with --dataset-size), "
+                         "--sigma, --steps/--epochs, --min-batch; not %s", ledger ? "--ledger (report a ledger "
+                         "without --algo)" : s_target ? "--target-epsilon" : s_orders ? "--orders" : "--accountant pld");
+    }
     if (ledger) {
         if (s_q || s_b || s_n || s_sigma || s_steps || s_epochs || s_target) {
             free(orders);
@@ -174,11 +256,11 @@ int dpt_cmd_account(int argc, char **argv) {
     acct_result r = {.delta = delta};
     rc = 0;
     /* sampling rate */
-    if (s_q && (s_b || s_n)) rc = cli_error("--sample-rate: give either --sample-rate or --batch-size with --dataset-size");
+    if (s_q && (s_b || (s_n && !dpulr))) rc = cli_error("--sample-rate: give either --sample-rate or --batch-size with --dataset-size");
     else if (s_q) {
         if (cli_parse_double("--sample-rate", s_q, &r.q)) rc = 2;
         else if (!(r.q > 0 && r.q <= 1)) rc = cli_error("--sample-rate: must be in (0, 1], got '%s'", s_q);
-    } else if (s_b || s_n) {
+    } else if (s_b || (s_n && !dpulr)) {
         uint64_t b = 0, n = 0;
         if (!s_b) rc = cli_error("--batch-size: required with --dataset-size");
         else if (!s_n) rc = cli_error("--dataset-size: required with --batch-size");
@@ -213,6 +295,16 @@ int dpt_cmd_account(int argc, char **argv) {
         else rc = cli_error("--sigma: required (or --target-epsilon to calibrate it)");
     }
     if (!rc && acct == DPT_ACCT_PLD && s_orders) rc = cli_error("--orders: only used by the RDP accountant");
+    if (!rc && dpulr) {
+        uint64_t n = 0;
+        if (!s_n) rc = cli_error("--dataset-size: --algo dpulr needs the dataset size N (the rejection term depends on it)");
+        else if (parse_pos_u64("--dataset-size", s_n, &n)) rc = 2;
+        else if (!(r.q < 1)) rc = cli_error("--sample-rate: --algo dpulr needs q < 1, got %g", r.q);
+        else {
+            free(orders);
+            return account_dpulr(&r, n, s_nb, conv, json);
+        }
+    }
     if (rc) {
         free(orders);
         return rc;

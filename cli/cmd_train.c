@@ -1,6 +1,7 @@
 /* dptrain train: one training run from flags. The option table drives parsing and
  * --help, so every option is listed with its real default. */
 #include <dptrain/accounting.h>
+#include <dptrain/comm.h>
 #include <dptrain/train.h>
 
 #include <errno.h>
@@ -62,6 +63,12 @@ static cli_option *build_table(const cli_option *common, const cli_option *priv)
     return t;
 }
 
+static int algo_has_option(const cli_algo *A, const char *name) {
+    for (const cli_option *o = A->opts; o && o->name; o++)
+        if (!strcmp(o->name, name)) return 1;
+    return 0;
+}
+
 static char *usage_with_algos(void) {
     static char buf[4096];
     int w = snprintf(buf, sizeof buf, "%s\n\nAlgorithms (--algo):", USAGE);
@@ -75,7 +82,7 @@ int dpt_cmd_train(int argc, char **argv) {
     const char *algo_name = "sgd", *optimizer = "adam", *schedule = "constant", *sampler = "shuffle";
     const char *loss = "ce", *init = "default", *normalize = "scalar", *out = "runs/latest", *classes = NULL;
     double lr = 1e-3, momentum = 0.0, weight_decay = 0.0, sample_rate = 0.0;
-    long batch = 256, epochs = 5, threads = 0, max_train = 0, max_test = 0;
+    long batch = 256, epochs = 5, threads = 0, max_train = 0, max_test = 0, shards = 0;
     uint64_t seed = 1, max_steps = 0;
     int resume = 0, quiet = 0, no_progress = 0, lr_seen = 0;
     int sampler_seen = 0, sample_rate_seen = 0, batch_seen = 0;
@@ -96,13 +103,15 @@ int dpt_cmd_train(int argc, char **argv) {
         {"--momentum", CLI_DOUBLE, &momentum, "X", "SGD momentum in [0, 1)", NULL},
         {"--weight-decay", CLI_DOUBLE, &weight_decay, "X", "L2 coefficient added to the gradient", NULL},
         {"--lr-schedule", CLI_STR, &schedule, "S", "constant | step:GAMMA:EVERY | exp:GAMMA (per epoch)", NULL},
-        {"--sampler", CLI_STR, &sampler, "NAME", "shuffle (fixed batches) | poisson | full (dpsgd: poisson)", &sampler_seen},
+        {"--sampler", CLI_STR, &sampler, "NAME", "shuffle (fixed batches) | poisson | full | poisson-reject (dpsgd: poisson; dpulr: poisson-reject)", &sampler_seen},
         {"--batch-size", CLI_LONG, &batch, "B", "batch size (poisson: expected size, q = B/N)", &batch_seen},
         {"--sample-rate", CLI_DOUBLE, &sample_rate, "Q", "poisson sampling rate q in (0, 1] (overrides B/N)", &sample_rate_seen},
         {"--epochs", CLI_LONG, &epochs, "E", "epochs to train (poisson: an epoch is round(1/q) steps)", NULL},
         {"--max-steps", CLI_U64, &max_steps, "T", "stop after T steps in total (0 = no limit)", NULL},
         {"--seed", CLI_U64, &seed, "S", "seed of every random stream (init, sampling, noise)", NULL},
-        {"--threads", CLI_LONG, &threads, "N", "threads (0 = all cores)", NULL},
+        {"--threads", CLI_LONG, &threads, "N", "threads (0 = all cores; under mpirun: per rank, cores / ranks on the host)", NULL},
+        {"--shards", CLI_LONG, &shards, "S", "data-parallel shards: same result on any number of MPI ranks "
+                                            "(0 = ranks; see docs/distributed.md)", NULL},
         {"--out", CLI_STR, &out, "DIR", "run directory", NULL},
         {"--resume", CLI_FLAG, &resume, NULL, "continue the run in --out from its checkpoint", NULL},
         {"--quiet", CLI_FLAG, &quiet, NULL, "print only the final summary", NULL},
@@ -137,8 +146,15 @@ int dpt_cmd_train(int argc, char **argv) {
         return cli_error("--algo: unknown algorithm '%s' (available: %s)", algo_name, names);
     }
     for (size_t i = 0; CLI_ALGOS[i]; i++) {
-        const char *g = CLI_ALGOS[i] != A ? cli_given(argc, argv, 1, CLI_ALGOS[i]->opts) : NULL;
-        if (g) return cli_error("%s is an option of --algo %s, not of --algo %s", g, CLI_ALGOS[i]->name, A->name);
+        if (CLI_ALGOS[i] == A) continue;
+        /* a flag of another algorithm, unless the chosen one has a flag of that name too
+         * (ulr and dpulr share their estimator flags) */
+        for (const cli_option *o = CLI_ALGOS[i]->opts; o && o->name; o++) {
+            if (o->kind == CLI_SECTION || algo_has_option(A, o->name)) continue;
+            cli_option one[2] = {*o, {NULL, 0, NULL, NULL, NULL, NULL}};
+            const char *g = cli_given(argc, argv, 1, one);
+            if (g) return cli_error("%s is an option of --algo %s, not of --algo %s", g, CLI_ALGOS[i]->name, A->name);
+        }
     }
     if (!A->uses_privacy_flags) {
         const char *g = cli_given(argc, argv, 1, priv);
@@ -163,15 +179,30 @@ int dpt_cmd_train(int argc, char **argv) {
     if (!strcmp(sampler, "shuffle")) cfg.sampler = DPT_SAMPLER_SHUFFLE;
     else if (!strcmp(sampler, "poisson")) cfg.sampler = DPT_SAMPLER_POISSON;
     else if (!strcmp(sampler, "full")) cfg.sampler = DPT_SAMPLER_FULL;
-    else return cli_error("--sampler: expected shuffle|poisson|full, got '%s'", sampler);
+    else if (!strcmp(sampler, "poisson-reject") && !strcmp(A->name, "dpulr")) cfg.sampler = DPT_SAMPLER_POISSON_REJECT;
+    else return cli_error("--sampler: expected shuffle|poisson|full (--algo dpulr: poisson-reject), got '%s'", sampler);
     if (batch < 1) return cli_error("--batch-size must be >= 1, got %ld", batch);
     if (epochs < 1) return cli_error("--epochs must be >= 1, got %ld", epochs);
     if (threads < 0 || threads > 1024) return cli_error("--threads must be in [0, 1024], got %ld", threads);
+    if (shards < 0 || shards > 65536) return cli_error("--shards must be in [0, 65536], got %ld", shards);
+    /* under mpirun the cores of a host are shared by its ranks */
+    if (threads == 0 && dpt_comm_size() > 1) {
+        const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+        long local = ls ? atol(ls) : 1, cores = dpt_threads_resolve(0);
+        threads = local > 0 && cores / local > 0 ? cores / local : 1;
+    }
+    /* under mpirun only rank 0 talks to the user and writes the run directory */
+    int rank = dpt_comm_rank();
+    if (rank != 0) {
+        quiet = 1;
+        ctx.quiet = 1;
+        if (!freopen("/dev/null", "w", stdout)) return cli_error("cannot redirect the output of rank %d", rank);
+    }
     if (max_train < 0 || max_test < 0) return cli_error("--max-train/--max-test must be >= 0");
     if (sample_rate_seen && !(sample_rate > 0.0 && sample_rate <= 1.0))
         return cli_error("--sample-rate must be in (0, 1], got %g", sample_rate);
-    if (sample_rate_seen && cfg.sampler != DPT_SAMPLER_POISSON)
-        return cli_error("--sample-rate needs --sampler poisson");
+    if (sample_rate_seen && cfg.sampler != DPT_SAMPLER_POISSON && cfg.sampler != DPT_SAMPLER_POISSON_REJECT)
+        return cli_error("--sample-rate needs --sampler poisson (or poisson-reject)");
     if (!out || !*out) return cli_error("--out: empty directory name");
 
     cli_data_opts dopts = {dataset, data_dir, normalize, classes, max_train, max_test};
@@ -190,7 +221,7 @@ int dpt_cmd_train(int argc, char **argv) {
     dpt_algo *algo = NULL;
     dpt_trainer *t = NULL;
     int exit_code = 0;
-    if (make_dirs(out) != 0) {
+    if (rank == 0 && make_dirs(out) != 0) {
         exit_code = cli_error("--out %s: cannot create directory: %s", out, strerror(errno));
         goto done;
     }
@@ -202,6 +233,7 @@ int dpt_cmd_train(int argc, char **argv) {
     cfg.threads = (int)threads;
     cfg.out_dir = out;
     cfg.max_steps = max_steps;
+    cfg.shards = (size_t)shards;
     cfg.quiet = quiet;
     cfg.progress = !no_progress && cli_stderr_is_tty();
     cfg.run_json = run_json;
@@ -218,11 +250,16 @@ int dpt_cmd_train(int argc, char **argv) {
         exit_code = cli_fail("--resume");
         goto done;
     }
+    if (A->started && (exit_code = A->started(&ctx, t)) != 0) goto done;
     if (!quiet) {
         dpt_model *m = dpt_trainer_model(t);
         fprintf(stderr, "dptrain train: %s (%zu train / %zu test, loaded in %.1fs), model %s (%zu parameters)\n",
                 dataset, train.n, test.n, t_load, model, m->n_params);
         if (A->describe) A->describe(&ctx, stderr);
+        if (dpt_comm_size() > 1)
+            fprintf(stderr, "  data parallel: %d MPI ranks (%s), %zu shards%s, rank 0 writes %s\n",
+                    dpt_comm_size(), dpt_comm_library(), dpt_trainer_shards(t),
+                    A->uses_privacy_flags ? ", one noise draw per step" : "", out);
     }
     dpt_epoch_result r;
     if (dpt_trainer_run(t, &r) != DPT_OK) {

@@ -2,6 +2,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <dptrain/comm.h>
+
+#include "cli_util.h"
 #include "commands.h"
 
 static const struct {
@@ -24,7 +27,7 @@ static void usage(FILE *f) {
     fprintf(f, "\nRun 'dptrain <command> --help' for the options of a command.\n");
 }
 
-int main(int argc, char **argv) {
+static int dispatch(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -34,11 +37,31 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("dptrain 0.1.0\n");
+        printf("dptrain 0.1.0\nmpi: %s\n", dpt_comm_compiled() ? dpt_comm_library() : "no (single-process build)");
         return 0;
     }
+    if (dpt_comm_size() > 1 && strcmp(argv[1], "train"))
+        return cli_error("only 'dptrain train' runs under mpirun with several ranks; run '%s' as one process",
+                         argv[1]);
     for (size_t i = 0; i < N_COMMANDS; i++)
         if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "dptrain: unknown command '%s' (see dptrain --help)\n", argv[1]);
     return 2;
+}
+
+/* Under mpirun (several ranks) a rank that fails stops the whole job: the others would
+ * otherwise wait forever in the next reduction. Rank 0 has written nothing partial: the
+ * ledger and checkpoint files are replaced atomically. */
+int main(int argc, char **argv) {
+    if (dpt_comm_init(&argc, &argv) != DPT_OK) {
+        fprintf(stderr, "dptrain: %s\n", dpt_last_error());
+        return 1;
+    }
+    int rc = dispatch(argc, argv);
+    if (rc != 0 && dpt_comm_size() > 1) {
+        fprintf(stderr, "dptrain (rank %d): stopping every rank of the job (exit code %d)\n", dpt_comm_rank(), rc);
+        dpt_comm_abort(rc);
+    }
+    dpt_comm_finalize();
+    return rc;
 }

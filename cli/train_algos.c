@@ -11,6 +11,10 @@ const cli_algo *const CLI_ALGOS[] = {
     &CLI_ALGO_DPSGD,
     &CLI_ALGO_PDPSGD,
     &CLI_ALGO_PROPNOISE,
+    &CLI_ALGO_DPULR,
+    &CLI_ALGO_ULR,
+    &CLI_ALGO_DPMAC,
+    &CLI_ALGO_NOISY_GD,
     NULL,
 };
 
@@ -50,7 +54,8 @@ int cli_report_ledger(const cli_algo_ctx *c, dpt_trainer *t, double sigma) {
 void cli_print_noise_mode(const cli_algo_ctx *c) {
     if (c->quiet) return;
     if (c->priv->secure)
-        fprintf(stderr, "dptrain: secure mode: OS-seeded noise stream (not logged), exact discrete Gaussian\n");
+        fprintf(stderr, "dptrain: secure mode: OS-seeded noise and batch sampling (never logged), exact discrete "
+                        "Gaussian noise on a lattice\n");
     else
         fprintf(stderr, "dptrain: reproducible mode (seed %" PRIu64 " logged; the noise can be regenerated from "
                         "it): NOT the secure mode (--secure)\n", c->cfg->seed);

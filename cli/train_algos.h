@@ -48,6 +48,9 @@ typedef struct {
     /* After loading: build the algorithm (calibrate noise, print the mode notice).
      * Returns 0 or an exit code; *out is owned by the trainer afterwards. */
     int (*make)(cli_algo_ctx *c, dpt_algo **out);
+    /* After the trainer exists (and was resumed), before the run: e.g. record a
+     * pre-training release in the ledger. Returns 0 or an exit code. May be NULL. */
+    int (*started)(cli_algo_ctx *c, dpt_trainer *t);
     /* The "  algorithm ..." header line (stderr, unless quiet). */
     void (*describe)(const cli_algo_ctx *c, FILE *f);
     /* After the run, on stdout: the privacy statement (epsilon only if an accountant
@@ -75,4 +78,8 @@ extern const cli_algo CLI_ALGO_SGD;
 extern const cli_algo CLI_ALGO_DPSGD;
 extern const cli_algo CLI_ALGO_PDPSGD;
 extern const cli_algo CLI_ALGO_PROPNOISE;
+extern const cli_algo CLI_ALGO_DPULR;
+extern const cli_algo CLI_ALGO_ULR;
+extern const cli_algo CLI_ALGO_DPMAC;
+extern const cli_algo CLI_ALGO_NOISY_GD;
 #endif

@@ -167,6 +167,20 @@ static void test_fill_threads(void) {
     for (size_t i = 0; i < n; i++) ok &= a[i] == 1.0f + b[i];
     CHECK(ok);
     CHECK_STATUS(dpt_rng_gauss_fill(&r1, a, n, NAN, 0, 1), DPT_EINVAL);
+    /* a shorter fill is a prefix of a longer one (same stream position), within a chunk
+       and across chunks: draws stay coupled when a batch size changes */
+    dpt_rng p1, p2;
+    CHECK_OK(dpt_rng_init(&p1, 5, DPT_STREAM_NOISE));
+    CHECK_OK(dpt_rng_init(&p2, 5, DPT_STREAM_NOISE));
+    size_t short_n = DPT_RNG_CHUNK + 1000;
+    CHECK_OK(dpt_rng_gauss_fill(&p1, a, n, 1.0f, 0, 2));
+    CHECK_OK(dpt_rng_gauss_fill(&p2, b, short_n, 1.0f, 0, 1));
+    CHECK(memcmp(a, b, short_n * sizeof *a) == 0);
+    CHECK_OK(dpt_rng_gauss_fill(&p1, a, 37, 1.0f, 0, 1));
+    CHECK_OK(dpt_rng_gauss_fill(&p2, b, 3000, 1.0f, 0, 1));
+    CHECK(memcmp(a, b, 37 * sizeof *a) == 0);
+    dpt_rng_free(&p1);
+    dpt_rng_free(&p2);
     dpt_rng_free(&r1);
     dpt_rng_free(&r2);
     free(a);

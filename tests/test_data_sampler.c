@@ -250,10 +250,25 @@ static void test_secure(void) {
     CHECK_OK(dpt_sampler_next(a, ia, &na));
     CHECK_OK(dpt_sampler_next(b, ib, &nb));
     CHECK(na != nb || memcmp(ia, ib, na * sizeof(uint32_t)) != 0); /* OS seeds differ */
+    /* a secure Poisson sampler resumes its counters but keeps its own OS stream */
+    for (int t = 0; t < 4; t++) CHECK_OK(dpt_sampler_next(a, ia, &na));
     dpt_sampler_state st;
     dpt_sampler_get_state(a, &st);
+    CHECK_OK(dpt_sampler_set_state(b, &st));
+    CHECK(dpt_sampler_step(b) == 5 && dpt_sampler_epoch(b) == dpt_sampler_epoch(a));
+    CHECK_OK(dpt_sampler_next(a, ia, &na));
+    CHECK_OK(dpt_sampler_next(b, ib, &nb));
+    CHECK(na != nb || memcmp(ia, ib, na * sizeof(uint32_t)) != 0);
+    CHECK(dpt_sampler_epoch_ended(a) == dpt_sampler_epoch_ended(b));
+    dpt_sampler_free(a);
+    dpt_sampler_free(b);
+    /* a secure shuffle cannot be rebuilt: refused */
+    CHECK_OK(dpt_sampler_new_secure(DPT_SAMPLER_SHUFFLE, 100, 10, 0, 0, &a));
+    CHECK_OK(dpt_sampler_new_secure(DPT_SAMPLER_SHUFFLE, 100, 10, 0, 0, &b));
+    CHECK_OK(dpt_sampler_next(a, ia, &na));
+    dpt_sampler_get_state(a, &st);
     CHECK_STATUS(dpt_sampler_set_state(b, &st), DPT_EINVAL);
-    CHECK_ERR_HAS("securely seeded");
+    CHECK_ERR_HAS("securely seeded shuffle");
     dpt_sampler_free(a);
     dpt_sampler_free(b);
 }

@@ -101,7 +101,7 @@ static void noise_stats(int kind, size_t n, double sigma, double C, float *x) {
     memset(x, 0, n * sizeof *x);
     if (kind == NOISE_FAST) CHECK_OK(dpt_privacy_noise_add(&r, x, n, sigma, C, 2));
     if (kind == NOISE_REF) CHECK_OK(dpt_privacy_noise_add_ref(&r, x, n, sigma, C));
-    if (kind == NOISE_SECURE) CHECK_OK(dpt_privacy_noise_add_secure(&r, x, n, sigma, C));
+    if (kind == NOISE_SECURE) CHECK_OK(dpt_privacy_noise_add_secure(&r, x, n, sigma, C, 2));
     double m = 0, v = 0, sd = sigma * C;
     for (size_t i = 0; i < n; i++) m += x[i];
     m /= (double)n;
@@ -146,7 +146,7 @@ static void test_noise(void) {
     for (int i = 0; i < 16; i++) CHECK(x[i] == 0.0f);
     CHECK_STATUS(dpt_privacy_noise_add(&r, x, 16, -0.1, 1.0, 1), DPT_EINVAL);
     CHECK_ERR_HAS("--sigma");
-    CHECK_STATUS(dpt_privacy_noise_add_secure(&r, x, 16, 1.0, 0.0), DPT_EINVAL);
+    CHECK_STATUS(dpt_privacy_noise_add_secure(&r, x, 16, 1.0, 0.0, 1), DPT_EINVAL);
     CHECK_ERR_HAS("--clip");
     dpt_rng_free(&r);
     dpt_rng_init(&r, 1, DPT_STREAM_DATA); /* noise only from the noise stream */
@@ -181,6 +181,72 @@ static void test_noise_scaled(void) {
     CHECK_OK(dpt_privacy_noise_add_scaled(&r1, a, 16, 0.0, 1.0, 0.5, 1));
     for (size_t i = 0; i < 16; i++) CHECK(a[i] == 1.0f);
     CHECK_STATUS(dpt_privacy_noise_add_scaled(&r1, a, 16, 1.0, 1.0, NAN, 1), DPT_EINVAL);
+    dpt_rng_free(&r1);
+    dpt_rng_free(&r2);
+    free(a);
+    free(b);
+}
+
+/* The secure sampler's chunks read their own substreams: 1 and 3 threads give the same
+ * noise, and two calls draw different noise (fresh substreams). */
+static void test_secure_threads(void) {
+    size_t n = 2 * DPT_RNG_CHUNK + 5;
+    float *a = calloc(n, sizeof *a), *b = calloc(n, sizeof *b);
+    dpt_rng r1, r2;
+    CHECK_OK(dpt_rng_init(&r1, 11, DPT_STREAM_NOISE));
+    CHECK_OK(dpt_rng_init(&r2, 11, DPT_STREAM_NOISE));
+    CHECK_OK(dpt_privacy_noise_add_secure(&r1, a, n, 1.0, 1.0, 1));
+    CHECK_OK(dpt_privacy_noise_add_secure(&r2, b, n, 1.0, 1.0, 3));
+    CHECK(memcmp(a, b, n * sizeof *a) == 0);
+    CHECK_OK(dpt_privacy_noise_add_secure(&r2, b, n, 1.0, 1.0, 3));
+    size_t same = 0;
+    for (size_t i = 0; i < n; i++) same += a[i] == b[i];
+    CHECK(same < n / 100);
+    dpt_rng_free(&r1);
+    dpt_rng_free(&r2);
+    free(a);
+    free(b);
+}
+
+/* The secure mechanism releases h (round(sum / h) + Z): every output is a lattice point
+ * (an arbitrary sum no longer shows through between lattice points), neighbouring sums
+ * (||a - b|| <= C) with the same stream differ by at most C + sqrt(n) h, the accounted
+ * multiplier is sigma / (1 + sqrt(n) sigma / s), its inverse holds, and a sum too large for
+ * the lattice is an error. */
+static void test_secure_lattice(void) {
+    const size_t n = 3000;
+    const double sigma = 1.5, C = 2.0, h = sigma * C / (double)(1u << DPT_DGAUSS_LOG2_SCALE);
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    dpt_rng r1, r2;
+    CHECK_OK(dpt_rng_init(&r1, 21, DPT_STREAM_NOISE));
+    CHECK_OK(dpt_rng_init(&r2, 21, DPT_STREAM_NOISE));
+    double d2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        a[i] = (float)(0.123456 + 0.001 * (double)i);
+        double delta = (i % 3 == 0) ? 1.0 * C / sqrt(n / 3.0) : 0.0; /* ||delta|| = C */
+        b[i] = (float)((double)a[i] + delta);
+        d2 += ((double)b[i] - a[i]) * ((double)b[i] - a[i]);
+    }
+    CHECK(sqrt(d2) <= C * (1 + 1e-6));
+    CHECK_OK(dpt_privacy_noise_add_secure(&r1, a, n, sigma, C, 2));
+    CHECK_OK(dpt_privacy_noise_add_secure(&r2, b, n, sigma, C, 1));
+    double worst_off = 0, diff2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        double k = (double)a[i] / h;
+        worst_off = fmax(worst_off, fabs(k - nearbyint(k)));
+        diff2 += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    }
+    /* float rounding of h k moves it by at most ulp(|a|)/h lattice units (< 0.01 here) */
+    CHECK(worst_off < 0.01);
+    CHECK(sqrt(diff2) <= C + sqrt((double)n) * h + 1e-4);
+    double eff = dpt_privacy_secure_sigma_eff(sigma, n), back = 0;
+    CHECK_CLOSE(eff, sigma * C / (C + sqrt((double)n) * h), 0, 1e-12);
+    CHECK_OK(dpt_privacy_secure_sigma_for(eff, n, &back));
+    CHECK_CLOSE(back, sigma, 0, 1e-12);
+    CHECK_STATUS(dpt_privacy_secure_sigma_for(1e6, n, &back), DPT_ERANGE);
+    a[7] = 1e30f;
+    CHECK_STATUS(dpt_privacy_noise_add_secure(&r1, a, n, sigma, C, 1), DPT_ERANGE);
+    CHECK_ERR_HAS("coordinate 7");
     dpt_rng_free(&r1);
     dpt_rng_free(&r2);
     free(a);
@@ -225,6 +291,8 @@ int main(void) {
     test_clip_errors();
     test_noise();
     test_noise_scaled();
+    test_secure_threads();
+    test_secure_lattice();
     test_discrete_gauss_gof(3, 54.05); /* 27 bins, df 26: chi2_{0.999} = 54.05 */
     test_discrete_gauss_gof(1, 31.3);  /* 11 bins, df 10: chi2_{0.999} = 29.59 */
     TEST_MAIN_END();

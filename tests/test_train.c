@@ -8,27 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "testdata.h"
 #include "testutil.h"
 
-/* 3 Gaussian blobs in 8 dimensions, separable. */
-static void make_blobs(dpt_dataset *d, size_t n, uint64_t seed) {
-    memset(d, 0, sizeof *d);
-    d->n = n;
-    d->dim = 8;
-    d->n_classes = 3;
-    d->shape[0] = 1, d->shape[1] = 1, d->shape[2] = 8;
-    d->x = dpt_alloc(n * 8, sizeof(float), "x");
-    d->y = dpt_alloc(n, sizeof(int32_t), "y");
-    strcpy(d->source, "synthetic blobs");
-    dpt_rng r;
-    dpt_rng_init(&r, seed, DPT_STREAM_AUX);
-    for (size_t i = 0; i < n; i++) {
-        int c = (int)(i % 3);
-        d->y[i] = c;
-        for (int j = 0; j < 8; j++) d->x[i * 8 + j] = (float)(dpt_rng_gauss_ref(&r) * 0.7 + (j % 3 == c ? 2.0 : 0.0));
-    }
-    dpt_rng_free(&r);
-}
 
 static dpt_train_config base_cfg(const char *out) {
     dpt_train_config c = dpt_train_config_defaults();
@@ -76,8 +58,8 @@ static void rmrf_files(const char *dir) {
 
 int main(void) {
     dpt_dataset tr, te;
-    make_blobs(&tr, 600, 1);
-    make_blobs(&te, 300, 2);
+    tu_make_blobs(&tr, 600, 1, 1.0f);
+    tu_make_blobs(&te, 300, 2, 1.0f);
     char dir_a[300], dir_b[300];
     snprintf(dir_a, sizeof dir_a, "%s/a", tu_tmpdir());
     snprintf(dir_b, sizeof dir_b, "%s/b", tu_tmpdir());
@@ -126,7 +108,7 @@ int main(void) {
 
     /* A resume with different data or settings is refused with the reason. */
     dpt_dataset tr2;
-    make_blobs(&tr2, 600, 99);
+    tu_make_blobs(&tr2, 600, 99, 1.0f);
     c = base_cfg(dir_a);
     dpt_algo *a;
     dpt_trainer *t;

@@ -11,27 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "testdata.h"
 #include "testutil.h"
 
-static void make_blobs(dpt_dataset *d, size_t n, uint64_t seed, float scale) {
-    memset(d, 0, sizeof *d);
-    d->n = n;
-    d->dim = 8;
-    d->n_classes = 3;
-    d->shape[0] = 1, d->shape[1] = 1, d->shape[2] = 8;
-    d->x = dpt_alloc(n * 8, sizeof(float), "x");
-    d->y = dpt_alloc(n, sizeof(int32_t), "y");
-    strcpy(d->source, "synthetic blobs");
-    dpt_rng r;
-    dpt_rng_init(&r, seed, DPT_STREAM_AUX);
-    for (size_t i = 0; i < n; i++) {
-        int c = (int)(i % 3);
-        d->y[i] = c;
-        for (int j = 0; j < 8; j++)
-            d->x[i * 8 + j] = scale * (float)(dpt_rng_gauss_ref(&r) * 0.7 + (j % 3 == c ? 2.0 : 0.0));
-    }
-    dpt_rng_free(&r);
-}
 
 static dpt_train_config dp_cfg(const char *spec, double q) {
     dpt_train_config c = dpt_train_config_defaults();
@@ -151,7 +133,7 @@ static void test_sensitivity(const dpt_dataset *tr, double C, int reference, dpt
 static void test_noise_only(void) {
     /* zero inputs and no biases: every per-example gradient is exactly 0 */
     dpt_dataset z;
-    make_blobs(&z, 300, 4, 0.0f);
+    tu_make_blobs(&z, 300, 4, 0.0f);
     dpt_train_config c = dp_cfg("mlp:8-1000:relu:nobias", 0.1);
     const double sigma = 1.7, C = 0.6, qN = 0.1 * 300;
     dpt_algo *a;
@@ -271,7 +253,7 @@ static void test_ledger(const dpt_dataset *tr) {
     c2.sample_rate = 0.1;
     CHECK_STATUS(run_dp(&c2, tr, 1.1, 1, NULL, NULL, NULL, NULL, 0), DPT_EMISMATCH);
     dpt_dataset other;
-    make_blobs(&other, 600, 9, 1.0f);
+    tu_make_blobs(&other, 600, 9, 1.0f);
     CHECK_STATUS(run_dp(&c, &other, 1.1, 1, NULL, NULL, NULL, NULL, 0), DPT_EMISMATCH);
     dpt_dataset_free(&other);
     CHECK(sidecar_steps(dir) == 40); /* refused resumes spent nothing */
@@ -341,8 +323,8 @@ static void test_bad_config(void) {
 
 int main(void) {
     dpt_dataset tr, te;
-    make_blobs(&tr, 600, 1, 1.0f);
-    make_blobs(&te, 300, 2, 1.0f);
+    tu_make_blobs(&tr, 600, 1, 1.0f);
+    tu_make_blobs(&te, 300, 2, 1.0f);
     test_fast_vs_reference(&tr, DPT_CLIP_FLAT, 0.05);
     test_fast_vs_reference(&tr, DPT_CLIP_FLAT, 5.0);
     test_fast_vs_reference(&tr, DPT_CLIP_PER_LAYER, 0.2);

@@ -111,7 +111,7 @@ dpt_status dpt_ledger_add_rdp_curve(dpt_ledger *l, const double *orders, const d
 /* An (eps, delta)-DP release (eps >= 0, delta in [0, 1)). Composed with the rest by basic
  * composition: eps adds, delta adds (so the RDP part gets delta - sum of these deltas). */
 dpt_status dpt_ledger_add_eps_delta(dpt_ledger *l, double eps, double delta, const char *label);
-uint64_t dpt_ledger_steps(const dpt_ledger *l); /* total SGM steps recorded */
+uint64_t dpt_ledger_steps(const dpt_ledger *l); /* total SGM and DP-ULR steps recorded */
 size_t dpt_ledger_n_events(const dpt_ledger *l); /* stored (merged) events */
 /* Free-form metadata; set replaces; key non-empty. The returned pointer is owned by the
  * ledger, valid until the key is set again or the ledger is freed. */
@@ -139,6 +139,90 @@ dpt_status dpt_ledger_from_json(const char *json, dpt_ledger **out);
 /* File versions; save is atomic (dpt_write_file_atomic); errors name the path. */
 dpt_status dpt_ledger_save(const dpt_ledger *l, const char *path);
 dpt_status dpt_ledger_load(const char *path, dpt_ledger **out);
+
+
+/* ==== DP-ULR: Poisson sampling with rejection (dpulr.c) ====
+ * Each example is drawn with probability q and the whole batch is redrawn while it has
+ * fewer than N_B examples (1 <= N_B <= qN). Per step (Theorems 3.5-3.6 and Eq. 38 of the
+ * DP-ULR paper, with Nbar = N - 1 for a dataset of N examples):
+ *   gamma(alpha) = ln(1 + q p(N_B - 1; Nbar, q) / (1 - P(N_B - 1; Nbar, q)))   rejection term
+ *                + RDP_SGM(q, sigma0, alpha)                                    exact SGM RDP
+ * p, P: Binomial(Nbar, q) pmf and cdf, in log space. The paper's closed form
+ * 2 q^2 alpha / sigma0^2 for the second term is replaced by the exact SGM RDP (see
+ * docs/dpulr.md). Errors name --min-batch for N_B outside [1, qN]. */
+/* the order at which the ratio rejection / SGM is judged (Figure 2 of the paper) */
+#define DPT_DPULR_RATIO_ALPHA 1.1
+double dpt_binom_logpmf(uint64_t n, double q, uint64_t k);
+dpt_status dpt_dpulr_rejection_term(double q, uint64_t N, uint64_t N_B, double *term);
+/* gamma at one order; rejection, sgm (may be NULL) receive the two terms. */
+dpt_status dpt_dpulr_rdp(double q, double sigma0, uint64_t N, uint64_t N_B, double alpha,
+                         double *gamma, double *rejection, double *sgm);
+/* epsilon after `steps` steps (default order grid); best_order may be NULL. */
+dpt_status dpt_dpulr_epsilon(double q, double sigma0, uint64_t N, uint64_t N_B,
+                             uint64_t steps, double delta, dpt_conversion conv, double *eps,
+                             double *best_order);
+/* Largest N_B in [1, qN] whose rejection term is <= max_ratio times the SGM term at order
+ * DPT_DPULR_RATIO_ALPHA (the SGM RDP is smallest there, so the bound holds at every
+ * larger order). When even N_B = 1 exceeds it, *N_B = 1 and *ratio tells by how much. */
+dpt_status dpt_dpulr_default_min_batch(double q, double sigma0, uint64_t N, double max_ratio,
+                                       uint64_t *N_B, double *ratio);
+/* Ledger event "dpulr": `count` steps of the mechanism above (evaluated exactly at every
+ * order; counted in dpt_ledger_steps like SGM steps; RDP accountant only). */
+dpt_status dpt_ledger_add_dpulr(dpt_ledger *l, double q, double sigma0, uint64_t N,
+                                uint64_t N_B, uint64_t count);
+/* ==== KL privacy of noisy GD: closed forms of Ye et al., "Initialization Matters" ====
+ * Fully connected ReLU network without biases, linear output layer, widths m_0 = d (input),
+ * m_1 .. m_{L-1} (hidden), m_L = o (outputs), weights of layer l ~ N(0, beta_l). Arrays:
+ * widths[0..L], beta[0..L-1] for layers 1..L. Depth L >= 2 everywhere (DPT_EINVAL). These
+ * are BOUNDS AND ORDERS OF MAGNITUDE from the paper, none of them is an (epsilon, delta)
+ * guarantee; see docs/kl_privacy.md for the constants. */
+typedef enum { DPT_KLI_LECUN = 0, DPT_KLI_HE, DPT_KLI_XAVIER, DPT_KLI_NTK } dpt_kl_init;
+/* "lecun" | "he" | "xavier" | "ntk" */
+dpt_status dpt_kl_init_parse(const char *s, dpt_kl_init *out);
+const char *dpt_kl_init_name(dpt_kl_init init);
+/* Table 1's per-layer variances: LeCun 1/m_{l-1}, He 2/m_{l-1}, Xavier 2/(m_{l-1} + m_l),
+ * NTK 2/m_l for l < L and 1/o for l = L. */
+dpt_status dpt_kl_init_variances(dpt_kl_init init, const size_t *widths, size_t L, double *beta);
+/* Eq. 7: B = d o (prod_{i=1}^{L-1} beta_i m_i / 2) sum_{l=1}^{L} beta_L / beta_l. By Lemma
+ * C.3, E ||d f(x) / d W||_F^2 at initialization = (||x||^2 / d) B, so B is that expectation
+ * at ||x||^2 = d, the bound of Assumption 2.2. */
+dpt_status dpt_kl_gradient_constant(const size_t *widths, size_t L, const double *beta, double *B);
+/* The closed forms printed in Table 1 for equal hidden widths m (for checking Eq. 7):
+ * LeCun o m (L-1+d/m) / 2^{L-1}; He o m (L-1+d/m); NTK d m ((L-1)/2 + o/m);
+ * Xavier o d (L-1+(d+o)/(2m)) / (2^{L-3} (1+d/m) (1+o/m)). */
+dpt_status dpt_kl_gradient_constant_table1(dpt_kl_init init, double d, double o, double m, size_t L,
+                                           double *B);
+/* Corollary 4.2 (Eq. 8) for the linearized network after `steps` noisy-GD steps (T = eta
+ * steps) on n records with replace-one neighbours:
+ *   kl_bound_paper = 2 B T / (n^2 sigma^2)                      (Eq. 8 as printed)
+ *   kl_bound       = r B T / (n^2 sigma^2)                      (this library's default)
+ * kl_bound uses the exact per-step constant eta/(4 sigma^2) and the rigorous squared norm
+ * r of the loss gradient in the outputs: r = 1 for o = 1 (logistic, |sigmoid - y| <= 1),
+ * r = 2 for o >= 2 (softmax cross-entropy, ||softmax - onehot||^2 < 2), i.e. E||grad L(D) -
+ * grad L(D')||^2 <= 4 r B / n^2 instead of the paper's 4 B / n^2. pinsker_tv =
+ * sqrt(kl_bound / 2) bounds the total variation distance (Pinsker), nothing more. */
+typedef struct {
+    double B, T, r;
+    double kl_bound, kl_bound_paper, pinsker_tv;
+} dpt_kl_bound_result;
+dpt_status dpt_kl_linearized_bound(double B, size_t o, uint64_t steps, double eta, double sigma, size_t n,
+                                   dpt_kl_bound_result *out);
+/* Lemma 3.2 for the ReLU network: the bound on int_0^T E||grad L(W_t; D) - grad L(W_t; D')||^2
+ * dt = 2 T G0 + 2 b^2 / (n^2 (2 + b^2)) ((e^{(2+b^2) T} - 1) / (2 + b^2) - T) (N0 + 2 sigma^2
+ * rank + c^2) + 2 c^2 T / n^2, with G0 = E||grad L(W0;D) - grad L(W0;D')||^2, N0 =
+ * E||grad L(W0; D)||^2, b, c the constants of its smoothness assumption and rank = rank(M_T).
+ * *kl_exact = integral / (4 sigma^2) (exact Girsanov constant for dW = -grad dt +
+ * sqrt(2 sigma^2) dB), *kl_paper = integral / (2 sigma^2) (the paper's Theorem 3.1). */
+typedef struct {
+    double T, sigma, n, b, c, rank, G0, N0;
+} dpt_kl_lemma32_args;
+dpt_status dpt_kl_lemma32(const dpt_kl_lemma32_args *a, double *integral, double *kl_exact, double *kl_paper);
+/* Section 6, orders of magnitude (the O~ of the paper: log factors and constants dropped):
+ * Eq. 9  R = max{1 / (d beta_L prod_{i<L} beta_i m_i), 1} n / sum_l 1/beta_l;
+ * Cor. 6.4 for eps-KL privacy: T = sqrt(eps n R / (2 B)), sigma^2 = 2 B T / (eps n^2),
+ *          excess empirical risk ~ 1/n^2 + sqrt(B R / (eps n)). */
+dpt_status dpt_kl_lazy_distance(const size_t *widths, size_t L, const double *beta, size_t n, double *R);
+dpt_status dpt_kl_tradeoff(double B, double R, size_t n, double eps, double *T, double *sigma, double *excess);
 
 #ifdef __cplusplus
 }

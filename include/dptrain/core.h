@@ -127,6 +127,7 @@ typedef struct {
     uint32_t buf[DPT_RNG_BUF_WORDS];
     unsigned pos;           /* next unread word in buf (DPT_RNG_BUF_WORDS = empty) */
     void *ctx;              /* EVP_CIPHER_CTX* owned by this rng */
+    uint64_t sub;           /* substream read by dpt_rng_u32 & co. (0; a child: its own) */
 } dpt_rng;
 
 /* Reproducible stream from a 64-bit seed. Allocates a cipher context: dpt_rng_free. */
@@ -136,6 +137,14 @@ dpt_status dpt_rng_init_secure(dpt_rng *r, uint32_t stream_id);
 void dpt_rng_free(dpt_rng *r);
 /* 64 bits of OS randomness (for choosing a seed when the user gives none). */
 dpt_status dpt_os_random_u64(uint64_t *out);
+
+/* Reserves n fresh substreams of r (never used by anything else) and returns the first. */
+uint64_t dpt_rng_reserve_substreams(dpt_rng *r, uint64_t n);
+/* A child stream with the parent's key that reads substream `sub` from its start, with the
+ * whole stream API (dpt_rng_below, ...): parallel exact samplers give each chunk of their
+ * output its own reserved substream, so the result does not depend on the thread count.
+ * A child is transient (its position is not part of any saved state): dpt_rng_free. */
+dpt_status dpt_rng_child(const dpt_rng *parent, uint64_t sub, dpt_rng *child);
 
 /* Saved position of a stream: enough (with the seed) to continue bit-identically. */
 typedef struct {

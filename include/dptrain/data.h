@@ -147,8 +147,9 @@ typedef struct dpt_sampler dpt_sampler; /* opaque */
 dpt_status dpt_sampler_new(dpt_sampler_kind kind, size_t n, size_t batch_size, double q,
                            size_t min_batch, uint64_t seed, dpt_sampler **out);
 /* Same, on an OS-seeded stream (secure mode): the batches are unpredictable, as the
- * amplification-by-subsampling argument assumes. Its state cannot be restored
- * (dpt_sampler_set_state refuses it, as dpt_rng_set_state refuses secure streams). */
+ * amplification-by-subsampling argument assumes. dpt_sampler_set_state restores only the
+ * counters of a secure Poisson sampler (it keeps its fresh OS stream: Poisson batches are
+ * independent) and refuses a secure shuffle. */
 dpt_status dpt_sampler_new_secure(dpt_sampler_kind kind, size_t n, size_t batch_size, double q,
                                   size_t min_batch, dpt_sampler **out);
 void dpt_sampler_free(dpt_sampler *s);

@@ -150,6 +150,12 @@ dpt_status dpt_model_backward(dpt_model *m, const float *dout, size_t B);
  * last forward of this batch (Noisy GD / KL estimation on linearized networks). */
 dpt_status dpt_model_jvp(dpt_model *m, const float *dtheta, const float *dx, size_t B,
                          float *dout);
+/* Linearized network (Eq. 3 of Ye et al., "Initialization Matters"): out [B, out_dim] =
+ * f(theta0, x) + J(theta0, x) (theta - theta0) for the model's current theta, by one forward
+ * at theta0 and one Jacobian-vector product (no Jacobian is formed). work [P] is scratch.
+ * theta is restored before return; the stored activations are then those at theta0. */
+dpt_status dpt_model_linearized_forward(dpt_model *m, const float *theta0, const float *x, size_t B,
+                                        float *out, float *work);
 /* Parameter gradients from the stored activations and cotangents, for every layer:
  *   SUM:          out[P] (+)= sum_i g_i
  *   PER_EXAMPLE:  out[i*ld + j] (+)= (g_i)_j   (ld >= P)

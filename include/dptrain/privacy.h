@@ -48,10 +48,16 @@ dpt_status dpt_privacy_clip_rows_ref(float *g, size_t B, size_t P, size_t ld, do
  * sum[j] += N(0, (sigma C)^2) for j < n, drawn from `noise` (stream DPT_STREAM_NOISE only).
  *   fast:   ziggurat over disjoint counter chunks on `threads` threads (dpt_rng_gauss_fill);
  *           the result does not depend on the thread count.
- *   secure: exact discrete Gaussian on the grid (sigma C) 2^-k Z (Canonne, Kamath and
- *           Steinke 2020), sampled with integer arithmetic only from the ChaCha20 stream,
- *           so no floating-point artefact of the sampler leaks the sum (Mironov 2012;
- *           Jin et al. 2022). See docs/dpsgd.md.
+ *   secure: the sum is first rounded to the lattice h Z, h = sigma C 2^-k, then exact
+ *           discrete Gaussian lattice noise (Canonne, Kamath and Steinke 2020), sampled
+ *           with integer arithmetic only from the ChaCha20 stream, is added: the output
+ *           h (round(sum / h) + Z) is a function of a lattice point, so neither the
+ *           sampler's floating-point artefacts (Mironov 2012; Jin et al. 2022) nor the
+ *           sum's position between lattice points leak. The rounding raises the L2
+ *           sensitivity from C to C + sqrt(n) h (dpt_privacy_secure_sigma_eff gives the
+ *           noise multiplier the accountant must use). See docs/dpsgd.md. Chunks of DPT_RNG_CHUNK coordinates read
+ *           their own reserved substreams on `threads` threads (0 = all cores): the result
+ *           does not depend on the thread count.
  *   ref:    exact double Box-Muller, one element at a time.
  * sigma >= 0, C > 0 (sigma = 0 adds nothing and draws nothing). */
 dpt_status dpt_privacy_noise_add(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
@@ -61,15 +67,50 @@ dpt_status dpt_privacy_noise_add(dpt_rng *noise, float *sum, size_t n, double si
 dpt_status dpt_privacy_noise_add_scaled(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
                                         double scale, int threads);
 dpt_status dpt_privacy_noise_add_secure(dpt_rng *noise, float *sum, size_t n, double sigma,
-                                        double C);
+                                        double C, int threads);
 dpt_status dpt_privacy_noise_add_ref(dpt_rng *noise, float *sum, size_t n, double sigma,
                                      double C);
+
+/* Noise multiplier relative to the secure mechanism's real sensitivity C + sqrt(n) h,
+ * h = sigma C / 2^DPT_DGAUSS_LOG2_SCALE: sigma / (1 + sqrt(n) sigma 2^-k). Its inverse
+ * (the sigma that reaches a given effective multiplier) is dpt_privacy_secure_sigma_for;
+ * DPT_ERANGE when no sigma reaches it (sqrt(n) sigma_eff >= 2^k). */
+double dpt_privacy_secure_sigma_eff(double sigma, size_t n);
+dpt_status dpt_privacy_secure_sigma_for(double sigma_eff, size_t n, double *sigma);
 
 /* One sample of the discrete Gaussian N_Z(0, s^2) on the integers for an integer scale
  * 1 <= s <= 2^14 (Canonne, Kamath and Steinke 2020, Algorithm 3), exact: integer
  * arithmetic and Bernoulli(exp(-gamma)) trials on unbiased uniform integers only. */
-#define DPT_DGAUSS_LOG2_SCALE 12 /* the secure grid is (sigma C) 2^-12 Z */
+#define DPT_DGAUSS_LOG2_SCALE 14 /* the secure grid is (sigma C) 2^-14 Z (the sampler's maximum) */
 int64_t dpt_privacy_discrete_gauss(dpt_rng *r, uint32_t s);
+
+/* ==== DP-PCA (Analyze Gauss; Dwork et al. 2014) ====
+ * Rows x_i of X [n, d] are scaled to unit L2 norm (zero rows stay zero). With add/remove
+ * neighbours the Gram matrix G = sum_i x_i x_i^T changes by x x^T, whose upper triangle
+ * (the released entries) has L2 norm <= ||x||^2 <= 1: releasing G + E with E symmetric,
+ * E_ij = E_ji ~ N(0, sigma^2) drawn once for j >= i, is a Gaussian mechanism with
+ * sensitivity 1 and noise multiplier sigma (one dpt_ledger_add_gaussian(l, 1, sigma)).
+ * The eigenvectors of (G + E) / n are post-processing. No data-dependent centring is done
+ * here (centring by the exact data mean, as the DP-MAC authors' code does, is a release
+ * of its own that no accountant covers). */
+/* The noise stream must be a DPT_STREAM_NOISE stream; to keep it independent of the
+ * training noise of the same run, seed it with dpt_dp_pca_seed(seed). */
+static inline uint64_t dpt_dp_pca_seed(uint64_t seed) { return seed ^ 0x9E3779B97F4A7C15ull; }
+/* G [d, d] (row-major, full symmetric) = sum of the unit-normalized rows' outer products. */
+dpt_status dpt_dp_pca_gram(const float *X, size_t n, size_t d, double *G);
+/* A [d, d] = G + E (symmetric noise, std sigma >= 0; sigma = 0: none, not private), drawn
+ * from `noise` (fast Gaussian, or the exact discrete Gaussian when secure: then the
+ * lattice rounding raises the sensitivity, and the ledger must record the multiplier
+ * dpt_privacy_secure_sigma_eff(sigma, d (d + 1) / 2) with sensitivity 1). */
+dpt_status dpt_dp_pca_noisy_gram(const float *X, size_t n, size_t d, double sigma, dpt_rng *noise,
+                                 int secure, int threads, double *A);
+/* Top-k eigenvectors of the noisy (G + E) / n: V [d, k] row-major (column c = the c-th
+ * largest eigenvalue's unit eigenvector, sign fixed so its largest-magnitude entry is
+ * positive), eigenvalues evals [k] descending (may be NULL). 1 <= k <= d. */
+dpt_status dpt_dp_pca_fit(const float *X, size_t n, size_t d, size_t k, double sigma, dpt_rng *noise,
+                          int secure, int threads, double *V, double *evals);
+/* out [n, k] = unit-normalized rows of X times V (the same preprocessing as the fit). */
+dpt_status dpt_dp_pca_project(const float *X, size_t n, size_t d, const double *V, size_t k, float *out);
 
 #ifdef __cplusplus
 }

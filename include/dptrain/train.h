@@ -20,6 +20,8 @@ extern "C" {
 #endif
 
 typedef struct dpt_trainer dpt_trainer;
+struct dpt_ledger;
+struct cJSON;
 
 /* ==== Algorithms (strategies) ====
  * For every sampled batch the loop calls begin(b) once, accumulate() for each chunk of at
@@ -45,6 +47,35 @@ typedef struct dpt_algo {
      * perturb the new weights (proportional noise). Not called for steps that skip the
      * optimizer (an empty batch of a non-private algorithm). */
     dpt_status (*after_update)(struct dpt_algo *a, dpt_trainer *t);
+    /* Optional (NULL = `count` SGM(q, sigma) events): appends `count` future steps of this
+     * algorithm's own privacy events to `l` (a copy of the run's ledger), so the budget
+     * look-ahead and the ledger metadata follow algorithms whose events are not SGM. */
+    dpt_status (*add_events)(struct dpt_algo *a, const dpt_trainer *t, struct dpt_ledger *l,
+                             uint64_t count);
+    /* Optional: a non-private run of a privacy-minded algorithm whose sampling has no
+     * accountant (DP-ULR with shuffled batches) sets this label; it goes into
+     * metrics.jsonl as "privacy" so the run is marked as non-accounted there too. */
+    const char *privacy_note;
+    /* Optional: called once by dpt_trainer_new when the model exists and before the
+     * ledger is created, e.g. to set `sigma` from the parameter count. */
+    dpt_status (*bind)(struct dpt_algo *a, dpt_trainer *t);
+    /* Data-parallel training (MPI ranks and/or shards > 1, docs/distributed.md). An
+     * algorithm opts in with distributable = 1 when its accumulate() only ADDS into
+     * model->grad and into sums[0..n_sums) (per-step totals it owns, e.g. a count of
+     * clipped examples), and finish/record/after_update depend only on those totals, the
+     * global batch size and state every rank holds identically (configuration, step, the
+     * shared noise stream). The loop then zeroes model->grad and sums before each shard,
+     * reduces both over the shards in a fixed tree (the same float operations for any
+     * number of ranks), and runs finish/record/after_update on every rank with the totals.
+     * Algorithms without it are refused when run with more than one rank or shard. */
+    int distributable;
+    size_t n_sums;
+    double *sums;
+    /* Optional (NULL = none): the algorithm's own per-epoch results. `obj` is the epoch's
+     * metrics.jsonl object (a cJSON object; NULL without a run directory) to add fields
+     * to; `line` [n] receives a short text appended to the epoch's stderr line. */
+    dpt_status (*epoch_metrics)(struct dpt_algo *a, dpt_trainer *t, struct cJSON *obj, char *line,
+                                size_t n);
 } dpt_algo;
 
 /* Non-private minibatch SGD: mean loss gradient over the sampled batch. */
@@ -95,6 +126,151 @@ typedef struct {
     double lambda; /* optional plain L2 (>= 0) */
 } dpt_propnoise_config;
 dpt_status dpt_algo_propnoise_new(const dpt_propnoise_config *cfg, dpt_algo **out);
+/* DP-ULR (Forward Learning with Differential Privacy, ICML; issue 6): backprop-free
+ * training with likelihood-ratio gradient estimates. The model is sliced into modules
+ * (slices of its layer list; by default each Linear layer with the parameter-free layers
+ * after it). Per step: a clean forward pass keeps each module's input x, its Linear output
+ * v and every example's clean loss L0; then for each module, each example and k = 1..K,
+ * z_k ~ N(0, s_l^2 I) is added to v and the rest of the model runs forward to give L_k;
+ *   g_i = (1/K) sum_k (L_k / s_l^2) z_k xt_i^T     (xt = [x; 1] with a bias)
+ * is clipped to C_l = C / sqrt(#modules) and summed over the batch; the update is the sum
+ * plus noise, divided by N_B (the rejection threshold; shuffled mode: the batch size).
+ * Noise (see docs/dpulr.md):
+ *   CONTROLLER (the paper): s_l^2 = lambda / (K C^2 sigma0^2) from the eigenvalues of
+ *     A_l = sum_i L0_i^2 xt_i xt_i^T (Eq. 7; lambda = lambda_min when A_l has full rank,
+ *     else its smallest eigenvalue above 1e-6 lambda_max; never below perturb_std), and
+ *     top-up Gaussian noise along A_l's eigenvectors with variance
+ *     max(0, sigma0^2 C^2 - lambda_j / (K s_l^2)) (A.4), so that under the paper's
+ *     Gaussian approximation every direction carries at least sigma0 C. NOT covered by a
+ *     standard proof (s_l and the top-up depend on the batch).
+ *   EXPLICIT (sound): s_l = perturb_std fixed; N(0, sigma0^2 C^2) is added to the clipped
+ *     sum like DP-SGD. Antithetic pairs and the L0 baseline are allowed here only.
+ * private = 0 is the non-private ULR baseline: no clipping, no noise, mean over |B|. */
+typedef enum { DPT_ULR_CONTROLLER = 0, DPT_ULR_EXPLICIT = 1 } dpt_ulr_noise;
+typedef struct {
+    int private_;         /* 1: DP-ULR, 0: the non-private ULR baseline */
+    size_t copies;        /* K >= 1 perturbed copies per example and module */
+    double sigma0;        /* target noise multiplier (> 0 when private) */
+    double clip;          /* C > 0: total over modules, sum_l C_l^2 = C^2 */
+    dpt_ulr_noise noise;
+    double perturb_std;   /* explicit / non-private: the perturbation std s (> 0);
+                             controller: a floor on s_l (0 = none) */
+    int antithetic;       /* z, -z pairs (K even); not with the controller */
+    int baseline;         /* L_k - L0 instead of L_k; not with the controller */
+    const char *modules;  /* NULL or "auto", or comma-separated start layers "0,2,4" */
+    int accounted;        /* private: 1 = Poisson with rejection (ledger events, epsilon);
+                             0 = shuffled fixed-size batches, NO accountant (labelled) */
+} dpt_dpulr_config;
+dpt_dpulr_config dpt_dpulr_config_defaults(void);
+/* Validates (K >= 1, C > 0, sigma0 > 0, tricks only where allowed, ...): DPT_EINVAL
+ * naming the flag (--copies, --sigma0, --clip, --ulr-noise, --ulr-std, --modules).
+ * The module spec is checked against the model at the first step. */
+dpt_status dpt_algo_dpulr_new(const dpt_dpulr_config *cfg, dpt_algo **out);
+/* Diagnostics of the last step, module l: the perturbation std s_l, the controller's
+ * lambda_min of A_l (0 when rank deficient), the rank used and the number of examples
+ * whose estimate was clipped. DPT_EINVAL when l is out of range. */
+typedef struct {
+    double s, lambda_min, lambda_max;
+    size_t rank, dim, clipped, examples;
+} dpt_dpulr_module_info;
+size_t dpt_algo_dpulr_n_modules(const dpt_algo *a);
+dpt_status dpt_algo_dpulr_module_info(const dpt_algo *a, size_t l, dpt_dpulr_module_info *out);
+/* DP-MAC (the differentially private method of auxiliary coordinates) for Linear layers
+ * with elementwise activations, f_k(W_k z_{k-1}), z_0 = x (docs/dpmac.md). Per sampled
+ * batch (Poisson, rate q):
+ *   z-step (not released): z initialized by a forward pass, then z_steps Adam steps (fresh
+ *     state per batch) on e_n = loss(out_n) + sum_{k<K} 1/2 ||z_{k,n} - f_k(W_k z_{k-1,n})||^2,
+ *     the gradient scaled by 1/(qN); example n's z depends on example n alone.
+ *   W-step: per example and weight layer k, the Taylor coefficient dT_{n,k} = [z_{k-1,n}; 1]
+ *     outer g_{n,k}, g = 2 (f(a) - z_k) f'(a) (hidden), 2 (out - x) (squared-error
+ *     output), d loss / d out (cross-entropy outputs: sigmoid(out) - y for BCE); each
+ *     clipped to Frobenius norm Theta; the update direction is
+ *     [sum_n clip(dT_n) + N(0, sigma^2 K Theta^2 I)] / (2 q N).
+ * The stacked clipped coefficients of one example have norm <= sqrt(K) Theta, so a step is
+ * one sampled Gaussian mechanism (q, sigma): one SGM ledger event per step. The trainer's
+ * optimizer (Adam in the paper: elementwise, so per-layer states are the same thing)
+ * applies the direction. Losses: DPT_LOSS_SIGMOID_BCE / SOFTMAX_CE (labels) or
+ * DPT_LOSS_SQUARED (autoencoder: the targets are the inputs). */
+typedef struct {
+    double sigma;       /* noise multiplier (> 0) */
+    double clip;        /* Theta > 0: per-example, per-layer Frobenius bound */
+    unsigned z_steps;   /* Adam steps of the z-step (30 in the authors' code; 0 = z stays
+                           at the forward pass) */
+    double z_lr;        /* Adam learning rate of the z-step (> 0) */
+    double z_beta1, z_beta2, z_eps; /* Adam constants of the z-step (0.9, 0.999, 1e-8) */
+    int secure;         /* 1: exact discrete Gaussian noise */
+} dpt_dpmac_config;
+dpt_dpmac_config dpt_dpmac_config_defaults(void);
+/* Copies cfg; DPT_EINVAL naming the flag (--clip, --sigma, --z-steps, --z-lr). The model
+ * structure (Linear [activation] ... Linear) is checked at the first batch. */
+dpt_status dpt_algo_dpmac_new(const dpt_dpmac_config *cfg, dpt_algo **out);
+
+/* Records a Gaussian release made before training (e.g. DP-PCA of the inputs) in the
+ * trainer's privacy ledger, so the reported epsilon covers it. Only for a private
+ * algorithm, before the first step of a fresh run (a resumed run's ledger holds it
+ * already): DPT_EINVAL otherwise. */
+dpt_status dpt_trainer_add_gaussian_release(dpt_trainer *t, double sensitivity, double sigma,
+                                            const char *label);
+
+/* Noisy full-batch gradient descent ("Langevin" training, Ye et al., "Initialization
+ * Matters", Eq. 4 / Theorem E.1): W_{k+1} = W_k - eta grad L(W_k; D) + sqrt(2 eta sigma^2) Z_k
+ * with L the MEAN loss over all n records, no clipping, constant eta. The trainer must use
+ * the full-batch sampler and plain SGD with lr = eta (no momentum, weight decay or
+ * schedule): the update direction handed to the optimizer is g + sqrt(2 sigma^2 / eta) Z,
+ * so W - eta (g + sqrt(2 sigma^2/eta) Z) is exactly Eq. 4 (checked at the first step).
+ *
+ * KL estimator (optional): along this run's trajectory, for every candidate neighbour D'
+ * at once, KL(D') += c ||grad L(W_k; D) - grad L(W_k; D')||^2 per step, with
+ *   remove record i:          difference (g_i - gbar) / (n - 1)
+ *   add held-out record z:    difference (gbar - g_z) / (n + 1)
+ *   replace i by held-out z:  difference (g_i - g_z) / n   (Definition 2.1 of the paper)
+ * where ||g_i - gbar||^2 = ||g_i||^2 - 2 <g_i, gbar> + ||gbar||^2: the squared norms come
+ * from the ghost-norm mode (DPT_GRAD_SQNORM) and the inner products from one Jacobian-vector
+ * product in direction gbar (<g_i, v> = dl_i/do . J_i v); no per-example gradient is
+ * materialized. Replace uses the `replace_candidates` held-out records with the largest
+ * gradient norm at initialization (their gradients are materialized: k vectors of P).
+ * c = eta / (4 sigma^2) is the exact KL between the two Gaussian steps (DPT_KL_EXACT); the
+ * paper writes eta / (2 sigma^2) (DPT_KL_PAPER, 2x larger). The result is an ESTIMATE of a
+ * KL divergence on one trajectory, not an (epsilon, delta) guarantee.
+ *
+ * Linearized network (Eq. 3): with `linearized`, the model trained is
+ * f(W0, x) + J(W0, x) (W - W0), W0 the parameters at the first step, computed by a
+ * Jacobian-vector product at W0 (no Jacobian is formed). The trainer's test metrics still
+ * evaluate the ReLU network at W (the loop's evaluator knows no linearization).
+ * Not checkpointed: W0 and the KL sums live in the algorithm, so a resumed trainer starts
+ * them afresh (the CLI refuses --resume for noisy-gd). */
+typedef enum { DPT_KL_EXACT = 0, DPT_KL_PAPER = 1 } dpt_kl_constant;
+enum { DPT_KL_REMOVE = 1, DPT_KL_ADD = 2, DPT_KL_REPLACE = 4, DPT_KL_ALL = 7 };
+typedef struct {
+    double eta;                 /* step size (> 0): must equal the optimizer's lr */
+    double sigma;               /* Langevin noise scale (> 0); step noise std sqrt(2 eta) sigma */
+    int linearized;             /* 1: train the linearization around W0 */
+    int kl;                     /* DPT_KL_* bits of the neighbours to estimate (0 = none) */
+    dpt_kl_constant constant;   /* exact eta/(4 sigma^2) (default) or paper eta/(2 sigma^2) */
+    const dpt_dataset *heldout; /* add / replace candidates (borrowed; needed for ADD/REPLACE) */
+    size_t replace_candidates;  /* held-out records tried as replacements (default 1) */
+} dpt_noisy_gd_config;
+dpt_noisy_gd_config dpt_noisy_gd_config_defaults(void);
+/* DPT_EINVAL naming the setting for eta <= 0, sigma <= 0, missing held-out data, ... */
+dpt_status dpt_algo_noisy_gd_new(const dpt_noisy_gd_config *cfg, dpt_algo **out);
+
+/* KL estimate so far (worst case over each neighbour kind; NAN for kinds not estimated). */
+typedef struct {
+    uint64_t steps;             /* steps accumulated */
+    double c;                   /* the constant used */
+    double remove, add, replace, worst;
+    size_t remove_arg;          /* training record index of the worst removal */
+    size_t add_arg;             /* held-out record index of the worst addition */
+    size_t replace_arg_i, replace_arg_z; /* worst replacement: training i by held-out z */
+} dpt_kl_report;
+/* a must be a noisy-GD algorithm (DPT_EINVAL otherwise). */
+dpt_status dpt_noisy_gd_kl(const dpt_algo *a, dpt_kl_report *r);
+/* Per-candidate KL values so far: which = DPT_KL_REMOVE ([n]), DPT_KL_ADD ([n_heldout]) or
+ * DPT_KL_REPLACE ([n * k], index i*k + j for training i and the j-th replacement). *v is a
+ * view valid until the algorithm is freed; *n = 0 when that kind is not estimated. */
+dpt_status dpt_noisy_gd_kl_values(const dpt_algo *a, int which, const double **v, size_t *n);
+/* Held-out indices of the replacement candidates (k of them; valid after the first step). */
+dpt_status dpt_noisy_gd_replace_candidates(const dpt_algo *a, const size_t **idx, size_t *k);
 
 /* ==== Run configuration ==== */
 typedef struct {
@@ -106,6 +282,7 @@ typedef struct {
     dpt_sampler_kind sampler; /* shuffle (fixed batch), poisson (rate q), full */
     size_t batch_size;        /* shuffle: batch size; poisson: expected batch (q = B/N) */
     double sample_rate;       /* poisson: q (0 = derive from batch_size) */
+    size_t min_batch;         /* poisson_reject: the rejection threshold N_B (>= 1) */
     uint64_t epochs;
     uint64_t seed;            /* all streams derive from it (init, data, noise) */
     int threads;
@@ -122,6 +299,12 @@ typedef struct {
     int allow_ledger_mismatch;/* 1: resume although q, sigma or data differ from the ledger
                                  (recorded in the ledger metadata) */
     int secure;               /* 1: OS-seeded noise stream, never logged or saved */
+    /* Data parallel (docs/distributed.md): the training and test sets are cut into this
+     * many contiguous shards whose per-step sums are computed separately and added in a
+     * fixed tree, so a run gives bit-identical results on any number of MPI ranks (rank
+     * r owns shards [r S / R, (r+1) S / R)). 0 = the number of ranks at the start of the
+     * run; a resumed run keeps its checkpoint's value unless given explicitly. */
+    size_t shards;
 } dpt_train_config;
 
 dpt_train_config dpt_train_config_defaults(void);
@@ -159,6 +342,8 @@ const dpt_train_config *dpt_trainer_config(const dpt_trainer *t);
 dpt_rng *dpt_trainer_noise_rng(dpt_trainer *t);
 size_t dpt_trainer_dataset_size(const dpt_trainer *t);
 uint64_t dpt_trainer_step(const dpt_trainer *t);
+/* Data-parallel shards of the run (1 when not sharded; docs/distributed.md). */
+size_t dpt_trainer_shards(const dpt_trainer *t);
 /* The privacy ledger of a private algorithm (NULL otherwise); a view valid until
  * dpt_trainer_free. It is also in every checkpoint and in out_dir/ledger.json, which is
  * written atomically BEFORE each checkpoint, so the ledger on disk never records fewer

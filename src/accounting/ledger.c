@@ -17,8 +17,8 @@ dpt_status dpt_acct_pld_eval(const double *qs, const double *sigmas, const uint6
 #define LEDGER_VERSION 1
 #define MAX_COUNT 9007199254740992.0 /* 2^53: counts are stored as JSON numbers */
 
-typedef enum { EV_SGM = 0, EV_GAUSSIAN, EV_RDP_CURVE, EV_EPS_DELTA } ev_kind;
-static const char *const EV_NAMES[] = {"sgm", "gaussian", "rdp_curve", "eps_delta"};
+typedef enum { EV_SGM = 0, EV_GAUSSIAN, EV_RDP_CURVE, EV_EPS_DELTA, EV_DPULR } ev_kind;
+static const char *const EV_NAMES[] = {"sgm", "gaussian", "rdp_curve", "eps_delta", "dpulr"};
 
 typedef struct {
     ev_kind kind;
@@ -28,6 +28,7 @@ typedef struct {
     double eps, delta;        /* EPS_DELTA */
     double *orders, *rdp;     /* RDP_CURVE: [n] each, per step */
     size_t n;
+    uint64_t n_data, n_b;     /* DPULR: dataset size N and rejection threshold N_B (q, sigma above) */
     char *label;              /* may be NULL */
 } ledger_event;
 
@@ -94,6 +95,10 @@ static dpt_status push_event(dpt_ledger *l, ledger_event *e) {
                 same = last->sensitivity == e->sensitivity && last->sigma == e->sigma;
                 break;
             case EV_EPS_DELTA: same = last->eps == e->eps && last->delta == e->delta; break;
+            case EV_DPULR:
+                same = last->q == e->q && last->sigma == e->sigma && last->n_data == e->n_data &&
+                       last->n_b == e->n_b;
+                break;
             case EV_RDP_CURVE:
                 same = last->n == e->n && !memcmp(last->orders, e->orders, e->n * sizeof(double)) &&
                        !memcmp(last->rdp, e->rdp, e->n * sizeof(double));
@@ -197,11 +202,21 @@ dpt_status dpt_ledger_add_eps_delta(dpt_ledger *l, double eps, double delta, con
     return push_event(l, &e);
 }
 
+dpt_status dpt_ledger_add_dpulr(dpt_ledger *l, double q, double sigma0, uint64_t N, uint64_t N_B, uint64_t count) {
+    DPT_CHECK(l != NULL, DPT_EINVAL, "ledger is NULL");
+    DPT_CHECK(isfinite(sigma0) && sigma0 > 0, DPT_EINVAL, "noise multiplier sigma0 must be > 0, got %g", sigma0);
+    double term;
+    DPT_TRY(dpt_dpulr_rejection_term(q, N, N_B, &term)); /* validates q, N, N_B */
+    DPT_TRY(check_count(count));
+    ledger_event e = {.kind = EV_DPULR, .count = count, .q = q, .sigma = sigma0, .n_data = N, .n_b = N_B};
+    return push_event(l, &e);
+}
+
 uint64_t dpt_ledger_steps(const dpt_ledger *l) {
     uint64_t s = 0;
     if (!l) return 0;
     for (size_t i = 0; i < l->n_ev; i++)
-        if (l->ev[i].kind == EV_SGM) s += l->ev[i].count;
+        if (l->ev[i].kind == EV_SGM || l->ev[i].kind == EV_DPULR) s += l->ev[i].count;
     return s;
 }
 
@@ -317,6 +332,13 @@ dpt_status dpt_ledger_epsilon_rdp(const dpt_ledger *l, double delta, dpt_convers
         case EV_RDP_CURVE:
             for (size_t j = 0; j < n_orders; j++) total[j] += c * curve_at(e, orders[j]);
             break;
+        case EV_DPULR: {
+            double rej = 0;
+            st = dpt_dpulr_rejection_term(e->q, e->n_data, e->n_b, &rej);
+            if (st == DPT_OK) st = dpt_acct_rdp_curve(e->q, e->sigma, orders, n_orders, tmp);
+            for (size_t j = 0; j < n_orders && st == DPT_OK; j++) total[j] += c * (rej + tmp[j]);
+            break;
+        }
         case EV_EPS_DELTA: break;
         }
     }
@@ -428,6 +450,10 @@ static cJSON *ledger_to_cjson(const dpt_ledger *l) {
             break;
         case EV_EPS_DELTA:
             k = k && add_num(o, "eps", e->eps) && add_num(o, "delta", e->delta);
+            break;
+        case EV_DPULR:
+            k = k && add_num(o, "q", e->q) && add_num(o, "sigma", e->sigma) &&
+                add_num(o, "n", (double)e->n_data) && add_num(o, "min_batch", (double)e->n_b);
             break;
         case EV_RDP_CURVE: {
             cJSON *a = num_array(e->orders, e->n), *b = num_array(e->rdp, e->n);
@@ -598,6 +624,17 @@ static dpt_status parse_event(dpt_ledger *l, const cJSON *o, size_t idx) {
         ledger_event e = {.kind = EV_EPS_DELTA, .count = count, .eps = ep, .delta = de};
         DPT_TRY(set_label(&e, label));
         st = push_event(l, &e);
+    } else if (!strcmp(t->valuestring, "dpulr")) {
+        double q, sg, nd, nb;
+        DPT_TRY(get_num(o, "q", where, &q));
+        DPT_TRY(get_num(o, "sigma", where, &sg));
+        DPT_TRY(get_num(o, "n", where, &nd));
+        DPT_TRY(get_num(o, "min_batch", where, &nb));
+        DPT_CHECK(label == NULL, DPT_EFORMAT, "%s: dpulr events carry no label", where);
+        DPT_CHECK(nd >= 2 && nd <= MAX_COUNT && nd == floor(nd) && nb >= 1 && nb == floor(nb) && nb <= nd, DPT_EFORMAT,
+                  "%s: n and min_batch must be integers with 1 <= min_batch <= n, n >= 2", where);
+        st = dpt_ledger_add_dpulr(l, q, sg, (uint64_t)nd, (uint64_t)nb, count);
+        if (st != DPT_OK) return dpt_error_context(DPT_EFORMAT, "%s", where);
     } else if (!strcmp(t->valuestring, "rdp_curve")) {
         ledger_event e = {.kind = EV_RDP_CURVE, .count = count};
         size_t n2 = 0;

@@ -51,7 +51,7 @@ static int ks_words(EVP_CIPHER_CTX *ctx, uint32_t *out, size_t n_words) {
 static void refill(dpt_rng *r) {
     EVP_CIPHER_CTX *ctx = r->ctx;
     /* A failure of the cipher here is a broken libcrypto, not user input. */
-    DPT_ASSERT(ks_seek(ctx, r->key, 0, r->block));
+    DPT_ASSERT(ks_seek(ctx, r->key, r->sub, r->block));
     DPT_ASSERT(ks_words(ctx, r->buf, DPT_RNG_BUF_WORDS));
     r->block += BUF_BLOCKS;
     r->pos = 0;
@@ -90,6 +90,23 @@ dpt_status dpt_rng_init_secure(dpt_rng *r, uint32_t stream_id) {
     DPT_CHECK(RAND_bytes(r->key, 32) == 1, DPT_ECRYPTO, "rng: RAND_bytes failed (no OS randomness)");
     r->secure = 1;
     return rng_common(r, stream_id);
+}
+
+uint64_t dpt_rng_reserve_substreams(dpt_rng *r, uint64_t n) {
+    uint64_t first = r->substreams + 1;
+    r->substreams += n;
+    return first;
+}
+
+dpt_status dpt_rng_child(const dpt_rng *parent, uint64_t sub, dpt_rng *child) {
+    memset(child, 0, sizeof *child);
+    DPT_CHECK(sub >= 1 && sub <= parent->substreams, DPT_EINVAL, "rng: substream %llu was not reserved",
+              (unsigned long long)sub);
+    memcpy(child->key, parent->key, 32);
+    child->seed = parent->seed;
+    child->secure = parent->secure;
+    child->sub = sub;
+    return rng_common(child, parent->stream_id);
 }
 
 void dpt_rng_free(dpt_rng *r) {
@@ -284,11 +301,14 @@ static void zig_tables_f(void) {
 /* One chunk of a bulk fill, in two passes so the common case vectorizes (AVX2 gathers):
  * pass 1 takes word k of the chunk's keystream for output k and computes the ziggurat's
  * fast-path value and whether it is accepted (about 98.8%); pass 2 finishes the rejected
- * outputs in order with zig_slow, which reads further words from the same keystream
- * after the chunk's first n. Every word is used once, so the outputs are independent
- * draws from the ziggurat's distribution, exactly as with one word at a time. */
-/* accumulate: out = scale * (out + stddev z); else out = stddev z. */
-static int fill_chunk(chunk_src *c, float *out, size_t n, float stddev, int accumulate, float scale) {
+ * outputs in order with zig_slow, which reads words from the second half of the chunk's
+ * counter range (block 2^(CHUNK_BLOCK_SHIFT-1) on). Every word is used once, so the
+ * outputs are independent draws from the ziggurat's distribution, and output k depends
+ * only on words that do not depend on n: a fill of n' < n values is a prefix of a fill of
+ * n (callers rely on it to couple draws across neighbouring batch sizes).
+ * accumulate: out = scale * (out + stddev z); else out = stddev z. */
+static int fill_chunk(chunk_src *c, const uint8_t key[32], uint64_t substream, uint64_t chunk, float *out, size_t n,
+                      float stddev, int accumulate, float scale) {
     uint32_t w[DPT_RNG_CHUNK];
     float v[DPT_RNG_CHUNK];
     uint8_t bad[DPT_RNG_CHUNK];
@@ -313,6 +333,12 @@ static int fill_chunk(chunk_src *c, float *out, size_t n, float stddev, int accu
         unsigned b = u >= zig_k[i];
         bad[k] = (uint8_t)b;
         n_bad += b;
+    }
+    if (n_bad) { /* the slow path's own words: independent of n */
+        if (!ks_seek(c->ctx, key, substream, (chunk << CHUNK_BLOCK_SHIFT) + ((uint64_t)1 << (CHUNK_BLOCK_SHIFT - 1))))
+            return 0;
+        c->pos = DPT_RNG_BUF_WORDS;
+        c->words_left = ((uint64_t)1 << (CHUNK_BLOCK_SHIFT - 1)) * (BLOCK_BYTES / 4);
     }
     for (size_t k0 = 0; n_bad && k0 < n; k0 += 8) { /* the rejected ones, 8 flags at a time */
         uint64_t any = 0;
@@ -355,7 +381,7 @@ static dpt_status fill(dpt_rng *r, float *out, size_t n, float stddev, int accum
 #pragma omp for schedule(static)
         for (size_t ch = 0; ch < n_chunks; ch++) {
             size_t lo = ch * DPT_RNG_CHUNK, hi = lo + DPT_RNG_CHUNK < n ? lo + DPT_RNG_CHUNK : n;
-            if (failed || !chunk_open(&c, r->key, sub, ch) || !fill_chunk(&c, out + lo, hi - lo, stddev, accumulate, scale))
+            if (failed || !chunk_open(&c, r->key, sub, ch) || !fill_chunk(&c, r->key, sub, ch, out + lo, hi - lo, stddev, accumulate, scale))
                 failed = 1;
         }
         if (c.ctx) EVP_CIPHER_CTX_free(c.ctx);

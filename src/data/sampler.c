@@ -214,10 +214,22 @@ void dpt_sampler_get_state(const dpt_sampler *s, dpt_sampler_state *st) {
 dpt_status dpt_sampler_set_state(dpt_sampler *s, const dpt_sampler_state *st) {
     DPT_CHECK(s && st, DPT_EINVAL, "dpt_sampler_set_state: NULL argument");
     /* A secure stream has no seed to restore; re-seeding it from the (zero) saved seed
-     * would silently make the batches predictable. */
-    DPT_CHECK(!s->rng.secure, DPT_EINVAL,
-              "sampler state: a securely seeded sampler cannot be restored (its seed is not "
-              "saved); resume in reproducible mode");
+     * would silently make the batches predictable. Poisson batches are independent of
+     * each other, so a secure Poisson sampler resumes with its counters and a fresh OS
+     * stream: the batches after the resume are as unpredictable and as distributed as
+     * if the run had not stopped. A shuffle's permutation cannot be rebuilt that way. */
+    if (s->rng.secure) {
+        DPT_CHECK(s->kind != DPT_SAMPLER_SHUFFLE, DPT_EINVAL,
+                  "sampler state: a securely seeded shuffle cannot be restored (its seed is not saved); "
+                  "resume in reproducible mode");
+        DPT_CHECK(st->cursor == 0, DPT_EINVAL, "sampler state: cursor %llu invalid for a Poisson sampler",
+                  (unsigned long long)st->cursor);
+        s->step = st->step;
+        s->epoch = st->epoch;
+        s->rejections = st->rejections;
+        s->ended = 0;
+        return DPT_OK;
+    }
     DPT_CHECK(st->cursor < s->n && (s->kind == DPT_SAMPLER_SHUFFLE || st->cursor == 0),
               DPT_EINVAL, "sampler state: cursor %llu invalid for n = %zu",
               (unsigned long long)st->cursor, s->n);

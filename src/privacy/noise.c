@@ -98,14 +98,59 @@ int64_t dpt_privacy_discrete_gauss(dpt_rng *r, uint32_t s) {
     }
 }
 
-dpt_status dpt_privacy_noise_add_secure(dpt_rng *noise, float *sum, size_t n, double sigma, double C) {
+dpt_status dpt_privacy_noise_add_secure(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
+                                        int threads) {
     DPT_TRY(check_args(sum, n, sigma, C));
     if (sigma == 0 || n == 0) return DPT_OK;
     DPT_CHECK(noise && noise->stream_id == DPT_STREAM_NOISE, DPT_EINVAL, "noise: not drawn from the noise stream");
-    /* noise = h Z with Z ~ N_Z(0, s^2), s = 2^12, h = sigma C / s: a lattice sample whose
-     * every value has its exact probability; only the final float addition rounds. */
+    /* out = h (k + Z): k = round(sum / h) the sum on the lattice h Z (L2 sensitivity at
+     * most C/h + sqrt(n) lattice units), Z ~ N_Z(0, s^2), s = 2^k, h = sigma C / s. The
+     * output is a deterministic function of the lattice point k + Z, whose every value has
+     * its exact probability. Chunks of DPT_RNG_CHUNK coordinates each read their own
+     * reserved substream, so the threads share nothing and the result does not depend on
+     * their number. */
     const uint32_t s = 1u << DPT_DGAUSS_LOG2_SCALE;
     const double h = sigma * C / (double)s;
-    for (size_t j = 0; j < n; j++) sum[j] = (float)((double)sum[j] + h * (double)dpt_privacy_discrete_gauss(noise, s));
+    const double kmax = 4503599627370496.0; /* 2^52: |k| below it, k + Z exact in double */
+    for (size_t j = 0; j < n; j++) {
+        double v = (double)sum[j] / h;
+        DPT_CHECK(isfinite(v) && fabs(v) < kmax, DPT_ERANGE,
+                  "secure noise: coordinate %zu of the clipped sum (%g) is not finite or too large for the lattice "
+                  "(step %g)", j, (double)sum[j], h);
+    }
+    const size_t n_chunks = (n + DPT_RNG_CHUNK - 1) / DPT_RNG_CHUNK;
+    const uint64_t base = dpt_rng_reserve_substreams(noise, n_chunks);
+    int nt = dpt_threads_resolve(threads);
+    if ((size_t)nt > n_chunks) nt = (int)n_chunks;
+    int failed = 0;
+#pragma omp parallel for num_threads(nt) schedule(dynamic) reduction(| : failed)
+    for (size_t ch = 0; ch < n_chunks; ch++) {
+        dpt_rng c;
+        if (dpt_rng_child(noise, base + ch, &c) != DPT_OK) {
+            failed = 1;
+            continue;
+        }
+        size_t lo = ch * DPT_RNG_CHUNK, hi = lo + DPT_RNG_CHUNK < n ? lo + DPT_RNG_CHUNK : n;
+        for (size_t j = lo; j < hi; j++) {
+            double k = nearbyint((double)sum[j] / h); /* ties to even: deterministic */
+            sum[j] = (float)(h * (k + (double)dpt_privacy_discrete_gauss(&c, s)));
+        }
+        dpt_rng_free(&c);
+    }
+    DPT_CHECK(!failed, DPT_ECRYPTO, "noise: cannot create a ChaCha20 context for the secure sampler");
+    return DPT_OK;
+}
+
+double dpt_privacy_secure_sigma_eff(double sigma, size_t n) {
+    return sigma / (1.0 + sqrt((double)n) * sigma / (double)(1u << DPT_DGAUSS_LOG2_SCALE));
+}
+
+dpt_status dpt_privacy_secure_sigma_for(double sigma_eff, size_t n, double *sigma) {
+    double r = sqrt((double)n) * sigma_eff / (double)(1u << DPT_DGAUSS_LOG2_SCALE);
+    DPT_CHECK(isfinite(sigma_eff) && sigma_eff > 0 && r < 1, DPT_ERANGE,
+              "--secure: no noise multiplier reaches an effective %g with %zu parameters (the lattice rounding "
+              "adds sqrt(n) h to the sensitivity; at most %g is reachable)", sigma_eff, n,
+              (double)(1u << DPT_DGAUSS_LOG2_SCALE) / sqrt((double)n));
+    *sigma = sigma_eff / (1.0 - r);
     return DPT_OK;
 }

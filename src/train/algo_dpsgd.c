@@ -145,17 +145,26 @@ static dpt_status dpsgd_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
     if (!s->cfg.secure) /* (sum + noise) / qN in one pass over the gradient */
         return dpt_privacy_noise_add_scaled(noise, m->grad, m->n_params, s->cfg.sigma, s->cfg.clip, 1.0 / qN,
                                             t->threads);
-    DPT_TRY(dpt_privacy_noise_add_secure(noise, m->grad, m->n_params, s->cfg.sigma, s->cfg.clip));
+    DPT_TRY(dpt_privacy_noise_add_secure(noise, m->grad, m->n_params, s->cfg.sigma, s->cfg.clip, t->threads));
     float inv = (float)(1.0 / qN);
     for (size_t j = 0; j < m->n_params; j++) m->grad[j] *= inv;
     return DPT_OK;
 }
 
-/* One SGM event (q, sigma) per step, before the optimizer changes the parameters. */
+/* One SGM event (q, a->sigma) per step, before the optimizer changes the parameters. */
 static dpt_status dpsgd_record(dpt_algo *a, dpt_trainer *t, size_t batch) {
-    dpsgd_state *s = a->state;
     DPT_ASSERT(t->ledger); /* created by dpt_trainer_new for every private algorithm */
-    return dpt_ledger_add_sgm(t->ledger, t->cfg.sample_rate, s->cfg.sigma, 1);
+    return dpt_ledger_add_sgm(t->ledger, t->cfg.sample_rate, a->sigma, 1);
+}
+
+/* The multiplier the ledger records: sigma, or in secure mode sigma relative to the
+ * lattice-rounded sum's sensitivity C + sqrt(P) h (dpt_privacy_secure_sigma_eff). */
+static dpt_status dpsgd_bind(dpt_algo *a, dpt_trainer *t) {
+    dpsgd_state *s = a->state;
+    DPT_CHECK(s->cfg.secure == t->cfg.secure, DPT_EINVAL,
+              "dpsgd: the algorithm's secure flag (%d) differs from the run's (%d)", s->cfg.secure, t->cfg.secure);
+    a->sigma = s->cfg.secure ? dpt_privacy_secure_sigma_eff(s->cfg.sigma, t->model->n_params) : s->cfg.sigma;
+    return DPT_OK;
 }
 
 static void dpsgd_free(dpt_algo *a) {
@@ -200,6 +209,8 @@ dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out) {
     a->accumulate = dpsgd_accumulate;
     a->finish = dpsgd_finish;
     a->record = dpsgd_record;
+    a->bind = dpsgd_bind;
+    a->distributable = 1; /* accumulate only adds into model->grad (docs/distributed.md) */
     a->free = dpsgd_free;
     a->state = s;
     *out = a;

@@ -1,7 +1,8 @@
 /* PDP-SGD (the proportional "DP regularization" of the paper in docs/pdpsgd.md) and the
  * proportional-noise variant it is derived from. Neither is differentially private: there
  * is no sensitivity bound and no accountant, so both are non-private strategies
- * (is_private = 0, no ledger, no epsilon); their leakage is measured by `dptrain audit`.
+ * (is_private = 0, no ledger, no epsilon; metrics carry privacy_note "no formal DP
+ * guarantee"); their leakage is measured by `dptrain audit`.
  *
  * PDP-SGD per step, for the sampled batch B:
  *   grad = (1/|B|) sum_n grad l_n                        (as non-private SGD)
@@ -151,6 +152,7 @@ static dpt_status pdp_alloc(dpt_algo **out, pdp_state **st) {
         return dpt_set_error(DPT_ENOMEM, "pdp-sgd: out of memory");
     }
     a->is_private = 0;
+    a->privacy_note = "no formal DP guarantee";
     a->begin = pdp_begin;
     a->accumulate = pdp_accumulate;
     a->finish = pdp_finish;

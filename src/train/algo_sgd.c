@@ -54,6 +54,7 @@ dpt_status dpt_algo_sgd_new(dpt_algo **out) {
     a->accumulate = sgd_accumulate;
     a->finish = sgd_finish;
     a->record = NULL;
+    a->distributable = 1; /* accumulate only adds into model->grad (docs/distributed.md) */
     a->free = sgd_free;
     a->state = s;
     *out = a;

@@ -26,7 +26,12 @@ dpt_status dpt_train_forward_backward(dpt_trainer *t, dpt_chunk_bufs *b, const f
     dpt_model *m = t->model;
     DPT_ASSERT(bc <= b->cap);
     DPT_TRY(dpt_model_forward(m, x, bc));
-    DPT_TRY(dpt_loss(t->cfg.loss, dpt_model_output(m), bc, m->out_dim, y, NULL, b->loss, b->dout));
+    /* squared error: an autoencoder, the targets are the inputs */
+    const float *tg = t->cfg.loss == DPT_LOSS_SQUARED ? x : NULL;
+    DPT_CHECK(!tg || m->in_dim == m->out_dim, DPT_EINVAL,
+              "squared-error loss reconstructs the input, but the model maps %zu inputs to %zu outputs", m->in_dim,
+              m->out_dim);
+    DPT_TRY(dpt_loss(t->cfg.loss, dpt_model_output(m), bc, m->out_dim, y, tg, b->loss, b->dout));
     double ls = 0;
     for (size_t i = 0; i < bc; i++) ls += b->loss[i];
     *loss_sum = ls;

@@ -3,6 +3,7 @@
  * privacy event, apply the optimizer, log, evaluate and checkpoint. Everything a resumed
  * run needs (RNG streams, sampler position, optimizer state, counters) goes into the
  * checkpoint, so a resumed run is bit-identical to an uninterrupted one. */
+#include <dptrain/comm.h>
 #include <dptrain/train.h>
 
 #include <cjson/cJSON.h>
@@ -61,6 +62,10 @@ static dpt_status validate_config(const dpt_train_config *c, const dpt_dataset *
     if (c->sampler == DPT_SAMPLER_POISSON || c->sampler == DPT_SAMPLER_POISSON_REJECT)
         DPT_CHECK(c->sample_rate > 0 && c->sample_rate <= 1, DPT_EINVAL,
                   "--sample-rate must be in (0, 1], got %g", c->sample_rate);
+    if (c->sampler == DPT_SAMPLER_POISSON_REJECT)
+        DPT_CHECK(c->min_batch >= 1 && (double)c->min_batch <= c->sample_rate * (double)train->n * (1 + 1e-12),
+                  DPT_EINVAL, "--min-batch N_B = %zu must be in [1, qN] = [1, %.6g]", c->min_batch,
+                  c->sample_rate * (double)train->n);
     DPT_TRY(dpt_optim_validate(&c->optim));
     return DPT_OK;
 }
@@ -78,7 +83,13 @@ static dpt_status ledger_set_run_meta(dpt_trainer *t) {
     char q[32], sigma[32], hash[65];
     ledger_run_values(t, q, sigma, hash);
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "algorithm", t->algo->name));
-    DPT_TRY(dpt_ledger_set_meta(t->ledger, "sampler", "poisson"));
+    DPT_TRY(dpt_ledger_set_meta(t->ledger, "sampler",
+                                t->cfg.sampler == DPT_SAMPLER_POISSON_REJECT ? "poisson_reject" : "poisson"));
+    if (t->cfg.sampler == DPT_SAMPLER_POISSON_REJECT) {
+        char nb[32];
+        snprintf(nb, sizeof nb, "%zu", t->cfg.min_batch);
+        DPT_TRY(dpt_ledger_set_meta(t->ledger, "min_batch", nb));
+    }
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "q", q));
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "sigma", sigma));
     return dpt_ledger_set_meta(t->ledger, "data_sha256", hash);
@@ -90,7 +101,8 @@ static dpt_status ledger_sidecar_path(const dpt_trainer *t, char *buf, size_t n)
     return DPT_OK;
 }
 
-/* epsilon (RDP, Balle conversion) of the ledger plus `more` steps of this run's SGM. */
+/* epsilon (RDP, Balle conversion) of the ledger plus `more` steps of this run's events
+ * (the algorithm's add_events, else SGM(q, sigma)). */
 static dpt_status ledger_eps_after(const dpt_trainer *t, uint64_t more, double *eps) {
     if (!more) return dpt_ledger_epsilon(t->ledger, t->cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, eps);
     char *js = NULL;
@@ -98,7 +110,9 @@ static dpt_status ledger_eps_after(const dpt_trainer *t, uint64_t more, double *
     dpt_ledger *l = NULL;
     dpt_status s = dpt_ledger_from_json(js, &l);
     free(js);
-    if (s == DPT_OK) s = dpt_ledger_add_sgm(l, t->cfg.sample_rate, t->algo->sigma, more);
+    if (s == DPT_OK)
+        s = t->algo->add_events ? t->algo->add_events(t->algo, t, l, more)
+                                : dpt_ledger_add_sgm(l, t->cfg.sample_rate, t->algo->sigma, more);
     if (s == DPT_OK) s = dpt_ledger_epsilon(l, t->cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, eps);
     dpt_ledger_free(l);
     return s;
@@ -194,7 +208,12 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
     if ((s = dpt_model_init(t->model, cfg->init, NULL, 0, 0.0, &t->rng_init)) != DPT_OK) goto fail;
     if ((s = dpt_optim_init(&t->opt, &cfg->optim, t->model->n_params)) != DPT_OK) goto fail;
     t->opt_live = 1;
-    if ((s = dpt_sampler_new(cfg->sampler, train->n, cfg->batch_size, q, 0, cfg->seed, &t->sampler)) != DPT_OK)
+    /* --secure: the batches must be as unpredictable as the noise, or an adversary who
+     * knows the (logged) seed knows who was sampled and there is no amplification. */
+    if ((s = cfg->secure ? dpt_sampler_new_secure(cfg->sampler, train->n, cfg->batch_size, q, cfg->min_batch,
+                                                  &t->sampler)
+                         : dpt_sampler_new(cfg->sampler, train->n, cfg->batch_size, q, cfg->min_batch, cfg->seed,
+                                           &t->sampler)) != DPT_OK)
         goto fail;
     t->idx = dpt_alloc(train->n, sizeof *t->idx, "batch indices");
     t->xb = dpt_alloc(t->max_batch * train->dim, sizeof *t->xb, "batch features");
@@ -204,6 +223,7 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
         goto fail;
     }
     if ((s = dpt_dataset_hash(train, t->data_hash)) != DPT_OK) goto fail;
+    if (algo && algo->bind && (s = algo->bind(algo, t)) != DPT_OK) goto fail;
     if (algo && algo->is_private) {
         if (!(cfg->delta > 0 && cfg->delta < 1)) {
             s = dpt_set_error(DPT_EINVAL, "--delta must be in (0, 1), got %g", cfg->delta);
@@ -212,6 +232,15 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
         if ((s = dpt_ledger_new(&t->ledger)) != DPT_OK) goto fail;
         if ((s = ledger_set_run_meta(t)) != DPT_OK) goto fail;
     }
+    if ((s = dpt_dist_configure(t, cfg->shards)) != DPT_OK) goto fail;
+    if (t->rank != 0) {
+        /* rank 0 alone writes the ledger, checkpoints and metrics, and talks to the user */
+        t->out_dir[0] = 0;
+        t->cfg.out_dir = NULL;
+        t->cfg.quiet = 1;
+        t->cfg.progress = 0;
+    }
+    if ((s = dpt_dist_check_agree(t)) != DPT_OK) goto fail;
     *out = t;
     return DPT_OK;
 fail:
@@ -233,6 +262,7 @@ void dpt_trainer_free(dpt_trainer *t) {
     dpt_free(t->yb);
     free(t->run_json);
     dpt_ledger_free(t->ledger);
+    dpt_dist_free(t);
     free(t);
 }
 
@@ -241,6 +271,7 @@ const dpt_train_config *dpt_trainer_config(const dpt_trainer *t) { return &t->cf
 dpt_rng *dpt_trainer_noise_rng(dpt_trainer *t) { return &t->rng_noise; }
 size_t dpt_trainer_dataset_size(const dpt_trainer *t) { return t->train->n; }
 uint64_t dpt_trainer_step(const dpt_trainer *t) { return t->step; }
+size_t dpt_trainer_shards(const dpt_trainer *t) { return t->shards; }
 const struct dpt_ledger *dpt_trainer_ledger(const dpt_trainer *t) { return t->ledger; }
 int dpt_trainer_budget_stopped(const dpt_trainer *t, double *eps_next) {
     if (eps_next) *eps_next = t->budget_eps_next;
@@ -249,23 +280,31 @@ int dpt_trainer_budget_stopped(const dpt_trainer *t, double *eps_next) {
 
 /* ==== Evaluation ==== */
 
-dpt_status dpt_evaluate(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d, double *mean_loss,
-                        double *accuracy) {
-    DPT_CHECK(d && d->n > 0, DPT_EINVAL, "evaluate: empty dataset");
+dpt_status dpt_eval_range(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d, size_t from, size_t to,
+                          double *loss_sum, size_t *n_correct) {
     DPT_CHECK(d->dim == m->in_dim, DPT_EINVAL, "evaluate: model takes %zu inputs, data has %zu", m->in_dim, d->dim);
+    DPT_CHECK(from <= to && to <= d->n, DPT_EINVAL, "evaluate: range [%zu, %zu) outside the %zu examples", from, to,
+              d->n);
     size_t mb = m->max_batch, K = m->out_dim;
     float *lbuf = dpt_alloc(mb, sizeof(float), "evaluation losses");
     if (!lbuf) return DPT_ENOMEM;
     double lsum = 0;
     size_t correct = 0;
     dpt_status s = DPT_OK;
-    for (size_t lo = 0; lo < d->n && s == DPT_OK; lo += mb) {
-        size_t bc = d->n - lo < mb ? d->n - lo : mb;
+    for (size_t lo = from; lo < to && s == DPT_OK; lo += mb) {
+        size_t bc = to - lo < mb ? to - lo : mb;
         const float *x = d->x + lo * d->dim;
         const int32_t *y = d->y + lo;
         if ((s = dpt_model_forward(m, x, bc)) != DPT_OK) break;
         const float *o = dpt_model_output(m);
-        if ((s = dpt_loss(loss, o, bc, K, y, NULL, lbuf, NULL)) != DPT_OK) break;
+        /* squared error: an autoencoder, the targets are the inputs */
+        const float *tg = loss == DPT_LOSS_SQUARED ? x : NULL;
+        if (tg && d->dim != K) {
+            s = dpt_set_error(DPT_EINVAL, "evaluate: squared-error loss reconstructs the input, but the model maps "
+                                          "%zu inputs to %zu outputs", d->dim, K);
+            break;
+        }
+        if ((s = dpt_loss(loss, o, bc, K, y, tg, lbuf, NULL)) != DPT_OK) break;
         for (size_t i = 0; i < bc; i++) {
             lsum += lbuf[i];
             const float *oi = o + i * K;
@@ -280,6 +319,17 @@ dpt_status dpt_evaluate(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d, 
     }
     dpt_free(lbuf);
     if (s != DPT_OK) return s;
+    *loss_sum = lsum;
+    *n_correct = correct;
+    return DPT_OK;
+}
+
+dpt_status dpt_evaluate(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d, double *mean_loss,
+                        double *accuracy) {
+    DPT_CHECK(d && d->n > 0, DPT_EINVAL, "evaluate: empty dataset");
+    double lsum = 0;
+    size_t correct = 0;
+    DPT_TRY(dpt_eval_range(m, loss, d, 0, d->n, &lsum, &correct));
     *mean_loss = lsum / (double)d->n;
     *accuracy = (double)correct / (double)d->n;
     return DPT_OK;
@@ -293,14 +343,23 @@ static dpt_status train_step(dpt_trainer *t, double *loss_sum, size_t *batch) {
     dpt_algo *a = t->algo;
     DPT_TRY(a->begin(a, t, b));
     double ls = 0;
-    for (size_t lo = 0; lo < b; lo += t->max_batch) {
-        size_t bc = b - lo < t->max_batch ? b - lo : t->max_batch;
-        dpt_dataset_gather(t->train, t->idx + lo, bc, t->xb, t->yb);
-        double part = 0;
-        DPT_TRY(a->accumulate(a, t, t->xb, t->yb, bc, &part));
-        ls += part;
+    if (t->dist) {
+        /* data parallel: this rank's shards, then the fixed-order reduction (dist.c) */
+        DPT_TRY(dpt_dist_accumulate(t, b, &ls, &b));
+    } else {
+        for (size_t lo = 0; lo < b; lo += t->max_batch) {
+            size_t bc = b - lo < t->max_batch ? b - lo : t->max_batch;
+            dpt_dataset_gather(t->train, t->idx + lo, bc, t->xb, t->yb);
+            double part = 0;
+            DPT_TRY(a->accumulate(a, t, t->xb, t->yb, bc, &part));
+            ls += part;
+        }
     }
     DPT_TRY(a->finish(a, t, b));
+    /* --secure over several ranks: each rank's noise stream is OS-seeded (different), so
+     * rank 0's noisy update is the one every rank applies (its draw is the only one used). */
+    int secure_multi = t->nranks > 1 && t->rng_noise.secure;
+    if (secure_multi) DPT_TRY(dpt_comm_bcast(t->model->grad, t->model->n_params * sizeof(float), 0));
     /* The privacy cost of this step is recorded (and, for private algorithms, persisted)
      * before the parameters that depend on it change. */
     if (a->record) DPT_TRY(a->record(a, t, b));
@@ -308,6 +367,8 @@ static dpt_status train_step(dpt_trainer *t, double *loss_sum, size_t *batch) {
         double lr = dpt_schedule_lr(&t->cfg.schedule, t->cfg.optim.lr, t->epoch);
         dpt_status s = dpt_optim_step(&t->opt, t->model->theta, t->model->grad, lr);
         if (s == DPT_OK && a->after_update) s = a->after_update(a, t);
+        if (s == DPT_OK && a->after_update && secure_multi)
+            s = dpt_comm_bcast(t->model->theta, t->model->n_params * sizeof(float), 0);
         if (s != DPT_OK)
             return dpt_error_context(s, "step %" PRIu64 " (epoch %" PRIu64 ")", t->step + 1, t->epoch + 1);
     }
@@ -420,9 +481,12 @@ static char *state_json(dpt_trainer *t) {
     snprintf(buf, sizeof buf, "%" PRIu64, t->cfg.seed);
     cJSON_AddStringToObject(cfg, "seed", buf);
     cJSON_AddNumberToObject(cfg, "threads", t->threads);
+    snprintf(buf, sizeof buf, "%zu", t->shards);
+    cJSON_AddStringToObject(cfg, "shards", buf);
     cJSON_AddNumberToObject(cfg, "schedule_kind", t->cfg.schedule.kind);
     cJSON_AddNumberToObject(cfg, "schedule_gamma", t->cfg.schedule.gamma);
     cJSON_AddNumberToObject(cfg, "schedule_every", t->cfg.schedule.every);
+    cJSON_AddNumberToObject(cfg, "lr", t->cfg.optim.lr);
     dpt_sampler_state ss;
     dpt_sampler_get_state(t->sampler, &ss);
     cJSON *sm = cJSON_AddObjectToObject(root, "sampler");
@@ -543,7 +607,7 @@ fail:
     return s;
 }
 
-dpt_status dpt_trainer_resume(dpt_trainer *t) {
+static dpt_status resume_local(dpt_trainer *t) {
     char path[600];
     DPT_TRY(dpt_trainer_checkpoint_path(t, path, sizeof path));
     char *js = NULL;
@@ -603,12 +667,33 @@ dpt_status dpt_trainer_resume(dpt_trainer *t) {
         mismatch(msg, sizeof msg, "loss/init", "different", "as given");
     if ((int)sk != (int)t->cfg.schedule.kind || sg != t->cfg.schedule.gamma || (unsigned)se != t->cfg.schedule.every)
         mismatch(msg, sizeof msg, "--lr-schedule", "different", "as given");
+    double lr_was;
+    if (json_double(cfg, "lr", &lr_was) && lr_was != t->cfg.optim.lr && !t->cfg.quiet && !msg[0])
+        fprintf(stderr, "dptrain: note: resuming with learning rate %g (the checkpoint's run used %g); the new "
+                        "rate applies from step %" PRIu64 " on, the optimizer's other state continues\n",
+                t->cfg.optim.lr, lr_was, step + 1);
     if (msg[0]) {
         s = dpt_set_error(DPT_EMISMATCH, "%s: cannot resume: %s", path, msg);
         goto out;
     }
     if (t->ledger && (s = resume_ledger(t, root, path, step)) != DPT_OK) goto out;
-    if ((int)threads != t->threads)
+    /* Shards fix the reduction order: keep the checkpoint's unless given explicitly. */
+    uint64_t ck_shards = 1;
+    if (cJSON_GetObjectItemCaseSensitive(cfg, "shards") && !json_u64(cfg, "shards", &ck_shards)) {
+        s = dpt_set_error(DPT_EFORMAT, "%s: config.shards is malformed", path);
+        goto out;
+    }
+    size_t want = t->cfg.shards ? t->cfg.shards : (size_t)ck_shards;
+    if (want != t->shards && (s = dpt_dist_configure(t, want)) != DPT_OK) goto out;
+    if (t->cfg.shards && t->cfg.shards != ck_shards && t->rank == 0)
+        fprintf(stderr, "dptrain: note: resuming with --shards %zu (checkpoint used %" PRIu64 "): the sums are "
+                        "added in another order, so results differ in the last bits from an uninterrupted run\n",
+                t->cfg.shards, ck_shards);
+    if (t->rank == 0 && t->shards < (size_t)t->nranks)
+        fprintf(stderr, "dptrain: note: the run has %zu shards, so ranks %zu..%d own no data and idle (give "
+                        "--shards %d to use them; results then differ in the last bits)\n",
+                t->shards, t->shards, t->nranks - 1, t->nranks);
+    if ((int)threads != t->threads && t->rank == 0)
         fprintf(stderr, "dptrain: note: resuming with %d threads (checkpoint used %d): results are "
                         "identical only for the same thread count\n", t->threads, (int)threads);
     ss.step = ss_step;
@@ -638,6 +723,8 @@ out:
     return s;
 }
 
+dpt_status dpt_trainer_resume(dpt_trainer *t) { return dpt_dist_resume(t, resume_local); }
+
 /* ==== The loop ==== */
 
 static dpt_status open_run_dir(dpt_trainer *t) {
@@ -659,7 +746,10 @@ static dpt_status end_of_epoch(dpt_trainer *t, dpt_epoch_result *r) {
     r->test_loss = NAN;
     r->test_accuracy = NAN;
     r->lr = dpt_schedule_lr(&t->cfg.schedule, t->cfg.optim.lr, t->epoch - 1);
-    if (t->test) DPT_TRY(dpt_evaluate(t->model, t->cfg.loss, t->test, &r->test_loss, &r->test_accuracy));
+    if (t->test) {
+        if (t->dist) DPT_TRY(dpt_dist_evaluate(t, t->test, &r->test_loss, &r->test_accuracy));
+        else DPT_TRY(dpt_evaluate(t->model, t->cfg.loss, t->test, &r->test_loss, &r->test_accuracy));
+    }
     r->wall_s = t->wall_s;
     double eps = NAN, eps_pld = NAN;
     if (t->ledger) {
@@ -668,6 +758,9 @@ static dpt_status end_of_epoch(dpt_trainer *t, dpt_epoch_result *r) {
         if (dpt_ledger_pld_applies(t->ledger))
             DPT_TRY(dpt_ledger_epsilon(t->ledger, t->cfg.delta, DPT_ACCT_PLD, DPT_CONV_BALLE, &eps_pld));
     }
+    char extra[256] = "";
+    if (!t->metrics_open && t->algo->epoch_metrics)
+        DPT_TRY(t->algo->epoch_metrics(t->algo, t, NULL, extra, sizeof extra));
     if (t->metrics_open) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "epoch", (double)r->epoch);
@@ -679,12 +772,18 @@ static dpt_status end_of_epoch(dpt_trainer *t, dpt_epoch_result *r) {
         }
         cJSON_AddNumberToObject(o, "lr", r->lr);
         cJSON_AddNumberToObject(o, "wall_s", r->wall_s);
+        if (!t->ledger && t->algo->privacy_note) cJSON_AddStringToObject(o, "privacy", t->algo->privacy_note);
         if (t->ledger) {
             cJSON_AddNumberToObject(o, "epsilon", eps);
             if (isfinite(eps_pld)) cJSON_AddNumberToObject(o, "epsilon_pld", eps_pld);
             cJSON_AddNumberToObject(o, "delta", t->cfg.delta);
-        } else {
-            cJSON_AddStringToObject(o, "privacy", "no formal DP guarantee");
+        }
+        if (t->algo->epoch_metrics) {
+            dpt_status se = t->algo->epoch_metrics(t->algo, t, o, extra, sizeof extra);
+            if (se != DPT_OK) {
+                cJSON_Delete(o);
+                return se;
+            }
         }
         char *line = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
@@ -695,8 +794,9 @@ static dpt_status end_of_epoch(dpt_trainer *t, dpt_epoch_result *r) {
     }
     if (!t->cfg.quiet) {
         if (t->cfg.progress) fprintf(stderr, "\r\033[K");
-        char epsb[96] = "";
+        char epsb[352] = "";
         if (t->ledger) snprintf(epsb, sizeof epsb, "  epsilon %.4g (delta %g)", eps, t->cfg.delta);
+        if (extra[0]) snprintf(epsb + strlen(epsb), sizeof epsb - strlen(epsb), "  %s", extra);
         if (t->test)
             fprintf(stderr, "epoch %" PRIu64 "/%" PRIu64 "  step %" PRIu64 "  train loss %.4f  test loss %.4f  "
                             "test acc %.2f%%%s  %.1fs\n", r->epoch, t->cfg.epochs, r->step, r->train_loss,

@@ -33,6 +33,15 @@ struct dpt_trainer {
     dpt_ledger *ledger; /* private algorithms: every noisy release (owned) */
     int budget_stopped; /* the run stopped before exceeding cfg.target_epsilon */
     double budget_eps_next;
+    /* Data parallel (dist.c): rank/ranks of the job, S shards, owned shards [sh_lo, sh_hi) */
+    int rank, nranks;
+    size_t shards, sh_lo, sh_hi;
+    int dist;          /* 1: shards > 1 or nranks > 1 (the sharded step) */
+    int *owner;        /* [shards] rank owning each shard */
+    unsigned char **part; /* [sh_hi - sh_lo] per-shard buffers: P floats, then doubles */
+    unsigned char *tmp, *res; /* receive buffer, reduced result */
+    size_t part_cap;   /* bytes per buffer */
+    uint32_t *sidx;    /* [n] indices of one shard's part of the batch */
 };
 
 /* ==== Shared by the algorithms ==== */
@@ -52,6 +61,28 @@ void dpt_chunk_bufs_free(dpt_chunk_bufs *b);
  * *loss_sum = sum of the unscaled per-example losses. */
 dpt_status dpt_train_forward_backward(dpt_trainer *t, dpt_chunk_bufs *b, const float *x, const int32_t *y,
                                       size_t bc, float scale, double *loss_sum);
+
+/* ==== Data parallel (dist.c) ==== */
+/* Sets S shards (0 = number of ranks): ownership and buffers. Refuses algorithms that did
+ * not opt in (dpt_algo.distributable) when S > 1 or ranks > 1. */
+dpt_status dpt_dist_configure(dpt_trainer *t, size_t shards);
+/* Collective: every rank must hold the same data, model and run settings as rank 0. */
+dpt_status dpt_dist_check_agree(dpt_trainer *t);
+/* The sharded body of a step for the global batch t->idx[0..b): per owned shard zero
+ * grad/sums, accumulate its examples in chunks, keep the sums; reduce over shards and
+ * leave the totals in model->grad and algo->sums on every rank, and in *b_global the
+ * number of examples processed over all shards (with --secure every rank samples its own
+ * shards from its own OS stream, so the local b is not the batch size). */
+dpt_status dpt_dist_accumulate(dpt_trainer *t, size_t b, double *loss_sum, size_t *b_global);
+/* Evaluation split by shards and reduced (identical for any rank count). */
+dpt_status dpt_dist_evaluate(dpt_trainer *t, const dpt_dataset *d, double *mean_loss, double *accuracy);
+/* Rank 0 reads the run directory's checkpoint and ledger and sends them to every rank,
+ * which resumes from a private copy; `local` does the actual resume. */
+dpt_status dpt_dist_resume(dpt_trainer *t, dpt_status (*local)(dpt_trainer *t));
+void dpt_dist_free(dpt_trainer *t);
+/* Loss sum and number of correct predictions over examples [lo, hi) of d. */
+dpt_status dpt_eval_range(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d, size_t lo, size_t hi,
+                          double *loss_sum, size_t *correct);
 
 dpt_status dpt_trainer_checkpoint_path(const dpt_trainer *t, char *buf, size_t n);
 #endif

@@ -6,24 +6,7 @@
 # ledger on disk with fewer steps than the checkpoint's parameters reflect.
 set -u
 BIN=$1
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0; checks=0
-expect_fail() { # expect_fail "needle" cmd...
-  local needle=$1; shift
-  checks=$((checks+1))
-  local out; out=$("$@" 2>&1); local rc=$?
-  if [ $rc -eq 0 ] || ! grep -q -- "$needle" <<<"$out"; then
-    echo "FAIL: '$*' rc=$rc, want non-zero and message containing '$needle'; got: $out"; fail=$((fail+1))
-  fi
-}
-expect_ok() {
-  checks=$((checks+1))
-  local out; out=$("$@" 2>&1); local rc=$?
-  if [ $rc -ne 0 ]; then echo "FAIL: '$*' rc=$rc: $out"; fail=$((fail+1)); fi
-  LAST_OUT=$out
-}
-check() { checks=$((checks+1)); if ! eval "$1"; then echo "FAIL: $2"; fail=$((fail+1)); fi; }
+source "$(dirname "$0")/lib/harness.sh"
 python3 - "$T/d.csv" <<'PY'
 import random, sys
 random.seed(1)
@@ -97,5 +80,19 @@ PY' "kill $i: ledger.json records fewer steps than the checkpoint"
   fi
 done
 
-echo "$((checks - fail)) passed, $fail failed"
-[ $fail -eq 0 ]
+# --secure: OS-seeded noise and batches, lattice noise accounted with the rounding's
+# sensitivity; a secure run resumes (fresh OS streams) and continues its ledger
+expect_ok "$BIN" train "${C[@]}" --sigma 1.2 --batch-size 60 --epochs 1 --secure --out "$T/sec"
+check 'grep -q "secure mode: OS-seeded" <<<"$LAST_OUT"' "secure-mode notice missing"
+check 'grep -q "accounted as sigma 1.1" <<<"$LAST_OUT"' "secure run does not report the accounted sigma"
+check '! grep -q "NOT the secure mode" <<<"$LAST_OUT"' "secure run claims to be reproducible"
+expect_ok "$BIN" train "${C[@]}" --sigma 1.2 --batch-size 60 --epochs 2 --secure --resume --out "$T/sec"
+check 'python3 -c "
+import json
+l=json.load(open(\"$T/sec/ledger.json\")); assert l[\"total_sgm_steps\"]==100, l[\"total_sgm_steps\"]
+"' "secure resume did not continue the ledger to 100 steps"
+expect_ok "$BIN" train "${C[@]}" --target-epsilon 2 --batch-size 60 --epochs 1 --secure --out "$T/sec2"
+check 'grep -q "lattice rounding raises the sensitivity" <<<"$LAST_OUT"' "secure calibration does not explain the sigma"
+check 'grep -Eq "epsilon (2|1\.99)[0-9]* \(RDP\)" <<<"$LAST_OUT"' "secure calibration misses the target epsilon 2"
+
+harness_end

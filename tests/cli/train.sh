@@ -4,22 +4,7 @@
 # line naming the flag or file.
 set -u
 BIN=$1
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0; checks=0
-expect_fail() { # expect_fail "needle" cmd...
-  local needle=$1; shift
-  checks=$((checks+1))
-  local out; out=$("$@" 2>&1); local rc=$?
-  if [ $rc -eq 0 ] || ! grep -q -- "$needle" <<<"$out"; then
-    echo "FAIL: '$*' rc=$rc, want non-zero and message containing '$needle'; got: $out"; fail=$((fail+1))
-  fi
-}
-expect_ok() {
-  checks=$((checks+1))
-  local out; out=$("$@" 2>&1); local rc=$?
-  if [ $rc -ne 0 ]; then echo "FAIL: '$*' rc=$rc: $out"; fail=$((fail+1)); fi
-}
+source "$(dirname "$0")/lib/harness.sh"
 # 3 classes, 4 features, separable
 python3 - "$T/d.csv" <<'PY'
 import random, sys
@@ -75,6 +60,8 @@ cp "$T/run/checkpoint.safetensors" "$T/flip.safetensors"
 printf '\x55' | dd of="$T/flip.safetensors" bs=1 seek=$(( $(stat -c %s "$T/flip.safetensors") - 10 )) conv=notrunc 2>/dev/null
 expect_fail "flip.safetensors" "$BIN" eval --checkpoint "$T/flip.safetensors"
 expect_fail "--seed" "$BIN" train "${COMMON[@]}" --epochs 4 --out "$T/run" --resume --seed 9
+# a changed learning rate on resume is used, and said so
+expect_ok "$BIN" train "${COMMON[@]}" --epochs 4 --out "$T/run" --resume --lr 0.02
+check 'grep -q "note: resuming with learning rate 0.02 (the checkpoint.s run used 0.01)" <<<"$LAST_OUT"' "no note for a changed --lr on resume"
 
-echo "$((checks - fail)) passed, $fail failed"
-[ $fail -eq 0 ]
+harness_end

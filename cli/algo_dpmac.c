@@ -1,0 +1,230 @@
+/* --algo dpmac: DP-MAC (method of auxiliary coordinates; docs/dpmac.md) with Poisson
+ * sampling, optionally after DP-PCA of the inputs (--pca-dims, --pca-sigma). Both releases
+ * are in the run's ledger (DP-PCA as one Gaussian mechanism of sensitivity 1), so the
+ * printed epsilon covers PCA + training; the paper's own accounting is printed beside it
+ * for comparison only. */
+#include <dptrain/accounting.h>
+#include <dptrain/privacy.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train_algos.h"
+
+static long z_steps = 30, pca_dims = 0;
+static double z_lr = 0.003, pca_sigma = 0.0;
+static int pca_sigma_seen = 0;
+
+static cli_option OPTS[] = {
+    {"--z-steps", CLI_LONG, &z_steps, "N", "Adam steps on the auxiliary coordinates per batch", NULL},
+    {"--z-lr", CLI_DOUBLE, &z_lr, "X", "learning rate of the z-step's Adam", NULL},
+    {"--pca-dims", CLI_LONG, &pca_dims, "K", "DP-PCA of the inputs to K dimensions first (0 = none); the model "
+                                              "then takes K inputs", NULL},
+    {"--pca-sigma", CLI_DOUBLE, &pca_sigma, "S", "DP-PCA noise std on the Gram matrix of unit-norm rows "
+                                                 "(sensitivity 1; in the ledger)", &pca_sigma_seen},
+    {NULL, 0, NULL, NULL, NULL, NULL},
+};
+
+typedef struct {
+    double sigma;
+    size_t pca_released; /* entries of the released noisy Gram matrix, d (d + 1) / 2 */
+} dpmac_cli;
+static dpmac_cli S;
+
+static int dpmac_check(cli_algo_ctx *c) {
+    const cli_privacy_flags *p = c->priv;
+    if (c->sampler_seen && strcmp(c->sampler, "poisson"))
+        return cli_error("--sampler %s: --algo dpmac needs --sampler poisson (its epsilon is computed for "
+                         "Poisson sampling)", c->sampler);
+    c->sampler = "poisson";
+    if (!(p->clip > 0) || !isfinite(p->clip))
+        return cli_error("--clip: the coefficient bound Theta must be > 0, got %g", p->clip);
+    if (p->sigma_seen && (!(p->sigma > 0) || !isfinite(p->sigma)))
+        return cli_error("--sigma: the noise multiplier must be > 0, got %g (for training without noise use "
+                         "--algo sgd)", p->sigma);
+    if (!p->sigma_seen && !(p->target_eps > 0)) return cli_error("--algo dpmac needs --sigma or --target-epsilon");
+    if (p->target_eps != 0 && !(p->target_eps > 0 && isfinite(p->target_eps)))
+        return cli_error("--target-epsilon must be > 0, got %g", p->target_eps);
+    if (!(p->delta > 0 && p->delta < 1)) return cli_error("--delta must be in (0, 1), got %g", p->delta);
+    if (strcmp(p->clip_mode, "flat"))
+        return cli_error("--clip-mode %s: --algo dpmac clips every layer's coefficient to Theta (--clip); "
+                         "--clip-mode does not apply", p->clip_mode);
+    if (z_steps < 0 || z_steps > 100000) return cli_error("--z-steps must be in [0, 100000], got %ld", z_steps);
+    if (!(z_lr > 0) || !isfinite(z_lr)) return cli_error("--z-lr must be > 0, got %g", z_lr);
+    if (pca_dims < 0) return cli_error("--pca-dims must be >= 0, got %ld", pca_dims);
+    if (pca_dims > 0 && !pca_sigma_seen)
+        return cli_error("--pca-dims %ld needs --pca-sigma (the DP-PCA noise std; the paper uses 4 / 8 / 16)",
+                         pca_dims);
+    if (pca_sigma_seen && pca_dims == 0) return cli_error("--pca-sigma needs --pca-dims K > 0");
+    if (pca_dims > 0 && (!(pca_sigma > 0) || !isfinite(pca_sigma)))
+        return cli_error("--pca-sigma must be > 0, got %g (DP-PCA without noise is not private)", pca_sigma);
+    if (p->secure && !p->sigma_seen)
+        return cli_error("--secure with --target-epsilon: calibration for the secure mechanisms of --algo dpmac is "
+                         "not implemented; give --sigma (the ledger then records the secure mode's effective "
+                         "multipliers)");
+    if (pca_dims > 0 && c->resume && p->secure)
+        return cli_error("--resume with --pca-dims in --secure mode would release a second, different DP-PCA "
+                         "(its noise cannot be regenerated); start a new run");
+    c->state = &S;
+    return 0;
+}
+
+/* RDP epsilon of [DP-PCA] + T steps of SGM(q, sigma) */
+static int composed_eps(double q, double sigma, uint64_t T, double delta, double *eps) {
+    dpt_ledger *l = NULL;
+    dpt_status s = dpt_ledger_new(&l);
+    if (s == DPT_OK && pca_dims > 0) s = dpt_ledger_add_gaussian(l, 1.0, pca_sigma, "dp-pca");
+    if (s == DPT_OK) s = dpt_ledger_add_sgm(l, q, sigma, T);
+    if (s == DPT_OK) s = dpt_ledger_epsilon(l, delta, DPT_ACCT_RDP, DPT_CONV_BALLE, eps);
+    dpt_ledger_free(l);
+    return s == DPT_OK ? 0 : -1;
+}
+
+/* DP-PCA of train (fit) and projection of train and test, in place. The datasets are the
+ * caller's (cmd_train's) own buffers, handed to the algorithm before the trainer exists. */
+static int run_pca(cli_algo_ctx *c) {
+    dpt_dataset *tr = (dpt_dataset *)c->train, *te = (dpt_dataset *)c->test;
+    const size_t d = tr->dim, k = (size_t)pca_dims;
+    S.pca_released = d * (d + 1) / 2;
+    if (k > d) return cli_error("--pca-dims %ld: the data have only %zu features", pca_dims, d);
+    double *V = dpt_alloc(d * k, sizeof(double), "pca components");
+    float *ptr = dpt_alloc(tr->n * k, sizeof(float), "projected train");
+    float *pte = te && te->n ? dpt_alloc(te->n * k, sizeof(float), "projected test") : NULL;
+    dpt_rng r;
+    int live = 0, rc = 0;
+    dpt_status s = DPT_ENOMEM;
+    if (V && ptr && (pte || !(te && te->n))) {
+        s = c->priv->secure ? dpt_rng_init_secure(&r, DPT_STREAM_NOISE)
+                            : dpt_rng_init(&r, dpt_dp_pca_seed(c->cfg->seed), DPT_STREAM_NOISE);
+        live = s == DPT_OK;
+    }
+    double t0 = dpt_now();
+    if (s == DPT_OK) s = dpt_dp_pca_fit(tr->x, tr->n, d, k, pca_sigma, &r, c->priv->secure, c->cfg->threads, V, NULL);
+    if (s == DPT_OK) s = dpt_dp_pca_project(tr->x, tr->n, d, V, k, ptr);
+    if (s == DPT_OK && pte) s = dpt_dp_pca_project(te->x, te->n, d, V, k, pte);
+    if (live) dpt_rng_free(&r);
+    if (s != DPT_OK) {
+        rc = cli_fail("--pca-dims");
+    } else {
+        dpt_free(tr->x), tr->x = ptr, ptr = NULL;
+        tr->dim = k, tr->shape[0] = 1, tr->shape[1] = 1, tr->shape[2] = k;
+        if (pte) {
+            dpt_free(te->x), te->x = pte, pte = NULL;
+            te->dim = k, te->shape[0] = 1, te->shape[1] = 1, te->shape[2] = k;
+        }
+        if (!c->quiet)
+            fprintf(stderr, "dptrain: DP-PCA to %zu dimensions (noise std %g on the Gram matrix of unit-norm rows, "
+                            "sensitivity 1; %.1fs)\n", k, pca_sigma, dpt_now() - t0);
+    }
+    dpt_free(V), dpt_free(ptr), dpt_free(pte);
+    return rc;
+}
+
+static int dpmac_make(cli_algo_ctx *c, dpt_algo **out) {
+    const cli_privacy_flags *p = c->priv;
+    dpt_train_config *cfg = c->cfg;
+    const size_t N = c->train->n;
+    double q = c->sample_rate_seen ? cfg->sample_rate : (double)cfg->batch_size / (double)N;
+    if (!(q > 0 && q <= 1))
+        return cli_error("--batch-size %zu: the sampling rate q = B/N = %g is outside (0, 1] (N = %zu)",
+                         cfg->batch_size, q, N);
+    if (p->delta >= 1.0 / (double)N && !p->force)
+        return cli_error("--delta %g >= 1/N = %g: such a delta allows releasing a whole example; pass --force "
+                         "to accept it", p->delta, 1.0 / (double)N);
+    cfg->sample_rate = q;
+    cfg->delta = p->delta;
+    cfg->secure = p->secure;
+    cfg->allow_ledger_mismatch = p->allow_mismatch;
+    cfg->target_epsilon = p->sigma_seen ? p->target_eps : 0.0;
+    uint64_t spe = (uint64_t)llround(1.0 / q);
+    if (spe < 1) spe = 1;
+    const uint64_t T = (uint64_t)c->epochs * spe;
+    S.sigma = p->sigma;
+    if (!p->sigma_seen) {
+        /* calibrate sigma so that DP-PCA + T steps reach the target (bisection on the RDP
+         * epsilon of the composed ledger: decreasing in sigma) */
+        double lo = 0.05, hi = 100, e = 0;
+        if (composed_eps(q, hi, T, p->delta, &e) != 0) return cli_fail("--target-epsilon");
+        if (e > p->target_eps)
+            return cli_error("--target-epsilon %g is unreachable: even sigma %g spends %.4g (the DP-PCA release "
+                             "alone may exceed it; raise --pca-sigma)", p->target_eps, hi, e);
+        for (int it = 0; it < 100 && hi - lo > 1e-4 * hi; it++) {
+            double mid = 0.5 * (lo + hi);
+            if (composed_eps(q, mid, T, p->delta, &e) != 0) return cli_fail("--target-epsilon");
+            if (e > p->target_eps) lo = mid; else hi = mid;
+        }
+        S.sigma = hi;
+        if (!c->quiet)
+            fprintf(stderr, "dptrain: calibrated sigma %.6g for epsilon %g at delta %g after %ld epochs of "
+                            "%" PRIu64 " steps (q %g%s, RDP accountant)\n",
+                    S.sigma, p->target_eps, p->delta, c->epochs, spe, q, pca_dims > 0 ? ", DP-PCA included" : "");
+    }
+    if (pca_dims > 0 && run_pca(c) != 0) return 2;
+    cli_print_noise_mode(c);
+    dpt_dpmac_config d = dpt_dpmac_config_defaults();
+    d.sigma = S.sigma;
+    d.clip = p->clip;
+    d.z_steps = (unsigned)z_steps;
+    d.z_lr = z_lr;
+    d.secure = p->secure;
+    return dpt_algo_dpmac_new(&d, out) == DPT_OK ? 0 : cli_fail("--algo dpmac");
+}
+
+/* The DP-PCA release goes into the fresh run's ledger before the first step (a resumed
+ * run's ledger holds it already). */
+static int dpmac_started(cli_algo_ctx *c, dpt_trainer *t) {
+    if (pca_dims <= 0 || c->resume) return 0;
+    /* secure mode: the lattice rounding of the d(d+1)/2 released entries raises the
+     * sensitivity; record the effective multiplier (sensitivity 1) */
+    double mult = c->priv->secure ? dpt_privacy_secure_sigma_eff(pca_sigma, S.pca_released) : pca_sigma;
+    if (dpt_trainer_add_gaussian_release(t, 1.0, mult, "dp-pca") != DPT_OK) return cli_fail("--pca-sigma");
+    return 0;
+}
+
+static void dpmac_describe(const cli_algo_ctx *c, FILE *f) {
+    const cli_privacy_flags *p = c->priv;
+    char pca[96] = "no PCA";
+    if (pca_dims > 0) snprintf(pca, sizeof pca, "DP-PCA %ld dims, sigma_pca %g", pca_dims, pca_sigma);
+    fprintf(f, "  algorithm dpmac (sigma %g, Theta %g, %ld z-steps at lr %g, %s, q %g = expected batch %.1f, "
+               "delta %g), %s lr %g, %ld epochs, seed %" PRIu64 ", %d threads, run dir %s%s\n",
+            S.sigma, p->clip, z_steps, z_lr, pca, c->cfg->sample_rate, c->cfg->sample_rate * (double)c->train->n,
+            p->delta, c->optimizer, c->cfg->optim.lr, c->epochs, c->cfg->seed, dpt_threads_resolve(c->cfg->threads),
+            c->out, c->resume ? " (resumed)" : "");
+}
+
+static int dpmac_report(const cli_algo_ctx *c, dpt_trainer *t) {
+    int rc = cli_report_ledger(c, t, S.sigma);
+    if (rc || pca_dims <= 0) return rc;
+    /* The paper's accounting, for comparison only: classic Gaussian-mechanism epsilon of the
+     * PCA at delta 1e-6 (valid only for epsilon < 1) plus the SGM epsilon at delta, deltas
+     * added. */
+    const dpt_ledger *l = dpt_trainer_ledger(t);
+    double e_sgm = NAN;
+    uint64_t T = dpt_ledger_steps(l);
+    if (T > 0 &&
+        dpt_rdp_sgm_epsilon(c->cfg->sample_rate, S.sigma, T, c->priv->delta, DPT_CONV_CLASSIC, NULL, 0, &e_sgm, NULL) !=
+            DPT_OK)
+        e_sgm = NAN;
+    if (T == 0) e_sgm = 0;
+    double e_pca = sqrt(2.0 * log(1.25 / 1e-6)) / pca_sigma;
+    printf("paper's accounting (comparison only, not this run's guarantee): DP-PCA %.4g at delta 1e-6 (classic "
+           "formula%s) + training %.4g at delta %g = %.4g at delta %g\n",
+           e_pca, e_pca < 1 ? "" : ", NOT valid: it needs epsilon < 1", e_sgm, c->priv->delta, e_pca + e_sgm,
+           c->priv->delta + 1e-6);
+    return 0;
+}
+
+const cli_algo CLI_ALGO_DPMAC = {
+    .name = "dpmac",
+    .summary = "DP-MAC (auxiliary coordinates): per-example z-step, clipped per-layer Taylor coefficients, "
+               "optional DP-PCA; RDP/PLD epsilon",
+    .uses_privacy_flags = 1,
+    .opts = OPTS,
+    .check = dpmac_check,
+    .make = dpmac_make,
+    .started = dpmac_started,
+    .describe = dpmac_describe,
+    .report = dpmac_report,
+    .tag = "DP-MAC",
+};

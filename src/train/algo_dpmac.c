@@ -1,0 +1,419 @@
+/* DP-MAC (the differentially private method of auxiliary coordinates) as a strategy of the
+ * training loop; see train.h and docs/dpmac.md. Per chunk of the sampled batch:
+ *   1. z_k = f_k(W_k z_{k-1}) by a forward pass (k < K: the hidden layers' outputs);
+ *   2. z_steps Adam steps on the per-example objective
+ *        e_n = loss(out_n) + sum_{k<K} 1/2 ||z_{k,n} - f_k(W_k z_{k-1,n} + b_k)||^2,
+ *      every operation elementwise or per example row (no statistic over the batch), so
+ *      z_n is a function of example n and the parameters only; z lives in this state's
+ *      buffers and is never written anywhere;
+ *   3. per weight layer k: cotangent g_k (2 (f(a) - z) f'(a), or the output's), squared
+ *      Frobenius norms of [z_{k-1}; 1] g_k^T per example (ghost norms, SQNORM), factors
+ *      min(1, Theta / ||.||), weighted sum into grad (one GEMM per layer, WEIGHTED).
+ * finish: + N(0, sigma^2 K Theta^2) once, divided by 2 q N (expected batch size: the
+ * sensitivity of the released sum is sqrt(K) Theta for every batch, empty ones included). */
+#include <dptrain/train.h>
+
+#include <dptrain/accounting.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dpmac_internal.h"
+#include "train_internal.h"
+
+#define DPMAC_MAX_LAYERS 64
+
+typedef struct {
+    dpt_dpmac_config cfg;
+    int structured;               /* model layout analysed */
+    size_t K;                     /* weight layers */
+    size_t lin[DPMAC_MAX_LAYERS]; /* model layer index of weight layer k */
+    size_t act[DPMAC_MAX_LAYERS]; /* its activation layer (n_layers: none) */
+    size_t width[DPMAC_MAX_LAYERS];
+    size_t cap, maxw;
+    float *z[DPMAC_MAX_LAYERS];   /* [cap, width[k]] auxiliary coordinates, k < K - 1 */
+    float *zm[DPMAC_MAX_LAYERS], *zv[DPMAC_MAX_LAYERS]; /* Adam moments of z */
+    float *gz[DPMAC_MAX_LAYERS];  /* z gradients */
+    float *tmp, *tmp2;            /* [cap, maxw] */
+    dpt_chunk_bufs buf;           /* loss cotangents, per-example losses */
+    float *sq, *c;                /* [cap] */
+} dpmac_state;
+
+dpt_dpmac_config dpt_dpmac_config_defaults(void) {
+    dpt_dpmac_config c;
+    memset(&c, 0, sizeof c);
+    c.sigma = 1.0;
+    c.clip = 0.3;
+    c.z_steps = 30;
+    c.z_lr = 0.003;
+    c.z_beta1 = 0.9;
+    c.z_beta2 = 0.999;
+    c.z_eps = 1e-8;
+    return c;
+}
+
+static int is_activation(dpt_layer_kind k) {
+    return k == DPT_LAYER_RELU || k == DPT_LAYER_GELU || k == DPT_LAYER_TANH || k == DPT_LAYER_SIGMOID ||
+           k == DPT_LAYER_IDENTITY;
+}
+
+/* Linear [activation] Linear [activation] ... Linear (no activation after the last). */
+static dpt_status analyse_model(dpmac_state *s, const dpt_model *m, dpt_loss_kind loss) {
+    size_t K = 0, l = 0;
+    while (l < m->n_layers) {
+        const dpt_layer *L = &m->layers[l];
+        DPT_CHECK(L->kind == DPT_LAYER_LINEAR && L->n_params > 0, DPT_EINVAL,
+                  "dpmac: model '%s': layer %zu (%s) is not a Linear layer where one is expected (DP-MAC needs "
+                  "Linear layers with elementwise activations between them: an mlp: or ae: spec)",
+                  m->spec, l, L->name);
+        DPT_CHECK(K < DPMAC_MAX_LAYERS, DPT_EINVAL, "dpmac: model '%s' has more than %d weight layers", m->spec,
+                  DPMAC_MAX_LAYERS);
+        s->lin[K] = l;
+        s->act[K] = m->n_layers;
+        s->width[K] = L->out_dim;
+        l++;
+        if (l < m->n_layers && is_activation(m->layers[l].kind)) s->act[K] = l++;
+        K++;
+    }
+    DPT_CHECK(K >= 1, DPT_EINVAL, "dpmac: model '%s' has no weight layer", m->spec);
+    DPT_CHECK(s->act[K - 1] == m->n_layers, DPT_EINVAL,
+              "dpmac: model '%s' ends with an activation; the output nonlinearity belongs to the loss", m->spec);
+    DPT_CHECK(loss == DPT_LOSS_SIGMOID_BCE || loss == DPT_LOSS_SOFTMAX_CE || loss == DPT_LOSS_SQUARED, DPT_EINVAL,
+              "dpmac: unsupported loss %d", (int)loss);
+    DPT_CHECK(loss != DPT_LOSS_SQUARED || m->in_dim == m->out_dim, DPT_EINVAL,
+              "dpmac: squared-error loss reconstructs the input (an autoencoder), but model '%s' maps %zu inputs "
+              "to %zu outputs",
+              m->spec, m->in_dim, m->out_dim);
+    s->K = K;
+    s->maxw = m->in_dim;
+    for (size_t k = 0; k < K; k++)
+        if (s->width[k] > s->maxw) s->maxw = s->width[k];
+    s->structured = 1;
+    return DPT_OK;
+}
+
+static void free_bufs(dpmac_state *s) {
+    for (size_t k = 0; k < DPMAC_MAX_LAYERS; k++) {
+        dpt_free(s->z[k]), dpt_free(s->zm[k]), dpt_free(s->zv[k]), dpt_free(s->gz[k]);
+        s->z[k] = s->zm[k] = s->zv[k] = s->gz[k] = NULL;
+    }
+    dpt_free(s->tmp), dpt_free(s->tmp2), dpt_free(s->sq), dpt_free(s->c);
+    s->tmp = s->tmp2 = s->sq = s->c = NULL;
+    dpt_chunk_bufs_free(&s->buf);
+    s->cap = 0;
+}
+
+static dpt_status reserve(dpmac_state *s, dpt_trainer *t) {
+    dpt_model *m = t->model;
+    if (!s->structured) DPT_TRY(analyse_model(s, m, t->cfg.loss));
+    if (s->cap >= m->max_batch) return DPT_OK;
+    free_bufs(s);
+    size_t cap = m->max_batch;
+    for (size_t k = 0; k + 1 < s->K; k++) {
+        size_t n = cap * s->width[k];
+        s->z[k] = dpt_alloc(n, sizeof(float), "dpmac auxiliary coordinates");
+        s->zm[k] = dpt_alloc(n, sizeof(float), "dpmac z Adam moments");
+        s->zv[k] = dpt_alloc(n, sizeof(float), "dpmac z Adam moments");
+        s->gz[k] = dpt_alloc(n, sizeof(float), "dpmac z gradients");
+        if (!s->z[k] || !s->zm[k] || !s->zv[k] || !s->gz[k]) return DPT_ENOMEM;
+    }
+    s->tmp = dpt_alloc(cap * s->maxw, sizeof(float), "dpmac scratch");
+    s->tmp2 = dpt_alloc(cap * s->maxw, sizeof(float), "dpmac scratch");
+    s->sq = dpt_alloc(cap, sizeof(float), "dpmac squared norms");
+    s->c = dpt_alloc(cap, sizeof(float), "dpmac clipping factors");
+    if (!s->tmp || !s->tmp2 || !s->sq || !s->c) return DPT_ENOMEM;
+    DPT_TRY(dpt_chunk_bufs_reserve(&s->buf, m));
+    s->cap = cap;
+    return DPT_OK;
+}
+
+/* ==== Layer views ==== */
+static const float *layer_in(const dpmac_state *s, const float *x, size_t k) { return k ? s->z[k - 1] : x; }
+static float *pre_act(const dpmac_state *s, const dpt_model *m, size_t k) { return m->act[s->lin[k] + 1]; }
+static float *post_act(const dpmac_state *s, const dpt_model *m, size_t k) {
+    return s->act[k] < m->n_layers ? m->act[s->act[k] + 1] : pre_act(s, m, k);
+}
+
+/* a_k = W_k in_k + b_k, f_k(a_k) for every weight layer, from the current z. */
+static dpt_status forward_layers(dpmac_state *s, dpt_model *m, const float *x, size_t bc) {
+    for (size_t k = 0; k < s->K; k++) {
+        const dpt_layer *L = &m->layers[s->lin[k]];
+        DPT_TRY(L->ops->forward(L, layer_in(s, x, k), pre_act(s, m, k), bc));
+        if (s->act[k] < m->n_layers) {
+            const dpt_layer *A = &m->layers[s->act[k]];
+            DPT_TRY(A->ops->forward(A, pre_act(s, m, k), post_act(s, m, k), bc));
+        }
+    }
+    return DPT_OK;
+}
+
+/* Output loss and its cotangent (targets = the inputs for squared error). */
+static dpt_status output_loss(dpmac_state *s, dpt_trainer *t, const float *x, const int32_t *y, size_t bc,
+                              double *loss_sum) {
+    dpt_model *m = t->model;
+    const float *targets = t->cfg.loss == DPT_LOSS_SQUARED ? x : NULL;
+    DPT_TRY(dpt_loss(t->cfg.loss, post_act(s, m, s->K - 1), bc, m->out_dim, y, targets, s->buf.loss, s->buf.dout));
+    if (loss_sum) {
+        double ls = 0;
+        for (size_t i = 0; i < bc; i++) ls += s->buf.loss[i];
+        *loss_sum = ls;
+    }
+    return DPT_OK;
+}
+
+static double expected_batch(const dpt_trainer *t) {
+    double q = t->cfg.sample_rate > 0 ? t->cfg.sample_rate : (double)t->cfg.batch_size / (double)t->train->n;
+    return q * (double)t->train->n;
+}
+
+/* ==== z-step ==== */
+
+/* gz_k = s (z_k - f_k(a_k)) + s d/dz_k [next layer's term]. Needs forward_layers and
+ * output_loss of the current z. */
+static dpt_status z_gradient(dpmac_state *s, dpt_model *m, size_t bc, float scale) {
+    const size_t K = s->K;
+    for (size_t k = 0; k + 1 < K; k++) {
+        const size_t w = s->width[k], n = bc * w;
+        const float *p = post_act(s, m, k), *z = s->z[k];
+        float *g = s->gz[k];
+        for (size_t i = 0; i < n; i++) g[i] = scale * (z[i] - p[i]);
+        const size_t k1 = k + 1;
+        const dpt_layer *L1 = &m->layers[s->lin[k1]];
+        const float *dv; /* cotangent at a_{k+1} */
+        if (k1 == K - 1) {
+            dv = s->buf.dout; /* d loss / d out; out = a_{K-1} */
+        } else {
+            /* d/da_{k+1} 1/2 ||z_{k+1} - f(a_{k+1})||^2 = -(z_{k+1} - f(a_{k+1})) f'(a_{k+1}) */
+            const size_t n1 = bc * s->width[k1];
+            const float *p1 = post_act(s, m, k1), *z1 = s->z[k1];
+            for (size_t i = 0; i < n1; i++) s->tmp2[i] = p1[i] - z1[i];
+            if (s->act[k1] < m->n_layers) {
+                const dpt_layer *A = &m->layers[s->act[k1]];
+                DPT_TRY(A->ops->backward_input(A, pre_act(s, m, k1), p1, s->tmp2, s->tmp, bc));
+                dv = s->tmp;
+            } else {
+                dv = s->tmp2;
+            }
+        }
+        float *dz = dv == s->tmp ? s->tmp2 : s->tmp;
+        DPT_TRY(L1->ops->backward_input(L1, z, pre_act(s, m, k1), dv, dz, bc));
+        for (size_t i = 0; i < n; i++) g[i] += scale * dz[i];
+    }
+    return DPT_OK;
+}
+
+/* Forward init + z_steps Adam steps; leaves a_k, f_k(a_k) and the loss cotangent of the
+ * final z in the model/state buffers. *loss_sum: the output loss at the initial z (the
+ * model's own prediction). */
+static dpt_status z_step(dpmac_state *s, dpt_trainer *t, const float *x, const int32_t *y, size_t bc,
+                         double *loss_sum) {
+    dpt_model *m = t->model;
+    const size_t K = s->K;
+    for (size_t k = 0; k < K; k++) { /* forward pass, layer by layer: z_k = f_k(a_k) */
+        const dpt_layer *L = &m->layers[s->lin[k]];
+        DPT_TRY(L->ops->forward(L, layer_in(s, x, k), pre_act(s, m, k), bc));
+        if (s->act[k] < m->n_layers) {
+            const dpt_layer *A = &m->layers[s->act[k]];
+            DPT_TRY(A->ops->forward(A, pre_act(s, m, k), post_act(s, m, k), bc));
+        }
+        if (k + 1 < K) {
+            memcpy(s->z[k], post_act(s, m, k), bc * s->width[k] * sizeof(float));
+            memset(s->zm[k], 0, bc * s->width[k] * sizeof(float));
+            memset(s->zv[k], 0, bc * s->width[k] * sizeof(float));
+        }
+    }
+    DPT_TRY(output_loss(s, t, x, y, bc, loss_sum));
+    const float scale = (float)(1.0 / expected_batch(t));
+    const double b1 = s->cfg.z_beta1, b2 = s->cfg.z_beta2, eps = s->cfg.z_eps, lr = s->cfg.z_lr;
+    double b1t = 1, b2t = 1;
+    for (unsigned it = 0; it < s->cfg.z_steps && K > 1; it++) {
+        DPT_TRY(z_gradient(s, m, bc, scale));
+        b1t *= b1, b2t *= b2;
+        const float c1 = (float)(1.0 / (1.0 - b1t)), c2 = (float)(1.0 / (1.0 - b2t));
+        const float fb1 = (float)b1, fb2 = (float)b2, flr = (float)lr, feps = (float)eps;
+        for (size_t k = 0; k + 1 < K; k++) {
+            const size_t n = bc * s->width[k];
+            float *z = s->z[k], *mo = s->zm[k], *vo = s->zv[k];
+            const float *g = s->gz[k];
+            for (size_t i = 0; i < n; i++) { /* elementwise: per example */
+                mo[i] = fb1 * mo[i] + (1.0f - fb1) * g[i];
+                vo[i] = fb2 * vo[i] + (1.0f - fb2) * g[i] * g[i];
+                z[i] -= flr * (mo[i] * c1) / (sqrtf(vo[i] * c2) + feps);
+            }
+        }
+        DPT_TRY(forward_layers(s, m, x, bc));
+        DPT_TRY(output_loss(s, t, x, y, bc, NULL));
+    }
+    return DPT_OK;
+}
+
+/* Cotangent g_k [bc, width_k] of weight layer k's Taylor coefficient into out. */
+static dpt_status coefficient_cotangent(dpmac_state *s, dpt_trainer *t, size_t k, size_t bc, float *out) {
+    dpt_model *m = t->model;
+    if (k == s->K - 1) {
+        const float f = t->cfg.loss == DPT_LOSS_SQUARED ? 2.0f : 1.0f; /* d ||o - x||^2 / d o = 2 (o - x) */
+        for (size_t i = 0; i < bc * m->out_dim; i++) out[i] = f * s->buf.dout[i];
+        return DPT_OK;
+    }
+    const size_t n = bc * s->width[k];
+    const float *p = post_act(s, m, k), *z = s->z[k];
+    float *r = s->act[k] < m->n_layers ? s->tmp2 : out;
+    for (size_t i = 0; i < n; i++) r[i] = 2.0f * (p[i] - z[i]);
+    if (s->act[k] < m->n_layers) {
+        const dpt_layer *A = &m->layers[s->act[k]];
+        DPT_TRY(A->ops->backward_input(A, pre_act(s, m, k), p, r, out, bc));
+    }
+    return DPT_OK;
+}
+
+static dpt_status dpmac_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
+    (void)batch;
+    dpmac_state *s = a->state;
+    DPT_TRY(reserve(s, t));
+    memset(t->model->grad, 0, t->model->n_params * sizeof(float));
+    return DPT_OK;
+}
+
+static dpt_status dpmac_accumulate(dpt_algo *a, dpt_trainer *t, const float *x, const int32_t *y, size_t bc,
+                                   double *loss_sum) {
+    dpmac_state *s = a->state;
+    dpt_model *m = t->model;
+    *loss_sum = 0;
+    if (bc == 0) return DPT_OK;
+    DPT_TRY(z_step(s, t, x, y, bc, loss_sum));
+    for (size_t k = 0; k < s->K; k++) {
+        const dpt_layer *L = &m->layers[s->lin[k]];
+        DPT_TRY(coefficient_cotangent(s, t, k, bc, s->tmp));
+        const float *in = layer_in(s, x, k);
+        /* ||[z_{k-1}; 1] g^T||_F^2 per example, then sum_n min(1, Theta/||.||) dT_n */
+        DPT_TRY(L->ops->backward_params(L, in, s->tmp, bc, DPT_GRAD_SQNORM, NULL, s->sq, 0, 0));
+        DPT_TRY(dpt_privacy_clip_factors(s->sq, bc, s->cfg.clip, s->c));
+        DPT_TRY(L->ops->backward_params(L, in, s->tmp, bc, DPT_GRAD_WEIGHTED, s->c, m->grad + L->param_offset, 0, 1));
+    }
+    return DPT_OK;
+}
+
+static dpt_status dpmac_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
+    (void)batch;
+    dpmac_state *s = a->state;
+    dpt_model *m = t->model;
+    DPT_TRY(reserve(s, t)); /* K is known even if no chunk ran */
+    const double C = sqrt((double)s->K) * s->cfg.clip; /* sensitivity of the stacked sum */
+    dpt_rng *noise = dpt_trainer_noise_rng(t);
+    if (s->cfg.secure)
+        DPT_TRY(dpt_privacy_noise_add_secure(noise, m->grad, m->n_params, s->cfg.sigma, C, t->threads));
+    else
+        DPT_TRY(dpt_privacy_noise_add(noise, m->grad, m->n_params, s->cfg.sigma, C, t->threads));
+    const double qN = expected_batch(t);
+    DPT_CHECK(qN > 0, DPT_EINVAL, "dpmac: expected batch size qN = %g must be > 0", qN);
+    const float inv = (float)(1.0 / (2.0 * qN));
+    for (size_t j = 0; j < m->n_params; j++) m->grad[j] *= inv;
+    return DPT_OK;
+}
+
+static dpt_status dpmac_record(dpt_algo *a, dpt_trainer *t, size_t batch) {
+    (void)batch;
+    dpmac_state *s = a->state;
+    DPT_ASSERT(t->ledger);
+    (void)s;
+    return dpt_ledger_add_sgm(t->ledger, t->cfg.sample_rate, a->sigma, 1);
+}
+
+/* The multiplier the ledger records: sigma, or in secure mode sigma relative to the
+ * lattice-rounded sum's sensitivity (dpt_privacy_secure_sigma_eff, as DP-SGD). */
+static dpt_status dpmac_bind(dpt_algo *a, dpt_trainer *t) {
+    dpmac_state *s = a->state;
+    DPT_CHECK(s->cfg.secure == t->cfg.secure, DPT_EINVAL,
+              "dpmac: the algorithm's secure flag (%d) differs from the run's (%d)", s->cfg.secure, t->cfg.secure);
+    a->sigma = s->cfg.secure ? dpt_privacy_secure_sigma_eff(s->cfg.sigma, t->model->n_params) : s->cfg.sigma;
+    return DPT_OK;
+}
+
+static void dpmac_free(dpt_algo *a) {
+    if (!a) return;
+    dpmac_state *s = a->state;
+    if (s) {
+        free_bufs(s);
+        free(s);
+    }
+    free(a);
+}
+
+dpt_status dpt_algo_dpmac_new(const dpt_dpmac_config *cfg, dpt_algo **out) {
+    *out = NULL;
+    DPT_CHECK(cfg, DPT_EINVAL, "dpmac: NULL configuration");
+    DPT_CHECK(isfinite(cfg->clip) && cfg->clip > 0, DPT_EINVAL,
+              "--clip: the coefficient bound Theta must be > 0, got %g", cfg->clip);
+    DPT_CHECK(isfinite(cfg->sigma) && cfg->sigma > 0, DPT_EINVAL,
+              "--sigma: the noise multiplier must be > 0, got %g (DP-MAC without noise has no finite epsilon)",
+              cfg->sigma);
+    DPT_CHECK(cfg->z_steps <= 100000, DPT_EINVAL, "--z-steps: %u is more than 100000", cfg->z_steps);
+    DPT_CHECK(isfinite(cfg->z_lr) && cfg->z_lr > 0, DPT_EINVAL, "--z-lr: the z-step learning rate must be > 0, got %g",
+              cfg->z_lr);
+    DPT_CHECK(cfg->z_beta1 >= 0 && cfg->z_beta1 < 1 && cfg->z_beta2 >= 0 && cfg->z_beta2 < 1 && cfg->z_eps > 0,
+              DPT_EINVAL, "dpmac: z-step Adam constants need 0 <= beta1, beta2 < 1 and eps > 0");
+    dpt_algo *a = calloc(1, sizeof *a);
+    dpmac_state *s = calloc(1, sizeof *s);
+    if (!a || !s) {
+        free(a);
+        free(s);
+        return dpt_set_error(DPT_ENOMEM, "dpmac: out of memory");
+    }
+    s->cfg = *cfg;
+    a->name = "dpmac";
+    a->is_private = 1;
+    a->sigma = cfg->sigma;
+    a->begin = dpmac_begin;
+    a->accumulate = dpmac_accumulate;
+    a->finish = dpmac_finish;
+    a->record = dpmac_record;
+    a->bind = dpmac_bind;
+    a->free = dpmac_free;
+    a->state = s;
+    *out = a;
+    return DPT_OK;
+}
+
+/* ==== For tests ==== */
+
+size_t dpt_dpmac_n_weight_layers(const dpt_algo *a) { return ((const dpmac_state *)a->state)->K; }
+
+dpt_status dpt_dpmac_debug_chunk(dpt_algo *a, dpt_trainer *t, const float *x, const int32_t *y, size_t bc,
+                                 float *z_out, float *coef_out) {
+    dpmac_state *s = a->state;
+    dpt_model *m = t->model;
+    DPT_CHECK(bc >= 1 && bc <= m->max_batch, DPT_EINVAL, "dpmac debug: chunk of %zu examples", bc);
+    DPT_TRY(reserve(s, t));
+    double ls;
+    DPT_TRY(z_step(s, t, x, y, bc, &ls));
+    if (z_out) {
+        size_t H = 0;
+        for (size_t k = 0; k + 1 < s->K; k++) H += s->width[k];
+        for (size_t i = 0; i < bc; i++) {
+            size_t o = 0;
+            for (size_t k = 0; k + 1 < s->K; k++) {
+                memcpy(z_out + i * H + o, s->z[k] + i * s->width[k], s->width[k] * sizeof(float));
+                o += s->width[k];
+            }
+        }
+    }
+    if (coef_out) {
+        for (size_t k = 0; k < s->K; k++) {
+            const dpt_layer *L = &m->layers[s->lin[k]];
+            DPT_TRY(coefficient_cotangent(s, t, k, bc, s->tmp));
+            DPT_TRY(L->ops->backward_params(L, layer_in(s, x, k), s->tmp, bc, DPT_GRAD_PER_EXAMPLE, NULL,
+                                            coef_out + L->param_offset, m->n_params, 0));
+        }
+    }
+    return DPT_OK;
+}
+
+dpt_status dpt_trainer_add_gaussian_release(dpt_trainer *t, double sensitivity, double sigma, const char *label) {
+    DPT_CHECK(t, DPT_EINVAL, "add_gaussian_release: NULL trainer");
+    DPT_CHECK(t->ledger, DPT_EINVAL, "a pre-training release (%s) needs a private algorithm's ledger",
+              label ? label : "gaussian");
+    DPT_CHECK(t->step == 0 && !t->resumed, DPT_EINVAL,
+              "a pre-training release (%s) can only be recorded before the first step of a fresh run",
+              label ? label : "gaussian");
+    return dpt_ledger_add_gaussian(t->ledger, sensitivity, sigma, label);
+}

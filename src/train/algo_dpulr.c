@@ -1,0 +1,624 @@
+/* DP-ULR and the non-private ULR baseline as a strategy of the training loop (see the
+ * comment above dpt_dpulr_config in train.h and docs/dpulr.md).
+ *
+ * Per chunk of the batch: one clean forward pass (kept in `cache`: every layer's
+ * activation and the clean losses L0), then for each module l (Linear layer at index a,
+ * output v = act[a+1] of width Kl, input x = act[a] of width Dl):
+ *   rows (i, k), i < bc, k < K, go through the rest of the model in passes of max_batch
+ *   rows: act[a+1] = v_i + z_ik, forward_from(a+1), loss -> L_ik;
+ *   c_i = (1/(K s^2)) sum_k (L_ik - [baseline] L0_i) z_ik           [Kl]
+ *   g_i = c_i xt_i^T,  ||g_i|| = ||c_i|| sqrt(||x_i||^2 + has_bias)
+ *   grad_l += sum_i w_i g_i,  w_i = min(1, C_l / ||g_i||)  (one weighted GEMM: WEIGHTED)
+ * finish adds the noise (controller top-up along A_l's eigenvectors, or explicit
+ * N(0, sigma0^2 C^2)) and divides by N_B.
+ *
+ * The z of example i are drawn from one bulk fill per module and chunk, laid out
+ * [example][copy][Kl] and padded to whole RNG chunks: the draws of the first examples do
+ * not depend on the later ones, so neighbouring batches that differ in their last example
+ * share all other draws (the coupling the sensitivity test uses). */
+#include <dptrain/train.h>
+
+#include <dptrain/accounting.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train_internal.h"
+
+#define REL_RANK_TOL 1e-6 /* eigenvalues below this fraction of lambda_max count as 0 */
+
+typedef struct {
+    size_t first, end;  /* layers [first, end); layer `first` is its Linear layer */
+    size_t Dl, Kl, n;   /* input width, output width, n = Dl + has_bias */
+    int has_bias;
+    double C_l;
+    /* controller state of the current step */
+    double s;           /* perturbation std */
+    double lmin, lmax;
+    size_t rank;        /* eigenvectors in U (directions with their own top-up) */
+    float *U;           /* [n, n] columns = eigenvectors (first `rank` used) */
+    float *coef;        /* [n] sqrt(t_j) - sigma0 C */
+    size_t clipped, examples;
+} ulr_module;
+
+typedef struct {
+    dpt_dpulr_config cfg;
+    char modules_spec[256];
+    size_t L;            /* modules */
+    ulr_module *mod;
+    size_t cap;          /* chunk buffers sized for this many examples */
+    size_t n_layers;
+    float **cache;       /* cache[j]: [cap, dim_j] clean activations, j = 1..n_layers */
+    size_t *dims;        /* [n_layers + 1] */
+    float *L0;           /* [cap] clean losses */
+    float *z;            /* [cap * K * maxKl] perturbations */
+    float *Lk;           /* [cap * K] perturbed losses */
+    float *lrow;         /* [max_batch] losses of one pass */
+    int32_t *yrep;       /* [max_batch] labels of one pass */
+    float *cvec;         /* [cap * maxKl] per-example LR cotangents */
+    float *w;            /* [cap] clipping factors */
+    float *Y;            /* controller: [ycap, maxn] rows |L0_i| xt_i */
+    size_t ycap, maxn, maxKl;
+    size_t yrows;        /* rows of Y filled this step */
+    int ctrl_ready;      /* controller solved for this step */
+    double *A, *wev, *Z; /* eigen workspaces [maxn^2], [maxn], [maxn^2] */
+    float *Gf;           /* [maxn^2] the GEMM result, then the scaled kept eigenvectors */
+    float *E, *M;        /* noise workspaces [maxKl * maxn], [maxKl * maxn] */
+    size_t batch;        /* examples seen this step */
+} ulr_state;
+
+dpt_dpulr_config dpt_dpulr_config_defaults(void) {
+    dpt_dpulr_config c;
+    memset(&c, 0, sizeof c);
+    c.private_ = 1;
+    c.copies = 32;
+    c.sigma0 = 1.0;
+    c.clip = 1.0;
+    c.noise = DPT_ULR_CONTROLLER;
+    c.perturb_std = 0.0;
+    c.accounted = 1;
+    return c;
+}
+
+/* n Gaussians N(0, sd^2) into buf, filling whole DPT_RNG_CHUNK chunks (buf holds
+ * padded(n)): a chunk's values then depend only on its index, so the first draws are the
+ * same for every n (the coupling of neighbouring batches). */
+static size_t padded(size_t n) { return (n + DPT_RNG_CHUNK - 1) / DPT_RNG_CHUNK * DPT_RNG_CHUNK; }
+static dpt_status fill_padded(dpt_rng *r, float *buf, size_t n, float sd, int threads) {
+    return dpt_rng_gauss_fill(r, buf, padded(n), sd, 0, threads);
+}
+
+/* ==== Modules ==== */
+
+static dpt_status parse_modules(ulr_state *s, const dpt_model *m) {
+    size_t starts[256], ns = 0;
+    const char *spec = s->modules_spec;
+    if (!spec[0] || !strcmp(spec, "auto")) {
+        for (size_t j = 0; j < m->n_layers; j++)
+            if (m->layers[j].n_params) starts[ns++] = j;
+        DPT_CHECK(ns >= 1, DPT_EINVAL, "--modules: the model has no layer with parameters");
+    } else {
+        const char *p = spec;
+        while (*p) {
+            char *end;
+            long v = strtol(p, &end, 10);
+            DPT_CHECK(end != p && v >= 0 && (size_t)v < m->n_layers && ns < 256, DPT_EINVAL,
+                      "--modules '%s': expected comma-separated layer indices in [0, %zu)", spec, m->n_layers);
+            DPT_CHECK(ns == 0 || (size_t)v > starts[ns - 1], DPT_EINVAL,
+                      "--modules '%s': start layers must increase", spec);
+            starts[ns++] = (size_t)v;
+            p = end;
+            if (*p == ',') p++;
+            else DPT_CHECK(*p == 0, DPT_EINVAL, "--modules '%s': unexpected '%c'", spec, *p);
+        }
+        DPT_CHECK(ns >= 1, DPT_EINVAL, "--modules: empty spec");
+    }
+    for (size_t j = 0; j < starts[0]; j++)
+        DPT_CHECK(!m->layers[j].n_params, DPT_EINVAL,
+                  "--modules '%s': layer %zu (%s) has parameters but belongs to no module", spec, j, m->layers[j].name);
+    s->mod = calloc(ns, sizeof *s->mod);
+    DPT_CHECK(s->mod, DPT_ENOMEM, "dpulr: out of memory");
+    s->L = ns;
+    for (size_t k = 0; k < ns; k++) {
+        ulr_module *u = &s->mod[k];
+        u->first = starts[k];
+        u->end = k + 1 < ns ? starts[k + 1] : m->n_layers;
+        const dpt_layer *L = &m->layers[u->first];
+        /* the controller's eigenproblem and the estimate z xt^T are those of a Linear layer
+         * whose output is perturbed; convolution modules belong to issue 10 */
+        DPT_CHECK(L->kind == DPT_LAYER_LINEAR, DPT_ENOTSUP,
+                  "--modules: module %zu starts at layer %zu (%s), which is not a Linear layer: only modules "
+                  "made of one Linear layer followed by parameter-free layers are supported",
+                  k + 1, u->first, L->name);
+        for (size_t j = u->first + 1; j < u->end; j++)
+            DPT_CHECK(!m->layers[j].n_params, DPT_ENOTSUP,
+                      "--modules: module %zu (layers %zu..%zu) holds a second layer with parameters (%s): "
+                      "only one Linear layer per module is supported", k + 1, u->first, u->end - 1,
+                      m->layers[j].name);
+        u->Dl = L->in_dim;
+        u->Kl = L->out_dim;
+        u->has_bias = L->has_bias;
+        u->n = u->Dl + (u->has_bias ? 1 : 0);
+    }
+    return DPT_OK;
+}
+
+static void free_modules(ulr_state *s) {
+    for (size_t k = 0; s->mod && k < s->L; k++) {
+        dpt_free(s->mod[k].U);
+        dpt_free(s->mod[k].coef);
+    }
+    free(s->mod);
+    s->mod = NULL;
+    s->L = 0;
+}
+
+static void free_buffers(ulr_state *s) {
+    for (size_t j = 0; s->cache && j <= s->n_layers; j++) dpt_free(s->cache[j]);
+    free(s->cache);
+    free(s->dims);
+    s->cache = NULL;
+    s->dims = NULL;
+    dpt_free(s->L0);
+    dpt_free(s->z);
+    dpt_free(s->Lk);
+    dpt_free(s->lrow);
+    dpt_free(s->yrep);
+    dpt_free(s->cvec);
+    dpt_free(s->w);
+    dpt_free(s->Y);
+    dpt_free(s->A);
+    dpt_free(s->wev);
+    dpt_free(s->Z);
+    dpt_free(s->Gf);
+    dpt_free(s->E);
+    dpt_free(s->M);
+    s->L0 = s->z = s->Lk = s->lrow = s->cvec = s->w = s->Y = s->E = s->M = NULL;
+    s->yrep = NULL;
+    s->A = s->wev = s->Z = NULL;
+    s->Gf = NULL;
+    s->cap = s->ycap = 0;
+}
+
+static dpt_status setup(ulr_state *s, dpt_trainer *t) {
+    dpt_model *m = t->model;
+    if (!s->mod) {
+        dpt_status st = parse_modules(s, m);
+        if (st != DPT_OK) { /* never keep a half-checked module list for a later step */
+            free_modules(s);
+            return st;
+        }
+        double Cl = s->cfg.clip / sqrt((double)s->L);
+        s->maxn = s->maxKl = 0;
+        for (size_t k = 0; k < s->L; k++) {
+            ulr_module *u = &s->mod[k];
+            u->C_l = Cl;
+            if (u->n > s->maxn) s->maxn = u->n;
+            if (u->Kl > s->maxKl) s->maxKl = u->Kl;
+            u->s = s->cfg.perturb_std;
+            if (s->cfg.private_ && s->cfg.noise == DPT_ULR_CONTROLLER) {
+                u->U = dpt_alloc(u->n * u->n, sizeof(float), "dpulr eigenvectors");
+                u->coef = dpt_alloc(u->n, sizeof(float), "dpulr top-up");
+                if (!u->U || !u->coef) return DPT_ENOMEM;
+            }
+        }
+    }
+    if (s->cap >= m->max_batch) return DPT_OK;
+    free_buffers(s);
+    size_t cap = m->max_batch, K = s->cfg.copies;
+    s->n_layers = m->n_layers;
+    s->cache = calloc(m->n_layers + 1, sizeof *s->cache);
+    s->dims = calloc(m->n_layers + 1, sizeof *s->dims);
+    if (!s->cache || !s->dims) return dpt_set_error(DPT_ENOMEM, "dpulr: out of memory");
+    s->dims[0] = m->in_dim;
+    for (size_t j = 0; j < m->n_layers; j++) s->dims[j + 1] = m->layers[j].out_dim;
+    for (size_t j = 1; j <= m->n_layers; j++) {
+        s->cache[j] = dpt_alloc(cap * s->dims[j], sizeof(float), "dpulr clean activations");
+        if (!s->cache[j]) return DPT_ENOMEM;
+    }
+    s->L0 = dpt_alloc(cap, sizeof(float), "dpulr clean losses");
+    s->z = dpt_alloc(padded(cap * K * s->maxKl), sizeof(float), "dpulr perturbations");
+    s->Lk = dpt_alloc(cap * K, sizeof(float), "dpulr perturbed losses");
+    s->lrow = dpt_alloc(cap, sizeof(float), "dpulr pass losses");
+    s->yrep = dpt_alloc(cap, sizeof(int32_t), "dpulr pass labels");
+    s->cvec = dpt_alloc(cap * s->maxKl, sizeof(float), "dpulr cotangents");
+    s->w = dpt_alloc(cap, sizeof(float), "dpulr clipping factors");
+    if (!s->L0 || !s->z || !s->Lk || !s->lrow || !s->yrep || !s->cvec || !s->w) return DPT_ENOMEM;
+    if (s->cfg.private_ && s->cfg.noise == DPT_ULR_CONTROLLER) {
+        size_t n = s->maxn;
+        s->A = dpt_alloc(n * n, sizeof(double), "dpulr controller matrix");
+        s->wev = dpt_alloc(n, sizeof(double), "dpulr eigenvalues");
+        s->Z = dpt_alloc(n * n, sizeof(double), "dpulr eigenvectors");
+        s->Gf = dpt_alloc(n * n, sizeof(float), "dpulr controller matrix");
+        s->E = dpt_alloc(s->maxKl * n, sizeof(float), "dpulr noise");
+        s->M = dpt_alloc(s->maxKl * n, sizeof(float), "dpulr noise");
+        if (!s->A || !s->wev || !s->Z || !s->Gf || !s->E || !s->M) return DPT_ENOMEM;
+    }
+    s->cap = cap;
+    return DPT_OK;
+}
+
+/* ==== Controller (Eq. 7 and A.4) ==== */
+
+/* Room for `rows` controller rows (each module's rows side by side: row i of module k at
+ * Y + k * ycap * maxn + i * maxn). */
+static dpt_status y_reserve(ulr_state *s, size_t rows) {
+    if (rows <= s->ycap) return DPT_OK;
+    size_t cap = rows < 64 ? 64 : rows;
+    float *Y = dpt_alloc(cap * s->maxn * s->L, sizeof(float), "dpulr controller rows");
+    if (!Y) return DPT_ENOMEM;
+    if (s->yrows) /* keep rows already added this step */
+        for (size_t k = 0; k < s->L; k++)
+            memcpy(Y + k * cap * s->maxn, s->Y + k * s->ycap * s->maxn, s->yrows * s->maxn * sizeof(float));
+    dpt_free(s->Y);
+    s->Y = Y;
+    s->ycap = cap;
+    return DPT_OK;
+}
+
+/* Adds rows |L0_i| xt_i of every module for a chunk whose clean pass is in the model. */
+static dpt_status controller_add(ulr_state *s, const dpt_model *m, const float *L0, size_t bc) {
+    DPT_TRY(y_reserve(s, s->yrows + bc));
+    for (size_t k = 0; k < s->L; k++) {
+        const ulr_module *u = &s->mod[k];
+        const float *x = m->act[u->first];
+        for (size_t i = 0; i < bc; i++) {
+            float *row = s->Y + k * s->ycap * s->maxn + (s->yrows + i) * s->maxn;
+            float a = fabsf(L0[i]);
+            for (size_t j = 0; j < u->Dl; j++) row[j] = a * x[i * u->Dl + j];
+            if (u->has_bias) row[u->Dl] = a;
+        }
+    }
+    s->yrows += bc;
+    return DPT_OK;
+}
+
+/* Eigen-decomposition of A_l = Y^T Y (n x n), or through the Gram matrix Y Y^T (b x b)
+ * when b < n: its nonzero eigenvalues are A_l's and u_j = Y^T v_j / sqrt(lambda_j). Sets
+ * s_l, the eigenvectors with their own top-up coefficients, and the diagnostics. */
+static dpt_status controller_solve(ulr_state *s) {
+    const double K = (double)s->cfg.copies, floor2 = s->cfg.sigma0 * s->cfg.sigma0 * s->cfg.clip * s->cfg.clip;
+    size_t b = s->yrows;
+    for (size_t k = 0; k < s->L; k++) {
+        ulr_module *u = &s->mod[k];
+        size_t n = u->n;
+        const float *Y = s->Y + k * s->ycap * s->maxn; /* [b, maxn] */
+        size_t r = 0;
+        double lmax = 0, lmin_pos = 0;
+        int full = 0;
+        if (b == 0) {
+            u->lmin = u->lmax = 0;
+            u->rank = 0;
+            u->s = s->cfg.perturb_std > 0 ? s->cfg.perturb_std : 1.0; /* nothing to perturb */
+            continue;
+        }
+        /* A = Y^T Y (b >= n) or the Gram matrix Y Y^T (b < n): one GEMM (float), then the
+         * symmetric eigenproblem in double */
+        size_t d = b >= n ? n : b;
+        if (b >= n)
+            dpt_sgemm(1, 0, n, n, b, 1.0f, Y, s->maxn, Y, s->maxn, 0.0f, s->Gf, d);
+        else
+            dpt_sgemm(0, 1, b, b, n, 1.0f, Y, s->maxn, Y, s->maxn, 0.0f, s->Gf, d);
+        for (size_t i = 0; i < d * d; i++) s->A[i] = s->Gf[i];
+        DPT_TRY(dpt_syev(d, s->A, s->wev, s->Z));
+        lmax = s->wev[d - 1] > 0 ? s->wev[d - 1] : 0;
+        double tol = REL_RANK_TOL * lmax;
+        full = b >= n && s->wev[0] > tol;
+        for (size_t j = 0; j < d; j++)
+            if (s->wev[j] > tol && lmax > 0) {
+                if (!lmin_pos) lmin_pos = s->wev[j];
+                u->coef[r++] = (float)s->wev[j]; /* eigenvalue for now */
+            }
+        /* the kept eigenvectors of A as the first r columns of U [n, n]: directly (b >= n)
+         * or u_j = Y^T v_j / sqrt(lambda_j) from the Gram eigenvectors v_j (one GEMM) */
+        size_t c = 0;
+        for (size_t j = 0; j < d; j++) {
+            if (!(s->wev[j] > tol && lmax > 0)) continue;
+            double sc = b >= n ? 1.0 : 1.0 / sqrt(s->wev[j]);
+            for (size_t i = 0; i < d; i++) s->Gf[i * r + c] = (float)(s->Z[i * d + j] * sc);
+            c++;
+        }
+        if (r) {
+            if (b >= n)
+                for (size_t e = 0; e < n; e++) memcpy(u->U + e * n, s->Gf + e * r, r * sizeof(float));
+            else
+                dpt_sgemm(1, 0, n, r, b, 1.0f, Y, s->maxn, s->Gf, r, 0.0f, u->U, n);
+        }
+        u->rank = r;
+        u->lmax = lmax;
+        u->lmin = full ? s->wev[0] : 0.0;
+        /* Eq. 7: s^2 = lambda / (K C^2 sigma0^2) with lambda = lambda_min (full rank) or the
+         * smallest eigenvalue above the rank tolerance; never below the floor */
+        double lam = full ? s->wev[0] : lmin_pos, s2 = lam > 0 ? lam / (K * floor2) : 0;
+        double fl = s->cfg.perturb_std;
+        if (s2 < fl * fl) s2 = fl * fl;
+        if (!(s2 > 0)) s2 = 1.0; /* all L0 = 0: nothing is estimated; the top-up is all the noise */
+        u->s = sqrt(s2);
+        double sc = s->cfg.sigma0 * s->cfg.clip;
+        for (size_t j = 0; j < r; j++) {
+            double tj = floor2 - (double)u->coef[j] / (K * s2); /* A.4 / Eq. 25 */
+            u->coef[j] = (float)(sqrt(tj > 0 ? tj : 0) - sc);
+        }
+    }
+    s->ctrl_ready = 1;
+    return DPT_OK;
+}
+
+/* begin: when the batch does not fit one chunk, the controller needs every example's L0
+ * before the first noisy pass: one clean pass over the batch (t->idx) here. */
+static dpt_status controller_prepass(ulr_state *s, dpt_trainer *t, size_t b) {
+    dpt_model *m = t->model;
+    for (size_t lo = 0; lo < b; lo += m->max_batch) {
+        size_t bc = b - lo < m->max_batch ? b - lo : m->max_batch;
+        dpt_dataset_gather(t->train, t->idx + lo, bc, t->xb, t->yb);
+        DPT_TRY(dpt_model_forward(m, t->xb, bc));
+        DPT_TRY(dpt_loss(t->cfg.loss, dpt_model_output(m), bc, m->out_dim, t->yb, NULL, s->L0, NULL));
+        DPT_TRY(controller_add(s, m, s->L0, bc));
+    }
+    return controller_solve(s);
+}
+
+/* ==== The strategy ==== */
+
+static int controller_on(const ulr_state *s) { return s->cfg.private_ && s->cfg.noise == DPT_ULR_CONTROLLER; }
+
+static dpt_status ulr_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
+    ulr_state *s = a->state;
+    dpt_model *m = t->model;
+    if (s->cfg.private_) {
+        if (s->cfg.accounted)
+            DPT_CHECK(t->cfg.sampler == DPT_SAMPLER_POISSON_REJECT && t->cfg.min_batch >= 1, DPT_EINVAL,
+                      "dpulr: the accounted mode needs Poisson sampling with rejection (--sampler poisson-reject "
+                      "with --min-batch >= 1)");
+        else
+            DPT_CHECK(t->cfg.sampler == DPT_SAMPLER_SHUFFLE, DPT_EINVAL,
+                      "dpulr: the non-accounted mode is for shuffled fixed-size batches (--sampler shuffle)");
+    }
+    DPT_TRY(setup(s, t));
+    memset(m->grad, 0, m->n_params * sizeof(float));
+    s->yrows = 0;
+    s->ctrl_ready = 0;
+    s->batch = 0;
+    for (size_t k = 0; k < s->L; k++) s->mod[k].clipped = s->mod[k].examples = 0;
+    if (controller_on(s) && batch > m->max_batch) DPT_TRY(controller_prepass(s, t, batch));
+    if (controller_on(s) && batch == 0) DPT_TRY(controller_solve(s));
+    return DPT_OK;
+}
+
+/* LR estimate of module u for the chunk whose clean pass is in s->cache; adds the clipped
+ * (private) or plain sum into m->grad. */
+static dpt_status module_estimate(ulr_state *s, dpt_trainer *t, ulr_module *u, const float *x0, const int32_t *y,
+                                  size_t bc) {
+    dpt_model *m = t->model;
+    const size_t K = s->cfg.copies, Kl = u->Kl, R = m->max_batch, a = u->first;
+    const double s2 = u->s * u->s;
+    dpt_rng *rng = dpt_trainer_noise_rng(t);
+    /* z [bc][K][Kl] ~ N(0, s^2); antithetic: copy 2j+1 = -copy 2j */
+    if (s->cfg.antithetic) {
+        size_t half = K / 2;
+        DPT_TRY(fill_padded(rng, s->z, bc * half * Kl, (float)u->s, t->threads));
+        for (size_t i = bc; i-- > 0;)
+            for (size_t j = half; j-- > 0;) {
+                const float *src = s->z + (i * half + j) * Kl;
+                float *p = s->z + (i * K + 2 * j) * Kl, *q = p + Kl;
+                for (size_t e = Kl; e-- > 0;) {
+                    float v = src[e];
+                    q[e] = -v;
+                    p[e] = v;
+                }
+            }
+    } else {
+        DPT_TRY(fill_padded(rng, s->z, bc * K * Kl, (float)u->s, t->threads));
+    }
+    const float *v = s->cache[a + 1];
+    const size_t rows = bc * K;
+    for (size_t r0 = 0; r0 < rows; r0 += R) {
+        size_t nr = rows - r0 < R ? rows - r0 : R;
+        float *in = m->act[a + 1];
+        for (size_t r = 0; r < nr; r++) {
+            size_t i = (r0 + r) / K;
+            const float *vi = v + i * Kl, *zr = s->z + (r0 + r) * Kl;
+            float *dst = in + r * Kl;
+            for (size_t e = 0; e < Kl; e++) dst[e] = vi[e] + zr[e];
+            s->yrep[r] = y[i];
+        }
+        DPT_TRY(dpt_model_forward_from(m, a + 1, nr));
+        DPT_TRY(dpt_loss(t->cfg.loss, dpt_model_output(m), nr, m->out_dim, s->yrep, NULL, s->lrow, NULL));
+        memcpy(s->Lk + r0, s->lrow, nr * sizeof(float));
+    }
+    const float *x = a == 0 ? x0 : s->cache[a];
+    for (size_t i = 0; i < bc; i++) {
+        float *c = s->cvec + i * Kl;
+        for (size_t e = 0; e < Kl; e++) c[e] = 0;
+        double base = s->cfg.baseline ? (double)s->L0[i] : 0.0;
+        for (size_t k = 0; k < K; k++) {
+            float f = (float)(((double)s->Lk[i * K + k] - base) / ((double)K * s2));
+            const float *zr = s->z + (i * K + k) * Kl;
+            for (size_t e = 0; e < Kl; e++) c[e] += f * zr[e];
+        }
+        if (s->cfg.private_) {
+            double cn = 0, xn = u->has_bias ? 1.0 : 0.0;
+            for (size_t e = 0; e < Kl; e++) cn += (double)c[e] * c[e];
+            for (size_t j = 0; j < u->Dl; j++) xn += (double)x[i * u->Dl + j] * x[i * u->Dl + j];
+            double nrm = sqrt(cn * xn);
+            s->w[i] = nrm > u->C_l ? (float)(u->C_l / nrm) : 1.0f;
+            if (nrm > u->C_l) u->clipped++;
+        } else {
+            s->w[i] = 1.0f;
+        }
+    }
+    u->examples += bc;
+    const dpt_layer *L = &m->layers[a];
+    return L->ops->backward_params(L, x, s->cvec, bc, DPT_GRAD_WEIGHTED, s->w, m->grad + L->param_offset, 0, 1);
+}
+
+static dpt_status ulr_accumulate(dpt_algo *a, dpt_trainer *t, const float *x, const int32_t *y, size_t bc,
+                                 double *loss_sum) {
+    ulr_state *s = a->state;
+    dpt_model *m = t->model;
+    *loss_sum = 0;
+    if (bc == 0) return DPT_OK;
+    DPT_CHECK(bc <= s->cap, DPT_EINVAL, "dpulr: chunk of %zu examples exceeds the buffers (%zu)", bc, s->cap);
+    /* clean pass: L0 and every activation */
+    DPT_TRY(dpt_model_forward(m, x, bc));
+    DPT_TRY(dpt_loss(t->cfg.loss, dpt_model_output(m), bc, m->out_dim, y, NULL, s->L0, NULL));
+    double ls = 0;
+    for (size_t i = 0; i < bc; i++) ls += s->L0[i];
+    *loss_sum = ls;
+    if (controller_on(s) && !s->ctrl_ready) {
+        /* the whole batch is this chunk (larger batches were solved in begin) */
+        DPT_TRY(controller_add(s, m, s->L0, bc));
+        DPT_TRY(controller_solve(s));
+    }
+    for (size_t j = 1; j <= m->n_layers; j++) memcpy(s->cache[j], m->act[j], bc * s->dims[j] * sizeof(float));
+    for (size_t k = 0; k < s->L; k++) DPT_TRY(module_estimate(s, t, &s->mod[k], x, y, bc));
+    s->batch += bc;
+    return DPT_OK;
+}
+
+/* Controller top-up for module u: N = sigma0 C E + (E U) diag(coef) U^T, E [Kl, n] iid
+ * N(0, 1): variance coef_j-corrected (= t_j) along the kept eigenvectors u_j and
+ * sigma0^2 C^2 in their orthogonal complement (A_l's null space). */
+static dpt_status topup(ulr_state *s, dpt_trainer *t, ulr_module *u) {
+    dpt_model *m = t->model;
+    size_t n = u->n, Kl = u->Kl, r = u->rank;
+    float sc = (float)(s->cfg.sigma0 * s->cfg.clip);
+    DPT_TRY(dpt_rng_gauss_fill(dpt_trainer_noise_rng(t), s->E, Kl * n, 1.0f, 0, t->threads));
+    if (r) {
+        /* M = E U_r [Kl, r], scaled by coef, then E' = sc E + M U_r^T */
+        dpt_sgemm(0, 0, Kl, r, n, 1.0f, s->E, n, u->U, n, 0.0f, s->M, r);
+        for (size_t i = 0; i < Kl; i++)
+            for (size_t j = 0; j < r; j++) s->M[i * r + j] *= u->coef[j];
+        for (size_t i = 0; i < Kl * n; i++) s->E[i] *= sc;
+        dpt_sgemm(0, 1, Kl, n, r, 1.0f, s->M, r, u->U, n, 1.0f, s->E, n);
+    } else {
+        for (size_t i = 0; i < Kl * n; i++) s->E[i] *= sc;
+    }
+    const dpt_layer *L = &m->layers[u->first];
+    float *gw = m->grad + L->param_offset, *gb = gw + Kl * u->Dl;
+    for (size_t i = 0; i < Kl; i++) {
+        for (size_t j = 0; j < u->Dl; j++) gw[i * u->Dl + j] += s->E[i * n + j];
+        if (u->has_bias) gb[i] += s->E[i * n + u->Dl];
+    }
+    return DPT_OK;
+}
+
+static size_t divisor(const ulr_state *s, const dpt_trainer *t, size_t batch) {
+    if (!s->cfg.private_) return batch;
+    return s->cfg.accounted ? t->cfg.min_batch : t->cfg.batch_size;
+}
+
+static dpt_status ulr_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
+    ulr_state *s = a->state;
+    dpt_model *m = t->model;
+    if (s->cfg.private_) {
+        if (s->cfg.noise == DPT_ULR_CONTROLLER) {
+            DPT_ASSERT(s->ctrl_ready);
+            for (size_t k = 0; k < s->L; k++) DPT_TRY(topup(s, t, &s->mod[k]));
+        } else {
+            DPT_TRY(dpt_privacy_noise_add(dpt_trainer_noise_rng(t), m->grad, m->n_params, s->cfg.sigma0, s->cfg.clip,
+                                          t->threads));
+        }
+    }
+    size_t d = divisor(s, t, batch);
+    if (d == 0) return DPT_OK; /* non-private empty batch: the loop skips the update */
+    float inv = (float)(1.0 / (double)d);
+    for (size_t j = 0; j < m->n_params; j++) m->grad[j] *= inv;
+    return DPT_OK;
+}
+
+static dpt_status ulr_add_events(dpt_algo *a, const dpt_trainer *t, dpt_ledger *l, uint64_t count) {
+    ulr_state *s = a->state;
+    return dpt_ledger_add_dpulr(l, t->cfg.sample_rate, s->cfg.sigma0, t->train->n, t->cfg.min_batch, count);
+}
+
+static dpt_status ulr_record(dpt_algo *a, dpt_trainer *t, size_t batch) {
+    (void)batch;
+    DPT_ASSERT(t->ledger);
+    return ulr_add_events(a, t, t->ledger, 1);
+}
+
+static void ulr_free(dpt_algo *a) {
+    if (!a) return;
+    ulr_state *s = a->state;
+    if (s) {
+        free_buffers(s);
+        free_modules(s);
+        free(s);
+    }
+    free(a);
+}
+
+dpt_status dpt_algo_dpulr_new(const dpt_dpulr_config *cfg, dpt_algo **out) {
+    *out = NULL;
+    DPT_CHECK(cfg, DPT_EINVAL, "dpulr: NULL configuration");
+    DPT_CHECK(cfg->copies >= 1 && cfg->copies <= 1000000, DPT_EINVAL, "--copies: K must be in [1, 10^6], got %zu",
+              cfg->copies);
+    DPT_CHECK(cfg->noise == DPT_ULR_CONTROLLER || cfg->noise == DPT_ULR_EXPLICIT, DPT_EINVAL,
+              "--ulr-noise: unknown mode %d", (int)cfg->noise);
+    DPT_CHECK(!cfg->antithetic || cfg->copies % 2 == 0, DPT_EINVAL,
+              "--antithetic needs an even --copies (pairs z, -z), got %zu", cfg->copies);
+    DPT_CHECK(isfinite(cfg->perturb_std) && cfg->perturb_std >= 0, DPT_EINVAL,
+              "--ulr-std must be >= 0 and finite, got %g", cfg->perturb_std);
+    DPT_CHECK(!cfg->modules || strlen(cfg->modules) < 256, DPT_EINVAL, "--modules: spec too long");
+    if (cfg->private_) {
+        DPT_CHECK(isfinite(cfg->sigma0) && cfg->sigma0 > 0, DPT_EINVAL,
+                  "--sigma0: the target noise multiplier must be > 0, got %g", cfg->sigma0);
+        DPT_CHECK(isfinite(cfg->clip) && cfg->clip > 0, DPT_EINVAL, "--clip: the clipping norm C must be > 0, got %g",
+                  cfg->clip);
+        /* the controller's variance argument needs the L0^2 variance those tricks remove */
+        DPT_CHECK(cfg->noise == DPT_ULR_EXPLICIT || (!cfg->antithetic && !cfg->baseline), DPT_EINVAL,
+                  "--antithetic / --baseline break the privacy controller's variance assumption: use them only with "
+                  "--ulr-noise explicit or --algo ulr");
+        DPT_CHECK(cfg->noise == DPT_ULR_CONTROLLER || cfg->perturb_std > 0, DPT_EINVAL,
+                  "--ulr-std: --ulr-noise explicit needs a fixed perturbation std s > 0");
+    } else {
+        DPT_CHECK(cfg->perturb_std > 0, DPT_EINVAL, "--ulr-std: the perturbation std s must be > 0, got %g",
+                  cfg->perturb_std);
+    }
+    dpt_algo *a = calloc(1, sizeof *a);
+    ulr_state *s = calloc(1, sizeof *s);
+    if (!a || !s) {
+        free(a);
+        free(s);
+        return dpt_set_error(DPT_ENOMEM, "dpulr: out of memory");
+    }
+    s->cfg = *cfg;
+    snprintf(s->modules_spec, sizeof s->modules_spec, "%s", cfg->modules ? cfg->modules : "auto");
+    s->cfg.modules = s->modules_spec;
+    int accounted = cfg->private_ && cfg->accounted;
+    a->name = !cfg->private_ ? "ulr" : accounted ? "dpulr" : "dpulr-unaccounted";
+    a->is_private = accounted;
+    a->sigma = cfg->sigma0;
+    a->begin = ulr_begin;
+    a->accumulate = ulr_accumulate;
+    a->finish = ulr_finish;
+    a->record = accounted ? ulr_record : NULL;
+    a->add_events = accounted ? ulr_add_events : NULL;
+    a->privacy_note = cfg->private_ && !accounted
+                          ? "non-accounted: DP-ULR on shuffled fixed-size batches (no accountant covers this sampling)"
+                          : NULL;
+    a->free = ulr_free;
+    a->state = s;
+    *out = a;
+    return DPT_OK;
+}
+
+size_t dpt_algo_dpulr_n_modules(const dpt_algo *a) {
+    const ulr_state *s = a && a->state ? a->state : NULL;
+    return s ? s->L : 0;
+}
+
+dpt_status dpt_algo_dpulr_module_info(const dpt_algo *a, size_t l, dpt_dpulr_module_info *out) {
+    const ulr_state *s = a && a->state ? a->state : NULL;
+    DPT_CHECK(s && l < s->L && out, DPT_EINVAL, "dpulr: module %zu out of range", l);
+    const ulr_module *u = &s->mod[l];
+    out->s = u->s;
+    out->lambda_min = u->lmin;
+    out->lambda_max = u->lmax;
+    out->rank = u->rank;
+    out->dim = u->n;
+    out->clipped = u->clipped;
+    out->examples = u->examples;
+    return DPT_OK;
+}

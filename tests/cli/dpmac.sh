@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# CLI: dptrain train --algo dpmac on CSV data made here. Bad settings are errors naming the
+# flag; a classifier run (bce, sigmoid outputs) with DP-PCA prints an epsilon that covers
+# PCA + training (ledger: one Gaussian event + T SGM steps; larger than training alone) and
+# the paper's accounting beside it; --target-epsilon calibrates sigma with the PCA included
+# and the spent epsilon is within the target; an autoencoder run (ae:, mse) works;
+# --resume continues the ledger without recording the PCA twice.
+set -u
+BIN=$1
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0; checks=0
+expect_fail() { # expect_fail "needle" cmd...
+  local needle=$1; shift
+  checks=$((checks+1))
+  local out; out=$("$@" 2>&1); local rc=$?
+  if [ $rc -eq 0 ] || ! grep -q -- "$needle" <<<"$out"; then
+    echo "FAIL: '$*' rc=$rc, want non-zero and message containing '$needle'; got: $out"; fail=$((fail+1))
+  fi
+}
+expect_ok() {
+  checks=$((checks+1))
+  local out; out=$("$@" 2>&1); local rc=$?
+  if [ $rc -ne 0 ]; then echo "FAIL: '$*' rc=$rc: $out"; fail=$((fail+1)); fi
+  LAST_OUT=$out
+}
+check() { checks=$((checks+1)); if ! eval "$1"; then echo "FAIL: $2"; fail=$((fail+1)); fi; }
+python3 - "$T/d.csv" <<'PY'
+import random, sys
+random.seed(1)
+with open(sys.argv[1], "w") as f:
+    f.write("label," + ",".join("f%d" % j for j in range(8)) + "\n")
+    for i in range(3000):
+        c = i % 3
+        f.write("%d,%s\n" % (c, ",".join("%.4f" % (random.gauss(0, 0.5) + (2.0 if j % 3 == c else 0.0)) for j in range(8))))
+PY
+C=(--algo dpmac --dataset "csv:$T/d.csv" --normalize none --threads 1 --no-progress --loss bce --lr 0.03 --clip 0.3
+   --batch-size 100 --z-steps 10 --z-lr 0.01)
+
+expect_fail "--clip" "$BIN" train "${C[@]}" --model mlp:8-16-3:relu --sigma 1 --clip 0 --out "$T/x"
+expect_fail "--sigma" "$BIN" train "${C[@]}" --model mlp:8-16-3:relu --sigma 0 --out "$T/x"
+expect_fail "--sigma or --target-epsilon" "$BIN" train "${C[@]}" --model mlp:8-16-3:relu --out "$T/x"
+expect_fail "--z-steps" "$BIN" train "${C[@]}" --model mlp:8-16-3:relu --sigma 1 --z-steps -1 --out "$T/x"
+expect_fail "--z-lr" "$BIN" train "${C[@]}" --model mlp:8-16-3:relu --sigma 1 --z-lr 0 --out "$T/x"
+expect_fail "--pca-sigma" "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --sigma 1 --pca-dims 4 --out "$T/x"
+expect_fail "--pca-dims" "$BIN" train "${C[@]}" --model mlp:8-16-3:relu --sigma 1 --pca-sigma 4 --out "$T/x"
+expect_fail "--pca-sigma" "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --sigma 1 --pca-dims 4 --pca-sigma 0 --out "$T/x"
+expect_fail "--pca-dims" "$BIN" train "${C[@]}" --model mlp:9-16-3:relu --sigma 1 --pca-dims 9 --pca-sigma 4 --out "$T/x"
+expect_fail "--sampler poisson" "$BIN" train "${C[@]}" --model mlp:8-16-3:relu --sigma 1 --sampler shuffle --out "$T/x"
+expect_fail "--clip-mode" "$BIN" train "${C[@]}" --model mlp:8-16-3:relu --sigma 1 --clip-mode per-layer --out "$T/x"
+expect_fail "--z-steps is an option of --algo dpmac" "$BIN" train --algo dpsgd --dataset "csv:$T/d.csv" --sigma 1 --z-steps 3 --out "$T/x"
+expect_fail "autoencoder" "$BIN" train "${C[@]}" --model mlp:8-16-3:relu --loss mse --sigma 1 --epochs 1 --out "$T/x"
+expect_fail "unreachable" "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --target-epsilon 0.05 --pca-dims 4 --pca-sigma 1 --out "$T/x"
+
+# classifier with DP-PCA: ledger = PCA + training
+expect_ok "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --sigma 1.1 --pca-dims 4 --pca-sigma 8 --epochs 2 --out "$T/run"
+check 'grep -q "DP-PCA to 4 dimensions" <<<"$LAST_OUT"' "DP-PCA notice missing"
+check 'grep -q "paper.s accounting" <<<"$LAST_OUT"' "paper's accounting line missing"
+check 'grep -q "\[DP-MAC\]" <<<"$LAST_OUT"' "DP-MAC tag missing"
+EPS=$(grep -o "privacy: epsilon [0-9.e+-]*" <<<"$LAST_OUT" | awk '{print $3}')
+ACC=$(grep -o "test accuracy [0-9.]*" <<<"$LAST_OUT" | awk '{print $3}')
+check 'python3 -c "
+import json
+l=json.load(open(\"$T/run/ledger.json\"))
+assert l[\"total_sgm_steps\"]==60, l[\"total_sgm_steps\"]
+s=json.dumps(l); assert \"dp-pca\" in s, s[:400]
+"' "ledger lacks the 60 SGM steps or the dp-pca event"
+check "\"$BIN\" account --sigma 1.1 --sample-rate 0.03333333333333333 --steps 60 --delta 1e-5 2>&1 | python3 -c \"
+import re,sys
+t=sys.stdin.read(); e=float(re.search(r'epsilon[^0-9]*([0-9.]+)', t).group(1))
+assert $EPS > e, ($EPS, e)
+\"" "epsilon with PCA ($EPS) should exceed training alone"
+check "python3 -c 'assert float(\"$ACC\") > 70, \"$ACC\"'" "DP-MAC with PCA did not learn: $ACC%"
+
+# resume: the ledger continues, the PCA is not recorded twice
+expect_ok "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --sigma 1.1 --pca-dims 4 --pca-sigma 8 --epochs 3 --resume --out "$T/run"
+check 'python3 -c "
+import json
+l=json.load(open(\"$T/run/ledger.json\"))
+assert l[\"total_sgm_steps\"]==90, l[\"total_sgm_steps\"]
+assert json.dumps(l).count(\"dp-pca\")==1
+"' "resumed ledger: want 90 steps and one dp-pca event"
+
+# calibration with PCA included
+expect_ok "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --target-epsilon 3 --pca-dims 4 --pca-sigma 8 --epochs 2 --out "$T/cal"
+check 'grep -q "calibrated sigma .* DP-PCA included" <<<"$LAST_OUT"' "calibration notice missing"
+EPS=$(grep -o "privacy: epsilon [0-9.e+-]*" <<<"$LAST_OUT" | awk '{print $3}')
+check "python3 -c 'e=float(\"$EPS\"); assert 2.95 < e <= 3.0005, e'" "calibrated run spent $EPS, want ~3"
+
+# secure mode: works with --sigma (effective multipliers in the ledger), refuses calibration
+expect_ok "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --sigma 1.1 --pca-dims 4 --pca-sigma 8 --epochs 1 --secure --out "$T/sec"
+check 'grep -q "secure mode" <<<"$LAST_OUT" && grep -q "privacy: epsilon" <<<"$LAST_OUT"' "secure run: notice or epsilon missing"
+expect_fail "--secure with --target-epsilon" "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --target-epsilon 3 --secure --out "$T/x"
+
+# autoencoder with squared error
+expect_ok "$BIN" train --algo dpmac --dataset "csv:$T/d.csv" --normalize none --threads 1 --no-progress --loss mse \
+  --model ae:8-12-4-12-8:relu --sigma 1 --clip 0.1 --batch-size 100 --epochs 2 --lr 0.01 --out "$T/ae"
+check 'grep -q "test loss" <<<"$LAST_OUT"' "autoencoder run printed no test loss"
+
+echo "$((checks - fail)) passed, $fail failed"
+[ $fail -eq 0 ]

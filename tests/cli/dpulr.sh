@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# CLI: dptrain train --algo dpulr / ulr and dptrain account --algo dpulr on a CSV made here.
+# Impossible settings are one-line errors naming the flag (N_B > qN, K < 1, tricks with the
+# controller, --sigma instead of --sigma0, ...); an accounted run writes epsilon per epoch,
+# a ledger with dpulr events, and prints the Balle and classic epsilons; the shuffled mode
+# is labelled NOT ACCOUNTED and prints no epsilon; --resume continues the ledger; the
+# account command prints the rejection and SGM terms and agrees with the training ledger.
+set -u
+BIN=$1
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0; checks=0
+expect_fail() {
+  local needle=$1; shift
+  checks=$((checks+1))
+  local out; out=$("$@" 2>&1); local rc=$?
+  if [ $rc -eq 0 ] || ! grep -q -- "$needle" <<<"$out"; then
+    echo "FAIL: '$*' rc=$rc, want non-zero and message containing '$needle'; got: $out"; fail=$((fail+1))
+  fi
+}
+expect_ok() {
+  checks=$((checks+1))
+  local out; out=$("$@" 2>&1); local rc=$?
+  if [ $rc -ne 0 ]; then echo "FAIL: '$*' rc=$rc: $out"; fail=$((fail+1)); fi
+  LAST_OUT=$out
+}
+check() { checks=$((checks+1)); if ! eval "$1"; then echo "FAIL: $2"; fail=$((fail+1)); fi; }
+python3 - "$T/d.csv" <<'PY'
+import random, sys
+random.seed(1)
+with open(sys.argv[1], "w") as f:
+    for i in range(1200):
+        c = i % 3
+        f.write("%d,%s\n" % (c, ",".join("%.4f" % (random.gauss(0, 0.5) + (2.0 if j % 3 == c else 0.0)) for j in range(4))))
+PY
+C=(--algo dpulr --dataset "csv:$T/d.csv" --model mlp:4-8-3:gelu --threads 1 --no-progress --lr 0.02 --copies 4)
+
+expect_fail "--min-batch" "$BIN" train "${C[@]}" --sigma0 1 --batch-size 60 --min-batch 61 --out "$T/x"
+expect_fail "--copies" "$BIN" train "${C[@]}" --sigma0 1 --copies 0 --out "$T/x"
+expect_fail "--sigma0" "$BIN" train "${C[@]}" --out "$T/x"
+expect_fail "--sigma0" "$BIN" train "${C[@]}" --sigma 1 --out "$T/x"
+expect_fail "--ulr-noise explicit" "$BIN" train "${C[@]}" --sigma0 1 --baseline --out "$T/x"
+expect_fail "even" "$BIN" train "${C[@]}" --sigma0 1 --ulr-noise explicit --antithetic --copies 3 --out "$T/x"
+expect_fail "--ulr-noise" "$BIN" train "${C[@]}" --sigma0 1 --ulr-noise magic --out "$T/x"
+expect_fail "--sampler" "$BIN" train "${C[@]}" --sigma0 1 --sampler poisson --out "$T/x"
+expect_fail "--modules" "$BIN" train "${C[@]}" --sigma0 1 --modules 1,2 --epochs 1 --out "$T/x"
+expect_fail "--secure" "$BIN" train "${C[@]}" --sigma0 1 --secure --out "$T/x"
+expect_fail "option of --algo dpulr" "$BIN" train --algo ulr --dataset "csv:$T/d.csv" --model mlp:4-8-3:gelu --sigma0 1 --out "$T/x"
+expect_fail "poisson-reject" "$BIN" train --algo sgd --dataset "csv:$T/d.csv" --model mlp:4-8-3:gelu --sampler poisson-reject --out "$T/x"
+
+# accounted run
+expect_ok "$BIN" train "${C[@]}" --sigma0 1 --batch-size 60 --epochs 2 --out "$T/run"
+check 'grep -q "privacy: epsilon .* (RDP, Balle conversion) / .* (classic conversion" <<<"$LAST_OUT"' "epsilon line missing"
+check 'grep -q "Gaussian approximation" <<<"$LAST_OUT"' "controller caveat missing"
+check 'python3 -c "
+import json
+ls=[json.loads(l) for l in open(\"$T/run/metrics.jsonl\")]
+assert len(ls)==2 and all(\"epsilon\" in l and \"epsilon_pld\" not in l for l in ls)
+l=json.load(open(\"$T/run/ledger.json\"))
+assert l[\"total_sgm_steps\"]==40 and l[\"events\"][0][\"type\"]==\"dpulr\", l
+assert l[\"meta\"][\"sampler\"]==\"poisson_reject\"
+"' "metrics / ledger of the accounted run wrong"
+NB=$(python3 -c "import json; print(int(json.load(open('$T/run/ledger.json'))['events'][0]['min_batch']))")
+EPS=$(python3 -c "import json; print(json.loads(open('$T/run/metrics.jsonl').readlines()[-1])['epsilon'])")
+expect_ok "$BIN" account --algo dpulr --batch-size 60 --dataset-size 1200 --sigma 1 --steps 40 --min-batch "$NB" --json
+check 'python3 -c "
+import json,sys
+o=json.loads(sys.argv[1]); assert abs(o[\"epsilon_balle\"]-$EPS)<=1e-9*$EPS, (o, $EPS)
+assert o[\"rejection_term\"]>0 and o[\"epsilon_classic\"]>o[\"epsilon_balle\"]
+" "$LAST_OUT"' "account --algo dpulr disagrees with the training ledger"
+expect_ok "$BIN" account --algo dpulr --batch-size 60 --dataset-size 1200 --sigma 1 --steps 40 --min-batch 60
+check 'grep -q "not negligible" <<<"$LAST_OUT"' "no warning for N_B = qN"
+expect_fail "--min-batch" "$BIN" account --algo dpulr --batch-size 60 --dataset-size 1200 --sigma 1 --steps 40 --min-batch 61
+expect_fail "--dataset-size" "$BIN" account --algo dpulr --sample-rate 0.05 --sigma 1 --steps 40
+expect_ok "$BIN" train "${C[@]}" --sigma0 1 --batch-size 60 --min-batch 60 --epochs 1 --out "$T/warn"
+check 'grep -q "warning: --min-batch 60" <<<"$LAST_OUT"' "no warning for a costly N_B"
+
+# resume continues the ledger
+expect_ok "$BIN" train "${C[@]}" --sigma0 1 --batch-size 60 --epochs 3 --out "$T/run" --resume
+check 'python3 -c "
+import json
+l=json.load(open(\"$T/run/ledger.json\")); assert l[\"total_sgm_steps\"]==60, l[\"total_sgm_steps\"]
+"' "resumed ledger steps wrong"
+
+# explicit mode with the variance tricks
+expect_ok "$BIN" train "${C[@]}" --sigma0 1 --batch-size 60 --epochs 1 --ulr-noise explicit --antithetic --baseline --out "$T/expl"
+
+# shuffled: not accounted, no epsilon anywhere
+expect_ok "$BIN" train "${C[@]}" --sigma0 1 --sampler shuffle --batch-size 60 --epochs 1 --out "$T/shuf"
+check 'grep -q "NOT ACCOUNTED" <<<"$LAST_OUT" && ! grep -q "epsilon [0-9]" <<<"$LAST_OUT"' "shuffled mode not labelled"
+check 'python3 -c "
+import json
+ls=[json.loads(l) for l in open(\"$T/shuf/metrics.jsonl\")]
+assert all(\"epsilon\" not in l and \"non-accounted\" in l[\"privacy\"] for l in ls), ls
+"' "shuffled metrics not labelled"
+check '[ ! -e "$T/shuf/ledger.json" ]' "shuffled run wrote a ledger"
+
+# non-private ULR baseline learns
+expect_ok "$BIN" train --algo ulr --dataset "csv:$T/d.csv" --model mlp:4-8-3:gelu --threads 1 --no-progress --lr 0.02 \
+  --copies 8 --antithetic --baseline --batch-size 50 --epochs 3 --out "$T/ulr"
+check 'python3 -c "
+import json
+ls=[json.loads(l) for l in open(\"$T/ulr/metrics.jsonl\")]
+assert ls[-1][\"test_accuracy\"]>0.8, ls[-1]
+"' "ulr did not learn"
+
+echo "$checks checks, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,375 @@
+/* train/dpmac: the DP-MAC strategy on small data made here. The W-step's per-example
+ * Taylor coefficients equal finite differences (double) of the per-layer objectives at the
+ * z the z-step produced (sigmoid-BCE classifier and squared-error autoencoder); each
+ * layer's clipped coefficient has norm min(||dT||, Theta); the pre-noise sums of two
+ * neighbouring batches differ by the removed example's stacked clipped coefficients, norm
+ * <= sqrt(K) Theta (reached when clipping is active); with all coefficients zero the
+ * released direction is pure noise of std sigma sqrt(K) Theta / (2 qN); an example's z is
+ * bit-identical when another example of the batch changes (examples 0, 4, 8 in turn); the ledger holds one SGM event
+ * per step plus a pre-training Gaussian release; bad settings are clear errors; a run
+ * learns. */
+#include <dptrain/accounting.h>
+#include <dptrain/train.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/train/dpmac_internal.h"
+#include "testutil.h"
+
+static void make_blobs(dpt_dataset *d, size_t n, size_t dim, int classes, uint64_t seed, float scale) {
+    memset(d, 0, sizeof *d);
+    d->n = n;
+    d->dim = dim;
+    d->n_classes = classes;
+    d->shape[0] = 1, d->shape[1] = 1, d->shape[2] = dim;
+    d->x = dpt_alloc(n * dim, sizeof(float), "x");
+    d->y = dpt_alloc(n, sizeof(int32_t), "y");
+    strcpy(d->source, "synthetic blobs");
+    dpt_rng r;
+    dpt_rng_init(&r, seed, DPT_STREAM_AUX);
+    for (size_t i = 0; i < n; i++) {
+        int c = (int)(i % (size_t)classes);
+        d->y[i] = c;
+        for (size_t j = 0; j < dim; j++)
+            d->x[i * dim + j] = scale * (float)(dpt_rng_gauss_ref(&r) * 0.5 + ((int)(j % classes) == c ? 1.5 : 0.0));
+    }
+    dpt_rng_free(&r);
+}
+
+static dpt_train_config cfg_for(const char *spec, dpt_loss_kind loss, double q) {
+    dpt_train_config c = dpt_train_config_defaults();
+    c.model_spec = spec;
+    c.loss = loss;
+    c.sampler = DPT_SAMPLER_POISSON;
+    c.sample_rate = q;
+    c.epochs = 1;
+    c.seed = 5;
+    c.threads = 2;
+    c.quiet = 1;
+    c.optim = dpt_optim_defaults(DPT_OPT_ADAM);
+    c.optim.lr = 0.01;
+    return c;
+}
+
+static dpt_trainer *make_trainer(const dpt_train_config *c, const dpt_dataset *tr, double sigma, double theta,
+                                 unsigned zsteps, double zlr, dpt_algo **algo) {
+    dpt_dpmac_config d = dpt_dpmac_config_defaults();
+    d.sigma = sigma, d.clip = theta, d.z_steps = zsteps, d.z_lr = zlr;
+    dpt_algo *a = NULL;
+    dpt_trainer *t = NULL;
+    CHECK_OK(dpt_algo_dpmac_new(&d, &a));
+    if (!a) return NULL;
+    CHECK_OK(dpt_trainer_new(c, tr, NULL, a, &t));
+    if (algo) *algo = a;
+    return t;
+}
+
+/* pre-noise clipped sum (begin + accumulate) */
+static void clipped_sum(dpt_trainer *t, dpt_algo *a, const float *x, const int32_t *y, size_t b, float *out) {
+    double ls;
+    CHECK_OK(a->begin(a, t, b));
+    CHECK_OK(a->accumulate(a, t, x, y, b, &ls));
+    dpt_model *m = dpt_trainer_model(t);
+    memcpy(out, m->grad, m->n_params * sizeof(float));
+}
+
+/* ==== Taylor coefficient vs finite differences ==== */
+
+static double act_d(dpt_layer_kind k, double v) {
+    switch (k) {
+    case DPT_LAYER_TANH: return tanh(v);
+    case DPT_LAYER_SIGMOID: return 1.0 / (1.0 + exp(-v));
+    case DPT_LAYER_RELU: return v > 0 ? v : 0;
+    default: return v;
+    }
+}
+static double softplus_d(double v) { return (v > 0 ? v : 0) + log1p(exp(-fabs(v))); }
+
+/* per-layer objective of example n at weight layer (model index) li, parameters th */
+static double layer_objective(const dpt_model *m, size_t li, int last, dpt_loss_kind loss, const double *th,
+                              const float *in, const float *zk, const float *x, int32_t y) {
+    const dpt_layer *L = &m->layers[li];
+    size_t D = L->in_dim, K = L->out_dim;
+    const double *W = th + (L->w - m->theta), *b = th + (L->b - m->theta);
+    double T = 0;
+    for (size_t j = 0; j < K; j++) {
+        double o = b[j];
+        for (size_t i = 0; i < D; i++) o += W[j * D + i] * in[i];
+        if (!last) {
+            double r = zk[j] - act_d(m->layers[li + 1].kind, o);
+            T += r * r;
+        } else if (loss == DPT_LOSS_SQUARED) {
+            T += (o - x[j]) * (o - x[j]);
+        } else {
+            T += softplus_d(o) - (y == (int32_t)j ? o : 0.0);
+        }
+    }
+    return T;
+}
+
+static void test_taylor_fd(const char *spec, dpt_loss_kind loss, size_t dim, int classes) {
+    dpt_dataset d;
+    make_blobs(&d, 40, dim, classes, 7, 1.0f);
+    dpt_train_config c = cfg_for(spec, loss, 0.2);
+    dpt_algo *a;
+    dpt_trainer *t = make_trainer(&c, &d, 1.0, 1.0, 6, 0.05, &a);
+    if (!t) return;
+    dpt_model *m = dpt_trainer_model(t);
+    const size_t bc = 7, P = m->n_params;
+    CHECK_OK(a->begin(a, t, bc));
+    size_t K = dpt_dpmac_n_weight_layers(a), H = 0;
+    for (size_t k = 0; k + 1 < K; k++) H += m->layers[dpt_model_param_layer(m, k)].out_dim;
+    float *z = malloc(bc * H * sizeof(float)), *coef = malloc(bc * P * sizeof(float));
+    CHECK_OK(dpt_dpmac_debug_chunk(a, t, d.x, d.y, bc, z, coef));
+    /* the z-step moved z away from the forward pass (else the hidden coefficients are 0) */
+    double *th = malloc(P * sizeof(double));
+    size_t checked = 0, nonzero = 0;
+    for (size_t n = 0; n < bc; n++) {
+        for (size_t j = 0; j < P; j++) th[j] = m->theta[j];
+        size_t zo = 0, zprev = 0;
+        for (size_t k = 0; k < K; k++) {
+            size_t li = dpt_model_param_layer(m, k);
+            const dpt_layer *L = &m->layers[li];
+            const float *in = k ? z + n * H + zprev : d.x + n * dim;
+            const float *zk = k + 1 < K ? z + n * H + zo : NULL;
+            for (size_t j = L->param_offset; j < L->param_offset + L->n_params; j++) {
+                const double h = 1e-5, keep = th[j];
+                th[j] = keep + h;
+                double fp = layer_objective(m, li, k + 1 == K, loss, th, in, zk, d.x + n * dim, d.y[n]);
+                th[j] = keep - h;
+                double fm = layer_objective(m, li, k + 1 == K, loss, th, in, zk, d.x + n * dim, d.y[n]);
+                th[j] = keep;
+                double fd = (fp - fm) / (2 * h);
+                CHECK_CLOSE(coef[n * P + j], fd, 2e-5, 2e-3);
+                checked++;
+                nonzero += fabs(fd) > 1e-4;
+            }
+            zprev = zo;
+            if (k + 1 < K) zo += L->out_dim;
+        }
+    }
+    CHECK(checked == bc * P);
+    CHECK(nonzero > checked / 2);
+    /* clipped per-layer norms: accumulate of one example = min(||dT_k||, Theta) per layer */
+    const double theta = 0.05;
+    dpt_trainer_free(t);
+    t = make_trainer(&c, &d, 1.0, theta, 6, 0.05, &a);
+    m = dpt_trainer_model(t);
+    float *g = malloc(P * sizeof(float));
+    for (size_t n = 0; n < 3; n++) {
+        clipped_sum(t, a, d.x + n * dim, d.y + n, 1, g);
+        CHECK_OK(dpt_dpmac_debug_chunk(a, t, d.x + n * dim, d.y + n, 1, NULL, coef));
+        for (size_t k = 0; k < K; k++) {
+            const dpt_layer *L = &m->layers[dpt_model_param_layer(m, k)];
+            double nc = 0, ng = 0;
+            for (size_t j = L->param_offset; j < L->param_offset + L->n_params; j++)
+                nc += (double)coef[j] * coef[j], ng += (double)g[j] * g[j];
+            nc = sqrt(nc), ng = sqrt(ng);
+            CHECK(ng <= theta * (1 + 1e-5));
+            CHECK_CLOSE(ng, nc < theta ? nc : theta, 1e-7, 1e-4);
+        }
+    }
+    free(g), free(z), free(coef), free(th);
+    dpt_trainer_free(t);
+    dpt_dataset_free(&d);
+}
+
+/* ==== z of example n depends on example n only ==== */
+static void test_z_per_example(void) {
+    dpt_dataset d;
+    make_blobs(&d, 50, 6, 3, 9, 1.0f);
+    dpt_train_config c = cfg_for("mlp:6-8-5-3:relu", DPT_LOSS_SIGMOID_BCE, 0.2);
+    dpt_algo *a;
+    dpt_trainer *t = make_trainer(&c, &d, 1.0, 0.3, 30, 0.01, &a);
+    if (!t) return;
+    const size_t bc = 10, H = 8 + 5;
+    float *z1 = malloc(bc * H * sizeof(float)), *z2 = malloc(bc * H * sizeof(float));
+    float *x = malloc(bc * 6 * sizeof(float));
+    int32_t y[10];
+    memcpy(x, d.x, bc * 6 * sizeof(float));
+    memcpy(y, d.y, sizeof y);
+    CHECK_OK(a->begin(a, t, bc));
+    CHECK_OK(dpt_dpmac_debug_chunk(a, t, x, y, bc, z1, NULL));
+    /* replace example v entirely (features and label): only z_v may change */
+    for (size_t v = 0; v < bc; v += 4) {
+        memcpy(x, d.x, bc * 6 * sizeof(float));
+        memcpy(y, d.y, sizeof y);
+        for (size_t j = 0; j < 6; j++) x[v * 6 + j] = 5.0f - 2.0f * x[v * 6 + j];
+        y[v] = (y[v] + 1) % 3;
+        CHECK_OK(dpt_dpmac_debug_chunk(a, t, x, y, bc, z2, NULL));
+        for (size_t n = 0; n < bc; n++) {
+            int same = !memcmp(z1 + n * H, z2 + n * H, H * sizeof(float));
+            CHECK(n == v ? !same : same);
+        }
+    }
+    memcpy(x, d.x, bc * 6 * sizeof(float));
+    memcpy(y, d.y, sizeof y);
+    /* and the z of example 0 computed alone matches (float tolerance: other GEMM shapes) */
+    CHECK_OK(dpt_dpmac_debug_chunk(a, t, x, y, 1, z2, NULL));
+    for (size_t j = 0; j < H; j++) CHECK_CLOSE(z2[j], z1[j], 1e-5, 1e-4);
+    free(z1), free(z2), free(x);
+    dpt_trainer_free(t);
+    dpt_dataset_free(&d);
+}
+
+/* ==== sensitivity: neighbouring batches ==== */
+static void test_sensitivity(const char *spec, dpt_loss_kind loss, size_t dim, int classes, double theta) {
+    dpt_dataset d;
+    make_blobs(&d, 60, dim, classes, 11, 4.0f); /* large inputs: clipping active */
+    dpt_train_config c = cfg_for(spec, loss, 0.2);
+    dpt_algo *a;
+    dpt_trainer *t = make_trainer(&c, &d, 1.0, theta, 10, 0.01, &a);
+    if (!t) return;
+    dpt_model *m = dpt_trainer_model(t);
+    size_t P = m->n_params, b = 17;
+    float *s1 = malloc(P * sizeof(float)), *s2 = malloc(P * sizeof(float)), *g = malloc(P * sizeof(float));
+    clipped_sum(t, a, d.x, d.y, b, s1);
+    size_t K = dpt_dpmac_n_weight_layers(a);
+    clipped_sum(t, a, d.x, d.y, b - 1, s2);                          /* D' = D without the last example */
+    clipped_sum(t, a, d.x + (b - 1) * dim, d.y + b - 1, 1, g);     /* that example alone */
+    double dn = 0, ng = 0;
+    for (size_t j = 0; j < P; j++) dn += ((double)s1[j] - s2[j]) * ((double)s1[j] - s2[j]), ng += (double)g[j] * g[j];
+    dn = sqrt(dn), ng = sqrt(ng);
+    const double bound = sqrt((double)K) * theta;
+    CHECK(dn <= bound * (1 + 1e-4));
+    CHECK_CLOSE(dn, ng, 1e-4 * bound, 1e-3);
+    CHECK_CLOSE(ng, bound, 0, 1e-4); /* every layer's coefficient clipped: the bound is reached */
+    for (size_t k = 0; k < K; k++) { /* and each layer's block alone is <= Theta */
+        const dpt_layer *L = &m->layers[dpt_model_param_layer(m, k)];
+        double nb = 0;
+        for (size_t j = L->param_offset; j < L->param_offset + L->n_params; j++) nb += ((double)s1[j] - s2[j]) * ((double)s1[j] - s2[j]);
+        CHECK(sqrt(nb) <= theta * (1 + 1e-3));
+    }
+    free(s1), free(s2), free(g);
+    dpt_trainer_free(t);
+    dpt_dataset_free(&d);
+}
+
+/* ==== noise: zero coefficients -> pure noise of std sigma sqrt(K) Theta / (2 qN) ==== */
+static void test_noise_only(void) {
+    dpt_dataset z;
+    make_blobs(&z, 200, 6, 2, 4, 0.0f); /* zero inputs, no biases: every coefficient is 0 */
+    dpt_train_config c = cfg_for("mlp:6-400-300-2:relu:nobias", DPT_LOSS_SIGMOID_BCE, 0.1);
+    const double sigma = 1.3, theta = 0.4, qN = 0.1 * 200;
+    dpt_algo *a;
+    dpt_trainer *t = make_trainer(&c, &z, sigma, theta, 0, 0.01, &a); /* z stays at the forward pass (0) */
+    if (!t) return;
+    dpt_model *m = dpt_trainer_model(t);
+    double s1 = 0, s2 = 0;
+    size_t cnt = 0, b = 20;
+    for (int rep = 0; rep < 3; rep++) {
+        double ls;
+        CHECK_OK(a->begin(a, t, b));
+        CHECK_OK(a->accumulate(a, t, z.x, z.y, b, &ls));
+        for (size_t j = 0; j < m->n_params; j++) CHECK(m->grad[j] == 0.0f);
+        CHECK_OK(a->finish(a, t, b));
+        for (size_t j = 0; j < m->n_params; j++) {
+            double v = m->grad[j] * 2.0 * qN;
+            s1 += v, s2 += v * v;
+        }
+        cnt += m->n_params;
+    }
+    size_t K = dpt_dpmac_n_weight_layers(a);
+    CHECK(K == 3);
+    double mean = s1 / cnt, sd = sqrt(s2 / cnt - mean * mean), want = sigma * sqrt((double)K) * theta;
+    CHECK_CLOSE(mean, 0.0, 5 * want / sqrt((double)cnt), 0);
+    CHECK_CLOSE(sd, want, 5 * want / sqrt(2.0 * cnt), 0);
+    dpt_trainer_free(t);
+    dpt_dataset_free(&z);
+}
+
+/* ==== ledger, pre-training release, learning ==== */
+static void test_ledger_and_learning(void) {
+    dpt_dataset tr, te;
+    make_blobs(&tr, 600, 8, 3, 1, 1.0f);
+    make_blobs(&te, 300, 8, 3, 2, 1.0f);
+    dpt_train_config c = cfg_for("mlp:8-32-3:relu", DPT_LOSS_SIGMOID_BCE, 0.1);
+    c.epochs = 6;
+    c.optim.lr = 0.03;
+    dpt_algo *a;
+    dpt_trainer *t = make_trainer(&c, &tr, 1.0, 0.3, 30, 0.01, &a);
+    if (!t) return;
+    CHECK_OK(dpt_trainer_add_gaussian_release(t, 1.0, 8.0, "dp-pca"));
+    CHECK_OK(dpt_trainer_run(t, NULL));
+    const dpt_ledger *l = dpt_trainer_ledger(t);
+    CHECK(dpt_ledger_steps(l) == 60);
+    double eps = 0, e_sgm = 0;
+    CHECK_OK(dpt_ledger_epsilon(l, 1e-5, DPT_ACCT_RDP, DPT_CONV_BALLE, &eps));
+    CHECK_OK(dpt_rdp_sgm_epsilon(0.1, 1.0, 60, 1e-5, DPT_CONV_BALLE, NULL, 0, &e_sgm, NULL));
+    CHECK(eps > e_sgm && eps < e_sgm + 1.0); /* the PCA release costs something, composed in RDP */
+    /* after training started, a pre-training release is refused */
+    CHECK_STATUS(dpt_trainer_add_gaussian_release(t, 1.0, 8.0, "late"), DPT_EINVAL);
+    CHECK_ERR_HAS("before the first step");
+    double loss, acc;
+    CHECK_OK(dpt_evaluate(dpt_trainer_model(t), c.loss, &te, &loss, &acc));
+    CHECK(acc > 0.85);
+    if (!(acc > 0.85)) fprintf(stderr, "dpmac accuracy %g\n", acc);
+    dpt_trainer_free(t);
+
+    /* autoencoder with squared error: the reconstruction loss goes down */
+    dpt_train_config ca = cfg_for("ae:8-16-4-16-8:relu", DPT_LOSS_SQUARED, 0.1);
+    ca.epochs = 8;
+    ca.optim.lr = 0.01;
+    t = make_trainer(&ca, &tr, 0.5, 0.3, 30, 0.01, &a);
+    double l0, l1;
+    CHECK_OK(dpt_evaluate(dpt_trainer_model(t), ca.loss, &te, &l0, &acc));
+    CHECK_OK(dpt_trainer_run(t, NULL));
+    CHECK_OK(dpt_evaluate(dpt_trainer_model(t), ca.loss, &te, &l1, &acc));
+    CHECK(l1 < 0.7 * l0);
+    if (!(l1 < 0.7 * l0)) fprintf(stderr, "dpmac ae loss %g -> %g\n", l0, l1);
+    dpt_trainer_free(t);
+    dpt_dataset_free(&tr);
+    dpt_dataset_free(&te);
+}
+
+/* ==== bad settings ==== */
+static void test_errors(void) {
+    dpt_dpmac_config d = dpt_dpmac_config_defaults();
+    dpt_algo *a = NULL;
+    d.clip = 0;
+    CHECK_STATUS(dpt_algo_dpmac_new(&d, &a), DPT_EINVAL);
+    CHECK_ERR_HAS("--clip");
+    d = dpt_dpmac_config_defaults();
+    d.sigma = 0;
+    CHECK_STATUS(dpt_algo_dpmac_new(&d, &a), DPT_EINVAL);
+    CHECK_ERR_HAS("--sigma");
+    d = dpt_dpmac_config_defaults();
+    d.z_lr = -1;
+    CHECK_STATUS(dpt_algo_dpmac_new(&d, &a), DPT_EINVAL);
+    CHECK_ERR_HAS("--z-lr");
+    d = dpt_dpmac_config_defaults();
+    d.z_lr = NAN;
+    CHECK_STATUS(dpt_algo_dpmac_new(&d, &a), DPT_EINVAL);
+    CHECK(a == NULL);
+    /* squared error on a classifier-shaped model: named at the first batch */
+    dpt_dataset tr;
+    make_blobs(&tr, 50, 8, 3, 1, 1.0f);
+    dpt_train_config c = cfg_for("mlp:8-16-3:relu", DPT_LOSS_SQUARED, 0.1);
+    dpt_trainer *t = make_trainer(&c, &tr, 1.0, 0.3, 3, 0.01, &a);
+    CHECK_STATUS(a->begin(a, t, 5), DPT_EINVAL);
+    CHECK_ERR_HAS("autoencoder");
+    dpt_trainer_free(t);
+    /* the sgd algorithm has no ledger: a pre-training release is refused */
+    dpt_algo *s = NULL;
+    CHECK_OK(dpt_algo_sgd_new(&s));
+    c = cfg_for("mlp:8-16-3:relu", DPT_LOSS_SIGMOID_BCE, 0.1);
+    CHECK_OK(dpt_trainer_new(&c, &tr, NULL, s, &t));
+    CHECK_STATUS(dpt_trainer_add_gaussian_release(t, 1.0, 4.0, "pca"), DPT_EINVAL);
+    CHECK_ERR_HAS("private");
+    dpt_trainer_free(t);
+    dpt_dataset_free(&tr);
+}
+
+int main(void) {
+    test_taylor_fd("mlp:5-6-4-3:tanh", DPT_LOSS_SIGMOID_BCE, 5, 3);
+    test_taylor_fd("ae:4-5-3-5-4:sigmoid", DPT_LOSS_SQUARED, 4, 2);
+    test_z_per_example();
+    test_sensitivity("mlp:6-12-8-3:relu", DPT_LOSS_SIGMOID_BCE, 6, 3, 0.05);
+    test_sensitivity("ae:6-10-3-10-6:tanh", DPT_LOSS_SQUARED, 6, 2, 0.001);
+    test_noise_only();
+    test_ledger_and_learning();
+    test_errors();
+    TEST_MAIN_END();
+}
