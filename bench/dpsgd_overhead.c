@@ -14,20 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static void make_data(dpt_dataset *d, size_t n) {
-    memset(d, 0, sizeof *d);
-    d->n = n, d->dim = 784, d->n_classes = 10;
-    d->shape[0] = 1, d->shape[1] = 28, d->shape[2] = 28;
-    d->x = dpt_alloc(n * 784, sizeof(float), "x");
-    d->y = dpt_alloc(n, sizeof(int32_t), "y");
-    dpt_rng r;
-    dpt_rng_init(&r, 1, DPT_STREAM_AUX);
-    for (size_t i = 0; i < n; i++) {
-        d->y[i] = (int32_t)(i % 10);
-        for (size_t j = 0; j < 784; j++) d->x[i * 784 + j] = (float)dpt_rng_uniform(&r) * (j % 10 == i % 10 ? 1.0f : 0.3f);
-    }
-    dpt_rng_free(&r);
-}
+#include "bench_util.h"
+
 
 static double cpu_seconds(void) {
     struct rusage ru;
@@ -39,7 +27,7 @@ static double cpu_seconds(void) {
 /* mode 0: sgd shuffle, 1: dpsgd fast noise, 2: dpsgd secure noise */
 static int child(const char *spec, int mode, uint64_t epochs, int threads, int fd) {
     dpt_dataset d;
-    make_data(&d, 60000);
+    bench_mnist_like(&d, 60000);
     dpt_train_config c = dpt_train_config_defaults();
     c.model_spec = spec, c.epochs = epochs, c.threads = threads, c.quiet = 1, c.batch_size = 256;
     c.optim = dpt_optim_defaults(DPT_OPT_SGD);

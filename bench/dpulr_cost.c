@@ -13,28 +13,8 @@
 #include <string.h>
 #include <time.h>
 
-static void make_data(dpt_dataset *d, size_t n) {
-    memset(d, 0, sizeof *d);
-    d->n = n, d->dim = 784, d->n_classes = 10;
-    d->shape[0] = 1, d->shape[1] = 28, d->shape[2] = 28;
-    d->x = dpt_alloc(n * 784, sizeof(float), "x");
-    d->y = dpt_alloc(n, sizeof(int32_t), "y");
-    dpt_rng r;
-    dpt_rng_init(&r, 1, DPT_STREAM_AUX);
-    for (size_t i = 0; i < n; i++) {
-        d->y[i] = (int32_t)(i % 10);
-        for (size_t j = 0; j < 784; j++) d->x[i * 784 + j] = (float)dpt_rng_uniform(&r) * (j % 10 == i % 10 ? 1.0f : 0.3f);
-    }
-    dpt_rng_free(&r);
-}
+#include "bench_util.h"
 
-/* process CPU seconds: wall time is unusable on a shared machine (with threads > 1 this
- * sums the threads' time) */
-static double cpu_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* K = 0: DP-SGD; explicit: --ulr-noise explicit (no controller eigenproblems); returns
  * CPU seconds per epoch or -1 */
@@ -64,9 +44,9 @@ static double run(const dpt_dataset *d, size_t K, int explicit_, uint64_t steps,
         return -1;
     }
     dpt_epoch_result r;
-    double t0 = cpu_now();
+    double t0 = bench_cpu_now();
     dpt_status s = dpt_trainer_run(t, &r);
-    double el = cpu_now() - t0;
+    double el = bench_cpu_now() - t0;
     dpt_trainer_free(t);
     if (s != DPT_OK) {
         fprintf(stderr, "%s\n", dpt_last_error());
@@ -84,7 +64,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     dpt_dataset d;
-    make_data(&d, 60000);
+    bench_mnist_like(&d, 60000);
     printf("MLP 784-128-64-32-10 GELU, expected batch %zu, %d thread(s), %llu steps each, scaled to an epoch\n", batch,
            threads, (unsigned long long)steps);
     printf("%-22s %12s %10s\n", "algorithm", "CPU s/epoch", "vs DP-SGD");

@@ -19,35 +19,17 @@
 #include <time.h>
 #include <unistd.h>
 
-static double cpu_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "bench_util.h"
 
 #define N_EX 60000
 #define SPEC "mlp:784-128-64-32-10:gelu"
 
-static void make_data(dpt_dataset *d, size_t n) {
-    memset(d, 0, sizeof *d);
-    d->n = n, d->dim = 784, d->n_classes = 10;
-    d->shape[0] = 1, d->shape[1] = 28, d->shape[2] = 28;
-    d->x = dpt_alloc(n * 784, sizeof(float), "x");
-    d->y = dpt_alloc(n, sizeof(int32_t), "y");
-    dpt_rng r;
-    dpt_rng_init(&r, 1, DPT_STREAM_AUX);
-    for (size_t i = 0; i < n; i++) {
-        d->y[i] = (int32_t)(i % 10);
-        for (size_t j = 0; j < 784; j++) d->x[i * 784 + j] = (float)dpt_rng_uniform(&r) * (j % 10 == i % 10 ? 1.0f : 0.3f);
-    }
-    dpt_rng_free(&r);
-}
 
 static int child(int argc, char **argv, uint64_t steps, int threads) {
     if (dpt_comm_init(&argc, &argv) != DPT_OK) return 1;
     int rank = dpt_comm_rank(), R = dpt_comm_size();
     dpt_dataset d;
-    make_data(&d, N_EX);
+    bench_mnist_like(&d, N_EX);
     dpt_train_config c = dpt_train_config_defaults();
     c.model_spec = SPEC, c.epochs = 1000, c.max_steps = steps, c.threads = threads, c.quiet = 1, c.seed = 1;
     c.optim = dpt_optim_defaults(DPT_OPT_SGD);
@@ -62,9 +44,9 @@ static int child(int argc, char **argv, uint64_t steps, int threads) {
     if (dpt_algo_dpsgd_new(&dc, &a) != DPT_OK || dpt_trainer_new(&c, &d, NULL, a, &t) != DPT_OK) goto fail;
     uint64_t b0 = dpt_comm_bytes_sent();
     if (dpt_comm_barrier() != DPT_OK) goto fail;
-    double t0 = dpt_now(), c0 = cpu_now();
+    double t0 = dpt_now(), c0 = bench_cpu_now();
     if (dpt_trainer_run(t, &r) != DPT_OK) goto fail;
-    double cpu = cpu_now() - c0, cpu_total = cpu;
+    double cpu = bench_cpu_now() - c0, cpu_total = cpu;
     if (dpt_comm_barrier() != DPT_OK) goto fail;
     double el = dpt_now() - t0;
     uint64_t sent = dpt_comm_bytes_sent() - b0, total = sent;

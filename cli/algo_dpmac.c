@@ -124,19 +124,9 @@ static int run_pca(cli_algo_ctx *c) {
 static int dpmac_make(cli_algo_ctx *c, dpt_algo **out) {
     const cli_privacy_flags *p = c->priv;
     dpt_train_config *cfg = c->cfg;
-    const size_t N = c->train->n;
-    double q = c->sample_rate_seen ? cfg->sample_rate : (double)cfg->batch_size / (double)N;
-    if (!(q > 0 && q <= 1))
-        return cli_error("--batch-size %zu: the sampling rate q = B/N = %g is outside (0, 1] (N = %zu)",
-                         cfg->batch_size, q, N);
-    if (p->delta >= 1.0 / (double)N && !p->force)
-        return cli_error("--delta %g >= 1/N = %g: such a delta allows releasing a whole example; pass --force "
-                         "to accept it", p->delta, 1.0 / (double)N);
-    cfg->sample_rate = q;
-    cfg->delta = p->delta;
-    cfg->secure = p->secure;
-    cfg->allow_ledger_mismatch = p->allow_mismatch;
-    cfg->target_epsilon = p->sigma_seen ? p->target_eps : 0.0;
+    int rc = cli_poisson_privacy_setup(c);
+    if (rc) return rc;
+    const double q = cfg->sample_rate;
     uint64_t spe = (uint64_t)llround(1.0 / q);
     if (spe < 1) spe = 1;
     const uint64_t T = (uint64_t)c->epochs * spe;

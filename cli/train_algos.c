@@ -51,6 +51,25 @@ int cli_report_ledger(const cli_algo_ctx *c, dpt_trainer *t, double sigma) {
     return 0;
 }
 
+int cli_poisson_privacy_setup(cli_algo_ctx *c) {
+    const cli_privacy_flags *p = c->priv;
+    dpt_train_config *cfg = c->cfg;
+    const size_t N = c->train->n;
+    double q = c->sample_rate_seen ? cfg->sample_rate : (double)cfg->batch_size / (double)N;
+    if (!(q > 0 && q <= 1))
+        return cli_error("--batch-size %zu: the sampling rate q = B/N = %g is outside (0, 1] (N = %zu)",
+                         cfg->batch_size, q, N);
+    if (p->delta >= 1.0 / (double)N && !p->force)
+        return cli_error("--delta %g >= 1/N = %g: such a delta allows releasing a whole example; pass --force "
+                         "to accept it", p->delta, 1.0 / (double)N);
+    cfg->sample_rate = q;
+    cfg->delta = p->delta;
+    cfg->secure = p->secure;
+    cfg->allow_ledger_mismatch = p->allow_mismatch;
+    cfg->target_epsilon = p->sigma_seen ? p->target_eps : 0.0;
+    return 0;
+}
+
 void cli_print_noise_mode(const cli_algo_ctx *c) {
     if (c->quiet) return;
     if (c->priv->secure)

@@ -70,6 +70,11 @@ void cli_algo_names(char *buf, size_t n);
  * "privacy: epsilon X (RDP) / Y (PLD) at delta D after T steps ..." computed from the
  * ledger, and the budget-stop line. Returns 0 or an exit code. */
 int cli_report_ledger(const cli_algo_ctx *c, dpt_trainer *t, double sigma);
+/* For SGM-style algorithms on Poisson batches, after loading: q from --sample-rate or B/N
+ * (must be in (0, 1]), delta < 1/N unless --force, and the privacy settings copied into
+ * the run config (target_epsilon only as a stopping budget when --sigma is given).
+ * Returns 0 or the exit code after printing the error. */
+int cli_poisson_privacy_setup(cli_algo_ctx *c);
 /* The reproducible / secure mode notice (stderr). */
 void cli_print_noise_mode(const cli_algo_ctx *c);
 

@@ -14,27 +14,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "testdata.h"
 #include "testutil.h"
 #include "train/train_internal.h"
 
-static void make_blobs(dpt_dataset *d, size_t n, uint64_t seed) {
-    memset(d, 0, sizeof *d);
-    d->n = n;
-    d->dim = 8;
-    d->n_classes = 3;
-    d->shape[0] = 1, d->shape[1] = 1, d->shape[2] = 8;
-    d->x = dpt_alloc(n * 8, sizeof(float), "x");
-    d->y = dpt_alloc(n, sizeof(int32_t), "y");
-    strcpy(d->source, "synthetic blobs");
-    dpt_rng r;
-    dpt_rng_init(&r, seed, DPT_STREAM_AUX);
-    for (size_t i = 0; i < n; i++) {
-        int c = (int)(i % 3);
-        d->y[i] = c;
-        for (int j = 0; j < 8; j++) d->x[i * 8 + j] = (float)(dpt_rng_gauss_ref(&r) * 0.7 + (j % 3 == c ? 2.0 : 0.0));
-    }
-    dpt_rng_free(&r);
-}
 
 static dpt_train_config cfg_for(size_t shards, int poisson) {
     dpt_train_config c = dpt_train_config_defaults();
@@ -102,8 +85,8 @@ static void cnt_free(dpt_algo *a) { (void)a; }
 
 int main(void) {
     dpt_dataset tr, te;
-    make_blobs(&tr, 397, 1); /* 397 = not a multiple of 3 or 4: uneven shards */
-    make_blobs(&te, 203, 2);
+    tu_make_blobs(&tr, 397, 1, 1.0f); /* 397 = not a multiple of 3 or 4: uneven shards */
+    tu_make_blobs(&te, 203, 2, 1.0f);
     size_t P = 8 * 16 + 16 + 16 * 3 + 3;
     float th1[P], th3[P], th4[P];
     dpt_epoch_result r1, r3, r4;

@@ -7,24 +7,7 @@
 # --resume continues the ledger without recording the PCA twice.
 set -u
 BIN=$1
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0; checks=0
-expect_fail() { # expect_fail "needle" cmd...
-  local needle=$1; shift
-  checks=$((checks+1))
-  local out; out=$("$@" 2>&1); local rc=$?
-  if [ $rc -eq 0 ] || ! grep -q -- "$needle" <<<"$out"; then
-    echo "FAIL: '$*' rc=$rc, want non-zero and message containing '$needle'; got: $out"; fail=$((fail+1))
-  fi
-}
-expect_ok() {
-  checks=$((checks+1))
-  local out; out=$("$@" 2>&1); local rc=$?
-  if [ $rc -ne 0 ]; then echo "FAIL: '$*' rc=$rc: $out"; fail=$((fail+1)); fi
-  LAST_OUT=$out
-}
-check() { checks=$((checks+1)); if ! eval "$1"; then echo "FAIL: $2"; fail=$((fail+1)); fi; }
+source "$(dirname "$0")/lib/harness.sh"
 python3 - "$T/d.csv" <<'PY'
 import random, sys
 random.seed(1)
@@ -97,5 +80,4 @@ expect_ok "$BIN" train --algo dpmac --dataset "csv:$T/d.csv" --normalize none --
   --model ae:8-12-4-12-8:relu --sigma 1 --clip 0.1 --batch-size 100 --epochs 2 --lr 0.01 --out "$T/ae"
 check 'grep -q "test loss" <<<"$LAST_OUT"' "autoencoder run printed no test loss"
 
-echo "$((checks - fail)) passed, $fail failed"
-[ $fail -eq 0 ]
+harness_end

@@ -7,24 +7,7 @@
 # account command prints the rejection and SGM terms and agrees with the training ledger.
 set -u
 BIN=$1
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0; checks=0
-expect_fail() {
-  local needle=$1; shift
-  checks=$((checks+1))
-  local out; out=$("$@" 2>&1); local rc=$?
-  if [ $rc -eq 0 ] || ! grep -q -- "$needle" <<<"$out"; then
-    echo "FAIL: '$*' rc=$rc, want non-zero and message containing '$needle'; got: $out"; fail=$((fail+1))
-  fi
-}
-expect_ok() {
-  checks=$((checks+1))
-  local out; out=$("$@" 2>&1); local rc=$?
-  if [ $rc -ne 0 ]; then echo "FAIL: '$*' rc=$rc: $out"; fail=$((fail+1)); fi
-  LAST_OUT=$out
-}
-check() { checks=$((checks+1)); if ! eval "$1"; then echo "FAIL: $2"; fail=$((fail+1)); fi; }
+source "$(dirname "$0")/lib/harness.sh"
 python3 - "$T/d.csv" <<'PY'
 import random, sys
 random.seed(1)
@@ -104,5 +87,4 @@ ls=[json.loads(l) for l in open(\"$T/ulr/metrics.jsonl\")]
 assert ls[-1][\"test_accuracy\"]>0.8, ls[-1]
 "' "ulr did not learn"
 
-echo "$checks checks, $fail failed"
-[ $fail -eq 0 ]
+harness_end

@@ -4,17 +4,7 @@
 # clear line naming it.
 set -u
 BIN=$1
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0; checks=0
-expect_fail() { # expect_fail "needle" cmd...
-  local needle=$1; shift
-  checks=$((checks+1))
-  local out; out=$("$@" 2>&1); local rc=$?
-  if [ $rc -eq 0 ] || ! grep -q -- "$needle" <<<"$out"; then
-    echo "FAIL: '$*' rc=$rc, want non-zero and message containing '$needle'; got: $out"; fail=$((fail+1))
-  fi
-}
+source "$(dirname "$0")/lib/harness.sh"
 python3 - "$T/d.csv" "$T/t.csv" <<'PY'
 import random, sys
 random.seed(2)
@@ -103,5 +93,4 @@ expect_fail "--width: required" "$BIN" account --kl-bound --init he --input-dim 
 expect_fail "give all four" "$BIN" account --kl-bound --init he --input-dim 10 --outputs 1 --width 10 --depth 3 --steps 5
 expect_fail "--sigma: must be > 0" "$BIN" account --kl-bound --init he --input-dim 10 --outputs 1 --width 10 --depth 3 --steps 5 --eta 0.1 --sigma 0 --dataset-size 9
 expect_fail "--eta: must be > 0" "$BIN" account --kl-bound --init he --input-dim 10 --outputs 1 --width 10 --depth 3 --steps 5 --eta -1 --sigma 1 --dataset-size 9
-echo "$checks checks, $fail failed"
-[ $fail -eq 0 ]
+harness_end

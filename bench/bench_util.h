@@ -1,0 +1,31 @@
+/* Shared by the benchmark programs: synthetic MNIST-shaped data and a CPU clock. */
+#ifndef DPT_BENCH_UTIL_H
+#define DPT_BENCH_UTIL_H
+#include <dptrain/data.h>
+#include <string.h>
+#include <time.h>
+
+/* n examples of 784 features in 10 classes (class c brighter in pixels j = c mod 10),
+ * deterministic; free with dpt_dataset_free. */
+static inline void bench_mnist_like(dpt_dataset *d, size_t n) {
+    memset(d, 0, sizeof *d);
+    d->n = n, d->dim = 784, d->n_classes = 10;
+    d->shape[0] = 1, d->shape[1] = 28, d->shape[2] = 28;
+    d->x = dpt_alloc(n * 784, sizeof(float), "x");
+    d->y = dpt_alloc(n, sizeof(int32_t), "y");
+    dpt_rng r;
+    dpt_rng_init(&r, 1, DPT_STREAM_AUX);
+    for (size_t i = 0; i < n; i++) {
+        d->y[i] = (int32_t)(i % 10);
+        for (size_t j = 0; j < 784; j++) d->x[i * 784 + j] = (float)dpt_rng_uniform(&r) * (j % 10 == i % 10 ? 1.0f : 0.3f);
+    }
+    dpt_rng_free(&r);
+}
+
+/* CPU seconds of the process (all threads): less sensitive than wall time to other jobs. */
+static inline double bench_cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+#endif
