@@ -15,6 +15,7 @@ static const struct {
     {"train", dpt_cmd_train, "train a model (non-private or differentially private)"},
     {"eval", dpt_cmd_eval, "evaluate a checkpoint on a test split"},
     {"account", dpt_cmd_account, "compute the privacy spent (epsilon) or calibrate noise"},
+    {"audit", dpt_cmd_audit, "membership-inference audit: loss attack, LiRA, canary epsilon lower bound"},
 };
 #define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 

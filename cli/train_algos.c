@@ -9,6 +9,8 @@
 const cli_algo *const CLI_ALGOS[] = {
     &CLI_ALGO_SGD,
     &CLI_ALGO_DPSGD,
+    &CLI_ALGO_PDPSGD,
+    &CLI_ALGO_PROPNOISE,
     &CLI_ALGO_DPULR,
     &CLI_ALGO_ULR,
     &CLI_ALGO_DPMAC,

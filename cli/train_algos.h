@@ -81,6 +81,8 @@ void cli_print_noise_mode(const cli_algo_ctx *c);
 /* The algorithms (one file each). */
 extern const cli_algo CLI_ALGO_SGD;
 extern const cli_algo CLI_ALGO_DPSGD;
+extern const cli_algo CLI_ALGO_PDPSGD;
+extern const cli_algo CLI_ALGO_PROPNOISE;
 extern const cli_algo CLI_ALGO_DPULR;
 extern const cli_algo CLI_ALGO_ULR;
 extern const cli_algo CLI_ALGO_DPMAC;

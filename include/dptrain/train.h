@@ -98,6 +98,34 @@ dpt_dpsgd_config dpt_dpsgd_config_defaults(void);
 /* Copies cfg. DPT_EINVAL naming the flag for C <= 0 or sigma < 0. */
 dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out);
 
+/* PDP-SGD (proportional DP regularization; see docs/pdpsgd.md). NOT differentially
+ * private: no theorem, no accountant, no epsilon. The update direction is the gradient of
+ *   mean loss + lambda sum theta^2 + kappa sum_{linear layers} sum_{j,k} W_jk^2 m_k
+ *                                  + kappa sum_{biases} b_j^2
+ * where m_k = (1/|B|) sum_{n in B} x_{n,k}^2 is the batch mean of the SQUARED input
+ * feature k of that Linear layer (for hidden layers: its input activation), treated as a
+ * constant (no gradient flows through x). A bias multiplies x = 1 (plain L2 with kappa).
+ * Layers without parameters (activations) add nothing. The paper's derivation gives
+ * kappa = (eta sigma)^2 (dpt_pdp_kappa). An empty batch leaves grad zero (no step). */
+typedef struct {
+    double lambda; /* plain L2 coefficient (>= 0) */
+    double kappa;  /* proportional coefficient (>= 0) */
+} dpt_pdp_config;
+/* DPT_EINVAL naming --lambda / --kappa for negative or non-finite values. */
+dpt_status dpt_algo_pdpsgd_new(const dpt_pdp_config *cfg, dpt_algo **out);
+/* kappa = (eta sigma)^2, the paper's value for learning rate eta and relative noise sigma. */
+double dpt_pdp_kappa(double eta, double sigma);
+
+/* The proportional-noise variant the regularizer is derived from: plain minibatch SGD
+ * (mean loss gradient, plus 2 lambda theta), then after each optimizer step every
+ * parameter is perturbed multiplicatively, theta_i <- theta_i + eta sigma theta_i e_i,
+ * e_i ~ N(0, 1) i.i.d. from the trainer's noise stream, eta = the step's learning rate.
+ * NOT differentially private (no epsilon). */
+typedef struct {
+    double sigma;  /* relative noise (> 0) */
+    double lambda; /* optional plain L2 (>= 0) */
+} dpt_propnoise_config;
+dpt_status dpt_algo_propnoise_new(const dpt_propnoise_config *cfg, dpt_algo **out);
 /* DP-ULR (Forward Learning with Differential Privacy, ICML; issue 6): backprop-free
  * training with likelihood-ratio gradient estimates. The model is sliced into modules
  * (slices of its layer list; by default each Linear layer with the parameter-free layers

@@ -311,22 +311,10 @@ static dpt_status dpmac_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
     return DPT_OK;
 }
 
-static dpt_status dpmac_record(dpt_algo *a, dpt_trainer *t, size_t batch) {
-    (void)batch;
-    dpmac_state *s = a->state;
-    DPT_ASSERT(t->ledger);
-    (void)s;
-    return dpt_ledger_add_sgm(t->ledger, t->cfg.sample_rate, a->sigma, 1);
-}
-
-/* The multiplier the ledger records: sigma, or in secure mode sigma relative to the
- * lattice-rounded sum's sensitivity (dpt_privacy_secure_sigma_eff, as DP-SGD). */
+/* One SGM event per step; a->sigma as DP-SGD's (dpt_algo_bind_sgm). */
 static dpt_status dpmac_bind(dpt_algo *a, dpt_trainer *t) {
     dpmac_state *s = a->state;
-    DPT_CHECK(s->cfg.secure == t->cfg.secure, DPT_EINVAL,
-              "dpmac: the algorithm's secure flag (%d) differs from the run's (%d)", s->cfg.secure, t->cfg.secure);
-    a->sigma = s->cfg.secure ? dpt_privacy_secure_sigma_eff(s->cfg.sigma, t->model->n_params) : s->cfg.sigma;
-    return DPT_OK;
+    return dpt_algo_bind_sgm(a, t, "dpmac", s->cfg.sigma, s->cfg.secure);
 }
 
 static void dpmac_free(dpt_algo *a) {
@@ -366,7 +354,7 @@ dpt_status dpt_algo_dpmac_new(const dpt_dpmac_config *cfg, dpt_algo **out) {
     a->begin = dpmac_begin;
     a->accumulate = dpmac_accumulate;
     a->finish = dpmac_finish;
-    a->record = dpmac_record;
+    a->record = dpt_algo_record_sgm;
     a->bind = dpmac_bind;
     a->free = dpmac_free;
     a->state = s;

@@ -151,20 +151,11 @@ static dpt_status dpsgd_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
     return DPT_OK;
 }
 
-/* One SGM event (q, a->sigma) per step, before the optimizer changes the parameters. */
-static dpt_status dpsgd_record(dpt_algo *a, dpt_trainer *t, size_t batch) {
-    DPT_ASSERT(t->ledger); /* created by dpt_trainer_new for every private algorithm */
-    return dpt_ledger_add_sgm(t->ledger, t->cfg.sample_rate, a->sigma, 1);
-}
-
-/* The multiplier the ledger records: sigma, or in secure mode sigma relative to the
- * lattice-rounded sum's sensitivity C + sqrt(P) h (dpt_privacy_secure_sigma_eff). */
+/* One SGM event (q, a->sigma) per step, before the optimizer changes the parameters;
+ * a->sigma is sigma, or the secure mode's effective multiplier (dpt_algo_bind_sgm). */
 static dpt_status dpsgd_bind(dpt_algo *a, dpt_trainer *t) {
     dpsgd_state *s = a->state;
-    DPT_CHECK(s->cfg.secure == t->cfg.secure, DPT_EINVAL,
-              "dpsgd: the algorithm's secure flag (%d) differs from the run's (%d)", s->cfg.secure, t->cfg.secure);
-    a->sigma = s->cfg.secure ? dpt_privacy_secure_sigma_eff(s->cfg.sigma, t->model->n_params) : s->cfg.sigma;
-    return DPT_OK;
+    return dpt_algo_bind_sgm(a, t, "dpsgd", s->cfg.sigma, s->cfg.secure);
 }
 
 static void dpsgd_free(dpt_algo *a) {
@@ -208,7 +199,7 @@ dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out) {
     a->begin = dpsgd_begin;
     a->accumulate = dpsgd_accumulate;
     a->finish = dpsgd_finish;
-    a->record = dpsgd_record;
+    a->record = dpt_algo_record_sgm;
     a->bind = dpsgd_bind;
     a->distributable = 1; /* accumulate only adds into model->grad (docs/distributed.md) */
     a->free = dpsgd_free;

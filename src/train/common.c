@@ -1,4 +1,5 @@
 /* What the training algorithms share: chunk buffers and the forward/loss/backward prologue. */
+#include <dptrain/privacy.h>
 #include <string.h>
 
 #include "train_internal.h"
@@ -38,4 +39,17 @@ dpt_status dpt_train_forward_backward(dpt_trainer *t, dpt_chunk_bufs *b, const f
     if (scale != 1.0f)
         for (size_t i = 0; i < bc * m->out_dim; i++) b->dout[i] *= scale;
     return dpt_model_backward(m, b->dout, bc);
+}
+
+dpt_status dpt_algo_record_sgm(dpt_algo *a, dpt_trainer *t, size_t batch) {
+    (void)batch;
+    DPT_ASSERT(t->ledger); /* created by dpt_trainer_new for every private algorithm */
+    return dpt_ledger_add_sgm(t->ledger, t->cfg.sample_rate, a->sigma, 1);
+}
+
+dpt_status dpt_algo_bind_sgm(dpt_algo *a, const dpt_trainer *t, const char *name, double sigma, int secure) {
+    DPT_CHECK(secure == t->cfg.secure, DPT_EINVAL, "%s: the algorithm's secure flag (%d) differs from the run's (%d)",
+              name, secure, t->cfg.secure);
+    a->sigma = secure ? dpt_privacy_secure_sigma_eff(sigma, t->model->n_params) : sigma;
+    return DPT_OK;
 }

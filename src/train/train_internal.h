@@ -84,5 +84,13 @@ void dpt_dist_free(dpt_trainer *t);
 dpt_status dpt_eval_range(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d, size_t lo, size_t hi,
                           double *loss_sum, size_t *correct);
 
+/* For algorithms whose step is one sampled Gaussian mechanism (q, a->sigma): record()
+ * appends that event; bind sets a->sigma to the multiplier the ledger must carry, sigma,
+ * or in secure mode sigma relative to the lattice-rounded sum's sensitivity
+ * (dpt_privacy_secure_sigma_eff), after checking the algorithm's and the run's secure
+ * flags agree. */
+dpt_status dpt_algo_record_sgm(dpt_algo *a, dpt_trainer *t, size_t batch);
+dpt_status dpt_algo_bind_sgm(dpt_algo *a, const dpt_trainer *t, const char *name, double sigma, int secure);
+
 dpt_status dpt_trainer_checkpoint_path(const dpt_trainer *t, char *buf, size_t n);
 #endif

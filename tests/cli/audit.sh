@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# CLI: dptrain audit end to end on a tiny CSV made here (loss attack, LiRA with 4 shadows,
+# canary audit; CSV + ROC PNG), the PDP-SGD / proportional-noise training commands (no
+# epsilon, "no formal DP guarantee"), and clear errors for bad flags.
+set -u
+BIN=$1
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0; checks=0
+expect_fail() { # expect_fail "needle" cmd...
+  local needle=$1; shift
+  checks=$((checks+1))
+  local out; out=$("$@" 2>&1); local rc=$?
+  if [ $rc -eq 0 ] || ! grep -q -- "$needle" <<<"$out"; then
+    echo "FAIL: '$*' rc=$rc, want non-zero and message containing '$needle'; got: $out"; fail=$((fail+1))
+  fi
+}
+check() { checks=$((checks+1)); if ! eval "$1"; then echo "FAIL: $2"; fail=$((fail+1)); fi; }
+# 4 classes, 6 noisy features: a wide net overfits it, so members are visible
+python3 - "$T/d.csv" <<'PY'
+import random, sys
+random.seed(2)
+with open(sys.argv[1], "w") as f:
+    for i in range(400):
+        c = i % 4
+        f.write("%d,%s\n" % (c, ",".join("%.4f" % (random.gauss(0, 1.5) + (1.0 if j % 4 == c else 0.0)) for j in range(6))))
+PY
+A=(--dataset "csv:$T/d.csv" --population 200 --max-test 100 --model mlp:6-64-4:relu --batch-size 20 --lr 0.01 --threads 1 --quiet)
+out=$("$BIN" audit "${A[@]}" --epochs 60 --shadows 4 --bootstrap 50 --canaries 20 --canary-runs 2 --out "$T/a" 2>&1); rc=$?
+check "[ $rc -eq 0 ]" "audit sgd failed: $out"
+check "grep -q '^loss ' <<<\"\$out\"" "no loss attack line: $out"
+check "grep -q '^lira-online ' <<<\"\$out\"" "no lira-online line: $out"
+check "grep -q 'no formal DP guarantee' <<<\"\$out\"" "sgd audit lacks the no-guarantee statement"
+check "grep -q 'epsilon lower bound' <<<\"\$out\"" "no canary bound: $out"
+check "[ -s $T/a/audit.csv ] && [ -s $T/a/roc.csv ] && [ -s $T/a/summary.json ]" "audit files missing"
+check "[ \$(wc -l < $T/a/audit.csv) -eq 4 ]" "audit.csv should have a header and 3 attacks"
+if command -v gnuplot >/dev/null; then check "[ -s $T/a/roc.png ]" "roc.png missing"; fi
+# an overfit model leaks: loss-attack AUC clearly above chance
+auc=$(awk -F, '$1=="loss"{print $4}' "$T/a/audit.csv")
+check "python3 -c 'import sys; sys.exit(0 if float(\"$auc\") > 0.6 else 1)'" "loss AUC $auc not above 0.6 for an overfit model"
+# one-run canary audit (one run, 40 canaries); shadows in parallel give the same numbers
+out=$("$BIN" audit "${A[@]}" --epochs 60 --shadows 4 --jobs 2 --bootstrap 50 --canaries 40 --out "$T/j2" --no-plot 2>&1); rc=$?
+check "[ $rc -eq 0 ] && grep -q 'one-run audit (Steinke et al. 2023): [0-9]* of 8 guesses right' <<<\"\$out\"" "one-run audit: $out"
+"$BIN" audit "${A[@]}" --epochs 60 --shadows 4 --jobs 1 --bootstrap 50 --canaries 40 --out "$T/j1" --no-plot > /dev/null 2>&1
+check "cmp -s $T/j1/audit.csv $T/j2/audit.csv" "--jobs 2 changed the results"
+# DP-SGD: the accountant's epsilon is printed; PDP: never an epsilon
+out=$("$BIN" audit "${A[@]}" --epochs 2 --shadows 0 --bootstrap 0 --algo dpsgd --sigma 1 --clip 1 --out "$T/b" --no-plot 2>&1); rc=$?
+check "[ $rc -eq 0 ] && grep -q 'epsilon .* (RDP)' <<<\"\$out\"" "dpsgd audit: $out"
+out=$("$BIN" audit "${A[@]}" --epochs 2 --shadows 0 --bootstrap 0 --algo pdp-sgd --pdp-sigma 3 --out "$T/c" --no-plot 2>&1); rc=$?
+check "[ $rc -eq 0 ] && grep -q 'no formal DP guarantee' <<<\"\$out\" && ! grep -qi 'epsilon [0-9]' <<<\"\$out\"" "pdp audit: $out"
+# --checkpoint: audit a model trained by dptrain train (separate train and test files)
+head -200 "$T/d.csv" > "$T/tr.csv"; tail -200 "$T/d.csv" > "$T/te.csv"
+"$BIN" train --dataset "csv:$T/tr.csv,$T/te.csv" --model mlp:6-64-4:relu --batch-size 20 --lr 0.01 --epochs 60 \
+  --threads 1 --quiet --no-progress --out "$T/run" > /dev/null 2>&1
+out=$("$BIN" audit --checkpoint "$T/run/checkpoint.safetensors" --batch-size 20 --lr 0.01 --epochs 60 --threads 1 \
+  --shadows 4 --bootstrap 20 --quiet --no-plot --out "$T/k" 2>&1); rc=$?
+check "[ $rc -eq 0 ] && grep -q '200 members / 200 non-members' <<<\"\$out\" && grep -q 'checkpoint' <<<\"\$out\"" "checkpoint audit: $out"
+auc=$(awk -F, '$1=="loss"{print $4}' "$T/k/audit.csv")
+check "python3 -c 'import sys; sys.exit(0 if float(\"$auc\") > 0.6 else 1)'" "checkpoint loss AUC $auc not above 0.6"
+expect_fail "not with --checkpoint" "$BIN" audit --checkpoint "$T/run/checkpoint.safetensors" --canaries 10
+expect_fail "nope.safetensors" "$BIN" audit --checkpoint "$T/nope.safetensors"
+# training with the two non-DP algorithms
+TR=(--dataset "csv:$T/d.csv" --model mlp:6-16-4:relu --batch-size 20 --lr 0.01 --threads 1 --no-progress --epochs 1)
+for al in "pdp-sgd --kappa 0.01 --lambda 0.001" "pdp-sgd --pdp-sigma 2" "proportional-noise --prop-sigma 1"; do
+  out=$("$BIN" train "${TR[@]}" --algo $al --out "$T/t" 2>&1); rc=$?
+  check "[ $rc -eq 0 ] && grep -q 'no formal DP guarantee' <<<\"\$out\" && ! grep -qi 'epsilon [0-9]' <<<\"\$out\"" "train --algo $al: $out"
+  check "grep -q '\"privacy\":\"no formal DP guarantee\"' $T/t/metrics.jsonl" "metrics of --algo $al lack the statement"
+  rm -rf "$T/t"
+done
+expect_fail "--kappa" "$BIN" train "${TR[@]}" --algo pdp-sgd --kappa -1 --out "$T/t"
+expect_fail "give one of them" "$BIN" train "${TR[@]}" --algo pdp-sgd --kappa 1 --pdp-sigma 1 --out "$T/t"
+expect_fail "--prop-sigma" "$BIN" train "${TR[@]}" --algo proportional-noise --out "$T/t"
+expect_fail "not a differentially private" "$BIN" train "${TR[@]}" --algo pdp-sgd --sigma 1 --out "$T/t"
+expect_fail "--kappa is an option of --algo pdp-sgd" "$BIN" train "${TR[@]}" --algo sgd --kappa 1 --out "$T/t"
+expect_fail "--population" "$BIN" audit "${A[@]}" --population 3
+expect_fail "--algo" "$BIN" audit "${A[@]}" --algo magic
+expect_fail "--shadows" "$BIN" audit "${A[@]}" --shadows 1
+expect_fail "--sigma" "$BIN" audit "${A[@]}" --algo dpsgd --sigma 0
+expect_fail "--prop-sigma" "$BIN" audit "${A[@]}" --algo proportional-noise
+expect_fail "options of --algo pdp-sgd" "$BIN" audit "${A[@]}" --kappa 1
+expect_fail "d.csvx" "$BIN" audit --dataset "csv:$T/d.csvx"
+echo "$checks checks, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,288 @@
+/* audit statistics against closed forms and brute force:
+ *  - incomplete beta: Beta(1,b) and Beta(a,1) closed forms, the binomial tail identity,
+ *    symmetry; its inverse round-trips; Clopper-Pearson against published intervals;
+ *  - the epsilon lower bound against hand-computed values; the one-run audit bound
+ *    (delta = 0) against its binomial closed form;
+ *  - AUC / TPR-at-FPR against O(n^2) brute force (with ties) and against the closed form
+ *    for two Gaussians; bootstrap interval coverage over repeated experiments;
+ *  - LiRA on synthetic shadow statistics where per-example offsets hide membership from
+ *    a global threshold but not from the per-example likelihood ratio;
+ *  - loss attack on a model that memorized random labels (AUC near 1) and on an
+ *    untrained model (AUC near 0.5). */
+#include <dptrain/audit.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static double Phi(double z) { return 0.5 * erfc(-z / sqrt(2.0)); }
+static double Phi_inv(double p) {
+    double lo = -40, hi = 40;
+    for (int i = 0; i < 200; i++) {
+        double m = 0.5 * (lo + hi);
+        if (Phi(m) < p) lo = m;
+        else hi = m;
+    }
+    return 0.5 * (lo + hi);
+}
+
+static double binom_tail(int n, int k, double p) { /* P[Bin(n,p) >= k] by direct sum */
+    double s = 0;
+    for (int j = k; j <= n; j++) s += exp(lgamma(n + 1.0) - lgamma(j + 1.0) - lgamma(n - j + 1.0) + j * log(p) + (n - j) * log1p(-p));
+    return s;
+}
+
+static void test_betainc(void) {
+    double xs[] = {1e-6, 0.01, 0.2, 0.5, 0.77, 0.999};
+    for (int i = 0; i < 6; i++) {
+        double x = xs[i];
+        for (double b = 0.5; b < 40; b *= 2.3) {
+            CHECK_CLOSE(dpt_betainc(1.0, b, x), -expm1(b * log1p(-x)), 1e-15, 1e-12);
+            CHECK_CLOSE(dpt_betainc(b, 1.0, x), pow(x, b), 1e-15, 1e-12);
+            CHECK_CLOSE(dpt_betainc(b, 2.7, x) + dpt_betainc(2.7, b, 1 - x), 1.0, 1e-13, 0);
+        }
+        for (int n = 1; n <= 60; n += 7)
+            for (int k = 1; k <= n; k += 3) CHECK_CLOSE(dpt_betainc(k, n - k + 1, x), binom_tail(n, k, x), 1e-14, 1e-11);
+    }
+    CHECK_CLOSE(dpt_betainc(2, 3, 0.5), 11.0 / 16.0, 1e-15, 1e-13);
+    CHECK(isnan(dpt_betainc(-1, 2, 0.5)));
+    CHECK(isnan(dpt_betainc(1, 2, 1.5)));
+    /* inverse */
+    double ps[] = {1e-9, 0.025, 0.3, 0.5, 0.975, 1 - 1e-9};
+    for (int i = 0; i < 6; i++)
+        for (double a = 0.3; a < 300; a *= 3.1)
+            for (double b = 0.7; b < 300; b *= 4.3) {
+                double x = dpt_betainc_inv(a, b, ps[i]);
+                CHECK_CLOSE(dpt_betainc(a, b, x), ps[i], 1e-12, 1e-7);
+            }
+    CHECK_CLOSE(dpt_betainc_inv(1, 10, 0.5), 1 - pow(0.5, 0.1), 1e-14, 0);
+    /* Clopper-Pearson: published 95% interval for 5/10 is (0.187086, 0.812914); 0/10 and
+     * 10/10 have the closed forms (0, 1 - 0.025^(1/10)) and (0.025^(1/10), 1) */
+    double lo, hi;
+    CHECK_OK(dpt_clopper_pearson(5, 10, 0.05, &lo, &hi));
+    CHECK_CLOSE(lo, 0.187086, 1e-6, 0);
+    CHECK_CLOSE(hi, 0.812914, 1e-6, 0);
+    CHECK_OK(dpt_clopper_pearson(0, 10, 0.05, &lo, &hi));
+    CHECK(lo == 0);
+    CHECK_CLOSE(hi, 1 - pow(0.025, 0.1), 1e-12, 0);
+    CHECK_OK(dpt_clopper_pearson(10, 10, 0.05, &lo, &hi));
+    CHECK_CLOSE(lo, pow(0.025, 0.1), 1e-12, 0);
+    CHECK(hi == 1);
+    CHECK_STATUS(dpt_clopper_pearson(11, 10, 0.05, &lo, &hi), DPT_EINVAL);
+}
+
+static void test_eps_bound(void) {
+    double e;
+    /* perfect attack on 50 + 50 trials: TPR_lo = 0.025^(1/50), FPR_hi = 1 - 0.025^(1/50) */
+    double r = pow(0.025, 1.0 / 50);
+    CHECK_OK(dpt_audit_eps_lower_bound(50, 0, 0, 50, 0.0, 0.05, &e));
+    CHECK_CLOSE(e, log(r / (1 - r)), 1e-10, 0);
+    CHECK_CLOSE(e, 2.56958, 1e-4, 0); /* by hand: ln(0.928878 / 0.071122) */
+    CHECK_OK(dpt_audit_eps_lower_bound(50, 0, 0, 50, 1e-2, 0.05, &e));
+    CHECK_CLOSE(e, log((r - 1e-2) / (1 - r)), 1e-10, 0);
+    /* chance-level attack: no evidence */
+    CHECK_OK(dpt_audit_eps_lower_bound(25, 25, 25, 25, 0.0, 0.05, &e));
+    CHECK(e == 0);
+    /* 40/50 vs 5/50: log(CP_lo(40,50) / CP_hi(5,50)) with the CP values from the inverse beta */
+    double tl = dpt_betainc_inv(40, 11, 0.025), fh = dpt_betainc_inv(6, 45, 0.975);
+    CHECK_OK(dpt_audit_eps_lower_bound(40, 10, 5, 45, 0.0, 0.05, &e));
+    CHECK_CLOSE(e, log(tl / fh), 1e-10, 0);
+    CHECK(e > 0.9 && e < 1.6);
+    /* from scores: perfectly separated 100 + 100 scores -> the 50 + 50 evaluation half */
+    double in[100], out[100], thr;
+    for (int i = 0; i < 100; i++) in[i] = 10 + i, out[i] = -i;
+    CHECK_OK(dpt_audit_eps_from_scores(in, 100, out, 100, 0.0, 0.05, &e, &thr));
+    CHECK_CLOSE(e, log(r / (1 - r)), 1e-10, 0);
+    CHECK_STATUS(dpt_audit_eps_lower_bound(0, 0, 1, 1, 0, 0.05, &e), DPT_EINVAL);
+}
+
+
+static void test_one_run(void) {
+    /* delta = 0: p = P[Bin(r, q) >= v] = I_q(v, r-v+1), so the bound is logit(I^-1(alpha; v, r-v+1)) */
+    double e;
+    CHECK_OK(dpt_audit_one_run_eps(100, 100, 100, 0.0, 0.05, &e));
+    double q = pow(0.05, 0.01); /* all 100 right: P = q^100 */
+    CHECK_CLOSE(e, log(q / (1 - q)), 1e-5, 0);
+    CHECK_CLOSE(e, 3.4928, 1e-3, 0); /* by hand: ln(0.970487 / 0.029513) */
+    CHECK_OK(dpt_audit_one_run_eps(1000, 200, 150, 0.0, 0.05, &e));
+    double q2 = dpt_betainc_inv(150, 51, 0.05);
+    CHECK_CLOSE(e, log(q2 / (1 - q2)), 1e-5, 0);
+    /* brute-force binomial tail at that eps equals alpha */
+    double tail = 0;
+    for (int j = 150; j <= 200; j++)
+        tail += exp(lgamma(201.0) - lgamma(j + 1.0) - lgamma(201.0 - j) + j * log(q2) + (200 - j) * log1p(-q2));
+    CHECK_CLOSE(tail, 0.05, 1e-9, 0);
+    /* delta > 0 only weakens the bound, a little for small delta */
+    double e0 = e;
+    CHECK_OK(dpt_audit_one_run_eps(1000, 200, 150, 1e-5, 0.05, &e));
+    CHECK(e <= e0 && e > e0 - 0.3);
+    CHECK(dpt_audit_one_run_pvalue(1000, 200, 150, 1.0, 1e-5) >= dpt_audit_one_run_pvalue(1000, 200, 150, 1.0, 0.0));
+    /* half right: no evidence */
+    CHECK_OK(dpt_audit_one_run_eps(100, 100, 50, 0.0, 0.05, &e));
+    CHECK(e == 0);
+    CHECK_STATUS(dpt_audit_one_run_eps(10, 20, 5, 0, 0.05, &e), DPT_EINVAL);
+    /* guesses: top-k members, bottom-k non-members */
+    double sc[8] = {0.9, 0.1, 0.8, 0.2, 0.7, 0.3, 0.6, 0.4};
+    uint8_t mem[8] = {1, 0, 1, 0, 0, 1, 1, 0};
+    uint64_t r, v;
+    CHECK_OK(dpt_audit_one_run_guess(sc, mem, 8, 2, &r, &v)); /* top: 0.9 (1), 0.8 (1); bottom: 0.1 (0), 0.2 (0) */
+    CHECK(r == 4 && v == 4);
+    CHECK_OK(dpt_audit_one_run_guess(sc, mem, 8, 4, &r, &v)); /* + 0.7 (0 wrong), 0.6 (1); 0.3 (1 wrong), 0.4 (0) */
+    CHECK(r == 8 && v == 6);
+    CHECK_STATUS(dpt_audit_one_run_guess(sc, mem, 8, 5, &r, &v), DPT_EINVAL);
+}
+
+static double auc_brute(const double *a, size_t na, const double *b, size_t nb) {
+    double s = 0;
+    for (size_t i = 0; i < na; i++)
+        for (size_t j = 0; j < nb; j++) s += a[i] > b[j] ? 1.0 : a[i] == b[j] ? 0.5 : 0.0;
+    return s / ((double)na * (double)nb);
+}
+static double tpr_brute(const double *a, size_t na, const double *b, size_t nb, double f) {
+    double best = 0;
+    for (size_t c = 0; c < na + nb; c++) {
+        double t = c < na ? a[c] : b[c - na];
+        size_t tp = 0, fp = 0;
+        for (size_t i = 0; i < na; i++) tp += a[i] >= t;
+        for (size_t j = 0; j < nb; j++) fp += b[j] >= t;
+        if ((double)fp / (double)nb <= f) best = fmax(best, (double)tp / (double)na);
+    }
+    return best;
+}
+
+static void test_roc(void) {
+    dpt_rng r;
+    dpt_rng_init(&r, 9, DPT_STREAM_AUX);
+    /* small with ties: integer scores */
+    double a[37], b[41];
+    for (int i = 0; i < 37; i++) a[i] = (double)dpt_rng_below(&r, 8) + 1;
+    for (int i = 0; i < 41; i++) b[i] = (double)dpt_rng_below(&r, 8);
+    CHECK_CLOSE(dpt_audit_auc(a, 37, b, 41), auc_brute(a, 37, b, 41), 1e-14, 0);
+    for (double f = 0; f <= 1.0; f += 0.1) CHECK_CLOSE(dpt_audit_tpr_at_fpr(a, 37, b, 41, f), tpr_brute(a, 37, b, 41, f), 1e-14, 0);
+    double fpr[79], tpr[79];
+    size_t n;
+    CHECK_OK(dpt_audit_roc(a, 37, b, 41, fpr, tpr, &n));
+    CHECK(n >= 2 && fpr[0] == 0 && tpr[0] == 0 && fpr[n - 1] == 1 && tpr[n - 1] == 1);
+    double trap = 0;
+    for (size_t i = 1; i < n; i++) trap += (fpr[i] - fpr[i - 1]) * 0.5 * (tpr[i] + tpr[i - 1]);
+    CHECK_CLOSE(trap, dpt_audit_auc(a, 37, b, 41), 1e-12, 0); /* trapezoids = Mann-Whitney with ties */
+    /* two Gaussians, shift d: AUC = Phi(d / sqrt 2), TPR at FPR f = 1 - Phi(Phi^-1(1 - f) - d) */
+    enum { NG = 20000 };
+    double *gi = malloc(NG * sizeof *gi), *go = malloc(NG * sizeof *go);
+    const double d = 1.0;
+    for (int i = 0; i < NG; i++) gi[i] = dpt_rng_gauss_ref(&r) + d, go[i] = dpt_rng_gauss_ref(&r);
+    CHECK_CLOSE(dpt_audit_auc(gi, NG, go, NG), Phi(d / sqrt(2.0)), 0.01, 0);
+    CHECK_CLOSE(dpt_audit_tpr_at_fpr(gi, NG, go, NG, 0.01), 1 - Phi(Phi_inv(0.99) - d), 0.015, 0);
+    CHECK_CLOSE(dpt_audit_tpr_at_fpr(gi, NG, go, NG, 0.001), 1 - Phi(Phi_inv(0.999) - d), 0.01, 0);
+    /* bootstrap coverage of the AUC interval (nominal 90%) over 60 experiments of 150 + 150 */
+    int covered = 0, reps = 60;
+    for (int rep = 0; rep < reps; rep++) {
+        for (int i = 0; i < 150; i++) gi[i] = dpt_rng_gauss_ref(&r) + d, go[i] = dpt_rng_gauss_ref(&r);
+        dpt_audit_summary s;
+        CHECK_OK(dpt_audit_summarize(gi, 150, go, 150, 200, 0.1, 100 + (uint64_t)rep, &s));
+        double truth = Phi(d / sqrt(2.0));
+        covered += s.auc_lo <= truth && truth <= s.auc_hi;
+        if (rep == 0) CHECK(s.auc_lo < s.auc && s.auc < s.auc_hi && s.tpr_lo[1] <= s.tpr[1] && s.tpr[1] <= s.tpr_hi[1]);
+    }
+    /* Binomial(60, 0.9): P[covered < 47] < 0.5%; a broken interval (e.g. too narrow x2) covers ~60% */
+    CHECK(covered >= 47);
+    free(gi);
+    free(go);
+    dpt_rng_free(&r);
+}
+
+static void test_lira_synthetic(void) {
+    enum { S = 32, N = 400 };
+    dpt_rng r;
+    dpt_rng_init(&r, 21, DPT_STREAM_AUX);
+    double *phi = malloc(S * N * sizeof *phi), mu[N], tgt[N], sc[N], in_s[N], out_s[N], raw_in[N], raw_out[N];
+    uint8_t *mask = malloc(S * N);
+    const double gap = 1.0, sd = 0.5;
+    for (int i = 0; i < N; i++) mu[i] = 3.0 * dpt_rng_gauss_ref(&r); /* hard vs easy examples */
+    for (int s = 0; s < S; s++)
+        for (int i = 0; i < N; i++) {
+            mask[s * N + i] = (uint8_t)dpt_rng_bernoulli(&r, 0.5);
+            phi[s * N + i] = mu[i] + (mask[s * N + i] ? gap : 0) + sd * dpt_rng_gauss_ref(&r);
+        }
+    for (int i = 0; i < N; i++) tgt[i] = mu[i] + (i % 2 ? 0 : gap) + sd * dpt_rng_gauss_ref(&r); /* even = member */
+    size_t ni = 0, no = 0;
+    for (int online = 0; online < 2; online++) {
+        CHECK_OK(dpt_audit_lira(phi, mask, S, N, tgt, online, sc));
+        ni = no = 0;
+        for (int i = 0; i < N; i++) {
+            if (i % 2) out_s[no] = sc[i], raw_out[no++] = tgt[i];
+            else in_s[ni] = sc[i], raw_in[ni++] = tgt[i];
+        }
+        double auc = dpt_audit_auc(in_s, ni, out_s, no);
+        /* ideal: Phi(gap / (sd sqrt 2)) = 0.921; 200 + 200 examples: sd of the AUC ~0.015 */
+        CHECK_CLOSE(auc, Phi(gap / (sd * sqrt(2.0))), 0.06, 0);
+    }
+    /* the global threshold on phi is near chance here */
+    CHECK(dpt_audit_auc(raw_in, ni, raw_out, no) < 0.7);
+    memset(mask, 1, S * N);
+    CHECK_STATUS(dpt_audit_lira(phi, mask, S, N, tgt, 1, sc), DPT_EINVAL);
+    free(phi);
+    free(mask);
+    dpt_rng_free(&r);
+}
+
+static void make_random_labels(dpt_dataset *d, size_t n, size_t dim, uint64_t seed) {
+    memset(d, 0, sizeof *d);
+    d->n = n, d->dim = dim, d->n_classes = 4;
+    d->shape[0] = 1, d->shape[1] = 1, d->shape[2] = dim;
+    d->x = dpt_alloc(n * dim, sizeof(float), "x");
+    d->y = dpt_alloc(n, sizeof(int32_t), "y");
+    dpt_rng r;
+    dpt_rng_init(&r, seed, DPT_STREAM_AUX);
+    for (size_t i = 0; i < n * dim; i++) d->x[i] = (float)dpt_rng_gauss_ref(&r);
+    for (size_t i = 0; i < n; i++) d->y[i] = (int32_t)dpt_rng_below(&r, 4);
+    dpt_rng_free(&r);
+}
+
+static void test_loss_attack_memorize(void) {
+    dpt_dataset pop;
+    make_random_labels(&pop, 120, 16, 4);
+    uint8_t member[120];
+    for (int i = 0; i < 120; i++) member[i] = (uint8_t)(i % 2 == 0);
+    dpt_audit_job job;
+    memset(&job, 0, sizeof job);
+    job.cfg = dpt_train_config_defaults();
+    job.cfg.model_spec = "mlp:16-128-4:relu";
+    job.cfg.batch_size = 20;
+    job.cfg.epochs = 150;
+    job.cfg.optim.lr = 3e-3;
+    job.cfg.threads = 1;
+    job.algo = DPT_AUDIT_SGD;
+    double loss[120], in[60], out[60];
+    dpt_audit_run_info info;
+    CHECK_OK(dpt_audit_train_and_score(&job, &pop, member, NULL, 3, loss, NULL, &info));
+    CHECK(isnan(info.epsilon));
+    for (int i = 0; i < 120; i++) (i % 2 ? out : in)[i / 2] = -loss[i];
+    double auc = dpt_audit_auc(in, 60, out, 60);
+    CHECK(auc > 0.95); /* random labels can only be fit by memorizing */
+    /* untrained model: membership is invisible */
+    dpt_model *m;
+    dpt_rng r;
+    CHECK_OK(dpt_model_new("mlp:16-128-4:relu", 32, 1, &m));
+    dpt_rng_init(&r, 5, DPT_STREAM_INIT);
+    CHECK_OK(dpt_model_init(m, DPT_INIT_DEFAULT, NULL, 0, 0.0, &r));
+    CHECK_OK(dpt_audit_scores(m, &pop, NULL, 120, loss, NULL));
+    for (int i = 0; i < 120; i++) (i % 2 ? out : in)[i / 2] = -loss[i];
+    auc = dpt_audit_auc(in, 60, out, 60);
+    CHECK(auc > 0.35 && auc < 0.65); /* sd of the AUC under the null ~0.053 */
+    dpt_rng_free(&r);
+    dpt_model_free(m);
+    dpt_dataset_free(&pop);
+}
+
+int main(void) {
+    test_betainc();
+    test_eps_bound();
+    test_one_run();
+    test_roc();
+    test_lira_synthetic();
+    test_loss_attack_memorize();
+    TEST_MAIN_END();
+}
