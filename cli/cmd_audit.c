@@ -129,7 +129,7 @@ int dpt_cmd_audit(int argc, char **argv) {
                                                 "test examples; shadows use the flags below)", NULL},
         {"--data-dir", CLI_STR, &data_dir, "DIR", "directory holding <dataset>/ folders", &data_dir_seen},
         {"--classes", CLI_STR, &classes, "LIST", "keep only these labels", NULL},
-        {"--normalize", CLI_STR, &normalize, "MODE", "none | scalar | channel", NULL},
+        {"--normalize", CLI_STR, &normalize, "MODE", "none | scalar | channel | affine:SHIFT:SCALE", NULL},
         {"--population", CLI_LONG, &population, "N", "first N training examples: members + non-members (>= 8); with "
                                                       "--checkpoint: at most N/2 of each", &pop_seen},
         {"--max-test", CLI_LONG, &max_test, "N", "test examples for accuracy and canaries (0 = all)", NULL},

@@ -94,7 +94,7 @@ int dpt_cmd_train(int argc, char **argv) {
         {"--classes", CLI_STR, &classes, "LIST", "keep only these labels, relabelled 0..k-1 (e.g. 0,1)", NULL},
         {"--max-train", CLI_LONG, &max_train, "N", "use the first N training examples (0 = all)", NULL},
         {"--max-test", CLI_LONG, &max_test, "N", "use the first N test examples (0 = all)", NULL},
-        {"--normalize", CLI_STR, &normalize, "MODE", "none | scalar | channel (statistics of the training split)", NULL},
+        {"--normalize", CLI_STR, &normalize, "MODE", "none | scalar | channel (statistics of the training split) | affine:SHIFT:SCALE (fixed x <- (x - SHIFT) / SCALE, e.g. affine:-1:2 maps USPS [-1,1] pixels to [0,1])", NULL},
         {"--model", CLI_STR, &model, "SPEC", "model spec: mlp:784-1000-10:relu, cnn:1x28x28:conv16k5,relu,fc10, or mnist_cnn | mnist_cnn_tanh | resnet5 (see docs/nn.md)", NULL},
         {"--loss", CLI_STR, &loss, "NAME", "ce (softmax cross-entropy) | bce | mse", NULL},
         {"--init", CLI_STR, &init, "NAME", "default | lecun | he | xavier | ntk", NULL},

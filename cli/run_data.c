@@ -5,11 +5,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define NORM_AFFINE 100 /* fixed x <- (x - SHIFT) / SCALE: no statistics of the data */
+
+/* "affine:SHIFT:SCALE" -> shift, scale (finite, scale > 0). */
+static dpt_status parse_affine(const char *s, float *shift, float *scale) {
+    const char *p = s + strlen("affine:");
+    char *end;
+    double a = strtod(p, &end);
+    if (end == p || *end != ':') goto bad;
+    p = end + 1;
+    double b = strtod(p, &end);
+    if (end == p || *end) goto bad;
+    if (!(a == a && a > -1e30 && a < 1e30) || !(b > 0 && b < 1e30))
+        return dpt_set_error(DPT_EINVAL, "--normalize %s: SHIFT must be finite and SCALE > 0", s);
+    *shift = (float)a;
+    *scale = (float)b;
+    return DPT_OK;
+bad:
+    return dpt_set_error(DPT_EINVAL, "--normalize: expected affine:SHIFT:SCALE (two numbers), got '%s'", s);
+}
+
 static dpt_status parse_norm(const char *s, int *mode) {
     if (!strcmp(s, "none")) *mode = -1;
     else if (!strcmp(s, "scalar")) *mode = DPT_NORM_SCALAR;
     else if (!strcmp(s, "channel")) *mode = DPT_NORM_PER_CHANNEL;
-    else return dpt_set_error(DPT_EINVAL, "--normalize: expected none|scalar|channel, got '%s'", s);
+    else if (!strncmp(s, "affine:", 7)) {
+        float a, b;
+        DPT_TRY(parse_affine(s, &a, &b));
+        *mode = NORM_AFFINE;
+    } else
+        return dpt_set_error(DPT_EINVAL, "--normalize: expected none|scalar|channel|affine:SHIFT:SCALE, got '%s'", s);
     return DPT_OK;
 }
 
@@ -72,7 +97,18 @@ int cli_load_run_data(const cli_data_opts *o, dpt_dataset *train, dpt_dataset *t
     cJSON_AddStringToObject(run, "normalize", o->normalize);
     if (mode >= 0) {
         dpt_normalizer nz;
-        dpt_status s = dpt_normalizer_fit(train, mode, &nz);
+        dpt_status s;
+        if (mode == NORM_AFFINE) {
+            /* data-independent: one (shift, scale) pair applied as (x - shift) / scale */
+            memset(&nz, 0, sizeof nz);
+            nz.dim = train->dim;
+            nz.channels = 1;
+            nz.mean = dpt_alloc(1, sizeof(float), "normalization");
+            nz.std = dpt_alloc(1, sizeof(float), "normalization");
+            s = nz.mean && nz.std ? parse_affine(o->normalize, nz.mean, nz.std) : DPT_ENOMEM;
+        } else {
+            s = dpt_normalizer_fit(train, mode, &nz);
+        }
         if (s == DPT_OK) s = dpt_normalizer_apply(&nz, train);
         if (s == DPT_OK && test) s = dpt_normalizer_apply(&nz, test);
         if (s != DPT_OK) {
