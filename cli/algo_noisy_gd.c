@@ -34,8 +34,8 @@ static cli_option NGD_OPTS[] = {
     {"--kl-constant", CLI_STR, &constant, "C", "exact (eta/(4 sigma^2)) | paper (eta/(2 sigma^2), 2x larger)", NULL},
     {"--replace-candidates", CLI_LONG, &replace_k, "K", "held-out records tried as replacements (largest "
                                                         "gradient norm at W0)", NULL},
-    {"--runs", CLI_LONG, &runs, "R", "independent runs (default 1); run k uses seed --seed + k - 1 (fresh init and "
-                                     "noise) and writes OUT/run<k>/, OUT/metrics.jsonl gets the mean and std over runs",
+    {"--runs", CLI_LONG, &runs, "R", "independent runs; run k uses seed --seed + k - 1 (fresh init and "
+                                     "noise) and writes OUT/run<k>/, OUT/metrics.jsonl gets the mean and sample std over runs",
      NULL},
     {NULL, 0, NULL, NULL, NULL, NULL},
 };
@@ -167,9 +167,12 @@ static int report_one(const dpt_algo *a, const char *dir, const char *label) {
            r.c);
     if (!isnan(r.remove)) printf("  remove one training record: %.6g (record %zu)\n", r.remove, r.remove_arg);
     if (!isnan(r.add)) printf("  add one test record:        %.6g (test record %zu)\n", r.add, r.add_arg);
-    if (!isnan(r.replace))
-        printf("  replace record by test:     %.6g (record %zu by test record %zu; %zu candidate%s)\n", r.replace,
-               r.replace_arg_i, r.replace_arg_z, S.cfg.replace_candidates, S.cfg.replace_candidates > 1 ? "s" : "");
+    const size_t *zi;
+    size_t k = 0, nh = S.cfg.heldout ? S.cfg.heldout->n : 0;
+    if (!isnan(r.replace) && dpt_noisy_gd_replace_candidates(a, &zi, &k) == DPT_OK)
+        printf("  replace record by test:     %.6g (record %zu by test record %zu; %zu of %zu test records as "
+               "candidates%s)\n",
+               r.replace, r.replace_arg_i, r.replace_arg_z, k, nh, k == nh ? ": every pair, exact worst case" : "");
     int rc = write_candidates(a, dir);
     if (!rc) printf("  per-epoch: %s/metrics.jsonl (kl_*); per-candidate: %s/kl_candidates.csv\n", dir, dir);
     return rc;
