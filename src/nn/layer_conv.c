@@ -124,8 +124,8 @@ static void gather_out(const dpt_layer *L, const float *dv, size_t n, const floa
 
 /* ==== forward / backward_input / jvp ==== */
 
-/* v [B, O, T] (+)= conv(x; w) + b (b NULL: no bias); accumulate = 1 adds to v. */
-/* cache: 1 = unfold into the layer's cache and record (x, B) (forward), 0 = use the cache
+/* v [B, O, T] (+)= conv(x; w) + b (b NULL: no bias); accumulate = 1 adds to v.
+ * cache: 1 = unfold into the layer's cache and record (x, B) (forward), 0 = read the cache
  * only on a hit. */
 static void conv_apply(const dpt_layer *L, const float *w, const float *b, const float *x, float *v, size_t B,
                        int accumulate, int cache) {
