@@ -2,6 +2,8 @@
  * "Initialization Matters") with the KL estimator over every candidate neighbour. It has
  * NO (epsilon, delta) guarantee: what it reports is an estimate of a KL divergence along
  * the run's own trajectory, labelled as such everywhere (stdout, stderr, metrics). */
+#include <cjson/cJSON.h>
+#include <dptrain/comm.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -13,11 +15,13 @@
 static double eta = 0.01, lsigma = 0.0;
 static const char *neighbours = "all", *constant = "exact";
 static int linearized = 0, lsigma_seen = 0;
-static long replace_k = 1;
+static long replace_k = 1, runs = 1;
 
 static struct {
     dpt_noisy_gd_config cfg;
-    dpt_algo *algo; /* owned by the trainer; valid until the report */
+    dpt_algo *algo;        /* run 1's, owned by the trainer; valid until the report */
+    dpt_train_config tcfg; /* run 1's settings (--runs > 1: copied for runs 2..R) */
+    char dir1[1024];       /* --runs > 1: OUT/run1 */
 } S;
 
 static cli_option NGD_OPTS[] = {
@@ -30,6 +34,9 @@ static cli_option NGD_OPTS[] = {
     {"--kl-constant", CLI_STR, &constant, "C", "exact (eta/(4 sigma^2)) | paper (eta/(2 sigma^2), 2x larger)", NULL},
     {"--replace-candidates", CLI_LONG, &replace_k, "K", "held-out records tried as replacements (largest "
                                                         "gradient norm at W0)", NULL},
+    {"--runs", CLI_LONG, &runs, "R", "independent runs; run k uses seed --seed + k - 1 (fresh init and "
+                                     "noise) and writes OUT/run<k>/, OUT/metrics.jsonl gets the mean and sample std over runs",
+     NULL},
     {NULL, 0, NULL, NULL, NULL, NULL},
 };
 
@@ -74,6 +81,9 @@ static int ngd_check(cli_algo_ctx *c) {
     else if (!strcmp(constant, "paper")) S.cfg.constant = DPT_KL_PAPER;
     else return cli_error("--kl-constant: expected exact|paper, got '%s'", constant);
     if (replace_k < 1) return cli_error("--replace-candidates: must be >= 1, got %ld", replace_k);
+    if (runs < 1 || runs > 1000) return cli_error("--runs: must be in [1, 1000], got %ld", runs);
+    if (runs > 1 && dpt_comm_size() > 1)
+        return cli_error("--runs %ld: several runs are not supported under mpirun (run them one by one)", runs);
     S.cfg.eta = eta;
     S.cfg.sigma = lsigma;
     S.cfg.linearized = linearized;
@@ -100,6 +110,12 @@ static int ngd_make(cli_algo_ctx *c, dpt_algo **out) {
     S.cfg.heldout = c->test;
     if (dpt_algo_noisy_gd_new(&S.cfg, out) != DPT_OK) return cli_fail("--algo noisy-gd");
     S.algo = *out;
+    if (runs > 1) {
+        /* run 1 is the trainer cmd_train builds next; it writes OUT/run1 */
+        snprintf(S.dir1, sizeof S.dir1, "%s/run1", c->out);
+        cfg->out_dir = S.dir1;
+    }
+    S.tcfg = *cfg;
     if (!c->quiet)
         fprintf(stderr, "dptrain: noisy-gd has NO (epsilon, delta) guarantee; it reports an ESTIMATE of the KL "
                         "divergence along this run's trajectory%s\n",
@@ -113,49 +129,248 @@ static void ngd_describe(const cli_algo_ctx *c, FILE *f) {
                "run dir %s\n",
             eta, lsigma, sqrt(2.0 * eta) * lsigma, linearized ? ", linearized network" : "", neighbours, constant,
             c->epochs, c->cfg->seed, dpt_threads_resolve(c->cfg->threads), c->out);
+    if (runs > 1)
+        fprintf(f, "  %ld runs: run k uses seed %" PRIu64 " + k - 1 and writes %s/run<k>/; %s/metrics.jsonl gets "
+                   "the mean and std over runs\n",
+                runs, c->cfg->seed, c->out, c->out);
 }
 
-/* Per-candidate final values (for worst-case-of-the-mean over several runs). */
-static int write_candidates(const cli_algo_ctx *c) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/kl_candidates.csv", c->out);
+/* Per-candidate final values of one run (for worst-case-of-the-mean over several runs). */
+static int write_candidates(const dpt_algo *a, const char *dir) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/kl_candidates.csv", dir);
     FILE *f = fopen(path, "w");
     if (!f) return cli_error("%s: cannot write", path);
     fprintf(f, "kind,record,heldout,kl\n");
     const double *v;
     size_t n;
-    if (dpt_noisy_gd_kl_values(S.algo, DPT_KL_REMOVE, &v, &n) == DPT_OK)
+    if (dpt_noisy_gd_kl_values(a, DPT_KL_REMOVE, &v, &n) == DPT_OK)
         for (size_t i = 0; i < n; i++) fprintf(f, "remove,%zu,,%.9g\n", i, v[i]);
-    if (dpt_noisy_gd_kl_values(S.algo, DPT_KL_ADD, &v, &n) == DPT_OK)
+    if (dpt_noisy_gd_kl_values(a, DPT_KL_ADD, &v, &n) == DPT_OK)
         for (size_t i = 0; i < n; i++) fprintf(f, "add,,%zu,%.9g\n", i, v[i]);
     const size_t *zi;
     size_t k;
-    if (dpt_noisy_gd_kl_values(S.algo, DPT_KL_REPLACE, &v, &n) == DPT_OK &&
-        dpt_noisy_gd_replace_candidates(S.algo, &zi, &k) == DPT_OK && k)
+    if (dpt_noisy_gd_kl_values(a, DPT_KL_REPLACE, &v, &n) == DPT_OK &&
+        dpt_noisy_gd_replace_candidates(a, &zi, &k) == DPT_OK && k)
         for (size_t i = 0; i < n; i++) fprintf(f, "replace,%zu,%zu,%.9g\n", i / k, zi[i % k], v[i]);
     if (fclose(f) != 0) return cli_error("%s: write failed", path);
     return 0;
 }
 
-static int ngd_report(const cli_algo_ctx *c, dpt_trainer *t) {
-    (void)t;
-    if (!S.cfg.kl) {
-        printf("privacy: none (noisy-gd without the KL estimator; no (epsilon, delta) guarantee)\n");
-        return 0;
-    }
+/* One run's KL report on stdout and its kl_candidates.csv in dir. */
+static int report_one(const dpt_algo *a, const char *dir, const char *label) {
     dpt_kl_report r;
-    if (dpt_noisy_gd_kl(S.algo, &r) != DPT_OK) return cli_fail("KL estimate");
-    printf("KL estimate (an estimate along this run's trajectory, NOT an (epsilon, delta) guarantee): worst %.6g "
+    if (dpt_noisy_gd_kl(a, &r) != DPT_OK) return cli_fail("KL estimate");
+    printf("%sKL estimate (an estimate along this run's trajectory, NOT an (epsilon, delta) guarantee): worst %.6g "
            "after %" PRIu64 " steps, constant %s = %.6g\n",
-           r.worst, r.steps, S.cfg.constant == DPT_KL_EXACT ? "eta/(4 sigma^2)" : "eta/(2 sigma^2) (paper)", r.c);
+           label, r.worst, r.steps, S.cfg.constant == DPT_KL_EXACT ? "eta/(4 sigma^2)" : "eta/(2 sigma^2) (paper)",
+           r.c);
     if (!isnan(r.remove)) printf("  remove one training record: %.6g (record %zu)\n", r.remove, r.remove_arg);
     if (!isnan(r.add)) printf("  add one test record:        %.6g (test record %zu)\n", r.add, r.add_arg);
-    if (!isnan(r.replace))
-        printf("  replace record by test:     %.6g (record %zu by test record %zu; %zu candidate%s)\n", r.replace,
-               r.replace_arg_i, r.replace_arg_z, S.cfg.replace_candidates, S.cfg.replace_candidates > 1 ? "s" : "");
-    if (linearized) printf("  (linearized network; the test accuracy below is of the ReLU network at W)\n");
-    int rc = write_candidates(c);
-    if (!rc) printf("  per-epoch: %s/metrics.jsonl (kl_*); per-candidate: %s/kl_candidates.csv\n", c->out, c->out);
+    const size_t *zi;
+    size_t k = 0, nh = S.cfg.heldout ? S.cfg.heldout->n : 0;
+    if (!isnan(r.replace) && dpt_noisy_gd_replace_candidates(a, &zi, &k) == DPT_OK)
+        printf("  replace record by test:     %.6g (record %zu by test record %zu; %zu of %zu test records as "
+               "candidates%s)\n",
+               r.replace, r.replace_arg_i, r.replace_arg_z, k, nh, k == nh ? ": every pair, exact worst case" : "");
+    int rc = write_candidates(a, dir);
+    if (!rc) printf("  per-epoch: %s/metrics.jsonl (kl_*); per-candidate: %s/kl_candidates.csv\n", dir, dir);
+    return rc;
+}
+
+/* ---- --runs R > 1 ---- */
+
+/* Sums over runs of each candidate's final KL (remove: training record i, add: held-out
+ * record z; the same candidates in every run), for worst_of_mean. Replace candidates are
+ * chosen per run at that run's W0, so they are not summed. */
+static struct {
+    double *sum[2];
+    size_t n[2];
+} C;
+
+static int sum_candidates(const dpt_algo *a) {
+    const int kinds[2] = {DPT_KL_REMOVE, DPT_KL_ADD};
+    for (int j = 0; j < 2; j++) {
+        const double *v;
+        size_t n;
+        if (dpt_noisy_gd_kl_values(a, kinds[j], &v, &n) != DPT_OK || !n) continue;
+        if (!C.sum[j]) {
+            if (!(C.sum[j] = calloc(n, sizeof(double)))) return cli_error("--runs: out of memory");
+            C.n[j] = n;
+        }
+        for (size_t i = 0; i < n && i < C.n[j]; i++) C.sum[j][i] += v[i];
+    }
+    return 0;
+}
+
+/* Every line of dir/metrics.jsonl, parsed; NULL (after printing the error) on failure. */
+static cJSON *read_metrics(const char *dir) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        cli_error("--runs: cannot read %s", path);
+        return NULL;
+    }
+    cJSON *arr = cJSON_CreateArray();
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    while (arr && (len = getline(&line, &cap, f)) > 0) {
+        if (len <= 1) continue;
+        cJSON *o = cJSON_Parse(line);
+        if (!o) {
+            cli_error("--runs: %s: a line is not JSON", path);
+            cJSON_Delete(arr);
+            arr = NULL;
+        } else cJSON_AddItemToArray(arr, o);
+    }
+    free(line);
+    fclose(f);
+    return arr;
+}
+
+/* mean and sample standard deviation (denominator R - 1) of key over the runs' line e;
+ * 0 if some run lacks it */
+static int mean_std(cJSON *const *runs_m, long R, int e, const char *key, double *mean, double *sd) {
+    double v[1000], s = 0, q = 0;
+    for (long k = 0; k < R; k++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(runs_m[k], e), key);
+        if (!cJSON_IsNumber(x)) return 0;
+        v[k] = x->valuedouble;
+        s += v[k];
+    }
+    *mean = s / (double)R;
+    for (long k = 0; k < R; k++) q += (v[k] - *mean) * (v[k] - *mean);
+    *sd = sqrt(q / (double)(R - 1));
+    return 1;
+}
+
+static void worst_of_mean(cJSON *o, int j, const char *key, long R) {
+    if (!C.sum[j]) return;
+    size_t arg = 0;
+    for (size_t i = 1; i < C.n[j]; i++)
+        if (C.sum[j][i] > C.sum[j][arg]) arg = i;
+    char k1[64], k2[64];
+    snprintf(k1, sizeof k1, "%s_worst_of_mean", key);
+    snprintf(k2, sizeof k2, "%s_worst_of_mean_%s", key, j == 0 ? "record" : "heldout_record");
+    cJSON_AddNumberToObject(o, k1, C.sum[j][arg] / (double)R);
+    cJSON_AddNumberToObject(o, k2, (double)arg);
+}
+
+/* OUT/metrics.jsonl: per epoch, <key>_mean and <key>_std over the runs of each run's
+ * value of key (kl_*: that run's worst case over the candidates of the kind); the last
+ * epoch also worst_of_mean. Prints the summary of the last epoch. */
+static int write_aggregate(const cli_algo_ctx *c) {
+    static const char *keys[] = {"kl_worst", "kl_remove", "kl_add", "kl_replace", "train_loss", "test_loss",
+                                 "test_accuracy"};
+    cJSON *m[1000] = {0};
+    int rc = 0;
+    char dir[1100], path[1200];
+    for (long k = 0; k < runs && !rc; k++) {
+        snprintf(dir, sizeof dir, "%s/run%ld", c->out, k + 1);
+        if (!(m[k] = read_metrics(dir))) rc = 2;
+        else if (cJSON_GetArraySize(m[k]) != cJSON_GetArraySize(m[0]))
+            rc = cli_error("--runs: %s/metrics.jsonl has %d epochs, run 1 has %d", dir, cJSON_GetArraySize(m[k]),
+                           cJSON_GetArraySize(m[0]));
+    }
+    FILE *f = NULL;
+    if (!rc) {
+        snprintf(path, sizeof path, "%s/metrics.jsonl", c->out);
+        if (!(f = fopen(path, "w"))) rc = cli_error("%s: cannot write", path);
+    }
+    const int E = rc ? 0 : cJSON_GetArraySize(m[0]);
+    for (int e = 0; e < E && !rc; e++) {
+        const cJSON *first = cJSON_GetArrayItem(m[0], e);
+        cJSON *o = cJSON_CreateObject();
+        static const char *copy[] = {"epoch", "step", "kl_note", "kl_constant", "kl_c", "kl_steps"};
+        for (size_t j = 0; j < sizeof copy / sizeof *copy; j++) {
+            const cJSON *x = cJSON_GetObjectItemCaseSensitive(first, copy[j]);
+            if (x) cJSON_AddItemToObject(o, copy[j], cJSON_Duplicate(x, 1));
+        }
+        cJSON_AddNumberToObject(o, "runs", (double)runs);
+        char sb[32];
+        snprintf(sb, sizeof sb, "%" PRIu64, S.tcfg.seed);
+        cJSON_AddStringToObject(o, "seed_first", sb);
+        cJSON_AddStringToObject(o, "runs_note", "run k (1..runs) used seed seed_first + k - 1 and wrote run<k>/; "
+                                                "<key>_mean / <key>_std: mean and sample standard deviation "
+                                                "(denominator runs - 1) over the runs of each run's <key> "
+                                                "(kl_*: that run's worst case over its candidates)");
+        for (size_t j = 0; j < sizeof keys / sizeof *keys; j++) {
+            double mu, sd;
+            if (!mean_std(m, runs, e, keys[j], &mu, &sd)) continue;
+            char k1[64], k2[64];
+            snprintf(k1, sizeof k1, "%s_mean", keys[j]);
+            snprintf(k2, sizeof k2, "%s_std", keys[j]);
+            cJSON_AddNumberToObject(o, k1, mu);
+            cJSON_AddNumberToObject(o, k2, sd);
+        }
+        if (e == E - 1) {
+            worst_of_mean(o, 0, "kl_remove", runs);
+            worst_of_mean(o, 1, "kl_add", runs);
+        }
+        char *line = cJSON_PrintUnformatted(o);
+        if (!line || fprintf(f, "%s\n", line) < 0) rc = cli_error("%s: write failed", path);
+        if (e == E - 1 && !rc) {
+            double mu, sd;
+            printf("over %ld runs (seeds %" PRIu64 "..%" PRIu64 "), mean and std of each run's worst case: ", runs,
+                   S.tcfg.seed, S.tcfg.seed + (uint64_t)runs - 1);
+            if (mean_std(m, runs, e, "kl_worst", &mu, &sd)) printf("KL estimate %.6g +- %.6g", mu, sd);
+            if (mean_std(m, runs, e, "test_accuracy", &mu, &sd))
+                printf("%stest accuracy %.2f%% +- %.2f%%", S.cfg.kl ? ", " : "", 100 * mu, 100 * sd);
+            printf("\n  aggregate: %s (<key>_mean, <key>_std); the test accuracy line below is run 1's\n", path);
+        }
+        free(line);
+        cJSON_Delete(o);
+    }
+    if (f && fclose(f) != 0 && !rc) rc = cli_error("%s: write failed", path);
+    for (long k = 0; k < runs; k++) cJSON_Delete(m[k]);
+    return rc;
+}
+
+/* Runs 2..R: the same settings as run 1 but seed --seed + k - 1 and directory OUT/run<k>. */
+static int more_runs(const cli_algo_ctx *c) {
+    char dir[1100], label[64];
+    for (long k = 2; k <= runs; k++) {
+        dpt_train_config tc = S.tcfg;
+        tc.seed = S.tcfg.seed + (uint64_t)(k - 1);
+        snprintf(dir, sizeof dir, "%s/run%ld", c->out, k);
+        tc.out_dir = dir;
+        if (!c->quiet) fprintf(stderr, "dptrain: noisy-gd run %ld of %ld (seed %" PRIu64 ")\n", k, runs, tc.seed);
+        dpt_algo *a = NULL;
+        dpt_trainer *t = NULL;
+        dpt_epoch_result r;
+        if (dpt_algo_noisy_gd_new(&S.cfg, &a) != DPT_OK) return cli_fail("--algo noisy-gd");
+        if (dpt_trainer_new(&tc, c->train, c->test, a, &t) != DPT_OK) return cli_fail("train");
+        int rc = dpt_trainer_run(t, &r) != DPT_OK ? cli_fail("train") : 0;
+        snprintf(label, sizeof label, "run %ld (seed %" PRIu64 "): ", k, tc.seed);
+        if (!rc && S.cfg.kl) rc = report_one(a, dir, label);
+        if (!rc && S.cfg.kl) rc = sum_candidates(a);
+        dpt_trainer_free(t);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static int ngd_report(const cli_algo_ctx *c, dpt_trainer *t) {
+    (void)t;
+    if (!S.cfg.kl) printf("privacy: none (noisy-gd without the KL estimator; no (epsilon, delta) guarantee)\n");
+    int rc = 0;
+    if (S.cfg.kl) {
+        char label[64] = "";
+        if (runs > 1) snprintf(label, sizeof label, "run 1 (seed %" PRIu64 "): ", S.tcfg.seed);
+        rc = report_one(S.algo, runs > 1 ? S.dir1 : c->out, label);
+        if (!rc && linearized) printf("  (linearized network; the test accuracy below is of the ReLU network at W)\n");
+    }
+    if (runs > 1) {
+        if (!rc && S.cfg.kl) rc = sum_candidates(S.algo);
+        if (!rc) rc = more_runs(c);
+        if (!rc) rc = write_aggregate(c);
+        for (int j = 0; j < 2; j++) {
+            free(C.sum[j]);
+            C.sum[j] = NULL;
+        }
+    }
     return rc;
 }
 

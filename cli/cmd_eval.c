@@ -58,6 +58,7 @@ int dpt_cmd_eval(int argc, char **argv) {
         code = cli_fail("--checkpoint");
         goto done;
     }
+    (void)dpt_model_unfold_cache(m, 0); /* forward only: the conv unfold cache would be unused memory */
     double l, acc;
     if (dpt_evaluate(m, loss, &test, &l, &acc) != DPT_OK) {
         code = cli_fail("eval");

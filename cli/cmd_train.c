@@ -273,7 +273,7 @@ int dpt_cmd_train(int argc, char **argv) {
     else
         printf("test accuracy %.2f%%  test loss %.4f  after %" PRIu64 " epochs (%" PRIu64 " steps, %.1fs of "
                "training)  [%s]\ncheckpoint: %s/checkpoint.safetensors  metrics: %s/metrics.jsonl\n",
-               100.0 * r.test_accuracy, r.test_loss, r.epoch, r.step, r.wall_s, A->tag, out, out);
+               100.0 * r.test_accuracy, r.test_loss, r.epoch, r.step, r.wall_s, A->tag, cfg.out_dir, out);
 done:
     if (algo && algo->free) algo->free(algo);
     dpt_trainer_free(t);

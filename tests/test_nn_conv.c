@@ -348,6 +348,97 @@ static void check_conv_paths(const char *spec, size_t B, int want_ghost) {
     dpt_model_free(m);
 }
 
+/* ==== unfold cache: reusing forward's im2col changes no result ==== */
+
+/* every gradient mode, the layer norms and jvp of a model with the Conv2d unfold caches
+ * equal those of the same model without them, over two batches written into the same input
+ * buffer (the second smaller: a stale unfold would show) */
+static void check_unfold_cache(const char *spec, size_t maxB, size_t chunk, uint64_t seed) {
+    dpt_model *a = NULL, *b = NULL;
+    CHECK_OK(dpt_model_new(spec, maxB, 1, &a));
+    CHECK_OK(dpt_model_new(spec, maxB, 1, &b));
+    if (!a || !b) return;
+    for (size_t l = 0; chunk && l < a->n_layers; l++)
+        if (a->layers[l].kind == DPT_LAYER_CONV2D) a->layers[l].chunk = b->layers[l].chunk = chunk;
+    size_t want = 0, nconv = 0;
+    for (size_t l = 0; l < a->n_layers; l++)
+        if (a->layers[l].kind == DPT_LAYER_CONV2D) {
+            const dpt_layer *L = &a->layers[l];
+            want += maxB * L->in_shape[0] * L->k * L->k * L->out_shape[1] * L->out_shape[2] * sizeof(float);
+            nconv++;
+        }
+    CHECK(nconv >= 2);
+    CHECK(dpt_model_unfold_cache_bytes(a) == want); /* [max_batch, C k^2, T] per conv layer */
+    CHECK_OK(dpt_model_unfold_cache(b, 0));
+    CHECK(dpt_model_unfold_cache_bytes(b) == 0);
+    const size_t P = a->n_params, D = a->in_dim, K = a->out_dim, G = dpt_model_n_param_layers(a);
+    fill_gauss(a->theta, P, 0.5, seed);
+    memcpy(b->theta, a->theta, P * sizeof(float));
+    float *x = malloc(maxB * D * sizeof *x), *dout = malloc(maxB * K * sizeof *dout);
+    float *ra = malloc(maxB * P * sizeof *ra), *rb = malloc(maxB * P * sizeof *rb);
+    float *w = malloc(maxB * sizeof *w), *dth = malloc(P * sizeof *dth);
+    float *ja = malloc(maxB * K * sizeof *ja), *jb = malloc(maxB * K * sizeof *jb);
+    fill_gauss(dth, P, 1.0, seed + 3);
+    size_t diff = 0, total = 0;
+#define SAME(p, q, n)                                                                                                  \
+    do {                                                                                                               \
+        for (size_t j_ = 0; j_ < (n); j_++) {                                                                          \
+            CHECK_CLOSE((p)[j_], (q)[j_], 1e-6, 1e-6);                                                                  \
+            diff += (p)[j_] != (q)[j_];                                                                                \
+            total++;                                                                                                   \
+        }                                                                                                              \
+    } while (0)
+    for (int round = 0; round < 2; round++) {
+        const size_t B = round ? maxB - 1 : maxB;
+        fill_gauss(x, B * D, 1.0, seed + 10 + (uint64_t)round);
+        fill_gauss(dout, B * K, 1.0, seed + 20 + (uint64_t)round);
+        for (size_t i = 0; i < B; i++) w[i] = 0.25f + 0.5f * (float)i / (float)B;
+        dpt_model *ms[2] = {a, b};
+        for (int k = 0; k < 2; k++) {
+            CHECK_OK(dpt_model_forward(ms[k], x, B));
+            CHECK_OK(dpt_model_backward(ms[k], dout, B));
+        }
+        SAME(dpt_model_output(a), dpt_model_output(b), B * K);
+        const dpt_grad_mode modes[4] = {DPT_GRAD_SUM, DPT_GRAD_WEIGHTED, DPT_GRAD_SQNORM, DPT_GRAD_PER_EXAMPLE};
+        const size_t len[4] = {P, P, B, B * P};
+        for (int md = 0; md < 4; md++) {
+            CHECK_OK(dpt_model_param_grad(a, B, modes[md], w, ra, P, 0));
+            CHECK_OK(dpt_model_param_grad(b, B, modes[md], w, rb, P, 0));
+            SAME(ra, rb, len[md]);
+        }
+        CHECK_OK(dpt_model_layer_sqnorms(a, B, ra));
+        CHECK_OK(dpt_model_layer_sqnorms(b, B, rb));
+        SAME(ra, rb, G * B);
+        CHECK_OK(dpt_model_jvp(a, dth, NULL, B, ja));
+        CHECK_OK(dpt_model_jvp(b, dth, NULL, B, jb));
+        SAME(ja, jb, B * K);
+        /* a layer call on another input buffer (same batch) must not read the cached unfold */
+        const dpt_layer *L = &a->layers[0], *Lb = &b->layers[0];
+        float *x2 = malloc(B * D * sizeof *x2);
+        for (size_t j = 0; j < B * D; j++) x2[j] = 2.0f * x[j] + 0.5f;
+        CHECK_OK(L->ops->backward_params(L, x2, a->dact[1], B, DPT_GRAD_SQNORM, NULL, ra, 0, 0));
+        CHECK_OK(Lb->ops->backward_params(Lb, x2, b->dact[1], B, DPT_GRAD_SQNORM, NULL, rb, 0, 0));
+        SAME(ra, rb, B);
+        CHECK_OK(L->ops->backward_params(L, a->act[0], a->dact[1], B, DPT_GRAD_SQNORM, NULL, rb, 0, 0));
+        int moved = 0;
+        for (size_t i = 0; i < B; i++) moved |= ra[i] != rb[i]; /* x2 differs from x (can fail) */
+        CHECK(moved);
+        free(x2);
+    }
+#undef SAME
+    printf("unfold cache %s: %zu of %zu values not bit-identical to the uncached model\n", spec, diff, total);
+    /* a budget below the first conv layer's cache skips it and caches later ones that fit */
+    const dpt_layer *L0 = &a->layers[0];
+    const size_t first = maxB * L0->in_shape[0] * L0->k * L0->k * L0->out_shape[1] * L0->out_shape[2] * sizeof(float);
+    CHECK_OK(dpt_model_unfold_cache(a, first - 1));
+    CHECK(a->layers[0].ucache == NULL && dpt_model_unfold_cache_bytes(a) < want);
+    CHECK_OK(dpt_model_unfold_cache(a, 0));
+    CHECK(dpt_model_unfold_cache_bytes(a) == 0);
+    free(x), free(dout), free(ra), free(rb), free(w), free(dth), free(ja), free(jb);
+    dpt_model_free(a);
+    dpt_model_free(b);
+}
+
 /* ==== GroupNorm: per-example independence ==== */
 
 static void test_groupnorm_independence(void) {
@@ -463,6 +554,9 @@ int main(void) {
     /* ghost (T (C k^2 + O) < O C k^2) and materialized layers, both forced both ways */
     check_conv_paths("cnn:8x3x3:conv16k3p1", 5, 1); /* T (Dk + O) = 792 < O Dk = 1152: ghost */
     check_conv_paths("cnn:2x9x9:conv3k3", 5, 0);    /* 49 * 21 > 54: materialized */
+    /* the unfold cache: ghost and materialized convs, residual group, GroupNorm, chunk < B */
+    check_unfold_cache("cnn:8x3x3:conv16k3p1,relu,[conv16k3p1],gn4,relu,flatten,fc3", 5, 0, 120);
+    check_unfold_cache("cnn:2x9x9:conv3k3,tanh,[conv3k3p1],maxpool2,conv4k2,flatten,fc3", 5, 2, 121);
     test_groupnorm_independence();
     test_specs();
     TEST_MAIN_END();

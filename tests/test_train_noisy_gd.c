@@ -90,7 +90,7 @@ static double sqdist(const double *a, const double *b, size_t n) {
 
 typedef struct {
     double *rm, *add, *rep; /* [n], [nh], [n*k] */
-    size_t zidx[8];
+    size_t zidx[16]; /* k <= 16 */
     float *W;               /* final parameters */
 } ref_out;
 
@@ -197,6 +197,8 @@ static void compare(const char *what, const double *got, const double *want, siz
 
 /* Runs the trainer and the reference for `steps` steps and compares every candidate. */
 static void test_estimator(const char *spec, size_t n, size_t nh, int lin, int kl, size_t k, int steps) {
+    CHECK(k <= 16); /* ref_out.zidx */
+    if (k > 16) return;
     dpt_dataset tr, h;
     make_data(&tr, n, 5, 3, 1);
     make_data(&h, nh, 5, 3, 2);
@@ -247,6 +249,7 @@ static void test_estimator(const char *spec, size_t n, size_t nh, int lin, int k
     CHECK_OK(dpt_noisy_gd_kl(a, &rep));
     CHECK(rep.steps == (uint64_t)steps);
     if (kl & DPT_KL_REMOVE) CHECK_CLOSE(rep.remove, vmax(ro.rm, n), 0, 2e-3);
+    if (kl & DPT_KL_REPLACE) CHECK_CLOSE(rep.replace, vmax(ro.rep, n * k), 0, 2e-3);
     /* the trajectory itself */
     dpt_model *md = dpt_trainer_model(t);
     double err = 0, nw = 0;
@@ -446,6 +449,9 @@ int main(void) {
     /* one chunk: all neighbour kinds, ReLU network and its linearization */
     test_estimator("mlp:5-6-6-3:relu:nobias", 40, 9, 0, DPT_KL_ALL, 2, 3);
     test_estimator("mlp:5-6-6-3:relu:nobias", 40, 9, 1, DPT_KL_ALL, 2, 3);
+    /* every held-out record a candidate: the worst case over ALL (i, z) pairs, each pair
+     * against the naive per-example gradients */
+    test_estimator("mlp:5-6-6-3:relu:nobias", 40, 9, 0, DPT_KL_REPLACE, 9, 3);
     /* several chunks (the full sampler's buffers hold 1024 records) */
     test_estimator("mlp:5-4-3:relu:nobias", 1030, 5, 0, DPT_KL_ALL, 1, 2);
     test_estimator("mlp:5-4-3:relu:nobias", 1030, 5, 1, DPT_KL_REMOVE | DPT_KL_ADD, 1, 2);

@@ -78,6 +78,8 @@ typedef struct {
     void (*tensor)(const dpt_layer *L, size_t j, dpt_param_tensor *t);
 } dpt_layer_ops;
 
+struct dpt_unfold_cache; /* Conv2d unfold cache (opaque) */
+
 struct dpt_layer {
     dpt_layer_kind kind;
     const dpt_layer_ops *ops;
@@ -96,6 +98,9 @@ struct dpt_layer {
     size_t chunk;             /* Conv2d: examples unfolded at once (im2col of [chunk] fits) */
     size_t scratch_need;      /* floats of scratch the layer needs beyond max_batch * max(D, K) */
     int ghost;                /* Conv2d SQNORM: 1 = Gram matrices (~T^2), 0 = materialized */
+    /* Conv2d: the unfolded input of the last forward, kept for backward_params and jvp
+     * (NULL = every call unfolds again); owned by the model (dpt_model_unfold_cache). */
+    struct dpt_unfold_cache *ucache;
     /* Residual connection (a model-level skip): 0 = none; s + 1 = the model adds act[s] to
      * this layer's output (act[l + 1] = layer(act[l]) + act[s]), and dpt_model_backward adds
      * this output's cotangent to dact[s]. The layer's own ops never see it. */
@@ -147,6 +152,18 @@ typedef struct {
  * DPT_EINVAL naming the offending part. Parameters start at zero: call dpt_model_init. */
 dpt_status dpt_model_new(const char *spec, size_t max_batch, int threads, dpt_model **out);
 void dpt_model_free(dpt_model *m); /* accepts NULL */
+/* Conv2d unfold cache: each Conv2d layer keeps the im2col of its input from the last
+ * forward ([max_batch, C_in k^2, T] floats, T output positions), so backward_params (SUM,
+ * WEIGHTED, SQNORM, PER_EXAMPLE) and jvp on the same batch do not unfold it again. The
+ * cache is used only when called with the same input pointer and batch size as that
+ * forward (the model's act[l]); a caller that writes act[l] in place must run
+ * dpt_model_forward_from(m, l, B) before asking for gradients. Layers get a cache in order
+ * while the total stays within max_bytes; 0 frees every cache. dpt_model_new sets
+ * DPT_UNFOLD_CACHE_DEFAULT. DPT_ENOMEM leaves the model without caches (still correct). */
+#define DPT_UNFOLD_CACHE_DEFAULT ((size_t)512 << 20)
+dpt_status dpt_model_unfold_cache(dpt_model *m, size_t max_bytes);
+/* Bytes the unfold caches of m hold now. */
+size_t dpt_model_unfold_cache_bytes(const dpt_model *m);
 
 /* Initializes weights with the scheme (explicit: variances[l] for the l-th weight layer,
  * Linear or Conv2d; fan-in of a convolution is C_in k^2, fan-out C_out); GroupNorm scales

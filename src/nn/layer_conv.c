@@ -18,7 +18,11 @@
  *   ghost         ||dV_i U_i^T||_F^2 = <U_i^T U_i, dV_i^T dV_i>_F (two T x T Grams)
  *   materialized  g_i = dV_i U_i^T [O, Dk], then its squared entries
  * plus ||dV_i 1||^2 for the bias. Scratch layout: cols [Dk, chunk T] | Y [O, chunk T] |
- * aux [max(2 T^2, O Dk)]. */
+ * aux [max(2 T^2, O Dk)].
+ * Unfold cache (L->ucache, set by the model when it fits its budget): forward unfolds into
+ * it instead of scratch and records (x, B); backward_params and jvp's dtheta term called
+ * with that same x and B read the chunks from it instead of unfolding again. DP-SGD's step
+ * (forward, SQNORM, WEIGHTED) then unfolds once instead of three times. */
 #include "nn_internal.h"
 
 #include <stdio.h>
@@ -88,6 +92,23 @@ static void unfold_chunk(const dpt_layer *L, const float *x, size_t n, float *co
     for (long long j = 0; j < nn; j++) im2col(L, x + (size_t)j * D, cols + (size_t)j * T, nT);
 }
 
+size_t dpt_layer_conv_unfold_floats(const dpt_layer *L) {
+    return L->kind == DPT_LAYER_CONV2D ? conv_Dk(L) * conv_T(L) : 0;
+}
+
+/* 1 when the cache holds the unfold of exactly this x and B, in this layer's chunking */
+static int cache_hit(const dpt_layer *L, const float *x, size_t B) {
+    return L->ucache && L->ucache->x && L->ucache->x == x && L->ucache->B == B && L->ucache->chunk == L->chunk;
+}
+
+/* cols [Dk, n T] of the chunk x[lo, lo + n) of a batch: the cached unfold on a hit, else
+ * unfolded into the scratch */
+static const float *chunk_cols(const dpt_layer *L, const float *x, size_t lo, size_t n, int hit) {
+    if (hit) return L->ucache->cols + lo * conv_Dk(L) * conv_T(L);
+    unfold_chunk(L, x + lo * L->in_dim, n, L->scratch);
+    return L->scratch;
+}
+
 /* Y [O, n T] <- scale_i * dv_i [O, T] side by side (scale NULL = 1) */
 static void gather_out(const dpt_layer *L, const float *dv, size_t n, const float *scale, float *Y) {
     const size_t O = L->out_shape[0], T = conv_T(L), nT = n * T;
@@ -103,14 +124,25 @@ static void gather_out(const dpt_layer *L, const float *dv, size_t n, const floa
 
 /* ==== forward / backward_input / jvp ==== */
 
-/* v [B, O, T] (+)= conv(x; w) + b (b NULL: no bias); accumulate = 1 adds to v. */
+/* v [B, O, T] (+)= conv(x; w) + b (b NULL: no bias); accumulate = 1 adds to v.
+ * cache: 1 = unfold into the layer's cache and record (x, B) (forward), 0 = read the cache
+ * only on a hit. */
 static void conv_apply(const dpt_layer *L, const float *w, const float *b, const float *x, float *v, size_t B,
-                       int accumulate) {
+                       int accumulate, int cache) {
     const size_t O = L->out_shape[0], T = conv_T(L), Dk = conv_Dk(L), D = L->in_dim, K = L->out_dim;
-    float *cols = L->scratch, *Y = L->scratch + Dk * L->chunk * T;
+    float *Y = L->scratch + Dk * L->chunk * T;
+    const int fill = cache && L->ucache && B <= L->ucache->cap, hit = !cache && cache_hit(L, x, B);
+    if (L->ucache && cache) L->ucache->x = NULL; /* invalid until the new unfold is complete */
     for (size_t lo = 0; lo < B; lo += L->chunk) {
         const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
-        unfold_chunk(L, x + lo * D, n, cols);
+        const float *cols;
+        if (fill) {
+            float *c = L->ucache->cols + lo * Dk * T;
+            unfold_chunk(L, x + lo * D, n, c);
+            cols = c;
+        } else {
+            cols = chunk_cols(L, x, lo, n, hit);
+        }
         /* Y [O, n T] = W [O, Dk] cols [Dk, n T] */
         dpt_sgemm(0, 0, O, nT, Dk, 1.0f, w, Dk, cols, nT, 0.0f, Y, nT);
         for (size_t j = 0; j < n; j++)
@@ -124,10 +156,15 @@ static void conv_apply(const dpt_layer *L, const float *w, const float *b, const
                     for (size_t t = 0; t < T; t++) dst[t] = src[t] + bo;
             }
     }
+    if (fill) {
+        L->ucache->x = x;
+        L->ucache->B = B;
+        L->ucache->chunk = L->chunk;
+    }
 }
 
 static dpt_status conv_forward(const dpt_layer *L, const float *x, float *v, size_t B) {
-    conv_apply(L, L->w, L->b, x, v, B, 0);
+    conv_apply(L, L->w, L->b, x, v, B, 0, 1);
     return DPT_OK;
 }
 
@@ -153,11 +190,11 @@ static dpt_status conv_jvp(const dpt_layer *L, const float *x, const float *v, c
     const size_t Dk = conv_Dk(L), O = L->out_shape[0];
     int acc = 0;
     if (dx) {
-        conv_apply(L, L->w, NULL, dx, dv, B, 0);
+        conv_apply(L, L->w, NULL, dx, dv, B, 0, 0);
         acc = 1;
     }
     if (dtheta) {
-        conv_apply(L, dtheta, L->has_bias ? dtheta + O * Dk : NULL, x, dv, B, acc);
+        conv_apply(L, dtheta, L->has_bias ? dtheta + O * Dk : NULL, x, dv, B, acc, 0);
         acc = 1;
     }
     if (!acc) memset(dv, 0, B * L->out_dim * sizeof *dv);
@@ -178,9 +215,10 @@ static void bias_rows(const float *dvi, size_t O, size_t T, float *out, int accu
 static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const float *dv, size_t B,
                                        dpt_grad_mode mode, const float *weights, float *out, size_t ld,
                                        int accumulate) {
-    const size_t O = L->out_shape[0], T = conv_T(L), Dk = conv_Dk(L), D = L->in_dim, K = L->out_dim;
+    const size_t O = L->out_shape[0], T = conv_T(L), Dk = conv_Dk(L), K = L->out_dim;
     const size_t ODk = O * Dk;
-    float *cols = L->scratch, *Y = L->scratch + Dk * L->chunk * T, *aux = Y + O * L->chunk * T;
+    float *Y = L->scratch + Dk * L->chunk * T, *aux = Y + O * L->chunk * T;
+    const int hit = cache_hit(L, x, B);
     switch (mode) {
     case DPT_GRAD_SUM:
     case DPT_GRAD_WEIGHTED: {
@@ -189,7 +227,7 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
         if (!accumulate) memset(out, 0, L->n_params * sizeof *out);
         for (size_t lo = 0; lo < B; lo += L->chunk) {
             const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
-            unfold_chunk(L, x + lo * D, n, cols);
+            const float *cols = chunk_cols(L, x, lo, n, hit);
             gather_out(L, dv + lo * K, n, wts ? wts + lo : NULL, Y);
             /* dW [O, Dk] += dY_w [O, n T] cols^T [n T, Dk]: one GEMM per chunk */
             dpt_sgemm(0, 1, O, Dk, nT, 1.0f, Y, nT, cols, nT, 1.0f, out, Dk);
@@ -208,7 +246,7 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
                   L->n_params);
         for (size_t lo = 0; lo < B; lo += L->chunk) {
             const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
-            unfold_chunk(L, x + lo * D, n, cols);
+            const float *cols = chunk_cols(L, x, lo, n, hit);
             for (size_t j = 0; j < n; j++) {
                 const float *dvi = dv + (lo + j) * K;
                 float *gi = out + (lo + j) * ld;
@@ -221,7 +259,7 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
     case DPT_GRAD_SQNORM:
         for (size_t lo = 0; lo < B; lo += L->chunk) {
             const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
-            unfold_chunk(L, x + lo * D, n, cols);
+            const float *cols = chunk_cols(L, x, lo, n, hit);
             for (size_t j = 0; j < n; j++) {
                 const float *dvi = dv + (lo + j) * K;
                 const float *Ui = cols + j * T;

@@ -182,6 +182,8 @@ dpt_status dpt_model_new(const char *spec, size_t max_batch, int threads, dpt_mo
             else if (k == 0) L->w = m->theta + t.offset; /* GroupNorm: w = [gamma, beta] */
         }
     }
+    /* a model without caches is still correct, only slower: ignore a failed allocation */
+    if (dpt_model_unfold_cache(m, DPT_UNFOLD_CACHE_DEFAULT) != DPT_OK) (void)dpt_model_unfold_cache(m, 0);
     *out = m;
     return DPT_OK;
 fail:
@@ -189,8 +191,51 @@ fail:
     return st;
 }
 
+static void free_unfold_caches(dpt_model *m) {
+    if (!m->layers) return;
+    for (size_t l = 0; l < m->n_layers; l++) {
+        dpt_layer *L = &m->layers[l];
+        if (!L->ucache) continue;
+        dpt_free(L->ucache->cols);
+        dpt_free(L->ucache);
+        L->ucache = NULL;
+    }
+}
+
+dpt_status dpt_model_unfold_cache(dpt_model *m, size_t max_bytes) {
+    DPT_CHECK(m, DPT_EINVAL, "model unfold cache: NULL model");
+    free_unfold_caches(m);
+    size_t used = 0;
+    for (size_t l = 0; l < m->n_layers; l++) {
+        dpt_layer *L = &m->layers[l];
+        size_t per = dpt_layer_conv_unfold_floats(L), n;
+        if (per == 0) continue;
+        if (dpt_mul_overflow(per, m->max_batch, &n) || n > (max_bytes - used) / sizeof(float)) continue;
+        L->ucache = dpt_alloc(1, sizeof *L->ucache, "conv unfold cache");
+        if (L->ucache) L->ucache->cols = dpt_alloc(n, sizeof(float), "conv unfold cache");
+        if (!L->ucache || !L->ucache->cols) {
+            free_unfold_caches(m);
+            return DPT_ENOMEM;
+        }
+        L->ucache->cap = m->max_batch;
+        L->ucache->x = NULL; /* nothing cached yet */
+        L->ucache->B = 0;
+        used += n * sizeof(float);
+    }
+    return DPT_OK;
+}
+
+size_t dpt_model_unfold_cache_bytes(const dpt_model *m) {
+    size_t b = 0;
+    if (m && m->layers)
+        for (size_t l = 0; l < m->n_layers; l++)
+            if (m->layers[l].ucache) b += m->layers[l].ucache->cap * dpt_layer_conv_unfold_floats(&m->layers[l]) * sizeof(float);
+    return b;
+}
+
 void dpt_model_free(dpt_model *m) {
     if (!m) return;
+    free_unfold_caches(m);
     if (m->act)
         for (size_t l = 0; l <= m->n_layers; l++) dpt_free(m->act[l]);
     if (m->dact)

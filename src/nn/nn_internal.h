@@ -9,6 +9,19 @@
  * (below it, thread start-up costs more than it saves). */
 #define DPT_NN_PAR_MIN 65536
 
+/* Conv2d unfold cache (dpt_model_unfold_cache): cols holds cap examples' unfolds, chunk
+ * by chunk as the layer forms them ([Dk, n T] for the n examples of each chunk, at float
+ * offset lo Dk T for the chunk starting at example lo); valid for input x with batch B
+ * unfolded in chunks of `chunk` examples (x NULL = nothing valid). */
+struct dpt_unfold_cache {
+    float *cols;
+    size_t cap;
+    const float *x;
+    size_t B, chunk;
+};
+/* Floats a Conv2d layer's unfold cache needs per example (0 for other layers). */
+size_t dpt_layer_conv_unfold_floats(const dpt_layer *L);
+
 /* Sets up L as a Linear layer D -> K (weights and scratch are attached by the model). */
 void dpt_layer_linear_setup(dpt_layer *L, size_t D, size_t K, int has_bias);
 /* Sets up L as an elementwise activation on n features; kind is not LINEAR. */
