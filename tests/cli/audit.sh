@@ -4,18 +4,7 @@
 # epsilon, "no formal DP guarantee"), and clear errors for bad flags.
 set -u
 BIN=$1
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0; checks=0
-expect_fail() { # expect_fail "needle" cmd...
-  local needle=$1; shift
-  checks=$((checks+1))
-  local out; out=$("$@" 2>&1); local rc=$?
-  if [ $rc -eq 0 ] || ! grep -q -- "$needle" <<<"$out"; then
-    echo "FAIL: '$*' rc=$rc, want non-zero and message containing '$needle'; got: $out"; fail=$((fail+1))
-  fi
-}
-check() { checks=$((checks+1)); if ! eval "$1"; then echo "FAIL: $2"; fail=$((fail+1)); fi; }
+source "$(dirname "$0")/lib/harness.sh"
 # 4 classes, 6 noisy features: a wide net overfits it, so members are visible
 python3 - "$T/d.csv" <<'PY'
 import random, sys
@@ -79,5 +68,4 @@ expect_fail "--sigma" "$BIN" audit "${A[@]}" --algo dpsgd --sigma 0
 expect_fail "--prop-sigma" "$BIN" audit "${A[@]}" --algo proportional-noise
 expect_fail "options of --algo pdp-sgd" "$BIN" audit "${A[@]}" --kappa 1
 expect_fail "d.csvx" "$BIN" audit --dataset "csv:$T/d.csvx"
-echo "$checks checks, $fail failed"
-[ $fail -eq 0 ]
+harness_end

@@ -4,13 +4,7 @@
 # them; --version says whether this build has MPI.
 set -u
 BIN=$1
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0; checks=0
-expect_fail() { local needle=$1; shift; checks=$((checks+1))
-  local out; out=$("$@" 2>&1); local rc=$?
-  if [ $rc -eq 0 ] || ! grep -q -- "$needle" <<<"$out"; then echo "FAIL: '$*' rc=$rc, want '$needle': $out"; fail=$((fail+1)); fi; }
-check() { checks=$((checks+1)); if ! eval "$1"; then echo "FAIL: $2"; fail=$((fail+1)); fi; }
+source "$(dirname "$0")/lib/harness.sh"
 python3 - "$T/d.csv" <<'PY'
 import random, sys
 random.seed(2)
@@ -31,5 +25,4 @@ check "grep -aqE 'shards[^0-9]{1,8}3[^0-9]' $T/r/checkpoint.safetensors" "checkp
 checks=$((checks+1))
 if ! out=$("$BIN" "${C[@]}" --epochs 2 --out "$T/r" --resume 2>&1); then echo "FAIL: resume: $out"; fail=$((fail+1)); fi
 check "grep -aqE 'shards[^0-9]{1,8}3[^0-9]' $T/r/checkpoint.safetensors" "resume should keep shards 3"
-echo "$checks checks, $fail failed"
-[ $fail -eq 0 ]
+harness_end
