@@ -55,9 +55,11 @@ static cli_option *build_table(const cli_option *common, const cli_option *priv)
     for (const cli_option *o = priv; o->name; o++) t[k++] = *o;
     static char heads[32][96];
     for (size_t i = 0; CLI_ALGOS[i]; i++) {
-        if (!CLI_ALGOS[i]->opts || !CLI_ALGOS[i]->opts->name || i >= 32) continue;
-        snprintf(heads[i], sizeof heads[i], "Options of --algo %s", CLI_ALGOS[i]->name);
-        t[k++] = (cli_option){"-", CLI_SECTION, NULL, NULL, heads[i], NULL};
+        if (!CLI_ALGOS[i]->opts || !CLI_ALGOS[i]->opts->name) continue;
+        if (i < 32) { /* a heading per algorithm (the options are listed in any case) */
+            snprintf(heads[i], sizeof heads[i], "Options of --algo %s", CLI_ALGOS[i]->name);
+            t[k++] = (cli_option){"-", CLI_SECTION, NULL, NULL, heads[i], NULL};
+        }
         for (const cli_option *o = CLI_ALGOS[i]->opts; o->name; o++) t[k++] = *o;
     }
     return t;
