@@ -104,11 +104,11 @@ dpt_status dpt_privacy_noise_add_secure(dpt_rng *noise, float *sum, size_t n, do
     if (sigma == 0 || n == 0) return DPT_OK;
     DPT_CHECK(noise && noise->stream_id == DPT_STREAM_NOISE, DPT_EINVAL, "noise: not drawn from the noise stream");
     /* out = h (k + Z): k = round(sum / h) the sum on the lattice h Z (L2 sensitivity at
-     * most C/h + sqrt(n) lattice units), Z ~ N_Z(0, s^2), s = 2^k, h = sigma C / s. The
-     * output is a deterministic function of the lattice point k + Z, whose every value has
-     * its exact probability. Chunks of DPT_RNG_CHUNK coordinates each read their own
-     * reserved substream, so the threads share nothing and the result does not depend on
-     * their number. */
+     * most C/h + sqrt(n) lattice units), Z ~ N_Z(0, s^2), s = 2^DPT_DGAUSS_LOG2_SCALE,
+     * h = sigma C / s. The output is a deterministic function of the lattice point k + Z,
+     * whose every value has its exact probability. Chunks of DPT_RNG_CHUNK coordinates
+     * each read their own reserved substream, so the threads share nothing and the result
+     * does not depend on their number. */
     const uint32_t s = 1u << DPT_DGAUSS_LOG2_SCALE;
     const double h = sigma * C / (double)s;
     const double kmax = 4503599627370496.0; /* 2^52: |k| below it, k + Z exact in double */
