@@ -13,6 +13,7 @@
 
 #include "testdata.h"
 #include "testutil.h"
+#include "train/train_internal.h"
 
 
 static dpt_train_config dp_cfg(const char *spec, double q) {
@@ -282,6 +283,43 @@ static void test_ledger_meta(const dpt_dataset *tr) {
     if (!strstr(meta, "--sigma")) fprintf(stderr, "ledger meta: '%s'\n", meta);
 }
 
+/* --secure wiring in the trainer: the batch sampler is OS-seeded too (a logged seed would
+ * make the batches predictable), and the ledger carries the lattice mechanism's effective
+ * multiplier, not the nominal sigma; a run with mismatched secure flags is refused. */
+static void test_secure_wiring(const dpt_dataset *tr) {
+    dpt_train_config c = dp_cfg("mlp:8-16-3:gelu", 0.05);
+    c.secure = 1;
+    dpt_dpsgd_config d = dpt_dpsgd_config_defaults();
+    d.sigma = 1.3, d.clip = 1.0, d.secure = 1;
+    dpt_algo *a = NULL;
+    dpt_trainer *t = NULL;
+    CHECK_OK(dpt_algo_dpsgd_new(&d, &a));
+    CHECK_OK(dpt_trainer_new(&c, tr, NULL, a, &t));
+    if (t) {
+        dpt_sampler_state st;
+        dpt_sampler_get_state(t->sampler, &st);
+        CHECK(st.rng.secure == 1);
+        CHECK(t->rng_noise.secure == 1);
+        double eff = dpt_privacy_secure_sigma_eff(1.3, t->model->n_params);
+        CHECK(eff < 1.3 && t->algo->sigma == eff);
+        dpt_epoch_result r;
+        c.max_steps = 3;
+        t->cfg.max_steps = 3;
+        CHECK_OK(dpt_trainer_run(t, &r));
+        double e = 0, e_ref = 0;
+        CHECK_OK(dpt_ledger_epsilon(dpt_trainer_ledger(t), 1e-5, DPT_ACCT_RDP, DPT_CONV_BALLE, &e));
+        CHECK_OK(dpt_rdp_sgm_epsilon(0.05, eff, 3, 1e-5, DPT_CONV_BALLE, NULL, 0, &e_ref, NULL));
+        CHECK_CLOSE(e, e_ref, 0, 1e-9);
+    }
+    dpt_trainer_free(t);
+    d.secure = 0; /* the algorithm and the run disagree: refused */
+    CHECK_OK(dpt_algo_dpsgd_new(&d, &a));
+    t = NULL;
+    CHECK_STATUS(dpt_trainer_new(&c, tr, NULL, a, &t), DPT_EINVAL);
+    CHECK_ERR_HAS("secure");
+    dpt_trainer_free(t);
+}
+
 static void test_budget(const dpt_dataset *tr) {
     /* sigma given with a target: stops BEFORE the step that would exceed it */
     dpt_train_config c = dp_cfg("mlp:8-16-3:gelu", 0.05);
@@ -342,6 +380,7 @@ int main(void) {
     test_ledger(&tr);
     test_ledger_meta(&tr);
     test_budget(&tr);
+    test_secure_wiring(&tr);
     dpt_dataset_free(&tr);
     dpt_dataset_free(&te);
     TEST_MAIN_END();
