@@ -1,0 +1,20 @@
+# Shared by tests/cli/experiment_{mnist_cnn,cifar10_resnet5}.sh: experiments/$NAME/run.sh --smoke
+# runs end to end: a CSV with one row per epoch (accuracy in [0, 1], a positive epsilon that
+# grows), $NAME.png and command.txt. Exits 77 without the shared datasets. Needs NAME and BIN.
+set -u
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+SRC=${DPT_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+DATA_DIR=${DPT_SHARED_DATASETS:-/nonexistent} DPTRAIN=$BIN OUT=$T bash "$SRC/experiments/$NAME/run.sh" --smoke > "$T/out.txt" 2>&1
+rc=$?
+if [ $rc -eq 77 ]; then cat "$T/out.txt"; exit 77; fi
+if [ $rc -ne 0 ]; then echo "FAIL: run.sh --smoke exited $rc"; cat "$T/out.txt"; exit 1; fi
+fail=0
+rows=$(tail -n +2 "$T/results.csv" | wc -l)
+[ "$rows" -ge 1 ] || { echo "FAIL: results.csv has no rows"; fail=1; }
+awk -F, 'NR > 1 { if (!($4 >= 0 && $4 <= 1) || !($5 > 0) || $5 < prev) bad = 1; prev = $5 } END { exit bad }' "$T/results.csv" \
+  || { echo "FAIL: results.csv has an accuracy outside [0, 1] or a non-increasing epsilon:"; cat "$T/results.csv"; fail=1; }
+[ -s "$T/$NAME.png" ] || { echo "FAIL: no $NAME.png"; fail=1; }
+grep -q -- "--model" "$T/command.txt" || { echo "FAIL: command.txt does not hold the command"; fail=1; }
+[ $fail -eq 0 ] && echo "ok: $rows epochs"
+exit $fail
