@@ -135,20 +135,21 @@ with open(sys.argv[2], "w") as f:
         for b in sorted({int(r["batch"]) for r in rows}):
             sel = sorted((float(r["sigma0"]), r) for r in rows if r["algorithm"] == algo and r["sampling"] == samp and int(r["batch"]) == b)
             if not sel: continue
-            f.write("# %s %s batch %d\n" % (algo, samp, b))
+            # the block's first line is its title (gnuplot's columnheader), not a data point
+            f.write('"%s %s batch %d" acc paper\n' % (algo, samp, b))
             for s, r in sel:
                 f.write("%g %s %s\n" % (s, r["test_acc"], r["paper_acc"] or "NaN"))
             f.write("\n\n")
 PY
-  nblk=$(grep -c '^#' "$OUT/table1.dat" || true)
+  nblk=$(grep -c '^"' "$OUT/table1.dat" || true)
   [ "$nblk" -gt 0 ] && gnuplot <<GP
 set terminal pngcairo size 900,600 noenhanced
 set output "$OUT/table1.png"
 set title "MNIST MLP 784-128-64-32-10: test accuracy vs sigma0 (points: ours, dashed: paper)"
-set xlabel "sigma0"; set ylabel "accuracy (%)"; set logscale x; set key outside right
+set xlabel "sigma0"; set ylabel "accuracy (%)"; set logscale x; set xrange [0.4:10]; set key bottom left
 set datafile missing "NaN"
-plot for [i=0:$((nblk > 0 ? nblk - 1 : 0))] "$OUT/table1.dat" index i using 1:2 with linespoints title columnhead(1), \
-     for [i=0:$((nblk > 0 ? nblk - 1 : 0))] "$OUT/table1.dat" index i using 1:3 with lines dt 2 notitle
+plot for [i=0:$((nblk > 0 ? nblk - 1 : 0))] "$OUT/table1.dat" index i using 1:2 with linespoints lt i+1 title columnheader(1), \
+     for [i=0:$((nblk > 0 ? nblk - 1 : 0))] "$OUT/table1.dat" index i using 1:3 with lines lt i+1 dt 2 notitle
 GP
   python3 - "$FIG" "$OUT/figure2.dat" <<'PY'
 import csv, math, sys
