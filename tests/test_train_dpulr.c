@@ -263,7 +263,7 @@ static void jacobi(double *A, size_t n, double *ev) {
 /* The released sum (before / N_B) of a fixed batch, many times: its empirical covariance
  * has every eigenvalue >= sigma0^2 C^2 (up to sampling error). Single Linear layer
  * D -> 2, so the estimate is z xt^T with n = D + 1. */
-static void test_controller_floor(size_t D, size_t b, int reps, double sigma0, double C, int expect) {
+static void test_controller_floor(size_t D, size_t b, int reps, double sigma0, double C, double ulr_std, int expect) {
     dpt_dataset d;
     make_blobs(&d, b < 8 ? 8 : b, D, 2, 14);
     char spec[64];
@@ -275,6 +275,7 @@ static void test_controller_floor(size_t D, size_t b, int reps, double sigma0, d
      * estimate is clipped, the regime the controller's argument covers */
     u.sigma0 = sigma0;
     u.clip = C;
+    u.perturb_std = ulr_std; /* > 0 raises s_l: the kept directions get their own top-up */
     dpt_algo *a;
     dpt_trainer *t = make(&c, &d, &u, &a);
     if (!t) return;
@@ -299,8 +300,8 @@ static void test_controller_floor(size_t D, size_t b, int reps, double sigma0, d
     jacobi(cov, P, ev);
     for (size_t i = 0; i < P; i++) emin = fmin(emin, ev[i]);
     double floor2 = u.sigma0 * u.sigma0 * u.clip * u.clip;
-    printf("controller D=%zu b=%zu sigma0=%g: min eigenvalue of the released covariance / floor = %.3f (s %.4g, "
-           "rank %zu, clipped %.3f of the estimates)\n", D, b, sigma0, emin / floor2, info.s, info.rank,
+    printf("controller D=%zu b=%zu sigma0=%g ulr-std=%g: min eigenvalue of the released covariance / floor = %.3f (s %.4g, "
+           "rank %zu, clipped %.3f of the estimates)\n", D, b, sigma0, ulr_std, emin / floor2, info.s, info.rank,
            (double)clipped / (double)(reps * b));
     if (!expect) { /* the clipped regime: reported (docs/dpulr.md), not asserted */
         free(ev);
@@ -334,7 +335,8 @@ static void test_controller_floor(size_t D, size_t b, int reps, double sigma0, d
     if (b >= n) {
         CHECK_CLOSE(info.lambda_min, lmin, 1e-6 * lmax, 1e-3);
         CHECK(info.rank == n);
-        CHECK_CLOSE(info.s * info.s, lmin / (u.copies * floor2), 0, 1e-3); /* Eq. 7 */
+        if (ulr_std == 0) CHECK_CLOSE(info.s * info.s, lmin / (u.copies * floor2), 0, 1e-3); /* Eq. 7 */
+        else CHECK_CLOSE(info.s, fmax(ulr_std, sqrt(lmin / (u.copies * floor2))), 0, 1e-3);
     } else {
         CHECK(info.lambda_min == 0);
         CHECK(info.rank == b); /* top-up along the b-dimensional span plus the null space */
@@ -465,10 +467,13 @@ int main(void) {
     test_sensitivity(DPT_ULR_EXPLICIT);
     test_sensitivity(DPT_ULR_CONTROLLER);
     test_explicit_noise_std();
-    test_controller_floor(2, 200, 3000, 0.05, 1000, 1); /* full rank: lambda_min > 0 */
-    test_controller_floor(6, 3, 3000, 0.01, 1000, 1);   /* rank deficient: top-up in the null space */
-    test_controller_floor(6, 3, 3000, 1.0, 1.0, 0);     /* clipping active: the floor fails (reported) */
-    test_controller_floor(2, 200, 3000, 1.0, 1.0, 0);
+    test_controller_floor(2, 200, 3000, 0.05, 1000, 0, 1); /* full rank: lambda_min > 0 */
+    test_controller_floor(6, 3, 3000, 0.01, 1000, 0, 1);   /* rank deficient: top-up in the null space */
+    /* s_l floored by --ulr-std (the eigenvector route: t_j > 0 along the kept directions) */
+    test_controller_floor(2, 200, 3000, 0.05, 1000, 0.15, 1);
+    test_controller_floor(6, 3, 3000, 0.01, 1000, 0.1, 1);
+    test_controller_floor(6, 3, 3000, 1.0, 1.0, 0, 0);     /* clipping active: the floor fails (reported) */
+    test_controller_floor(2, 200, 3000, 1.0, 1.0, 0, 0);
     test_run(DPT_ULR_EXPLICIT);
     test_run(DPT_ULR_CONTROLLER);
     TEST_MAIN_END();
