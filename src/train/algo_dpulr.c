@@ -61,7 +61,6 @@ typedef struct {
     size_t *dims;        /* [n_layers + 1] */
     float *L0;           /* [cap] clean losses */
     float *z;            /* [cap * K * maxKl] perturbations */
-    float *Lk;           /* [cap * K] perturbed losses */
     float *lrow;         /* [max_batch] losses of one pass */
     int32_t *yrep;       /* [max_batch] labels of one pass */
     float *cvec;         /* [cap * maxKl] per-example LR cotangents */
@@ -172,7 +171,6 @@ static void free_buffers(ulr_state *s) {
     s->dims = NULL;
     dpt_free(s->L0);
     dpt_free(s->z);
-    dpt_free(s->Lk);
     dpt_free(s->lrow);
     dpt_free(s->yrep);
     dpt_free(s->cvec);
@@ -186,7 +184,7 @@ static void free_buffers(ulr_state *s) {
     dpt_free(s->M);
     dpt_free(s->Md);
     s->Md = NULL;
-    s->L0 = s->z = s->Lk = s->lrow = s->cvec = s->w = s->Y = s->E = s->M = NULL;
+    s->L0 = s->z = s->lrow = s->cvec = s->w = s->Y = s->E = s->M = NULL;
     s->yrep = NULL;
     s->A = s->wev = s->Z = NULL;
     s->Gf = NULL;
@@ -231,12 +229,11 @@ static dpt_status setup(ulr_state *s, dpt_trainer *t) {
     }
     s->L0 = dpt_alloc(cap, sizeof(float), "dpulr clean losses");
     s->z = dpt_alloc(padded(cap * K * s->maxKl), sizeof(float), "dpulr perturbations");
-    s->Lk = dpt_alloc(cap * K, sizeof(float), "dpulr perturbed losses");
     s->lrow = dpt_alloc(cap, sizeof(float), "dpulr pass losses");
     s->yrep = dpt_alloc(cap, sizeof(int32_t), "dpulr pass labels");
     s->cvec = dpt_alloc(cap * s->maxKl, sizeof(float), "dpulr cotangents");
     s->w = dpt_alloc(cap, sizeof(float), "dpulr clipping factors");
-    if (!s->L0 || !s->z || !s->Lk || !s->lrow || !s->yrep || !s->cvec || !s->w) return DPT_ENOMEM;
+    if (!s->L0 || !s->z || !s->lrow || !s->yrep || !s->cvec || !s->w) return DPT_ENOMEM;
     if (s->cfg.private_ && s->cfg.noise == DPT_ULR_CONTROLLER) {
         size_t n = s->maxn;
         s->A = dpt_alloc(n * n, sizeof(double), "dpulr controller matrix");
@@ -258,7 +255,8 @@ static dpt_status setup(ulr_state *s, dpt_trainer *t) {
  * Y + k * ycap * maxn + i * maxn). */
 static dpt_status y_reserve(ulr_state *s, size_t rows) {
     if (rows <= s->ycap) return DPT_OK;
-    size_t cap = rows < 64 ? 64 : rows;
+    /* at least a full chunk (a Poisson batch varies from step to step), then geometric */
+    size_t cap = rows <= s->cap ? s->cap : rows + rows / 2;
     float *Y = dpt_alloc(cap * s->maxn * s->L, sizeof(float), "dpulr controller rows");
     if (!Y) return DPT_ENOMEM;
     if (s->yrows) /* keep rows already added this step */
@@ -471,6 +469,7 @@ static dpt_status module_estimate(ulr_state *s, dpt_trainer *t, ulr_module *u, c
     }
     const float *v = s->cache[a + 1];
     const size_t rows = bc * K;
+    memset(s->cvec, 0, bc * Kl * sizeof(float));
     for (size_t r0 = 0; r0 < rows; r0 += R) {
         size_t nr = rows - r0 < R ? rows - r0 : R;
         float *in = m->act[a + 1];
@@ -483,18 +482,20 @@ static dpt_status module_estimate(ulr_state *s, dpt_trainer *t, ulr_module *u, c
         }
         DPT_TRY(dpt_model_forward_from(m, a + 1, nr));
         DPT_TRY(dpt_loss(t->cfg.loss, dpt_model_output(m), nr, m->out_dim, s->yrep, NULL, s->lrow, NULL));
-        memcpy(s->Lk + r0, s->lrow, nr * sizeof(float));
+        /* c_i += f_ik z_ik while this pass's z rows are still in cache (rows in (i, k) order,
+         * so every c_i sums its copies in the order k = 0..K-1) */
+        for (size_t r = 0; r < nr; r++) {
+            size_t i = (r0 + r) / K;
+            double base = s->cfg.baseline ? (double)s->L0[i] : 0.0;
+            float f = (float)(((double)s->lrow[r] - base) / ((double)K * s2));
+            const float *zr = s->z + (r0 + r) * Kl;
+            float *c = s->cvec + i * Kl;
+            for (size_t e = 0; e < Kl; e++) c[e] += f * zr[e];
+        }
     }
     const float *x = a == 0 ? x0 : s->cache[a];
     for (size_t i = 0; i < bc; i++) {
-        float *c = s->cvec + i * Kl;
-        for (size_t e = 0; e < Kl; e++) c[e] = 0;
-        double base = s->cfg.baseline ? (double)s->L0[i] : 0.0;
-        for (size_t k = 0; k < K; k++) {
-            float f = (float)(((double)s->Lk[i * K + k] - base) / ((double)K * s2));
-            const float *zr = s->z + (i * K + k) * Kl;
-            for (size_t e = 0; e < Kl; e++) c[e] += f * zr[e];
-        }
+        const float *c = s->cvec + i * Kl;
         if (s->cfg.private_) {
             double cn = 0, xn = u->has_bias ? 1.0 : 0.0;
             for (size_t e = 0; e < Kl; e++) cn += (double)c[e] * c[e];
