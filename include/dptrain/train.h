@@ -249,6 +249,11 @@ typedef struct {
     dpt_kl_constant constant;   /* exact eta/(4 sigma^2) (default) or paper eta/(2 sigma^2) */
     const dpt_dataset *heldout; /* add / replace candidates (borrowed; needed for ADD/REPLACE) */
     size_t replace_candidates;  /* held-out records tried as replacements (default 1) */
+    size_t kl_keep_bytes;       /* with several chunks, the estimator keeps every chunk's
+                                 * layer inputs and output cotangents for the <g_i, gbar>
+                                 * pass when they fit in this many bytes (default 1 GiB);
+                                 * otherwise (or 0) each chunk runs forward and backward
+                                 * again. Same values either way. */
 } dpt_noisy_gd_config;
 dpt_noisy_gd_config dpt_noisy_gd_config_defaults(void);
 /* DPT_EINVAL naming the setting for eta <= 0, sigma <= 0, missing held-out data, ... */
