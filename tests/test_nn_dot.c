@@ -6,7 +6,8 @@
  * - dpt_model_param_grad_from on copies of act/dact equals dpt_model_param_grad (SUM,
  *   SQNORM, DOT), so kept chunks give the same numbers as the live model.
  * - dpt_model_param_cross: <g_i, h_j> between two batches (Linear's rank-one identity,
- *   the DOT fallback against materialized rows for the other layers).
+ *   the DOT fallback against materialized rows for the other layers; without rows only
+ *   when every parameter layer has a cross op).
  * - Bad arguments are DPT_EINVAL. */
 #include <dptrain/nn.h>
 
@@ -123,6 +124,20 @@ static void test_model(const char *spec) {
             CHECK_CLOSE(cr[i * k + j], want, 1e-6 * cs, 1e-5);
             CHECK_CLOSE(cr2[i * k + j], cr[i * k + j], 1e-9 * cs, 1e-9);
         }
+
+    /* without materialized rows: fine when every parameter layer has a cross op (MLPs),
+     * an error otherwise */
+    const int has = dpt_model_has_cross(m);
+    CHECK(has == (strncmp(spec, "mlp:", 4) == 0));
+    if (has) {
+        CHECK_OK(dpt_model_param_cross(m, NULL, NULL, B, k, (const float *const *)zxs, (const float *const *)zdvs,
+                                       NULL, 0, cr2));
+        for (size_t q = 0; q < B * k; q++) CHECK(cr2[q] == cr[q]);
+    } else {
+        CHECK_STATUS(dpt_model_param_cross(m, NULL, NULL, B, k, (const float *const *)zxs,
+                                           (const float *const *)zdvs, NULL, 0, cr2),
+                     DPT_EINVAL);
+    }
 
     /* bad arguments */
     CHECK_STATUS(dpt_model_param_grad(m, B, DPT_GRAD_DOT, NULL, out, 0, 0), DPT_EINVAL);

@@ -227,7 +227,9 @@ dpt_status dpt_model_param_grad_from(dpt_model *m, const float *const *xs, const
  * as in dpt_model_param_grad_from, or both NULL for act/dact) and k other examples at the
  * same parameters, given per layer as zxs[l] [k, D_l], zdvs[l] [k, K_l] (their act and
  * dact copies) and, for layers without a cross op, as materialized gradients hz [k, ldz]
- * (ldz >= P; DOT against their slices). */
+ * (ldz >= P; DOT against their slices; hz may be NULL when dpt_model_has_cross). */
+/* 1 when every layer with parameters has a cross op (then param_cross needs no hz). */
+int dpt_model_has_cross(const dpt_model *m);
 dpt_status dpt_model_param_cross(dpt_model *m, const float *const *xs, const float *const *dvs, size_t B, size_t k,
                                  const float *const *zxs, const float *const *zdvs, const float *hz, size_t ldz,
                                  double *out);

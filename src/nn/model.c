@@ -356,13 +356,21 @@ dpt_status dpt_model_param_grad(dpt_model *m, size_t B, dpt_grad_mode mode, cons
     return dpt_model_param_grad_from(m, NULL, NULL, B, mode, weights, out, ld, accumulate);
 }
 
+int dpt_model_has_cross(const dpt_model *m) {
+    for (size_t l = 0; l < m->n_layers; l++)
+        if (m->layers[l].n_params && !m->layers[l].ops->cross) return 0;
+    return 1;
+}
+
 dpt_status dpt_model_param_cross(dpt_model *m, const float *const *xs, const float *const *dvs, size_t B, size_t k,
                                  const float *const *zxs, const float *const *zdvs, const float *hz, size_t ldz,
                                  double *out) {
-    DPT_CHECK(m && out && zxs && zdvs && hz, DPT_EINVAL, "model cross products: NULL argument");
+    DPT_CHECK(m && out && zxs && zdvs, DPT_EINVAL, "model cross products: NULL argument");
     CHECK_BATCH(m, B);
-    DPT_CHECK(ldz >= m->n_params, DPT_EINVAL, "model '%s': gradient row stride %zu < %zu parameters", m->spec, ldz,
-              m->n_params);
+    DPT_CHECK(!hz || ldz >= m->n_params, DPT_EINVAL, "model '%s': gradient row stride %zu < %zu parameters", m->spec,
+              ldz, m->n_params);
+    DPT_CHECK(hz || dpt_model_has_cross(m), DPT_EINVAL,
+              "model '%s': cross products need the other examples' gradients (a layer has no cross op)", m->spec);
     memset(out, 0, B * k * sizeof *out);
     float *tmp = m->tangent[0]; /* [B] (the jvp buffers hold max_batch * max dim floats) */
     for (size_t l = 0; l < m->n_layers; l++) {

@@ -5,7 +5,8 @@
  *
  * One step (the full sampler hands over all n records, in chunks of max_batch):
  *   begin       linearized: theta <- W0 for the whole step (delta = W - W0 kept aside);
- *               replace: the k candidates' gradients g_z at this W (materialized, k x P)
+ *               replace: the k candidates' layer inputs and cotangents at this W, and
+ *               their gradients g_z (k x P) only if a layer has no cross op (Linear has)
  *   accumulate  forward (+ JVP along delta), per-example loss cotangents, backward,
  *               SUM into grad; with the estimator also ||g_i||^2 (SQNORM) and <g_i, g_z>
  *               (dpt_model_param_cross: for a Linear layer (dv_i . dv_z)(x_i . x_z), from
@@ -248,13 +249,14 @@ static dpt_status check_trainer(ngd_state *s, dpt_trainer *t) {
         if (s->k) {
             s->kl_rep = dpt_alloc(n * s->k, sizeof(double), "KL replace");
             s->cross = dpt_alloc(n * s->k, sizeof(double), "cross inner products");
-            s->gz = dpt_alloc(s->k * P, sizeof(float), "candidate gradients");
+            /* the candidates' gradients only for layers without a cross op (Linear has one) */
+            if (!dpt_model_has_cross(m)) s->gz = dpt_alloc(s->k * P, sizeof(float), "candidate gradients");
             s->zidx = dpt_alloc(s->k, sizeof(size_t), "candidates");
             s->sq_z = dpt_alloc(s->k, sizeof(double), "candidate norms");
             s->zx = dpt_alloc(s->k * h->dim, sizeof(float), "candidate records");
             s->zy = dpt_alloc(s->k, sizeof(int32_t), "candidate labels");
             s->crossc = dpt_alloc(mb * s->k, sizeof(double), "cross inner products");
-            if (!s->kl_rep || !s->cross || !s->gz || !s->zidx || !s->sq_z || !s->zx || !s->zy || !s->crossc)
+            if (!s->kl_rep || !s->cross || (!s->gz && !dpt_model_has_cross(m)) || !s->zidx || !s->sq_z || !s->zx || !s->zy || !s->crossc)
                 return DPT_ENOMEM;
             DPT_TRY(act_rows_alloc(&s->zkeep, m, s->k, 0));
         }
@@ -309,8 +311,13 @@ static dpt_status ngd_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
     if (s->k) {
         /* the candidates' gradients at this W (linearized: J(W0)^T dl/do) */
         DPT_TRY(chunk_forward(s, t, s->zx, s->zy, s->k, 1, NULL));
-        DPT_TRY(dpt_model_param_grad(m, s->k, DPT_GRAD_PER_EXAMPLE, NULL, s->gz, s->P, 0));
-        for (size_t j = 0; j < s->k; j++) s->sq_z[j] = dot_f(s->gz + j * s->P, s->gz + j * s->P, s->P);
+        if (s->gz) {
+            DPT_TRY(dpt_model_param_grad(m, s->k, DPT_GRAD_PER_EXAMPLE, NULL, s->gz, s->P, 0));
+            for (size_t j = 0; j < s->k; j++) s->sq_z[j] = dot_f(s->gz + j * s->P, s->gz + j * s->P, s->P);
+        } else {
+            DPT_TRY(dpt_model_param_grad(m, s->k, DPT_GRAD_SQNORM, NULL, s->sq, 0, 0));
+            for (size_t j = 0; j < s->k; j++) s->sq_z[j] = s->sq[j];
+        }
         act_rows_save(&s->zkeep, m, 0, s->k);
     }
     memset(m->grad, 0, s->P * sizeof(float));
