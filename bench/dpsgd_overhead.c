@@ -28,28 +28,11 @@ static double cpu_seconds(void) {
            1e-6 * (double)ru.ru_stime.tv_usec;
 }
 
-/* n CIFAR-10-shaped examples (3x32x32, 10 classes), deterministic; dpt_dataset_free. */
-static void cifar_like(dpt_dataset *d, size_t n) {
-    memset(d, 0, sizeof *d);
-    d->n = n, d->dim = 3072, d->n_classes = 10;
-    d->shape[0] = 3, d->shape[1] = 32, d->shape[2] = 32;
-    d->x = dpt_alloc(n * 3072, sizeof(float), "x");
-    d->y = dpt_alloc(n, sizeof(int32_t), "y");
-    dpt_rng r;
-    dpt_rng_init(&r, 1, DPT_STREAM_AUX);
-    for (size_t i = 0; i < n; i++) {
-        d->y[i] = (int32_t)(i % 10);
-        for (size_t j = 0; j < 3072; j++)
-            d->x[i * 3072 + j] = (float)dpt_rng_uniform(&r) * (j % 10 == i % 10 ? 1.0f : 0.3f);
-    }
-    dpt_rng_free(&r);
-}
-
 /* mode 0: sgd shuffle, 1: dpsgd fast noise, 2: dpsgd secure noise */
 static int child(const char *spec, int mode, uint64_t epochs, int threads, int fd) {
     dpt_dataset d;
     if (!strcmp(spec, "resnet5"))
-        cifar_like(&d, 50000);
+        bench_images_like(&d, 50000, 3, 32, 32); /* CIFAR-10-shaped */
     else
         bench_mnist_like(&d, 60000);
     struct rusage ru;
@@ -133,7 +116,11 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[a], "--no-secure")) secure = 0;
         else if (!strcmp(argv[a], "--mlp")) want_cnn = 0;
         else if (!strcmp(argv[a], "--cnn")) want_mlp = 0;
-        else if (argv[a][0] == '-' && argv[a][1] == '-') {
+        else if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
+            printf("usage: dpsgd_overhead [epochs=1] [threads=0] [repeats=3] [--no-secure] [--mlp|--cnn]\n"
+                   "  DP-SGD / non-private time and peak memory per epoch, MLPs and CNNs (batch 256)\n");
+            return 0;
+        } else if (argv[a][0] == '-' && argv[a][1] == '-') {
             fprintf(stderr, "dpsgd_overhead: unknown flag %s\n", argv[a]);
             return 2;
         } else if (pos == 0) epochs = strtoull(argv[a], NULL, 10), pos++;
