@@ -11,6 +11,10 @@
  *   grad_l += sum_i w_i g_i,  w_i = min(1, C_l / ||g_i||)  (one weighted GEMM: WEIGHTED)
  * finish adds the noise (controller top-up along A_l's eigenvectors, or explicit
  * N(0, sigma0^2 C^2)) and divides by N_B.
+ * Conv2d modules (dpulr_conv.c): v = the conv output [C_out, T], c_i as above over all its
+ * elements, ||g_i|| from the layer's SQNORM path, the controller's A_l summed over the
+ * unfolded patches; W [C_out, C_in k^2] and b [C_out] have the Linear layout, so the
+ * top-up is shared. */
  *
  * The z of example i are drawn from one bulk fill per module and chunk, laid out
  * [example][copy][Kl] and padded to whole RNG chunks: the draws of the first examples do
