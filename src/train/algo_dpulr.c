@@ -14,7 +14,7 @@
  * Conv2d modules (dpulr_conv.c): v = the conv output [C_out, T], c_i as above over all its
  * elements, ||g_i|| from the layer's SQNORM path, the controller's A_l summed over the
  * unfolded patches; W [C_out, C_in k^2] and b [C_out] have the Linear layout, so the
- * top-up is shared. */
+ * top-up is shared.
  *
  * The z of example i are drawn from one bulk fill per module and chunk, laid out
  * [example][copy][Kl] and padded to whole RNG chunks: the draws of the first examples do
@@ -308,6 +308,26 @@ static dpt_status controller_add(ulr_state *s, const dpt_model *m, const float *
 /* Eigen-decomposition of A_l = Y^T Y (n x n), or through the Gram matrix Y Y^T (b x b)
  * when b < n: its nonzero eigenvalues are A_l's and u_j = Y^T v_j / sqrt(lambda_j). Sets
  * s_l, the eigenvectors with their own top-up coefficients, and the diagnostics. */
+/* A conv module's controller: the eigen-decomposition of its n x n matrix A_l (summed over
+ * the b T unfolded patches, which always outnumber n in practice, so there is no Gram
+ * route), then Eq. 7 and the top-up coefficients exactly as for a Linear module: s from
+ * lambda_min (full rank) or the smallest kept eigenvalue, never below --ulr-std. */
+static dpt_status conv_solve(ulr_state *s, ulr_module *u) {
+    const double K = (double)s->cfg.copies, floor2 = s->cfg.sigma0 * s->cfg.sigma0 * s->cfg.clip * s->cfg.clip;
+    DPT_TRY(dpt_ulr_sym_eig(u->n, u->A, s->wev, s->Z, REL_RANK_TOL, u->U, u->coef, &u->rank, &u->lmin, &u->lmax));
+    double lam = u->rank ? u->coef[0] : 0.0; /* = lambda_min when the rank is full */
+    double s2 = lam > 0 ? lam / (K * floor2) : 0, fl = s->cfg.perturb_std;
+    if (s2 < fl * fl) s2 = fl * fl;
+    if (!(s2 > 0)) s2 = 1.0; /* all L0 = 0: nothing is estimated; the top-up is all the noise */
+    u->s = sqrt(s2);
+    const double sc = s->cfg.sigma0 * s->cfg.clip;
+    for (size_t j = 0; j < u->rank; j++) {
+        double tj = floor2 - (double)u->coef[j] / (K * s2); /* A.4 / Eq. 25 */
+        u->coef[j] = (float)(sqrt(tj > 0 ? tj : 0) - sc);
+    }
+    return DPT_OK;
+}
+
 static dpt_status controller_solve(ulr_state *s) {
     const double K = (double)s->cfg.copies, floor2 = s->cfg.sigma0 * s->cfg.sigma0 * s->cfg.clip * s->cfg.clip;
     size_t b = s->yrows;
@@ -324,13 +344,9 @@ static dpt_status controller_solve(ulr_state *s) {
             u->s = s->cfg.perturb_std > 0 ? s->cfg.perturb_std : 1.0; /* nothing to perturb */
             continue;
         }
-        if (u->conv) {
-            /* the n x n matrix itself (b T patches always outnumber n in practice; a rank
-             * deficit is handled by the tolerance and the top-up as below) */
-            DPT_TRY(dpt_ulr_sym_eig(n, u->A, s->wev, s->Z, REL_RANK_TOL, u->U, u->coef, &r, &u->lmin, &lmax));
-            full = r == n;
-            lmin_pos = r ? u->coef[0] : 0.0;
-            goto set_s;
+        if (u->conv) { /* A_l accumulated over the patches (controller_add) */
+            DPT_TRY(conv_solve(s, u));
+            continue;
         }
         /* A = Y^T Y (b >= n) or the Gram matrix Y Y^T (b < n): one GEMM (float), then the
          * symmetric eigenproblem in double */
@@ -364,13 +380,12 @@ static dpt_status controller_solve(ulr_state *s) {
             else
                 dpt_sgemm(1, 0, n, r, b, 1.0f, Y, s->maxn, s->Gf, r, 0.0f, u->U, n);
         }
-        u->lmin = full ? s->wev[0] : 0.0;
-    set_s:
         u->rank = r;
         u->lmax = lmax;
+        u->lmin = full ? s->wev[0] : 0.0;
         /* Eq. 7: s^2 = lambda / (K C^2 sigma0^2) with lambda = lambda_min (full rank) or the
          * smallest eigenvalue above the rank tolerance; never below the floor */
-        double lam = full ? u->lmin : lmin_pos, s2 = lam > 0 ? lam / (K * floor2) : 0;
+        double lam = full ? s->wev[0] : lmin_pos, s2 = lam > 0 ? lam / (K * floor2) : 0;
         double fl = s->cfg.perturb_std;
         if (s2 < fl * fl) s2 = fl * fl;
         if (!(s2 > 0)) s2 = 1.0; /* all L0 = 0: nothing is estimated; the top-up is all the noise */
