@@ -18,8 +18,8 @@
 # epsilon_rdp,epsilon_pld,delta; epsilon_pld is empty for DP-ULR: the rejection sampler has
 # no PLD accountant) and out/cifar10_resnet5.png.
 #   usage: run.sh [--smoke] [--epochs E] [--rows LIST]   env: DPTRAIN, DATA_DIR, OUT, THREADS, COPIES, NOISE
-#   --smoke: 1000 training / 300 test examples, 1 epoch, q = 0.1 (DP-SGD) / 0.1 and 0.2 with
-#            K = 2 (DP-ULR); a ctest runs it
+#   --smoke: 1000 training / 300 test examples, 1 epoch, rows dpsgd and dpulr-q50-s5 unless
+#            --rows is given, q = 0.1 (DP-SGD) / 5 q (DP-ULR) with K = 2; a ctest runs it
 # The shared CIFAR-10 copy was rebuilt from JPEG (quality 75) copies of the images (see
 # its SOURCES.md): pixels differ slightly from the official release.
 set -euo pipefail
@@ -32,7 +32,7 @@ THREADS=${THREADS:-1}
 COPIES=${COPIES:-4}
 NOISE=${NOISE:-explicit}
 EPOCHS=20
-ROWS=dpsgd,dpulr-q50-s5,dpulr-q25-s8,dpulr-q25-s4
+ROWS=
 SIZE=()
 SMOKE=${SMOKE:-0}
 while [ $# -gt 0 ]; do
@@ -44,7 +44,8 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-if [ "$SMOKE" = 1 ]; then EPOCHS=1; COPIES=2; SIZE=(--max-train 1000 --max-test 300); fi
+if [ "$SMOKE" = 1 ]; then EPOCHS=1; COPIES=2; SIZE=(--max-train 1000 --max-test 300); ROWS=${ROWS:-dpsgd,dpulr-q50-s5}; fi
+ROWS=${ROWS:-dpsgd,dpulr-q50-s5,dpulr-q25-s8,dpulr-q25-s4}
 if [ ! -f "$DATA_DIR/cifar10/data_batch_1.bin.gz" ] && [ ! -f "$DATA_DIR/cifar10/data_batch_1.bin" ]; then
   echo "SKIP: CIFAR-10 not found under $DATA_DIR/cifar10 (set DATA_DIR)"; exit 77
 fi
