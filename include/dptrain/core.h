@@ -193,6 +193,11 @@ dpt_status dpt_rng_gauss_fill_ref(dpt_rng *r, float *out, size_t n, float stddev
 int dpt_threads_resolve(int requested);
 /* Sets OpenBLAS's thread count (call once per run). */
 void dpt_threads_set_blas(int threads);
+/* OpenBLAS's current thread count. Its GEMMs above a size threshold and its LAPACK
+ * routines (dsyevr, dpotrf, dpotrs) round differently with another thread count; code
+ * whose results must not depend on it runs them on one thread: prev = dpt_threads_get_blas(),
+ * dpt_threads_set_blas(1), ..., dpt_threads_set_blas(prev). */
+int dpt_threads_get_blas(void);
 
 /* ==== BLAS / LAPACK wrappers (row-major) ==== */
 

@@ -8,8 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
-/* OpenBLAS's own setter (declared in its cblas.h on Debian; repeated for other BLASes). */
+/* OpenBLAS's own setter and getter (declared in its cblas.h on Debian; repeated for other
+ * BLASes). */
 void openblas_set_num_threads(int num_threads);
+int openblas_get_num_threads(void);
 
 int dpt_threads_resolve(int requested) {
     if (requested > 0) return requested;
@@ -18,6 +20,8 @@ int dpt_threads_resolve(int requested) {
 }
 
 void dpt_threads_set_blas(int threads) { openblas_set_num_threads(dpt_threads_resolve(threads)); }
+
+int dpt_threads_get_blas(void) { return openblas_get_num_threads(); }
 
 void dpt_sgemm(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
                const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C,

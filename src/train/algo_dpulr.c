@@ -19,7 +19,14 @@
  * The z of example i are drawn from one bulk fill per module and chunk, laid out
  * [example][copy][Kl] and padded to whole RNG chunks: the draws of the first examples do
  * not depend on the later ones, so neighbouring batches that differ in their last example
- * share all other draws (the coupling the sensitivity test uses). */
+ * share all other draws (the coupling the sensitivity test uses).
+ *
+ * Threads: the z and the noise come from chunked fills (the same numbers for any thread
+ * count) and every sum here runs in a fixed order. The controller's GEMMs and LAPACK calls
+ * (dsyevr, dpotrf, dpotrs) and the top-up's GEMMs run on one OpenBLAS thread
+ * (blas_serial_begin): threaded, OpenBLAS rounds them differently for another thread count,
+ * and s_l, hence every z, would follow. The model's own GEMMs (clean and noisy passes, the
+ * weighted sums) keep OpenBLAS's threads, as in DP-SGD (docs/dpulr.md, "Threads"). */
 #include <dptrain/train.h>
 
 #include <dptrain/accounting.h>
@@ -107,6 +114,17 @@ dpt_dpulr_config dpt_dpulr_config_defaults(void) {
 static size_t padded(size_t n) { return (n + DPT_RNG_CHUNK - 1) / DPT_RNG_CHUNK * DPT_RNG_CHUNK; }
 static dpt_status fill_padded(dpt_rng *r, float *buf, size_t n, float sd, int threads) {
     return dpt_rng_gauss_fill(r, buf, padded(n), sd, 0, threads);
+}
+
+/* OpenBLAS on one thread for the calls whose rounding must not depend on the thread count
+ * (see the top of the file); returns the count to restore with blas_serial_end. */
+static int blas_serial_begin(void) {
+    int prev = dpt_threads_get_blas();
+    if (prev != 1) dpt_threads_set_blas(1);
+    return prev;
+}
+static void blas_serial_end(int prev) {
+    if (prev != 1) dpt_threads_set_blas(prev);
 }
 
 /* ==== Modules ==== */
@@ -303,7 +321,9 @@ static dpt_status controller_add(ulr_state *s, const dpt_model *m, const float *
         const ulr_module *u = &s->mod[k];
         const float *x = m->act[u->first];
         if (u->conv) { /* I_O (kron) sum_i L0_i^2 sum_p xt_p xt_p^T, accumulated directly */
+            int prev = blas_serial_begin();
             dpt_ulr_conv_ctrl_add(&m->layers[u->first], x, L0, bc, u->A, s->cwork);
+            blas_serial_end(prev);
             continue;
         }
         for (size_t i = 0; i < bc; i++) {
@@ -375,7 +395,7 @@ static double eig_summary(const ulr_state *s, ulr_module *u, const double *w, si
     return s2;
 }
 
-static dpt_status controller_solve(ulr_state *s) {
+static dpt_status solve_modules(ulr_state *s) {
     const double K = (double)s->cfg.copies, floor2 = s->cfg.sigma0 * s->cfg.sigma0 * s->cfg.clip * s->cfg.clip;
     size_t b = s->yrows;
     for (size_t k = 0; k < s->L; k++) {
@@ -459,6 +479,14 @@ static dpt_status controller_solve(ulr_state *s) {
     }
     s->ctrl_ready = 1;
     return DPT_OK;
+}
+
+/* The controller of every module, on one OpenBLAS thread (see the top of the file). */
+static dpt_status controller_solve(ulr_state *s) {
+    int prev = blas_serial_begin();
+    dpt_status st = solve_modules(s);
+    blas_serial_end(prev);
+    return st;
 }
 
 /* begin: when the batch does not fit one chunk, the controller needs every example's L0
@@ -666,7 +694,11 @@ static dpt_status ulr_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
     if (s->cfg.private_) {
         if (s->cfg.noise == DPT_ULR_CONTROLLER) {
             DPT_ASSERT(s->ctrl_ready);
-            for (size_t k = 0; k < s->L; k++) DPT_TRY(topup(s, t, &s->mod[k]));
+            int prev = blas_serial_begin(); /* the top-up's GEMMs and dpotrs */
+            dpt_status st = DPT_OK;
+            for (size_t k = 0; k < s->L && st == DPT_OK; k++) st = topup(s, t, &s->mod[k]);
+            blas_serial_end(prev);
+            DPT_TRY(st);
         } else {
             DPT_TRY(dpt_privacy_noise_add(dpt_trainer_noise_rng(t), m->grad, m->n_params, s->cfg.sigma0, s->cfg.clip,
                                           t->threads));
