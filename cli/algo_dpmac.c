@@ -100,8 +100,8 @@ static int composed_eps(double q, double sigma, uint64_t T, double delta, double
 }
 
 /* [DP mean of train, centring of train and test,] DP-PCA of train (fit) and projection of
- * train and test, in place. The datasets are the
- * caller's (cmd_train's) own buffers, handed to the algorithm before the trainer exists. */
+ * train and test, in place. The datasets are the caller's (cmd_train's) own buffers,
+ * handed to the algorithm before the trainer exists. */
 static int run_pca(cli_algo_ctx *c) {
     dpt_dataset *tr = (dpt_dataset *)c->train, *te = (dpt_dataset *)c->test;
     const size_t d = tr->dim, k = (size_t)pca_dims;

@@ -92,7 +92,8 @@ int64_t dpt_privacy_discrete_gauss(dpt_rng *r, uint32_t s);
  * sensitivity 1 and noise multiplier sigma (one dpt_ledger_add_gaussian(l, 1, sigma)).
  * The eigenvectors of (G + E) / n are post-processing. No data-dependent centring is done
  * here (centring by the exact data mean, as the DP-MAC authors' code does, is a release
- * of its own that no accountant covers). */
+ * of its own that no accountant covers); a sound centring is dpt_dp_mean + dpt_dp_center
+ * on the rows first (below), its own Gaussian release in the same ledger. */
 /* The noise stream must be a DPT_STREAM_NOISE stream; to keep it independent of the
  * training noise of the same run, seed it with dpt_dp_pca_seed(seed). */
 static inline uint64_t dpt_dp_pca_seed(uint64_t seed) { return seed ^ 0x9E3779B97F4A7C15ull; }
