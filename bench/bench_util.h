@@ -5,22 +5,26 @@
 #include <string.h>
 #include <time.h>
 
-/* n examples of 784 features in 10 classes (class c brighter in pixels j = c mod 10),
+/* n images of c x h x w features in 10 classes (class k brighter in features j = k mod 10),
  * deterministic; free with dpt_dataset_free. */
-static inline void bench_mnist_like(dpt_dataset *d, size_t n) {
+static inline void bench_images_like(dpt_dataset *d, size_t n, size_t c, size_t h, size_t w) {
+    const size_t dim = c * h * w;
     memset(d, 0, sizeof *d);
-    d->n = n, d->dim = 784, d->n_classes = 10;
-    d->shape[0] = 1, d->shape[1] = 28, d->shape[2] = 28;
-    d->x = dpt_alloc(n * 784, sizeof(float), "x");
+    d->n = n, d->dim = dim, d->n_classes = 10;
+    d->shape[0] = c, d->shape[1] = h, d->shape[2] = w;
+    d->x = dpt_alloc(n * dim, sizeof(float), "x");
     d->y = dpt_alloc(n, sizeof(int32_t), "y");
     dpt_rng r;
     dpt_rng_init(&r, 1, DPT_STREAM_AUX);
     for (size_t i = 0; i < n; i++) {
         d->y[i] = (int32_t)(i % 10);
-        for (size_t j = 0; j < 784; j++) d->x[i * 784 + j] = (float)dpt_rng_uniform(&r) * (j % 10 == i % 10 ? 1.0f : 0.3f);
+        for (size_t j = 0; j < dim; j++) d->x[i * dim + j] = (float)dpt_rng_uniform(&r) * (j % 10 == i % 10 ? 1.0f : 0.3f);
     }
     dpt_rng_free(&r);
 }
+
+/* MNIST-shaped (1 x 28 x 28) */
+static inline void bench_mnist_like(dpt_dataset *d, size_t n) { bench_images_like(d, n, 1, 28, 28); }
 
 /* CPU seconds of the process (all threads): less sensitive than wall time to other jobs. */
 static inline double bench_cpu_now(void) {

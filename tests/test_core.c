@@ -215,6 +215,45 @@ static void test_blas(void) {
     CHECK_CLOSE(w[1], 3.0, 1e-12, 0);
     CHECK_CLOSE(w[2], 3.0, 1e-12, 0);
     CHECK_CLOSE(fabs(Z[0 * 3 + 0]), sqrt(0.5), 1e-12, 0); /* eigvec of 1: (1,-1,0)/sqrt 2 */
+    /* chol / chol_solve against naive products: A = G G^T + I (SPD), L L^T = A on the
+     * lower triangle (the upper one untouched), A X = B for 3 right-hand sides */
+    {
+        enum { NC = 7, R = 3 };
+        double G[NC * NC], Am[NC * NC], L[NC * NC], Bm[R * NC], X[R * NC];
+        for (size_t i = 0; i < NC * NC; i++) G[i] = dpt_rng_gauss(&r);
+        for (size_t i = 0; i < NC; i++)
+            for (size_t j = 0; j < NC; j++) {
+                double v = i == j ? 1.0 : 0.0;
+                for (size_t k = 0; k < NC; k++) v += G[i * NC + k] * G[j * NC + k];
+                Am[i * NC + j] = v;
+            }
+        memcpy(L, Am, sizeof L);
+        for (size_t i = 0; i < NC; i++)
+            for (size_t j = i + 1; j < NC; j++) L[i * NC + j] = -7.0; /* must stay as it is */
+        CHECK_OK(dpt_chol(NC, L));
+        double worst = 0;
+        for (size_t i = 0; i < NC; i++)
+            for (size_t j = 0; j <= i; j++) {
+                double v = 0;
+                for (size_t k = 0; k <= j; k++) v += L[i * NC + k] * L[j * NC + k];
+                worst = fmax(worst, fabs(v - Am[i * NC + j]));
+            }
+        CHECK(worst < 1e-10);
+        for (size_t i = 0; i < NC; i++)
+            for (size_t j = i + 1; j < NC; j++) CHECK(L[i * NC + j] == -7.0);
+        for (size_t i = 0; i < R * NC; i++) Bm[i] = X[i] = dpt_rng_gauss(&r);
+        CHECK_OK(dpt_chol_solve(NC, L, R, X)); /* reads only the lower triangle (-7 above) */
+        worst = 0;
+        for (size_t c = 0; c < R; c++)
+            for (size_t i = 0; i < NC; i++) {
+                double v = 0;
+                for (size_t k = 0; k < NC; k++) v += Am[i * NC + k] * X[c * NC + k];
+                worst = fmax(worst, fabs(v - Bm[c * NC + i]));
+            }
+        CHECK(worst < 1e-9);
+        double Ind[4] = {1, 2, 2, 1}; /* eigenvalues 3, -1: not positive definite */
+        CHECK(dpt_chol(2, Ind) == DPT_ERANGE);
+    }
     free(A), free(B), free(C1), free(C2);
     dpt_rng_free(&r);
 }

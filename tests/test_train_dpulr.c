@@ -8,7 +8,10 @@
  * - Noise: explicit mode adds N(0, sigma0^2 C^2) (chi-square bound on its variance); the
  *   controller's released sum has empirical covariance >= sigma0^2 C^2 in every direction,
  *   also with a rank-deficient batch (top-up noise); its eigenvalues match a naive Jacobi
- *   eigen-solver on the dense matrix.
+ *   eigen-solver on the dense matrix. The top-up alone (same draws with and without
+ *   finish) is orthogonal to every input row and has the null space's size (Gram
+ *   projector), is exactly 0 for a full-rank A_l, and is not orthogonal when --ulr-std
+ *   raises s_l.
  * - Errors name the flag; a run with the rejection sampler records dpulr events whose
  *   epsilon equals the accountant's; DP-ULR learns the blobs. */
 #include <dptrain/accounting.h>
@@ -263,7 +266,7 @@ static void jacobi(double *A, size_t n, double *ev) {
 /* The released sum (before / N_B) of a fixed batch, many times: its empirical covariance
  * has every eigenvalue >= sigma0^2 C^2 (up to sampling error). Single Linear layer
  * D -> 2, so the estimate is z xt^T with n = D + 1. */
-static void test_controller_floor(size_t D, size_t b, int reps, double sigma0, double C, int expect) {
+static void test_controller_floor(size_t D, size_t b, int reps, double sigma0, double C, double ulr_std, int expect) {
     dpt_dataset d;
     make_blobs(&d, b < 8 ? 8 : b, D, 2, 14);
     char spec[64];
@@ -275,6 +278,7 @@ static void test_controller_floor(size_t D, size_t b, int reps, double sigma0, d
      * estimate is clipped, the regime the controller's argument covers */
     u.sigma0 = sigma0;
     u.clip = C;
+    u.perturb_std = ulr_std; /* > 0 raises s_l: the kept directions get their own top-up */
     dpt_algo *a;
     dpt_trainer *t = make(&c, &d, &u, &a);
     if (!t) return;
@@ -299,8 +303,8 @@ static void test_controller_floor(size_t D, size_t b, int reps, double sigma0, d
     jacobi(cov, P, ev);
     for (size_t i = 0; i < P; i++) emin = fmin(emin, ev[i]);
     double floor2 = u.sigma0 * u.sigma0 * u.clip * u.clip;
-    printf("controller D=%zu b=%zu sigma0=%g: min eigenvalue of the released covariance / floor = %.3f (s %.4g, "
-           "rank %zu, clipped %.3f of the estimates)\n", D, b, sigma0, emin / floor2, info.s, info.rank,
+    printf("controller D=%zu b=%zu sigma0=%g ulr-std=%g: min eigenvalue of the released covariance / floor = %.3f (s %.4g, "
+           "rank %zu, clipped %.3f of the estimates)\n", D, b, sigma0, ulr_std, emin / floor2, info.s, info.rank,
            (double)clipped / (double)(reps * b));
     if (!expect) { /* the clipped regime: reported (docs/dpulr.md), not asserted */
         free(ev);
@@ -334,7 +338,8 @@ static void test_controller_floor(size_t D, size_t b, int reps, double sigma0, d
     if (b >= n) {
         CHECK_CLOSE(info.lambda_min, lmin, 1e-6 * lmax, 1e-3);
         CHECK(info.rank == n);
-        CHECK_CLOSE(info.s * info.s, lmin / (u.copies * floor2), 0, 1e-3); /* Eq. 7 */
+        if (ulr_std == 0) CHECK_CLOSE(info.s * info.s, lmin / (u.copies * floor2), 0, 1e-3); /* Eq. 7 */
+        else CHECK_CLOSE(info.s, fmax(ulr_std, sqrt(lmin / (u.copies * floor2))), 0, 1e-3);
     } else {
         CHECK(info.lambda_min == 0);
         CHECK(info.rank == b); /* top-up along the b-dimensional span plus the null space */
@@ -346,6 +351,68 @@ static void test_controller_floor(size_t D, size_t b, int reps, double sigma0, d
     free(mean);
     free(cov);
     free(g);
+    dpt_trainer_free(t);
+    dpt_dataset_free(&d);
+}
+
+/* The controller's top-up alone (released sum minus the pre-noise sum of the same draws: the
+ * noise stream's state is restored between the two) on a single Linear layer D -> 2. With
+ * s_l from Eq. 7 (ulr_std = 0) the top-up lies in A_l's null space: each output row N_r is
+ * orthogonal to every xt_i = (x_i, 1), it is exactly 0 when A_l has full rank (b >= n), and
+ * for b < n it has the null space's size (sigma0^2 C^2 per dimension: n - b dimensions).
+ * With --ulr-std raising s_l the kept directions get their own top-up (not orthogonal). */
+static void test_topup_projector(size_t D, size_t b, double ulr_std) {
+    dpt_dataset d;
+    make_blobs(&d, b < 8 ? 8 : b, D, 2, 14);
+    char spec[64];
+    snprintf(spec, sizeof spec, "mlp:%zu-2", D);
+    dpt_train_config c = base_cfg(spec, DPT_SAMPLER_POISSON_REJECT, 0, 1.0, 1);
+    dpt_dpulr_config u = dpt_dpulr_config_defaults();
+    u.copies = 8;
+    u.sigma0 = 0.5;
+    u.clip = 2.0;
+    u.perturb_std = ulr_std;
+    dpt_algo *a;
+    dpt_trainer *t = make(&c, &d, &u, &a);
+    if (!t) return;
+    dpt_model *m = dpt_trainer_model(t);
+    size_t P = m->n_params, n = D + 1;
+    CHECK(P == 2 * n);
+    float *g0 = malloc(P * sizeof(float)), *g1 = malloc(P * sizeof(float));
+    double worst = 0, sq = 0;
+    for (int rep = 0; rep < 20; rep++) {
+        dpt_rng_state st;
+        dpt_rng_get_state(dpt_trainer_noise_rng(t), &st);
+        step_grad(t, a, d.x, d.y, b, 0, g0);
+        CHECK_OK(dpt_rng_set_state(dpt_trainer_noise_rng(t), &st));
+        step_grad(t, a, d.x, d.y, b, 1, g1); /* divided by N_B = 1 */
+        for (size_t r = 0; r < 2; r++) {
+            double N[64], nn = 0;
+            for (size_t j = 0; j < D; j++) N[j] = (double)g1[r * D + j] - g0[r * D + j];
+            N[D] = (double)g1[2 * D + r] - g0[2 * D + r];
+            for (size_t j = 0; j < n; j++) nn += N[j] * N[j];
+            sq += nn;
+            for (size_t i = 0; i < b; i++) {
+                double dot = N[D], xx = 1.0;
+                for (size_t j = 0; j < D; j++) dot += N[j] * d.x[i * D + j], xx += (double)d.x[i * D + j] * d.x[i * D + j];
+                if (nn > 0) worst = fmax(worst, fabs(dot) / sqrt(nn * xx));
+            }
+        }
+    }
+    double floor2 = u.sigma0 * u.sigma0 * u.clip * u.clip, per_row = sq / 40.0;
+    printf("top-up D=%zu b=%zu ulr-std=%g: mean |N_r|^2 / floor = %.3f, max |cos(N_r, xt_i)| = %.2g\n", D, b, ulr_std,
+           per_row / floor2, worst);
+    if (ulr_std > 0) {
+        CHECK(worst > 1e-2); /* the kept directions get noise of their own */
+    } else if (b >= n) {
+        CHECK(sq == 0); /* full rank: no direction lacks LR noise */
+    } else {
+        CHECK(worst < 1e-4);
+        /* chi-square with 20 * 2 * (n - b) degrees of freedom: within 30% of its mean */
+        CHECK(fabs(per_row / (floor2 * (double)(n - b)) - 1.0) < 0.3);
+    }
+    free(g0);
+    free(g1);
     dpt_trainer_free(t);
     dpt_dataset_free(&d);
 }
@@ -465,10 +532,17 @@ int main(void) {
     test_sensitivity(DPT_ULR_EXPLICIT);
     test_sensitivity(DPT_ULR_CONTROLLER);
     test_explicit_noise_std();
-    test_controller_floor(2, 200, 3000, 0.05, 1000, 1); /* full rank: lambda_min > 0 */
-    test_controller_floor(6, 3, 3000, 0.01, 1000, 1);   /* rank deficient: top-up in the null space */
-    test_controller_floor(6, 3, 3000, 1.0, 1.0, 0);     /* clipping active: the floor fails (reported) */
-    test_controller_floor(2, 200, 3000, 1.0, 1.0, 0);
+    test_controller_floor(2, 200, 3000, 0.05, 1000, 0, 1); /* full rank: lambda_min > 0 */
+    test_controller_floor(6, 3, 3000, 0.01, 1000, 0, 1);   /* rank deficient: top-up in the null space */
+    /* s_l floored by --ulr-std (the eigenvector route: t_j > 0 along the kept directions) */
+    test_controller_floor(2, 200, 3000, 0.05, 1000, 0.15, 1);
+    test_controller_floor(6, 3, 3000, 0.01, 1000, 0.1, 1);
+    test_topup_projector(6, 3, 0);   /* Gram projector (b < n) */
+    test_topup_projector(12, 5, 0);
+    test_topup_projector(2, 200, 0); /* full-rank A_l: no top-up */
+    test_topup_projector(6, 3, 0.5); /* floored s_l: the eigenvector route */
+    test_controller_floor(6, 3, 3000, 1.0, 1.0, 0, 0);     /* clipping active: the floor fails (reported) */
+    test_controller_floor(2, 200, 3000, 1.0, 1.0, 0, 0);
     test_run(DPT_ULR_EXPLICIT);
     test_run(DPT_ULR_CONTROLLER);
     TEST_MAIN_END();

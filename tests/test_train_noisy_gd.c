@@ -195,13 +195,18 @@ static void compare(const char *what, const double *got, const double *want, siz
     CHECK(bad == 0);
 }
 
+/* Features of the synthetic records and the estimator's kl_keep_bytes for test_estimator
+ * (defaults: 5 and the library default; changed only by the calls that say so). */
+static size_t g_dim = 5;
+static size_t g_keep = (size_t)1 << 30;
+
 /* Runs the trainer and the reference for `steps` steps and compares every candidate. */
 static void test_estimator(const char *spec, size_t n, size_t nh, int lin, int kl, size_t k, int steps) {
     CHECK(k <= 16); /* ref_out.zidx */
     if (k > 16) return;
     dpt_dataset tr, h;
-    make_data(&tr, n, 5, 3, 1);
-    make_data(&h, nh, 5, 3, 2);
+    make_data(&tr, n, g_dim, 3, 1);
+    make_data(&h, nh, g_dim, 3, 2);
     h.x[0] *= 3.0f; /* a held-out outlier */
     dpt_noisy_gd_config nc = dpt_noisy_gd_config_defaults();
     nc.eta = 0.05;
@@ -210,6 +215,7 @@ static void test_estimator(const char *spec, size_t n, size_t nh, int lin, int k
     nc.kl = kl;
     nc.heldout = &h;
     nc.replace_candidates = k;
+    nc.kl_keep_bytes = g_keep;
     dpt_train_config c = ngd_cfg(spec, DPT_INIT_HE, nc.eta, steps);
     dpt_algo *a = NULL;
     dpt_trainer *t = NULL;
@@ -455,5 +461,23 @@ int main(void) {
     /* several chunks (the full sampler's buffers hold 1024 records) */
     test_estimator("mlp:5-4-3:relu:nobias", 1030, 5, 0, DPT_KL_ALL, 1, 2);
     test_estimator("mlp:5-4-3:relu:nobias", 1030, 5, 1, DPT_KL_REMOVE | DPT_KL_ADD, 1, 2);
+    /* several chunks without keeping their activations (each chunk runs forward and
+     * backward again for <g_i, gbar>): the same values */
+    g_keep = 0;
+    test_estimator("mlp:5-4-3:relu:nobias", 1030, 5, 0, DPT_KL_ALL, 1, 2);
+    test_estimator("mlp:5-4-3:relu:nobias", 1030, 5, 1, DPT_KL_ALL, 1, 2);
+    /* a budget too small for all 1030 records' rows: recomputes too */
+    g_keep = 1030 * (4 + 4 + 3) * sizeof(float) - 1;
+    test_estimator("mlp:5-4-3:relu:nobias", 1030, 5, 0, DPT_KL_REMOVE, 1, 2);
+    g_keep = (size_t)1 << 30;
+    /* biases (Linear's cross identity with the bias term), one chunk and several */
+    test_estimator("mlp:5-6-3:tanh", 40, 9, 0, DPT_KL_ALL, 3, 2);
+    test_estimator("mlp:5-4-3:tanh", 1030, 5, 0, DPT_KL_ALL, 2, 2);
+    /* a CNN: Conv2d (both norm paths), GroupNorm and a residual group take the DOT mode
+     * and the cross products' fallback against the candidates' materialized gradients */
+    g_dim = 16;
+    test_estimator("cnn:1x4x4:conv3k3p1,relu,[conv3k3p1,relu],gn3,conv8k2s2,flatten,fc3", 30, 6, 0, DPT_KL_ALL, 2, 2);
+    test_estimator("cnn:1x4x4:conv3k3p1,relu,[conv3k3p1,relu],gn3,conv8k2s2,flatten,fc3", 30, 6, 1, DPT_KL_ALL, 2, 2);
+    test_estimator("cnn:1x4x4:conv2k3p1,relu,conv4k2s2,flatten,fc3", 1030, 4, 0, DPT_KL_ALL, 1, 2);
     TEST_MAIN_END();
 }

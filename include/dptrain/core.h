@@ -208,6 +208,13 @@ void dpt_sgemm_ref(int trans_a, int trans_b, size_t M, size_t N, size_t K, float
  * read; A is destroyed). w[n] receives eigenvalues ascending; Z (n x n, row-major, may be
  * NULL) receives eigenvectors as columns. */
 dpt_status dpt_syev(size_t n, double *A, double *w, double *Z);
+/* Cholesky factor of a symmetric positive definite n x n matrix A (double, lower
+ * triangle read and overwritten with L, A = L L^T; the strict upper triangle is left as it
+ * was). DPT_ERANGE when A is not numerically positive definite. */
+dpt_status dpt_chol(size_t n, double *A);
+/* Solves A X = B with A's Cholesky factor L from dpt_chol: B holds nrhs right-hand sides
+ * of length n, one after the other (B[j * n + i]), and receives X. */
+dpt_status dpt_chol_solve(size_t n, const double *L, size_t nrhs, double *B);
 
 /* ==== Small utilities ==== */
 

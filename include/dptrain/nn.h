@@ -38,7 +38,10 @@ typedef enum {
     DPT_GRAD_SUM = 0,     /* out[P_l]      (+)= sum_i g_i                               */
     DPT_GRAD_PER_EXAMPLE, /* out[i*ld + j] (+)= (g_i)_j,  j < P_l, i < B              */
     DPT_GRAD_SQNORM,      /* out[i]        (+)= ||g_i||^2 (never materializes g_i)     */
-    DPT_GRAD_WEIGHTED     /* out[P_l]      (+)= sum_i w_i g_i (one GEMM for a Linear)   */
+    DPT_GRAD_WEIGHTED,    /* out[P_l]      (+)= sum_i w_i g_i (one GEMM for a Linear)   */
+    DPT_GRAD_DOT          /* out[i]        (+)= <g_i, v>, v = `weights` [P_l] (the layer's
+                           * slice of a parameter-shaped vector); never materializes g_i
+                           * (Linear: dv_i . (V x_i + v_b), one GEMM)                   */
 } dpt_grad_mode;
 
 /* A named parameter tensor: a slice of theta ("fc1.weight" {K, D}, "fc1.bias" {K}). */
@@ -62,7 +65,7 @@ typedef struct {
     dpt_status (*backward_input)(const dpt_layer *L, const float *x, const float *v,
                                  const float *dv, float *dx, size_t B);
     /* Parameter gradient for output cotangent dv (see dpt_grad_mode). g_i is example i's
-     * gradient d<dv_i, v_i>/d theta_l. `weights` [B] only for WEIGHTED. `ld` is the row
+     * gradient d<dv_i, v_i>/d theta_l. `weights` [B] for WEIGHTED, [P_l] for DOT. `ld` is the row
      * stride of PER_EXAMPLE output. accumulate = 0 overwrites, 1 adds. NULL for layers
      * without parameters. */
     dpt_status (*backward_params)(const dpt_layer *L, const float *x, const float *dv, size_t B,
@@ -76,6 +79,11 @@ typedef struct {
      * its name, shape, role and offset into theta (absolute: param_offset + ...). */
     size_t (*n_tensors)(const dpt_layer *L);
     void (*tensor)(const dpt_layer *L, size_t j, dpt_param_tensor *t);
+    /* Optional (NULL = not available): out[i * k + j] += <g_i, h_j> for the B examples of
+     * (x, dv) and k other examples (xz [k, D], dvz [k, K]) at the same parameters, neither
+     * gradient formed (Linear: (dv_i . dvz_j)(x_i . xz_j + 1 with a bias)), in double. */
+    dpt_status (*cross)(const dpt_layer *L, const float *x, const float *dv, size_t B, const float *xz,
+                        const float *dvz, size_t k, double *out);
 } dpt_layer_ops;
 
 struct dpt_unfold_cache; /* Conv2d unfold cache (opaque) */
@@ -203,9 +211,28 @@ dpt_status dpt_model_linearized_forward(dpt_model *m, const float *theta0, const
  *   SUM:          out[P] (+)= sum_i g_i
  *   PER_EXAMPLE:  out[i*ld + j] (+)= (g_i)_j   (ld >= P)
  *   SQNORM:       out[i] (+)= ||g_i||^2 over all parameters
- *   WEIGHTED:     out[P] (+)= sum_i weights[i] g_i */
+ *   WEIGHTED:     out[P] (+)= sum_i weights[i] g_i
+ *   DOT:          out[i] (+)= <g_i, weights> with weights [P] (a parameter-shaped vector) */
 dpt_status dpt_model_param_grad(dpt_model *m, size_t B, dpt_grad_mode mode,
                                 const float *weights, float *out, size_t ld, int accumulate);
+/* The same from the caller's copies of the stored activations: xs[l] and dvs[l] ([B, D_l]
+ * and [B, K_l]) stand for act[l] and dact[l + 1] of every layer l with parameters (the
+ * entries of other layers are not read; both arrays have n_layers entries). For callers
+ * that keep several chunks' activations (the KL estimator of noisy GD). */
+dpt_status dpt_model_param_grad_from(dpt_model *m, const float *const *xs, const float *const *dvs, size_t B,
+                                     dpt_grad_mode mode, const float *weights, float *out, size_t ld,
+                                     int accumulate);
+/* Inner products between per-example gradients, none formed where a layer has a `cross`
+ * op: out[i * k + j] = <g_i, h_j> (double) for the B examples of the stored batch (xs/dvs
+ * as in dpt_model_param_grad_from, or both NULL for act/dact) and k other examples at the
+ * same parameters, given per layer as zxs[l] [k, D_l], zdvs[l] [k, K_l] (their act and
+ * dact copies) and, for layers without a cross op, as materialized gradients hz [k, ldz]
+ * (ldz >= P; DOT against their slices; hz may be NULL when dpt_model_has_cross). */
+/* 1 when every layer with parameters has a cross op (then param_cross needs no hz). */
+int dpt_model_has_cross(const dpt_model *m);
+dpt_status dpt_model_param_cross(dpt_model *m, const float *const *xs, const float *const *dvs, size_t B, size_t k,
+                                 const float *const *zxs, const float *const *zdvs, const float *hz, size_t ldz,
+                                 double *out);
 /* Per-layer squared norms: out[g * B + i] = ||g_i restricted to parameter layer g||^2,
  * g over layers with parameters in order (for per-layer clipping). */
 dpt_status dpt_model_layer_sqnorms(dpt_model *m, size_t B, float *out);

@@ -229,10 +229,11 @@ dpt_status dpt_trainer_add_gaussian_release(dpt_trainer *t, double sensitivity, 
  *   add held-out record z:    difference (gbar - g_z) / (n + 1)
  *   replace i by held-out z:  difference (g_i - g_z) / n   (Definition 2.1 of the paper)
  * where ||g_i - gbar||^2 = ||g_i||^2 - 2 <g_i, gbar> + ||gbar||^2: the squared norms come
- * from the ghost-norm mode (DPT_GRAD_SQNORM) and the inner products from one Jacobian-vector
- * product in direction gbar (<g_i, v> = dl_i/do . J_i v); no per-example gradient is
- * materialized. Replace uses the `replace_candidates` held-out records with the largest
- * gradient norm at initialization (their gradients are materialized: k vectors of P).
+ * from the ghost-norm mode (DPT_GRAD_SQNORM) and the inner products <g_i, gbar> from the DOT
+ * mode (Linear: dv_i . (Gbar x_i)); no per-example gradient is materialized. Replace uses
+ * the `replace_candidates` held-out records with the largest gradient norm at
+ * initialization, <g_i, g_z> from dpt_model_param_cross (their gradients are materialized,
+ * k vectors of P, only when a layer has no cross op, e.g. Conv2d).
  * c = eta / (4 sigma^2) is the exact KL between the two Gaussian steps (DPT_KL_EXACT); the
  * paper writes eta / (2 sigma^2) (DPT_KL_PAPER, 2x larger). The result is an ESTIMATE of a
  * KL divergence on one trajectory, not an (epsilon, delta) guarantee.
@@ -253,6 +254,11 @@ typedef struct {
     dpt_kl_constant constant;   /* exact eta/(4 sigma^2) (default) or paper eta/(2 sigma^2) */
     const dpt_dataset *heldout; /* add / replace candidates (borrowed; needed for ADD/REPLACE) */
     size_t replace_candidates;  /* held-out records tried as replacements (default 1) */
+    size_t kl_keep_bytes;       /* with several chunks, the estimator keeps every chunk's
+                                 * layer inputs and output cotangents for the <g_i, gbar>
+                                 * pass when they fit in this many bytes (default 1 GiB);
+                                 * otherwise (or 0) each chunk runs forward and backward
+                                 * again. Same values either way. */
 } dpt_noisy_gd_config;
 dpt_noisy_gd_config dpt_noisy_gd_config_defaults(void);
 /* DPT_EINVAL naming the setting for eta <= 0, sigma <= 0, missing held-out data, ... */

@@ -70,3 +70,22 @@ dpt_status dpt_syev(size_t n, double *A, double *w, double *Z) {
     DPT_CHECK(info == 0, DPT_ERANGE, "syev: LAPACKE_dsyevr failed (info %d)", (int)info);
     return DPT_OK;
 }
+
+/* A is symmetric: its row-major lower triangle is the column-major upper one, so either
+ * convention works; LAPACK's column-major 'U' is our row-major 'L'. */
+dpt_status dpt_chol(size_t n, double *A) {
+    DPT_CHECK(n >= 1, DPT_EINVAL, "chol: empty matrix");
+    lapack_int info = LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'U', (lapack_int)n, A, (lapack_int)n);
+    DPT_CHECK(info >= 0, DPT_EINVAL, "chol: LAPACKE_dpotrf failed (info %d)", (int)info);
+    if (info > 0) return dpt_set_error(DPT_ERANGE, "chol: matrix not positive definite (leading minor %d)", (int)info);
+    return DPT_OK;
+}
+
+dpt_status dpt_chol_solve(size_t n, const double *L, size_t nrhs, double *B) {
+    DPT_CHECK(n >= 1, DPT_EINVAL, "chol_solve: empty matrix");
+    if (nrhs == 0) return DPT_OK;
+    lapack_int info = LAPACKE_dpotrs(LAPACK_COL_MAJOR, 'U', (lapack_int)n, (lapack_int)nrhs, L, (lapack_int)n, B,
+                                     (lapack_int)n);
+    DPT_CHECK(info == 0, DPT_EINVAL, "chol_solve: LAPACKE_dpotrs failed (info %d)", (int)info);
+    return DPT_OK;
+}

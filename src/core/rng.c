@@ -28,10 +28,19 @@ static void make_iv(uint8_t iv[16], uint64_t substream, uint64_t block) {
     for (int i = 0; i < 8; i++) iv[8 + i] = (uint8_t)(substream >> (8 * i));
 }
 
-/* Starts ctx at (substream, block). */
+/* Starts ctx at (substream, block). A context is keyed once, at its first seek (every
+ * context here serves one key for its whole life: rng_common and the fills create a fresh
+ * one per key); later seeks only load the IV, which sets ChaCha20's counter and nonce: the
+ * same keystream, without OpenSSL 3's cipher fetch (a full init costs ~8x an IV load). */
 static int ks_seek(EVP_CIPHER_CTX *ctx, const uint8_t key[32], uint64_t substream, uint64_t block) {
     uint8_t iv[16];
     make_iv(iv, substream, block);
+#if OPENSSL_VERSION_NUMBER >= 0x30000000L
+    const EVP_CIPHER *keyed = EVP_CIPHER_CTX_get0_cipher(ctx);
+#else
+    const EVP_CIPHER *keyed = EVP_CIPHER_CTX_cipher(ctx);
+#endif
+    if (keyed) return EVP_EncryptInit_ex(ctx, NULL, NULL, NULL, iv) == 1;
     return EVP_EncryptInit_ex(ctx, EVP_chacha20(), NULL, key, iv) == 1;
 }
 

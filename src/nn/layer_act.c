@@ -180,7 +180,7 @@ static dpt_status act_jvp(const dpt_layer *L, const float *x, const float *v, co
 static size_t act_n_tensors(const dpt_layer *L) { return 0; }
 
 static const dpt_layer_ops act_ops = {
-    act_forward, act_backward_input, NULL, act_jvp, act_n_tensors, NULL,
+    act_forward, act_backward_input, NULL, act_jvp, act_n_tensors, NULL, NULL,
 };
 
 const char *dpt_layer_kind_name(dpt_layer_kind kind) {

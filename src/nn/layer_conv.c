@@ -286,6 +286,32 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
             }
         }
         return DPT_OK;
+    case DPT_GRAD_DOT: {
+        DPT_CHECK(weights, DPT_EINVAL, "%s: inner products need a vector", L->name);
+        /* <dV_i U_i^T, V_w> + <dV_i 1, v_b> = <dV_i, V_w U_i + v_b 1^T>_F: one GEMM per chunk
+         * (the cost of a forward), then the dot products in double */
+        const float *vb = L->has_bias ? weights + ODk : NULL;
+        for (size_t lo = 0; lo < B; lo += L->chunk) {
+            const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
+            const float *cols = chunk_cols(L, x, lo, n, hit);
+            /* Y [O, n T] = V_w [O, Dk] cols [Dk, n T] */
+            dpt_sgemm(0, 0, O, nT, Dk, 1.0f, weights, Dk, cols, nT, 0.0f, Y, nT);
+            for (size_t j = 0; j < n; j++) {
+                const float *dvi = dv + (lo + j) * K;
+                double s = 0.0;
+                for (size_t o = 0; o < O; o++) {
+                    const float *yo = Y + o * nT + j * T, *dvo = dvi + o * T;
+                    const double bo = vb ? vb[o] : 0.0;
+                    double so = 0.0;
+#pragma omp simd reduction(+ : so)
+                    for (size_t t = 0; t < T; t++) so += (double)dvo[t] * ((double)yo[t] + bo);
+                    s += so;
+                }
+                out[lo + j] = accumulate ? (float)((double)out[lo + j] + s) : (float)s;
+            }
+        }
+        return DPT_OK;
+    }
     }
     return dpt_set_error(DPT_EINVAL, "%s: unknown gradient mode %d", L->name, (int)mode);
 }
@@ -318,7 +344,7 @@ static void conv_tensor(const dpt_layer *L, size_t j, dpt_param_tensor *t) {
 }
 
 static const dpt_layer_ops conv_ops = {
-    conv_forward, conv_backward_input, conv_backward_params, conv_jvp, conv_n_tensors, conv_tensor,
+    conv_forward, conv_backward_input, conv_backward_params, conv_jvp, conv_n_tensors, conv_tensor, NULL,
 };
 
 dpt_status dpt_layer_conv_setup(dpt_layer *L, const size_t in_shape[3], size_t O, size_t k, size_t stride,

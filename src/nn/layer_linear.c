@@ -108,8 +108,49 @@ static dpt_status linear_backward_params(const dpt_layer *L, const float *x, con
         }
         return DPT_OK;
     }
+    case DPT_GRAD_DOT: {
+        DPT_CHECK(weights, DPT_EINVAL, "%s: inner products need a vector", L->name);
+        /* <dv_i x_i^T, V> + <dv_i, v_b> = dv_i . (V x_i + v_b): Y = X V^T [B, K] in scratch
+         * (one GEMM, the cost of a forward), then B dot products of length K in double */
+        float *y = L->scratch;
+        const float *vb = L->has_bias ? weights + KD : NULL;
+        dpt_sgemm(0, 1, B, K, D, 1.0f, x, D, weights, D, 0.0f, y, K);
+        for (size_t i = 0; i < B; i++) {
+            const float *yi = y + i * K, *dvi = dv + i * K;
+            double s = 0.0;
+            if (vb) {
+#pragma omp simd reduction(+ : s)
+                for (size_t k = 0; k < K; k++) s += (double)dvi[k] * ((double)yi[k] + vb[k]);
+            } else {
+#pragma omp simd reduction(+ : s)
+                for (size_t k = 0; k < K; k++) s += (double)dvi[k] * yi[k];
+            }
+            out[i] = accumulate ? (float)((double)out[i] + s) : (float)s;
+        }
+        return DPT_OK;
+    }
     }
     return dpt_set_error(DPT_EINVAL, "%s: unknown gradient mode %d", L->name, (int)mode);
+}
+
+/* out[i k + j] += <dv_i x_i^T, dvz_j xz_j^T>_F (+ <dv_i, dvz_j> for the bias)
+ *              = (dv_i . dvz_j) (x_i . xz_j + [bias]): O(B k (D + K)), in double */
+static dpt_status linear_cross(const dpt_layer *L, const float *x, const float *dv, size_t B, const float *xz,
+                               const float *dvz, size_t k, double *out) {
+    const size_t D = L->in_dim, K = L->out_dim;
+    for (size_t i = 0; i < B; i++) {
+        const float *xi = x + i * D, *dvi = dv + i * K;
+        for (size_t j = 0; j < k; j++) {
+            const float *xj = xz + j * D, *dvj = dvz + j * K;
+            double sx = 0.0, sv = 0.0;
+#pragma omp simd reduction(+ : sx)
+            for (size_t d = 0; d < D; d++) sx += (double)xi[d] * xj[d];
+#pragma omp simd reduction(+ : sv)
+            for (size_t q = 0; q < K; q++) sv += (double)dvi[q] * dvj[q];
+            out[i * k + j] += sv * (sx + (L->has_bias ? 1.0 : 0.0));
+        }
+    }
+    return DPT_OK;
 }
 
 /* ==== jvp ==== */
@@ -162,7 +203,7 @@ static void linear_tensor(const dpt_layer *L, size_t j, dpt_param_tensor *t) {
 
 static const dpt_layer_ops linear_ops = {
     linear_forward, linear_backward_input, linear_backward_params, linear_jvp,
-    linear_n_tensors, linear_tensor,
+    linear_n_tensors, linear_tensor, linear_cross,
 };
 
 void dpt_layer_linear_setup(dpt_layer *L, size_t D, size_t K, int has_bias) {

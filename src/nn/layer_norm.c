@@ -110,7 +110,8 @@ static dpt_status gn_backward_params(const dpt_layer *L, const float *x, const f
     DPT_CHECK(mode != DPT_GRAD_WEIGHTED || weights, DPT_EINVAL, "%s: weighted gradient needs weights", L->name);
     DPT_CHECK(mode != DPT_GRAD_PER_EXAMPLE || ld >= P, DPT_EINVAL, "%s: per-example row stride %zu < %zu parameters",
               L->name, ld, P);
-    DPT_CHECK(mode >= DPT_GRAD_SUM && mode <= DPT_GRAD_WEIGHTED, DPT_EINVAL, "%s: unknown gradient mode %d", L->name,
+    DPT_CHECK(mode != DPT_GRAD_DOT || weights, DPT_EINVAL, "%s: inner products need a vector", L->name);
+    DPT_CHECK(mode >= DPT_GRAD_SUM && mode <= DPT_GRAD_DOT, DPT_EINVAL, "%s: unknown gradient mode %d", L->name,
               (int)mode);
     if (!accumulate && (mode == DPT_GRAD_SUM || mode == DPT_GRAD_WEIGHTED)) memset(out, 0, P * sizeof *out);
     double gi[2 * 1024]; /* C <= 1024 (checked at setup) */
@@ -145,6 +146,12 @@ static dpt_status gn_backward_params(const dpt_layer *L, const float *x, const f
             out[i] = (float)(accumulate ? out[i] + s : s);
             break;
         }
+        case DPT_GRAD_DOT: {
+            double s = 0.0;
+            for (size_t p = 0; p < P; p++) s += weights[p] * gi[p];
+            out[i] = (float)(accumulate ? out[i] + s : s);
+            break;
+        }
         }
     }
     return DPT_OK;
@@ -165,7 +172,7 @@ static void gn_tensor(const dpt_layer *L, size_t j, dpt_param_tensor *t) {
 }
 
 static const dpt_layer_ops gn_ops = {
-    gn_forward, gn_backward_input, gn_backward_params, gn_jvp, gn_n_tensors, gn_tensor,
+    gn_forward, gn_backward_input, gn_backward_params, gn_jvp, gn_n_tensors, gn_tensor, NULL,
 };
 
 dpt_status dpt_layer_groupnorm_setup(dpt_layer *L, const size_t in_shape[3], size_t groups) {

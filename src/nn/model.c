@@ -323,25 +323,68 @@ dpt_status dpt_model_jvp(dpt_model *m, const float *dtheta, const float *dx, siz
 
 /* ==== parameter gradients ==== */
 
-dpt_status dpt_model_param_grad(dpt_model *m, size_t B, dpt_grad_mode mode, const float *weights, float *out,
-                                size_t ld, int accumulate) {
+dpt_status dpt_model_param_grad_from(dpt_model *m, const float *const *xs, const float *const *dvs, size_t B,
+                                     dpt_grad_mode mode, const float *weights, float *out, size_t ld,
+                                     int accumulate) {
     DPT_CHECK(m && out, DPT_EINVAL, "model gradient: NULL argument");
     CHECK_BATCH(m, B);
     DPT_CHECK(mode != DPT_GRAD_WEIGHTED || weights, DPT_EINVAL, "model '%s': weighted gradient needs weights",
               m->spec);
+    DPT_CHECK(mode != DPT_GRAD_DOT || weights, DPT_EINVAL, "model '%s': inner products need a vector", m->spec);
     DPT_CHECK(mode != DPT_GRAD_PER_EXAMPLE || ld >= m->n_params, DPT_EINVAL,
               "model '%s': per-example row stride %zu < %zu parameters", m->spec, ld, m->n_params);
-    DPT_CHECK(mode >= DPT_GRAD_SUM && mode <= DPT_GRAD_WEIGHTED, DPT_EINVAL, "model '%s': unknown gradient mode %d",
+    DPT_CHECK(mode >= DPT_GRAD_SUM && mode <= DPT_GRAD_DOT, DPT_EINVAL, "model '%s': unknown gradient mode %d",
               m->spec, (int)mode);
+    const int per_ex = mode == DPT_GRAD_SQNORM || mode == DPT_GRAD_DOT;
     int first = 1;
     for (size_t l = 0; l < m->n_layers; l++) {
         const dpt_layer *L = &m->layers[l];
         if (!L->n_params) continue;
-        /* SQNORM sums every layer's ||g_i,l||^2 into out[i]; the others own a slice */
-        float *o = mode == DPT_GRAD_SQNORM ? out : out + L->param_offset;
-        int acc = mode == DPT_GRAD_SQNORM && !first ? 1 : accumulate;
-        DPT_TRY(L->ops->backward_params(L, m->act[l], m->dact[l + 1], B, mode, weights, o, ld, acc));
+        /* SQNORM and DOT sum every layer's term into out[i]; the others own a slice */
+        float *o = per_ex ? out : out + L->param_offset;
+        const float *w = mode == DPT_GRAD_DOT ? weights + L->param_offset : weights;
+        int acc = per_ex && !first ? 1 : accumulate;
+        const float *x = xs ? xs[l] : m->act[l], *dv = dvs ? dvs[l] : m->dact[l + 1];
+        DPT_TRY(L->ops->backward_params(L, x, dv, B, mode, w, o, ld, acc));
         first = 0;
+    }
+    return DPT_OK;
+}
+
+dpt_status dpt_model_param_grad(dpt_model *m, size_t B, dpt_grad_mode mode, const float *weights, float *out,
+                                size_t ld, int accumulate) {
+    return dpt_model_param_grad_from(m, NULL, NULL, B, mode, weights, out, ld, accumulate);
+}
+
+int dpt_model_has_cross(const dpt_model *m) {
+    for (size_t l = 0; l < m->n_layers; l++)
+        if (m->layers[l].n_params && !m->layers[l].ops->cross) return 0;
+    return 1;
+}
+
+dpt_status dpt_model_param_cross(dpt_model *m, const float *const *xs, const float *const *dvs, size_t B, size_t k,
+                                 const float *const *zxs, const float *const *zdvs, const float *hz, size_t ldz,
+                                 double *out) {
+    DPT_CHECK(m && out && zxs && zdvs, DPT_EINVAL, "model cross products: NULL argument");
+    CHECK_BATCH(m, B);
+    DPT_CHECK(!hz || ldz >= m->n_params, DPT_EINVAL, "model '%s': gradient row stride %zu < %zu parameters", m->spec,
+              ldz, m->n_params);
+    DPT_CHECK(hz || dpt_model_has_cross(m), DPT_EINVAL,
+              "model '%s': cross products need the other examples' gradients (a layer has no cross op)", m->spec);
+    memset(out, 0, B * k * sizeof *out);
+    float *tmp = m->tangent[0]; /* [B] (the jvp buffers hold max_batch * max dim floats) */
+    for (size_t l = 0; l < m->n_layers; l++) {
+        const dpt_layer *L = &m->layers[l];
+        if (!L->n_params) continue;
+        const float *x = xs ? xs[l] : m->act[l], *dv = dvs ? dvs[l] : m->dact[l + 1];
+        if (L->ops->cross) {
+            DPT_TRY(L->ops->cross(L, x, dv, B, zxs[l], zdvs[l], k, out));
+            continue;
+        }
+        for (size_t j = 0; j < k; j++) {
+            DPT_TRY(L->ops->backward_params(L, x, dv, B, DPT_GRAD_DOT, hz + j * ldz + L->param_offset, tmp, 0, 0));
+            for (size_t i = 0; i < B; i++) out[i * k + j] += tmp[i];
+        }
     }
     return DPT_OK;
 }

@@ -27,6 +27,12 @@
 
 #define REL_RANK_TOL 1e-6 /* eigenvalues below this fraction of lambda_max count as 0 */
 
+/* The controller's top-up N = sigma0 C E + (E U) diag(coef) U^T (see topup). When s_l is
+ * not raised by --ulr-std, every kept direction has t_j = 0 (coef_j = -sigma0 C) and N is
+ * sigma0 C E projected onto A_l's null space: no eigenvectors are needed, only whether A_l
+ * has full rank (PROJ_NONE: A_l is n x n of rank n, no top-up) or, for b < n rows of full
+ * rank b, the projector onto the rows' span, P = Y^T (Y Y^T)^-1 Y (PROJ_GRAM). */
+enum { PROJ_EIG, PROJ_NONE, PROJ_GRAM };
 typedef struct {
     size_t first, end;  /* layers [first, end); layer `first` is its Linear layer */
     size_t Dl, Kl, n;   /* input width, output width, n = Dl + has_bias */
@@ -36,8 +42,11 @@ typedef struct {
     double s;           /* perturbation std */
     double lmin, lmax;
     size_t rank;        /* eigenvectors in U (directions with their own top-up) */
-    float *U;           /* [n, n] columns = eigenvectors (first `rank` used) */
-    float *coef;        /* [n] sqrt(t_j) - sigma0 C */
+    int proj;           /* how the top-up is made, see PROJ_* */
+    float *U;           /* PROJ_EIG: [n, n] columns = eigenvectors (first `rank` used) */
+    float *coef;        /* PROJ_EIG: [n] sqrt(t_j) - sigma0 C */
+    double *Lc;         /* PROJ_GRAM: [b, b] Cholesky factor of the Gram matrix Y Y^T */
+    size_t lc_cap;      /* entries Lc holds */
     size_t clipped, examples;
 } ulr_module;
 
@@ -52,7 +61,6 @@ typedef struct {
     size_t *dims;        /* [n_layers + 1] */
     float *L0;           /* [cap] clean losses */
     float *z;            /* [cap * K * maxKl] perturbations */
-    float *Lk;           /* [cap * K] perturbed losses */
     float *lrow;         /* [max_batch] losses of one pass */
     int32_t *yrep;       /* [max_batch] labels of one pass */
     float *cvec;         /* [cap * maxKl] per-example LR cotangents */
@@ -64,6 +72,7 @@ typedef struct {
     double *A, *wev, *Z; /* eigen workspaces [maxn^2], [maxn], [maxn^2] */
     float *Gf;           /* [maxn^2] the GEMM result, then the scaled kept eigenvectors */
     float *E, *M;        /* noise workspaces [maxKl * maxn], [maxKl * maxn] */
+    double *Md;          /* [maxKl * maxn] the PROJ_GRAM solve */
     size_t batch;        /* examples seen this step */
 } ulr_state;
 
@@ -147,6 +156,7 @@ static void free_modules(ulr_state *s) {
     for (size_t k = 0; s->mod && k < s->L; k++) {
         dpt_free(s->mod[k].U);
         dpt_free(s->mod[k].coef);
+        dpt_free(s->mod[k].Lc);
     }
     free(s->mod);
     s->mod = NULL;
@@ -161,7 +171,6 @@ static void free_buffers(ulr_state *s) {
     s->dims = NULL;
     dpt_free(s->L0);
     dpt_free(s->z);
-    dpt_free(s->Lk);
     dpt_free(s->lrow);
     dpt_free(s->yrep);
     dpt_free(s->cvec);
@@ -173,7 +182,9 @@ static void free_buffers(ulr_state *s) {
     dpt_free(s->Gf);
     dpt_free(s->E);
     dpt_free(s->M);
-    s->L0 = s->z = s->Lk = s->lrow = s->cvec = s->w = s->Y = s->E = s->M = NULL;
+    dpt_free(s->Md);
+    s->Md = NULL;
+    s->L0 = s->z = s->lrow = s->cvec = s->w = s->Y = s->E = s->M = NULL;
     s->yrep = NULL;
     s->A = s->wev = s->Z = NULL;
     s->Gf = NULL;
@@ -218,12 +229,11 @@ static dpt_status setup(ulr_state *s, dpt_trainer *t) {
     }
     s->L0 = dpt_alloc(cap, sizeof(float), "dpulr clean losses");
     s->z = dpt_alloc(padded(cap * K * s->maxKl), sizeof(float), "dpulr perturbations");
-    s->Lk = dpt_alloc(cap * K, sizeof(float), "dpulr perturbed losses");
     s->lrow = dpt_alloc(cap, sizeof(float), "dpulr pass losses");
     s->yrep = dpt_alloc(cap, sizeof(int32_t), "dpulr pass labels");
     s->cvec = dpt_alloc(cap * s->maxKl, sizeof(float), "dpulr cotangents");
     s->w = dpt_alloc(cap, sizeof(float), "dpulr clipping factors");
-    if (!s->L0 || !s->z || !s->Lk || !s->lrow || !s->yrep || !s->cvec || !s->w) return DPT_ENOMEM;
+    if (!s->L0 || !s->z || !s->lrow || !s->yrep || !s->cvec || !s->w) return DPT_ENOMEM;
     if (s->cfg.private_ && s->cfg.noise == DPT_ULR_CONTROLLER) {
         size_t n = s->maxn;
         s->A = dpt_alloc(n * n, sizeof(double), "dpulr controller matrix");
@@ -232,7 +242,8 @@ static dpt_status setup(ulr_state *s, dpt_trainer *t) {
         s->Gf = dpt_alloc(n * n, sizeof(float), "dpulr controller matrix");
         s->E = dpt_alloc(s->maxKl * n, sizeof(float), "dpulr noise");
         s->M = dpt_alloc(s->maxKl * n, sizeof(float), "dpulr noise");
-        if (!s->A || !s->wev || !s->Z || !s->Gf || !s->E || !s->M) return DPT_ENOMEM;
+        s->Md = dpt_alloc(s->maxKl * n, sizeof(double), "dpulr noise");
+        if (!s->A || !s->wev || !s->Z || !s->Gf || !s->E || !s->M || !s->Md) return DPT_ENOMEM;
     }
     s->cap = cap;
     return DPT_OK;
@@ -244,7 +255,8 @@ static dpt_status setup(ulr_state *s, dpt_trainer *t) {
  * Y + k * ycap * maxn + i * maxn). */
 static dpt_status y_reserve(ulr_state *s, size_t rows) {
     if (rows <= s->ycap) return DPT_OK;
-    size_t cap = rows < 64 ? 64 : rows;
+    /* at least a full chunk (a Poisson batch varies from step to step), then geometric */
+    size_t cap = rows <= s->cap ? s->cap : rows + rows / 2;
     float *Y = dpt_alloc(cap * s->maxn * s->L, sizeof(float), "dpulr controller rows");
     if (!Y) return DPT_ENOMEM;
     if (s->yrows) /* keep rows already added this step */
@@ -273,9 +285,40 @@ static dpt_status controller_add(ulr_state *s, const dpt_model *m, const float *
     return DPT_OK;
 }
 
-/* Eigen-decomposition of A_l = Y^T Y (n x n), or through the Gram matrix Y Y^T (b x b)
- * when b < n: its nonzero eigenvalues are A_l's and u_j = Y^T v_j / sqrt(lambda_j). Sets
- * s_l, the eigenvectors with their own top-up coefficients, and the diagnostics. */
+/* Eigenvalues of A_l = Y^T Y (n x n), or of the Gram matrix Y Y^T (b x b) when b < n: its
+ * nonzero eigenvalues are A_l's. Sets s_l (Eq. 7), the diagnostics and the top-up: when no
+ * kept direction needs its own top-up (s_l not raised by --ulr-std) and the matrix has full
+ * rank, PROJ_NONE or PROJ_GRAM (the Cholesky factor of Y Y^T, no eigenvectors); otherwise
+ * the eigenvectors (u_j = Y^T v_j / sqrt(lambda_j) from the Gram eigenvectors v_j when
+ * b < n) with their top-up coefficients (PROJ_EIG). */
+/* From the d ascending eigenvalues w of A_l (b >= n) or of the Gram matrix: rank, lambda_max,
+ * lambda_min (0 unless A_l has full rank) and s_l. Eq. 7: s^2 = lambda / (K C^2 sigma0^2)
+ * with lambda = lambda_min (full rank) or the smallest eigenvalue above the rank tolerance;
+ * never below the floor --ulr-std. Returns s^2; *lam gets lambda and *floored whether the
+ * floor raised s. */
+static double eig_summary(const ulr_state *s, ulr_module *u, const double *w, size_t d, int b_ge_n, double *lam,
+                          int *floored) {
+    const double K = (double)s->cfg.copies, floor2 = s->cfg.sigma0 * s->cfg.sigma0 * s->cfg.clip * s->cfg.clip;
+    double lmax = w[d - 1] > 0 ? w[d - 1] : 0, tol = REL_RANK_TOL * lmax, lmin_pos = 0;
+    int full = b_ge_n && w[0] > tol;
+    size_t r = 0;
+    for (size_t j = 0; j < d; j++)
+        if (w[j] > tol && lmax > 0) {
+            if (!lmin_pos) lmin_pos = w[j];
+            r++;
+        }
+    u->rank = r;
+    u->lmax = lmax;
+    u->lmin = full ? w[0] : 0.0;
+    *lam = full ? w[0] : lmin_pos;
+    double s2 = *lam > 0 ? *lam / (K * floor2) : 0, fl = s->cfg.perturb_std;
+    *floored = s2 < fl * fl;
+    if (*floored) s2 = fl * fl;
+    if (!(s2 > 0)) s2 = 1.0; /* all L0 = 0: nothing is estimated; the top-up is all the noise */
+    u->s = sqrt(s2);
+    return s2;
+}
+
 static dpt_status controller_solve(ulr_state *s) {
     const double K = (double)s->cfg.copies, floor2 = s->cfg.sigma0 * s->cfg.sigma0 * s->cfg.clip * s->cfg.clip;
     size_t b = s->yrows;
@@ -283,9 +326,7 @@ static dpt_status controller_solve(ulr_state *s) {
         ulr_module *u = &s->mod[k];
         size_t n = u->n;
         const float *Y = s->Y + k * s->ycap * s->maxn; /* [b, maxn] */
-        size_t r = 0;
-        double lmax = 0, lmin_pos = 0;
-        int full = 0;
+        u->proj = PROJ_EIG;
         if (b == 0) {
             u->lmin = u->lmax = 0;
             u->rank = 0;
@@ -293,27 +334,53 @@ static dpt_status controller_solve(ulr_state *s) {
             continue;
         }
         /* A = Y^T Y (b >= n) or the Gram matrix Y Y^T (b < n): one GEMM (float), then the
-         * symmetric eigenproblem in double */
+         * symmetric eigenvalues in double (the matrix kept in Z for the second stage) */
         size_t d = b >= n ? n : b;
         if (b >= n)
             dpt_sgemm(1, 0, n, n, b, 1.0f, Y, s->maxn, Y, s->maxn, 0.0f, s->Gf, d);
         else
             dpt_sgemm(0, 1, b, b, n, 1.0f, Y, s->maxn, Y, s->maxn, 0.0f, s->Gf, d);
-        for (size_t i = 0; i < d * d; i++) s->A[i] = s->Gf[i];
-        DPT_TRY(dpt_syev(d, s->A, s->wev, s->Z));
-        lmax = s->wev[d - 1] > 0 ? s->wev[d - 1] : 0;
-        double tol = REL_RANK_TOL * lmax;
-        full = b >= n && s->wev[0] > tol;
-        for (size_t j = 0; j < d; j++)
-            if (s->wev[j] > tol && lmax > 0) {
-                if (!lmin_pos) lmin_pos = s->wev[j];
-                u->coef[r++] = (float)s->wev[j]; /* eigenvalue for now */
+        for (size_t i = 0; i < d * d; i++) s->A[i] = s->Z[i] = s->Gf[i];
+        DPT_TRY(dpt_syev(d, s->A, s->wev, NULL));
+        double lam;
+        int floored;
+        double s2 = eig_summary(s, u, s->wev, d, b >= n, &lam, &floored);
+        /* t_j = floor2 - lambda_j / (K s^2) <= 0 for every kept j unless s was floored */
+        if (lam > 0 && !floored && u->rank == d) {
+            if (b >= n) {
+                u->proj = PROJ_NONE;
+                continue;
             }
+            if (u->lc_cap < b * b) {
+                dpt_free(u->Lc);
+                u->lc_cap = 0;
+                u->Lc = dpt_alloc(b * b, sizeof(double), "dpulr Gram factor");
+                if (!u->Lc) return DPT_ENOMEM;
+                u->lc_cap = b * b;
+            }
+            memcpy(u->Lc, s->Z, b * b * sizeof(double));
+            dpt_status st = dpt_chol(b, u->Lc);
+            if (st == DPT_OK) {
+                u->proj = PROJ_GRAM;
+                continue;
+            }
+            if (st != DPT_ERANGE) return st;
+            /* numerically not positive definite although every eigenvalue passed the rank
+             * tolerance: take the eigenvector route below */
+        }
+        /* PROJ_EIG: the eigenvectors, again from the matrix kept in Z */
+        memcpy(s->A, s->Z, d * d * sizeof(double));
+        DPT_TRY(dpt_syev(d, s->A, s->wev, s->Z));
+        s2 = eig_summary(s, u, s->wev, d, b >= n, &lam, &floored);
+        double tol = REL_RANK_TOL * u->lmax;
+        size_t r = 0;
+        for (size_t j = 0; j < d; j++)
+            if (s->wev[j] > tol && u->lmax > 0) u->coef[r++] = (float)s->wev[j]; /* eigenvalue for now */
         /* the kept eigenvectors of A as the first r columns of U [n, n]: directly (b >= n)
          * or u_j = Y^T v_j / sqrt(lambda_j) from the Gram eigenvectors v_j (one GEMM) */
         size_t c = 0;
         for (size_t j = 0; j < d; j++) {
-            if (!(s->wev[j] > tol && lmax > 0)) continue;
+            if (!(s->wev[j] > tol && u->lmax > 0)) continue;
             double sc = b >= n ? 1.0 : 1.0 / sqrt(s->wev[j]);
             for (size_t i = 0; i < d; i++) s->Gf[i * r + c] = (float)(s->Z[i * d + j] * sc);
             c++;
@@ -324,16 +391,6 @@ static dpt_status controller_solve(ulr_state *s) {
             else
                 dpt_sgemm(1, 0, n, r, b, 1.0f, Y, s->maxn, s->Gf, r, 0.0f, u->U, n);
         }
-        u->rank = r;
-        u->lmax = lmax;
-        u->lmin = full ? s->wev[0] : 0.0;
-        /* Eq. 7: s^2 = lambda / (K C^2 sigma0^2) with lambda = lambda_min (full rank) or the
-         * smallest eigenvalue above the rank tolerance; never below the floor */
-        double lam = full ? s->wev[0] : lmin_pos, s2 = lam > 0 ? lam / (K * floor2) : 0;
-        double fl = s->cfg.perturb_std;
-        if (s2 < fl * fl) s2 = fl * fl;
-        if (!(s2 > 0)) s2 = 1.0; /* all L0 = 0: nothing is estimated; the top-up is all the noise */
-        u->s = sqrt(s2);
         double sc = s->cfg.sigma0 * s->cfg.clip;
         for (size_t j = 0; j < r; j++) {
             double tj = floor2 - (double)u->coef[j] / (K * s2); /* A.4 / Eq. 25 */
@@ -412,6 +469,7 @@ static dpt_status module_estimate(ulr_state *s, dpt_trainer *t, ulr_module *u, c
     }
     const float *v = s->cache[a + 1];
     const size_t rows = bc * K;
+    memset(s->cvec, 0, bc * Kl * sizeof(float));
     for (size_t r0 = 0; r0 < rows; r0 += R) {
         size_t nr = rows - r0 < R ? rows - r0 : R;
         float *in = m->act[a + 1];
@@ -424,18 +482,20 @@ static dpt_status module_estimate(ulr_state *s, dpt_trainer *t, ulr_module *u, c
         }
         DPT_TRY(dpt_model_forward_from(m, a + 1, nr));
         DPT_TRY(dpt_loss(t->cfg.loss, dpt_model_output(m), nr, m->out_dim, s->yrep, NULL, s->lrow, NULL));
-        memcpy(s->Lk + r0, s->lrow, nr * sizeof(float));
+        /* c_i += f_ik z_ik while this pass's z rows are still in cache (rows in (i, k) order,
+         * so every c_i sums its copies in the order k = 0..K-1) */
+        for (size_t r = 0; r < nr; r++) {
+            size_t i = (r0 + r) / K;
+            double base = s->cfg.baseline ? (double)s->L0[i] : 0.0;
+            float f = (float)(((double)s->lrow[r] - base) / ((double)K * s2));
+            const float *zr = s->z + (r0 + r) * Kl;
+            float *c = s->cvec + i * Kl;
+            for (size_t e = 0; e < Kl; e++) c[e] += f * zr[e];
+        }
     }
     const float *x = a == 0 ? x0 : s->cache[a];
     for (size_t i = 0; i < bc; i++) {
-        float *c = s->cvec + i * Kl;
-        for (size_t e = 0; e < Kl; e++) c[e] = 0;
-        double base = s->cfg.baseline ? (double)s->L0[i] : 0.0;
-        for (size_t k = 0; k < K; k++) {
-            float f = (float)(((double)s->Lk[i * K + k] - base) / ((double)K * s2));
-            const float *zr = s->z + (i * K + k) * Kl;
-            for (size_t e = 0; e < Kl; e++) c[e] += f * zr[e];
-        }
+        const float *c = s->cvec + i * Kl;
         if (s->cfg.private_) {
             double cn = 0, xn = u->has_bias ? 1.0 : 0.0;
             for (size_t e = 0; e < Kl; e++) cn += (double)c[e] * c[e];
@@ -483,8 +543,23 @@ static dpt_status topup(ulr_state *s, dpt_trainer *t, ulr_module *u) {
     dpt_model *m = t->model;
     size_t n = u->n, Kl = u->Kl, r = u->rank;
     float sc = (float)(s->cfg.sigma0 * s->cfg.clip);
+    /* drawn in every mode: the noise stream's position does not depend on the route */
     DPT_TRY(dpt_rng_gauss_fill(dpt_trainer_noise_rng(t), s->E, Kl * n, 1.0f, 0, t->threads));
-    if (r) {
+    if (u->proj == PROJ_NONE) return DPT_OK; /* A_l has full rank: no direction lacks noise */
+    if (u->proj == PROJ_GRAM) {
+        /* E' = sc (E - E P), P = Y^T G^-1 Y: M = E Y^T [Kl, b], M G^-1 in double with G's
+         * Cholesky factor, then E - M Y. E' vanishes on the rows' span and is sc E on its
+         * orthogonal complement (Y w = 0 gives E' w = sc E w exactly, whatever the accuracy
+         * of G^-1: the floor in A_l's null space does not depend on it) */
+        size_t b = s->yrows;
+        const float *Y = s->Y + (size_t)(u - s->mod) * s->ycap * s->maxn;
+        dpt_sgemm(0, 1, Kl, b, n, 1.0f, s->E, n, Y, s->maxn, 0.0f, s->M, b);
+        for (size_t i = 0; i < Kl * b; i++) s->Md[i] = s->M[i];
+        DPT_TRY(dpt_chol_solve(b, u->Lc, Kl, s->Md)); /* row i of M is right-hand side i */
+        for (size_t i = 0; i < Kl * b; i++) s->M[i] = (float)s->Md[i];
+        dpt_sgemm(0, 0, Kl, n, b, -1.0f, s->M, b, Y, s->maxn, 1.0f, s->E, n);
+        for (size_t i = 0; i < Kl * n; i++) s->E[i] *= sc;
+    } else if (r) {
         /* M = E U_r [Kl, r], scaled by coef, then E' = sc E + M U_r^T */
         dpt_sgemm(0, 0, Kl, r, n, 1.0f, s->E, n, u->U, n, 0.0f, s->M, r);
         for (size_t i = 0; i < Kl; i++)

@@ -5,14 +5,22 @@
  *
  * One step (the full sampler hands over all n records, in chunks of max_batch):
  *   begin       linearized: theta <- W0 for the whole step (delta = W - W0 kept aside);
- *               replace: the k candidates' gradients g_z at this W (materialized, k x P)
+ *               replace: the k candidates' layer inputs and cotangents at this W, and
+ *               their gradients g_z (k x P) only if a layer has no cross op (Linear has)
  *   accumulate  forward (+ JVP along delta), per-example loss cotangents, backward,
  *               SUM into grad; with the estimator also ||g_i||^2 (SQNORM) and <g_i, g_z>
- *               (a JVP along g_z) per record
- *   finish      gbar = sum / n; <g_i, gbar> from a JVP along gbar (a second forward per
- *               chunk unless the data fit in one chunk); the held-out pass for "add";
- *               the per-candidate KL sums; then grad = gbar + sqrt(2 sigma^2/eta) Z and,
- *               linearized, theta <- W, so the SGD step W - eta grad is Eq. 4. */
+ *               (dpt_model_param_cross: for a Linear layer (dv_i . dv_z)(x_i . x_z), from
+ *               the candidates' kept layer inputs and cotangents) per record; with several
+ *               chunks, each chunk's layer inputs and cotangents are kept (kl_keep_bytes)
+ *   finish      gbar = sum / n; <g_i, gbar> (DOT mode: for a Linear layer dv_i . (Gbar x_i),
+ *               one GEMM per layer) from the model's activations (one chunk), the kept ones
+ *               (several chunks), or a second forward and backward per chunk (over the
+ *               memory budget); the held-out pass for "add"; the per-candidate KL sums;
+ *               then grad = gbar + sqrt(2 sigma^2/eta) Z and, linearized, theta <- W, so
+ *               the SGD step W - eta grad is Eq. 4.
+ * The step without the estimator is a plain gradient step plus the noise; the estimator
+ * adds about one forward's worth of GEMMs (the DOT pass) plus the held-out records' pass
+ * (bench/kl_estimator). */
 #include <dptrain/train.h>
 
 #include <cjson/cJSON.h>
@@ -21,6 +29,81 @@
 #include <string.h>
 
 #include "train_internal.h"
+
+/* Copies of the model's layer inputs act[l] [rows, D_l] and output cotangents dact[l + 1]
+ * [rows, K_l] for every layer l with parameters (NULL for the others), so that DOT and
+ * cross products can run after the model has moved on to other records. With no_input,
+ * the model's input act[0] (the records themselves) is not copied: x[0] stays NULL and
+ * the caller points the view at the data. */
+typedef struct {
+    float *buf;
+    float **x, **dv; /* [n_layers] */
+    const float **vx, **vdv; /* [n_layers]: views of a block of rows (act_rows_view) */
+    size_t rows;
+} act_rows;
+
+static size_t act_rows_floats(const dpt_model *m, int no_input) {
+    size_t f = 0;
+    for (size_t l = 0; l < m->n_layers; l++)
+        if (m->layers[l].n_params) f += (l == 0 && no_input ? 0 : m->layers[l].in_dim) + m->layers[l].out_dim;
+    return f;
+}
+
+static void act_rows_free(act_rows *a) {
+    dpt_free(a->buf);
+    free(a->x);
+    free(a->dv);
+    free(a->vx);
+    free(a->vdv);
+    memset(a, 0, sizeof *a);
+}
+
+static dpt_status act_rows_alloc(act_rows *a, const dpt_model *m, size_t rows, int no_input) {
+    memset(a, 0, sizeof *a);
+    const size_t L = m->n_layers;
+    a->buf = dpt_alloc(rows * act_rows_floats(m, no_input), sizeof(float), "kept activations");
+    a->x = calloc(L, sizeof *a->x);
+    a->dv = calloc(L, sizeof *a->dv);
+    a->vx = calloc(L, sizeof *a->vx);
+    a->vdv = calloc(L, sizeof *a->vdv);
+    if (!a->buf || !a->x || !a->dv || !a->vx || !a->vdv) {
+        act_rows_free(a);
+        return dpt_set_error(DPT_ENOMEM, "noisy-gd: out of memory for the kept activations (%zu records)", rows);
+    }
+    a->rows = rows;
+    float *p = a->buf;
+    for (size_t l = 0; l < L; l++) {
+        const dpt_layer *Ly = &m->layers[l];
+        if (!Ly->n_params) continue;
+        if (!(l == 0 && no_input)) {
+            a->x[l] = p;
+            p += rows * Ly->in_dim;
+        }
+        a->dv[l] = p;
+        p += rows * Ly->out_dim;
+    }
+    return DPT_OK;
+}
+
+/* rows [row0, row0 + bc) <- act[l] and dact[l + 1] of the model's last forward/backward */
+static void act_rows_save(act_rows *a, const dpt_model *m, size_t row0, size_t bc) {
+    DPT_ASSERT(row0 + bc <= a->rows);
+    for (size_t l = 0; l < m->n_layers; l++) {
+        const dpt_layer *Ly = &m->layers[l];
+        if (!Ly->n_params) continue;
+        if (a->x[l]) memcpy(a->x[l] + row0 * Ly->in_dim, m->act[l], bc * Ly->in_dim * sizeof(float));
+        memcpy(a->dv[l] + row0 * Ly->out_dim, m->dact[l + 1], bc * Ly->out_dim * sizeof(float));
+    }
+}
+
+/* a->vx, a->vdv <- views of the rows from row0 on */
+static void act_rows_view(act_rows *a, const dpt_model *m, size_t row0) {
+    for (size_t l = 0; l < m->n_layers; l++) {
+        const dpt_layer *Ly = &m->layers[l];
+        a->vx[l] = Ly->n_params && a->x[l] ? a->x[l] + row0 * Ly->in_dim : NULL;
+        a->vdv[l] = Ly->n_params ? a->dv[l] + row0 * Ly->out_dim : NULL;
+    }
+}
 
 typedef struct {
     dpt_noisy_gd_config cfg;
@@ -32,7 +115,10 @@ typedef struct {
     /* linearized */
     float *theta0, *cur, *delta, *olin; /* [P], [P], [P], [mb, K] */
     /* estimator */
-    float *tan, *sq;      /* [mb, K], [mb] */
+    float *sq, *ipf;      /* [mb], [mb] */
+    act_rows keep;        /* [n] rows of this step's records (several chunks, within budget) */
+    act_rows zkeep;       /* [k] rows of the replacement candidates at this step's W */
+    double *crossc;       /* [mb, k] one chunk's <g_i, g_zj> */
     double *sq_i, *ip_i;  /* [n] this step, by record index */
     double *cross;        /* [n, k] <g_i, g_zj> this step */
     float *gz;            /* [k, P] candidates' gradients this step */
@@ -52,6 +138,7 @@ dpt_noisy_gd_config dpt_noisy_gd_config_defaults(void) {
     c.kl = 0;
     c.constant = DPT_KL_EXACT;
     c.replace_candidates = 1;
+    c.kl_keep_bytes = (size_t)1 << 30;
     return c;
 }
 
@@ -62,8 +149,11 @@ static void ngd_free_state(ngd_state *s) {
     dpt_free(s->cur);
     dpt_free(s->delta);
     dpt_free(s->olin);
-    dpt_free(s->tan);
     dpt_free(s->sq);
+    dpt_free(s->ipf);
+    act_rows_free(&s->keep);
+    act_rows_free(&s->zkeep);
+    dpt_free(s->crossc);
     dpt_free(s->sq_i);
     dpt_free(s->ip_i);
     dpt_free(s->cross);
@@ -106,13 +196,6 @@ static dpt_status chunk_forward(ngd_state *s, dpt_trainer *t, const float *x, co
     return backward ? dpt_model_backward(m, s->buf.dout, bc) : DPT_OK;
 }
 
-/* ip[i] = <g_i, v> = dl_i/do . (J_i v) for the chunk of the last forward (bc records). */
-static dpt_status chunk_inner(ngd_state *s, dpt_trainer *t, const float *v, size_t bc, double *ip, size_t stride) {
-    DPT_TRY(dpt_model_jvp(t->model, v, NULL, bc, s->tan));
-    for (size_t i = 0; i < bc; i++) ip[i * stride] = dot_f(s->buf.dout + i * s->K, s->tan + i * s->K, s->K);
-    return DPT_OK;
-}
-
 static dpt_status check_trainer(ngd_state *s, dpt_trainer *t) {
     const dpt_train_config *c = &t->cfg;
     DPT_CHECK(c->sampler == DPT_SAMPLER_FULL, DPT_EINVAL,
@@ -147,11 +230,16 @@ static dpt_status check_trainer(ngd_state *s, dpt_trainer *t) {
         memcpy(s->theta0, m->theta, P * sizeof(float));
     }
     if (s->cfg.kl) {
-        s->tan = dpt_alloc(mb * K, sizeof(float), "tangents");
         s->sq = dpt_alloc(mb, sizeof(float), "squared norms");
+        s->ipf = dpt_alloc(mb, sizeof(float), "inner products");
         s->sq_i = dpt_alloc(n, sizeof(double), "squared norms");
         s->ip_i = dpt_alloc(n, sizeof(double), "inner products");
-        if (!s->tan || !s->sq || !s->sq_i || !s->ip_i) return DPT_ENOMEM;
+        if (!s->sq || !s->ipf || !s->sq_i || !s->ip_i) return DPT_ENOMEM;
+        /* several chunks: keep their layer inputs and cotangents for the <g_i, gbar> pass
+         * when they fit the budget (else each chunk runs forward and backward again) */
+        const size_t row_bytes = act_rows_floats(m, 1) * sizeof(float);
+        if (n > mb && row_bytes && s->cfg.kl_keep_bytes / row_bytes >= n)
+            if (act_rows_alloc(&s->keep, m, n, 1) != DPT_OK) dpt_clear_error(); /* recompute instead */
         if (s->cfg.kl & DPT_KL_REMOVE) {
             if (!(s->kl_rm = dpt_alloc(n, sizeof(double), "KL remove"))) return DPT_ENOMEM;
         }
@@ -161,12 +249,16 @@ static dpt_status check_trainer(ngd_state *s, dpt_trainer *t) {
         if (s->k) {
             s->kl_rep = dpt_alloc(n * s->k, sizeof(double), "KL replace");
             s->cross = dpt_alloc(n * s->k, sizeof(double), "cross inner products");
-            s->gz = dpt_alloc(s->k * P, sizeof(float), "candidate gradients");
+            /* the candidates' gradients only for layers without a cross op (Linear has one) */
+            if (!dpt_model_has_cross(m)) s->gz = dpt_alloc(s->k * P, sizeof(float), "candidate gradients");
             s->zidx = dpt_alloc(s->k, sizeof(size_t), "candidates");
             s->sq_z = dpt_alloc(s->k, sizeof(double), "candidate norms");
             s->zx = dpt_alloc(s->k * h->dim, sizeof(float), "candidate records");
             s->zy = dpt_alloc(s->k, sizeof(int32_t), "candidate labels");
-            if (!s->kl_rep || !s->cross || !s->gz || !s->zidx || !s->sq_z || !s->zx || !s->zy) return DPT_ENOMEM;
+            s->crossc = dpt_alloc(mb * s->k, sizeof(double), "cross inner products");
+            if (!s->kl_rep || !s->cross || (!s->gz && !dpt_model_has_cross(m)) || !s->zidx || !s->sq_z || !s->zx || !s->zy || !s->crossc)
+                return DPT_ENOMEM;
+            DPT_TRY(act_rows_alloc(&s->zkeep, m, s->k, 0));
         }
     }
     return DPT_OK;
@@ -219,8 +311,14 @@ static dpt_status ngd_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
     if (s->k) {
         /* the candidates' gradients at this W (linearized: J(W0)^T dl/do) */
         DPT_TRY(chunk_forward(s, t, s->zx, s->zy, s->k, 1, NULL));
-        DPT_TRY(dpt_model_param_grad(m, s->k, DPT_GRAD_PER_EXAMPLE, NULL, s->gz, s->P, 0));
-        for (size_t j = 0; j < s->k; j++) s->sq_z[j] = dot_f(s->gz + j * s->P, s->gz + j * s->P, s->P);
+        if (s->gz) {
+            DPT_TRY(dpt_model_param_grad(m, s->k, DPT_GRAD_PER_EXAMPLE, NULL, s->gz, s->P, 0));
+            for (size_t j = 0; j < s->k; j++) s->sq_z[j] = dot_f(s->gz + j * s->P, s->gz + j * s->P, s->P);
+        } else {
+            DPT_TRY(dpt_model_param_grad(m, s->k, DPT_GRAD_SQNORM, NULL, s->sq, 0, 0));
+            for (size_t j = 0; j < s->k; j++) s->sq_z[j] = s->sq[j];
+        }
+        act_rows_save(&s->zkeep, m, 0, s->k);
     }
     memset(m->grad, 0, s->P * sizeof(float));
     s->pos = 0;
@@ -236,11 +334,15 @@ static dpt_status ngd_accumulate(dpt_algo *a, dpt_trainer *t, const float *x, co
     if (s->cfg.kl) {
         DPT_TRY(dpt_model_param_grad(m, bc, DPT_GRAD_SQNORM, NULL, s->sq, 0, 0));
         for (size_t i = 0; i < bc; i++) s->sq_i[t->idx[s->pos + i]] = s->sq[i];
-        for (size_t j = 0; j < s->k; j++) {
-            DPT_TRY(dpt_model_jvp(m, s->gz + j * s->P, NULL, bc, s->tan));
+        if (s->k) {
+            /* <g_i, g_zj> from the candidates' kept rows (Linear: no gradient formed) */
+            act_rows_view(&s->zkeep, m, 0);
+            DPT_TRY(dpt_model_param_cross(m, NULL, NULL, bc, s->k, s->zkeep.vx, s->zkeep.vdv, s->gz, s->P,
+                                          s->crossc));
             for (size_t i = 0; i < bc; i++)
-                s->cross[t->idx[s->pos + i] * s->k + j] = dot_f(s->buf.dout + i * s->K, s->tan + i * s->K, s->K);
+                memcpy(s->cross + t->idx[s->pos + i] * s->k, s->crossc + i * s->k, s->k * sizeof(double));
         }
+        if (s->keep.buf) act_rows_save(&s->keep, m, s->pos, bc);
     }
     s->pos += bc;
     return DPT_OK;
@@ -253,28 +355,32 @@ static dpt_status estimate(ngd_state *s, dpt_trainer *t) {
     const float *gbar = m->grad;
     const size_t n = s->n;
     const double gg = dot_f(gbar, gbar, s->P);
-    /* <g_i, gbar>: the activations of the last chunk are still in the model when all
-     * records fit in one chunk; otherwise each chunk is run forward again */
-    if (n <= s->mb) {
-        double *ipc = dpt_alloc(n, sizeof(double), "inner products");
-        if (!ipc) return DPT_ENOMEM;
-        dpt_status st = chunk_inner(s, t, gbar, n, ipc, 1);
-        for (size_t i = 0; st == DPT_OK && i < n; i++) s->ip_i[t->idx[i]] = ipc[i];
-        dpt_free(ipc);
-        DPT_TRY(st);
-    } else {
-        double *ipc = dpt_alloc(s->mb, sizeof(double), "inner products");
-        if (!ipc) return DPT_ENOMEM;
-        dpt_status st = DPT_OK;
-        for (size_t lo = 0; lo < n && st == DPT_OK; lo += s->mb) {
-            size_t bc = n - lo < s->mb ? n - lo : s->mb;
+    /* <g_i, gbar> (DOT): from the model's activations when all records fit in one chunk
+     * (the last accumulate left them there), from the kept rows, or by running each chunk
+     * forward and backward again */
+    for (size_t lo = 0; lo < n; lo += s->mb) {
+        size_t bc = n - lo < s->mb ? n - lo : s->mb;
+        if (n <= s->mb) {
+            DPT_TRY(dpt_model_param_grad(m, bc, DPT_GRAD_DOT, gbar, s->ipf, 0, 0));
+        } else if (s->keep.buf) {
+            act_rows_view(&s->keep, m, lo);
+            if (m->layers[0].n_params) { /* the records themselves: in place when contiguous */
+                int contiguous = 1;
+                for (size_t i = 1; i < bc && contiguous; i++) contiguous = t->idx[lo + i] == t->idx[lo] + i;
+                if (contiguous) {
+                    s->keep.vx[0] = t->train->x + (size_t)t->idx[lo] * t->train->dim;
+                } else {
+                    dpt_dataset_gather(t->train, t->idx + lo, bc, t->xb, t->yb);
+                    s->keep.vx[0] = t->xb;
+                }
+            }
+            DPT_TRY(dpt_model_param_grad_from(m, s->keep.vx, s->keep.vdv, bc, DPT_GRAD_DOT, gbar, s->ipf, 0, 0));
+        } else {
             dpt_dataset_gather(t->train, t->idx + lo, bc, t->xb, t->yb);
-            st = chunk_forward(s, t, t->xb, t->yb, bc, 0, NULL);
-            if (st == DPT_OK) st = chunk_inner(s, t, gbar, bc, ipc, 1);
-            for (size_t i = 0; st == DPT_OK && i < bc; i++) s->ip_i[t->idx[lo + i]] = ipc[i];
+            DPT_TRY(chunk_forward(s, t, t->xb, t->yb, bc, 1, NULL));
+            DPT_TRY(dpt_model_param_grad(m, bc, DPT_GRAD_DOT, gbar, s->ipf, 0, 0));
         }
-        dpt_free(ipc);
-        DPT_TRY(st);
+        for (size_t i = 0; i < bc; i++) s->ip_i[t->idx[lo + i]] = s->ipf[i];
     }
     const double c = s->c;
     if (s->kl_rm) {
@@ -290,19 +396,13 @@ static dpt_status estimate(ngd_state *s, dpt_trainer *t) {
     if (s->kl_add) {
         const dpt_dataset *h = s->cfg.heldout;
         const double f = c / ((double)(n + 1) * (double)(n + 1));
-        double *ipc = dpt_alloc(s->mb, sizeof(double), "inner products");
-        if (!ipc) return DPT_ENOMEM;
-        dpt_status st = DPT_OK;
-        for (size_t lo = 0; lo < h->n && st == DPT_OK; lo += s->mb) {
+        for (size_t lo = 0; lo < h->n; lo += s->mb) {
             size_t bc = h->n - lo < s->mb ? h->n - lo : s->mb;
-            st = chunk_forward(s, t, h->x + lo * h->dim, h->y + lo, bc, 1, NULL);
-            if (st == DPT_OK) st = dpt_model_param_grad(m, bc, DPT_GRAD_SQNORM, NULL, s->sq, 0, 0);
-            if (st == DPT_OK) st = chunk_inner(s, t, gbar, bc, ipc, 1);
-            for (size_t i = 0; st == DPT_OK && i < bc; i++)
-                s->kl_add[lo + i] += f * nonneg((double)s->sq[i] - 2 * ipc[i] + gg);
+            DPT_TRY(chunk_forward(s, t, h->x + lo * h->dim, h->y + lo, bc, 1, NULL));
+            DPT_TRY(dpt_model_param_grad(m, bc, DPT_GRAD_SQNORM, NULL, s->sq, 0, 0));
+            DPT_TRY(dpt_model_param_grad(m, bc, DPT_GRAD_DOT, gbar, s->ipf, 0, 0));
+            for (size_t i = 0; i < bc; i++) s->kl_add[lo + i] += f * nonneg((double)s->sq[i] - 2.0 * s->ipf[i] + gg);
         }
-        dpt_free(ipc);
-        DPT_TRY(st);
     }
     s->steps++;
     return DPT_OK;
