@@ -37,7 +37,7 @@ static ulr_cli S;
          "perturbation std s (ulr / --ulr-noise explicit: default 0.1; controller: a floor on s_l, default none)",  \
          &STD_SEEN},                                                                                                \
         {"--modules", CLI_STR, &MODULES, "SPEC",                                                                    \
-         "auto (each Linear layer with the activation after it) or start layers, e.g. 0,2,4", NULL},               \
+         "auto (each Linear or Conv2d layer with the parameter-free layers after it) or start layers, e.g. 0,2,4", NULL},               \
         {"--antithetic", CLI_FLAG, &ANTITHETIC, NULL, "pair copies z, -z (K even; not with the controller)", NULL}, \
         {"--baseline", CLI_FLAG, &BASELINE, NULL, "use L_k - L0 (clean loss) (not with the controller)", NULL}
 

@@ -1,13 +1,25 @@
 #!/usr/bin/env bash
-# CIFAR-10 ResNet-5 (model "resnet5", DP-ULR Section 4.3) trained with DP-SGD as the
-# DP-ULR paper's baseline: batch 64 (Poisson rate q = 64/50000), noise multiplier 1,
-# delta 1e-5. The paper does not state C, the optimizer or the epochs: we use C = 1,
-# SGD lr 0.1 (LeCun init; lr 0.5 stalled at 25-31% over its first 3 epochs), per-channel normalization with training-split statistics.
-# Writes out/results.csv (one row per epoch: test accuracy, RDP and PLD epsilon) and
-# out/cifar10_resnet5.png. The DP-ULR runs of the same figure are not here (DP-ULR is
-# another issue's algorithm).
-#   usage: run.sh [--smoke] [--epochs E]      env: DPTRAIN (binary), DATA_DIR, OUT, THREADS
-#   --smoke: 1000 training / 300 test examples, q = 0.1, 1 epoch (a ctest runs it)
+# CIFAR-10 ResNet-5 (model "resnet5", DP-ULR Section 4.3): DP-SGD (the paper's baseline)
+# and DP-ULR (the paper's three captions), delta 1e-5, per-channel normalization with
+# training-split statistics, LeCun init, C = 1, seed 1, one thread per run.
+# Rows (--rows, comma-separated; default all):
+#   dpsgd          batch 64 (Poisson q = 64/50000 = 0.00128), noise multiplier 1, SGD lr 0.1
+#                  (the paper gives no C, optimizer or lr; lr 0.5 stalled at 25-31%)
+#   dpulr-q50-s5   DP-ULR q = 1/50, sigma0 5
+#   dpulr-q25-s8   DP-ULR q = 1/25, sigma0 8
+#   dpulr-q25-s4   DP-ULR q = 1/25, sigma0 4
+# DP-ULR rows: Poisson sampling with rejection (the accounted sampler; default N_B), the
+# modules are resnet5's five parameter layers (four Conv2d, one Linear), K = $COPIES
+# (default 4: the K noisy passes are the cost, see docs/cnn.md), noise $NOISE (default
+# explicit: the mode the standard analysis covers, with antithetic pairs and the clean-loss
+# baseline, --ulr-std 0.1, Adam lr 0.001 as in our MNIST run; NOISE=controller runs the
+# paper's controller with the same optimizer and no tricks).
+# Writes out/<row>/ (the run), out/results.csv (run,epoch,step,train_loss,test_accuracy,
+# epsilon_rdp,epsilon_pld,delta; epsilon_pld is empty for DP-ULR: the rejection sampler has
+# no PLD accountant) and out/cifar10_resnet5.png.
+#   usage: run.sh [--smoke] [--epochs E] [--rows LIST]   env: DPTRAIN, DATA_DIR, OUT, THREADS, COPIES, NOISE
+#   --smoke: 1000 training / 300 test examples, 1 epoch, rows dpsgd and dpulr-q50-s5 unless
+#            --rows is given, q = 0.1 (DP-SGD) / 5 q (DP-ULR) with K = 2; a ctest runs it
 # The shared CIFAR-10 copy was rebuilt from JPEG (quality 75) copies of the images (see
 # its SOURCES.md): pixels differ slightly from the official release.
 set -euo pipefail
@@ -17,34 +29,67 @@ DPTRAIN=${DPTRAIN:-$ROOT/build/dptrain}
 DATA_DIR=${DATA_DIR:-${DPT_SHARED_DATASETS:-/work/shared/datasets}}
 OUT=${OUT:-$HERE/out}
 THREADS=${THREADS:-1}
+COPIES=${COPIES:-4}
+NOISE=${NOISE:-explicit}
 EPOCHS=20
-Q=0.00128
+ROWS=
 SIZE=()
 SMOKE=${SMOKE:-0}
 while [ $# -gt 0 ]; do
   case $1 in
     --smoke) SMOKE=1 ;;
     --epochs) EPOCHS=$2; shift ;;
-    *) echo "run.sh: unknown argument '$1' (expected --smoke or --epochs E)" >&2; exit 2 ;;
+    --rows) ROWS=$2; shift ;;
+    *) echo "run.sh: unknown argument '$1' (expected --smoke, --epochs E or --rows LIST)" >&2; exit 2 ;;
   esac
   shift
 done
-if [ "$SMOKE" = 1 ]; then EPOCHS=1; Q=0.1; SIZE=(--max-train 1000 --max-test 300); fi
+if [ "$SMOKE" = 1 ]; then EPOCHS=1; COPIES=2; SIZE=(--max-train 1000 --max-test 300); ROWS=${ROWS:-dpsgd,dpulr-q50-s5}; fi
+ROWS=${ROWS:-dpsgd,dpulr-q50-s5,dpulr-q25-s8,dpulr-q25-s4}
 if [ ! -f "$DATA_DIR/cifar10/data_batch_1.bin.gz" ] && [ ! -f "$DATA_DIR/cifar10/data_batch_1.bin" ]; then
   echo "SKIP: CIFAR-10 not found under $DATA_DIR/cifar10 (set DATA_DIR)"; exit 77
 fi
+case $NOISE in
+  explicit) ULR_NOISE=(--ulr-noise explicit --ulr-std 0.1 --antithetic --baseline) ;;
+  controller) ULR_NOISE=(--ulr-noise controller) ;;
+  *) echo "run.sh: NOISE must be explicit or controller, got '$NOISE'" >&2; exit 2 ;;
+esac
 mkdir -p "$OUT"
-CMD=("$DPTRAIN" train --algo dpsgd --dataset cifar10 --data-dir "$DATA_DIR" --normalize channel --model resnet5
-     --init lecun --optimizer sgd --lr 0.1 --sample-rate "$Q" --sigma 1.0 --clip 1.0 --delta 1e-5
-     --epochs "$EPOCHS" --threads "$THREADS" --seed 1 --no-progress --out "$OUT/run" "${SIZE[@]}")
-echo "${CMD[*]}" > "$OUT/command.txt"
-"${CMD[@]}" | tee "$OUT/log.txt"
-awk 'function num(k,  m) { if (match($0, "\"" k "\":[-0-9.eE+]+")) { m = substr($0, RSTART, RLENGTH); sub(/^"[^"]*":/, "", m); return m } return "" }
-     BEGIN { print "epoch,step,train_loss,test_accuracy,epsilon_rdp,epsilon_pld,delta" }
-     { print num("epoch") "," num("step") "," num("train_loss") "," num("test_accuracy") "," num("epsilon") "," num("epsilon_pld") "," num("delta") }' \
-  "$OUT/run/metrics.jsonl" > "$OUT/results.csv"
+: > "$OUT/command.txt"
+echo "run,epoch,step,train_loss,test_accuracy,epsilon_rdp,epsilon_pld,delta" > "$OUT/results.csv"
+COMMON=(--dataset cifar10 --data-dir "$DATA_DIR" --normalize channel --model resnet5 --init lecun --clip 1.0
+        --delta 1e-5 --epochs "$EPOCHS" --threads "$THREADS" --seed 1 --no-progress)
+IFS=, read -r -a ROW_LIST <<< "$ROWS"
+for row in "${ROW_LIST[@]}"; do
+  case $row in
+    dpsgd) Q=0.00128; [ "$SMOKE" = 1 ] && Q=0.1
+           ARGS=(--algo dpsgd --optimizer sgd --lr 0.1 --sample-rate "$Q" --sigma 1.0) ;;
+    dpulr-q50-s5|dpulr-q25-s8|dpulr-q25-s4)
+           case $row in
+             dpulr-q50-s5) Q=0.02; S0=5 ;;
+             dpulr-q25-s8) Q=0.04; S0=8 ;;
+             *) Q=0.04; S0=4 ;;
+           esac
+           [ "$SMOKE" = 1 ] && Q=$(awk -v q="$Q" 'BEGIN { print q * 5 }')
+           ARGS=(--algo dpulr --optimizer adam --lr 0.001 --sample-rate "$Q" --sigma0 "$S0" --copies "$COPIES"
+                 --sampler poisson-reject "${ULR_NOISE[@]}") ;;
+    *) echo "run.sh: unknown row '$row' (dpsgd, dpulr-q50-s5, dpulr-q25-s8, dpulr-q25-s4)" >&2; exit 2 ;;
+  esac
+  CMD=("$DPTRAIN" train "${ARGS[@]}" "${COMMON[@]}" --out "$OUT/$row" "${SIZE[@]}")
+  echo "$row: ${CMD[*]}" >> "$OUT/command.txt"
+  "${CMD[@]}" | tee "$OUT/$row.log"
+  awk -v run="$row" 'function num(k,  m) { if (match($0, "\"" k "\":[-0-9.eE+]+")) { m = substr($0, RSTART, RLENGTH); sub(/^"[^"]*":/, "", m); return m } return "" }
+       { print run "," num("epoch") "," num("step") "," num("train_loss") "," num("test_accuracy") "," num("epsilon") "," num("epsilon_pld") "," num("delta") }' \
+    "$OUT/$row/metrics.jsonl" >> "$OUT/results.csv"
+done
+PLOT=""
+for row in "${ROW_LIST[@]}"; do
+  awk -F, -v r="$row" 'NR > 1 && $1 == r' "$OUT/results.csv" > "$OUT/$row.dat"
+  PLOT="$PLOT${PLOT:+, }\"$OUT/$row.dat\" using 2:(100*\$5) with linespoints title \"$row\""
+  PLOT="$PLOT, \"$OUT/$row.dat\" using 2:6 axes x1y2 with lines dashtype 2 title \"$row epsilon (RDP)\""
+done
 gnuplot <<GP
-set terminal pngcairo size 800,500 noenhanced
+set terminal pngcairo size 900,550 noenhanced
 set output "$OUT/cifar10_resnet5.png"
 set datafile separator ","
 set key bottom right
@@ -53,9 +98,7 @@ set ylabel "test accuracy (%)"
 set y2label "epsilon (delta 1e-5)"
 set y2tics
 set ytics nomirror
-set title "CIFAR-10 ResNet-5 (resnet5), DP-SGD q $Q, sigma 1, C 1, SGD lr 0.1"
-plot "$OUT/results.csv" using 1:(100*\$4) skip 1 with linespoints title "test accuracy", \
-     "" using 1:5 skip 1 axes x1y2 with lines title "epsilon (RDP)", \
-     "" using 1:6 skip 1 axes x1y2 with lines dashtype 2 title "epsilon (PLD)"
+set title "CIFAR-10 ResNet-5: DP-SGD (q 0.00128, sigma 1) and DP-ULR ($NOISE noise, K $COPIES), C 1"
+plot $PLOT
 GP
 echo "wrote $OUT/results.csv and $OUT/cifar10_resnet5.png"

@@ -128,11 +128,15 @@ typedef struct {
 dpt_status dpt_algo_propnoise_new(const dpt_propnoise_config *cfg, dpt_algo **out);
 /* DP-ULR (Forward Learning with Differential Privacy, ICML; issue 6): backprop-free
  * training with likelihood-ratio gradient estimates. The model is sliced into modules
- * (slices of its layer list; by default each Linear layer with the parameter-free layers
- * after it). Per step: a clean forward pass keeps each module's input x, its Linear output
- * v and every example's clean loss L0; then for each module, each example and k = 1..K,
- * z_k ~ N(0, s_l^2 I) is added to v and the rest of the model runs forward to give L_k;
+ * (slices of its layer list; by default each Linear or Conv2d layer with the parameter-free
+ * layers after it). Per step: a clean forward pass keeps each module's input x, its Linear
+ * or Conv2d output v and every example's clean loss L0; then for each module, each example
+ * and k = 1..K, z_k ~ N(0, s_l^2 I) is added to v and the rest of the model runs forward
+ * to give L_k;
  *   g_i = (1/K) sum_k (L_k / s_l^2) z_k xt_i^T     (xt = [x; 1] with a bias)
+ * (a Conv2d module: the conv weight gradient for the output cotangent
+ * (1/K) sum_k (L_k / s_l^2) z_k, its norm from the layer's per-example norm path; one s_l
+ * for all channels, A_l below summed over the unfolded patches: docs/dpulr.md)
  * is clipped to C_l = C / sqrt(#modules) and summed over the batch; the update is the sum
  * plus noise, divided by N_B (the rejection threshold; shuffled mode: the batch size).
  * Noise (see docs/dpulr.md):

@@ -11,6 +11,10 @@
  *   grad_l += sum_i w_i g_i,  w_i = min(1, C_l / ||g_i||)  (one weighted GEMM: WEIGHTED)
  * finish adds the noise (controller top-up along A_l's eigenvectors, or explicit
  * N(0, sigma0^2 C^2)) and divides by N_B.
+ * Conv2d modules (dpulr_conv.c): v = the conv output [C_out, T], c_i as above over all its
+ * elements, ||g_i|| from the layer's SQNORM path, the controller's A_l summed over the
+ * unfolded patches; W [C_out, C_in k^2] and b [C_out] have the Linear layout, so the
+ * top-up is shared.
  *
  * The z of example i are drawn from one bulk fill per module and chunk, laid out
  * [example][copy][Kl] and padded to whole RNG chunks: the draws of the first examples do
@@ -23,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dpulr_conv.h"
 #include "train_internal.h"
 
 #define REL_RANK_TOL 1e-6 /* eigenvalues below this fraction of lambda_max count as 0 */
@@ -34,9 +39,13 @@
  * rank b, the projector onto the rows' span, P = Y^T (Y Y^T)^-1 Y (PROJ_GRAM). */
 enum { PROJ_EIG, PROJ_NONE, PROJ_GRAM };
 typedef struct {
-    size_t first, end;  /* layers [first, end); layer `first` is its Linear layer */
-    size_t Dl, Kl, n;   /* input width, output width, n = Dl + has_bias */
+    size_t first, end;  /* layers [first, end); layer `first` is its Linear or Conv2d layer */
+    size_t Dl, Kl, n;   /* input width, output width, n = Dl + has_bias (conv: Dl = C_in k^2,
+                         * Kl = C_out: the rows of W [Kl, Dl] and b [Kl] either way) */
+    size_t vdim;        /* perturbed output size (Linear: Kl; conv: C_out T) */
     int has_bias;
+    int conv;           /* Conv2d module (dpulr_conv.c) */
+    double *A;          /* conv controller: [n, n] matrix accumulated over the batch */
     double C_l;
     /* controller state of the current step */
     double s;           /* perturbation std */
@@ -67,6 +76,9 @@ typedef struct {
     float *w;            /* [cap] clipping factors */
     float *Y;            /* controller: [ycap, maxn] rows |L0_i| xt_i */
     size_t ycap, maxn, maxKl;
+    size_t maxv;         /* largest perturbed output (vdim) */
+    float *cwork;        /* conv controller workspace [cworkn] */
+    size_t cworkn;
     size_t yrows;        /* rows of Y filled this step */
     int ctrl_ready;      /* controller solved for this step */
     double *A, *wev, *Z; /* eigen workspaces [maxn^2], [maxn], [maxn^2] */
@@ -133,19 +145,21 @@ static dpt_status parse_modules(ulr_state *s, const dpt_model *m) {
         u->first = starts[k];
         u->end = k + 1 < ns ? starts[k + 1] : m->n_layers;
         const dpt_layer *L = &m->layers[u->first];
-        /* the controller's eigenproblem and the estimate z xt^T are those of a Linear layer
-         * whose output is perturbed; convolution modules belong to issue 10 */
-        DPT_CHECK(L->kind == DPT_LAYER_LINEAR, DPT_ENOTSUP,
-                  "--modules: module %zu starts at layer %zu (%s), which is not a Linear layer: only modules "
-                  "made of one Linear layer followed by parameter-free layers are supported",
+        /* the controller's eigenproblem and the estimate are those of a Linear or Conv2d
+         * layer whose output is perturbed */
+        DPT_CHECK(L->kind == DPT_LAYER_LINEAR || L->kind == DPT_LAYER_CONV2D, DPT_ENOTSUP,
+                  "--modules: module %zu starts at layer %zu (%s), which is neither a Linear nor a Conv2d layer: "
+                  "a module is one Linear or Conv2d layer followed by parameter-free layers",
                   k + 1, u->first, L->name);
         for (size_t j = u->first + 1; j < u->end; j++)
             DPT_CHECK(!m->layers[j].n_params, DPT_ENOTSUP,
                       "--modules: module %zu (layers %zu..%zu) holds a second layer with parameters (%s): "
-                      "only one Linear layer per module is supported", k + 1, u->first, u->end - 1,
+                      "only one Linear or Conv2d layer per module is supported", k + 1, u->first, u->end - 1,
                       m->layers[j].name);
-        u->Dl = L->in_dim;
-        u->Kl = L->out_dim;
+        u->conv = L->kind == DPT_LAYER_CONV2D;
+        u->Dl = u->conv ? L->in_shape[0] * L->k * L->k : L->in_dim;
+        u->Kl = u->conv ? L->out_shape[0] : L->out_dim;
+        u->vdim = L->out_dim;
         u->has_bias = L->has_bias;
         u->n = u->Dl + (u->has_bias ? 1 : 0);
     }
@@ -156,6 +170,7 @@ static void free_modules(ulr_state *s) {
     for (size_t k = 0; s->mod && k < s->L; k++) {
         dpt_free(s->mod[k].U);
         dpt_free(s->mod[k].coef);
+        dpt_free(s->mod[k].A);
         dpt_free(s->mod[k].Lc);
     }
     free(s->mod);
@@ -200,17 +215,30 @@ static dpt_status setup(ulr_state *s, dpt_trainer *t) {
             return st;
         }
         double Cl = s->cfg.clip / sqrt((double)s->L);
-        s->maxn = s->maxKl = 0;
+        s->maxn = s->maxKl = s->maxv = 0;
         for (size_t k = 0; k < s->L; k++) {
             ulr_module *u = &s->mod[k];
             u->C_l = Cl;
             if (u->n > s->maxn) s->maxn = u->n;
             if (u->Kl > s->maxKl) s->maxKl = u->Kl;
+            if (u->vdim > s->maxv) s->maxv = u->vdim;
             u->s = s->cfg.perturb_std;
             if (s->cfg.private_ && s->cfg.noise == DPT_ULR_CONTROLLER) {
                 u->U = dpt_alloc(u->n * u->n, sizeof(float), "dpulr eigenvectors");
                 u->coef = dpt_alloc(u->n, sizeof(float), "dpulr top-up");
                 if (!u->U || !u->coef) return DPT_ENOMEM;
+                if (u->conv) {
+                    const dpt_layer *L = &m->layers[u->first];
+                    size_t wn = dpt_ulr_conv_ctrl_work(L);
+                    u->A = dpt_alloc(u->n * u->n, sizeof(double), "dpulr conv controller matrix");
+                    if (!u->A) return DPT_ENOMEM;
+                    if (wn > s->cworkn) {
+                        dpt_free(s->cwork);
+                        s->cwork = dpt_alloc(wn, sizeof(float), "dpulr conv controller workspace");
+                        if (!s->cwork) return DPT_ENOMEM;
+                        s->cworkn = wn;
+                    }
+                }
             }
         }
     }
@@ -228,10 +256,10 @@ static dpt_status setup(ulr_state *s, dpt_trainer *t) {
         if (!s->cache[j]) return DPT_ENOMEM;
     }
     s->L0 = dpt_alloc(cap, sizeof(float), "dpulr clean losses");
-    s->z = dpt_alloc(padded(cap * K * s->maxKl), sizeof(float), "dpulr perturbations");
+    s->z = dpt_alloc(padded(cap * K * s->maxv), sizeof(float), "dpulr perturbations");
     s->lrow = dpt_alloc(cap, sizeof(float), "dpulr pass losses");
     s->yrep = dpt_alloc(cap, sizeof(int32_t), "dpulr pass labels");
-    s->cvec = dpt_alloc(cap * s->maxKl, sizeof(float), "dpulr cotangents");
+    s->cvec = dpt_alloc(cap * s->maxv, sizeof(float), "dpulr cotangents");
     s->w = dpt_alloc(cap, sizeof(float), "dpulr clipping factors");
     if (!s->L0 || !s->z || !s->lrow || !s->yrep || !s->cvec || !s->w) return DPT_ENOMEM;
     if (s->cfg.private_ && s->cfg.noise == DPT_ULR_CONTROLLER) {
@@ -274,6 +302,10 @@ static dpt_status controller_add(ulr_state *s, const dpt_model *m, const float *
     for (size_t k = 0; k < s->L; k++) {
         const ulr_module *u = &s->mod[k];
         const float *x = m->act[u->first];
+        if (u->conv) { /* I_O (kron) sum_i L0_i^2 sum_p xt_p xt_p^T, accumulated directly */
+            dpt_ulr_conv_ctrl_add(&m->layers[u->first], x, L0, bc, u->A, s->cwork);
+            continue;
+        }
         for (size_t i = 0; i < bc; i++) {
             float *row = s->Y + k * s->ycap * s->maxn + (s->yrows + i) * s->maxn;
             float a = fabsf(L0[i]);
@@ -282,6 +314,30 @@ static dpt_status controller_add(ulr_state *s, const dpt_model *m, const float *
         }
     }
     s->yrows += bc;
+    return DPT_OK;
+}
+
+/* A conv module's controller: the eigen-decomposition of its n x n matrix A_l (summed over
+ * the b T unfolded patches, which always outnumber n in practice, so there is no Gram
+ * route), then Eq. 7 and the top-up coefficients exactly as for a Linear module: s from
+ * lambda_min (full rank) or the smallest kept eigenvalue, never below --ulr-std. */
+static dpt_status conv_solve(ulr_state *s, ulr_module *u) {
+    const double K = (double)s->cfg.copies, floor2 = s->cfg.sigma0 * s->cfg.sigma0 * s->cfg.clip * s->cfg.clip;
+    DPT_TRY(dpt_ulr_sym_eig(u->n, u->A, s->wev, s->Z, REL_RANK_TOL, u->U, u->coef, &u->rank, &u->lmin, &u->lmax));
+    double lam = u->rank ? u->coef[0] : 0.0; /* = lambda_min when the rank is full */
+    double s2 = lam > 0 ? lam / (K * floor2) : 0, fl = s->cfg.perturb_std;
+    int floored = s2 < fl * fl;
+    if (floored) s2 = fl * fl;
+    if (!(s2 > 0)) s2 = 1.0; /* all L0 = 0: nothing is estimated; the top-up is all the noise */
+    u->s = sqrt(s2);
+    /* full rank and s from lambda_min itself: every t_j <= 0, no direction lacks noise (as
+     * the Linear route's PROJ_NONE); otherwise the eigenvector route */
+    u->proj = u->rank == u->n && lam > 0 && !floored ? PROJ_NONE : PROJ_EIG;
+    const double sc = s->cfg.sigma0 * s->cfg.clip;
+    for (size_t j = 0; j < u->rank; j++) {
+        double tj = floor2 - (double)u->coef[j] / (K * s2); /* A.4 / Eq. 25 */
+        u->coef[j] = (float)(sqrt(tj > 0 ? tj : 0) - sc);
+    }
     return DPT_OK;
 }
 
@@ -331,6 +387,10 @@ static dpt_status controller_solve(ulr_state *s) {
             u->lmin = u->lmax = 0;
             u->rank = 0;
             u->s = s->cfg.perturb_std > 0 ? s->cfg.perturb_std : 1.0; /* nothing to perturb */
+            continue;
+        }
+        if (u->conv) { /* A_l accumulated over the patches (controller_add) */
+            DPT_TRY(conv_solve(s, u));
             continue;
         }
         /* A = Y^T Y (b >= n) or the Gram matrix Y Y^T (b < n): one GEMM (float), then the
@@ -436,7 +496,11 @@ static dpt_status ulr_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
     s->yrows = 0;
     s->ctrl_ready = 0;
     s->batch = 0;
-    for (size_t k = 0; k < s->L; k++) s->mod[k].clipped = s->mod[k].examples = 0;
+    for (size_t k = 0; k < s->L; k++) {
+        ulr_module *u = &s->mod[k];
+        u->clipped = u->examples = 0;
+        if (u->A) memset(u->A, 0, u->n * u->n * sizeof(double));
+    }
     if (controller_on(s) && batch > m->max_batch) DPT_TRY(controller_prepass(s, t, batch));
     if (controller_on(s) && batch == 0) DPT_TRY(controller_solve(s));
     return DPT_OK;
@@ -447,7 +511,8 @@ static dpt_status ulr_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
 static dpt_status module_estimate(ulr_state *s, dpt_trainer *t, ulr_module *u, const float *x0, const int32_t *y,
                                   size_t bc) {
     dpt_model *m = t->model;
-    const size_t K = s->cfg.copies, Kl = u->Kl, R = m->max_batch, a = u->first;
+    /* Kl here is the perturbed output's size (a conv module's C_out T) */
+    const size_t K = s->cfg.copies, Kl = u->vdim, R = m->max_batch, a = u->first;
     const double s2 = u->s * u->s;
     dpt_rng *rng = dpt_trainer_noise_rng(t);
     /* z [bc][K][Kl] ~ N(0, s^2); antithetic: copy 2j+1 = -copy 2j */
@@ -480,6 +545,16 @@ static dpt_status module_estimate(ulr_state *s, dpt_trainer *t, ulr_module *u, c
             for (size_t e = 0; e < Kl; e++) dst[e] = vi[e] + zr[e];
             s->yrep[r] = y[i];
         }
+        /* residual connections from before the perturbed output into the rest of the
+         * model read the clean source of example i in every (i, k) row */
+        for (size_t l = a + 1; l < m->n_layers; l++) {
+            size_t src = m->layers[l].residual_from;
+            if (!src || src - 1 > a) continue;
+            const float *cs = src - 1 == 0 ? x0 : s->cache[src - 1];
+            size_t dim = s->dims[src - 1];
+            for (size_t r = 0; r < nr; r++)
+                memcpy(m->act[src - 1] + r * dim, cs + ((r0 + r) / K) * dim, dim * sizeof(float));
+        }
         DPT_TRY(dpt_model_forward_from(m, a + 1, nr));
         DPT_TRY(dpt_loss(t->cfg.loss, dpt_model_output(m), nr, m->out_dim, s->yrep, NULL, s->lrow, NULL));
         /* c_i += f_ik z_ik while this pass's z rows are still in cache (rows in (i, k) order,
@@ -496,7 +571,7 @@ static dpt_status module_estimate(ulr_state *s, dpt_trainer *t, ulr_module *u, c
     const float *x = a == 0 ? x0 : s->cache[a];
     for (size_t i = 0; i < bc; i++) {
         const float *c = s->cvec + i * Kl;
-        if (s->cfg.private_) {
+        if (s->cfg.private_ && !u->conv) {
             double cn = 0, xn = u->has_bias ? 1.0 : 0.0;
             for (size_t e = 0; e < Kl; e++) cn += (double)c[e] * c[e];
             for (size_t j = 0; j < u->Dl; j++) xn += (double)x[i * u->Dl + j] * x[i * u->Dl + j];
@@ -509,6 +584,8 @@ static dpt_status module_estimate(ulr_state *s, dpt_trainer *t, ulr_module *u, c
     }
     u->examples += bc;
     const dpt_layer *L = &m->layers[a];
+    /* conv: ||g_i|| from the layer's per-example norm path (c_i is not rank-1 in xt) */
+    if (s->cfg.private_ && u->conv) DPT_TRY(dpt_ulr_conv_clip(L, x, s->cvec, bc, u->C_l, s->w, &u->clipped));
     return L->ops->backward_params(L, x, s->cvec, bc, DPT_GRAD_WEIGHTED, s->w, m->grad + L->param_offset, 0, 1);
 }
 
@@ -619,6 +696,7 @@ static void ulr_free(dpt_algo *a) {
     if (s) {
         free_buffers(s);
         free_modules(s);
+        dpt_free(s->cwork);
         free(s);
     }
     free(a);

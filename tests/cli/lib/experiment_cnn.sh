@@ -12,8 +12,15 @@ if [ $rc -ne 0 ]; then echo "FAIL: run.sh --smoke exited $rc"; cat "$T/out.txt";
 fail=0
 rows=$(tail -n +2 "$T/results.csv" | wc -l)
 [ "$rows" -ge 1 ] || { echo "FAIL: results.csv has no rows"; fail=1; }
-awk -F, 'NR > 1 { if (!($4 >= 0 && $4 <= 1) || !($5 > 0) || $5 < prev) bad = 1; prev = $5 } END { exit bad }' "$T/results.csv" \
+# an optional first column "run" (several runs in one file: epsilon grows within each run)
+awk -F, 'NR == 1 { o = ($1 == "run") ? 1 : 0; next }
+         { if (o && $1 != run) { prev = 0; run = $1 }
+           if (!($(4 + o) >= 0 && $(4 + o) <= 1) || !($(5 + o) > 0) || $(5 + o) < prev) bad = 1; prev = $(5 + o) }
+         END { exit bad }' "$T/results.csv" \
   || { echo "FAIL: results.csv has an accuracy outside [0, 1] or a non-increasing epsilon:"; cat "$T/results.csv"; fail=1; }
+for r in ${EXPECT_RUNS:-}; do # runs (first column) that must have rows
+  grep -q "^$r," "$T/results.csv" || { echo "FAIL: results.csv has no row of run $r"; cat "$T/results.csv"; fail=1; }
+done
 [ -s "$T/$NAME.png" ] || { echo "FAIL: no $NAME.png"; fail=1; }
 grep -q -- "--model" "$T/command.txt" || { echo "FAIL: command.txt does not hold the command"; fail=1; }
 [ $fail -eq 0 ] && echo "ok: $rows epochs"
