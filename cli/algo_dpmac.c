@@ -2,7 +2,8 @@
  * sampling, optionally after DP-PCA of the inputs (--pca-dims, --pca-sigma). Both releases
  * are in the run's ledger (DP-PCA as one Gaussian mechanism of sensitivity 1), so the
  * printed epsilon covers PCA + training; the paper's own accounting is printed beside it
- * for comparison only. */
+ * for comparison only. --algo mac: the same z-step and W-step without clipping, noise or
+ * accountant (the paper's non-private row), labelled non-private. */
 #include <dptrain/accounting.h>
 #include <dptrain/privacy.h>
 #include <inttypes.h>
@@ -13,8 +14,8 @@
 #include "train_algos.h"
 
 static long z_steps = 30, pca_dims = 0;
-static double z_lr = 0.003, pca_sigma = 0.0;
-static int pca_sigma_seen = 0;
+static double z_lr = 0.003, pca_sigma = 0.0, center_clip = 0.0, center_sigma = 0.0;
+static int pca_sigma_seen = 0, center_clip_seen = 0, center_sigma_seen = 0;
 
 static cli_option OPTS[] = {
     {"--z-steps", CLI_LONG, &z_steps, "N", "Adam steps on the auxiliary coordinates per batch", NULL},
@@ -23,12 +24,19 @@ static cli_option OPTS[] = {
                                               "then takes K inputs", NULL},
     {"--pca-sigma", CLI_DOUBLE, &pca_sigma, "S", "DP-PCA noise std on the Gram matrix of unit-norm rows "
                                                  "(sensitivity 1; in the ledger)", &pca_sigma_seen},
+    {"--center-clip", CLI_DOUBLE, &center_clip, "C", "with --pca-dims: centre train and test by a DP mean of the "
+                                                     "training rows, each clipped to L2 norm C (choose C near the "
+                                                     "largest row norm: longer rows are shrunk)", &center_clip_seen},
+    {"--center-sigma", CLI_DOUBLE, &center_sigma, "S", "noise multiplier of that DP mean (noise std S*C on the sum "
+                                                       "of clipped rows; a Gaussian mechanism in the ledger)",
+     &center_sigma_seen},
     {NULL, 0, NULL, NULL, NULL, NULL},
 };
 
 typedef struct {
     double sigma;
     size_t pca_released; /* entries of the released noisy Gram matrix, d (d + 1) / 2 */
+    size_t mean_released; /* entries of the released noisy sum (DP mean), d */
 } dpmac_cli;
 static dpmac_cli S;
 
@@ -59,6 +67,15 @@ static int dpmac_check(cli_algo_ctx *c) {
     if (pca_sigma_seen && pca_dims == 0) return cli_error("--pca-sigma needs --pca-dims K > 0");
     if (pca_dims > 0 && (!(pca_sigma > 0) || !isfinite(pca_sigma)))
         return cli_error("--pca-sigma must be > 0, got %g (DP-PCA without noise is not private)", pca_sigma);
+    if ((center_clip_seen || center_sigma_seen) && pca_dims == 0)
+        return cli_error("--center-clip/--center-sigma centre the data before DP-PCA: they need --pca-dims K > 0");
+    if (center_clip_seen != center_sigma_seen)
+        return cli_error("%s: the DP mean needs both --center-clip (row norm bound) and --center-sigma (noise "
+                         "multiplier)", center_clip_seen ? "--center-clip" : "--center-sigma");
+    if (center_clip_seen && (!(center_clip > 0) || !isfinite(center_clip)))
+        return cli_error("--center-clip must be > 0, got %g", center_clip);
+    if (center_sigma_seen && (!(center_sigma > 0) || !isfinite(center_sigma)))
+        return cli_error("--center-sigma must be > 0, got %g (a mean without noise is not private)", center_sigma);
     if (p->secure && !p->sigma_seen)
         return cli_error("--secure with --target-epsilon: calibration for the secure mechanisms of --algo dpmac is "
                          "not implemented; give --sigma (the ledger then records the secure mode's effective "
@@ -74,6 +91,7 @@ static int dpmac_check(cli_algo_ctx *c) {
 static int composed_eps(double q, double sigma, uint64_t T, double delta, double *eps) {
     dpt_ledger *l = NULL;
     dpt_status s = dpt_ledger_new(&l);
+    if (s == DPT_OK && pca_dims > 0 && center_sigma_seen) s = dpt_ledger_add_gaussian(l, 1.0, center_sigma, "dp-mean");
     if (s == DPT_OK && pca_dims > 0) s = dpt_ledger_add_gaussian(l, 1.0, pca_sigma, "dp-pca");
     if (s == DPT_OK) s = dpt_ledger_add_sgm(l, q, sigma, T);
     if (s == DPT_OK) s = dpt_ledger_epsilon(l, delta, DPT_ACCT_RDP, DPT_CONV_BALLE, eps);
@@ -81,25 +99,50 @@ static int composed_eps(double q, double sigma, uint64_t T, double delta, double
     return s == DPT_OK ? 0 : -1;
 }
 
-/* DP-PCA of train (fit) and projection of train and test, in place. The datasets are the
- * caller's (cmd_train's) own buffers, handed to the algorithm before the trainer exists. */
+/* [DP mean of train, centring of train and test,] DP-PCA of train (fit) and projection of
+ * train and test, in place. The datasets are the caller's (cmd_train's) own buffers,
+ * handed to the algorithm before the trainer exists. */
 static int run_pca(cli_algo_ctx *c) {
     dpt_dataset *tr = (dpt_dataset *)c->train, *te = (dpt_dataset *)c->test;
     const size_t d = tr->dim, k = (size_t)pca_dims;
     S.pca_released = d * (d + 1) / 2;
+    S.mean_released = d;
     if (k > d) return cli_error("--pca-dims %ld: the data have only %zu features", pca_dims, d);
     double *V = dpt_alloc(d * k, sizeof(double), "pca components");
+    double *mu = dpt_alloc(d, sizeof(double), "dp mean");
     float *ptr = dpt_alloc(tr->n * k, sizeof(float), "projected train");
     float *pte = te && te->n ? dpt_alloc(te->n * k, sizeof(float), "projected test") : NULL;
     dpt_rng r;
     int live = 0, rc = 0;
     dpt_status s = DPT_ENOMEM;
-    if (V && ptr && (pte || !(te && te->n))) {
+    double t0 = dpt_now();
+    if (center_sigma_seen && V && mu && ptr && (pte || !(te && te->n))) {
+        /* DP mean on its own noise stream (independent of the PCA's and the training's) */
+        s = c->priv->secure ? dpt_rng_init_secure(&r, DPT_STREAM_NOISE)
+                            : dpt_rng_init(&r, dpt_dp_mean_seed(c->cfg->seed), DPT_STREAM_NOISE);
+        if (s == DPT_OK) {
+            s = dpt_dp_mean(tr->x, tr->n, d, center_clip, center_sigma, &r, c->priv->secure, c->cfg->threads, mu,
+                            NULL);
+            dpt_rng_free(&r);
+        }
+        if (s == DPT_OK) s = dpt_dp_center(tr->x, tr->n, d, mu);
+        if (s == DPT_OK && te && te->n) s = dpt_dp_center(te->x, te->n, d, mu);
+        if (s != DPT_OK) {
+            rc = cli_fail("--center-clip/--center-sigma");
+            dpt_free(V), dpt_free(mu), dpt_free(ptr), dpt_free(pte);
+            return rc;
+        }
+        s = DPT_ENOMEM;
+        if (!c->quiet)
+            fprintf(stderr, "dptrain: centred train and test by a DP mean of the training rows (rows clipped to L2 "
+                            "norm %g, noise multiplier %g, Gaussian mechanism in the ledger)\n", center_clip,
+                    center_sigma);
+    }
+    if (V && mu && ptr && (pte || !(te && te->n))) {
         s = c->priv->secure ? dpt_rng_init_secure(&r, DPT_STREAM_NOISE)
                             : dpt_rng_init(&r, dpt_dp_pca_seed(c->cfg->seed), DPT_STREAM_NOISE);
         live = s == DPT_OK;
     }
-    double t0 = dpt_now();
     if (s == DPT_OK) s = dpt_dp_pca_fit(tr->x, tr->n, d, k, pca_sigma, &r, c->priv->secure, c->cfg->threads, V, NULL);
     if (s == DPT_OK) s = dpt_dp_pca_project(tr->x, tr->n, d, V, k, ptr);
     if (s == DPT_OK && pte) s = dpt_dp_pca_project(te->x, te->n, d, V, k, pte);
@@ -117,7 +160,7 @@ static int run_pca(cli_algo_ctx *c) {
             fprintf(stderr, "dptrain: DP-PCA to %zu dimensions (noise std %g on the Gram matrix of unit-norm rows, "
                             "sensitivity 1; %.1fs)\n", k, pca_sigma, dpt_now() - t0);
     }
-    dpt_free(V), dpt_free(ptr), dpt_free(pte);
+    dpt_free(V), dpt_free(mu), dpt_free(ptr), dpt_free(pte);
     return rc;
 }
 
@@ -148,7 +191,8 @@ static int dpmac_make(cli_algo_ctx *c, dpt_algo **out) {
         if (!c->quiet)
             fprintf(stderr, "dptrain: calibrated sigma %.6g for epsilon %g at delta %g after %ld epochs of "
                             "%" PRIu64 " steps (q %g%s, RDP accountant)\n",
-                    S.sigma, p->target_eps, p->delta, c->epochs, spe, q, pca_dims > 0 ? ", DP-PCA included" : "");
+                    S.sigma, p->target_eps, p->delta, c->epochs, spe, q,
+                    pca_dims <= 0 ? "" : center_sigma_seen ? ", DP mean and DP-PCA included" : ", DP-PCA included");
     }
     if (pca_dims > 0 && run_pca(c) != 0) return 2;
     cli_print_noise_mode(c);
@@ -161,10 +205,16 @@ static int dpmac_make(cli_algo_ctx *c, dpt_algo **out) {
     return dpt_algo_dpmac_new(&d, out) == DPT_OK ? 0 : cli_fail("--algo dpmac");
 }
 
-/* The DP-PCA release goes into the fresh run's ledger before the first step (a resumed
- * run's ledger holds it already). */
+/* The DP mean and DP-PCA releases go into the fresh run's ledger before the first step (a
+ * resumed run's ledger holds them already). */
 static int dpmac_started(cli_algo_ctx *c, dpt_trainer *t) {
     if (pca_dims <= 0 || c->resume) return 0;
+    if (center_sigma_seen) {
+        /* sensitivity C, std sigma C: multiplier sigma (secure: the lattice rounding of the d
+         * released sums raises the sensitivity) */
+        double mm = c->priv->secure ? dpt_privacy_secure_sigma_eff(center_sigma, S.mean_released) : center_sigma;
+        if (dpt_trainer_add_gaussian_release(t, 1.0, mm, "dp-mean") != DPT_OK) return cli_fail("--center-sigma");
+    }
     /* secure mode: the lattice rounding of the d(d+1)/2 released entries raises the
      * sensitivity; record the effective multiplier (sensitivity 1) */
     double mult = c->priv->secure ? dpt_privacy_secure_sigma_eff(pca_sigma, S.pca_released) : pca_sigma;
@@ -174,8 +224,12 @@ static int dpmac_started(cli_algo_ctx *c, dpt_trainer *t) {
 
 static void dpmac_describe(const cli_algo_ctx *c, FILE *f) {
     const cli_privacy_flags *p = c->priv;
-    char pca[96] = "no PCA";
-    if (pca_dims > 0) snprintf(pca, sizeof pca, "DP-PCA %ld dims, sigma_pca %g", pca_dims, pca_sigma);
+    char pca[160] = "no PCA";
+    if (pca_dims > 0 && center_sigma_seen)
+        snprintf(pca, sizeof pca, "DP mean (clip %g, sigma %g) + DP-PCA %ld dims, sigma_pca %g", center_clip,
+                 center_sigma, pca_dims, pca_sigma);
+    else if (pca_dims > 0)
+        snprintf(pca, sizeof pca, "DP-PCA %ld dims, sigma_pca %g", pca_dims, pca_sigma);
     fprintf(f, "  algorithm dpmac (sigma %g, Theta %g, %ld z-steps at lr %g, %s, q %g = expected batch %.1f, "
                "delta %g), %s lr %g, %ld epochs, seed %" PRIu64 ", %d threads, run dir %s%s\n",
             S.sigma, p->clip, z_steps, z_lr, pca, c->cfg->sample_rate, c->cfg->sample_rate * (double)c->train->n,
@@ -186,6 +240,13 @@ static void dpmac_describe(const cli_algo_ctx *c, FILE *f) {
 static int dpmac_report(const cli_algo_ctx *c, dpt_trainer *t) {
     int rc = cli_report_ledger(c, t, S.sigma);
     if (rc || pca_dims <= 0) return rc;
+    if (center_sigma_seen)
+        printf("privacy: that epsilon covers the DP mean (Gaussian, multiplier %g, rows clipped to %g), DP-PCA "
+               "(Gaussian, multiplier %g) and the training steps, composed in RDP\n", center_sigma, center_clip,
+               pca_sigma);
+    else
+        printf("privacy: that epsilon covers DP-PCA (Gaussian, multiplier %g) and the training steps, composed in "
+               "RDP\n", pca_sigma);
     /* The paper's accounting, for comparison only: classic Gaussian-mechanism epsilon of the
      * PCA at delta 1e-6 (valid only for epsilon < 1) plus the SGM epsilon at delta, deltas
      * added. */
@@ -199,9 +260,9 @@ static int dpmac_report(const cli_algo_ctx *c, dpt_trainer *t) {
     if (T == 0) e_sgm = 0;
     double e_pca = sqrt(2.0 * log(1.25 / 1e-6)) / pca_sigma;
     printf("paper's accounting (comparison only, not this run's guarantee): DP-PCA %.4g at delta 1e-6 (classic "
-           "formula%s) + training %.4g at delta %g = %.4g at delta %g\n",
+           "formula%s) + training %.4g at delta %g = %.4g at delta %g%s\n",
            e_pca, e_pca < 1 ? "" : ", NOT valid: it needs epsilon < 1", e_sgm, c->priv->delta, e_pca + e_sgm,
-           c->priv->delta + 1e-6);
+           c->priv->delta + 1e-6, center_sigma_seen ? " (the DP mean is not in the paper's pipeline: not included)" : "");
     return 0;
 }
 
@@ -217,4 +278,48 @@ const cli_algo CLI_ALGO_DPMAC = {
     .describe = dpmac_describe,
     .report = dpmac_report,
     .tag = "DP-MAC",
+};
+
+/* ==== mac: the non-private baseline ==== */
+
+static cli_option MAC_OPTS[] = {
+    {"--z-steps", CLI_LONG, &z_steps, "N", "Adam steps on the auxiliary coordinates per batch", NULL},
+    {"--z-lr", CLI_DOUBLE, &z_lr, "X", "learning rate of the z-step's Adam", NULL},
+    {NULL, 0, NULL, NULL, NULL, NULL},
+};
+
+static int mac_check(cli_algo_ctx *c) {
+    (void)c;
+    if (z_steps < 0 || z_steps > 100000) return cli_error("--z-steps must be in [0, 100000], got %ld", z_steps);
+    if (!(z_lr > 0) || !isfinite(z_lr)) return cli_error("--z-lr must be > 0, got %g", z_lr);
+    return 0;
+}
+
+static int mac_make(cli_algo_ctx *c, dpt_algo **out) {
+    (void)c;
+    dpt_dpmac_config d = dpt_dpmac_config_defaults();
+    d.private_ = 0;
+    d.z_steps = (unsigned)z_steps;
+    d.z_lr = z_lr;
+    return dpt_algo_dpmac_new(&d, out) == DPT_OK ? 0 : cli_fail("--algo mac");
+}
+
+static void mac_describe(const cli_algo_ctx *c, FILE *f) {
+    fprintf(f, "  algorithm mac (non-private method of auxiliary coordinates: no clipping, no noise, no privacy "
+               "guarantee; %ld z-steps at lr %g), %s lr %g, %s batches of %zu, %ld epochs, seed %" PRIu64
+               ", %d threads, run dir %s%s\n",
+            z_steps, z_lr, c->optimizer, c->cfg->optim.lr, c->sampler, c->cfg->batch_size, c->epochs, c->cfg->seed,
+            dpt_threads_resolve(c->cfg->threads), c->out, c->resume ? " (resumed)" : "");
+}
+
+const cli_algo CLI_ALGO_MAC = {
+    .name = "mac",
+    .summary = "non-private MAC (auxiliary coordinates, DP-MAC without clipping or noise; no privacy guarantee)",
+    .uses_privacy_flags = 0,
+    .opts = MAC_OPTS,
+    .check = mac_check,
+    .make = mac_make,
+    .describe = mac_describe,
+    .report = NULL,
+    .tag = "non-private MAC",
 };

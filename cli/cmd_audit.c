@@ -124,7 +124,7 @@ int dpt_cmd_audit(int argc, char **argv) {
     int lr_seen = 0, pdp_sigma_seen = 0, kappa_seen = 0, no_plot = 0, quiet = 0, model_seen = 0, pop_seen = 0;
     int data_dir_seen = 0;
     cli_option opts[] = {
-        {"--dataset", CLI_STR, &dataset, "NAME", "mnist | fashion-mnist | usps | cifar10 | csv:PATH[,TEST]", NULL},
+        {"--dataset", CLI_STR, &dataset, "NAME", "mnist | fashion-mnist | usps | usps-pooled (zip.train + zip.test pooled, fixed permutation, 5000 train / 4298 test) | cifar10 | csv:PATH[,TEST]", NULL},
         {"--checkpoint", CLI_STR, &ckpt, "FILE", "audit this trained checkpoint (members: its training set; non-members: "
                                                 "test examples; shadows use the flags below)", NULL},
         {"--data-dir", CLI_STR, &data_dir, "DIR", "directory holding <dataset>/ folders", &data_dir_seen},

@@ -91,7 +91,7 @@ int dpt_cmd_train(int argc, char **argv) {
     cli_privacy_flags pf = {.sigma = 0.0, .clip = 1.0, .target_eps = 0.0, .delta = 1e-5, .clip_mode = "flat"};
     cli_option common[] = {
         {"--algo", CLI_STR, &algo_name, "NAME", "training algorithm (list above)", NULL},
-        {"--dataset", CLI_STR, &dataset, "NAME", "mnist | fashion-mnist | usps | cifar10 | csv:PATH[,TEST]", NULL},
+        {"--dataset", CLI_STR, &dataset, "NAME", "mnist | fashion-mnist | usps | usps-pooled (zip.train + zip.test pooled, fixed permutation, 5000 train / 4298 test) | cifar10 | csv:PATH[,TEST]", NULL},
         {"--data-dir", CLI_STR, &data_dir, "DIR", "directory holding <dataset>/ folders", NULL},
         {"--classes", CLI_STR, &classes, "LIST", "keep only these labels, relabelled 0..k-1 (e.g. 0,1)", NULL},
         {"--max-train", CLI_LONG, &max_train, "N", "use the first N training examples (0 = all)", NULL},

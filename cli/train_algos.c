@@ -14,6 +14,7 @@ const cli_algo *const CLI_ALGOS[] = {
     &CLI_ALGO_DPULR,
     &CLI_ALGO_ULR,
     &CLI_ALGO_DPMAC,
+    &CLI_ALGO_MAC,
     &CLI_ALGO_NOISY_GD,
     NULL,
 };

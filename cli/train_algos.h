@@ -86,5 +86,6 @@ extern const cli_algo CLI_ALGO_PROPNOISE;
 extern const cli_algo CLI_ALGO_DPULR;
 extern const cli_algo CLI_ALGO_ULR;
 extern const cli_algo CLI_ALGO_DPMAC;
+extern const cli_algo CLI_ALGO_MAC;
 extern const cli_algo CLI_ALGO_NOISY_GD;
 #endif

@@ -30,6 +30,48 @@ static int exists(const char *p) {
     return stat(p, &sb) == 0;
 }
 
+/* FNV-1a of a row's label and feature bytes */
+static uint64_t row_hash(const dpt_dataset *d, size_t i) {
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *p = (const unsigned char *)(d->x + i * d->dim);
+    for (size_t k = 0; k < d->dim * sizeof(float); k++) h = (h ^ p[k]) * 1099511628211ull;
+    return (h ^ (uint64_t)d->y[i]) * 1099511628211ull;
+}
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* usps-pooled: 5000 / 4298, together exactly the images of zip.train + zip.test (as a
+ * multiset of (label, pixels)), class counts adding up to both files', the same on every
+ * load, and not simply the files' order (the permutation is applied). */
+static void test_usps_pooled(const char *sd, const long *tr, const long *te) {
+    dpt_dataset a, b, p, q, p2;
+    CHECK_OK(dpt_data_load("usps", sd, DPT_SPLIT_TRAIN, &a));
+    CHECK_OK(dpt_data_load("usps", sd, DPT_SPLIT_TEST, &b));
+    CHECK_OK(dpt_data_load("usps-pooled", sd, DPT_SPLIT_TRAIN, &p));
+    CHECK_OK(dpt_data_load("usps-pooled", sd, DPT_SPLIT_TEST, &q));
+    CHECK_OK(dpt_data_load("usps-pooled", sd, DPT_SPLIT_TRAIN, &p2));
+    CHECK(p.n == 5000 && q.n == 4298 && p.dim == 256 && q.dim == 256 && p.n_classes == 10);
+    CHECK(p2.n == p.n && !memcmp(p.x, p2.x, p.n * p.dim * sizeof(float)) && !memcmp(p.y, p2.y, p.n * sizeof(int32_t)));
+    CHECK(memcmp(p.x, a.x, 10 * 256 * sizeof(float)) != 0);
+    long cp[10] = {0}, cq[10] = {0};
+    count_classes(&p, cp);
+    count_classes(&q, cq);
+    for (int c = 0; c < 10; c++) CHECK(cp[c] + cq[c] == tr[c] + te[c]);
+    const size_t N = a.n + b.n;
+    uint64_t *h1 = malloc(N * sizeof(uint64_t)), *h2 = malloc(N * sizeof(uint64_t));
+    for (size_t i = 0; i < a.n; i++) h1[i] = row_hash(&a, i);
+    for (size_t i = 0; i < b.n; i++) h1[a.n + i] = row_hash(&b, i);
+    for (size_t i = 0; i < p.n; i++) h2[i] = row_hash(&p, i);
+    for (size_t i = 0; i < q.n && p.n + i < N; i++) h2[p.n + i] = row_hash(&q, i);
+    qsort(h1, N, sizeof(uint64_t), cmp_u64);
+    qsort(h2, N, sizeof(uint64_t), cmp_u64);
+    CHECK(p.n + q.n == N && !memcmp(h1, h2, N * sizeof(uint64_t)));
+    free(h1), free(h2);
+    dpt_dataset_free(&a), dpt_dataset_free(&b), dpt_dataset_free(&p), dpt_dataset_free(&q), dpt_dataset_free(&p2);
+}
+
 static int test_real(void) {
     int ran = 0;
     const char *sd = tu_shared_datasets();
@@ -71,6 +113,7 @@ static int test_real(void) {
         CHECK(d.n == 2007);
         check_counts(&d, te, "usps test");
         dpt_dataset_free(&d);
+        test_usps_pooled(sd, tr, te);
     } else {
         printf("note: USPS not found under DPT_SHARED_DATASETS; skipped\n");
     }

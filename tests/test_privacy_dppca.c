@@ -2,7 +2,12 @@
  * double loop; neighbouring data (one row added) change its released upper triangle by
  * exactly ||x/||x|| x^T/||x|| ||_upper <= 1; the noise is symmetric with the configured std;
  * without noise the top eigenvectors match an independent power iteration with deflation
- * and the projection equals a naive product; bad arguments are clear errors. */
+ * and the projection equals a naive product; bad arguments are clear errors. The secure
+ * path keeps the data (A - G is pure noise of the configured std on non-zero data too).
+ * DP mean: the clipped sum equals a naive loop, a neighbour (one row added) changes it by
+ * that row clipped to C (norm <= C, = C when clipping is active), the noise of the released
+ * mean has std sigma C / n (fast and secure), centring subtracts mu from every row, bad
+ * arguments name the flag. */
 #include <dptrain/privacy.h>
 
 #include <math.h>
@@ -165,9 +170,140 @@ static void test_eigenvectors_and_projection(void) {
     free(X), free(G), free(Vr), free(V), free(P), free(Vn);
 }
 
+/* secure mode on non-zero data: the released entries are G (rounded to the lattice) plus
+ * noise of std sigma, not noise alone */
+static void test_secure_keeps_data(void) {
+    const size_t n = 200, d = 60;
+    float *X = make_data(n, d, 5);
+    double *G = malloc(d * d * sizeof(double)), *A = malloc(d * d * sizeof(double));
+    CHECK_OK(dpt_dp_pca_gram(X, n, d, G));
+    const double sigma = 0.5;
+    dpt_rng r;
+    dpt_rng_init(&r, dpt_dp_pca_seed(4), DPT_STREAM_NOISE);
+    for (int secure = 0; secure <= 1; secure++) {
+        CHECK_OK(dpt_dp_pca_noisy_gram(X, n, d, sigma, &r, secure, 1, A));
+        double s1 = 0, s2 = 0;
+        size_t cnt = 0;
+        for (size_t a = 0; a < d; a++)
+            for (size_t b = a; b < d; b++) {
+                double v = A[a * d + b] - G[a * d + b];
+                s1 += v, s2 += v * v, cnt++;
+            }
+        double mean = s1 / cnt, sd = sqrt(s2 / cnt - mean * mean);
+        CHECK_CLOSE(mean, 0.0, 5 * sigma / sqrt((double)cnt), 0);
+        CHECK_CLOSE(sd, sigma, 5 * sigma / sqrt(2.0 * cnt), 0);
+        if (secure) {
+            /* every released entry is a lattice point h k, h = sigma 2^-14 (= 2^-15 here, exact
+             * in float): the data were rounded to the lattice, not added to lattice noise */
+            const double h = sigma * ldexp(1.0, -DPT_DGAUSS_LOG2_SCALE);
+            size_t off = 0;
+            for (size_t a = 0; a < d; a++)
+                for (size_t b = a; b < d; b++) off += A[a * d + b] / h != floor(A[a * d + b] / h);
+            CHECK(off == 0);
+        }
+    }
+    dpt_rng_free(&r);
+    free(X), free(G), free(A);
+}
+
+static void naive_clipped_sum(const float *X, size_t n, size_t d, double C, double *sum, size_t *clipped) {
+    memset(sum, 0, d * sizeof(double));
+    *clipped = 0;
+    for (size_t i = 0; i < n; i++) {
+        double s = 0;
+        for (size_t j = 0; j < d; j++) s += (double)X[i * d + j] * X[i * d + j];
+        double f = sqrt(s) > C ? C / sqrt(s) : 1.0;
+        *clipped += sqrt(s) > C;
+        for (size_t j = 0; j < d; j++) sum[j] += f * X[i * d + j];
+    }
+}
+
+static void test_dp_mean_sensitivity(void) {
+    const size_t n = 250, d = 7;
+    const double C = 3.0;
+    float *X = make_data(n + 1, d, 17); /* row norms around 3-5: some clipped, some not */
+    double *S = malloc(d * sizeof(double)), *R = malloc(d * sizeof(double)), *S2 = malloc(d * sizeof(double));
+    size_t nc = 0, rc = 0;
+    CHECK_OK(dpt_dp_mean_sum(X, n, d, C, S, &nc));
+    naive_clipped_sum(X, n, d, C, R, &rc);
+    CHECK(nc == rc && nc > 10 && nc < n - 10);
+    for (size_t j = 0; j < d; j++) CHECK_CLOSE(S[j], R[j], 1e-9, 1e-12);
+    /* neighbour: one row added, long (clipped) then short (kept as it is) */
+    for (int longrow = 1; longrow >= 0; longrow--) {
+        double nrm = 0;
+        for (size_t j = 0; j < d; j++) {
+            X[n * d + j] = (float)(longrow ? 40.0 * (j + 1) : 0.2 * (j % 3));
+            nrm += (double)X[n * d + j] * X[n * d + j];
+        }
+        nrm = sqrt(nrm);
+        CHECK_OK(dpt_dp_mean_sum(X, n + 1, d, C, S2, NULL));
+        double diff = 0;
+        for (size_t j = 0; j < d; j++) {
+            double v = S2[j] - S[j];
+            diff += v * v;
+            double want = X[n * d + j] * (nrm > C ? C / nrm : 1.0);
+            CHECK_CLOSE(v, want, 1e-9, 1e-9);
+        }
+        diff = sqrt(diff);
+        CHECK(diff <= C * (1 + 1e-12));
+        if (longrow) CHECK_CLOSE(diff, C, 1e-9, 1e-9);
+        else CHECK_CLOSE(diff, nrm, 1e-9, 1e-9);
+    }
+    /* no noise: the clipped mean itself; centring subtracts it from every row */
+    double *mu = malloc(d * sizeof(double));
+    CHECK_OK(dpt_dp_mean(X, n, d, C, 0.0, NULL, 0, 1, mu, NULL));
+    for (size_t j = 0; j < d; j++) CHECK_CLOSE(mu[j], R[j] / n, 1e-12, 1e-12);
+    float *Y = malloc(n * d * sizeof(float));
+    memcpy(Y, X, n * d * sizeof(float));
+    CHECK_OK(dpt_dp_center(Y, n, d, mu));
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < d; j++) CHECK_CLOSE(Y[i * d + j], X[i * d + j] - mu[j], 1e-6, 1e-6);
+    /* errors name the flag */
+    dpt_rng r;
+    dpt_rng_init(&r, dpt_dp_mean_seed(1), DPT_STREAM_NOISE);
+    CHECK_STATUS(dpt_dp_mean(X, n, d, 0.0, 1.0, &r, 0, 1, mu, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("--center-clip");
+    CHECK_STATUS(dpt_dp_mean(X, n, d, INFINITY, 1.0, &r, 0, 1, mu, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("--center-clip");
+    CHECK_STATUS(dpt_dp_mean(X, n, d, C, -1.0, &r, 0, 1, mu, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("--center-sigma");
+    CHECK_STATUS(dpt_dp_mean(X, n, d, C, NAN, &r, 0, 1, mu, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("--center-sigma");
+    CHECK_STATUS(dpt_dp_mean(X, 0, d, C, 1.0, &r, 0, 1, mu, NULL), DPT_EINVAL);
+    CHECK_STATUS(dpt_dp_mean(X, n, d, C, 1.0, NULL, 0, 1, mu, NULL), DPT_EINVAL);
+    X[4] = NAN;
+    CHECK_STATUS(dpt_dp_mean(X, n, d, C, 1.0, &r, 0, 1, mu, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("NaN");
+    dpt_rng_free(&r);
+    free(X), free(S), free(R), free(S2), free(mu), free(Y);
+}
+
+static void test_dp_mean_noise(void) {
+    /* zero rows: the released mean is pure noise / n, std sigma C / n per coordinate */
+    const size_t n = 4, d = 60000;
+    const double C = 2.0, sigma = 1.5, want = sigma * C / (double)n;
+    float *X = calloc(n * d, sizeof(float));
+    double *mu = malloc(d * sizeof(double));
+    dpt_rng r;
+    dpt_rng_init(&r, dpt_dp_mean_seed(3), DPT_STREAM_NOISE);
+    for (int secure = 0; secure <= 1; secure++) {
+        CHECK_OK(dpt_dp_mean(X, n, d, C, sigma, &r, secure, 2, mu, NULL));
+        double s1 = 0, s2 = 0;
+        for (size_t j = 0; j < d; j++) s1 += mu[j], s2 += mu[j] * mu[j];
+        double mean = s1 / d, sd = sqrt(s2 / d - mean * mean);
+        CHECK_CLOSE(mean, 0.0, 5 * want / sqrt((double)d), 0);
+        CHECK_CLOSE(sd, want, 5 * want / sqrt(2.0 * d), 0);
+    }
+    dpt_rng_free(&r);
+    free(X), free(mu);
+}
+
 int main(void) {
     test_gram_and_sensitivity();
     test_noise();
     test_eigenvectors_and_projection();
+    test_secure_keeps_data();
+    test_dp_mean_sensitivity();
+    test_dp_mean_noise();
     TEST_MAIN_END();
 }

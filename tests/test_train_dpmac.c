@@ -7,7 +7,8 @@
  * released direction is pure noise of std sigma sqrt(K) Theta / (2 qN); an example's z is
  * bit-identical when another example of the batch changes (examples 0, 4, 8 in turn); the ledger holds one SGM event
  * per step plus a pre-training Gaussian release; bad settings are clear errors; a run
- * learns. */
+ * learns. The non-private MAC (private_ = 0) releases the plain mean of the unclipped
+ * coefficients over the batch, has no ledger and is labelled non-private; it learns. */
 #include <dptrain/accounting.h>
 #include <dptrain/train.h>
 
@@ -362,6 +363,68 @@ static void test_errors(void) {
     dpt_dataset_free(&tr);
 }
 
+/* ==== non-private MAC: the plain mean of the unclipped coefficients, no ledger ==== */
+static void test_nonprivate_mac(void) {
+    dpt_dataset d, te;
+    make_blobs(&d, 120, 6, 3, 11, 4.0f); /* large inputs: DP-MAC's Theta would clip */
+    make_blobs(&te, 300, 6, 3, 12, 4.0f);
+    dpt_train_config c = cfg_for("mlp:6-12-8-3:relu", DPT_LOSS_SIGMOID_BCE, 0.0);
+    c.sampler = DPT_SAMPLER_SHUFFLE;
+    c.batch_size = 17;
+    dpt_dpmac_config mc = dpt_dpmac_config_defaults();
+    mc.private_ = 0;
+    mc.sigma = 0, mc.clip = 0; /* ignored when non-private */
+    mc.z_steps = 10, mc.z_lr = 0.01;
+    dpt_algo *a = NULL;
+    dpt_trainer *t = NULL;
+    CHECK_OK(dpt_algo_dpmac_new(&mc, &a));
+    if (!a) return;
+    CHECK(!a->is_private && a->record == NULL && a->privacy_note && strstr(a->privacy_note, "non-private"));
+    CHECK(!strcmp(a->name, "mac"));
+    CHECK_OK(dpt_trainer_new(&c, &d, &te, a, &t));
+    CHECK(dpt_trainer_ledger(t) == NULL);
+    dpt_model *m = dpt_trainer_model(t);
+    const size_t P = m->n_params, b = 17;
+    float *coef = malloc(b * P * sizeof(float));
+    CHECK_OK(dpt_dpmac_debug_chunk(a, t, d.x, d.y, b, NULL, coef));
+    double ls, maxn = 0;
+    CHECK_OK(a->begin(a, t, b));
+    CHECK_OK(a->accumulate(a, t, d.x, d.y, b, &ls));
+    CHECK_OK(a->finish(a, t, b));
+    for (size_t i = 0; i < b; i++) {
+        double nn = 0;
+        for (size_t j = 0; j < P; j++) nn += (double)coef[i * P + j] * coef[i * P + j];
+        if (sqrt(nn) > maxn) maxn = sqrt(nn);
+    }
+    CHECK(maxn > 1.0); /* clipping to the default Theta 0.3 would have changed the sum */
+    double err = 0, ref = 0;
+    for (size_t j = 0; j < P; j++) {
+        double sum = 0;
+        for (size_t i = 0; i < b; i++) sum += coef[i * P + j];
+        sum /= 2.0 * (double)b;
+        err = fmax(err, fabs(m->grad[j] - sum));
+        ref = fmax(ref, fabs(sum));
+    }
+    CHECK(ref > 0 && err <= 1e-4 * ref);
+    if (!(err <= 1e-4 * ref)) fprintf(stderr, "mac direction error %g (scale %g)\n", err, ref);
+    /* a run learns and leaves no ledger */
+    c.epochs = 6;
+    c.optim.lr = 0.03;
+    dpt_trainer_free(t);
+    CHECK_OK(dpt_algo_dpmac_new(&mc, &a));
+    CHECK_OK(dpt_trainer_new(&c, &d, &te, a, &t));
+    CHECK_OK(dpt_trainer_run(t, NULL));
+    CHECK(dpt_trainer_ledger(t) == NULL);
+    double loss, acc;
+    CHECK_OK(dpt_evaluate(dpt_trainer_model(t), c.loss, &te, &loss, &acc));
+    CHECK(acc > 0.9);
+    if (!(acc > 0.9)) fprintf(stderr, "mac accuracy %g\n", acc);
+    free(coef);
+    dpt_trainer_free(t);
+    dpt_dataset_free(&d);
+    dpt_dataset_free(&te);
+}
+
 int main(void) {
     test_taylor_fd("mlp:5-6-4-3:tanh", DPT_LOSS_SIGMOID_BCE, 5, 3);
     test_taylor_fd("ae:4-5-3-5-4:sigmoid", DPT_LOSS_SQUARED, 4, 2);
@@ -371,5 +434,6 @@ int main(void) {
     test_noise_only();
     test_ledger_and_learning();
     test_errors();
+    test_nonprivate_mac();
     TEST_MAIN_END();
 }

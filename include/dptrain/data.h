@@ -53,6 +53,13 @@ dpt_status dpt_data_load_cifar10(const char *const *paths, size_t n_paths, dpt_d
  * "6.0000") then 256 grey values in [-1, 1], separated by white space. Values are kept as
  * they are (in [-1, 1]); shape (1, 16, 16), n_classes = 10. */
 dpt_status dpt_data_load_usps(const char *path, dpt_dataset *out);
+/* The pooled USPS split ("usps-pooled"): zip.train (7291) and zip.test (2007) concatenated
+ * in that order (9298 images), permuted by a fixed Fisher-Yates shuffle (splitmix64 seeded
+ * with DPT_USPS_POOLED_SEED; independent of --seed), the first DPT_USPS_POOLED_TRAIN of the
+ * permutation for training (train = 1) and the other 4298 for testing (train = 0). */
+#define DPT_USPS_POOLED_TRAIN 5000
+#define DPT_USPS_POOLED_SEED 7u
+dpt_status dpt_data_load_usps_pooled(const char *train_path, const char *test_path, int train, dpt_dataset *out);
 /* Numeric CSV: label (a non-negative integer, e.g. "3" or "3.0") in the first column, then
  * the features; comma separated, optional header line (detected when its first field is
  * not a number), blank lines ignored, CRLF accepted. n_classes = max label + 1 (use
@@ -64,13 +71,14 @@ dpt_status dpt_data_load_csv(const char *path, dpt_dataset *out);
 typedef enum { DPT_SPLIT_TRAIN = 0, DPT_SPLIT_TEST = 1 } dpt_split;
 
 #define DPT_DEFAULT_DATA_DIR "/usr/share/datasets"
-/* Loads a named dataset split. name: "mnist" | "fashion-mnist" | "usps" | "cifar10" |
+/* Loads a named dataset split. name: "mnist" | "fashion-mnist" | "usps" | "usps-pooled" | "cifar10" |
  * "csv:PATH" (the same file for both splits) | "csv:TRAIN,TEST". data_dir NULL or "" means
  * DPT_DEFAULT_DATA_DIR. Layout under data_dir (each file raw or with .gz appended;
  * the .gz name is tried first):
  *   mnist/, fashion-mnist/: train-images-idx3-ubyte, train-labels-idx1-ubyte,
  *                           t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte
- *   usps/:    zip.train, zip.test
+ *   usps/:    zip.train, zip.test ("usps-pooled": both, pooled and split 5000 / 4298;
+ *             see dpt_data_load_usps_pooled)
  *   cifar10/: data_batch_1.bin .. data_batch_5.bin, test_batch.bin
  * CSV paths are used as given (relative to the working directory).
  * A missing file is DPT_EIO naming the full path and suggesting --data-dir; an unknown

@@ -92,7 +92,8 @@ int64_t dpt_privacy_discrete_gauss(dpt_rng *r, uint32_t s);
  * sensitivity 1 and noise multiplier sigma (one dpt_ledger_add_gaussian(l, 1, sigma)).
  * The eigenvectors of (G + E) / n are post-processing. No data-dependent centring is done
  * here (centring by the exact data mean, as the DP-MAC authors' code does, is a release
- * of its own that no accountant covers). */
+ * of its own that no accountant covers); a sound centring is dpt_dp_mean + dpt_dp_center
+ * on the rows first (below), its own Gaussian release in the same ledger. */
 /* The noise stream must be a DPT_STREAM_NOISE stream; to keep it independent of the
  * training noise of the same run, seed it with dpt_dp_pca_seed(seed). */
 static inline uint64_t dpt_dp_pca_seed(uint64_t seed) { return seed ^ 0x9E3779B97F4A7C15ull; }
@@ -111,6 +112,28 @@ dpt_status dpt_dp_pca_fit(const float *X, size_t n, size_t d, size_t k, double s
                           int secure, int threads, double *V, double *evals);
 /* out [n, k] = unit-normalized rows of X times V (the same preprocessing as the fit). */
 dpt_status dpt_dp_pca_project(const float *X, size_t n, size_t d, const double *V, size_t k, float *out);
+
+/* ==== DP mean (optional centring before DP-PCA) ====
+ * mu = [sum_i clip_C(x_i) + N(0, (sigma C)^2 I_d)] / n, clip_C(x) = x min(1, C / ||x||_2).
+ * Adding or removing one row changes the clipped sum by clip_C(x), L2 norm <= C: one
+ * Gaussian mechanism with sensitivity C and std sigma C (ledger:
+ * dpt_ledger_add_gaussian(l, C, sigma C), i.e. multiplier sigma). The division by n treats
+ * the dataset size as public (as the sampling rate q = B/N of the training accountant
+ * does). Rows longer than C are shrunk, which biases mu towards 0: choose C near the
+ * largest row norm. secure: the sum is rounded to the lattice and the exact discrete
+ * Gaussian is added (record dpt_privacy_secure_sigma_eff(sigma, d) as the multiplier).
+ * Centring by mu and then DP-PCA is an adaptive composition of the two Gaussian
+ * mechanisms (the Gram matrix of the unit-normalized centred rows still has sensitivity 1
+ * for every fixed mu). Noise: a DPT_STREAM_NOISE stream, e.g. seeded dpt_dp_mean_seed. */
+static inline uint64_t dpt_dp_mean_seed(uint64_t seed) { return seed ^ 0xD1B54A32D192ED03ull; }
+/* sum [d] = sum_i clip_C(x_i) (the pre-noise release; for tests), *clipped = rows shrunk
+ * (may be NULL). */
+dpt_status dpt_dp_mean_sum(const float *X, size_t n, size_t d, double C, double *sum, size_t *clipped);
+/* mu [d] as above; sigma >= 0 (0: no noise, not private), n >= 1. */
+dpt_status dpt_dp_mean(const float *X, size_t n, size_t d, double C, double sigma, dpt_rng *noise, int secure,
+                       int threads, double *mu, size_t *clipped);
+/* X [n, d] -= mu (every row), in place. */
+dpt_status dpt_dp_center(float *X, size_t n, size_t d, const double *mu);
 
 #ifdef __cplusplus
 }

@@ -203,6 +203,10 @@ typedef struct {
     double z_lr;        /* Adam learning rate of the z-step (> 0) */
     double z_beta1, z_beta2, z_eps; /* Adam constants of the z-step (0.9, 0.999, 1e-8) */
     int secure;         /* 1: exact discrete Gaussian noise */
+    int private_;       /* 1 (default): DP-MAC as above. 0: the non-private MAC baseline
+                           ("mac"): no clipping, no noise, no ledger (is_private 0,
+                           privacy_note "non-private"), direction sum_n dT_n / (2 |B|) with
+                           |B| the actual batch size; sigma, clip and secure are ignored */
 } dpt_dpmac_config;
 dpt_dpmac_config dpt_dpmac_config_defaults(void);
 /* Copies cfg; DPT_EINVAL naming the flag (--clip, --sigma, --z-steps, --z-lr). The model

@@ -462,6 +462,63 @@ dpt_status dpt_data_load_usps(const char *path, dpt_dataset *out) {
     return finish(out, st);
 }
 
+
+/* splitmix64 (Steele, Lea and Flood 2014): a fixed, self-contained generator, so the pooled
+ * split does not change when the library's RNG streams do */
+static uint64_t splitmix64(uint64_t *st) {
+    uint64_t z = (*st += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+dpt_status dpt_data_load_usps_pooled(const char *train_path, const char *test_path, int train, dpt_dataset *out) {
+    DPT_CHECK(train_path && test_path && out, DPT_EINVAL, "dpt_data_load_usps_pooled: NULL argument");
+    memset(out, 0, sizeof *out);
+    dpt_dataset a, b;
+    DPT_TRY(dpt_data_load_usps(train_path, &a));
+    dpt_status st = dpt_data_load_usps(test_path, &b);
+    if (st != DPT_OK) {
+        dpt_dataset_free(&a);
+        return st;
+    }
+    const size_t N = a.n + b.n, d = a.dim;
+    size_t *perm = dpt_alloc(N, sizeof(size_t), "usps pooled permutation");
+    if (!perm) st = DPT_ENOMEM;
+    if (st == DPT_OK && N <= DPT_USPS_POOLED_TRAIN)
+        st = dpt_set_error(DPT_EFORMAT, "%s + %s: %zu images, the pooled split needs more than %d", train_path,
+                           test_path, N, DPT_USPS_POOLED_TRAIN);
+    size_t lo = train ? 0 : DPT_USPS_POOLED_TRAIN, n = train ? DPT_USPS_POOLED_TRAIN : N - DPT_USPS_POOLED_TRAIN;
+    if (st == DPT_OK) st = alloc_xy(out, n, d, train_path);
+    if (st == DPT_OK) {
+        /* Fisher-Yates over the pooled order (zip.train then zip.test), fixed seed */
+        uint64_t state = DPT_USPS_POOLED_SEED;
+        for (size_t i = 0; i < N; i++) perm[i] = i;
+        for (size_t i = N - 1; i > 0; i--) {
+            size_t j = (size_t)(splitmix64(&state) % (uint64_t)(i + 1));
+            size_t tmp = perm[i];
+            perm[i] = perm[j], perm[j] = tmp;
+        }
+        for (size_t r = 0; r < n; r++) {
+            size_t k = perm[lo + r];
+            const dpt_dataset *src = k < a.n ? &a : &b;
+            size_t row = k < a.n ? k : k - a.n;
+            memcpy(out->x + r * d, src->x + row * d, d * sizeof(float));
+            out->y[r] = src->y[row];
+        }
+        out->n = n;
+        out->dim = d;
+        out->n_classes = 10;
+        out->shape[0] = 1, out->shape[1] = 16, out->shape[2] = 16;
+        snprintf(out->source, sizeof out->source, "%s pooled split of %s + %s", train ? "training" : "test",
+                 train_path, test_path);
+    }
+    dpt_free(perm);
+    dpt_dataset_free(&a);
+    dpt_dataset_free(&b);
+    return finish(out, st);
+}
+
 /* ==== CSV ==== */
 
 /* Largest label accepted in a CSV (n_classes = max label + 1 stays an int and small). */
@@ -631,6 +688,12 @@ dpt_status dpt_data_load(const char *name, const char *data_dir, dpt_split split
                         lp, sizeof lp));
         return dpt_data_load_idx(ip, lp, out);
     }
+    if (strcmp(name, "usps-pooled") == 0) {
+        char pt[PATH_CAP], pe[PATH_CAP];
+        DPT_TRY(resolve(dir, "usps", "zip.train", pt, sizeof pt));
+        DPT_TRY(resolve(dir, "usps", "zip.test", pe, sizeof pe));
+        return dpt_data_load_usps_pooled(pt, pe, train, out);
+    }
     if (strcmp(name, "usps") == 0) {
         char p[PATH_CAP];
         DPT_TRY(resolve(dir, name, train ? "zip.train" : "zip.test", p, sizeof p));
@@ -653,7 +716,7 @@ dpt_status dpt_data_load(const char *name, const char *data_dir, dpt_split split
         return st;
     }
     return dpt_set_error(DPT_EINVAL,
-                         "unknown dataset \"%s\" (known: mnist, fashion-mnist, usps, cifar10, "
+                         "unknown dataset \"%s\" (known: mnist, fashion-mnist, usps, usps-pooled, cifar10, "
                          "csv:PATH, csv:TRAIN,TEST)",
                          name);
 }

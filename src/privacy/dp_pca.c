@@ -53,14 +53,20 @@ dpt_status dpt_dp_pca_noisy_gram(const float *X, size_t n, size_t d, double sigm
     const size_t m = d * (d + 1) / 2; /* the upper triangle, diagonal included */
     float *e = dpt_alloc(m, sizeof(float), "dp_pca noise");
     if (!e) return DPT_ENOMEM;
-    memset(e, 0, m * sizeof(float));
+    /* secure: the released entries themselves go through the lattice mechanism (rounded to
+     * the lattice, then lattice noise), so the output is a function of a lattice point and
+     * does not reveal where G lies between lattice points; fast: noise drawn alone, added
+     * in double */
+    size_t p = 0;
+    for (size_t i = 0; i < d; i++)
+        for (size_t j = i; j < d; j++, p++) e[p] = secure ? (float)A[i * d + j] : 0.0f;
     dpt_status s = secure ? dpt_privacy_noise_add_secure(noise, e, m, sigma, 1.0, threads)
                           : dpt_privacy_noise_add(noise, e, m, sigma, 1.0, threads);
     if (s == DPT_OK) {
-        size_t p = 0;
+        p = 0;
         for (size_t i = 0; i < d; i++)
             for (size_t j = i; j < d; j++, p++) {
-                A[i * d + j] += e[p];
+                A[i * d + j] = secure ? (double)e[p] : A[i * d + j] + e[p];
                 if (j != i) A[j * d + i] = A[i * d + j];
             }
     }
@@ -112,5 +118,56 @@ dpt_status dpt_dp_pca_project(const float *X, size_t n, size_t d, const double *
         dpt_sgemm(0, 0, c, k, d, 1.0f, buf, d, Vf, k, 0.0f, out + lo * k, k);
     }
     dpt_free(buf), dpt_free(Vf);
+    return DPT_OK;
+}
+
+/* ==== DP mean (centring before DP-PCA) ==== */
+
+dpt_status dpt_dp_mean_sum(const float *X, size_t n, size_t d, double C, double *sum, size_t *clipped) {
+    DPT_CHECK((X || n == 0) && sum && d >= 1, DPT_EINVAL, "dp_mean: NULL argument or zero dimension");
+    DPT_CHECK(isfinite(C) && C > 0, DPT_EINVAL, "--center-clip: the row norm bound must be > 0, got %g", C);
+    DPT_CHECK(dpt_all_finite(X, n * d), DPT_EINVAL, "dp_mean: the data contain NaN or infinite values");
+    memset(sum, 0, d * sizeof(double));
+    size_t nc = 0;
+    for (size_t i = 0; i < n; i++) {
+        const float *x = X + i * d;
+        double s = 0;
+        for (size_t j = 0; j < d; j++) s += (double)x[j] * x[j];
+        const double nrm = sqrt(s);
+        double f = 1.0;
+        if (nrm > C) f = C / nrm, nc++;
+        for (size_t j = 0; j < d; j++) sum[j] += f * x[j];
+    }
+    if (clipped) *clipped = nc;
+    return DPT_OK;
+}
+
+dpt_status dpt_dp_mean(const float *X, size_t n, size_t d, double C, double sigma, dpt_rng *noise, int secure,
+                       int threads, double *mu, size_t *clipped) {
+    DPT_CHECK(n >= 1 && mu, DPT_EINVAL, "dp_mean: empty data or NULL output");
+    DPT_CHECK(isfinite(sigma) && sigma >= 0, DPT_EINVAL, "--center-sigma: the noise multiplier must be >= 0, got %g",
+              sigma);
+    DPT_CHECK(noise || sigma == 0, DPT_EINVAL, "dp_mean: NULL noise stream");
+    DPT_TRY(dpt_dp_mean_sum(X, n, d, C, mu, clipped));
+    if (sigma > 0) {
+        float *e = dpt_alloc(d, sizeof(float), "dp_mean noise");
+        if (!e) return DPT_ENOMEM;
+        /* secure: the sum itself is rounded to the lattice before the lattice noise */
+        for (size_t j = 0; j < d; j++) e[j] = secure ? (float)mu[j] : 0.0f;
+        dpt_status s = secure ? dpt_privacy_noise_add_secure(noise, e, d, sigma, C, threads)
+                              : dpt_privacy_noise_add(noise, e, d, sigma, C, threads);
+        if (s == DPT_OK)
+            for (size_t j = 0; j < d; j++) mu[j] = secure ? (double)e[j] : mu[j] + e[j];
+        dpt_free(e);
+        DPT_TRY(s);
+    }
+    for (size_t j = 0; j < d; j++) mu[j] /= (double)n;
+    return DPT_OK;
+}
+
+dpt_status dpt_dp_center(float *X, size_t n, size_t d, const double *mu) {
+    DPT_CHECK((X || n == 0) && mu && d >= 1, DPT_EINVAL, "dp_center: NULL argument");
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < d; j++) X[i * d + j] = (float)((double)X[i * d + j] - mu[j]);
     return DPT_OK;
 }

@@ -49,6 +49,7 @@ dpt_dpmac_config dpt_dpmac_config_defaults(void) {
     c.z_beta1 = 0.9;
     c.z_beta2 = 0.999;
     c.z_eps = 1e-8;
+    c.private_ = 1;
     return c;
 }
 
@@ -285,6 +286,10 @@ static dpt_status dpmac_accumulate(dpt_algo *a, dpt_trainer *t, const float *x, 
         const dpt_layer *L = &m->layers[s->lin[k]];
         DPT_TRY(coefficient_cotangent(s, t, k, bc, s->tmp));
         const float *in = layer_in(s, x, k);
+        if (!s->cfg.private_) { /* non-private MAC: the plain sum of the coefficients */
+            DPT_TRY(L->ops->backward_params(L, in, s->tmp, bc, DPT_GRAD_SUM, NULL, m->grad + L->param_offset, 0, 1));
+            continue;
+        }
         /* ||[z_{k-1}; 1] g^T||_F^2 per example, then sum_n min(1, Theta/||.||) dT_n */
         DPT_TRY(L->ops->backward_params(L, in, s->tmp, bc, DPT_GRAD_SQNORM, NULL, s->sq, 0, 0));
         DPT_TRY(dpt_privacy_clip_factors(s->sq, bc, s->cfg.clip, s->c));
@@ -294,9 +299,13 @@ static dpt_status dpmac_accumulate(dpt_algo *a, dpt_trainer *t, const float *x, 
 }
 
 static dpt_status dpmac_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
-    (void)batch;
     dpmac_state *s = a->state;
     dpt_model *m = t->model;
+    if (!s->cfg.private_) { /* non-private MAC: mean over the actual batch, no noise */
+        const float inv = batch > 0 ? (float)(1.0 / (2.0 * (double)batch)) : 0.0f;
+        for (size_t j = 0; j < m->n_params; j++) m->grad[j] *= inv;
+        return DPT_OK;
+    }
     DPT_TRY(reserve(s, t)); /* K is known even if no chunk ran */
     const double C = sqrt((double)s->K) * s->cfg.clip; /* sensitivity of the stacked sum */
     dpt_rng *noise = dpt_trainer_noise_rng(t);
@@ -330,9 +339,9 @@ static void dpmac_free(dpt_algo *a) {
 dpt_status dpt_algo_dpmac_new(const dpt_dpmac_config *cfg, dpt_algo **out) {
     *out = NULL;
     DPT_CHECK(cfg, DPT_EINVAL, "dpmac: NULL configuration");
-    DPT_CHECK(isfinite(cfg->clip) && cfg->clip > 0, DPT_EINVAL,
+    DPT_CHECK(!cfg->private_ || (isfinite(cfg->clip) && cfg->clip > 0), DPT_EINVAL,
               "--clip: the coefficient bound Theta must be > 0, got %g", cfg->clip);
-    DPT_CHECK(isfinite(cfg->sigma) && cfg->sigma > 0, DPT_EINVAL,
+    DPT_CHECK(!cfg->private_ || (isfinite(cfg->sigma) && cfg->sigma > 0), DPT_EINVAL,
               "--sigma: the noise multiplier must be > 0, got %g (DP-MAC without noise has no finite epsilon)",
               cfg->sigma);
     DPT_CHECK(cfg->z_steps <= 100000, DPT_EINVAL, "--z-steps: %u is more than 100000", cfg->z_steps);
@@ -348,14 +357,16 @@ dpt_status dpt_algo_dpmac_new(const dpt_dpmac_config *cfg, dpt_algo **out) {
         return dpt_set_error(DPT_ENOMEM, "dpmac: out of memory");
     }
     s->cfg = *cfg;
-    a->name = "dpmac";
-    a->is_private = 1;
-    a->sigma = cfg->sigma;
+    const int priv = cfg->private_ != 0;
+    a->name = priv ? "dpmac" : "mac";
+    a->is_private = priv;
+    a->sigma = priv ? cfg->sigma : 0.0;
     a->begin = dpmac_begin;
     a->accumulate = dpmac_accumulate;
     a->finish = dpmac_finish;
-    a->record = dpt_algo_record_sgm;
-    a->bind = dpmac_bind;
+    a->record = priv ? dpt_algo_record_sgm : NULL;
+    a->bind = priv ? dpmac_bind : NULL;
+    a->privacy_note = priv ? NULL : "non-private: MAC without clipping or noise, no privacy guarantee";
     a->free = dpmac_free;
     a->state = s;
     *out = a;

@@ -4,7 +4,8 @@
 # PCA + training (ledger: one Gaussian event + T SGM steps; larger than training alone) and
 # the paper's accounting beside it; --target-epsilon calibrates sigma with the PCA included
 # and the spent epsilon is within the target; an autoencoder run (ae:, mse) works;
-# --resume continues the ledger without recording the PCA twice.
+# --resume continues the ledger without recording the PCA twice; centring by a DP mean
+# (--center-clip/--center-sigma) adds its own Gaussian event and is in the calibration.
 set -u
 BIN=$1
 source "$(dirname "$0")/lib/harness.sh"
@@ -55,6 +56,32 @@ assert $EPS > e, ($EPS, e)
 \"" "epsilon with PCA ($EPS) should exceed training alone"
 check "python3 -c 'assert float(\"$ACC\") > 70, \"$ACC\"'" "DP-MAC with PCA did not learn: $ACC%"
 
+EPS_PCA=$EPS
+
+# centring by a DP mean before DP-PCA: its own Gaussian event, epsilon above PCA + training
+expect_fail "--pca-dims" "$BIN" train "${C[@]}" --model mlp:8-16-3:relu --sigma 1 --center-clip 6 --center-sigma 10 --out "$T/x"
+expect_fail "--center-sigma" "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --sigma 1 --pca-dims 4 --pca-sigma 8 --center-clip 6 --out "$T/x"
+expect_fail "--center-clip" "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --sigma 1 --pca-dims 4 --pca-sigma 8 --center-sigma 10 --out "$T/x"
+expect_fail "--center-clip must be > 0" "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --sigma 1 --pca-dims 4 --pca-sigma 8 --center-clip 0 --center-sigma 10 --out "$T/x"
+expect_fail "--center-sigma must be > 0" "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --sigma 1 --pca-dims 4 --pca-sigma 8 --center-clip 6 --center-sigma -1 --out "$T/x"
+expect_fail "--center-clip is an option of --algo dpmac" "$BIN" train --algo dpsgd --dataset "csv:$T/d.csv" --sigma 1 --center-clip 3 --out "$T/x"
+expect_ok "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --sigma 1.1 --pca-dims 4 --pca-sigma 8 --center-clip 6 --center-sigma 10 --epochs 2 --out "$T/cen"
+check 'grep -q "centred train and test by a DP mean" <<<"$LAST_OUT" && grep -q "covers the DP mean" <<<"$LAST_OUT"' "DP mean notice or privacy line missing"
+EPS=$(grep -o "privacy: epsilon [0-9.e+-]*" <<<"$LAST_OUT" | awk '{print $3}')
+ACC=$(grep -o "test accuracy [0-9.]*" <<<"$LAST_OUT" | awk '{print $3}')
+check "python3 -c 'assert float(\"$EPS\") > float(\"$EPS_PCA\"), (\"$EPS\", \"$EPS_PCA\")'" "epsilon with the DP mean ($EPS) should exceed PCA + training ($EPS_PCA)"
+check "python3 -c 'assert float(\"$ACC\") > 70, \"$ACC\"'" "DP-MAC with centring did not learn: $ACC%"
+check 'python3 -c "
+import json
+ev=json.load(open(\"$T/cen/ledger.json\"))[\"events\"]
+g=[(e[\"label\"], e[\"sensitivity\"], e[\"sigma\"]) for e in ev if e[\"type\"]==\"gaussian\"]
+assert g==[(\"dp-mean\",1,10),(\"dp-pca\",1,8)], g
+"' "ledger: want the dp-mean (multiplier 10) and dp-pca (8) Gaussian events"
+expect_ok "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --target-epsilon 3 --pca-dims 4 --pca-sigma 8 --center-clip 6 --center-sigma 10 --epochs 2 --out "$T/cencal"
+check 'grep -q "calibrated sigma .* DP mean and DP-PCA included" <<<"$LAST_OUT"' "calibration notice (DP mean) missing"
+EPS=$(grep -o "privacy: epsilon [0-9.e+-]*" <<<"$LAST_OUT" | awk '{print $3}')
+check "python3 -c 'e=float(\"$EPS\"); assert 2.95 < e <= 3.0005, e'" "calibrated centred run spent $EPS, want ~3"
+
 # resume: the ledger continues, the PCA is not recorded twice
 expect_ok "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --sigma 1.1 --pca-dims 4 --pca-sigma 8 --epochs 3 --resume --out "$T/run"
 check 'python3 -c "
@@ -79,5 +106,19 @@ expect_fail "--secure with --target-epsilon" "$BIN" train "${C[@]}" --model mlp:
 expect_ok "$BIN" train --algo dpmac --dataset "csv:$T/d.csv" --normalize none --threads 1 --no-progress --loss mse \
   --model ae:8-12-4-12-8:relu --sigma 1 --clip 0.1 --batch-size 100 --epochs 2 --lr 0.01 --out "$T/ae"
 check 'grep -q "test loss" <<<"$LAST_OUT"' "autoencoder run printed no test loss"
+
+# --algo mac: the non-private baseline (no privacy flags, labelled non-private, no epsilon)
+M=(--algo mac --dataset "csv:$T/d.csv" --normalize none --threads 1 --no-progress --batch-size 100 --z-steps 10 --z-lr 0.01)
+expect_fail "not a differentially private algorithm" "$BIN" train "${M[@]}" --loss bce --model mlp:8-16-3:relu --sigma 1 --out "$T/x"
+expect_fail "--pca-dims is an option of --algo dpmac" "$BIN" train "${M[@]}" --loss bce --model mlp:8-16-3:relu --pca-dims 4 --out "$T/x"
+expect_fail "--z-lr" "$BIN" train "${M[@]}" --loss bce --model mlp:8-16-3:relu --z-lr 0 --out "$T/x"
+expect_ok "$BIN" train "${M[@]}" --loss bce --model mlp:8-16-3:relu --lr 0.03 --epochs 2 --out "$T/mac"
+check 'grep -q "algorithm mac (non-private" <<<"$LAST_OUT" && grep -q "\[non-private MAC\]" <<<"$LAST_OUT"' "mac run not labelled non-private"
+check '! grep -q "epsilon" <<<"$LAST_OUT"' "a non-private run printed an epsilon"
+check 'grep -q "\"privacy\":\"non-private" "$T/mac/metrics.jsonl" && ! grep -q epsilon "$T/mac/metrics.jsonl"' "mac metrics not labelled non-private"
+ACC=$(grep -o "test accuracy [0-9.]*" <<<"$LAST_OUT" | awk '{print $3}')
+check "python3 -c 'assert float(\"$ACC\") > 80, \"$ACC\"'" "mac did not learn: $ACC%"
+expect_ok "$BIN" train "${M[@]}" --loss mse --model ae:8-12-4-12-8:relu --lr 0.01 --epochs 2 --out "$T/macae"
+check 'grep -q "test loss" <<<"$LAST_OUT"' "mac autoencoder printed no test loss"
 
 harness_end
