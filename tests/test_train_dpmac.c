@@ -17,26 +17,11 @@
 #include <string.h>
 
 #include "../src/train/dpmac_internal.h"
+#include "testdata.h"
 #include "testutil.h"
 
 static void make_blobs(dpt_dataset *d, size_t n, size_t dim, int classes, uint64_t seed, float scale) {
-    memset(d, 0, sizeof *d);
-    d->n = n;
-    d->dim = dim;
-    d->n_classes = classes;
-    d->shape[0] = 1, d->shape[1] = 1, d->shape[2] = dim;
-    d->x = dpt_alloc(n * dim, sizeof(float), "x");
-    d->y = dpt_alloc(n, sizeof(int32_t), "y");
-    strcpy(d->source, "synthetic blobs");
-    dpt_rng r;
-    dpt_rng_init(&r, seed, DPT_STREAM_AUX);
-    for (size_t i = 0; i < n; i++) {
-        int c = (int)(i % (size_t)classes);
-        d->y[i] = c;
-        for (size_t j = 0; j < dim; j++)
-            d->x[i * dim + j] = scale * (float)(dpt_rng_gauss_ref(&r) * 0.5 + ((int)(j % classes) == c ? 1.5 : 0.0));
-    }
-    dpt_rng_free(&r);
+    tu_make_clusters(d, n, 1, 1, dim, (size_t)classes, seed, 0.5, 1.5, scale);
 }
 
 static dpt_train_config cfg_for(const char *spec, dpt_loss_kind loss, double q) {

@@ -21,26 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "testdata.h"
 #include "testutil.h"
+#include "dpulr_testutil.h"
 
 static void make_blobs(dpt_dataset *d, size_t n, size_t dim, int classes, uint64_t seed) {
-    memset(d, 0, sizeof *d);
-    d->n = n;
-    d->dim = dim;
-    d->n_classes = classes;
-    d->shape[0] = 1, d->shape[1] = 1, d->shape[2] = dim;
-    d->x = dpt_alloc(n * dim, sizeof(float), "x");
-    d->y = dpt_alloc(n, sizeof(int32_t), "y");
-    strcpy(d->source, "synthetic blobs");
-    dpt_rng r;
-    dpt_rng_init(&r, seed, DPT_STREAM_AUX);
-    for (size_t i = 0; i < n; i++) {
-        int c = (int)(i % (size_t)classes);
-        d->y[i] = c;
-        for (size_t j = 0; j < dim; j++)
-            d->x[i * dim + j] = (float)(dpt_rng_gauss_ref(&r) * 0.7 + ((int)(j % (size_t)classes) == c ? 1.5 : 0.0));
-    }
-    dpt_rng_free(&r);
+    tu_make_clusters(d, n, 1, 1, dim, (size_t)classes, seed, 0.7, 1.5, 1.0f);
 }
 
 static dpt_train_config base_cfg(const char *spec, dpt_sampler_kind kind, size_t batch, double q, size_t nb) {
@@ -59,26 +45,6 @@ static dpt_train_config base_cfg(const char *spec, dpt_sampler_kind kind, size_t
     return c;
 }
 
-static dpt_trainer *make(const dpt_train_config *c, const dpt_dataset *d, const dpt_dpulr_config *u, dpt_algo **ao) {
-    dpt_algo *a = NULL;
-    dpt_trainer *t = NULL;
-    CHECK_OK(dpt_algo_dpulr_new(u, &a));
-    if (!a) return NULL;
-    CHECK_OK(dpt_trainer_new(c, d, NULL, a, &t));
-    if (ao) *ao = a;
-    return t;
-}
-
-/* One step's released update (finish = 1) or pre-noise sum (finish = 0) into out. */
-static void step_grad(dpt_trainer *t, dpt_algo *a, const float *x, const int32_t *y, size_t b, int finish,
-                      float *out) {
-    double ls;
-    CHECK_OK(a->begin(a, t, b));
-    CHECK_OK(a->accumulate(a, t, x, y, b, &ls));
-    if (finish) CHECK_OK(a->finish(a, t, b));
-    dpt_model *m = dpt_trainer_model(t);
-    memcpy(out, m->grad, m->n_params * sizeof(float));
-}
 
 /* ==== unbiasedness of the LR estimator ==== */
 

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "dpulr_testutil.h"
 
 /* n images C x H x W: class c brightens channel (c mod C) in a class-dependent quadrant */
 static void make_images(dpt_dataset *d, size_t n, size_t C, size_t H, size_t W, int classes, uint64_t seed) {
@@ -63,26 +64,6 @@ static dpt_train_config base_cfg(const char *spec, double q, size_t nb) {
     return c;
 }
 
-static dpt_trainer *make(const dpt_train_config *c, const dpt_dataset *d, const dpt_dpulr_config *u, dpt_algo **ao) {
-    dpt_algo *a = NULL;
-    dpt_trainer *t = NULL;
-    CHECK_OK(dpt_algo_dpulr_new(u, &a));
-    if (!a) return NULL;
-    CHECK_OK(dpt_trainer_new(c, d, NULL, a, &t));
-    if (ao) *ao = a;
-    return t;
-}
-
-/* One step's released update (finish = 1) or pre-noise sum (finish = 0) into out. */
-static void step_grad(dpt_trainer *t, dpt_algo *a, const float *x, const int32_t *y, size_t b, int finish,
-                      float *out) {
-    double ls;
-    CHECK_OK(a->begin(a, t, b));
-    CHECK_OK(a->accumulate(a, t, x, y, b, &ls));
-    if (finish) CHECK_OK(a->finish(a, t, b));
-    dpt_model *m = dpt_trainer_model(t);
-    memcpy(out, m->grad, m->n_params * sizeof(float));
-}
 
 /* Cyclic Jacobi eigenvalues of a symmetric n x n matrix (naive reference). */
 static void jacobi(double *A, size_t n, double *ev) {

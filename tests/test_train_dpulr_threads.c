@@ -13,28 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "testdata.h"
 #include "testutil.h"
 
 /* n examples of dim features: class c shifts the features j = c (mod classes) */
 static void make_data(dpt_dataset *d, size_t n, size_t C, size_t H, size_t W, int classes, uint64_t seed) {
-    memset(d, 0, sizeof *d);
-    size_t dim = C * H * W;
-    d->n = n;
-    d->dim = dim;
-    d->n_classes = classes;
-    d->shape[0] = C, d->shape[1] = H, d->shape[2] = W;
-    d->x = dpt_alloc(n * dim, sizeof(float), "x");
-    d->y = dpt_alloc(n, sizeof(int32_t), "y");
-    strcpy(d->source, "synthetic");
-    dpt_rng r;
-    dpt_rng_init(&r, seed, DPT_STREAM_AUX);
-    for (size_t i = 0; i < n; i++) {
-        int cl = (int)(i % (size_t)classes);
-        d->y[i] = cl;
-        for (size_t j = 0; j < dim; j++)
-            d->x[i * dim + j] = (float)(dpt_rng_gauss_ref(&r) * 0.7 + (j % (size_t)classes == (size_t)cl ? 1.0 : 0.0));
-    }
-    dpt_rng_free(&r);
+    tu_make_clusters(d, n, C, H, W, (size_t)classes, seed, 0.7, 1.0, 1.0f);
 }
 
 typedef struct {

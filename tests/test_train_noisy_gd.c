@@ -17,25 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "testdata.h"
 #include "testutil.h"
 
 static void make_data(dpt_dataset *d, size_t n, size_t D, size_t K, uint64_t seed) {
-    memset(d, 0, sizeof *d);
-    d->n = n;
-    d->dim = D;
-    d->n_classes = K;
-    d->shape[0] = 1, d->shape[1] = 1, d->shape[2] = D;
-    d->x = dpt_alloc(n * D, sizeof(float), "x");
-    d->y = dpt_alloc(n, sizeof(int32_t), "y");
-    strcpy(d->source, "synthetic");
-    dpt_rng r;
-    dpt_rng_init(&r, seed, DPT_STREAM_AUX);
-    for (size_t i = 0; i < n; i++) {
-        d->y[i] = (int32_t)(i % K);
-        for (size_t j = 0; j < D; j++)
-            d->x[i * D + j] = (float)(dpt_rng_gauss_ref(&r) * 0.8 + (j % K == (size_t)d->y[i] ? 0.7 : 0.0));
-    }
-    dpt_rng_free(&r);
+    tu_make_clusters(d, n, 1, 1, D, K, seed, 0.8, 0.7, 1.0f);
 }
 
 /* ==== naive reference ==== */

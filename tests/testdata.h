@@ -26,4 +26,29 @@ static inline void tu_make_blobs(dpt_dataset *d, size_t n, uint64_t seed, float 
     }
     dpt_rng_free(&r);
 }
+/* n examples of c x h x w features in `classes` classes, labels i mod classes: feature j is
+ * scale * (N(0, 1) sd + (j mod classes == label ? shift : 0)), drawn in example order from
+ * the AUX stream of `seed` (the same values for the same arguments). Free with
+ * dpt_dataset_free. */
+static inline void tu_make_clusters(dpt_dataset *d, size_t n, size_t c, size_t h, size_t w, size_t classes,
+                                    uint64_t seed, double sd, double shift, float scale) {
+    const size_t dim = c * h * w;
+    memset(d, 0, sizeof *d);
+    d->n = n;
+    d->dim = dim;
+    d->n_classes = (int)classes;
+    d->shape[0] = c, d->shape[1] = h, d->shape[2] = w;
+    d->x = dpt_alloc(n * dim, sizeof(float), "x");
+    d->y = dpt_alloc(n, sizeof(int32_t), "y");
+    strcpy(d->source, "synthetic clusters");
+    dpt_rng r;
+    dpt_rng_init(&r, seed, DPT_STREAM_AUX);
+    for (size_t i = 0; i < n; i++) {
+        const size_t cl = i % classes;
+        d->y[i] = (int32_t)cl;
+        for (size_t j = 0; j < dim; j++)
+            d->x[i * dim + j] = scale * (float)(dpt_rng_gauss_ref(&r) * sd + (j % classes == cl ? shift : 0.0));
+    }
+    dpt_rng_free(&r);
+}
 #endif
