@@ -297,38 +297,7 @@ static void test_explicit_noise(void) {
     dpt_dataset d;
     make_images(&d, 40, 1, 4, 4, 2, 24);
     dpt_train_config c = base_cfg("cnn:1x4x4:conv2k3p1,relu,flatten,fc2", 0.25, 5);
-    dpt_dpulr_config u = dpt_dpulr_config_defaults();
-    u.copies = 2;
-    u.sigma0 = 1.7;
-    u.clip = 0.3;
-    u.noise = DPT_ULR_EXPLICIT;
-    u.perturb_std = 0.2;
-    dpt_algo *a;
-    dpt_trainer *t = make(&c, &d, &u, &a);
-    if (!t) return;
-    dpt_model *m = dpt_trainer_model(t);
-    size_t P = m->n_params, n = 0;
-    float *pre = malloc(P * sizeof(float));
-    double ss = 0, sum = 0;
-    for (int r = 0; r < 60; r++) {
-        double ls;
-        CHECK_OK(a->begin(a, t, 10));
-        CHECK_OK(a->accumulate(a, t, d.x, d.y, 10, &ls));
-        memcpy(pre, m->grad, P * sizeof(float));
-        CHECK_OK(a->finish(a, t, 10));
-        for (size_t j = 0; j < P; j++) {
-            double z = (double)m->grad[j] * 5 /* N_B */ - pre[j];
-            ss += z * z;
-            sum += z;
-            n++;
-        }
-    }
-    double var = ss / n, want = (u.sigma0 * u.clip) * (u.sigma0 * u.clip);
-    printf("conv explicit noise: variance / (sigma0 C)^2 = %.4f over %zu draws\n", var / want, n);
-    CHECK_CLOSE(var, want, 5 * want * sqrt(2.0 / n), 0);
-    CHECK_CLOSE(sum / n, 0, 5 * sqrt(want / n), 0);
-    free(pre);
-    dpt_trainer_free(t);
+    ulr_check_explicit_noise(&c, &d, "conv");
     dpt_dataset_free(&d);
 }
 
