@@ -68,4 +68,22 @@ static inline void ulr_check_explicit_noise(const dpt_train_config *c, const dpt
     free(pre);
     dpt_trainer_free(t);
 }
+/* A diverged model (one NaN parameter in the last layer: every loss is NaN) makes the
+ * private step fail with a clear error instead of summing NaN estimates "unclipped". */
+static inline void ulr_check_nonfinite_error(const dpt_train_config *c, const dpt_dataset *d) {
+    dpt_dpulr_config u = dpt_dpulr_config_defaults();
+    u.copies = 2;
+    u.noise = DPT_ULR_EXPLICIT;
+    u.perturb_std = 0.1;
+    dpt_train_config cc = *c;
+    cc.max_steps = 1;
+    dpt_algo *a;
+    dpt_trainer *t = make(&cc, d, &u, &a);
+    if (!t) return;
+    dpt_model *m = dpt_trainer_model(t);
+    m->theta[m->n_params - 1] = NAN;
+    CHECK(dpt_trainer_run(t, NULL) != DPT_OK);
+    CHECK_ERR_HAS("not finite");
+    dpt_trainer_free(t);
+}
 #endif

@@ -355,6 +355,14 @@ static void test_topup_projector(size_t D, size_t b, double ulr_std) {
 
 /* ==== errors ==== */
 
+static void test_nonfinite(void) {
+    dpt_dataset d;
+    make_blobs(&d, 40, 6, 3, 13);
+    dpt_train_config c = base_cfg("mlp:6-8-3:tanh", DPT_SAMPLER_POISSON_REJECT, 0, 0.25, 5);
+    ulr_check_nonfinite_error(&c, &d);
+    dpt_dataset_free(&d);
+}
+
 static void test_errors(void) {
     dpt_dpulr_config u = dpt_dpulr_config_defaults();
     dpt_algo *a = NULL;
@@ -462,6 +470,7 @@ static void test_run(dpt_ulr_noise mode) {
 }
 
 int main(void) {
+    test_nonfinite();
     test_errors();
     test_unbiased(0);
     test_unbiased(1);

@@ -353,6 +353,15 @@ static void test_controller_floor(size_t b, int reps) {
 
 /* ==== errors ==== */
 
+static void test_nonfinite(void) {
+    dpt_dataset d;
+    make_images(&d, 40, 1, 4, 4, 2, 24);
+    /* --modules 0: one Conv2d module, so its own norm path sees the NaN */
+    dpt_train_config c = base_cfg("cnn:1x4x4:conv2k3p1,relu,flatten,fc2", 0.25, 5);
+    ulr_check_nonfinite_error(&c, &d);
+    dpt_dataset_free(&d);
+}
+
 static void test_errors(void) {
     dpt_dataset d;
     make_images(&d, 40, 1, 4, 4, 2, 26);
@@ -377,6 +386,7 @@ static void test_errors(void) {
 }
 
 int main(void) {
+    test_nonfinite();
     test_errors();
     test_controller_matrix("cnn:2x5x5:conv3k3p1,relu,flatten,fc2", 2, 5, 5, 6);
     test_controller_matrix("cnn:2x6x6:conv3k3s2,relu,flatten,fc2", 2, 6, 6, 5);

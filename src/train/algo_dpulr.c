@@ -604,6 +604,10 @@ static dpt_status module_estimate(ulr_state *s, dpt_trainer *t, ulr_module *u, c
             for (size_t e = 0; e < Kl; e++) cn += (double)c[e] * c[e];
             for (size_t j = 0; j < u->Dl; j++) xn += (double)x[i * u->Dl + j] * x[i * u->Dl + j];
             double nrm = sqrt(cn * xn);
+            /* a NaN/inf estimate (a diverged model) would pass "unclipped" into the sum */
+            DPT_CHECK(isfinite(nrm), DPT_ERANGE,
+                      "dpulr: the LR estimate of example %zu in module %zu is not finite (clean loss %g): the "
+                      "model diverged; lower --lr", i, (size_t)(u - s->mod), s->L0 ? (double)s->L0[i] : NAN);
             s->w[i] = nrm > u->C_l ? (float)(u->C_l / nrm) : 1.0f;
             if (nrm > u->C_l) u->clipped++;
         } else {
