@@ -172,32 +172,6 @@ static void test_explicit_noise_std(void) {
     dpt_dataset_free(&d);
 }
 
-/* Cyclic Jacobi eigenvalues of a symmetric n x n matrix (naive reference). */
-static void jacobi(double *A, size_t n, double *ev) {
-    for (int sweep = 0; sweep < 100; sweep++) {
-        double off = 0;
-        for (size_t p = 0; p < n; p++)
-            for (size_t q = p + 1; q < n; q++) off += A[p * n + q] * A[p * n + q];
-        if (off < 1e-30) break;
-        for (size_t p = 0; p < n; p++)
-            for (size_t q = p + 1; q < n; q++) {
-                if (fabs(A[p * n + q]) < 1e-300) continue;
-                double th = 0.5 * atan2(2 * A[p * n + q], A[q * n + q] - A[p * n + p]);
-                double cs = cos(th), sn = sin(th);
-                for (size_t k = 0; k < n; k++) {
-                    double akp = A[k * n + p], akq = A[k * n + q];
-                    A[k * n + p] = cs * akp - sn * akq;
-                    A[k * n + q] = sn * akp + cs * akq;
-                }
-                for (size_t k = 0; k < n; k++) {
-                    double apk = A[p * n + k], aqk = A[q * n + k];
-                    A[p * n + k] = cs * apk - sn * aqk;
-                    A[q * n + k] = sn * apk + cs * aqk;
-                }
-            }
-    }
-    for (size_t i = 0; i < n; i++) ev[i] = A[i * n + i];
-}
 
 /* The released sum (before / N_B) of a fixed batch, many times: its empirical covariance
  * has every eigenvalue >= sigma0^2 C^2 (up to sampling error). Single Linear layer
@@ -236,7 +210,7 @@ static void test_controller_floor(size_t D, size_t b, int reps, double sigma0, d
     for (size_t i = 0; i < P; i++)
         for (size_t j = 0; j < P; j++) cov[i * P + j] = cov[i * P + j] / reps - mean[i] * mean[j];
     double *ev = malloc(P * sizeof(double)), emin = INFINITY;
-    jacobi(cov, P, ev);
+    tu_jacobi_eigenvalues(cov, P, ev);
     for (size_t i = 0; i < P; i++) emin = fmin(emin, ev[i]);
     double floor2 = u.sigma0 * u.sigma0 * u.clip * u.clip;
     printf("controller D=%zu b=%zu sigma0=%g ulr-std=%g: min eigenvalue of the released covariance / floor = %.3f (s %.4g, "
@@ -267,7 +241,7 @@ static void test_controller_floor(size_t D, size_t b, int reps, double sigma0, d
                 double xp = p < D ? d.x[i * D + p] : 1.0, xq = q < D ? d.x[i * D + q] : 1.0;
                 A[p * n + q] += (double)L0[i] * L0[i] * xp * xq;
             }
-    jacobi(A, n, lam);
+    tu_jacobi_eigenvalues(A, n, lam);
     double lmin = INFINITY, lmax = 0;
     for (size_t i = 0; i < n; i++) lmin = fmin(lmin, lam[i]), lmax = fmax(lmax, lam[i]);
     CHECK_CLOSE(info.lambda_max, lmax, 0, 1e-4);

@@ -65,32 +65,6 @@ static dpt_train_config base_cfg(const char *spec, double q, size_t nb) {
 }
 
 
-/* Cyclic Jacobi eigenvalues of a symmetric n x n matrix (naive reference). */
-static void jacobi(double *A, size_t n, double *ev) {
-    for (int sweep = 0; sweep < 100; sweep++) {
-        double off = 0;
-        for (size_t p = 0; p < n; p++)
-            for (size_t q = p + 1; q < n; q++) off += A[p * n + q] * A[p * n + q];
-        if (off < 1e-30) break;
-        for (size_t p = 0; p < n; p++)
-            for (size_t q = p + 1; q < n; q++) {
-                if (fabs(A[p * n + q]) < 1e-300) continue;
-                double th = 0.5 * atan2(2 * A[p * n + q], A[q * n + q] - A[p * n + p]);
-                double cs = cos(th), sn = sin(th);
-                for (size_t k = 0; k < n; k++) {
-                    double akp = A[k * n + p], akq = A[k * n + q];
-                    A[k * n + p] = cs * akp - sn * akq;
-                    A[k * n + q] = sn * akp + cs * akq;
-                }
-                for (size_t k = 0; k < n; k++) {
-                    double apk = A[p * n + k], aqk = A[q * n + k];
-                    A[p * n + k] = cs * apk - sn * aqk;
-                    A[q * n + k] = sn * apk + cs * aqk;
-                }
-            }
-    }
-    for (size_t i = 0; i < n; i++) ev[i] = A[i * n + i];
-}
 
 /* Naive controller matrix of conv layer L for images x [b, C H W] with clean losses L0:
  * A [n, n] = sum_i L0_i^2 sum over output positions of [patch; 1] [patch; 1]^T. */
@@ -146,7 +120,7 @@ static void test_controller_matrix(const char *spec, size_t C, size_t H, size_t 
     CHECK_OK(dpt_loss(DPT_LOSS_SOFTMAX_CE, dpt_model_output(m), b, m->out_dim, d.y, NULL, L0, NULL));
     double *A = malloc(n * n * sizeof(double)), *ev = malloc(n * sizeof(double));
     naive_conv_A(L, d.x, L0, b, A);
-    jacobi(A, n, ev);
+    tu_jacobi_eigenvalues(A, n, ev);
     double lmin = INFINITY, lmax = 0;
     for (size_t i = 0; i < n; i++) lmin = fmin(lmin, ev[i]), lmax = fmax(lmax, ev[i]);
     size_t T = L->out_shape[1] * L->out_shape[2];
@@ -334,7 +308,7 @@ static void test_controller_floor(size_t b, int reps) {
     for (size_t i = 0; i < P; i++)
         for (size_t j = 0; j < P; j++) cov[i * P + j] = cov[i * P + j] / reps - mean[i] * mean[j];
     double *ev = malloc(P * sizeof(double)), emin = INFINITY;
-    jacobi(cov, P, ev);
+    tu_jacobi_eigenvalues(cov, P, ev);
     for (size_t i = 0; i < P; i++) emin = fmin(emin, ev[i]);
     double floor2 = u.sigma0 * u.sigma0 * u.clip * u.clip;
     printf("conv controller floor b=%zu: min eigenvalue of the released covariance / floor = %.3f (s %.4g, rank %zu "

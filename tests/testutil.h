@@ -84,4 +84,32 @@ static inline const char *tu_tmpdir(void) {
     }
     return dir;
 }
+/* Cyclic Jacobi eigenvalues of a symmetric n x n matrix (naive reference for
+ * LAPACK): A is overwritten, ev gets the diagonal after convergence (unsorted). */
+static inline void tu_jacobi_eigenvalues(double *A, size_t n, double *ev) {
+    for (int sweep = 0; sweep < 100; sweep++) {
+        double off = 0;
+        for (size_t p = 0; p < n; p++)
+            for (size_t q = p + 1; q < n; q++) off += A[p * n + q] * A[p * n + q];
+        if (off < 1e-30) break;
+        for (size_t p = 0; p < n; p++)
+            for (size_t q = p + 1; q < n; q++) {
+                if (fabs(A[p * n + q]) < 1e-300) continue;
+                double th = 0.5 * atan2(2 * A[p * n + q], A[q * n + q] - A[p * n + p]);
+                double cs = cos(th), sn = sin(th);
+                for (size_t k = 0; k < n; k++) {
+                    double akp = A[k * n + p], akq = A[k * n + q];
+                    A[k * n + p] = cs * akp - sn * akq;
+                    A[k * n + q] = sn * akp + cs * akq;
+                }
+                for (size_t k = 0; k < n; k++) {
+                    double apk = A[p * n + k], aqk = A[q * n + k];
+                    A[p * n + k] = cs * apk - sn * aqk;
+                    A[q * n + k] = sn * apk + cs * aqk;
+                }
+            }
+    }
+    for (size_t i = 0; i < n; i++) ev[i] = A[i * n + i];
+}
+
 #endif
