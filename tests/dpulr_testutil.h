@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "testalgo.h"
 #include "testutil.h"
 
 /* A trainer running DP-ULR with config u on d; *ao gets the algorithm (owned by the trainer). */
@@ -22,13 +23,8 @@ static inline dpt_trainer *make(const dpt_train_config *c, const dpt_dataset *d,
 
 /* One step's released update (finish = 1) or pre-noise sum (finish = 0) into out. */
 static inline void step_grad(dpt_trainer *t, dpt_algo *a, const float *x, const int32_t *y, size_t b, int finish,
-                      float *out) {
-    double ls;
-    CHECK_OK(a->begin(a, t, b));
-    CHECK_OK(a->accumulate(a, t, x, y, b, &ls));
-    if (finish) CHECK_OK(a->finish(a, t, b));
-    dpt_model *m = dpt_trainer_model(t);
-    memcpy(out, m->grad, m->n_params * sizeof(float));
+                             float *out) {
+    tu_algo_grad(t, a, x, y, b, finish, out);
 }
 /* Explicit mode adds N(0, sigma0^2 C^2) to the clipped sum: the released update times N_B
  * (= 5) minus the pre-noise sum, over 60 steps of a 10-example batch of d, has variance

@@ -18,6 +18,7 @@
 
 #include "../src/train/dpmac_internal.h"
 #include "testdata.h"
+#include "testalgo.h"
 #include "testutil.h"
 
 static void make_blobs(dpt_dataset *d, size_t n, size_t dim, int classes, uint64_t seed, float scale) {
@@ -50,15 +51,6 @@ static dpt_trainer *make_trainer(const dpt_train_config *c, const dpt_dataset *t
     CHECK_OK(dpt_trainer_new(c, tr, NULL, a, &t));
     if (algo) *algo = a;
     return t;
-}
-
-/* pre-noise clipped sum (begin + accumulate) */
-static void clipped_sum(dpt_trainer *t, dpt_algo *a, const float *x, const int32_t *y, size_t b, float *out) {
-    double ls;
-    CHECK_OK(a->begin(a, t, b));
-    CHECK_OK(a->accumulate(a, t, x, y, b, &ls));
-    dpt_model *m = dpt_trainer_model(t);
-    memcpy(out, m->grad, m->n_params * sizeof(float));
 }
 
 /* ==== Taylor coefficient vs finite differences ==== */
@@ -145,7 +137,7 @@ static void test_taylor_fd(const char *spec, dpt_loss_kind loss, size_t dim, int
     m = dpt_trainer_model(t);
     float *g = malloc(P * sizeof(float));
     for (size_t n = 0; n < 3; n++) {
-        clipped_sum(t, a, d.x + n * dim, d.y + n, 1, g);
+        tu_algo_grad(t, a, d.x + n * dim, d.y + n, 1, 0, g);
         CHECK_OK(dpt_dpmac_debug_chunk(a, t, d.x + n * dim, d.y + n, 1, NULL, coef));
         for (size_t k = 0; k < K; k++) {
             const dpt_layer *L = &m->layers[dpt_model_param_layer(m, k)];
@@ -211,10 +203,10 @@ static void test_sensitivity(const char *spec, dpt_loss_kind loss, size_t dim, i
     dpt_model *m = dpt_trainer_model(t);
     size_t P = m->n_params, b = 17;
     float *s1 = malloc(P * sizeof(float)), *s2 = malloc(P * sizeof(float)), *g = malloc(P * sizeof(float));
-    clipped_sum(t, a, d.x, d.y, b, s1);
+    tu_algo_grad(t, a, d.x, d.y, b, 0, s1);
     size_t K = dpt_dpmac_n_weight_layers(a);
-    clipped_sum(t, a, d.x, d.y, b - 1, s2);                          /* D' = D without the last example */
-    clipped_sum(t, a, d.x + (b - 1) * dim, d.y + b - 1, 1, g);     /* that example alone */
+    tu_algo_grad(t, a, d.x, d.y, b - 1, 0, s2);                          /* D' = D without the last example */
+    tu_algo_grad(t, a, d.x + (b - 1) * dim, d.y + b - 1, 1, 0, g);     /* that example alone */
     double dn = 0, ng = 0;
     for (size_t j = 0; j < P; j++) dn += ((double)s1[j] - s2[j]) * ((double)s1[j] - s2[j]), ng += (double)g[j] * g[j];
     dn = sqrt(dn), ng = sqrt(ng);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "testdata.h"
+#include "testalgo.h"
 #include "testutil.h"
 #include "train/train_internal.h"
 
@@ -43,15 +44,6 @@ static dpt_trainer *make_trainer(const dpt_train_config *c, const dpt_dataset *t
     return t;
 }
 
-/* Pre-noise clipped sum of the batch x [b, 8] into out [P] (begin + accumulate only). */
-static void clipped_sum(dpt_trainer *t, dpt_algo *a, const float *x, const int32_t *y, size_t b, float *out) {
-    double ls;
-    CHECK_OK(a->begin(a, t, b));
-    CHECK_OK(a->accumulate(a, t, x, y, b, &ls));
-    dpt_model *m = dpt_trainer_model(t);
-    memcpy(out, m->grad, m->n_params * sizeof(float));
-}
-
 /* ==== fast path == reference path ==== */
 static void test_fast_vs_reference(const dpt_dataset *tr, dpt_clip_mode mode, double C, const char *spec) {
     dpt_train_config c = dp_cfg(spec, 0.1);
@@ -61,8 +53,8 @@ static void test_fast_vs_reference(const dpt_dataset *tr, dpt_clip_mode mode, do
     if (!tf || !tref) return;
     size_t P = dpt_trainer_model(tf)->n_params, b = 57;
     float *gf = malloc(P * sizeof(float)), *gr = malloc(P * sizeof(float));
-    clipped_sum(tf, af, tr->x, tr->y, b, gf);
-    clipped_sum(tref, ar, tr->x, tr->y, b, gr);
+    tu_algo_grad(tf, af, tr->x, tr->y, b, 0, gf);
+    tu_algo_grad(tref, ar, tr->x, tr->y, b, 0, gr);
     double nr = 0, nd = 0;
     for (size_t j = 0; j < P; j++) nr += (double)gr[j] * gr[j], nd += ((double)gf[j] - gr[j]) * ((double)gf[j] - gr[j]);
     CHECK(nr > 0);
@@ -116,9 +108,9 @@ static void test_sensitivity(const dpt_dataset *tr, double C, int reference, dpt
     dpt_trainer *t = make_trainer(&c, tr, 1.0, C, mode, reference, &a);
     size_t P = dpt_trainer_model(t)->n_params;
     float *s1 = malloc(P * sizeof(float)), *s2 = malloc(P * sizeof(float)), *g = malloc(P * sizeof(float));
-    clipped_sum(t, a, x, y, b, s1);
-    clipped_sum(t, a, x, y, b - 1, s2);
-    clipped_sum(t, a, x + (b - 1) * 8, y + b - 1, 1, g); /* the removed example alone, clipped */
+    tu_algo_grad(t, a, x, y, b, 0, s1);
+    tu_algo_grad(t, a, x, y, b - 1, 0, s2);
+    tu_algo_grad(t, a, x + (b - 1) * 8, y + b - 1, 1, 0, g); /* the removed example alone, clipped */
     double d = 0, ng = 0;
     for (size_t j = 0; j < P; j++) d += ((double)s1[j] - s2[j]) * ((double)s1[j] - s2[j]), ng += (double)g[j] * g[j];
     d = sqrt(d), ng = sqrt(ng);
