@@ -30,7 +30,9 @@
 #include <dptrain/train.h>
 
 #include <dptrain/accounting.h>
+#include <dptrain/privacy.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -597,27 +599,34 @@ static dpt_status module_estimate(ulr_state *s, dpt_trainer *t, ulr_module *u, c
         }
     }
     const float *x = a == 0 ? x0 : s->cache[a];
-    for (size_t i = 0; i < bc; i++) {
-        const float *c = s->cvec + i * Kl;
-        if (s->cfg.private_ && !u->conv) {
-            double cn = 0, xn = u->has_bias ? 1.0 : 0.0;
-            for (size_t e = 0; e < Kl; e++) cn += (double)c[e] * c[e];
-            for (size_t j = 0; j < u->Dl; j++) xn += (double)x[i * u->Dl + j] * x[i * u->Dl + j];
-            double nrm = sqrt(cn * xn);
-            /* a NaN/inf estimate (a diverged model) would pass "unclipped" into the sum */
-            DPT_CHECK(isfinite(nrm), DPT_ERANGE,
-                      "dpulr: the LR estimate of example %zu in module %zu is not finite (clean loss %g): the "
-                      "model diverged; lower --lr", i, (size_t)(u - s->mod), s->L0 ? (double)s->L0[i] : NAN);
-            s->w[i] = nrm > u->C_l ? (float)(u->C_l / nrm) : 1.0f;
-            if (nrm > u->C_l) u->clipped++;
-        } else {
-            s->w[i] = 1.0f;
-        }
-    }
-    u->examples += bc;
     const dpt_layer *L = &m->layers[a];
-    /* conv: ||g_i|| from the layer's per-example norm path (c_i is not rank-1 in xt) */
-    if (s->cfg.private_ && u->conv) DPT_TRY(dpt_ulr_conv_clip(L, x, s->cvec, bc, u->C_l, s->w, &u->clipped));
+    u->examples += bc;
+    if (!s->cfg.private_) {
+        for (size_t i = 0; i < bc; i++) s->w[i] = 1.0f;
+    } else {
+        /* ||g_i||^2 into w: Linear g_i = c_i xt_i^T is rank one, ||c_i||^2 ||xt_i||^2; a conv
+         * estimate is not, so the layer's per-example norm path (ghost or materialized) */
+        if (u->conv) {
+            DPT_TRY(L->ops->backward_params(L, x, s->cvec, bc, DPT_GRAD_SQNORM, NULL, s->w, 0, 0));
+        } else {
+            for (size_t i = 0; i < bc; i++) {
+                const float *c = s->cvec + i * Kl;
+                double cn = 0, xn = u->has_bias ? 1.0 : 0.0;
+                for (size_t e = 0; e < Kl; e++) cn += (double)c[e] * c[e];
+                for (size_t j = 0; j < u->Dl; j++) xn += (double)x[i * u->Dl + j] * x[i * u->Dl + j];
+                s->w[i] = (float)(cn * xn);
+            }
+        }
+        /* the factors min(1, C_l / ||g_i||) as DP-SGD computes them; a NaN/inf estimate (a
+         * diverged model) is an error there instead of entering the sum "unclipped" */
+        if (dpt_privacy_clip_factors(s->w, bc, u->C_l, s->w) != DPT_OK) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", dpt_last_error());
+            return dpt_set_error(DPT_ERANGE, "dpulr module %zu: LR estimate not finite (%s): the model diverged; "
+                                             "lower --lr", (size_t)(u - s->mod), why);
+        }
+        for (size_t i = 0; i < bc; i++) u->clipped += s->w[i] < 1.0f;
+    }
     return L->ops->backward_params(L, x, s->cvec, bc, DPT_GRAD_WEIGHTED, s->w, m->grad + L->param_offset, 0, 1);
 }
 

@@ -75,22 +75,3 @@ dpt_status dpt_ulr_sym_eig(size_t n, double *A, double *wev, double *Z, double r
     *lmin = r == n ? wev[0] : 0.0;
     return DPT_OK;
 }
-
-dpt_status dpt_ulr_conv_clip(const dpt_layer *L, const float *x, const float *c, size_t bc, double C_l, float *w,
-                             size_t *clipped) {
-    DPT_TRY(L->ops->backward_params(L, x, c, bc, DPT_GRAD_SQNORM, NULL, w, 0, 0));
-    for (size_t i = 0; i < bc; i++) {
-        /* a NaN/inf estimate (a diverged model) would pass "unclipped" into the sum */
-        DPT_CHECK(isfinite(w[i]), DPT_ERANGE,
-                  "dpulr: the LR estimate of example %zu in a Conv2d module is not finite: the model diverged; "
-                  "lower --lr", i);
-        double nrm = sqrt(w[i] > 0 ? (double)w[i] : 0.0);
-        if (nrm > C_l) {
-            w[i] = (float)(C_l / nrm);
-            (*clipped)++;
-        } else {
-            w[i] = 1.0f;
-        }
-    }
-    return DPT_OK;
-}

@@ -31,10 +31,4 @@ void dpt_ulr_conv_ctrl_add(const dpt_layer *L, const float *x, const float *L0, 
 dpt_status dpt_ulr_sym_eig(size_t n, double *A, double *wev, double *Z, double rel_tol, float *U, float *lam,
                            size_t *rank, double *lmin, double *lmax);
 
-/* Clipping factors w [bc] = min(1, C_l / ||g_i||) for the conv LR estimates g_i with
- * output cotangents c [bc, out_dim] at input x (the layer's SQNORM path); adds the number
- * of clipped estimates to *clipped. */
-dpt_status dpt_ulr_conv_clip(const dpt_layer *L, const float *x, const float *c, size_t bc, double C_l, float *w,
-                             size_t *clipped);
-
 #endif
