@@ -1,11 +1,14 @@
-/* DP-ULR cost: seconds per epoch of DP-ULR (controller noise, K = 8, 32, 128) and of
- * DP-SGD on MLP 784-128-64-32-10 (GELU), both with Poisson sampling at expected batch B
- * on synthetic 60000 x 784 data, and the ratio DP-ULR / DP-SGD, measured in one run. Each
- * configuration runs `steps` steps (default 40) and its time per step is scaled to the
- * 60000/B steps of an epoch (the cost per step does not depend on the step number).
- * The last row is K = 32 with --ulr-noise explicit (no controller eigenproblems).
- * Times are process CPU seconds (the machine is shared; wall time would measure the load).
- * usage: dpulr_cost [steps=40] [threads=1] [batch=256] */
+/* DP-ULR cost: seconds per epoch of DP-ULR (controller noise, K = 8, 32, 128; and K = 32
+ * with --ulr-noise explicit, no controller eigenproblems) and of DP-SGD on MLP
+ * 784-128-64-32-10 (GELU), both with Poisson sampling at expected batch B on synthetic
+ * 60000 x 784 data, and the ratio DP-ULR / DP-SGD, measured in one run. Each configuration
+ * runs `steps` steps (default 40) and its time per step is scaled to the 60000/B steps of
+ * an epoch (the cost per step does not depend on the step number). The configurations run
+ * interleaved `rounds` times (default 3) and each prints its median.
+ * Two clocks: process CPU seconds (all threads; robust to other jobs on a shared machine,
+ * but it charges a parallel algorithm for its idle spinning) and wall seconds (what a user
+ * waits for an epoch on `threads` threads; it also measures the machine's load).
+ * usage: dpulr_cost [steps=40] [threads=1] [batch=256] [rounds=3] */
 #include <dptrain/train.h>
 
 #include <stdio.h>
@@ -15,10 +18,13 @@
 
 #include "bench_util.h"
 
+#define N_CFG 5
+#define MAX_ROUNDS 99
 
-/* K = 0: DP-SGD; explicit: --ulr-noise explicit (no controller eigenproblems); returns
- * CPU seconds per epoch or -1 */
-static double run(const dpt_dataset *d, size_t K, int explicit_, uint64_t steps, int threads, size_t batch) {
+/* K = 0: DP-SGD; explicit: --ulr-noise explicit; sets CPU and wall seconds per epoch;
+ * returns 0 or -1 */
+static int run(const dpt_dataset *d, size_t K, int explicit_, uint64_t steps, int threads, size_t batch, double *cpu,
+               double *wall) {
     dpt_train_config c = dpt_train_config_defaults();
     c.model_spec = "mlp:784-128-64-32-10:gelu";
     c.epochs = 1000, c.max_steps = steps, c.threads = threads, c.quiet = 1;
@@ -44,41 +50,61 @@ static double run(const dpt_dataset *d, size_t K, int explicit_, uint64_t steps,
         return -1;
     }
     dpt_epoch_result r;
-    double t0 = bench_cpu_now();
+    double c0 = bench_cpu_now(), w0 = bench_wall_now();
     dpt_status s = dpt_trainer_run(t, &r);
-    double el = bench_cpu_now() - t0;
+    double ce = bench_cpu_now() - c0, we = bench_wall_now() - w0;
     dpt_trainer_free(t);
     if (s != DPT_OK) {
         fprintf(stderr, "%s\n", dpt_last_error());
         return -1;
     }
-    return el / (double)steps * ((double)d->n / (double)batch);
+    double per_epoch = (double)d->n / (double)batch / (double)steps;
+    *cpu = ce * per_epoch;
+    *wall = we * per_epoch;
+    return 0;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 int main(int argc, char **argv) {
     uint64_t steps = argc > 1 ? strtoull(argv[1], NULL, 10) : 40;
     int threads = argc > 2 ? atoi(argv[2]) : 1;
     size_t batch = argc > 3 ? (size_t)atol(argv[3]) : 256;
-    if (steps < 1 || batch < 4) {
-        fprintf(stderr, "usage: dpulr_cost [steps>=1] [threads] [batch>=4]\n");
+    int rounds = argc > 4 ? atoi(argv[4]) : 3;
+    if (steps < 1 || batch < 4 || threads < 0 || rounds < 1 || rounds > MAX_ROUNDS) {
+        fprintf(stderr, "usage: dpulr_cost [steps>=1] [threads>=0, 0 = all cores] [batch>=4] [rounds 1..%d]\n",
+                MAX_ROUNDS);
         return 2;
     }
     dpt_dataset d;
     bench_mnist_like(&d, 60000);
-    printf("MLP 784-128-64-32-10 GELU, expected batch %zu, %d thread(s), %llu steps each, scaled to an epoch\n", batch,
-           threads, (unsigned long long)steps);
-    printf("%-22s %12s %10s\n", "algorithm", "CPU s/epoch", "vs DP-SGD");
-    double base = run(&d, 0, 0, steps, threads, batch);
-    printf("%-22s %12.2f %9.2fx\n", "DP-SGD", base, 1.0);
-    fflush(stdout);
-    const size_t Ks[4] = {8, 32, 128, 32};
-    for (int i = 0; i < 4; i++) {
-        double s = run(&d, Ks[i], i == 3, steps, threads, batch);
+    printf("MLP 784-128-64-32-10 GELU, expected batch %zu, %d thread(s), %llu steps each, scaled to an epoch, "
+           "median of %d interleaved rounds\n",
+           batch, threads, (unsigned long long)steps, rounds);
+    const size_t Ks[N_CFG] = {0, 8, 32, 128, 32};
+    static double cpu[N_CFG][MAX_ROUNDS], wall[N_CFG][MAX_ROUNDS];
+    for (int r = 0; r < rounds; r++)
+        for (int i = 0; i < N_CFG; i++)
+            if (run(&d, Ks[i], i == 4, steps, threads, batch, &cpu[i][r], &wall[i][r])) {
+                printf("configuration %d failed\n", i);
+                dpt_dataset_free(&d);
+                return 1;
+            }
+    printf("%-22s %12s %10s %13s %10s\n", "algorithm", "CPU s/epoch", "vs DP-SGD", "wall s/epoch", "vs DP-SGD");
+    double bc = median(cpu[0], rounds), bw = median(wall[0], rounds);
+    for (int i = 0; i < N_CFG; i++) {
         char name[40];
-        snprintf(name, sizeof name, "DP-ULR K=%zu%s", Ks[i], i == 3 ? " explicit" : "");
-        if (s < 0) printf("%-22s failed\n", name);
-        else printf("%-22s %12.2f %9.2fx\n", name, s, s / base);
-        fflush(stdout);
+        if (i == 0) snprintf(name, sizeof name, "DP-SGD");
+        else snprintf(name, sizeof name, "DP-ULR K=%zu%s", Ks[i], i == 4 ? " explicit" : "");
+        double c = median(cpu[i], rounds), w = median(wall[i], rounds);
+        printf("%-22s %12.2f %9.2fx %13.2f %9.2fx\n", name, c, c / bc, w, w / bw);
     }
     dpt_dataset_free(&d);
     return 0;
