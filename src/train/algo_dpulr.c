@@ -32,6 +32,7 @@
 #include <dptrain/accounting.h>
 #include <dptrain/privacy.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,7 @@
 #include "train_internal.h"
 
 #define REL_RANK_TOL 1e-6 /* eigenvalues below this fraction of lambda_max count as 0 */
+#define ULR_TASK_ROWS 256  /* rows (i, k) per noisy-pass task (whole examples when K fits) */
 
 /* The controller's top-up N = sigma0 C E + (E U) diag(coef) U^T (see topup). When s_l is
  * not raised by --ulr-std, every kept direction has t_j = 0 (coef_j = -sigma0 C) and N is
@@ -68,6 +70,14 @@ typedef struct {
     size_t clipped, examples;
 } ulr_module;
 
+/* A worker thread's buffers for the noisy passes of reentrant tails (noisy_passes):
+ * act[j] [ULR_TASK_ROWS, dims[j]] for j = 1..n_layers (act[0] unused). */
+typedef struct {
+    float **act;
+    float *lrow;
+    int32_t *yrep;
+} ulr_worker;
+
 typedef struct {
     dpt_dpulr_config cfg;
     char modules_spec[256];
@@ -95,6 +105,8 @@ typedef struct {
     float *E, *M;        /* noise workspaces [maxKl * maxn], [maxKl * maxn] */
     double *Md;          /* [maxKl * maxn] the PROJ_GRAM solve */
     size_t batch;        /* examples seen this step */
+    ulr_worker *workers; /* [n_workers] (one per trainer thread) */
+    size_t n_workers;
 } ulr_state;
 
 dpt_dpulr_config dpt_dpulr_config_defaults(void) {
@@ -198,7 +210,63 @@ static void free_modules(ulr_state *s) {
     s->L = 0;
 }
 
+/* Can module u's noisy passes run on worker threads with their own activation buffers?
+ * Only when every later layer is a Linear layer or an elementwise activation (their
+ * forward reads nothing but its arguments and the parameters) and no residual connection
+ * enters: Conv2d and pooling layers keep per-layer scratch and unfold caches, so those
+ * models run the passes through the model's own buffers, one after another. */
+static int reentrant_tail(const dpt_model *m, size_t a) {
+    for (size_t l = a + 1; l < m->n_layers; l++) {
+        const dpt_layer *L = &m->layers[l];
+        if (L->residual_from) return 0;
+        switch (L->kind) {
+        case DPT_LAYER_LINEAR:
+        case DPT_LAYER_RELU:
+        case DPT_LAYER_GELU:
+        case DPT_LAYER_TANH:
+        case DPT_LAYER_SIGMOID:
+        case DPT_LAYER_IDENTITY: break;
+        default: return 0;
+        }
+    }
+    return 1;
+}
+
+static void free_workers(ulr_state *s) {
+    for (size_t k = 0; s->workers && k < s->n_workers; k++) {
+        ulr_worker *w = &s->workers[k];
+        for (size_t j = 0; w->act && j <= s->n_layers; j++) dpt_free(w->act[j]);
+        free(w->act);
+        dpt_free(w->lrow);
+        dpt_free(w->yrep);
+    }
+    free(s->workers);
+    s->workers = NULL;
+    s->n_workers = 0;
+}
+
+static dpt_status alloc_workers(ulr_state *s, int threads) {
+    size_t nw = (size_t)dpt_threads_resolve(threads);
+    s->workers = calloc(nw, sizeof *s->workers);
+    if (!s->workers) return dpt_set_error(DPT_ENOMEM, "dpulr: out of memory");
+    s->n_workers = nw;
+    for (size_t k = 0; k < nw; k++) {
+        ulr_worker *w = &s->workers[k];
+        w->act = calloc(s->n_layers + 1, sizeof *w->act);
+        if (!w->act) return dpt_set_error(DPT_ENOMEM, "dpulr: out of memory");
+        for (size_t j = 1; j <= s->n_layers; j++) {
+            w->act[j] = dpt_alloc(ULR_TASK_ROWS * s->dims[j], sizeof(float), "dpulr worker activations");
+            if (!w->act[j]) return DPT_ENOMEM;
+        }
+        w->lrow = dpt_alloc(ULR_TASK_ROWS, sizeof(float), "dpulr worker losses");
+        w->yrep = dpt_alloc(ULR_TASK_ROWS, sizeof(int32_t), "dpulr worker labels");
+        if (!w->lrow || !w->yrep) return DPT_ENOMEM;
+    }
+    return DPT_OK;
+}
+
 static void free_buffers(ulr_state *s) {
+    free_workers(s);
     for (size_t j = 0; s->cache && j <= s->n_layers; j++) dpt_free(s->cache[j]);
     free(s->cache);
     free(s->dims);
@@ -293,6 +361,9 @@ static dpt_status setup(ulr_state *s, dpt_trainer *t) {
         s->Md = dpt_alloc(s->maxKl * n, sizeof(double), "dpulr noise");
         if (!s->A || !s->wev || !s->Z || !s->Gf || !s->E || !s->M || !s->Md) return DPT_ENOMEM;
     }
+    int any_reentrant = 0;
+    for (size_t k = 0; k < s->L; k++) any_reentrant |= reentrant_tail(m, s->mod[k].first);
+    if (any_reentrant) DPT_TRY(alloc_workers(s, t->threads));
     s->cap = cap;
     return DPT_OK;
 }
@@ -536,14 +607,121 @@ static dpt_status ulr_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
     return DPT_OK;
 }
 
+/* Rows (i, k) r0 .. r0 + nr of module u's noisy passes, all of whole examples unless one
+ * example's K copies span several calls (then they are its consecutive copies): act[a+1] =
+ * v_i + z_ik, the rest of the model forward, L_ik, and c_i += f_ik z_ik (rows in (i, k)
+ * order, so c_i sums its copies in the order k = 0..K-1). w: a worker's buffers (the
+ * reentrant route) or NULL (the model's buffers, with residual sources refilled). */
+static dpt_status noisy_rows(ulr_state *s, const dpt_trainer *t, const ulr_module *u, ulr_worker *w,
+                             const float *x0, const int32_t *y, size_t r0, size_t nr) {
+    dpt_model *m = t->model;
+    const size_t K = s->cfg.copies, Kl = u->vdim, a = u->first;
+    const double s2 = u->s * u->s;
+    float *const *act = w ? w->act : m->act;
+    float *lrow = w ? w->lrow : s->lrow;
+    int32_t *yrep = w ? w->yrep : s->yrep;
+    const float *v = s->cache[a + 1];
+    float *in = act[a + 1];
+    for (size_t r = 0; r < nr; r++) {
+        size_t i = (r0 + r) / K;
+        const float *vi = v + i * Kl, *zr = s->z + (r0 + r) * Kl;
+        float *dst = in + r * Kl;
+        for (size_t e = 0; e < Kl; e++) dst[e] = vi[e] + zr[e];
+        yrep[r] = y[i];
+    }
+    const float *out;
+    if (w) {
+        for (size_t l = a + 1; l < m->n_layers; l++) {
+            const dpt_layer *L = &m->layers[l];
+            DPT_TRY(L->ops->forward(L, act[l], act[l + 1], nr));
+        }
+        out = act[m->n_layers];
+    } else {
+        /* residual connections from before the perturbed output into the rest of the
+         * model read the clean source of example i in every (i, k) row */
+        for (size_t l = a + 1; l < m->n_layers; l++) {
+            size_t src = m->layers[l].residual_from;
+            if (!src || src - 1 > a) continue;
+            const float *cs = src - 1 == 0 ? x0 : s->cache[src - 1];
+            size_t dim = s->dims[src - 1];
+            for (size_t r = 0; r < nr; r++)
+                memcpy(m->act[src - 1] + r * dim, cs + ((r0 + r) / K) * dim, dim * sizeof(float));
+        }
+        DPT_TRY(dpt_model_forward_from(m, a + 1, nr));
+        out = dpt_model_output(m);
+    }
+    DPT_TRY(dpt_loss(t->cfg.loss, out, nr, m->out_dim, yrep, NULL, lrow, NULL));
+    for (size_t r = 0; r < nr; r++) {
+        size_t i = (r0 + r) / K;
+        double base = s->cfg.baseline ? (double)s->L0[i] : 0.0;
+        float f = (float)(((double)lrow[r] - base) / ((double)K * s2));
+        const float *zr = s->z + (r0 + r) * Kl;
+        float *c = s->cvec + i * Kl;
+        for (size_t e = 0; e < Kl; e++) c[e] += f * zr[e];
+    }
+    return DPT_OK;
+}
+
+/* One task of module u's noisy passes: examples [i0, i1) (or, when one example's copies
+ * exceed a task, example i0 alone in passes of `rows` rows). */
+static dpt_status noisy_task(ulr_state *s, const dpt_trainer *t, const ulr_module *u, ulr_worker *w, const float *x0,
+                             const int32_t *y, size_t i0, size_t i1, size_t rows) {
+    const size_t K = s->cfg.copies;
+    for (size_t r0 = i0 * K; r0 < i1 * K; r0 += rows) {
+        size_t nr = i1 * K - r0 < rows ? i1 * K - r0 : rows;
+        DPT_TRY(noisy_rows(s, t, u, w, x0, y, r0, nr));
+    }
+    return DPT_OK;
+}
+
+/* Module u's noisy passes over the chunk's bc examples, in tasks of whole examples fixed
+ * by K and ULR_TASK_ROWS alone. Reentrant tails: the tasks run on the trainer's threads,
+ * each with its own buffers, every GEMM on one OpenBLAS thread: each task makes the same
+ * calls on the same data for every thread count, so the result does not depend on it.
+ * Otherwise the tasks run in order through the model's buffers. */
+static dpt_status noisy_passes(ulr_state *s, const dpt_trainer *t, const ulr_module *u, const float *x0,
+                               const int32_t *y, size_t bc) {
+    const size_t K = s->cfg.copies;
+    if (!reentrant_tail(t->model, u->first)) {
+        const size_t R = t->model->max_batch, per = K >= R ? 1 : R / K;
+        for (size_t i0 = 0; i0 < bc; i0 += per)
+            DPT_TRY(noisy_task(s, t, u, NULL, x0, y, i0, i0 + per < bc ? i0 + per : bc, R));
+        return DPT_OK;
+    }
+    const size_t per = K >= ULR_TASK_ROWS ? 1 : ULR_TASK_ROWS / K, n_tasks = (bc + per - 1) / per;
+    int nt = s->n_workers < n_tasks ? (int)s->n_workers : (int)n_tasks;
+    if (nt < 1) nt = 1;
+    int prev = blas_serial_begin();
+    dpt_status st = DPT_OK;
+    char why[1024] = "";
+#pragma omp parallel num_threads(nt)
+    {
+        ulr_worker *w = &s->workers[omp_get_thread_num()];
+#pragma omp for schedule(dynamic)
+        for (size_t k = 0; k < n_tasks; k++) {
+            size_t i0 = k * per, i1 = i0 + per < bc ? i0 + per : bc;
+            dpt_status e = noisy_task(s, t, u, w, x0, y, i0, i1, ULR_TASK_ROWS);
+            if (e != DPT_OK) {
+#pragma omp critical(dpulr_task_error)
+                if (st == DPT_OK) { /* the first failure's message (errors are per thread) */
+                    st = e;
+                    snprintf(why, sizeof why, "%s", dpt_last_error());
+                }
+            }
+        }
+    }
+    blas_serial_end(prev);
+    if (st != DPT_OK) return dpt_set_error(st, "%s", why);
+    return DPT_OK;
+}
+
 /* LR estimate of module u for the chunk whose clean pass is in s->cache; adds the clipped
  * (private) or plain sum into m->grad. */
 static dpt_status module_estimate(ulr_state *s, dpt_trainer *t, ulr_module *u, const float *x0, const int32_t *y,
                                   size_t bc) {
     dpt_model *m = t->model;
     /* Kl here is the perturbed output's size (a conv module's C_out T) */
-    const size_t K = s->cfg.copies, Kl = u->vdim, R = m->max_batch, a = u->first;
-    const double s2 = u->s * u->s;
+    const size_t K = s->cfg.copies, Kl = u->vdim, a = u->first;
     dpt_rng *rng = dpt_trainer_noise_rng(t);
     /* z [bc][K][Kl] ~ N(0, s^2); antithetic: copy 2j+1 = -copy 2j */
     if (s->cfg.antithetic) {
@@ -562,42 +740,8 @@ static dpt_status module_estimate(ulr_state *s, dpt_trainer *t, ulr_module *u, c
     } else {
         DPT_TRY(fill_padded(rng, s->z, bc * K * Kl, (float)u->s, t->threads));
     }
-    const float *v = s->cache[a + 1];
-    const size_t rows = bc * K;
     memset(s->cvec, 0, bc * Kl * sizeof(float));
-    for (size_t r0 = 0; r0 < rows; r0 += R) {
-        size_t nr = rows - r0 < R ? rows - r0 : R;
-        float *in = m->act[a + 1];
-        for (size_t r = 0; r < nr; r++) {
-            size_t i = (r0 + r) / K;
-            const float *vi = v + i * Kl, *zr = s->z + (r0 + r) * Kl;
-            float *dst = in + r * Kl;
-            for (size_t e = 0; e < Kl; e++) dst[e] = vi[e] + zr[e];
-            s->yrep[r] = y[i];
-        }
-        /* residual connections from before the perturbed output into the rest of the
-         * model read the clean source of example i in every (i, k) row */
-        for (size_t l = a + 1; l < m->n_layers; l++) {
-            size_t src = m->layers[l].residual_from;
-            if (!src || src - 1 > a) continue;
-            const float *cs = src - 1 == 0 ? x0 : s->cache[src - 1];
-            size_t dim = s->dims[src - 1];
-            for (size_t r = 0; r < nr; r++)
-                memcpy(m->act[src - 1] + r * dim, cs + ((r0 + r) / K) * dim, dim * sizeof(float));
-        }
-        DPT_TRY(dpt_model_forward_from(m, a + 1, nr));
-        DPT_TRY(dpt_loss(t->cfg.loss, dpt_model_output(m), nr, m->out_dim, s->yrep, NULL, s->lrow, NULL));
-        /* c_i += f_ik z_ik while this pass's z rows are still in cache (rows in (i, k) order,
-         * so every c_i sums its copies in the order k = 0..K-1) */
-        for (size_t r = 0; r < nr; r++) {
-            size_t i = (r0 + r) / K;
-            double base = s->cfg.baseline ? (double)s->L0[i] : 0.0;
-            float f = (float)(((double)s->lrow[r] - base) / ((double)K * s2));
-            const float *zr = s->z + (r0 + r) * Kl;
-            float *c = s->cvec + i * Kl;
-            for (size_t e = 0; e < Kl; e++) c[e] += f * zr[e];
-        }
-    }
+    DPT_TRY(noisy_passes(s, t, u, x0, y, bc));
     const float *x = a == 0 ? x0 : s->cache[a];
     const dpt_layer *L = &m->layers[a];
     u->examples += bc;
