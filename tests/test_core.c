@@ -179,6 +179,19 @@ static void test_fill_threads(void) {
     CHECK_OK(dpt_rng_gauss_fill(&p1, a, 37, 1.0f, 0, 1));
     CHECK_OK(dpt_rng_gauss_fill(&p2, b, 3000, 1.0f, 0, 1));
     CHECK(memcmp(a, b, 37 * sizeof *a) == 0);
+    /* gauss_fill_at: any chunk range of a filled substream, by itself, gives exactly the
+       fill's values there (whole chunks, a partial last chunk, from chunk 0 and later) */
+    uint64_t sub = dpt_rng_reserve_substreams(&p1, 0) - 1; /* the substream of the last fill */
+    CHECK_OK(dpt_rng_gauss_fill(&p1, a, n, 0.75f, 0, 2));
+    sub++;
+    CHECK_OK(dpt_rng_gauss_fill_at(&p1, sub, 0, b, n, 0.75f));
+    CHECK(memcmp(a, b, n * sizeof *a) == 0);
+    CHECK_OK(dpt_rng_gauss_fill_at(&p1, sub, 2, b, DPT_RNG_CHUNK + 50, 0.75f));
+    CHECK(memcmp(a + 2 * DPT_RNG_CHUNK, b, (DPT_RNG_CHUNK + 50) * sizeof *a) == 0);
+    CHECK_OK(dpt_rng_gauss_fill_at(&p1, sub, 1, b, 77, 0.75f));
+    CHECK(memcmp(a + DPT_RNG_CHUNK, b, 77 * sizeof *a) == 0);
+    CHECK_STATUS(dpt_rng_gauss_fill_at(&p1, sub + 1, 0, b, 8, 1.0f), DPT_EINVAL); /* not reserved */
+    CHECK_STATUS(dpt_rng_gauss_fill_at(&p1, sub, 0, b, 8, -1.0f), DPT_EINVAL);
     dpt_rng_free(&p1);
     dpt_rng_free(&p2);
     dpt_rng_free(&r1);

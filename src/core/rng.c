@@ -373,6 +373,19 @@ static int fill_chunk(chunk_src *c, const uint8_t key[32], uint64_t substream, u
     return 1;
 }
 
+/* Chunks first_chunk, first_chunk + 1, ... of substream `sub` into out[0, n) on the calling
+ * thread, with its own cipher context c->ctx. */
+static int fill_range(chunk_src *c, const uint8_t key[32], uint64_t sub, uint64_t first_chunk, float *out, size_t n,
+                      float stddev, int accumulate, float scale) {
+    for (size_t lo = 0, ch = 0; lo < n; lo += DPT_RNG_CHUNK, ch++) {
+        size_t len = n - lo < DPT_RNG_CHUNK ? n - lo : DPT_RNG_CHUNK;
+        if (!chunk_open(c, key, sub, first_chunk + ch) ||
+            !fill_chunk(c, key, sub, first_chunk + ch, out + lo, len, stddev, accumulate, scale))
+            return 0;
+    }
+    return 1;
+}
+
 static dpt_status fill(dpt_rng *r, float *out, size_t n, float stddev, int accumulate, float scale, int threads) {
     DPT_CHECK(isfinite(stddev) && stddev >= 0, DPT_EINVAL, "gauss_fill: stddev %g must be finite and >= 0", (double)stddev);
     DPT_CHECK(isfinite(scale), DPT_EINVAL, "gauss_fill: scale %g must be finite", (double)scale);
@@ -390,12 +403,28 @@ static dpt_status fill(dpt_rng *r, float *out, size_t n, float stddev, int accum
 #pragma omp for schedule(static)
         for (size_t ch = 0; ch < n_chunks; ch++) {
             size_t lo = ch * DPT_RNG_CHUNK, hi = lo + DPT_RNG_CHUNK < n ? lo + DPT_RNG_CHUNK : n;
-            if (failed || !chunk_open(&c, r->key, sub, ch) || !fill_chunk(&c, r->key, sub, ch, out + lo, hi - lo, stddev, accumulate, scale))
+            if (failed || !fill_range(&c, r->key, sub, ch, out + lo, hi - lo, stddev, accumulate, scale))
                 failed = 1;
         }
         if (c.ctx) EVP_CIPHER_CTX_free(c.ctx);
     }
     DPT_CHECK(!failed, DPT_ECRYPTO, "gauss_fill: ChaCha20 keystream failed");
+    return DPT_OK;
+}
+
+dpt_status dpt_rng_gauss_fill_at(const dpt_rng *r, uint64_t sub, uint64_t first_chunk, float *out, size_t n,
+                                 float stddev) {
+    DPT_CHECK(isfinite(stddev) && stddev >= 0, DPT_EINVAL, "gauss_fill_at: stddev %g must be finite and >= 0",
+              (double)stddev);
+    DPT_CHECK(sub >= 1 && sub <= r->substreams, DPT_EINVAL, "gauss_fill_at: substream %llu was not reserved",
+              (unsigned long long)sub);
+    pthread_once(&zig_f_once, zig_tables_f);
+    chunk_src c;
+    c.ctx = EVP_CIPHER_CTX_new();
+    DPT_CHECK(c.ctx, DPT_ECRYPTO, "gauss_fill_at: cannot create ChaCha20 context");
+    int ok = fill_range(&c, r->key, sub, first_chunk, out, n, stddev, 0, 1.0f);
+    EVP_CIPHER_CTX_free(c.ctx);
+    DPT_CHECK(ok, DPT_ECRYPTO, "gauss_fill_at: ChaCha20 keystream failed");
     return DPT_OK;
 }
 

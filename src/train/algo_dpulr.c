@@ -16,10 +16,12 @@
  * unfolded patches; W [C_out, C_in k^2] and b [C_out] have the Linear layout, so the
  * top-up is shared.
  *
- * The z of example i are drawn from one bulk fill per module and chunk, laid out
- * [example][copy][Kl] and padded to whole RNG chunks: the draws of the first examples do
- * not depend on the later ones, so neighbouring batches that differ in their last example
- * share all other draws (the coupling the sensitivity test uses).
+ * The z of a module and chunk come from one noise substream: the task holding examples
+ * [i0, i1) (noisy_passes; tasks are fixed by K and the row budget, not by the batch) fills
+ * its z [example][copy][Kl] itself from its own whole RNG chunks of that substream
+ * (dpt_rng_gauss_fill_at), just before its passes read them: the draws of the first
+ * examples do not depend on the later ones, so neighbouring batches that differ in their
+ * last example share all other draws (the coupling the sensitivity test uses).
  *
  * Threads: the z and the noise come from chunked fills (the same numbers for any thread
  * count) and every sum here runs in a fixed order. The controller's GEMMs and LAPACK calls
@@ -71,9 +73,11 @@ typedef struct {
 } ulr_module;
 
 /* A worker thread's buffers for the noisy passes of reentrant tails (noisy_passes):
- * act[j] [ULR_TASK_ROWS, dims[j]] for j = 1..n_layers (act[0] unused). */
+ * act[j] [ULR_TASK_ROWS, dims[j]] for j = 1..n_layers (act[0] unused), and its task's z
+ * [max(ULR_TASK_ROWS, K), maxv]. */
 typedef struct {
     float **act;
+    float *z;
     float *lrow;
     int32_t *yrep;
 } ulr_worker;
@@ -88,7 +92,7 @@ typedef struct {
     float **cache;       /* cache[j]: [cap, dim_j] clean activations, j = 1..n_layers */
     size_t *dims;        /* [n_layers + 1] */
     float *L0;           /* [cap] clean losses */
-    float *z;            /* [cap * K * maxKl] perturbations */
+    float *z;            /* [max(cap, K) * maxv] perturbations of a task (model-buffer route) */
     float *lrow;         /* [max_batch] losses of one pass */
     int32_t *yrep;       /* [max_batch] labels of one pass */
     float *cvec;         /* [cap * maxKl] per-example LR cotangents */
@@ -122,13 +126,6 @@ dpt_dpulr_config dpt_dpulr_config_defaults(void) {
     return c;
 }
 
-/* n Gaussians N(0, sd^2) into buf, filling whole DPT_RNG_CHUNK chunks (buf holds
- * padded(n)): a chunk's values then depend only on its index, so the first draws are the
- * same for every n (the coupling of neighbouring batches). */
-static size_t padded(size_t n) { return (n + DPT_RNG_CHUNK - 1) / DPT_RNG_CHUNK * DPT_RNG_CHUNK; }
-static dpt_status fill_padded(dpt_rng *r, float *buf, size_t n, float sd, int threads) {
-    return dpt_rng_gauss_fill(r, buf, padded(n), sd, 0, threads);
-}
 
 /* OpenBLAS on one thread for the calls whose rounding must not depend on the thread count
  * (see the top of the file); returns the count to restore with blas_serial_end. */
@@ -239,6 +236,7 @@ static void free_workers(ulr_state *s) {
         free(w->act);
         dpt_free(w->lrow);
         dpt_free(w->yrep);
+        dpt_free(w->z);
     }
     free(s->workers);
     s->workers = NULL;
@@ -258,9 +256,11 @@ static dpt_status alloc_workers(ulr_state *s, int threads) {
             w->act[j] = dpt_alloc(ULR_TASK_ROWS * s->dims[j], sizeof(float), "dpulr worker activations");
             if (!w->act[j]) return DPT_ENOMEM;
         }
+        size_t zrows = s->cfg.copies > ULR_TASK_ROWS ? s->cfg.copies : ULR_TASK_ROWS;
         w->lrow = dpt_alloc(ULR_TASK_ROWS, sizeof(float), "dpulr worker losses");
         w->yrep = dpt_alloc(ULR_TASK_ROWS, sizeof(int32_t), "dpulr worker labels");
-        if (!w->lrow || !w->yrep) return DPT_ENOMEM;
+        w->z = dpt_alloc(zrows * s->maxv, sizeof(float), "dpulr worker perturbations");
+        if (!w->lrow || !w->yrep || !w->z) return DPT_ENOMEM;
     }
     return DPT_OK;
 }
@@ -344,7 +344,7 @@ static dpt_status setup(ulr_state *s, dpt_trainer *t) {
         if (!s->cache[j]) return DPT_ENOMEM;
     }
     s->L0 = dpt_alloc(cap, sizeof(float), "dpulr clean losses");
-    s->z = dpt_alloc(padded(cap * K * s->maxv), sizeof(float), "dpulr perturbations");
+    s->z = dpt_alloc((K > cap ? K : cap) * s->maxv, sizeof(float), "dpulr perturbations");
     s->lrow = dpt_alloc(cap, sizeof(float), "dpulr pass losses");
     s->yrep = dpt_alloc(cap, sizeof(int32_t), "dpulr pass labels");
     s->cvec = dpt_alloc(cap * s->maxv, sizeof(float), "dpulr cotangents");
@@ -608,12 +608,13 @@ static dpt_status ulr_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
 }
 
 /* Rows (i, k) r0 .. r0 + nr of module u's noisy passes, all of whole examples unless one
- * example's K copies span several calls (then they are its consecutive copies): act[a+1] =
- * v_i + z_ik, the rest of the model forward, L_ik, and c_i += f_ik z_ik (rows in (i, k)
- * order, so c_i sums its copies in the order k = 0..K-1). w: a worker's buffers (the
- * reentrant route) or NULL (the model's buffers, with residual sources refilled). */
+ * example's K copies span several calls (then they are its consecutive copies), with their
+ * perturbations z [nr, Kl]: act[a+1] = v_i + z_ik, the rest of the model forward, L_ik, and
+ * c_i += f_ik z_ik (rows in (i, k) order, so c_i sums its copies in the order k = 0..K-1).
+ * w: a worker's buffers (the reentrant route) or NULL (the model's buffers, with residual
+ * sources refilled). */
 static dpt_status noisy_rows(ulr_state *s, const dpt_trainer *t, const ulr_module *u, ulr_worker *w,
-                             const float *x0, const int32_t *y, size_t r0, size_t nr) {
+                             const float *x0, const int32_t *y, size_t r0, size_t nr, const float *z) {
     dpt_model *m = t->model;
     const size_t K = s->cfg.copies, Kl = u->vdim, a = u->first;
     const double s2 = u->s * u->s;
@@ -624,7 +625,7 @@ static dpt_status noisy_rows(ulr_state *s, const dpt_trainer *t, const ulr_modul
     float *in = act[a + 1];
     for (size_t r = 0; r < nr; r++) {
         size_t i = (r0 + r) / K;
-        const float *vi = v + i * Kl, *zr = s->z + (r0 + r) * Kl;
+        const float *vi = v + i * Kl, *zr = z + r * Kl;
         float *dst = in + r * Kl;
         for (size_t e = 0; e < Kl; e++) dst[e] = vi[e] + zr[e];
         yrep[r] = y[i];
@@ -655,7 +656,7 @@ static dpt_status noisy_rows(ulr_state *s, const dpt_trainer *t, const ulr_modul
         size_t i = (r0 + r) / K;
         double base = s->cfg.baseline ? (double)s->L0[i] : 0.0;
         float f = (float)(((double)lrow[r] - base) / ((double)K * s2));
-        const float *zr = s->z + (r0 + r) * Kl;
+        const float *zr = z + r * Kl;
         float *c = s->cvec + i * Kl;
         for (size_t e = 0; e < Kl; e++) c[e] += f * zr[e];
     }
@@ -663,13 +664,32 @@ static dpt_status noisy_rows(ulr_state *s, const dpt_trainer *t, const ulr_modul
 }
 
 /* One task of module u's noisy passes: examples [i0, i1) (or, when one example's copies
- * exceed a task, example i0 alone in passes of `rows` rows). */
+ * exceed a task, example i0 alone in passes of `rows` rows). Its z [i1 - i0][K][Kl] ~
+ * N(0, s^2) go to zbuf from chunks chunk0, chunk0 + 1, ... of substream `sub`
+ * (antithetic: K/2 draws per example, copy 2j+1 = -copy 2j). */
 static dpt_status noisy_task(ulr_state *s, const dpt_trainer *t, const ulr_module *u, ulr_worker *w, const float *x0,
-                             const int32_t *y, size_t i0, size_t i1, size_t rows) {
-    const size_t K = s->cfg.copies;
+                             const int32_t *y, size_t i0, size_t i1, size_t rows, const dpt_rng *rng, uint64_t sub,
+                             uint64_t chunk0, float *zbuf) {
+    const size_t K = s->cfg.copies, Kl = u->vdim, ne = i1 - i0;
+    if (s->cfg.antithetic) {
+        size_t half = K / 2;
+        DPT_TRY(dpt_rng_gauss_fill_at(rng, sub, chunk0, zbuf, ne * half * Kl, (float)u->s));
+        for (size_t i = ne; i-- > 0;) /* spread in place, from the back */
+            for (size_t j = half; j-- > 0;) {
+                const float *src = zbuf + (i * half + j) * Kl;
+                float *p = zbuf + (i * K + 2 * j) * Kl, *q = p + Kl;
+                for (size_t e = Kl; e-- > 0;) {
+                    float v = src[e];
+                    q[e] = -v;
+                    p[e] = v;
+                }
+            }
+    } else {
+        DPT_TRY(dpt_rng_gauss_fill_at(rng, sub, chunk0, zbuf, ne * K * Kl, (float)u->s));
+    }
     for (size_t r0 = i0 * K; r0 < i1 * K; r0 += rows) {
         size_t nr = i1 * K - r0 < rows ? i1 * K - r0 : rows;
-        DPT_TRY(noisy_rows(s, t, u, w, x0, y, r0, nr));
+        DPT_TRY(noisy_rows(s, t, u, w, x0, y, r0, nr, zbuf + (r0 - i0 * K) * Kl));
     }
     return DPT_OK;
 }
@@ -679,16 +699,20 @@ static dpt_status noisy_task(ulr_state *s, const dpt_trainer *t, const ulr_modul
  * each with its own buffers, every GEMM on one OpenBLAS thread: each task makes the same
  * calls on the same data for every thread count, so the result does not depend on it.
  * Otherwise the tasks run in order through the model's buffers. */
-static dpt_status noisy_passes(ulr_state *s, const dpt_trainer *t, const ulr_module *u, const float *x0,
+static dpt_status noisy_passes(ulr_state *s, dpt_trainer *t, const ulr_module *u, const float *x0,
                                const int32_t *y, size_t bc) {
-    const size_t K = s->cfg.copies;
+    const size_t K = s->cfg.copies, Kz = s->cfg.antithetic ? K / 2 : K;
+    dpt_rng *rng = dpt_trainer_noise_rng(t);
+    const uint64_t sub = dpt_rng_reserve_substreams(rng, 1);
     if (!reentrant_tail(t->model, u->first)) {
         const size_t R = t->model->max_batch, per = K >= R ? 1 : R / K;
-        for (size_t i0 = 0; i0 < bc; i0 += per)
-            DPT_TRY(noisy_task(s, t, u, NULL, x0, y, i0, i0 + per < bc ? i0 + per : bc, R));
+        const uint64_t cpt = (per * Kz * u->vdim + DPT_RNG_CHUNK - 1) / DPT_RNG_CHUNK; /* chunks per task */
+        for (size_t k = 0, i0 = 0; i0 < bc; k++, i0 += per)
+            DPT_TRY(noisy_task(s, t, u, NULL, x0, y, i0, i0 + per < bc ? i0 + per : bc, R, rng, sub, k * cpt, s->z));
         return DPT_OK;
     }
     const size_t per = K >= ULR_TASK_ROWS ? 1 : ULR_TASK_ROWS / K, n_tasks = (bc + per - 1) / per;
+    const uint64_t cpt = (per * Kz * u->vdim + DPT_RNG_CHUNK - 1) / DPT_RNG_CHUNK;
     int nt = s->n_workers < n_tasks ? (int)s->n_workers : (int)n_tasks;
     if (nt < 1) nt = 1;
     int prev = blas_serial_begin();
@@ -700,7 +724,7 @@ static dpt_status noisy_passes(ulr_state *s, const dpt_trainer *t, const ulr_mod
 #pragma omp for schedule(dynamic)
         for (size_t k = 0; k < n_tasks; k++) {
             size_t i0 = k * per, i1 = i0 + per < bc ? i0 + per : bc;
-            dpt_status e = noisy_task(s, t, u, w, x0, y, i0, i1, ULR_TASK_ROWS);
+            dpt_status e = noisy_task(s, t, u, w, x0, y, i0, i1, ULR_TASK_ROWS, rng, sub, k * cpt, w->z);
             if (e != DPT_OK) {
 #pragma omp critical(dpulr_task_error)
                 if (st == DPT_OK) { /* the first failure's message (errors are per thread) */
@@ -721,25 +745,7 @@ static dpt_status module_estimate(ulr_state *s, dpt_trainer *t, ulr_module *u, c
                                   size_t bc) {
     dpt_model *m = t->model;
     /* Kl here is the perturbed output's size (a conv module's C_out T) */
-    const size_t K = s->cfg.copies, Kl = u->vdim, a = u->first;
-    dpt_rng *rng = dpt_trainer_noise_rng(t);
-    /* z [bc][K][Kl] ~ N(0, s^2); antithetic: copy 2j+1 = -copy 2j */
-    if (s->cfg.antithetic) {
-        size_t half = K / 2;
-        DPT_TRY(fill_padded(rng, s->z, bc * half * Kl, (float)u->s, t->threads));
-        for (size_t i = bc; i-- > 0;)
-            for (size_t j = half; j-- > 0;) {
-                const float *src = s->z + (i * half + j) * Kl;
-                float *p = s->z + (i * K + 2 * j) * Kl, *q = p + Kl;
-                for (size_t e = Kl; e-- > 0;) {
-                    float v = src[e];
-                    q[e] = -v;
-                    p[e] = v;
-                }
-            }
-    } else {
-        DPT_TRY(fill_padded(rng, s->z, bc * K * Kl, (float)u->s, t->threads));
-    }
+    const size_t Kl = u->vdim, a = u->first;
     memset(s->cvec, 0, bc * Kl * sizeof(float));
     DPT_TRY(noisy_passes(s, t, u, x0, y, bc));
     const float *x = a == 0 ? x0 : s->cache[a];
