@@ -402,7 +402,9 @@ static dpt_status controller_add(ulr_state *s, const dpt_model *m, const float *
         for (size_t i = 0; i < bc; i++) {
             float *row = s->Y + k * s->ycap * s->maxn + (s->yrows + i) * s->maxn;
             float a = fabsf(L0[i]);
-            for (size_t j = 0; j < u->Dl; j++) row[j] = a * x[i * u->Dl + j];
+            const float *xi = x + i * u->Dl;
+#pragma omp simd
+            for (size_t j = 0; j < u->Dl; j++) row[j] = a * xi[j];
             if (u->has_bias) row[u->Dl] = a;
         }
     }
@@ -625,8 +627,9 @@ static dpt_status noisy_rows(ulr_state *s, const dpt_trainer *t, const ulr_modul
     float *in = act[a + 1];
     for (size_t r = 0; r < nr; r++) {
         size_t i = (r0 + r) / K;
-        const float *vi = v + i * Kl, *zr = z + r * Kl;
-        float *dst = in + r * Kl;
+        const float *restrict vi = v + i * Kl, *restrict zr = z + r * Kl;
+        float *restrict dst = in + r * Kl;
+#pragma omp simd
         for (size_t e = 0; e < Kl; e++) dst[e] = vi[e] + zr[e];
         yrep[r] = y[i];
     }
@@ -656,8 +659,9 @@ static dpt_status noisy_rows(ulr_state *s, const dpt_trainer *t, const ulr_modul
         size_t i = (r0 + r) / K;
         double base = s->cfg.baseline ? (double)s->L0[i] : 0.0;
         float f = (float)(((double)lrow[r] - base) / ((double)K * s2));
-        const float *zr = z + r * Kl;
-        float *c = s->cvec + i * Kl;
+        const float *restrict zr = z + r * Kl;
+        float *restrict c = s->cvec + i * Kl;
+#pragma omp simd
         for (size_t e = 0; e < Kl; e++) c[e] += f * zr[e];
     }
     return DPT_OK;
@@ -762,8 +766,11 @@ static dpt_status module_estimate(ulr_state *s, dpt_trainer *t, ulr_module *u, c
             for (size_t i = 0; i < bc; i++) {
                 const float *c = s->cvec + i * Kl;
                 double cn = 0, xn = u->has_bias ? 1.0 : 0.0;
+                const float *xi = x + i * u->Dl;
+#pragma omp simd reduction(+ : cn)
                 for (size_t e = 0; e < Kl; e++) cn += (double)c[e] * c[e];
-                for (size_t j = 0; j < u->Dl; j++) xn += (double)x[i * u->Dl + j] * x[i * u->Dl + j];
+#pragma omp simd reduction(+ : xn)
+                for (size_t j = 0; j < u->Dl; j++) xn += (double)xi[j] * xi[j];
                 s->w[i] = (float)(cn * xn);
             }
         }
