@@ -27,8 +27,10 @@
  * count) and every sum here runs in a fixed order. The controller's GEMMs and LAPACK calls
  * (dsyevr, dpotrf, dpotrs) and the top-up's GEMMs run on one OpenBLAS thread
  * (blas_serial_begin): threaded, OpenBLAS rounds them differently for another thread count,
- * and s_l, hence every z, would follow. The model's own GEMMs (clean and noisy passes, the
- * weighted sums) keep OpenBLAS's threads, as in DP-SGD (docs/dpulr.md, "Threads"). */
+ * and s_l, hence every z, would follow. The noisy passes of MLP tails run as tasks fixed by
+ * K alone, in parallel over examples, each GEMM on one OpenBLAS thread (noisy_passes). The
+ * clean pass and the weighted sums keep OpenBLAS's threads, as in DP-SGD (docs/dpulr.md,
+ * "Threads"). */
 #include <dptrain/train.h>
 
 #include <dptrain/accounting.h>
