@@ -1,5 +1,6 @@
-/* DP-ULR cost: seconds per epoch of DP-ULR (controller noise, K = 8, 32, 128; and K = 32
- * with --ulr-noise explicit, no controller eigenproblems) and of DP-SGD on MLP
+/* DP-ULR cost: seconds per epoch of DP-ULR (controller noise, K = 8, 32, 128; K = 32 with
+ * --ulr-noise explicit, no controller eigenproblems; and K = 32 explicit with --antithetic
+ * --baseline, the setting of our Table 1 runs, docs/dpulr.md) and of DP-SGD on MLP
  * 784-128-64-32-10 (GELU), both with Poisson sampling at expected batch B on synthetic
  * 60000 x 784 data, and the ratio DP-ULR / DP-SGD, measured in one run. Each configuration
  * runs `steps` steps (default 40) and its time per step is scaled to the 60000/B steps of
@@ -18,11 +19,11 @@
 
 #include "bench_util.h"
 
-#define N_CFG 5
+#define N_CFG 6
 #define MAX_ROUNDS 99
 
-/* K = 0: DP-SGD; explicit: --ulr-noise explicit; sets CPU and wall seconds per epoch;
- * returns 0 or -1 */
+/* K = 0: DP-SGD; explicit: 1 = --ulr-noise explicit, 2 = also --antithetic --baseline;
+ * sets CPU and wall seconds per epoch; returns 0 or -1 */
 static int run(const dpt_dataset *d, size_t K, int explicit_, uint64_t steps, int threads, size_t batch, double *cpu,
                double *wall) {
     dpt_train_config c = dpt_train_config_defaults();
@@ -42,6 +43,7 @@ static int run(const dpt_dataset *d, size_t K, int explicit_, uint64_t steps, in
         dpt_dpulr_config u = dpt_dpulr_config_defaults();
         u.copies = K;
         if (explicit_) u.noise = DPT_ULR_EXPLICIT, u.perturb_std = 0.1;
+        if (explicit_ == 2) u.antithetic = u.baseline = 1;
         dpt_algo_dpulr_new(&u, &a);
     }
     dpt_trainer *t;
@@ -88,23 +90,25 @@ int main(int argc, char **argv) {
     printf("MLP 784-128-64-32-10 GELU, expected batch %zu, %d thread(s), %llu steps each, scaled to an epoch, "
            "median of %d interleaved rounds\n",
            batch, threads, (unsigned long long)steps, rounds);
-    const size_t Ks[N_CFG] = {0, 8, 32, 128, 32};
+    const size_t Ks[N_CFG] = {0, 8, 32, 128, 32, 32};
+    const int mode[N_CFG] = {0, 0, 0, 0, 1, 2};
+    const char *suffix[3] = {"", " explicit", " expl. anti+base"};
     static double cpu[N_CFG][MAX_ROUNDS], wall[N_CFG][MAX_ROUNDS];
     for (int r = 0; r < rounds; r++)
         for (int i = 0; i < N_CFG; i++)
-            if (run(&d, Ks[i], i == 4, steps, threads, batch, &cpu[i][r], &wall[i][r])) {
+            if (run(&d, Ks[i], mode[i], steps, threads, batch, &cpu[i][r], &wall[i][r])) {
                 printf("configuration %d failed\n", i);
                 dpt_dataset_free(&d);
                 return 1;
             }
-    printf("%-22s %12s %10s %13s %10s\n", "algorithm", "CPU s/epoch", "vs DP-SGD", "wall s/epoch", "vs DP-SGD");
+    printf("%-30s %12s %10s %13s %10s\n", "algorithm", "CPU s/epoch", "vs DP-SGD", "wall s/epoch", "vs DP-SGD");
     double bc = median(cpu[0], rounds), bw = median(wall[0], rounds);
     for (int i = 0; i < N_CFG; i++) {
         char name[40];
         if (i == 0) snprintf(name, sizeof name, "DP-SGD");
-        else snprintf(name, sizeof name, "DP-ULR K=%zu%s", Ks[i], i == 4 ? " explicit" : "");
+        else snprintf(name, sizeof name, "DP-ULR K=%zu%s", Ks[i], suffix[mode[i]]);
         double c = median(cpu[i], rounds), w = median(wall[i], rounds);
-        printf("%-22s %12.2f %9.2fx %13.2f %9.2fx\n", name, c, c / bc, w, w / bw);
+        printf("%-30s %12.2f %9.2fx %13.2f %9.2fx\n", name, c, c / bc, w, w / bw);
     }
     dpt_dataset_free(&d);
     return 0;
