@@ -310,6 +310,68 @@ static void test_loss(dpt_loss_kind kind, size_t K) {
     CHECK(isfinite(loss[0]));
 }
 
+/* Softmax cross-entropy against a naive double (long double sums) reference: the loss
+ * to ~1e-7 of max(1, loss) and every gradient entry to ~1e-6 relative (more for entries
+ * far below the largest, whose float exponent argument is rounded), also the label's
+ * entry of a confident row (-(K-1) e^-30 / s: a 1 - p_y form in float would lose it), for
+ * K = 10 and 1000, logits of scale 1 and 30, equal logits, -inf and +-1e30 logits. */
+static void ce_check_row(const float *o, size_t K, int32_t y, const char *what) {
+    float l, *d = malloc(K * sizeof *d);
+    CHECK_OK(dpt_loss(DPT_LOSS_SOFTMAX_CE, o, 1, K, &y, NULL, &l, d));
+    long double mx = o[0], mn = o[0], s = 0;
+    for (size_t k = 1; k < K; k++) mx = o[k] > mx ? o[k] : mx;
+    for (size_t k = 1; k < K; k++) mn = o[k] < mn && isfinite(o[k]) ? o[k] : mn;
+    for (size_t k = 0; k < K; k++) s += expl((long double)o[k] - mx);
+    double lr = (double)(mx + logl(s) - (long double)o[y]);
+    int bad = 0;
+    if (!(fabs(l - lr) <= 2e-7 * fmax(1.0, fabs(lr)))) {
+        fprintf(stderr, "%s: loss %.9g, reference %.9g\n", what, l, lr);
+        bad++;
+    }
+    for (size_t k = 0; k < K; k++) {
+        long double others = 0;
+        for (size_t j = 0; j < K; j++)
+            if (j != (size_t)y) others += expl((long double)o[j] - mx);
+        double dr = k == (size_t)y ? (double)(-others / s) : (double)(expl((long double)o[k] - mx) / s);
+        /* o_k - m is rounded to float: relative error ~6e-8 |o_k - m| in e_k (the label's
+         * entry sums such terms: the row's largest gap bounds it) */
+        double gap = k == (size_t)y ? (double)(mx - mn) : (double)(mx - o[k]);
+        if (!isfinite(gap)) gap = 0; /* e_k = 0 exactly */
+        if (!(fabs(d[k] - dr) <= 1e-30 + (1e-6 + 1.2e-7 * gap) * fabs(dr))) {
+            if (bad++ < 3) fprintf(stderr, "%s: d[%zu] %.9g, reference %.9g\n", what, k, d[k], dr);
+        }
+    }
+    CHECK(bad == 0);
+    free(d);
+}
+
+static void test_softmax_ce_accuracy(void) {
+    const size_t Ks[2] = {10, 1000};
+    float *o = malloc(1000 * sizeof *o);
+    for (int ki = 0; ki < 2; ki++) {
+        size_t K = Ks[ki];
+        for (int rep = 0; rep < 20; rep++) {
+            fill_gauss(o, K, rep % 2 ? 30.0 : 1.0);
+            ce_check_row(o, K, (int32_t)((rep * 7) % K), "random logits");
+        }
+        for (size_t k = 0; k < K; k++) o[k] = 0.25f;
+        ce_check_row(o, K, 3, "equal logits");
+        for (size_t k = 0; k < K; k++) o[k] = 0.0f;
+        o[2] = 30.0f;
+        ce_check_row(o, K, 2, "confident row");
+        ce_check_row(o, K, 5, "confident wrong row");
+        o[4] = -INFINITY;
+        ce_check_row(o, K, 2, "a -inf logit");
+        for (size_t k = 0; k < K; k++) o[k] = k % 2 ? -1e30f : 1e30f;
+        float l, *d = malloc(K * sizeof *d);
+        int32_t y = 1;
+        CHECK_OK(dpt_loss(DPT_LOSS_SOFTMAX_CE, o, 1, K, &y, NULL, &l, d));
+        CHECK(isfinite(l) && l > 1e29f && dpt_all_finite(d, K));
+        free(d);
+    }
+    free(o);
+}
+
 /* ==== whole models ==== */
 
 static void test_model(const char *spec, dpt_loss_kind lk) {
@@ -668,6 +730,7 @@ int main(void) {
     test_activation_grid("mlp:1-2001-1:sigmoid", DPT_LAYER_SIGMOID);
     test_activation_grid("mlp:1-2001-1:tanh", DPT_LAYER_TANH);
     test_loss(DPT_LOSS_SOFTMAX_CE, 4);
+    test_softmax_ce_accuracy();
     test_loss(DPT_LOSS_SIGMOID_BCE, 1);
     test_loss(DPT_LOSS_SIGMOID_BCE, 4);
     test_loss(DPT_LOSS_SQUARED, 3);

@@ -1,7 +1,9 @@
 /* Losses over outputs o [B, K]: per-example loss[i] and dout[i, :] = d loss_i / d o_i
- * (not divided by B). Sums run in double. NaN in o propagates into the results (the caller
+ * (not divided by B). Sums run in double (the softmax's exponentials in float, see
+ * softmax_ce_row). NaN in o propagates into the results (the caller
  * checks with dpt_all_finite); a label out of range is DPT_EINVAL. */
 #include "nn_internal.h"
+#include "fastmath.h"
 
 #include <math.h>
 #include <string.h>
@@ -12,15 +14,35 @@ static double softplus(double x) { return (x > 0.0 ? x : 0.0) + log1p(exp(-fabs(
 /* ==== softmax cross-entropy ==== */
 
 static void softmax_ce_row(const float *o, size_t K, int32_t y, float *loss, float *d) {
-    /* loss = logsumexp(o) - o_y, computed as m + log sum exp(o - m) with m = max o */
-    double mx = o[0];
+    /* With m = max o (first at index a): e_k = e^(o_k - m) in (0, 1] from the vectorized
+     * float exp_neg (~1 ulp; terms below e^-87.3 of the largest count as 0), e_a = 1, and
+     * r = sum_{k != a} e_k in double, so s = sum_k e_k = 1 + r. loss = logsumexp(o) - o_y
+     * = (m - o_y) + log1p(r); d_k = e_k / s - [k = y], the label's entry as
+     * -(sum_{k != y} e_k) / s = -(r + (1 - e_y)) / s. Summing r apart from the 1 keeps a
+     * confident row's small loss and gradient accurate (adding each tiny e_k to 1 would
+     * round every time; 1 - p_y would lose them outright). */
+    float mx = o[0];
+    size_t am = 0;
     for (size_t k = 1; k < K; k++)
-        if (o[k] > mx || isnan(o[k])) mx = o[k];
-    double s = 0.0;
-    for (size_t k = 0; k < K; k++) s += exp((double)o[k] - mx);
-    if (loss) loss[0] = (float)(mx + log(s) - (double)o[y]);
-    if (d)
-        for (size_t k = 0; k < K; k++) d[k] = (float)(exp((double)o[k] - mx) / s - (k == (size_t)y ? 1.0 : 0.0));
+        if (o[k] > mx || isnan(o[k])) mx = o[k], am = k;
+    double r = 0.0;
+    if (d) {
+#pragma omp simd
+        for (size_t k = 0; k < K; k++) d[k] = exp_neg(o[k] - mx);
+        const float ea = d[am];
+        d[am] = 0.0f;
+#pragma omp simd reduction(+ : r)
+        for (size_t k = 0; k < K; k++) r += d[k];
+        d[am] = ea;
+        const double s = ea + r, others = r + (ea - (double)d[y]);
+        for (size_t k = 0; k < K; k++) d[k] = (float)((double)d[k] / s);
+        d[y] = (float)(-others / s);
+    } else {
+#pragma omp simd reduction(+ : r)
+        for (size_t k = 0; k < K; k++) r += sel(k == am, 0.0f, exp_neg(o[k] - mx));
+    }
+    /* a NaN (or +inf: inf - inf) logit makes every e_k NaN, r with them (K = 1: m - o_y) */
+    if (loss) loss[0] = (float)(((double)mx - (double)o[y]) + log1p(r));
 }
 
 /* ==== sigmoid binary cross-entropy ==== */
