@@ -217,6 +217,22 @@ static void test_blas(void) {
             for (size_t i = 0; i < M * N; i++) worst = fmax(worst, fabs(C1[i] - C2[i]) / (1e-4 + 1e-5 * fabs(C2[i])));
             CHECK(worst <= 1.0);
         }
+    /* ssyrk_gram: both triangles of op(A) op(A)^T against the naive reference, with a
+       leading dimension larger than the row (A [M, K] as op(A) [M, K], or as A^T) */
+    for (int tr = 0; tr < 2; tr++) {
+        size_t n = tr ? K : M, k = tr ? M : K, ldc = n + 3;
+        float *G1 = malloc(n * ldc * 4), *G2 = malloc(n * n * 4);
+        for (size_t i = 0; i < n * ldc; i++) G1[i] = NAN; /* every entry must be written */
+        dpt_ssyrk_gram(tr, n, k, A, K, G1, ldc);
+        dpt_sgemm_ref(tr, !tr, n, n, k, 1.0f, A, K, A, K, 0.0f, G2, n);
+        double worst = 0;
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < n; j++)
+                worst = fmax(worst, fabs(G1[i * ldc + j] - G2[i * n + j]) / (1e-4 + 1e-5 * fabs(G2[i * n + j])));
+        CHECK(worst <= 1.0);
+        free(G1);
+        free(G2);
+    }
     /* K = 0: C = beta C */
     for (size_t i = 0; i < M * N; i++) C1[i] = 2.0f;
     dpt_sgemm(0, 0, M, N, 0, 1.0f, A, 1, B, N, 0.5f, C1, N);

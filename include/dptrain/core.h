@@ -212,6 +212,9 @@ int dpt_threads_get_blas(void);
 void dpt_sgemm(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
                const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C,
                size_t ldc);
+/* Gram matrix C [n, n] = op(A) op(A)^T, op(A) = A [n, k] (trans 0) or A^T (A [k, n], trans
+ * 1), both triangles written (BLAS ssyrk on the upper one, half a GEMM's work, mirrored). */
+void dpt_ssyrk_gram(int trans, size_t n, size_t k, const float *A, size_t lda, float *C, size_t ldc);
 /* Naive triple loop with double accumulation; the reference for dpt_sgemm. */
 void dpt_sgemm_ref(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
                    const float *A, size_t lda, const float *B, size_t ldb, float beta,

@@ -36,6 +36,19 @@ void dpt_sgemm(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alp
                 (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
 }
 
+void dpt_ssyrk_gram(int trans, size_t n, size_t k, const float *A, size_t lda, float *C, size_t ldc) {
+    if (n == 0) return;
+    if (k == 0) {
+        for (size_t i = 0; i < n; i++) memset(C + i * ldc, 0, n * sizeof *C);
+        return;
+    }
+    /* the upper triangle (row-major) from BLAS, then mirrored */
+    cblas_ssyrk(CblasRowMajor, CblasUpper, trans ? CblasTrans : CblasNoTrans, (int)n, (int)k, 1.0f, A, (int)lda, 0.0f,
+                C, (int)ldc);
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = 0; j < i; j++) C[i * ldc + j] = C[j * ldc + i];
+}
+
 void dpt_sgemm_ref(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
                    const float *A, size_t lda, const float *B, size_t ldb, float beta,
                    float *C, size_t ldc) {

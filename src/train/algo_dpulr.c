@@ -490,13 +490,13 @@ static dpt_status solve_modules(ulr_state *s) {
             DPT_TRY(conv_solve(s, u));
             continue;
         }
-        /* A = Y^T Y (b >= n) or the Gram matrix Y Y^T (b < n): one GEMM (float), then the
+        /* A = Y^T Y (b >= n) or the Gram matrix Y Y^T (b < n): one SYRK (float), then the
          * symmetric eigenvalues in double (the matrix kept in Z for the second stage) */
         size_t d = b >= n ? n : b;
         if (b >= n)
-            dpt_sgemm(1, 0, n, n, b, 1.0f, Y, s->maxn, Y, s->maxn, 0.0f, s->Gf, d);
+            dpt_ssyrk_gram(1, n, b, Y, s->maxn, s->Gf, d);
         else
-            dpt_sgemm(0, 1, b, b, n, 1.0f, Y, s->maxn, Y, s->maxn, 0.0f, s->Gf, d);
+            dpt_ssyrk_gram(0, b, n, Y, s->maxn, s->Gf, d);
         for (size_t i = 0; i < d * d; i++) s->A[i] = s->Z[i] = s->Gf[i];
         DPT_TRY(dpt_syev(d, s->A, s->wev, NULL));
         double lam;
