@@ -105,6 +105,63 @@ static void check_normal(const double *v0, size_t n, const char *what) {
     free(v);
 }
 
+/* Chi-square of n draws over bins of width 0.05 on [-6, 6] (beyond +-6 in the end bins;
+ * adjacent bins merged until each group expects >= 20), against the normal CDF: a wrong
+ * ziggurat table entry, wedge test or tail would move mass between nearby bins that the
+ * moments and KS above cannot see at this precision. Threshold: df + 6 sqrt(2 df)
+ * (the statistic's mean plus 6 of its standard deviations). */
+static void check_chi2(const float *v, size_t n, const char *what) {
+    enum { NB = 240 };
+    double lo = -6.0, w = 0.05, cnt[NB] = {0}, pr[NB];
+    for (size_t i = 0; i < n; i++) {
+        double x = v[i];
+        long b = (long)floor((x - lo) / w);
+        if (b < 0) b = 0;
+        if (b >= NB) b = NB - 1;
+        cnt[b]++;
+    }
+    for (int b = 0; b < NB; b++) {
+        double a = b == 0 ? -INFINITY : lo + b * w, c = b == NB - 1 ? INFINITY : lo + (b + 1) * w;
+        pr[b] = 0.5 * erfc(-c / sqrt(2.0)) - 0.5 * erfc(-a / sqrt(2.0));
+    }
+    /* groups of adjacent bins, each expecting >= 20 (a thin right end joins the last) */
+    double ge[NB], go[NB], e = 0, o = 0;
+    int ng = 0;
+    for (int b = 0; b < NB; b++) {
+        e += pr[b] * n;
+        o += cnt[b];
+        if (e >= 20) ge[ng] = e, go[ng] = o, ng++, e = o = 0;
+    }
+    if (ng > 0) ge[ng - 1] += e, go[ng - 1] += o;
+    double chi2 = 0;
+    for (int g = 0; g < ng; g++) chi2 += (go[g] - ge[g]) * (go[g] - ge[g]) / ge[g];
+    int df = ng - 1;
+    double thr = df + 6.0 * sqrt(2.0 * df);
+    printf("%s: chi2 %.1f on %d df (threshold %.1f)\n", what, chi2, df, thr);
+    CHECK(chi2 < thr);
+}
+
+static void test_gauss_chi2(void) {
+    dpt_rng r;
+    CHECK_OK(dpt_rng_init(&r, 12, DPT_STREAM_NOISE));
+    size_t n = 4000000;
+    float *f = malloc(n * sizeof *f);
+    CHECK_OK(dpt_rng_gauss_fill(&r, f, n, 1.0f, 0, 2));
+    check_chi2(f, n, "gauss_fill chi2");
+    /* beyond the ziggurat's base (R = 3.654, the exact tail) and deep in it */
+    const double cut[2] = {3.6541528853610088, 4.5};
+    for (int c = 0; c < 2; c++) {
+        size_t t = 0;
+        for (size_t i = 0; i < n; i++) t += fabsf(f[i]) > cut[c];
+        double p = erfc(cut[c] / sqrt(2.0));
+        CHECK_CLOSE((double)t / n, p, 5.0 * sqrt(p / n), 0);
+    }
+    for (size_t i = 0; i < n; i++) f[i] = dpt_rng_gauss(&r);
+    check_chi2(f, n, "dpt_rng_gauss chi2");
+    free(f);
+    dpt_rng_free(&r);
+}
+
 static void test_samplers(void) {
     dpt_rng r;
     CHECK_OK(dpt_rng_init(&r, 7, DPT_STREAM_NOISE));
@@ -314,6 +371,7 @@ int main(void) {
     test_errors();
     test_rng_streams();
     test_samplers();
+    test_gauss_chi2();
     test_fill_threads();
     test_blas();
     test_hash_files();

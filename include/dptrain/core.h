@@ -166,8 +166,8 @@ double dpt_rng_uniform(dpt_rng *r);
 uint64_t dpt_rng_below(dpt_rng *r, uint64_t n);
 /* Standard normal, reference sampler: Box-Muller in double precision on 53-bit uniforms. */
 double dpt_rng_gauss_ref(dpt_rng *r);
-/* Standard normal, fast sampler: 128-layer ziggurat on one 32-bit word per draw
- * (7 bits layer, 1 bit sign, 24 bits abscissa; Marsaglia-Tsang with independent bits). */
+/* Standard normal, fast sampler: 256-layer ziggurat on one 32-bit word per draw
+ * (8 bits layer, 1 bit sign, 23 bits abscissa; Marsaglia-Tsang with independent bits). */
 float dpt_rng_gauss(dpt_rng *r);
 /* Bernoulli(p) with a 53-bit uniform. */
 int dpt_rng_bernoulli(dpt_rng *r, double p);
