@@ -113,6 +113,12 @@ typedef struct {
     size_t batch;        /* examples seen this step */
     ulr_worker *workers; /* [n_workers] (one per trainer thread) */
     size_t n_workers;
+    /* controller mode: the module whose controller costs most (largest n) is solved, and
+     * its top-up noise drawn into Ebig [maxKl, maxn], while the other modules' noisy passes
+     * run (ulr_accumulate); big_noise: Ebig is to be added in finish */
+    size_t big;
+    float *Ebig;
+    int big_noise;
 } ulr_state;
 
 dpt_dpulr_config dpt_dpulr_config_defaults(void) {
@@ -288,7 +294,9 @@ static void free_buffers(ulr_state *s) {
     dpt_free(s->E);
     dpt_free(s->M);
     dpt_free(s->Md);
+    dpt_free(s->Ebig);
     s->Md = NULL;
+    s->Ebig = NULL;
     s->L0 = s->z = s->lrow = s->cvec = s->w = s->Y = s->E = s->M = NULL;
     s->yrep = NULL;
     s->A = s->wev = s->Z = NULL;
@@ -306,6 +314,9 @@ static dpt_status setup(ulr_state *s, dpt_trainer *t) {
         }
         double Cl = s->cfg.clip / sqrt((double)s->L);
         s->maxn = s->maxKl = s->maxv = 0;
+        s->big = 0;
+        for (size_t k = 1; k < s->L; k++)
+            if (s->mod[k].n > s->mod[s->big].n) s->big = k;
         for (size_t k = 0; k < s->L; k++) {
             ulr_module *u = &s->mod[k];
             u->C_l = Cl;
@@ -361,7 +372,8 @@ static dpt_status setup(ulr_state *s, dpt_trainer *t) {
         s->E = dpt_alloc(s->maxKl * n, sizeof(float), "dpulr noise");
         s->M = dpt_alloc(s->maxKl * n, sizeof(float), "dpulr noise");
         s->Md = dpt_alloc(s->maxKl * n, sizeof(double), "dpulr noise");
-        if (!s->A || !s->wev || !s->Z || !s->Gf || !s->E || !s->M || !s->Md) return DPT_ENOMEM;
+        s->Ebig = dpt_alloc(s->maxKl * n, sizeof(float), "dpulr noise");
+        if (!s->A || !s->wev || !s->Z || !s->Gf || !s->E || !s->M || !s->Md || !s->Ebig) return DPT_ENOMEM;
     }
     int any_reentrant = 0;
     for (size_t k = 0; k < s->L; k++) any_reentrant |= reentrant_tail(m, s->mod[k].first);
@@ -472,10 +484,11 @@ static double eig_summary(const ulr_state *s, ulr_module *u, const double *w, si
     return s2;
 }
 
-static dpt_status solve_modules(ulr_state *s) {
+/* The controller of module k (uses the shared eigen workspaces: one module at a time). */
+static dpt_status solve_one(ulr_state *s, size_t k) {
     const double K = (double)s->cfg.copies, floor2 = s->cfg.sigma0 * s->cfg.sigma0 * s->cfg.clip * s->cfg.clip;
     size_t b = s->yrows;
-    for (size_t k = 0; k < s->L; k++) {
+    {
         ulr_module *u = &s->mod[k];
         size_t n = u->n;
         const float *Y = s->Y + k * s->ycap * s->maxn; /* [b, maxn] */
@@ -484,12 +497,10 @@ static dpt_status solve_modules(ulr_state *s) {
             u->lmin = u->lmax = 0;
             u->rank = 0;
             u->s = s->cfg.perturb_std > 0 ? s->cfg.perturb_std : 1.0; /* nothing to perturb */
-            continue;
+            return DPT_OK;
         }
-        if (u->conv) { /* A_l accumulated over the patches (controller_add) */
-            DPT_TRY(conv_solve(s, u));
-            continue;
-        }
+        if (u->conv) /* A_l accumulated over the patches (controller_add) */
+            return conv_solve(s, u);
         /* A = Y^T Y (b >= n) or the Gram matrix Y Y^T (b < n): one SYRK (float), then the
          * symmetric eigenvalues in double (the matrix kept in Z for the second stage) */
         size_t d = b >= n ? n : b;
@@ -506,7 +517,7 @@ static dpt_status solve_modules(ulr_state *s) {
         if (lam > 0 && !floored && u->rank == d) {
             if (b >= n) {
                 u->proj = PROJ_NONE;
-                continue;
+                return DPT_OK;
             }
             if (u->lc_cap < b * b) {
                 dpt_free(u->Lc);
@@ -519,7 +530,7 @@ static dpt_status solve_modules(ulr_state *s) {
             dpt_status st = dpt_chol(b, u->Lc);
             if (st == DPT_OK) {
                 u->proj = PROJ_GRAM;
-                continue;
+                return DPT_OK;
             }
             if (st != DPT_ERANGE) return st;
             /* numerically not positive definite although every eigenvalue passed the rank
@@ -554,16 +565,40 @@ static dpt_status solve_modules(ulr_state *s) {
             u->coef[j] = (float)(sqrt(tj > 0 ? tj : 0) - sc);
         }
     }
-    s->ctrl_ready = 1;
     return DPT_OK;
 }
 
-/* The controller of every module, on one OpenBLAS thread (see the top of the file). */
-static dpt_status controller_solve(ulr_state *s) {
+static dpt_status topup_noise(ulr_state *s, const dpt_rng *r, uint64_t sub, const ulr_module *u, float *E, int *add);
+
+/* The controller of every module but the big one (OpenBLAS on one thread: see the top of
+ * the file). */
+static dpt_status controller_small(ulr_state *s) {
     int prev = blas_serial_begin();
-    dpt_status st = solve_modules(s);
+    dpt_status st = DPT_OK;
+    for (size_t k = 0; k < s->L && st == DPT_OK; k++)
+        if (k != s->big) st = solve_one(s, k);
     blas_serial_end(prev);
     return st;
+}
+
+/* The big module's controller and its top-up noise from substream `sub` of the noise
+ * stream (r may be a snapshot: only its key and reserved count are read), into Ebig. */
+static dpt_status controller_big(ulr_state *s, const dpt_rng *r, uint64_t sub) {
+    int prev = blas_serial_begin();
+    dpt_status st = solve_one(s, s->big);
+    if (st == DPT_OK) st = topup_noise(s, r, sub, &s->mod[s->big], s->Ebig, &s->big_noise);
+    blas_serial_end(prev);
+    return st;
+}
+
+/* The whole controller, in the order the overlapped route of ulr_accumulate uses (the small
+ * modules, a substream for the big one's top-up, the big one). */
+static dpt_status controller_solve(ulr_state *s, dpt_trainer *t) {
+    DPT_TRY(controller_small(s));
+    uint64_t sub = dpt_rng_reserve_substreams(dpt_trainer_noise_rng(t), 1);
+    DPT_TRY(controller_big(s, dpt_trainer_noise_rng(t), sub));
+    s->ctrl_ready = 1;
+    return DPT_OK;
 }
 
 /* begin: when the batch does not fit one chunk, the controller needs every example's L0
@@ -577,7 +612,7 @@ static dpt_status controller_prepass(ulr_state *s, dpt_trainer *t, size_t b) {
         DPT_TRY(dpt_loss(t->cfg.loss, dpt_model_output(m), bc, m->out_dim, t->yb, NULL, s->L0, NULL));
         DPT_TRY(controller_add(s, m, s->L0, bc));
     }
-    return controller_solve(s);
+    return controller_solve(s, t);
 }
 
 /* ==== The strategy ==== */
@@ -600,6 +635,7 @@ static dpt_status ulr_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
     memset(m->grad, 0, m->n_params * sizeof(float));
     s->yrows = 0;
     s->ctrl_ready = 0;
+    s->big_noise = 0;
     s->batch = 0;
     for (size_t k = 0; k < s->L; k++) {
         ulr_module *u = &s->mod[k];
@@ -607,7 +643,7 @@ static dpt_status ulr_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
         if (u->A) memset(u->A, 0, u->n * u->n * sizeof(double));
     }
     if (controller_on(s) && batch > m->max_batch) DPT_TRY(controller_prepass(s, t, batch));
-    if (controller_on(s) && batch == 0) DPT_TRY(controller_solve(s));
+    if (controller_on(s) && batch == 0) DPT_TRY(controller_solve(s, t));
     return DPT_OK;
 }
 
@@ -789,6 +825,51 @@ static dpt_status module_estimate(ulr_state *s, dpt_trainer *t, ulr_module *u, c
     return L->ops->backward_params(L, x, s->cvec, bc, DPT_GRAD_WEIGHTED, s->w, m->grad + L->param_offset, 0, 1);
 }
 
+/* Controller mode: the noisy passes of every module but the big one, in module order. */
+static dpt_status estimate_small(ulr_state *s, dpt_trainer *t, const float *x, const int32_t *y, size_t bc) {
+    for (size_t k = 0; k < s->L; k++)
+        if (k != s->big) DPT_TRY(module_estimate(s, t, &s->mod[k], x, y, bc));
+    return DPT_OK;
+}
+
+/* Controller mode, batch in one chunk: the small modules' controllers, then the big
+ * module's controller and top-up noise (about 5 of a step's ~26 ms for the MNIST MLP, all
+ * of it serial: an eigen-solve and BLAS on one thread) on one thread while the other runs
+ * the small modules' noisy passes, which do not need it. Each side makes the same calls in
+ * the same order as the one-thread route (the top-up's substream is reserved before
+ * either starts), so the result does not depend on the thread count. */
+static dpt_status controller_overlapped(ulr_state *s, dpt_trainer *t, const float *x, const int32_t *y, size_t bc) {
+    DPT_TRY(controller_small(s));
+    dpt_rng *rng = dpt_trainer_noise_rng(t);
+    uint64_t sub = dpt_rng_reserve_substreams(rng, 1);
+    if (s->L < 2 || dpt_threads_resolve(t->threads) < 2) {
+        DPT_TRY(controller_big(s, rng, sub));
+        return estimate_small(s, t, x, y, bc);
+    }
+    /* side A reads a snapshot of the stream: side B reserves substreams meanwhile */
+    const dpt_rng snap = *rng;
+    dpt_status st_a = DPT_OK, st_b = DPT_OK;
+    char why_a[1024] = "", why_b[1024] = "";
+    int prev = blas_serial_begin();
+#pragma omp parallel sections num_threads(2)
+    {
+#pragma omp section
+        {
+            st_a = controller_big(s, &snap, sub);
+            if (st_a != DPT_OK) snprintf(why_a, sizeof why_a, "%s", dpt_last_error());
+        }
+#pragma omp section
+        {
+            st_b = estimate_small(s, t, x, y, bc);
+            if (st_b != DPT_OK) snprintf(why_b, sizeof why_b, "%s", dpt_last_error());
+        }
+    }
+    blas_serial_end(prev);
+    if (st_a != DPT_OK) return dpt_set_error(st_a, "%s", why_a);
+    if (st_b != DPT_OK) return dpt_set_error(st_b, "%s", why_b);
+    return DPT_OK;
+}
+
 static dpt_status ulr_accumulate(dpt_algo *a, dpt_trainer *t, const float *x, const int32_t *y, size_t bc,
                                  double *loss_sum) {
     ulr_state *s = a->state;
@@ -802,26 +883,33 @@ static dpt_status ulr_accumulate(dpt_algo *a, dpt_trainer *t, const float *x, co
     double ls = 0;
     for (size_t i = 0; i < bc; i++) ls += s->L0[i];
     *loss_sum = ls;
-    if (controller_on(s) && !s->ctrl_ready) {
-        /* the whole batch is this chunk (larger batches were solved in begin) */
-        DPT_TRY(controller_add(s, m, s->L0, bc));
-        DPT_TRY(controller_solve(s));
-    }
     for (size_t j = 1; j <= m->n_layers; j++) memcpy(s->cache[j], m->act[j], bc * s->dims[j] * sizeof(float));
-    for (size_t k = 0; k < s->L; k++) DPT_TRY(module_estimate(s, t, &s->mod[k], x, y, bc));
+    if (!controller_on(s)) {
+        for (size_t k = 0; k < s->L; k++) DPT_TRY(module_estimate(s, t, &s->mod[k], x, y, bc));
+    } else if (s->ctrl_ready) { /* solved in begin (batches larger than a chunk) */
+        DPT_TRY(estimate_small(s, t, x, y, bc));
+        DPT_TRY(module_estimate(s, t, &s->mod[s->big], x, y, bc));
+    } else { /* the whole batch is this chunk */
+        DPT_TRY(controller_add(s, m, s->L0, bc));
+        DPT_TRY(controller_overlapped(s, t, x, y, bc));
+        s->ctrl_ready = 1;
+        DPT_TRY(module_estimate(s, t, &s->mod[s->big], x, y, bc));
+    }
     s->batch += bc;
     return DPT_OK;
 }
 
-/* Controller top-up for module u: N = sigma0 C E + (E U) diag(coef) U^T, E [Kl, n] iid
- * N(0, 1): variance coef_j-corrected (= t_j) along the kept eigenvectors u_j and
- * sigma0^2 C^2 in their orthogonal complement (A_l's null space). */
-static dpt_status topup(ulr_state *s, dpt_trainer *t, ulr_module *u) {
-    dpt_model *m = t->model;
-    size_t n = u->n, Kl = u->Kl, r = u->rank;
+/* Controller top-up noise of module u into E [Kl, n]: N = sigma0 C E + (E U) diag(coef) U^T,
+ * E iid N(0, 1) from substream `sub` of the noise stream r (only its key and reserved count
+ * are read): variance coef_j-corrected (= t_j) along the kept eigenvectors u_j and
+ * sigma0^2 C^2 in their orthogonal complement (A_l's null space). *add = 0 when nothing is
+ * to be added (PROJ_NONE). Uses s->M and s->Md. */
+static dpt_status topup_noise(ulr_state *s, const dpt_rng *r, uint64_t sub, const ulr_module *u, float *E, int *add) {
+    size_t n = u->n, Kl = u->Kl, rk = u->rank;
     float sc = (float)(s->cfg.sigma0 * s->cfg.clip);
+    *add = 0;
     /* drawn in every mode: the noise stream's position does not depend on the route */
-    DPT_TRY(dpt_rng_gauss_fill(dpt_trainer_noise_rng(t), s->E, Kl * n, 1.0f, 0, t->threads));
+    DPT_TRY(dpt_rng_gauss_fill_at(r, sub, 0, E, Kl * n, 1.0f));
     if (u->proj == PROJ_NONE) return DPT_OK; /* A_l has full rank: no direction lacks noise */
     if (u->proj == PROJ_GRAM) {
         /* E' = sc (E - E P), P = Y^T G^-1 Y: M = E Y^T [Kl, b], M G^-1 in double with G's
@@ -830,29 +918,35 @@ static dpt_status topup(ulr_state *s, dpt_trainer *t, ulr_module *u) {
          * of G^-1: the floor in A_l's null space does not depend on it) */
         size_t b = s->yrows;
         const float *Y = s->Y + (size_t)(u - s->mod) * s->ycap * s->maxn;
-        dpt_sgemm(0, 1, Kl, b, n, 1.0f, s->E, n, Y, s->maxn, 0.0f, s->M, b);
+        dpt_sgemm(0, 1, Kl, b, n, 1.0f, E, n, Y, s->maxn, 0.0f, s->M, b);
         for (size_t i = 0; i < Kl * b; i++) s->Md[i] = s->M[i];
         DPT_TRY(dpt_chol_solve(b, u->Lc, Kl, s->Md)); /* row i of M is right-hand side i */
         for (size_t i = 0; i < Kl * b; i++) s->M[i] = (float)s->Md[i];
-        dpt_sgemm(0, 0, Kl, n, b, -1.0f, s->M, b, Y, s->maxn, 1.0f, s->E, n);
-        for (size_t i = 0; i < Kl * n; i++) s->E[i] *= sc;
-    } else if (r) {
+        dpt_sgemm(0, 0, Kl, n, b, -1.0f, s->M, b, Y, s->maxn, 1.0f, E, n);
+        for (size_t i = 0; i < Kl * n; i++) E[i] *= sc;
+    } else if (rk) {
         /* M = E U_r [Kl, r], scaled by coef, then E' = sc E + M U_r^T */
-        dpt_sgemm(0, 0, Kl, r, n, 1.0f, s->E, n, u->U, n, 0.0f, s->M, r);
+        dpt_sgemm(0, 0, Kl, rk, n, 1.0f, E, n, u->U, n, 0.0f, s->M, rk);
         for (size_t i = 0; i < Kl; i++)
-            for (size_t j = 0; j < r; j++) s->M[i * r + j] *= u->coef[j];
-        for (size_t i = 0; i < Kl * n; i++) s->E[i] *= sc;
-        dpt_sgemm(0, 1, Kl, n, r, 1.0f, s->M, r, u->U, n, 1.0f, s->E, n);
+            for (size_t j = 0; j < rk; j++) s->M[i * rk + j] *= u->coef[j];
+        for (size_t i = 0; i < Kl * n; i++) E[i] *= sc;
+        dpt_sgemm(0, 1, Kl, n, rk, 1.0f, s->M, rk, u->U, n, 1.0f, E, n);
     } else {
-        for (size_t i = 0; i < Kl * n; i++) s->E[i] *= sc;
+        for (size_t i = 0; i < Kl * n; i++) E[i] *= sc;
     }
+    *add = 1;
+    return DPT_OK;
+}
+
+/* grad of module u's layer += the top-up noise E [Kl, n] (weights, then the bias column) */
+static void topup_add(dpt_model *m, const ulr_module *u, const float *E) {
+    const size_t n = u->n, Kl = u->Kl;
     const dpt_layer *L = &m->layers[u->first];
     float *gw = m->grad + L->param_offset, *gb = gw + Kl * u->Dl;
     for (size_t i = 0; i < Kl; i++) {
-        for (size_t j = 0; j < u->Dl; j++) gw[i * u->Dl + j] += s->E[i * n + j];
-        if (u->has_bias) gb[i] += s->E[i * n + u->Dl];
+        for (size_t j = 0; j < u->Dl; j++) gw[i * u->Dl + j] += E[i * n + j];
+        if (u->has_bias) gb[i] += E[i * n + u->Dl];
     }
-    return DPT_OK;
 }
 
 static size_t divisor(const ulr_state *s, const dpt_trainer *t, size_t batch) {
@@ -866,11 +960,19 @@ static dpt_status ulr_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
     if (s->cfg.private_) {
         if (s->cfg.noise == DPT_ULR_CONTROLLER) {
             DPT_ASSERT(s->ctrl_ready);
+            /* the small modules' top-ups (the big one's was drawn with its controller) */
+            dpt_rng *rng = dpt_trainer_noise_rng(t);
             int prev = blas_serial_begin(); /* the top-up's GEMMs and dpotrs */
             dpt_status st = DPT_OK;
-            for (size_t k = 0; k < s->L && st == DPT_OK; k++) st = topup(s, t, &s->mod[k]);
+            for (size_t k = 0; k < s->L && st == DPT_OK; k++) {
+                if (k == s->big) continue;
+                int add = 0;
+                st = topup_noise(s, rng, dpt_rng_reserve_substreams(rng, 1), &s->mod[k], s->E, &add);
+                if (st == DPT_OK && add) topup_add(m, &s->mod[k], s->E);
+            }
             blas_serial_end(prev);
             DPT_TRY(st);
+            if (s->big_noise) topup_add(m, &s->mod[s->big], s->Ebig);
         } else {
             DPT_TRY(dpt_privacy_noise_add(dpt_trainer_noise_rng(t), m->grad, m->n_params, s->cfg.sigma0, s->cfg.clip,
                                           t->threads));
