@@ -241,14 +241,14 @@ static void test_fill_threads(void) {
     uint64_t sub = dpt_rng_reserve_substreams(&p1, 0) - 1; /* the substream of the last fill */
     CHECK_OK(dpt_rng_gauss_fill(&p1, a, n, 0.75f, 0, 2));
     sub++;
-    CHECK_OK(dpt_rng_gauss_fill_at(&p1, sub, 0, b, n, 0.75f));
+    CHECK_OK(dpt_rng_gauss_fill_at(&p1, sub, 0, b, n, 0.75f, 2));
     CHECK(memcmp(a, b, n * sizeof *a) == 0);
-    CHECK_OK(dpt_rng_gauss_fill_at(&p1, sub, 2, b, DPT_RNG_CHUNK + 50, 0.75f));
+    CHECK_OK(dpt_rng_gauss_fill_at(&p1, sub, 2, b, DPT_RNG_CHUNK + 50, 0.75f, 1));
     CHECK(memcmp(a + 2 * DPT_RNG_CHUNK, b, (DPT_RNG_CHUNK + 50) * sizeof *a) == 0);
-    CHECK_OK(dpt_rng_gauss_fill_at(&p1, sub, 1, b, 77, 0.75f));
+    CHECK_OK(dpt_rng_gauss_fill_at(&p1, sub, 1, b, 77, 0.75f, 1));
     CHECK(memcmp(a + DPT_RNG_CHUNK, b, 77 * sizeof *a) == 0);
-    CHECK_STATUS(dpt_rng_gauss_fill_at(&p1, sub + 1, 0, b, 8, 1.0f), DPT_EINVAL); /* not reserved */
-    CHECK_STATUS(dpt_rng_gauss_fill_at(&p1, sub, 0, b, 8, -1.0f), DPT_EINVAL);
+    CHECK_STATUS(dpt_rng_gauss_fill_at(&p1, sub + 1, 0, b, 8, 1.0f, 1), DPT_EINVAL); /* not reserved */
+    CHECK_STATUS(dpt_rng_gauss_fill_at(&p1, sub, 0, b, 8, -1.0f, 1), DPT_EINVAL);
     dpt_rng_free(&p1);
     dpt_rng_free(&p2);
     dpt_rng_free(&r1);

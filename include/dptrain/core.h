@@ -183,13 +183,13 @@ dpt_status dpt_rng_gauss_fill(dpt_rng *r, float *out, size_t n, float stddev, in
  * its division by the expected batch size). */
 dpt_status dpt_rng_gauss_fill_scaled(dpt_rng *r, float *out, size_t n, float stddev, float scale,
                                      int threads);
-/* out[i] = stddev * N(0, 1) for i < n, on the calling thread: exactly the values that a
- * dpt_rng_gauss_fill of substream `sub` (reserved with dpt_rng_reserve_substreams) would put
- * at out + first_chunk * DPT_RNG_CHUNK. r is only read, so threads may fill disjoint chunk
- * ranges of one substream at once (each value depends on its chunk index and position
+/* out[i] = stddev * N(0, 1) for i < n, on up to `threads` threads: exactly the values that
+ * a dpt_rng_gauss_fill of substream `sub` (reserved with dpt_rng_reserve_substreams) would
+ * put at out + first_chunk * DPT_RNG_CHUNK. r is only read, so threads may fill disjoint
+ * chunk ranges of one substream at once (each value depends on its chunk index and position
  * alone, and a fill of n' < n values is a prefix of a fill of n). */
 dpt_status dpt_rng_gauss_fill_at(const dpt_rng *r, uint64_t sub, uint64_t first_chunk, float *out, size_t n,
-                                 float stddev);
+                                 float stddev, int threads);
 /* Reference version of dpt_rng_gauss_fill: same layout, exact double Box-Muller per element. */
 dpt_status dpt_rng_gauss_fill_ref(dpt_rng *r, float *out, size_t n, float stddev,
                                   int accumulate);

@@ -389,16 +389,16 @@ static int fill_range(chunk_src *c, const uint8_t key[32], uint64_t sub, uint64_
     return 1;
 }
 
-static dpt_status fill(dpt_rng *r, float *out, size_t n, float stddev, int accumulate, float scale, int threads) {
-    DPT_CHECK(isfinite(stddev) && stddev >= 0, DPT_EINVAL, "gauss_fill: stddev %g must be finite and >= 0", (double)stddev);
-    DPT_CHECK(isfinite(scale), DPT_EINVAL, "gauss_fill: scale %g must be finite", (double)scale);
+/* Chunks first_chunk, first_chunk + 1, ... of substream `sub` into out[0, n), chunk by
+ * chunk on up to `threads` threads (each value depends on its chunk and position alone). */
+static dpt_status fill_sub(const uint8_t key[32], uint64_t sub, uint64_t first_chunk, float *out, size_t n,
+                           float stddev, int accumulate, float scale, int threads) {
     pthread_once(&zig_f_once, zig_tables_f);
-    uint64_t sub = ++r->substreams;
     size_t n_chunks = (n + DPT_RNG_CHUNK - 1) / DPT_RNG_CHUNK;
     int nt = dpt_threads_resolve(threads);
     if ((size_t)nt > n_chunks) nt = n_chunks ? (int)n_chunks : 1;
     int failed = 0;
-#pragma omp parallel num_threads(nt) reduction(| : failed)
+#pragma omp parallel num_threads(nt) reduction(| : failed) if (nt > 1)
     {
         chunk_src c;
         c.ctx = EVP_CIPHER_CTX_new();
@@ -406,7 +406,7 @@ static dpt_status fill(dpt_rng *r, float *out, size_t n, float stddev, int accum
 #pragma omp for schedule(static)
         for (size_t ch = 0; ch < n_chunks; ch++) {
             size_t lo = ch * DPT_RNG_CHUNK, hi = lo + DPT_RNG_CHUNK < n ? lo + DPT_RNG_CHUNK : n;
-            if (failed || !fill_range(&c, r->key, sub, ch, out + lo, hi - lo, stddev, accumulate, scale))
+            if (failed || !fill_range(&c, key, sub, first_chunk + ch, out + lo, hi - lo, stddev, accumulate, scale))
                 failed = 1;
         }
         if (c.ctx) EVP_CIPHER_CTX_free(c.ctx);
@@ -415,20 +415,20 @@ static dpt_status fill(dpt_rng *r, float *out, size_t n, float stddev, int accum
     return DPT_OK;
 }
 
+static dpt_status fill(dpt_rng *r, float *out, size_t n, float stddev, int accumulate, float scale, int threads) {
+    DPT_CHECK(isfinite(stddev) && stddev >= 0, DPT_EINVAL, "gauss_fill: stddev %g must be finite and >= 0", (double)stddev);
+    DPT_CHECK(isfinite(scale), DPT_EINVAL, "gauss_fill: scale %g must be finite", (double)scale);
+    uint64_t sub = ++r->substreams;
+    return fill_sub(r->key, sub, 0, out, n, stddev, accumulate, scale, threads);
+}
+
 dpt_status dpt_rng_gauss_fill_at(const dpt_rng *r, uint64_t sub, uint64_t first_chunk, float *out, size_t n,
-                                 float stddev) {
+                                 float stddev, int threads) {
     DPT_CHECK(isfinite(stddev) && stddev >= 0, DPT_EINVAL, "gauss_fill_at: stddev %g must be finite and >= 0",
               (double)stddev);
     DPT_CHECK(sub >= 1 && sub <= r->substreams, DPT_EINVAL, "gauss_fill_at: substream %llu was not reserved",
               (unsigned long long)sub);
-    pthread_once(&zig_f_once, zig_tables_f);
-    chunk_src c;
-    c.ctx = EVP_CIPHER_CTX_new();
-    DPT_CHECK(c.ctx, DPT_ECRYPTO, "gauss_fill_at: cannot create ChaCha20 context");
-    int ok = fill_range(&c, r->key, sub, first_chunk, out, n, stddev, 0, 1.0f);
-    EVP_CIPHER_CTX_free(c.ctx);
-    DPT_CHECK(ok, DPT_ECRYPTO, "gauss_fill_at: ChaCha20 keystream failed");
-    return DPT_OK;
+    return fill_sub(r->key, sub, first_chunk, out, n, stddev, 0, 1.0f, threads);
 }
 
 dpt_status dpt_rng_gauss_fill(dpt_rng *r, float *out, size_t n, float stddev, int accumulate, int threads) {

@@ -47,7 +47,7 @@
 #define REL_RANK_TOL 1e-6 /* eigenvalues below this fraction of lambda_max count as 0 */
 #define ULR_TASK_ROWS 256  /* rows (i, k) per noisy-pass task (whole examples when K fits) */
 
-/* The controller's top-up N = sigma0 C E + (E U) diag(coef) U^T (see topup). When s_l is
+/* The controller's top-up N = sigma0 C E + (E U) diag(coef) U^T (see topup_noise). When s_l is
  * not raised by --ulr-std, every kept direction has t_j = 0 (coef_j = -sigma0 C) and N is
  * sigma0 C E projected onto A_l's null space: no eigenvectors are needed, only whether A_l
  * has full rank (PROJ_NONE: A_l is n x n of rank n, no top-up) or, for b < n rows of full
@@ -488,87 +488,86 @@ static double eig_summary(const ulr_state *s, ulr_module *u, const double *w, si
 static dpt_status solve_one(ulr_state *s, size_t k) {
     const double K = (double)s->cfg.copies, floor2 = s->cfg.sigma0 * s->cfg.sigma0 * s->cfg.clip * s->cfg.clip;
     size_t b = s->yrows;
-    {
-        ulr_module *u = &s->mod[k];
-        size_t n = u->n;
-        const float *Y = s->Y + k * s->ycap * s->maxn; /* [b, maxn] */
-        u->proj = PROJ_EIG;
-        if (b == 0) {
-            u->lmin = u->lmax = 0;
-            u->rank = 0;
-            u->s = s->cfg.perturb_std > 0 ? s->cfg.perturb_std : 1.0; /* nothing to perturb */
+    ulr_module *u = &s->mod[k];
+    size_t n = u->n;
+    const float *Y = s->Y + k * s->ycap * s->maxn; /* [b, maxn] */
+    u->proj = PROJ_EIG;
+    if (b == 0) {
+        u->lmin = u->lmax = 0;
+        u->rank = 0;
+        u->s = s->cfg.perturb_std > 0 ? s->cfg.perturb_std : 1.0; /* nothing to perturb */
+        return DPT_OK;
+    }
+    if (u->conv) /* A_l accumulated over the patches (controller_add) */
+        return conv_solve(s, u);
+    /* A = Y^T Y (b >= n) or the Gram matrix Y Y^T (b < n): one SYRK (float), then the
+     * symmetric eigenvalues in double (the matrix kept in Z for the second stage) */
+    size_t d = b >= n ? n : b;
+    if (b >= n)
+        dpt_ssyrk_gram(1, n, b, Y, s->maxn, s->Gf, d);
+    else
+        dpt_ssyrk_gram(0, b, n, Y, s->maxn, s->Gf, d);
+    for (size_t i = 0; i < d * d; i++) s->A[i] = s->Z[i] = s->Gf[i];
+    DPT_TRY(dpt_syev(d, s->A, s->wev, NULL));
+    double lam;
+    int floored;
+    double s2 = eig_summary(s, u, s->wev, d, b >= n, &lam, &floored);
+    /* t_j = floor2 - lambda_j / (K s^2) <= 0 for every kept j unless s was floored */
+    if (lam > 0 && !floored && u->rank == d) {
+        if (b >= n) {
+            u->proj = PROJ_NONE;
             return DPT_OK;
         }
-        if (u->conv) /* A_l accumulated over the patches (controller_add) */
-            return conv_solve(s, u);
-        /* A = Y^T Y (b >= n) or the Gram matrix Y Y^T (b < n): one SYRK (float), then the
-         * symmetric eigenvalues in double (the matrix kept in Z for the second stage) */
-        size_t d = b >= n ? n : b;
+        if (u->lc_cap < b * b) {
+            dpt_free(u->Lc);
+            u->lc_cap = 0;
+            u->Lc = dpt_alloc(b * b, sizeof(double), "dpulr Gram factor");
+            if (!u->Lc) return DPT_ENOMEM;
+            u->lc_cap = b * b;
+        }
+        memcpy(u->Lc, s->Z, b * b * sizeof(double));
+        dpt_status st = dpt_chol(b, u->Lc);
+        if (st == DPT_OK) {
+            u->proj = PROJ_GRAM;
+            return DPT_OK;
+        }
+        if (st != DPT_ERANGE) return st;
+        /* numerically not positive definite although every eigenvalue passed the rank
+         * tolerance: take the eigenvector route below */
+    }
+    /* PROJ_EIG: the eigenvectors, again from the matrix kept in Z */
+    memcpy(s->A, s->Z, d * d * sizeof(double));
+    DPT_TRY(dpt_syev(d, s->A, s->wev, s->Z));
+    s2 = eig_summary(s, u, s->wev, d, b >= n, &lam, &floored);
+    double tol = REL_RANK_TOL * u->lmax;
+    size_t r = 0;
+    for (size_t j = 0; j < d; j++)
+        if (s->wev[j] > tol && u->lmax > 0) u->coef[r++] = (float)s->wev[j]; /* eigenvalue for now */
+    /* the kept eigenvectors of A as the first r columns of U [n, n]: directly (b >= n)
+     * or u_j = Y^T v_j / sqrt(lambda_j) from the Gram eigenvectors v_j (one GEMM) */
+    size_t c = 0;
+    for (size_t j = 0; j < d; j++) {
+        if (!(s->wev[j] > tol && u->lmax > 0)) continue;
+        double sc = b >= n ? 1.0 : 1.0 / sqrt(s->wev[j]);
+        for (size_t i = 0; i < d; i++) s->Gf[i * r + c] = (float)(s->Z[i * d + j] * sc);
+        c++;
+    }
+    if (r) {
         if (b >= n)
-            dpt_ssyrk_gram(1, n, b, Y, s->maxn, s->Gf, d);
+            for (size_t e = 0; e < n; e++) memcpy(u->U + e * n, s->Gf + e * r, r * sizeof(float));
         else
-            dpt_ssyrk_gram(0, b, n, Y, s->maxn, s->Gf, d);
-        for (size_t i = 0; i < d * d; i++) s->A[i] = s->Z[i] = s->Gf[i];
-        DPT_TRY(dpt_syev(d, s->A, s->wev, NULL));
-        double lam;
-        int floored;
-        double s2 = eig_summary(s, u, s->wev, d, b >= n, &lam, &floored);
-        /* t_j = floor2 - lambda_j / (K s^2) <= 0 for every kept j unless s was floored */
-        if (lam > 0 && !floored && u->rank == d) {
-            if (b >= n) {
-                u->proj = PROJ_NONE;
-                return DPT_OK;
-            }
-            if (u->lc_cap < b * b) {
-                dpt_free(u->Lc);
-                u->lc_cap = 0;
-                u->Lc = dpt_alloc(b * b, sizeof(double), "dpulr Gram factor");
-                if (!u->Lc) return DPT_ENOMEM;
-                u->lc_cap = b * b;
-            }
-            memcpy(u->Lc, s->Z, b * b * sizeof(double));
-            dpt_status st = dpt_chol(b, u->Lc);
-            if (st == DPT_OK) {
-                u->proj = PROJ_GRAM;
-                return DPT_OK;
-            }
-            if (st != DPT_ERANGE) return st;
-            /* numerically not positive definite although every eigenvalue passed the rank
-             * tolerance: take the eigenvector route below */
-        }
-        /* PROJ_EIG: the eigenvectors, again from the matrix kept in Z */
-        memcpy(s->A, s->Z, d * d * sizeof(double));
-        DPT_TRY(dpt_syev(d, s->A, s->wev, s->Z));
-        s2 = eig_summary(s, u, s->wev, d, b >= n, &lam, &floored);
-        double tol = REL_RANK_TOL * u->lmax;
-        size_t r = 0;
-        for (size_t j = 0; j < d; j++)
-            if (s->wev[j] > tol && u->lmax > 0) u->coef[r++] = (float)s->wev[j]; /* eigenvalue for now */
-        /* the kept eigenvectors of A as the first r columns of U [n, n]: directly (b >= n)
-         * or u_j = Y^T v_j / sqrt(lambda_j) from the Gram eigenvectors v_j (one GEMM) */
-        size_t c = 0;
-        for (size_t j = 0; j < d; j++) {
-            if (!(s->wev[j] > tol && u->lmax > 0)) continue;
-            double sc = b >= n ? 1.0 : 1.0 / sqrt(s->wev[j]);
-            for (size_t i = 0; i < d; i++) s->Gf[i * r + c] = (float)(s->Z[i * d + j] * sc);
-            c++;
-        }
-        if (r) {
-            if (b >= n)
-                for (size_t e = 0; e < n; e++) memcpy(u->U + e * n, s->Gf + e * r, r * sizeof(float));
-            else
-                dpt_sgemm(1, 0, n, r, b, 1.0f, Y, s->maxn, s->Gf, r, 0.0f, u->U, n);
-        }
-        double sc = s->cfg.sigma0 * s->cfg.clip;
-        for (size_t j = 0; j < r; j++) {
-            double tj = floor2 - (double)u->coef[j] / (K * s2); /* A.4 / Eq. 25 */
-            u->coef[j] = (float)(sqrt(tj > 0 ? tj : 0) - sc);
-        }
+            dpt_sgemm(1, 0, n, r, b, 1.0f, Y, s->maxn, s->Gf, r, 0.0f, u->U, n);
+    }
+    double sc = s->cfg.sigma0 * s->cfg.clip;
+    for (size_t j = 0; j < r; j++) {
+        double tj = floor2 - (double)u->coef[j] / (K * s2); /* A.4 / Eq. 25 */
+        u->coef[j] = (float)(sqrt(tj > 0 ? tj : 0) - sc);
     }
     return DPT_OK;
 }
 
-static dpt_status topup_noise(ulr_state *s, const dpt_rng *r, uint64_t sub, const ulr_module *u, float *E, int *add);
+static dpt_status topup_noise(ulr_state *s, const dpt_rng *r, uint64_t sub, const ulr_module *u, float *E, int threads,
+                              int *add);
 
 /* The controller of every module but the big one (OpenBLAS on one thread: see the top of
  * the file). */
@@ -586,7 +585,7 @@ static dpt_status controller_small(ulr_state *s) {
 static dpt_status controller_big(ulr_state *s, const dpt_rng *r, uint64_t sub) {
     int prev = blas_serial_begin();
     dpt_status st = solve_one(s, s->big);
-    if (st == DPT_OK) st = topup_noise(s, r, sub, &s->mod[s->big], s->Ebig, &s->big_noise);
+    if (st == DPT_OK) st = topup_noise(s, r, sub, &s->mod[s->big], s->Ebig, 1, &s->big_noise);
     blas_serial_end(prev);
     return st;
 }
@@ -711,11 +710,11 @@ static dpt_status noisy_rows(ulr_state *s, const dpt_trainer *t, const ulr_modul
  * (antithetic: K/2 draws per example, copy 2j+1 = -copy 2j). */
 static dpt_status noisy_task(ulr_state *s, const dpt_trainer *t, const ulr_module *u, ulr_worker *w, const float *x0,
                              const int32_t *y, size_t i0, size_t i1, size_t rows, const dpt_rng *rng, uint64_t sub,
-                             uint64_t chunk0, float *zbuf) {
+                             uint64_t chunk0, float *zbuf, int threads) {
     const size_t K = s->cfg.copies, Kl = u->vdim, ne = i1 - i0;
     if (s->cfg.antithetic) {
         size_t half = K / 2;
-        DPT_TRY(dpt_rng_gauss_fill_at(rng, sub, chunk0, zbuf, ne * half * Kl, (float)u->s));
+        DPT_TRY(dpt_rng_gauss_fill_at(rng, sub, chunk0, zbuf, ne * half * Kl, (float)u->s, threads));
         for (size_t i = ne; i-- > 0;) /* spread in place, from the back */
             for (size_t j = half; j-- > 0;) {
                 const float *src = zbuf + (i * half + j) * Kl;
@@ -727,7 +726,7 @@ static dpt_status noisy_task(ulr_state *s, const dpt_trainer *t, const ulr_modul
                 }
             }
     } else {
-        DPT_TRY(dpt_rng_gauss_fill_at(rng, sub, chunk0, zbuf, ne * K * Kl, (float)u->s));
+        DPT_TRY(dpt_rng_gauss_fill_at(rng, sub, chunk0, zbuf, ne * K * Kl, (float)u->s, threads));
     }
     for (size_t r0 = i0 * K; r0 < i1 * K; r0 += rows) {
         size_t nr = i1 * K - r0 < rows ? i1 * K - r0 : rows;
@@ -750,7 +749,8 @@ static dpt_status noisy_passes(ulr_state *s, dpt_trainer *t, const ulr_module *u
         const size_t R = t->model->max_batch, per = K >= R ? 1 : R / K;
         const uint64_t cpt = (per * Kz * u->vdim + DPT_RNG_CHUNK - 1) / DPT_RNG_CHUNK; /* chunks per task */
         for (size_t k = 0, i0 = 0; i0 < bc; k++, i0 += per)
-            DPT_TRY(noisy_task(s, t, u, NULL, x0, y, i0, i0 + per < bc ? i0 + per : bc, R, rng, sub, k * cpt, s->z));
+            DPT_TRY(noisy_task(s, t, u, NULL, x0, y, i0, i0 + per < bc ? i0 + per : bc, R, rng, sub, k * cpt, s->z,
+                                    t->threads));
         return DPT_OK;
     }
     const size_t per = K >= ULR_TASK_ROWS ? 1 : ULR_TASK_ROWS / K, n_tasks = (bc + per - 1) / per;
@@ -766,7 +766,7 @@ static dpt_status noisy_passes(ulr_state *s, dpt_trainer *t, const ulr_module *u
 #pragma omp for schedule(dynamic)
         for (size_t k = 0; k < n_tasks; k++) {
             size_t i0 = k * per, i1 = i0 + per < bc ? i0 + per : bc;
-            dpt_status e = noisy_task(s, t, u, w, x0, y, i0, i1, ULR_TASK_ROWS, rng, sub, k * cpt, w->z);
+            dpt_status e = noisy_task(s, t, u, w, x0, y, i0, i1, ULR_TASK_ROWS, rng, sub, k * cpt, w->z, 1);
             if (e != DPT_OK) {
 #pragma omp critical(dpulr_task_error)
                 if (st == DPT_OK) { /* the first failure's message (errors are per thread) */
@@ -904,12 +904,13 @@ static dpt_status ulr_accumulate(dpt_algo *a, dpt_trainer *t, const float *x, co
  * are read): variance coef_j-corrected (= t_j) along the kept eigenvectors u_j and
  * sigma0^2 C^2 in their orthogonal complement (A_l's null space). *add = 0 when nothing is
  * to be added (PROJ_NONE). Uses s->M and s->Md. */
-static dpt_status topup_noise(ulr_state *s, const dpt_rng *r, uint64_t sub, const ulr_module *u, float *E, int *add) {
+static dpt_status topup_noise(ulr_state *s, const dpt_rng *r, uint64_t sub, const ulr_module *u, float *E, int threads,
+                              int *add) {
     size_t n = u->n, Kl = u->Kl, rk = u->rank;
     float sc = (float)(s->cfg.sigma0 * s->cfg.clip);
     *add = 0;
     /* drawn in every mode: the noise stream's position does not depend on the route */
-    DPT_TRY(dpt_rng_gauss_fill_at(r, sub, 0, E, Kl * n, 1.0f));
+    DPT_TRY(dpt_rng_gauss_fill_at(r, sub, 0, E, Kl * n, 1.0f, threads));
     if (u->proj == PROJ_NONE) return DPT_OK; /* A_l has full rank: no direction lacks noise */
     if (u->proj == PROJ_GRAM) {
         /* E' = sc (E - E P), P = Y^T G^-1 Y: M = E Y^T [Kl, b], M G^-1 in double with G's
@@ -967,7 +968,7 @@ static dpt_status ulr_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
             for (size_t k = 0; k < s->L && st == DPT_OK; k++) {
                 if (k == s->big) continue;
                 int add = 0;
-                st = topup_noise(s, rng, dpt_rng_reserve_substreams(rng, 1), &s->mod[k], s->E, &add);
+                st = topup_noise(s, rng, dpt_rng_reserve_substreams(rng, 1), &s->mod[k], s->E, t->threads, &add);
                 if (st == DPT_OK && add) topup_add(m, &s->mod[k], s->E);
             }
             blas_serial_end(prev);
