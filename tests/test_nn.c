@@ -372,6 +372,47 @@ static void test_softmax_ce_accuracy(void) {
     free(o);
 }
 
+/* Rows are processed in blocks (of up to 64 rows, fewer for wide rows, one malloc'd row
+ * beyond 2048 classes without gradients): every row of a batch gets the same bits as that
+ * row alone, the loss without gradients the same bits as with them, and a NaN logit
+ * (also the first) poisons only its own row. */
+static void test_softmax_ce_batch(void) {
+    const size_t Ks[3] = {10, 1000, 3000}, Bs[3] = {203, 7, 3};
+    for (int ki = 0; ki < 3; ki++) {
+        const size_t K = Ks[ki], B = Bs[ki];
+        float *o = malloc(B * K * sizeof *o), *d = malloc(B * K * sizeof *d), *d1 = malloc(K * sizeof *d1);
+        float *l = malloc(B * sizeof *l), *l2 = malloc(B * sizeof *l2), l1;
+        int32_t *y = malloc(B * sizeof *y);
+        dpt_rng r; /* its own stream: the shared one feeds the model tests' data */
+        dpt_rng_init(&r, 99 + ki, DPT_STREAM_AUX);
+        for (size_t j = 0; j < B * K; j++) o[j] = (float)(3.0 * dpt_rng_gauss_ref(&r));
+        dpt_rng_free(&r);
+        for (size_t i = 0; i < B; i++) y[i] = (int32_t)((i * 7) % K);
+        const size_t nan_row = B / 2;
+        o[nan_row * K] = NAN;
+        if (B > 100) o[100 * K + 5] = 1e30f, o[101 * K + 3] = -1e30f, o[102 * K + 9] = INFINITY;
+        CHECK_OK(dpt_loss(DPT_LOSS_SOFTMAX_CE, o, B, K, y, NULL, l, d));
+        CHECK_OK(dpt_loss(DPT_LOSS_SOFTMAX_CE, o, B, K, y, NULL, l2, NULL));
+        int bad = 0;
+        for (size_t i = 0; i < B; i++) {
+            CHECK_OK(dpt_loss(DPT_LOSS_SOFTMAX_CE, o + i * K, 1, K, y + i, NULL, &l1, d1));
+            if (memcmp(&l1, l + i, sizeof l1) || memcmp(&l1, l2 + i, sizeof l1) ||
+                memcmp(d1, d + i * K, K * sizeof *d1))
+                bad++;
+            if (i == nan_row) {
+                CHECK(isnan(l[i]));
+            } else if (B > 100 && i == 102) { /* a +inf logit: the loss is +inf (or NaN at the label) */
+                CHECK(!isfinite(l[i]));
+            } else {
+                CHECK(!isnan(l[i]));
+                if (isfinite(o[i * K + 5]) && isfinite(o[i * K + 3])) ce_check_row(o + i * K, K, y[i], "batch row");
+            }
+        }
+        CHECK(bad == 0);
+        free(o), free(d), free(d1), free(l), free(l2), free(y);
+    }
+}
+
 /* ==== whole models ==== */
 
 static void test_model(const char *spec, dpt_loss_kind lk) {
@@ -731,6 +772,7 @@ int main(void) {
     test_activation_grid("mlp:1-2001-1:tanh", DPT_LAYER_TANH);
     test_loss(DPT_LOSS_SOFTMAX_CE, 4);
     test_softmax_ce_accuracy();
+    test_softmax_ce_batch();
     test_loss(DPT_LOSS_SIGMOID_BCE, 1);
     test_loss(DPT_LOSS_SIGMOID_BCE, 4);
     test_loss(DPT_LOSS_SQUARED, 3);
