@@ -260,6 +260,52 @@ static void test_activation_grid(const char *spec, dpt_layer_kind kind) {
     dpt_model_free(m);
 }
 
+/* GELU at the edges, against double erfc: +-0 keep their sign (gelu' = 1/2), tiny x gives
+ * x/2, large x gives x (gelu' = 1), the far negative tail goes to -0 with an absolute error
+ * below the smallest normal float (e^-87.3 cut-off; no subnormal results; gelu' there
+ * below 1e-37), +inf -> +inf,
+ * -inf -> NaN and gelu'(+-inf) = NaN (as x Phi(x) in double: inf * 0), NaN -> NaN. And every
+ * element gets the same bits in the vector body, the scalar remainder and alone. */
+static void test_gelu_edges(void) {
+    static const float xs[] = {0.0f,   -0.0f,   1e-30f, -1e-30f, 1e-45f, 1e-3f,   -1e-3f,  5.5f,    -5.5f,
+                               9.0f,   -9.0f,   -12.0f, -13.0f,  -13.1f, -13.2f,  -13.25f, -13.3f, -14.0f,
+                               -20.0f, -1e30f,  1e30f,  3e38f,   INFINITY, -INFINITY, NAN, 0.7f,   -0.7f};
+    const size_t n = sizeof xs / sizeof xs[0];
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new("mlp:1-1-1:gelu", n, 1, &m));
+    if (!m) return;
+    const dpt_layer *L = &m->layers[1];
+    float v[32], d[32], one[32], v1, d1;
+    for (size_t j = 0; j < n; j++) one[j] = 1.0f;
+    CHECK_OK(L->ops->forward(L, xs, v, n));
+    CHECK_OK(L->ops->backward_input(L, xs, v, one, d, n));
+    for (size_t j = 0; j < n; j++) {
+        const double x = xs[j], r = 0.5 * x * erfc(-x / sqrt(2.0));
+        const double dr = 0.5 * erfc(-x / sqrt(2.0)) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
+        if (isnan(r)) {
+            CHECK(isnan(v[j]));
+        } else if (isinf(r)) {
+            CHECK(v[j] == r);
+        } else {
+            CHECK_CLOSE(v[j], r, 1.2e-38, 2e-6 + 1.2e-7 * x * x);
+            if (v[j] == 0.0f && r == 0.0 && !signbit(v[j]) != !signbit(r)) {
+                fprintf(stderr, "gelu(%g) = %g, reference %g\n", x, v[j], r);
+                CHECK(0);
+            }
+        }
+        if (isnan(dr)) {
+            CHECK(isnan(d[j]));
+        } else {
+            CHECK_CLOSE(d[j], dr, 1e-37, 2e-6 + 1.2e-7 * x * x); /* |x| phi(x) < 7e-38 past the cut-off */
+        }
+        /* alone (scalar code) */
+        CHECK_OK(L->ops->forward(L, xs + j, &v1, 1));
+        CHECK_OK(L->ops->backward_input(L, xs + j, &v1, one, &d1, 1));
+        CHECK(!memcmp(&v1, v + j, sizeof v1) && !memcmp(&d1, d + j, sizeof d1));
+    }
+    dpt_model_free(m);
+}
+
 /* ==== losses ==== */
 
 static void test_loss(dpt_loss_kind kind, size_t K) {
@@ -770,6 +816,7 @@ int main(void) {
     test_activation_grid("mlp:1-2001-1:gelu", DPT_LAYER_GELU);
     test_activation_grid("mlp:1-2001-1:sigmoid", DPT_LAYER_SIGMOID);
     test_activation_grid("mlp:1-2001-1:tanh", DPT_LAYER_TANH);
+    test_gelu_edges();
     test_loss(DPT_LOSS_SOFTMAX_CE, 4);
     test_softmax_ce_accuracy();
     test_softmax_ce_batch();
