@@ -28,7 +28,8 @@ static double softplus(double x) { return (x > 0.0 ? x : 0.0) + log1p(exp(-fabs(
  * entry as -(sum_{k != y} e_k) / s = -(r + (1 - e_y)) / s. Summing r apart from the 1 keeps
  * a confident row's small loss and gradient accurate (adding each tiny e_k to 1 would round
  * every time; 1 - p_y would lose them outright). Every row runs the same operations
- * wherever it sits (the exp loop's vector body and remainder agree bit for bit). */
+ * wherever it sits (the exp loop's vector body and remainder agree bit for bit), and the
+ * same as softmax_ce_values, so a loss is the same with or without its gradient. */
 static void softmax_ce_rows(const float *o, size_t nb, size_t K, const int32_t *y, float *loss, float *e,
                             int grad) {
     float mx[CE_ROWS];
@@ -57,8 +58,7 @@ static void softmax_ce_rows(const float *o, size_t nb, size_t K, const int32_t *
     for (size_t i = 0; i < nb; i++) {
         float *ei = e + i * K;
         const size_t a = am[i];
-        double r = 0.0;
-#pragma omp simd reduction(+ : r)
+        double r = 0.0; /* in order of k, as softmax_ce_values: the same bits with or without d */
         for (size_t k = 0; k < K; k++) r += sel(k == a, 0.0f, ei[k]);
         /* a NaN (or +inf: inf - inf) logit makes every e_k NaN, r with them (K = 1: m - o_y) */
         if (loss) loss[i] = (float)(((double)mx[i] - (double)o[i * K + y[i]]) + log1p(r));
@@ -66,6 +66,48 @@ static void softmax_ce_rows(const float *o, size_t nb, size_t K, const int32_t *
             const double ea = ei[a], s = ea + r, others = r + (ea - (double)ei[y[i]]);
             for (size_t k = 0; k < K; k++) ei[k] = (float)((double)ei[k] / s);
             ei[y[i]] = (float)(-others / s);
+        }
+    }
+}
+
+/* Loss values only (no gradient) for K <= CE_LANE_K classes, 8 rows at a time with the rows
+ * in vector lanes (a row of 10 classes is too short to vectorize on its own, and DP-ULR asks
+ * for tens of thousands of such rows per step): the same formula and order of operations as softmax_ce_rows, m and
+ * its first index a per lane, r = sum_{k != a} e_k in double, loss = (m - o_y) + log1p(r).
+ * Every lane runs the same operations whatever its position, so a row's loss does not
+ * depend on which rows share its block. */
+#define CE_LANES 8
+#define CE_LANE_K 32
+static void softmax_ce_values(const float *o, size_t B, size_t K, const int32_t *y, float *loss) {
+    float t[CE_LANE_K][CE_LANES], mx[CE_LANES];
+    int32_t am[CE_LANES];
+    double r[CE_LANES];
+    for (size_t i0 = 0; i0 < B; i0 += CE_LANES) {
+        const size_t nb = B - i0 < CE_LANES ? B - i0 : CE_LANES;
+        for (size_t k = 0; k < K; k++)
+            for (size_t j = 0; j < CE_LANES; j++) t[k][j] = j < nb ? o[(i0 + j) * K + k] : 0.0f;
+#pragma omp simd
+        for (size_t j = 0; j < CE_LANES; j++) {
+            mx[j] = t[0][j];
+            am[j] = 0;
+            r[j] = 0.0;
+        }
+        for (size_t k = 1; k < K; k++) {
+#pragma omp simd
+            for (size_t j = 0; j < CE_LANES; j++) {
+                const float v = t[k][j];
+                const int c = v > mx[j] || v != v; /* a NaN becomes the max and spreads */
+                mx[j] = sel(c, v, mx[j]);
+                am[j] = c ? (int32_t)k : am[j];
+            }
+        }
+        for (size_t k = 0; k < K; k++) {
+#pragma omp simd
+            for (size_t j = 0; j < CE_LANES; j++) r[j] += sel(am[j] == (int32_t)k, 0.0f, exp_neg(t[k][j] - mx[j]));
+        }
+        for (size_t j = 0; j < nb; j++) {
+            const size_t i = i0 + j;
+            loss[i] = (float)(((double)mx[j] - (double)o[i * K + (size_t)y[i]]) + log1p(r[j]));
         }
     }
 }
@@ -93,6 +135,10 @@ dpt_status dpt_loss(dpt_loss_kind kind, const float *o, size_t B, size_t K, cons
         for (size_t i = 0; i < B; i++)
             DPT_CHECK(labels[i] >= 0 && (size_t)labels[i] < K, DPT_EINVAL,
                       "cross-entropy loss: label %d of example %zu outside 0..%zu", (int)labels[i], i, K - 1);
+        if (!dout && K <= CE_LANE_K) {
+            if (loss) softmax_ce_values(o, B, K, labels, loss);
+            return DPT_OK;
+        }
         if (dout) {
             for (size_t i = 0; i < B; i += CE_ROWS) {
                 const size_t nb = B - i < CE_ROWS ? B - i : CE_ROWS;
