@@ -1,7 +1,8 @@
 /* bench/act_kernels: ns per element of the GELU forward and backward kernels and ns per row
  * of the softmax cross-entropy (10 classes; values alone and values + gradients), each next
  * to a naive double libm reference (erfc/exp/log) measured in the same run. One thread, CPU
- * time, median of the repeats. Usage: act_kernels [repeats] */
+ * time, median of the repeats; then the largest relative error of both on the same inputs.
+ * Usage: act_kernels [repeats] */
 #include <dptrain/nn.h>
 
 #include <math.h>
@@ -103,6 +104,24 @@ int main(int argc, char **argv) {
     printf("%-28s %7.3f ns %11.3f ns %8.2f\n", "gelu backward (per element)", md[2], md[3], md[3] / md[2]);
     printf("%-28s %7.3f ns %11.3f ns %8.2f\n", "ce 10 classes, loss (row)", md[4], md[5], md[5] / md[4]);
     printf("%-28s %7.3f ns %11.3f ns %8.2f\n", "ce 10 classes, +grad (row)", md[6], md[7], md[7] / md[6]);
+    /* accuracy on the same inputs against the double reference (loss: error / max(1, loss)) */
+    double eg = 0.0, el = 0.0;
+    L->ops->forward(L, x, v, N / 4096);
+    for (size_t j = 0; j < N; j++) {
+        const double xd = x[j], ref = 0.5 * xd * erfc(-xd / sqrt(2.0));
+        const double e = fabs(v[j] - ref) / fmax(fabs(ref), 1e-30);
+        eg = e > eg ? e : eg;
+    }
+    dpt_loss(DPT_LOSS_SOFTMAX_CE, o, ROWS, K, y, NULL, loss, NULL);
+    for (size_t i = 0; i < ROWS; i++) {
+        const float *ri = o + i * K;
+        double mx = ri[0], sum = 0.0;
+        for (size_t k = 1; k < K; k++) mx = ri[k] > mx ? ri[k] : mx;
+        for (size_t k = 0; k < K; k++) sum += exp((double)ri[k] - mx);
+        const double l = mx + log(sum) - ri[y[i]], e = fabs(loss[i] - l) / fmax(1.0, l);
+        el = e > el ? e : el;
+    }
+    printf("max relative error vs double: gelu forward %.2e, ce loss %.2e (of max(1, loss))\n", eg, el);
     for (int c = 0; c < 8; c++) free(s[c]);
     free(x), free(v), free(t), free(o), free(loss), free(d), free(y);
     dpt_model_free(m);
