@@ -29,7 +29,10 @@ static double softplus(double x) { return (x > 0.0 ? x : 0.0) + log1p(exp(-fabs(
  * a confident row's small loss and gradient accurate (adding each tiny e_k to 1 would round
  * every time; 1 - p_y would lose them outright). Every row runs the same operations
  * wherever it sits (the exp loop's vector body and remainder agree bit for bit), and the
- * same as softmax_ce_values, so a loss is the same with or without its gradient. */
+ * same as softmax_ce_values, so a loss is the same with or without its gradient.
+ * Accuracy against a double (long double) reference: the loss within 2e-7 of max(1, loss)
+ * (tested; bench/act_kernels measures ~7e-8 on 4096 random rows of scale 4), gradients
+ * within ~1e-6 relative plus 1.2e-7 per unit of the logit's gap below the max (tested). */
 static void softmax_ce_rows(const float *o, size_t nb, size_t K, const int32_t *y, float *loss, float *e,
                             int grad) {
     float mx[CE_ROWS];
