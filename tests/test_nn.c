@@ -260,6 +260,52 @@ static void test_activation_grid(const char *spec, dpt_layer_kind kind) {
     dpt_model_free(m);
 }
 
+/* GELU at the edges, against double erfc: +-0 keep their sign (gelu' = 1/2), tiny x gives
+ * x/2, large x gives x (gelu' = 1), the far negative tail goes to -0 with an absolute error
+ * below the smallest normal float (e^-87.3 cut-off; no subnormal results; gelu' there
+ * below 1e-37), +inf -> +inf,
+ * -inf -> NaN and gelu'(+-inf) = NaN (as x Phi(x) in double: inf * 0), NaN -> NaN. And every
+ * element gets the same bits in the vector body, the scalar remainder and alone. */
+static void test_gelu_edges(void) {
+    static const float xs[] = {0.0f,   -0.0f,   1e-30f, -1e-30f, 1e-45f, 1e-3f,   -1e-3f,  5.5f,    -5.5f,
+                               9.0f,   -9.0f,   -12.0f, -13.0f,  -13.1f, -13.2f,  -13.25f, -13.3f, -14.0f,
+                               -20.0f, -1e30f,  1e30f,  3e38f,   INFINITY, -INFINITY, NAN, 0.7f,   -0.7f};
+    const size_t n = sizeof xs / sizeof xs[0];
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new("mlp:1-1-1:gelu", n, 1, &m));
+    if (!m) return;
+    const dpt_layer *L = &m->layers[1];
+    float v[32], d[32], one[32], v1, d1;
+    for (size_t j = 0; j < n; j++) one[j] = 1.0f;
+    CHECK_OK(L->ops->forward(L, xs, v, n));
+    CHECK_OK(L->ops->backward_input(L, xs, v, one, d, n));
+    for (size_t j = 0; j < n; j++) {
+        const double x = xs[j], r = 0.5 * x * erfc(-x / sqrt(2.0));
+        const double dr = 0.5 * erfc(-x / sqrt(2.0)) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
+        if (isnan(r)) {
+            CHECK(isnan(v[j]));
+        } else if (isinf(r)) {
+            CHECK(v[j] == r);
+        } else {
+            CHECK_CLOSE(v[j], r, 1.2e-38, 2e-6 + 1.2e-7 * x * x);
+            if (v[j] == 0.0f && r == 0.0 && !signbit(v[j]) != !signbit(r)) {
+                fprintf(stderr, "gelu(%g) = %g, reference %g\n", x, v[j], r);
+                CHECK(0);
+            }
+        }
+        if (isnan(dr)) {
+            CHECK(isnan(d[j]));
+        } else {
+            CHECK_CLOSE(d[j], dr, 1e-37, 2e-6 + 1.2e-7 * x * x); /* |x| phi(x) < 7e-38 past the cut-off */
+        }
+        /* alone (scalar code) */
+        CHECK_OK(L->ops->forward(L, xs + j, &v1, 1));
+        CHECK_OK(L->ops->backward_input(L, xs + j, &v1, one, &d1, 1));
+        CHECK(!memcmp(&v1, v + j, sizeof v1) && !memcmp(&d1, d + j, sizeof d1));
+    }
+    dpt_model_free(m);
+}
+
 /* ==== losses ==== */
 
 static void test_loss(dpt_loss_kind kind, size_t K) {
@@ -393,6 +439,47 @@ static void test_softmax_ce_accuracy(void) {
         }
     }
     free(o);
+}
+
+/* Rows are processed in blocks (of up to 64 rows, fewer for wide rows, one malloc'd row
+ * beyond 2048 classes without gradients): every row of a batch gets the same bits as that
+ * row alone, the loss without gradients the same bits as with them, and a NaN logit
+ * (also the first) poisons only its own row. */
+static void test_softmax_ce_batch(void) {
+    const size_t Ks[3] = {10, 1000, 3000}, Bs[3] = {203, 7, 3};
+    for (int ki = 0; ki < 3; ki++) {
+        const size_t K = Ks[ki], B = Bs[ki];
+        float *o = malloc(B * K * sizeof *o), *d = malloc(B * K * sizeof *d), *d1 = malloc(K * sizeof *d1);
+        float *l = malloc(B * sizeof *l), *l2 = malloc(B * sizeof *l2), l1;
+        int32_t *y = malloc(B * sizeof *y);
+        dpt_rng r; /* its own stream: the shared one feeds the model tests' data */
+        dpt_rng_init(&r, 99 + ki, DPT_STREAM_AUX);
+        for (size_t j = 0; j < B * K; j++) o[j] = (float)(3.0 * dpt_rng_gauss_ref(&r));
+        dpt_rng_free(&r);
+        for (size_t i = 0; i < B; i++) y[i] = (int32_t)((i * 7) % K);
+        const size_t nan_row = B / 2;
+        o[nan_row * K] = NAN;
+        if (B > 100) o[100 * K + 5] = 1e30f, o[101 * K + 3] = -1e30f, o[102 * K + 9] = INFINITY;
+        CHECK_OK(dpt_loss(DPT_LOSS_SOFTMAX_CE, o, B, K, y, NULL, l, d));
+        CHECK_OK(dpt_loss(DPT_LOSS_SOFTMAX_CE, o, B, K, y, NULL, l2, NULL));
+        int bad = 0;
+        for (size_t i = 0; i < B; i++) {
+            CHECK_OK(dpt_loss(DPT_LOSS_SOFTMAX_CE, o + i * K, 1, K, y + i, NULL, &l1, d1));
+            if (memcmp(&l1, l + i, sizeof l1) || memcmp(&l1, l2 + i, sizeof l1) ||
+                memcmp(d1, d + i * K, K * sizeof *d1))
+                bad++;
+            if (i == nan_row) {
+                CHECK(isnan(l[i]));
+            } else if (B > 100 && i == 102) { /* a +inf logit: the loss is +inf (or NaN at the label) */
+                CHECK(!isfinite(l[i]));
+            } else {
+                CHECK(!isnan(l[i]));
+                if (isfinite(o[i * K + 5]) && isfinite(o[i * K + 3])) ce_check_row(o + i * K, K, y[i], "batch row");
+            }
+        }
+        CHECK(bad == 0);
+        free(o), free(d), free(d1), free(l), free(l2), free(y);
+    }
 }
 
 /* ==== whole models ==== */
@@ -752,8 +839,10 @@ int main(void) {
     test_activation_grid("mlp:1-2001-1:gelu", DPT_LAYER_GELU);
     test_activation_grid("mlp:1-2001-1:sigmoid", DPT_LAYER_SIGMOID);
     test_activation_grid("mlp:1-2001-1:tanh", DPT_LAYER_TANH);
+    test_gelu_edges();
     test_loss(DPT_LOSS_SOFTMAX_CE, 4);
     test_softmax_ce_accuracy();
+    test_softmax_ce_batch();
     test_loss(DPT_LOSS_SIGMOID_BCE, 1);
     test_loss(DPT_LOSS_SIGMOID_BCE, 4);
     test_loss(DPT_LOSS_SQUARED, 3);
