@@ -328,6 +328,13 @@ static void ce_check_row(const float *o, size_t K, int32_t y, const char *what) 
         fprintf(stderr, "%s: loss %.9g, reference %.9g\n", what, l, lr);
         bad++;
     }
+    /* the values-only route (rows in vector lanes for K <= 32) */
+    float lv;
+    CHECK_OK(dpt_loss(DPT_LOSS_SOFTMAX_CE, o, 1, K, &y, NULL, &lv, NULL));
+    if (!(fabs(lv - lr) <= 2e-7 * fmax(1.0, fabs(lr)))) {
+        fprintf(stderr, "%s: loss without gradient %.9g, reference %.9g\n", what, lv, lr);
+        bad++;
+    }
     for (size_t k = 0; k < K; k++) {
         long double others = 0;
         for (size_t j = 0; j < K; j++)
@@ -368,6 +375,22 @@ static void test_softmax_ce_accuracy(void) {
         CHECK_OK(dpt_loss(DPT_LOSS_SOFTMAX_CE, o, 1, K, &y, NULL, &l, d));
         CHECK(isfinite(l) && l > 1e29f && dpt_all_finite(d, K));
         free(d);
+    }
+    /* values only, 13 rows of 10 classes (a partial block of lanes): each row's loss equals
+       its single-row value bit for bit (whatever shares its block), a NaN row stays NaN and
+       leaves the others alone */
+    {
+        const size_t B = 13, K = 10;
+        float ob[13 * 10], lb[13], l1;
+        int32_t yb[13];
+        fill_gauss(ob, B * K, 3.0);
+        for (size_t i = 0; i < B; i++) yb[i] = (int32_t)((i * 3) % K);
+        ob[4 * K + 6] = NAN;
+        CHECK_OK(dpt_loss(DPT_LOSS_SOFTMAX_CE, ob, B, K, yb, NULL, lb, NULL));
+        for (size_t i = 0; i < B; i++) {
+            CHECK_OK(dpt_loss(DPT_LOSS_SOFTMAX_CE, ob + i * K, 1, K, yb + i, NULL, &l1, NULL));
+            CHECK(i == 4 ? isnan(lb[i]) && isnan(l1) : lb[i] == l1 && isfinite(lb[i]));
+        }
     }
     free(o);
 }

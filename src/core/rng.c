@@ -352,16 +352,31 @@ static int fill_chunk(chunk_src *c, const uint8_t key[32], uint64_t substream, u
         c->pos = DPT_RNG_BUF_WORDS;
         c->words_left = ((uint64_t)1 << (CHUNK_BLOCK_SHIFT - 1)) * (BLOCK_BYTES / 4);
     }
-    for (size_t k0 = 0; n_bad && k0 < n; k0 += 8) { /* the rejected ones, 8 flags at a time */
-        uint64_t any = 0;
-        if (k0 + 8 <= n) memcpy(&any, bad + k0, 8);
-        else any = 1;
-        if (!any) continue;
-        for (size_t k = k0; k < k0 + 8 && k < n; k++)
-            if (bad[k]) {
-                v[k] = (float)zig_slow(chunk_word, c, w[k]);
-                n_bad--;
+    /* the rejected ones in increasing k, 64 flags at a time: the 0/1 flag bytes packed into a
+     * bit mask (8 at once by a multiply) whose set bits are visited with ctz, so the loop has
+     * no branch per element to mispredict (the flags are random: ~1.5% set) */
+    for (size_t k0 = 0; n_bad && k0 < n; k0 += 64) {
+        uint64_t mask = 0;
+        for (size_t g = 0; g < 64 && k0 + g < n; g += 8) {
+            uint64_t x = 0;
+            if (k0 + g + 8 <= n) {
+                memcpy(&x, bad + k0 + g, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+                x = __builtin_bswap64(x); /* flag b in byte b, as on little-endian */
+#endif
+            } else {
+                for (size_t b = 0; k0 + g + b < n; b++) x |= (uint64_t)bad[k0 + g + b] << (8 * b);
             }
+            /* flag byte b (0 or 1) to bit b of the top byte: the products land on distinct
+             * bits, so nothing carries */
+            mask |= ((x * 0x0102040810204080ull) >> 56) << g;
+        }
+        while (mask) {
+            size_t k = k0 + (size_t)__builtin_ctzll(mask);
+            mask &= mask - 1;
+            v[k] = (float)zig_slow(chunk_word, c, w[k]);
+            n_bad--;
+        }
     }
     if (accumulate && scale != 1.0f) {
 #pragma omp simd

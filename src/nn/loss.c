@@ -45,6 +45,48 @@ static void softmax_ce_row(const float *o, size_t K, int32_t y, float *loss, flo
     if (loss) loss[0] = (float)(((double)mx - (double)o[y]) + log1p(r));
 }
 
+/* Loss values only (no gradient) for K <= CE_LANE_K classes, 8 rows at a time with the rows
+ * in vector lanes (a row of 10 classes is too short to vectorize on its own, and DP-ULR asks
+ * for tens of thousands of such rows per step): the same formula as softmax_ce_row, m and
+ * its first index a per lane, r = sum_{k != a} e_k in double, loss = (m - o_y) + log1p(r).
+ * Every lane runs the same operations whatever its position, so a row's loss does not
+ * depend on which rows share its block. */
+#define CE_LANES 8
+#define CE_LANE_K 32
+static void softmax_ce_values(const float *o, size_t B, size_t K, const int32_t *y, float *loss) {
+    float t[CE_LANE_K][CE_LANES], mx[CE_LANES];
+    int32_t am[CE_LANES];
+    double r[CE_LANES];
+    for (size_t i0 = 0; i0 < B; i0 += CE_LANES) {
+        const size_t nb = B - i0 < CE_LANES ? B - i0 : CE_LANES;
+        for (size_t k = 0; k < K; k++)
+            for (size_t j = 0; j < CE_LANES; j++) t[k][j] = j < nb ? o[(i0 + j) * K + k] : 0.0f;
+#pragma omp simd
+        for (size_t j = 0; j < CE_LANES; j++) {
+            mx[j] = t[0][j];
+            am[j] = 0;
+            r[j] = 0.0;
+        }
+        for (size_t k = 1; k < K; k++) {
+#pragma omp simd
+            for (size_t j = 0; j < CE_LANES; j++) {
+                const float v = t[k][j];
+                const int c = v > mx[j] || v != v; /* a NaN becomes the max and spreads */
+                mx[j] = sel(c, v, mx[j]);
+                am[j] = c ? (int32_t)k : am[j];
+            }
+        }
+        for (size_t k = 0; k < K; k++) {
+#pragma omp simd
+            for (size_t j = 0; j < CE_LANES; j++) r[j] += sel(am[j] == (int32_t)k, 0.0f, exp_neg(t[k][j] - mx[j]));
+        }
+        for (size_t j = 0; j < nb; j++) {
+            const size_t i = i0 + j;
+            loss[i] = (float)(((double)mx[j] - (double)o[i * K + (size_t)y[i]]) + log1p(r[j]));
+        }
+    }
+}
+
 /* ==== sigmoid binary cross-entropy ==== */
 
 /* BCE(sigmoid(o), t) = softplus(o) - t o; derivative sigmoid(o) - t */
@@ -68,6 +110,10 @@ dpt_status dpt_loss(dpt_loss_kind kind, const float *o, size_t B, size_t K, cons
         for (size_t i = 0; i < B; i++)
             DPT_CHECK(labels[i] >= 0 && (size_t)labels[i] < K, DPT_EINVAL,
                       "cross-entropy loss: label %d of example %zu outside 0..%zu", (int)labels[i], i, K - 1);
+        if (!dout && K <= CE_LANE_K) {
+            if (loss) softmax_ce_values(o, B, K, labels, loss);
+            return DPT_OK;
+        }
         for (size_t i = 0; i < B; i++)
             softmax_ce_row(o + i * K, K, labels[i], loss ? loss + i : NULL, dout ? dout + i * K : NULL);
         return DPT_OK;
