@@ -39,14 +39,34 @@
 #define POWER_RTOL 1e-7
 #define LANCZOS_MAX 64
 
+/* four partial sums (a fixed order: the same result for any thread count) */
 static double dot(size_t d, const double *a, const double *b) {
-    double s = 0;
-    for (size_t i = 0; i < d; i++) s += a[i] * b[i];
-    return s;
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    size_t i = 0;
+    for (; i + 4 <= d; i += 4) {
+        s0 += a[i] * b[i];
+        s1 += a[i + 1] * b[i + 1];
+        s2 += a[i + 2] * b[i + 2];
+        s3 += a[i + 3] * b[i + 3];
+    }
+    for (; i < d; i++) s0 += a[i] * b[i];
+    return (s0 + s1) + (s2 + s3);
 }
 
 static void symv(size_t d, const double *G, const double *x, double *y) {
     for (size_t i = 0; i < d; i++) y[i] = dot(d, G + i * d, x);
+}
+
+/* G w = w in place with dpt_chol's factor (column-major upper U, G = U^T U: U(i, j) at
+ * L[j d + i], i <= j): U^T z = w by rows of U^T, then U w = z by columns; both contiguous */
+static void chol_solve1(size_t d, const double *L, double *w) {
+    for (size_t j = 0; j < d; j++) w[j] = (w[j] - dot(j, L + j * d, w)) / L[j * d + j];
+    for (size_t j = d; j-- > 0;) {
+        w[j] /= L[j * d + j];
+        const double *c = L + j * d;
+        double wj = w[j];
+        for (size_t i = 0; i < j; i++) w[i] -= c[i] * wj;
+    }
 }
 
 /* a fixed start vector (no RNG: the controller must not move the noise streams) */
@@ -107,7 +127,7 @@ dpt_status dpt_ulr_lmin_certified(size_t d, const double *G, double *L, double *
     for (size_t j = 0; j < m; j++) {
         double *q = Q + j * d, *w = Q + (j + 1) * d;
         memcpy(w, q, d * sizeof(double));
-        if (dpt_chol_solve(d, L, 1, w) != DPT_OK) break;
+        chol_solve1(d, L, w);
         al[j] = dot(d, q, w);
         for (int pass = 0; pass < 2; pass++) /* against every earlier vector, twice */
             for (size_t i = 0; i <= j; i++) {
