@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "dpulr_conv.h"
+#include "dpulr_ctrl.h"
 #include "train_internal.h"
 
 #define REL_RANK_TOL 1e-6 /* eigenvalues below this fraction of lambda_max count as 0 */
@@ -484,6 +485,30 @@ static double eig_summary(const ulr_state *s, ulr_module *u, const double *w, si
     return s2;
 }
 
+/* The common case of solve_one without eigenvalues: the matrix (A_l, or the Gram matrix
+ * when !b_ge_n) d x d in s->Z. Returns 1 when it set u (s_l from a certified lower bound on
+ * lambda_min, not raised by --ulr-std, full rank: PROJ_NONE, or PROJ_GRAM with the factor in
+ * u->Lc); 0 when the caller must take the eigenvalue route (u->Lc and s->A then scratch).
+ * Every kept direction j has lambda_j >= lambda_min >= the bound, so t_j = floor2 -
+ * lambda_j / (K s^2) <= 0: no direction lacks noise, as with the exact lambda_min; s_l is
+ * only (at most DPT_ULR_CERT_SHIFT plus the rounding margin) smaller. */
+static int fast_route(const ulr_state *s, ulr_module *u, size_t d, int b_ge_n) {
+    const double K = (double)s->cfg.copies, floor2 = s->cfg.sigma0 * s->cfg.sigma0 * s->cfg.clip * s->cfg.clip;
+    double lam, lmax;
+    if (dpt_ulr_lmin_certified(d, s->Z, u->Lc, s->A, &lam, &lmax) != DPT_OK) {
+        dpt_clear_error(); /* ENOMEM included: the eigenvalue route reports its own */
+        return 0;
+    }
+    double s2 = lam / (K * floor2), fl = s->cfg.perturb_std;
+    if (!(lam > REL_RANK_TOL * lmax) || s2 < fl * fl || !(s2 > 0) || !isfinite(s2)) return 0;
+    u->rank = d;
+    u->lmax = lmax;
+    u->lmin = b_ge_n ? lam : 0.0;
+    u->s = sqrt(s2);
+    u->proj = b_ge_n ? PROJ_NONE : PROJ_GRAM;
+    return 1;
+}
+
 /* The controller of module k (uses the shared eigen workspaces: one module at a time). */
 static dpt_status solve_one(ulr_state *s, size_t k) {
     const double K = (double)s->cfg.copies, floor2 = s->cfg.sigma0 * s->cfg.sigma0 * s->cfg.clip * s->cfg.clip;
@@ -507,7 +532,18 @@ static dpt_status solve_one(ulr_state *s, size_t k) {
         dpt_ssyrk_gram(1, n, b, Y, s->maxn, s->Gf, d);
     else
         dpt_ssyrk_gram(0, b, n, Y, s->maxn, s->Gf, d);
-    for (size_t i = 0; i < d * d; i++) s->A[i] = s->Z[i] = s->Gf[i];
+    for (size_t i = 0; i < d * d; i++) s->Z[i] = s->Gf[i];
+    if (u->lc_cap < d * d) {
+        dpt_free(u->Lc);
+        u->lc_cap = 0;
+        u->Lc = dpt_alloc(d * d, sizeof(double), "dpulr Gram factor");
+        if (!u->Lc) return DPT_ENOMEM;
+        u->lc_cap = d * d;
+    }
+    /* the common case without eigenvalues (dpulr_ctrl.c): a certified lower bound on
+     * lambda_min and the Cholesky factor (in Lc: PROJ_GRAM's, scratch for PROJ_NONE) */
+    if (fast_route(s, u, d, b >= n)) return DPT_OK;
+    memcpy(s->A, s->Z, d * d * sizeof(double));
     DPT_TRY(dpt_syev(d, s->A, s->wev, NULL));
     double lam;
     int floored;
@@ -517,13 +553,6 @@ static dpt_status solve_one(ulr_state *s, size_t k) {
         if (b >= n) {
             u->proj = PROJ_NONE;
             return DPT_OK;
-        }
-        if (u->lc_cap < b * b) {
-            dpt_free(u->Lc);
-            u->lc_cap = 0;
-            u->Lc = dpt_alloc(b * b, sizeof(double), "dpulr Gram factor");
-            if (!u->Lc) return DPT_ENOMEM;
-            u->lc_cap = b * b;
         }
         memcpy(u->Lc, s->Z, b * b * sizeof(double));
         dpt_status st = dpt_chol(b, u->Lc);
