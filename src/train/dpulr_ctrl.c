@@ -7,7 +7,7 @@
  *   lambda_max: power iteration; its Rayleigh quotient is a lower estimate. It only scales
  *     the rank tolerance (REL_RANK_TOL * lambda_max) and is reported: privacy does not rest on
  *     it, since s_l comes from a certified lower bound on lambda_min below.
- *   lambda_min: inverse iteration with G's Cholesky factor; its Rayleigh quotient rho is an
+ *   lambda_min: Lanczos on G^-1 (applied with G's Cholesky factor); its estimate rho is an
  *     UPPER bound (the unsafe side: s_l^2 = lambda / (K C^2 sigma0^2) from an overestimate
  *     would leave the weakest direction short of sigma0 C), so it is only a guess, then
  *     CERTIFIED: mu = rho (1 - DPT_ULR_CERT_SHIFT) is accepted only if the Cholesky
