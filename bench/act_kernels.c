@@ -16,15 +16,6 @@
 #define K 10
 #define INNER 20 /* calls per timed sample */
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-static double median(double *v, int n) {
-    qsort(v, n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static volatile float sink;
 
 static void ref_gelu_fwd(const float *x, float *v, size_t n) {
@@ -97,7 +88,7 @@ int main(int argc, char **argv) {
         sink = v[0] + loss[0] + d[0];
     }
     double md[8];
-    for (int c = 0; c < 8; c++) md[c] = median(s[c], reps);
+    for (int c = 0; c < 8; c++) md[c] = bench_median(s[c], reps);
     printf("act_kernels: 1 thread, CPU time, median of %d repeats\n", reps);
     printf("%-28s %10s %14s %8s\n", "kernel", "ours", "double libm", "ratio");
     printf("%-28s %7.3f ns %11.3f ns %8.2f\n", "gelu forward (per element)", md[0], md[1], md[1] / md[0]);

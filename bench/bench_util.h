@@ -1,6 +1,8 @@
 /* Shared by the benchmark programs: synthetic MNIST-shaped data and a CPU clock. */
 #ifndef DPT_BENCH_UTIL_H
 #define DPT_BENCH_UTIL_H
+
+#include <stdlib.h>
 #include <dptrain/data.h>
 #include <string.h>
 #include <time.h>
@@ -31,6 +33,16 @@ static inline double bench_cpu_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* qsort comparator for doubles, and the median of v[0, n) (sorts v) */
+static inline int bench_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+static inline double bench_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* Wall-clock seconds (monotonic): what a user waits, but it also measures the load. */

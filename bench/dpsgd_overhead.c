@@ -99,11 +99,6 @@ static int measure(const char *spec, int mode, uint64_t epochs, int threads, dou
     return 0;
 }
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* On a shared machine one pair of runs can land on a busy moment: the non-private and
  * DP-SGD runs alternate `repeats` times and the ratio is the median of the per-pair
  * ratios (each pair ran back to back); the secure sampler runs once (it is 10x+ slower). */
@@ -150,10 +145,10 @@ int main(int argc, char **argv) {
             printf("%-28s failed\n", specs[k]);
             continue;
         }
-        qsort(s0, (size_t)repeats, sizeof(double), cmp_d);
-        qsort(s1, (size_t)repeats, sizeof(double), cmp_d);
-        qsort(ratio, (size_t)repeats, sizeof(double), cmp_d);
-        qsort(cratio, (size_t)repeats, sizeof(double), cmp_d);
+        qsort(s0, (size_t)repeats, sizeof(double), bench_cmp_double);
+        qsort(s1, (size_t)repeats, sizeof(double), bench_cmp_double);
+        qsort(ratio, (size_t)repeats, sizeof(double), bench_cmp_double);
+        qsort(cratio, (size_t)repeats, sizeof(double), bench_cmp_double);
         double med0 = s0[repeats / 2], med1 = s1[repeats / 2];
         printf("%-28s %-16s %10.3f %7.2fx %10.1f %7.2fx %9.1f %7.2fx\n", specs[k], "non-private", med0, 1.0, m0, 1.0,
                t0, 1.0);

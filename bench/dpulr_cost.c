@@ -66,15 +66,6 @@ static int run(const dpt_dataset *d, size_t K, int explicit_, uint64_t steps, in
     return 0;
 }
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 int main(int argc, char **argv) {
     uint64_t steps = argc > 1 ? strtoull(argv[1], NULL, 10) : 40;
     int threads = argc > 2 ? atoi(argv[2]) : 1;
@@ -102,12 +93,12 @@ int main(int argc, char **argv) {
                 return 1;
             }
     printf("%-30s %12s %10s %13s %10s\n", "algorithm", "CPU s/epoch", "vs DP-SGD", "wall s/epoch", "vs DP-SGD");
-    double bc = median(cpu[0], rounds), bw = median(wall[0], rounds);
+    double bc = bench_median(cpu[0], rounds), bw = bench_median(wall[0], rounds);
     for (int i = 0; i < N_CFG; i++) {
         char name[40];
         if (i == 0) snprintf(name, sizeof name, "DP-SGD");
         else snprintf(name, sizeof name, "DP-ULR K=%zu%s", Ks[i], suffix[mode[i]]);
-        double c = median(cpu[i], rounds), w = median(wall[i], rounds);
+        double c = bench_median(cpu[i], rounds), w = bench_median(wall[i], rounds);
         printf("%-30s %12.2f %9.2fx %13.2f %9.2fx\n", name, c, c / bc, w, w / bw);
     }
     dpt_dataset_free(&d);

@@ -9,12 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define P 795010
+#include "bench_util.h"
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#define P 795010
 
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 20, threads = argc > 2 ? atoi(argv[2]) : 0;
@@ -43,7 +40,7 @@ int main(int argc, char **argv) {
             }
             t[i] = dpt_now() - t0;
         }
-        qsort(t, (size_t)rr, sizeof *t, cmp_d);
+        qsort(t, (size_t)rr, sizeof *t, bench_cmp_double);
         double med = t[rr / 2];
         char name[64];
         static const char *names[] = {"ziggurat fill, 1 thread", "ziggurat fill, %d threads",

@@ -9,17 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_util.h"
+
 #define B 256
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* GEMMs of one step: forward v = x W^T, weight gradient dW = dv^T x, input gradient
  * dx = dv W (not for the first layer). */
@@ -44,7 +36,7 @@ static double sgemm_seconds(const size_t *dims, int nl, float **bufs, int reps) 
         }
         t[r] = dpt_now() - t0;
     }
-    double m = median(t, reps);
+    double m = bench_median(t, reps);
     free(t);
     return m;
 }
@@ -76,7 +68,7 @@ static int bench(const char *spec, const size_t *dims, int nl, int threads, int 
         dpt_optim_step(&opt, m->theta, m->grad, 1e-3);
         if (rep >= 0) t[rep] = dpt_now() - t0;
     }
-    double step = median(t, reps);
+    double step = bench_median(t, reps);
     size_t maxd = 0;
     for (int l = 0; l <= nl; l++) maxd = dims[l] > maxd ? dims[l] : maxd;
     float *bufs[5];
