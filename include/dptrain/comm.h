@@ -11,6 +11,8 @@
 
 #include <dptrain/core.h>
 
+/* Declarations below are exported from libdptrain.so; everything else is hidden. */
+#pragma GCC visibility push(default)
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -41,4 +43,5 @@ uint64_t dpt_comm_bytes_sent(void);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif
