@@ -66,7 +66,8 @@ int main(int argc, char **argv) {
     int rc = dispatch(argc, argv);
     if (rc != 0 && dpt_comm_size() > 1) {
         fprintf(stderr, "dptrain (rank %d): stopping every rank of the job (exit code %d)\n", dpt_comm_rank(), rc);
-        dpt_comm_abort(rc);
+        fflush(stdout);
+        dpt_comm_abort(rc); /* does not return under MPI */
     }
     dpt_comm_finalize();
     return rc;
