@@ -21,8 +21,8 @@ static const struct {
 #define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: dptrain <command> [options]\n"
-               "       dptrain --version\n\n"
+    fprintf(f, "Usage: dptrain <command> [options]\n"
+               "  or:  dptrain --version\n\n"
                "Differentially private training, privacy accounting and auditing.\n\n"
                "Commands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].help);
