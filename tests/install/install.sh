@@ -10,11 +10,8 @@
 # Usage: install.sh BUILD_DIR SOURCE_DIR C_COMPILER SANITIZE(ON/OFF)
 set -u
 BUILD=$1 SRC=$2 CC=$3 SANITIZE=${4:-OFF}
-case "$SANITIZE" in ON|on|1|TRUE|true)
-  echo "skipped: in the sanitizer build (DPT_SANITIZE) libdptrain.so needs the ASan runtime loaded first, which"
-  echo "programs built the third-party way do not have; the Release build runs this test"
-  exit 77 ;;
-esac
+. "$SRC/tests/install/lib.sh"
+skip_if_sanitized "$SANITIZE" "a program built the third-party way"
 . "$SRC/tests/cli/lib/harness.sh"   # $T (removed on exit), check, expect_ok, harness_end
 P=$T/prefix
 EX=$SRC/examples

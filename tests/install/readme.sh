@@ -7,11 +7,8 @@
 # counts). Usage: readme.sh BUILD_DIR SOURCE_DIR SANITIZE(ON/OFF)
 set -u
 BUILD=$1 SRC=$2 SANITIZE=${3:-OFF}
-case "$SANITIZE" in ON|on|1|TRUE|true)
-  echo "skipped: in the sanitizer build (DPT_SANITIZE) libdptrain.so needs the ASan runtime loaded first, which"
-  echo "a program built by the README's command does not have; the Release build runs this test"
-  exit 77 ;;
-esac
+. "$SRC/tests/install/lib.sh"
+skip_if_sanitized "$SANITIZE" "a program built by the README's command"
 . "$SRC/tests/cli/lib/harness.sh"   # $T (removed on exit), check, expect_ok, harness_end
 README=$SRC/README.md
 awk '/^```c$/ { on = 1; next } on && /^```$/ { exit } on { print }' "$README" > "$T/train.c"
