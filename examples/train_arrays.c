@@ -27,7 +27,6 @@ int main(int argc, char **argv) {
     cfg.optim = dpt_optim_defaults(DPT_OPT_SGD);
     cfg.optim.lr = 0.5;
     cfg.delta = 1e-5;
-    cfg.quiet = 1;
     cfg.out_dir = argc > 1 ? argv[1] : NULL;
 
     dpt_dpsgd_config dp = dpt_dpsgd_config_defaults();

@@ -21,7 +21,7 @@ check '[ -n "$shown" ]' "README.md shows no output line under the command"
 expect_ok cmake --install "$BUILD" --prefix "$T/prefix"
 export PKG_CONFIG_PATH=$T/prefix/lib/pkgconfig LD_LIBRARY_PATH=$T/prefix/lib
 expect_ok bash -c "cd '$T' && $cmd"
-out=$(tail -n 1 <<<"$LAST_OUT")
+out=$(grep '^training accuracy' <<<"$LAST_OUT" | tail -n 1)
 re='^training accuracy [0-9]+\.[0-9]%, epsilon [0-9]+\.[0-9]+ at delta [0-9e.-]+$'
 check '[[ $out =~ $re ]]' "the README program printed '$out'"
 check '[ "${out#*, }" = "${shown#*, }" ]' "the README program printed '$out', the README shows '$shown'"
