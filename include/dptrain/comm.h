@@ -21,7 +21,9 @@ extern "C" {
 dpt_status dpt_comm_init(int *argc, char ***argv);
 /* MPI_Finalize when dpt_comm_init started MPI. */
 void dpt_comm_finalize(void);
-/* Stops every rank of the job (MPI_Abort) with the exit code; exit(code) in serial mode. */
+/* Under MPI (dpt_comm_init started it), stops every rank of the job with the exit code
+ * (MPI_Abort; does not return). Otherwise it returns and the caller ends its own process:
+ * the library never exits by itself. */
 void dpt_comm_abort(int code);
 int dpt_comm_rank(void);     /* 0 in serial mode */
 int dpt_comm_size(void);     /* 1 in serial mode */

@@ -73,7 +73,7 @@ dpt_status dpt_data_load_cifar10(const char *const *paths, size_t n_paths, dpt_d
 dpt_status dpt_data_load_usps(const char *path, dpt_dataset *out);
 /* The pooled USPS split ("usps-pooled"): zip.train (7291) and zip.test (2007) concatenated
  * in that order (9298 images), permuted by a fixed Fisher-Yates shuffle (splitmix64 seeded
- * with DPT_USPS_POOLED_SEED; independent of --seed), the first DPT_USPS_POOLED_TRAIN of the
+ * with DPT_USPS_POOLED_SEED; independent of every run seed), the first DPT_USPS_POOLED_TRAIN of the
  * permutation for training (train = 1) and the other 4298 for testing (train = 0). */
 #define DPT_USPS_POOLED_TRAIN 5000
 #define DPT_USPS_POOLED_SEED 7u
@@ -99,7 +99,7 @@ typedef enum { DPT_SPLIT_TRAIN = 0, DPT_SPLIT_TEST = 1 } dpt_split;
  *             see dpt_data_load_usps_pooled)
  *   cifar10/: data_batch_1.bin .. data_batch_5.bin, test_batch.bin
  * CSV paths are used as given (relative to the working directory).
- * A missing file is DPT_EIO naming the full path and suggesting --data-dir; an unknown
+ * A missing file is DPT_EIO naming the full path and suggesting data_dir; an unknown
  * name is DPT_EINVAL listing the known ones. */
 dpt_status dpt_data_load(const char *name, const char *data_dir, dpt_split split,
                          dpt_dataset *out);

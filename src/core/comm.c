@@ -77,12 +77,14 @@ void dpt_comm_finalize(void) {
 }
 
 void dpt_comm_abort(int code) {
-    fflush(stdout);
-    fflush(stderr);
 #ifdef DPT_HAVE_MPI
-    if (g_mpi) MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
+    if (g_mpi) {
+        fflush(NULL); /* the caller's buffered output first: MPI_Abort does not return */
+        MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
+    }
+#else
+    (void)code;
 #endif
-    exit(code);
 }
 
 int dpt_comm_rank(void) { return g_rank; }
