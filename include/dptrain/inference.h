@@ -16,6 +16,8 @@
 #include <dptrain/data.h>
 #include <dptrain/nn.h>
 
+/* Declarations below are exported from libdptrain.so; everything else is hidden. */
+#pragma GCC visibility push(default)
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -69,4 +71,5 @@ dpt_status dpt_checkpoint_evaluate(dpt_checkpoint *ck, const dpt_dataset *d, dou
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

@@ -76,12 +76,11 @@ void dpt_comm_finalize(void) {
 #endif
 }
 
+/* The library never ends the caller's process on its own: in serial mode there are no
+ * other ranks to stop, so this returns and the caller exits (or not) itself. */
 void dpt_comm_abort(int code) {
 #ifdef DPT_HAVE_MPI
-    if (g_mpi) {
-        fflush(NULL); /* the caller's buffered output first: MPI_Abort does not return */
-        MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
-    }
+    if (g_mpi) MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
 #else
     (void)code;
 #endif
