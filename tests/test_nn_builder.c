@@ -312,6 +312,11 @@ static void test_tensor_by_name(void) {
     dpt_model *m = NULL;
     CHECK_OK(dpt_model_new("cnn:2x5x5:conv4k3,gn2,relu,flatten,fc4nobias", 2, 1, &m));
     if (!m) return;
+    /* the layout-free accessors agree with the fields */
+    CHECK(!strcmp(dpt_model_spec(m), "cnn:2x5x5:conv4k3,gn2,relu,flatten,fc4nobias"));
+    CHECK(dpt_model_n_params(m) == 72 + 4 + 8 + 36 * 4 && dpt_model_n_params(m) == m->n_params);
+    CHECK(dpt_model_params(m) == m->theta && dpt_model_max_batch(m) == 2);
+    CHECK(dpt_model_in_dim(m) == 50 && dpt_model_out_dim(m) == 4);
     dpt_param_tensor t;
     float *w = dpt_model_tensor_by_name(m, "conv1.weight", &t);
     CHECK(w == m->theta && t.ndim == 4 && t.shape[0] == 4 && t.shape[1] == 2 && t.shape[2] == 3 && t.size == 72);

@@ -5,7 +5,9 @@
  * Memory: a dpt_dataset / dpt_normalizer owns its arrays (free with *_free); samplers are
  * opaque handles (dpt_sampler_new / dpt_sampler_free).
  * Thread safety: loaders are reentrant; a dataset may be read (gather) from many threads;
- * a sampler is used by one thread at a time. */
+ * a sampler is used by one thread at a time.
+ * Errors: DPT_EIO / DPT_EFORMAT naming the file (and line, column or example), DPT_EINVAL
+ * naming the parameter and the first bad index for in-memory data, DPT_ENOMEM. */
 #ifndef DPTRAIN_DATA_H
 #define DPTRAIN_DATA_H
 

@@ -6,6 +6,8 @@
  * for max_batch in dpt_model_new; nothing allocates in forward/backward. Pointers returned
  * by accessors are views valid until dpt_model_free.
  * Thread safety: a model is used by one caller at a time; it uses `threads` threads inside.
+ * Errors: DPT_EINVAL naming the bad part of a spec or the parameter (batch larger than
+ * max_batch, unknown tensor name, ...), DPT_ENOMEM.
  *
  * Letters: B = batch, D = per-example input size, K = per-example output size,
  * P = number of parameters (of a layer or of the model). */
@@ -167,6 +169,15 @@ typedef struct {
  * DPT_EINVAL naming the offending part. Parameters start at zero: call dpt_model_init. */
 dpt_status dpt_model_new(const char *spec, size_t max_batch, int threads, dpt_model **out);
 void dpt_model_free(dpt_model *m); /* accepts NULL */
+/* Accessors for callers that would rather not depend on dpt_model's layout (bindings):
+ * the spec string (owned by m), P, a view of theta [P] (writable; valid until
+ * dpt_model_free), the per-example input and output sizes and max_batch. */
+const char *dpt_model_spec(const dpt_model *m);
+size_t dpt_model_n_params(const dpt_model *m);
+float *dpt_model_params(dpt_model *m);
+size_t dpt_model_in_dim(const dpt_model *m);
+size_t dpt_model_out_dim(const dpt_model *m);
+size_t dpt_model_max_batch(const dpt_model *m);
 
 /* ==== Building a model layer by layer ====
  * A builder assembles the same spec string one layer per call, for callers that would

@@ -427,6 +427,13 @@ size_t dpt_model_n_linear(const dpt_model *m) {
 
 /* ==== tensor table ==== */
 
+const char *dpt_model_spec(const dpt_model *m) { return m->spec; }
+size_t dpt_model_n_params(const dpt_model *m) { return m->n_params; }
+float *dpt_model_params(dpt_model *m) { return m->theta; }
+size_t dpt_model_in_dim(const dpt_model *m) { return m->in_dim; }
+size_t dpt_model_out_dim(const dpt_model *m) { return m->out_dim; }
+size_t dpt_model_max_batch(const dpt_model *m) { return m->max_batch; }
+
 size_t dpt_model_n_tensors(const dpt_model *m) {
     size_t n = 0;
     for (size_t l = 0; l < m->n_layers; l++) {
