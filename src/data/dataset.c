@@ -117,8 +117,9 @@ dpt_status dpt_dataset_set_n_classes(dpt_dataset *d, int k) {
 /* ==== Filtering and subsets ==== */
 
 dpt_status dpt_dataset_filter_classes(dpt_dataset *d, const int *classes, size_t k) {
-    DPT_CHECK(d && classes && k >= 1, DPT_EINVAL, "filter classes: need at least one class");
-    DPT_CHECK(k <= (size_t)d->n_classes, DPT_EINVAL, "filter classes: %zu classes of %d", k,
+    DPT_CHECK(d && classes && k >= 1, DPT_EINVAL, "dpt_dataset_filter_classes: %s",
+              !d ? "d is NULL" : !classes ? "classes is NULL" : "k must be >= 1");
+    DPT_CHECK(k <= (size_t)d->n_classes, DPT_EINVAL, "dpt_dataset_filter_classes: k = %zu classes of %d", k,
               d->n_classes);
     /* map[old label] = new label or -1 */
     int32_t *map = dpt_alloc((size_t)d->n_classes, sizeof(int32_t), "class map");
@@ -129,7 +130,7 @@ dpt_status dpt_dataset_filter_classes(dpt_dataset *d, const int *classes, size_t
         if (c < 0 || c >= d->n_classes || map[c] >= 0) {
             dpt_free(map);
             return dpt_set_error(DPT_EINVAL,
-                                 "filter classes: class %d %s (classes must be distinct, in "
+                                 "dpt_dataset_filter_classes: class %d %s (classes must be distinct, in "
                                  "[0, %d))",
                                  c, (c >= 0 && c < d->n_classes) ? "repeated" : "out of range",
                                  d->n_classes);
