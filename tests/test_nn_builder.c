@@ -62,39 +62,35 @@ static void check_spec(dpt_model_builder *b, const char *want, const char *named
     dpt_model_free(m);
 }
 
-static void test_named(void) {
-    dpt_model_builder *b = NULL;
-    /* mnist_cnn (Opacus) */
-    CHECK_OK(dpt_model_builder_new(1, 28, 28, &b));
-    CHECK_OK(dpt_model_builder_conv2d(b, 16, 8, 2, 3, 1));
-    CHECK_OK(dpt_model_builder_activation(b, DPT_LAYER_RELU));
+/* The two MNIST CNNs differ in conv1's padding and the activation */
+static void mnist_like(dpt_model_builder *b, size_t pad1, dpt_layer_kind act) {
+    CHECK_OK(dpt_model_builder_conv2d(b, 16, 8, 2, pad1, 1));
+    CHECK_OK(dpt_model_builder_activation(b, act));
     CHECK_OK(dpt_model_builder_maxpool(b, 2, 1));
     CHECK_OK(dpt_model_builder_conv2d(b, 32, 4, 2, 0, 1));
-    CHECK_OK(dpt_model_builder_activation(b, DPT_LAYER_RELU));
+    CHECK_OK(dpt_model_builder_activation(b, act));
     CHECK_OK(dpt_model_builder_maxpool(b, 2, 1));
     size_t sh[3];
     CHECK_OK(dpt_model_builder_shape(b, sh));
     CHECK(sh[0] == 32 && sh[1] == 4 && sh[2] == 4);
     CHECK_OK(dpt_model_builder_flatten(b));
     CHECK_OK(dpt_model_builder_linear(b, 32, 1));
-    CHECK_OK(dpt_model_builder_activation(b, DPT_LAYER_RELU));
+    CHECK_OK(dpt_model_builder_activation(b, act));
     CHECK_OK(dpt_model_builder_linear(b, 10, 1));
+}
+
+static void test_named(void) {
+    dpt_model_builder *b = NULL;
+    /* mnist_cnn (Opacus) */
+    CHECK_OK(dpt_model_builder_new(1, 28, 28, &b));
+    mnist_like(b, 3, DPT_LAYER_RELU);
     check_spec(b, "cnn:1x28x28:conv16k8s2p3,relu,maxpool2s1,conv32k4s2,relu,maxpool2s1,flatten,fc32,relu,fc10",
                "mnist_cnn");
     dpt_model_builder_free(b);
 
     /* mnist_cnn_tanh (Tramer & Boneh) */
     CHECK_OK(dpt_model_builder_new(1, 28, 28, &b));
-    CHECK_OK(dpt_model_builder_conv2d(b, 16, 8, 2, 2, 1));
-    CHECK_OK(dpt_model_builder_activation(b, DPT_LAYER_TANH));
-    CHECK_OK(dpt_model_builder_maxpool(b, 2, 1));
-    CHECK_OK(dpt_model_builder_conv2d(b, 32, 4, 2, 0, 1));
-    CHECK_OK(dpt_model_builder_activation(b, DPT_LAYER_TANH));
-    CHECK_OK(dpt_model_builder_maxpool(b, 2, 1));
-    CHECK_OK(dpt_model_builder_flatten(b));
-    CHECK_OK(dpt_model_builder_linear(b, 32, 1));
-    CHECK_OK(dpt_model_builder_activation(b, DPT_LAYER_TANH));
-    CHECK_OK(dpt_model_builder_linear(b, 10, 1));
+    mnist_like(b, 2, DPT_LAYER_TANH);
     check_spec(b, "cnn:1x28x28:conv16k8s2p2,tanh,maxpool2s1,conv32k4s2,tanh,maxpool2s1,flatten,fc32,tanh,fc10",
                "mnist_cnn_tanh");
     dpt_model_builder_free(b);
