@@ -24,7 +24,8 @@ static void prefix(void) {
  * ("dpt_dpsgd_config.clip: the clipping norm C must be > 0"); a command-line user set a
  * flag instead. This table says which flag sets which parameter; cli_error and cli_fail
  * replace every name of the table that stands as a whole word by its flag. Bare names are
- * listed only where they cannot be read as ordinary words (they contain an underscore). */
+ * listed only where they cannot be read as ordinary words (they contain an underscore);
+ * a few enum values the messages name are spelled as the flags take them. */
 static const struct {
     const char *param, *flag;
 } PARAM_FLAGS[] = {
@@ -107,18 +108,19 @@ static const struct {
 static int ident_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
 
 /* msg with every parameter name of PARAM_FLAGS that stands as a whole word (not preceded
- * by an identifier character, '.' or '-', not followed by an identifier character)
- * replaced by its flag; the longest name wins. Truncated to fit out[n]. */
+ * by an identifier character, '.', '-' or '/', not followed by an identifier character or
+ * '/': never inside a path) replaced by its flag; the longest name wins. Truncated to fit
+ * out[n]. */
 void cli_flag_names(const char *msg, char *out, size_t n) {
     size_t w = 0;
     if (!n) return;
     for (const char *p = msg; *p && w + 1 < n;) {
         const char *flag = NULL;
         size_t len = 0;
-        if (p == msg || !(ident_char(p[-1]) || p[-1] == '.' || p[-1] == '-'))
+        if (p == msg || !(ident_char(p[-1]) || p[-1] == '.' || p[-1] == '-' || p[-1] == '/'))
             for (size_t i = 0; i < sizeof PARAM_FLAGS / sizeof PARAM_FLAGS[0]; i++) {
                 size_t l = strlen(PARAM_FLAGS[i].param);
-                if (l > len && !strncmp(p, PARAM_FLAGS[i].param, l) && !ident_char(p[l]))
+                if (l > len && !strncmp(p, PARAM_FLAGS[i].param, l) && !ident_char(p[l]) && p[l] != '/')
                     flag = PARAM_FLAGS[i].flag, len = l;
             }
         if (flag) {
