@@ -77,8 +77,9 @@ dpt_status dpt_data_load_cifar10(const char *const *paths, size_t n_paths, dpt_d
 dpt_status dpt_data_load_usps(const char *path, dpt_dataset *out);
 /* The pooled USPS split ("usps-pooled"): zip.train (7291) and zip.test (2007) concatenated
  * in that order (9298 images), permuted by a fixed Fisher-Yates shuffle (splitmix64 seeded
- * with DPT_USPS_POOLED_SEED; independent of every run seed), the first DPT_USPS_POOLED_TRAIN of the
- * permutation for training (train = 1) and the other 4298 for testing (train = 0). */
+ * with DPT_USPS_POOLED_SEED; independent of every run seed), the first
+ * DPT_USPS_POOLED_TRAIN of the permutation for training (train = 1) and the other 4298 for
+ * testing (train = 0). */
 #define DPT_USPS_POOLED_TRAIN 5000
 #define DPT_USPS_POOLED_SEED 7u
 dpt_status dpt_data_load_usps_pooled(const char *train_path, const char *test_path, int train, dpt_dataset *out);
