@@ -269,6 +269,8 @@ static void test_dp_mean_sensitivity(void) {
     CHECK_ERR_HAS("dpt_dp_mean: sigma (the noise multiplier) must be >= 0");
     CHECK_STATUS(dpt_dp_mean(X, n, d, C, NAN, &r, 0, 1, mu, NULL), DPT_EINVAL);
     CHECK_ERR_HAS("dpt_dp_mean: sigma (the noise multiplier) must be >= 0");
+    CHECK_STATUS(dpt_dp_mean_sum(X, n, d, -1.0, mu, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_dp_mean_sum: C (the row norm bound) must be > 0, got -1");
     CHECK_STATUS(dpt_dp_mean(X, 0, d, C, 1.0, &r, 0, 1, mu, NULL), DPT_EINVAL);
     CHECK_STATUS(dpt_dp_mean(X, n, d, C, 1.0, NULL, 0, 1, mu, NULL), DPT_EINVAL);
     X[4] = NAN;

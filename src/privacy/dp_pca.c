@@ -127,7 +127,7 @@ dpt_status dpt_dp_pca_project(const float *X, size_t n, size_t d, const double *
 
 dpt_status dpt_dp_mean_sum(const float *X, size_t n, size_t d, double C, double *sum, size_t *clipped) {
     DPT_CHECK((X || n == 0) && sum && d >= 1, DPT_EINVAL, "dp_mean: NULL argument or zero dimension");
-    DPT_CHECK(isfinite(C) && C > 0, DPT_EINVAL, "dpt_dp_mean: C (the row norm bound) must be > 0, got %g", C);
+    DPT_CHECK(isfinite(C) && C > 0, DPT_EINVAL, "dpt_dp_mean_sum: C (the row norm bound) must be > 0, got %g", C);
     DPT_CHECK(dpt_all_finite(X, n * d), DPT_EINVAL, "dp_mean: the data contain NaN or infinite values");
     memset(sum, 0, d * sizeof(double));
     size_t nc = 0;
@@ -147,6 +147,7 @@ dpt_status dpt_dp_mean_sum(const float *X, size_t n, size_t d, double C, double 
 dpt_status dpt_dp_mean(const float *X, size_t n, size_t d, double C, double sigma, dpt_rng *noise, int secure,
                        int threads, double *mu, size_t *clipped) {
     DPT_CHECK(n >= 1 && mu, DPT_EINVAL, "dp_mean: empty data or NULL output");
+    DPT_CHECK(isfinite(C) && C > 0, DPT_EINVAL, "dpt_dp_mean: C (the row norm bound) must be > 0, got %g", C);
     DPT_CHECK(isfinite(sigma) && sigma >= 0, DPT_EINVAL, "dpt_dp_mean: sigma (the noise multiplier) must be >= 0, got %g",
               sigma);
     DPT_CHECK(noise || sigma == 0, DPT_EINVAL, "dp_mean: NULL noise stream");
