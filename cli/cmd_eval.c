@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli_util.h"
 #include "commands.h"
@@ -37,6 +38,15 @@ int dpt_cmd_eval(int argc, char **argv) {
     if (dpt_loss_parse(loss_name, &loss) != DPT_OK) return cli_error("--loss: %s", dpt_last_error());
     char *spec = NULL, *state = NULL;
     if (dpt_checkpoint_peek(ckpt, &spec, &state) != DPT_OK) return cli_fail("--checkpoint");
+    /* a privacy ledger beside the checkpoint must be of the same run (the run id in both) */
+    const char *slash = strrchr(ckpt, '/');
+    char lp[1200];
+    snprintf(lp, sizeof lp, "%.*sledger.json", slash ? (int)(slash - ckpt + 1) : 0, ckpt);
+    if (access(lp, F_OK) == 0 && dpt_run_check_ledger(ckpt, lp) != DPT_OK) {
+        free(spec);
+        free(state);
+        return cli_fail("--checkpoint");
+    }
     int code = 0;
     dpt_model *m = NULL;
     dpt_dataset test;
