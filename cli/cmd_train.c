@@ -406,7 +406,13 @@ int dpt_cmd_train(int argc, char **argv) {
     }
     algo = NULL;
     if (resume && dpt_trainer_resume(t) != DPT_OK) {
+        int sigma_changed = strstr(dpt_last_error(), "; sigma was") || strstr(dpt_last_error(), "says sigma was");
         exit_code = cli_fail("--resume");
+        /* the noise multiplier came from --target-epsilon, calibrated for this --epochs */
+        if (sigma_changed && pf.target_eps_seen && !pf.sigma_seen)
+            fprintf(stderr, "dptrain: note: sigma was not given: --target-epsilon calibrated it for --epochs %ld, and "
+                            "a resumed run keeps its noise; give the run's --sigma (--target-epsilon then stops it at "
+                            "the budget) or its original --epochs\n", epochs);
         goto done;
     }
     if (A->started && (exit_code = A->started(&ctx, t)) != 0) goto done;

@@ -80,6 +80,15 @@ static dpt_status new_trainer(const dpt_train_config *c, int private_, int secur
     return dpt_trainer_new(&cc, &TR, &TE, a, t);
 }
 
+static void append(const char *path, const char *text) {
+    FILE *f = fopen(path, "a");
+    CHECK(f != NULL);
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
 static uint64_t ledger_file_steps(const char *dir) {
     dpt_ledger *l = NULL;
     if (dpt_ledger_load(path_in(dir, "ledger.json"), &l) != DPT_OK) return UINT64_MAX;
@@ -391,9 +400,7 @@ static void test_faults(void) {
     c = cfg_for(dir, 0);
     c.max_steps = 19;
     CHECK_OK(session(&c, 0, 0, 0, NULL, NULL, NULL));
-    FILE *f = fopen(path_in(dir, "metrics.jsonl"), "a");
-    fputs("{\"epoch\":2,\"st", f);
-    fclose(f);
+    append(path_in(dir, "metrics.jsonl"), "{\"epoch\":2,\"st");
     c.max_steps = 0;
     CHECK_OK(session(&c, 0, 0, 1, NULL, NULL, NULL));
     metrics_t m;
@@ -401,9 +408,7 @@ static void test_faults(void) {
     CHECK(m.n == 3 && m.complete && m.step[1] == 38);
 
     /* metrics ahead of the checkpoint (results the checkpoint does not hold): refused */
-    f = fopen(path_in(dir, "metrics.jsonl"), "a");
-    fputs("{\"epoch\":4,\"step\":76}\n", f);
-    fclose(f);
+    append(path_in(dir, "metrics.jsonl"), "{\"epoch\":4,\"step\":76}\n");
     c.epochs = 5;
     CHECK_STATUS(session(&c, 0, 0, 1, NULL, NULL, NULL), DPT_EMISMATCH);
     CHECK_ERR_HAS("records step 76 but the checkpoint holds step 57");
@@ -455,9 +460,7 @@ static void test_fresh_overwrite_run_id(void) {
     CHECK_OK(dpt_run_check_ledger(ck, lg));
 
     /* the issue's scenario: a non-private run into the DP run's directory is refused ... */
-    FILE *f = fopen(path_in(dp, "notes.txt"), "w");
-    fputs("mine\n", f);
-    fclose(f);
+    append(path_in(dp, "notes.txt"), "mine\n");
     c = cfg_for(dp, 0);
     c.epochs = 1;
     CHECK_STATUS(session(&c, 0, 0, 0, NULL, NULL, NULL), DPT_EINVAL);

@@ -72,8 +72,8 @@ typedef struct dpt_algo {
     size_t n_sums;
     double *sums;
     /* Optional (NULL = none): the algorithm's own per-epoch results. `obj` is the epoch's
-     * metrics.jsonl object (a cJSON object; NULL without a run directory) to add fields
-     * to; `line` [n] receives a short text appended to the epoch's stderr line. */
+     * metrics.jsonl object (a cJSON object) to add fields to; `line` [n] receives a short
+     * text for the result's `note` (the CLI appends it to the epoch line). */
     dpt_status (*epoch_metrics)(struct dpt_algo *a, dpt_trainer *t, struct cJSON *obj, char *line,
                                 size_t n);
 } dpt_algo;

@@ -11,15 +11,7 @@
 set -u
 BIN=$1
 source "$(dirname "$0")/lib/harness.sh"
-python3 - "$T/d.csv" <<'PY'
-import random, sys
-random.seed(1)
-with open(sys.argv[1], "w") as f:
-    f.write("label,a,b,c,d\n")
-    for i in range(3000):
-        c = i % 3
-        f.write("%d,%s\n" % (c, ",".join("%.4f" % (random.gauss(0, 0.5) + (2.0 if j % 3 == c else 0.0)) for j in range(4))))
-PY
+blobs_csv "$T/d.csv" 3000
 D=(--dataset "csv:$T/d.csv" --model mlp:4-8-3:relu --threads 1 --no-progress --optimizer sgd --lr 0.5 --batch-size 60)
 DP=(--algo dpsgd "${D[@]}" --sigma 1)
 steps_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["total_sgm_steps"])' "$1"; }
@@ -114,6 +106,8 @@ expect_fail "optim.kind was sgd, now adam" "$BIN" train "${DP[@]}" --optimizer a
 expect_fail "optim.weight_decay was 0, now 0.1" "$BIN" train "${DP[@]}" --weight-decay 0.1 --epochs 4 --out "$T/ms" --resume
 sec_out=$("$BIN" train "${DP[@]}" --secure --epochs 4 --out "$T/ms" --resume 2>&1)
 check 'grep -q "secure was 0, now 1" <<<"$sec_out" && ! grep -q "sigma was" <<<"$sec_out"' "a changed --secure is not reported as such: $sec_out"
+expect_ok "$BIN" train --algo dpsgd "${D[@]}" --target-epsilon 2 --epochs 1 --out "$T/cal"
+expect_fail "calibrated it for --epochs 2, and a resumed run keeps its noise" "$BIN" train --algo dpsgd "${D[@]}" --target-epsilon 2 --epochs 2 --out "$T/cal" --resume
 expect_fail "2^53" "$BIN" train "${D[@]}" --epochs 4611686018427387904 --out "$T/x"
 expect_fail "2^53" "$BIN" train "${DP[@]}" --sample-rate 1e-300 --epochs 1000 --out "$T/x"
 
