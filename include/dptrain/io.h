@@ -12,6 +12,8 @@
 #include <dptrain/nn.h>
 #include <dptrain/optim.h>
 
+/* Declarations below are exported from libdptrain.so; everything else is hidden. */
+#pragma GCC visibility push(default)
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -56,4 +58,5 @@ dpt_status dpt_metrics_last_step(const char *path, int *found, uint64_t *step);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif
