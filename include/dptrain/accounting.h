@@ -2,7 +2,9 @@
  * RDP with Balle/classic conversions, a PLD accountant, sigma calibration, and a ledger of
  * heterogeneous events saved as versioned, checksummed JSON.
  * Memory: ledgers -> dpt_ledger_free; dpt_ledger_to_json strings -> free(); orders static.
- * Threads: reentrant, except PLD calls (FFTW's planner): never run those concurrently. */
+ * Threads: reentrant; PLD calls may run on several threads at once (FFTW's planner is
+ * serialized by an internal lock; transforms run in parallel). A ledger is not locked:
+ * one thread per ledger. */
 #ifndef DPTRAIN_ACCOUNTING_H
 #define DPTRAIN_ACCOUNTING_H
 
