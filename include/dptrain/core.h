@@ -84,6 +84,12 @@ void *dpt_alloc(size_t n, size_t elem, const char *what);
 void dpt_free(void *p);
 /* a * b with overflow check: returns 0 and sets *out on success, -1 on overflow. */
 int dpt_mul_overflow(size_t a, size_t b, size_t *out);
+/* a * b * c, likewise. */
+int dpt_mul3_overflow(size_t a, size_t b, size_t c, size_t *out);
+/* dpt_alloc of a * b elements of elem bytes each, every product checked. Any count that is
+ * a product of sizes (rows x columns, models x examples) goes through this or through a
+ * dpt_mul_overflow'd count: never a bare `a * b` that could wrap to a small buffer. */
+void *dpt_alloc2(size_t a, size_t b, size_t elem, const char *what);
 
 /* ==== Tensors ==== */
 
