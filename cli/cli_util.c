@@ -68,7 +68,7 @@ int cli_parse_u64(const char *flag, const char *s, uint64_t *out) {
 int cli_parse_double_list(const char *flag, const char *s, double **out, size_t *n) {
     size_t cap = 1;
     for (const char *p = s; *p; p++) cap += (*p == ',');
-    double *v = malloc(cap * sizeof *v);
+    double *v = calloc(cap, sizeof *v);
     if (!v) return cli_error("%s: out of memory", flag);
     char *copy = strdup(s);
     if (!copy) { free(v); return cli_error("%s: out of memory", flag); }

@@ -26,6 +26,16 @@ void *dpt_alloc2(size_t a, size_t b, size_t elem, const char *what) {
     return dpt_alloc(n, elem, what);
 }
 
+void *dpt_alloc3(size_t a, size_t b, size_t c, size_t elem, const char *what) {
+    size_t n;
+    if (dpt_mul3_overflow(a, b, c, &n)) {
+        dpt_set_error(DPT_ENOMEM, "%s: size overflow (%zu x %zu x %zu x %zu bytes)", what ? what : "allocation", a, b, c,
+                      elem);
+        return NULL;
+    }
+    return dpt_alloc(n, elem, what);
+}
+
 void *dpt_alloc(size_t n, size_t elem, const char *what) {
     size_t bytes;
     if (dpt_mul_overflow(n, elem, &bytes) || bytes > SIZE_MAX - 64) {

@@ -413,7 +413,7 @@ static dpt_status ck_open_inner(ck_file *f) {
 
     /* Offsets must tile [0, total) without holes or overlaps, and total must be exactly
      * the bytes after the header. Checked on a sorted copy: the header order is free. */
-    ck_in *sorted = malloc((f->nt + 1) * sizeof *sorted);
+    ck_in *sorted = calloc(f->nt + 1, sizeof *sorted);
     DPT_CHECK(sorted, DPT_ENOMEM, "%s: out of memory", P);
     memcpy(sorted, f->t, f->nt * sizeof *sorted);
     qsort(sorted, f->nt, sizeof *sorted, cmp_begin);

@@ -216,7 +216,7 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
                                            &t->sampler)) != DPT_OK)
         goto fail;
     t->idx = dpt_alloc(train->n, sizeof *t->idx, "batch indices");
-    t->xb = dpt_alloc(t->max_batch * train->dim, sizeof *t->xb, "batch features");
+    t->xb = dpt_alloc2(t->max_batch, train->dim, sizeof *t->xb, "batch features");
     t->yb = dpt_alloc(t->max_batch, sizeof *t->yb, "batch labels");
     if (!t->idx || !t->xb || !t->yb) {
         s = DPT_ENOMEM;
