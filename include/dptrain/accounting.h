@@ -89,6 +89,12 @@ typedef enum { DPT_ACCT_RDP = 0, DPT_ACCT_PLD = 1 } dpt_accountant;
 dpt_status dpt_calibrate_sigma(double q, uint64_t steps, double delta, double target_eps,
                                dpt_accountant acct, dpt_conversion conv, double tol,
                                double *sigma);
+/* The same under exactly the RDP order grid that will report the epsilon (orders NULL:
+ * the default grid; PLD takes no grid). Calibrating on one grid and reporting on another
+ * can report an epsilon above the target. */
+dpt_status dpt_calibrate_sigma_ex(double q, uint64_t steps, double delta, double target_eps,
+                                  dpt_accountant acct, dpt_conversion conv, const double *orders,
+                                  size_t n_orders, double tol, double *sigma);
 
 /* ==== Ledger ==== */
 
