@@ -208,11 +208,15 @@ dpt_status dpt_kl_gradient_constant_table1(dpt_kl_init init, double d, double o,
  * r of the loss gradient in the outputs: r = 1 for o = 1 (logistic, |sigmoid - y| <= 1),
  * r = 2 for o >= 2 (softmax cross-entropy, ||softmax - onehot||^2 < 2), i.e. E||grad L(D) -
  * grad L(D')||^2 <= 4 r B / n^2 instead of the paper's 4 B / n^2. pinsker_tv =
- * sqrt(kl_bound / 2) bounds the total variation distance (Pinsker), nothing more. */
+ * dpt_pinsker_tv(kl_bound) bounds the total variation distance (Pinsker), nothing more. */
 typedef struct {
     double B, T, r;
     double kl_bound, kl_bound_paper, pinsker_tv;
 } dpt_kl_bound_result;
+/* Pinsker's inequality TV <= sqrt(KL / 2), capped at 1 (no TV distance exceeds 1: a
+ * larger value would be vacuous and read as a meaningful number). NAN for a negative or
+ * NAN kl; 1 for +inf. */
+double dpt_pinsker_tv(double kl);
 dpt_status dpt_kl_linearized_bound(double B, size_t o, uint64_t steps, double eta, double sigma, size_t n,
                                    dpt_kl_bound_result *out);
 /* Lemma 3.2 for the ReLU network: the bound on int_0^T E||grad L(W_t; D) - grad L(W_t; D')||^2

@@ -509,7 +509,7 @@ static dpt_status ngd_epoch_metrics(dpt_algo *a, dpt_trainer *t, cJSON *o, char 
         cJSON_AddNumberToObject(o, "kl_replace_by_heldout", (double)r.replace_arg_z);
     }
     /* Pinsker: TV <= sqrt(KL / 2) -- of the estimate, so itself only an estimate */
-    cJSON_AddNumberToObject(o, "tv_pinsker_of_estimate", sqrt(r.worst / 2.0));
+    cJSON_AddNumberToObject(o, "tv_pinsker_of_estimate", dpt_pinsker_tv(r.worst)); /* capped at 1 */
     return DPT_OK;
 }
 

@@ -424,7 +424,7 @@ static int json_u64(const cJSON *o, const char *key, uint64_t *out) {
         char *end;
         errno = 0;
         unsigned long long x = strtoull(v->valuestring, &end, 10);
-        if (*end || errno || v->valuestring[0] == '-' || !v->valuestring[0]) return 0;
+        if (*end || errno || !(v->valuestring[0] >= '0' && v->valuestring[0] <= '9')) return 0; /* not " -1" */
         *out = x;
         return 1;
     }
