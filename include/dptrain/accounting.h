@@ -13,6 +13,8 @@
 
 #include "dptrain/core.h"
 
+/* Declarations below are exported from libdptrain.so; everything else is hidden. */
+#pragma GCC visibility push(default)
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -239,4 +241,5 @@ dpt_status dpt_kl_tradeoff(double B, double R, size_t n, double eps, double *T, 
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

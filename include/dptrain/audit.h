@@ -22,6 +22,8 @@
 #include <dptrain/data.h>
 #include <dptrain/train.h>
 
+/* Declarations below are exported from libdptrain.so; everything else is hidden. */
+#pragma GCC visibility push(default)
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -201,4 +203,5 @@ void dpt_audit_result_free(dpt_audit_result *res);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

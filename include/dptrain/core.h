@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* Declarations below are exported from libdptrain.so; everything else is hidden. */
+#pragma GCC visibility push(default)
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -268,4 +270,5 @@ dpt_status dpt_open_regular(const char *path, FILE **f, size_t *size);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

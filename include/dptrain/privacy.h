@@ -9,6 +9,8 @@
 #define DPTRAIN_PRIVACY_H
 #include <dptrain/core.h>
 
+/* Declarations below are exported from libdptrain.so; everything else is hidden. */
+#pragma GCC visibility push(default)
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -138,4 +140,5 @@ dpt_status dpt_dp_center(float *X, size_t n, size_t d, const double *mu);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif
