@@ -105,7 +105,7 @@ static dpt_status balanced_population(const dpt_audit_config *c, const dpt_datas
         *pop = *train;
         pop->n = 2 * n;
         pop->x = dpt_alloc2(2 * n, train->dim, sizeof(float), "audit population");
-        pop->y = dpt_alloc(2 * n, sizeof(int32_t), "audit population labels");
+        pop->y = dpt_alloc2(2, n, sizeof(int32_t), "audit population labels");
         if (!pop->x || !pop->y) {
             dpt_free(pop->x), dpt_free(pop->y);
             pop->x = NULL, pop->y = NULL;

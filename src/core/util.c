@@ -160,6 +160,7 @@ dpt_status dpt_read_file_max(const char *path, size_t max_bytes, uint8_t **data,
     *n = 0;
     FILE *f;
     size_t size;
+    if (max_bytes > SIZE_MAX - 2) max_bytes = SIZE_MAX - 2; /* room for the probe byte and the NUL */
     DPT_TRY(dpt_open_regular(path, &f, &size));
     if (size > max_bytes) {
         fclose(f);
@@ -185,5 +186,5 @@ dpt_status dpt_read_file_max(const char *path, size_t max_bytes, uint8_t **data,
 }
 
 dpt_status dpt_read_file(const char *path, uint8_t **data, size_t *n) {
-    return dpt_read_file_max(path, SIZE_MAX - 2, data, n);
+    return dpt_read_file_max(path, SIZE_MAX, data, n);
 }
