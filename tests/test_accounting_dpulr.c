@@ -177,16 +177,19 @@ static void test_default_min_batch(void) {
     }
 }
 
-/* The rejection term with the upper tail summed one value at a time over the whole
- * support above the threshold (no truncation): the reference for the blocked lower bound. */
+/* The rejection term with the upper tail summed one value at a time up to 40 sd above
+ * the mean (the terms beyond are below e^-800 of the largest): the reference for the
+ * blocked lower bound. */
 static double slow_term(double q, uint64_t N, uint64_t N_B) {
     double best = 0;
     for (uint64_t nbar = N - 1; nbar <= N; nbar++) {
         if (N_B - 1 > nbar) continue;
+        double top = (double)nbar * q + 40 * sqrt((double)nbar * q * (1 - q)) + 40;
+        uint64_t hi = top < (double)nbar ? (uint64_t)top : nbar;
         double mx = -INFINITY;
-        for (uint64_t j = N_B; j <= nbar; j++) mx = fmax(mx, dpt_binom_logpmf(nbar, q, j));
+        for (uint64_t j = N_B; j <= hi; j++) mx = fmax(mx, dpt_binom_logpmf(nbar, q, j));
         double s = 0;
-        for (uint64_t j = N_B; j <= nbar; j++) s += exp(dpt_binom_logpmf(nbar, q, j) - mx);
+        for (uint64_t j = N_B; j <= hi; j++) s += exp(dpt_binom_logpmf(nbar, q, j) - mx);
         double lu = mx + log(s), lp = dpt_binom_logpmf(nbar, q, N_B - 1);
         best = fmax(best, log1p(exp(log(q) + lp - lu)));
     }
@@ -219,7 +222,8 @@ static void test_tail_blocks(void) {
         double q;
         uint64_t N, N_B;
     } c[] = {{0.01, 2000, 5}, {0.01, 2000, 20}, {0.3, 500, 150}, {0.05, 200000, 9900}, {0.05, 200000, 9990},
-             {0.5, 3000000, 1499000}, {0.2, 1000000, 199500}, {0.001, 5000000, 4950}};
+             {0.5, 3000000, 1499000}, {0.2, 1000000, 199500}, {0.001, 5000000, 4950},
+             {0.5, 20000000, 9995000} /* sd 2236: blocks of 8 */};
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         double fast, ref = slow_term(c[i].q, c[i].N, c[i].N_B);
         CHECK_OK(dpt_dpulr_rejection_term(c[i].q, c[i].N, c[i].N_B, &fast));
