@@ -25,11 +25,43 @@ static int small_model(const char *spec) {
     return p <= 1e6;
 }
 
+/* A file refused only for its hash is re-sealed by the documented rule (SHA-256 of the
+ * whole file with the 64 digits after "checkpoint_sha256":" read as '0') and read again,
+ * so mutations reach the checks behind the hash and the loader itself. */
+static int reseal(uint8_t *b, size_t n) {
+    static const char mark[] = "\"checkpoint_sha256\":\"";
+    size_t ml = sizeof mark - 1;
+    for (size_t i = 8; i + ml + 64 <= n; i++)
+        if (!memcmp(b + i, mark, ml)) {
+            uint8_t dg[32];
+            char hex[65];
+            dpt_hash h;
+            memset(b + i + ml, '0', 64);
+            if (dpt_hash_init(&h) != DPT_OK || dpt_hash_update(&h, b, n) != DPT_OK || dpt_hash_final(&h, dg) != DPT_OK)
+                abort();
+            dpt_hex(dg, 32, hex);
+            memcpy(b + i + ml, hex, 64);
+            return 1;
+        }
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_path("ck.safetensors");
     fuzz_write(path, data, size);
     char *spec = NULL, *state = NULL;
-    if (dpt_checkpoint_peek(path, &spec, &state) == DPT_OK && small_model(spec)) {
+    dpt_status st = dpt_checkpoint_peek(path, &spec, &state);
+    if (st != DPT_OK && strstr(dpt_last_error(), "does not match its SHA-256")) {
+        uint8_t *copy = malloc(size ? size : 1);
+        if (!copy) abort();
+        memcpy(copy, data, size);
+        if (reseal(copy, size)) {
+            fuzz_write(path, copy, size);
+            st = dpt_checkpoint_peek(path, &spec, &state);
+        }
+        free(copy);
+    }
+    if (st == DPT_OK && small_model(spec)) {
         dpt_model *m = NULL;
         if (dpt_model_new(spec, 1, 1, &m) == DPT_OK) {
             dpt_optim o;
