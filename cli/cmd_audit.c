@@ -105,7 +105,7 @@ static int write_outputs(const char *out, const dpt_audit_attack *A, size_t na, 
 typedef struct {
     int quiet;
     const char *dataset, *model, *algo;
-    long epochs;
+    long epochs, shadows;
 } audit_view;
 
 static void progress(void *user, const dpt_audit_progress *p) {
@@ -114,8 +114,8 @@ static void progress(void *user, const dpt_audit_progress *p) {
     int tty = cli_stderr_is_tty();
     switch (p->stage) {
     case DPT_AUDIT_STAGE_START:
-        fprintf(stderr, "dptrain audit: %s, %zu examples (%zu members), model %s, algo %s, %ld epochs\n", v->dataset,
-                p->population, p->members, v->model, v->algo, v->epochs);
+        fprintf(stderr, "dptrain audit: %s, %zu examples (%zu members), model %s, algo %s, %ld epochs, %ld shadows\n",
+                v->dataset, p->population, p->members, v->model, v->algo, v->epochs, v->shadows);
         break;
     case DPT_AUDIT_STAGE_TARGET:
         fprintf(stderr, "target: test accuracy %.2f%% (%.1fs)\n", 100 * p->test_accuracy, p->elapsed_s);
@@ -384,7 +384,7 @@ int dpt_cmd_audit(int argc, char **argv) {
         goto done;
     }
     dpt_threads_set_blas((int)threads);
-    audit_view view = {quiet, dataset, model, algo, epochs};
+    audit_view view = {quiet, dataset, model, algo, epochs, shadows};
     ac.progress = progress;
     ac.user = &view;
     if (dpt_audit_run(&ac, &pop, &test, &res) != DPT_OK) {
