@@ -4,7 +4,10 @@
  * Memory: ledgers -> dpt_ledger_free; dpt_ledger_to_json strings -> free(); orders static.
  * Threads: reentrant; PLD calls may run on several threads at once (FFTW's planner is
  * serialized by an internal lock; transforms run in parallel). A ledger is not locked:
- * one thread per ledger. */
+ * one thread per ledger.
+ * Errors: DPT_EINVAL naming the parameter (q, sigma, delta, steps, ...), DPT_ERANGE when a
+ * series or a calibration does not converge, DPT_EFORMAT for a ledger file that does not
+ * verify, DPT_ENOTSUP for an accountant that does not apply to the recorded events. */
 #ifndef DPTRAIN_ACCOUNTING_H
 #define DPTRAIN_ACCOUNTING_H
 

@@ -15,7 +15,9 @@
  * of non-members `out`.
  * Memory: functions write into caller buffers unless they say they allocate;
  * dpt_audit_result owns its score arrays (dpt_audit_result_free).
- * Thread safety: reentrant (each driver call uses its own trainers). */
+ * Thread safety: reentrant (each driver call uses its own trainers).
+ * Errors: dpt_status + dpt_last_error() naming the parameter; the special functions
+ * return NAN for arguments outside their domain. */
 #ifndef DPTRAIN_AUDIT_H
 #define DPTRAIN_AUDIT_H
 #include <dptrain/core.h>
