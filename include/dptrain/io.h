@@ -21,13 +21,15 @@ extern "C" {
 #endif
 
 #define DPT_CHECKPOINT_FORMAT "dptrain-checkpoint"
-#define DPT_CHECKPOINT_VERSION 1
+#define DPT_CHECKPOINT_VERSION 2
 
 /* Writes model parameters (tensor names from dpt_model_tensor: "fc1.weight", ...), the
  * optimizer state ("optim.m", "optim.v" when present; t and config in the metadata) and
  * `state_json`, a JSON object string with the training state (step, epoch, RNG states,
  * sampler position, data hash, ledger, ...), into the safetensors "__metadata__" map as
- * string values: format, format_version, model_spec, optimizer, state. */
+ * string values: format, format_version, model_spec, optimizer, state, checkpoint_sha256
+ * (SHA-256 of the whole file with these 64 digits read as '0': any edit of the header or
+ * data is refused on load). Version 1 files (hash over the data only) are refused. */
 dpt_status dpt_checkpoint_save(const char *path, const dpt_model *m, const dpt_optim *opt,
                                const char *state_json);
 /* Reads only the metadata: the model spec (to build the model) and the state JSON.
