@@ -773,6 +773,7 @@ static dpt_status end_of_epoch(dpt_trainer *t, dpt_epoch_result *r) {
         cJSON_AddNumberToObject(o, "lr", r->lr);
         cJSON_AddNumberToObject(o, "wall_s", r->wall_s);
         if (!t->ledger && t->algo->privacy_note) cJSON_AddStringToObject(o, "privacy", t->algo->privacy_note);
+        if (t->excludes[0]) cJSON_AddStringToObject(o, "privacy_excludes", t->excludes);
         if (t->ledger) {
             cJSON_AddNumberToObject(o, "epsilon", eps);
             if (isfinite(eps_pld)) cJSON_AddNumberToObject(o, "epsilon_pld", eps_pld);
