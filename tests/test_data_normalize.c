@@ -73,6 +73,7 @@ static void test_public(void) {
     dpt_normalizer nz;
     CHECK_OK(dpt_normalizer_public("cifar10", 3072, &nz));
     CHECK(nz.channels == 3 && nz.dim == 3072);
+    dpt_normalizer_free(&nz);
     CHECK_OK(dpt_normalizer_public("usps-pooled", 256, &nz));
     dpt_normalizer u;
     CHECK_OK(dpt_normalizer_public("usps", 256, &u));
