@@ -87,6 +87,14 @@ dpt_status dpt_privacy_secure_sigma_for(double sigma_eff, size_t n, double *sigm
 #define DPT_DGAUSS_LOG2_SCALE 14 /* the secure grid is (sigma C) 2^-14 Z (the sampler's maximum) */
 int64_t dpt_privacy_discrete_gauss(dpt_rng *r, uint32_t s);
 
+/* sum[j] += N(0, (sigma C)^2) for j < n on a double-precision released sum (the DP mean's,
+ * the DP normalization statistics'): fast: the draws of dpt_privacy_noise_add, added in
+ * double; secure: the sum is rounded to float, then dpt_privacy_noise_add_secure (record
+ * the multiplier dpt_privacy_secure_sigma_eff(sigma, n)). sigma >= 0 (0: nothing added,
+ * noise may then be NULL), C > 0. */
+dpt_status dpt_privacy_noise_add_sum(dpt_rng *noise, double *sum, size_t n, double sigma, double C, int secure,
+                                     int threads);
+
 /* ==== DP-PCA (Analyze Gauss; Dwork et al. 2014) ====
  * Rows x_i of X [n, d] are scaled to unit L2 norm (zero rows stay zero). With add/remove
  * neighbours the Gram matrix G = sum_i x_i x_i^T changes by x x^T, whose upper triangle

@@ -33,6 +33,28 @@ static dpt_status check_common(const dpt_dataset *d, int mode, double C, size_t 
     return DPT_OK;
 }
 
+/* ==== Noise on a double-precision sum ==== */
+
+dpt_status dpt_privacy_noise_add_sum(dpt_rng *noise, double *sum, size_t n, double sigma, double C, int secure,
+                                     int threads) {
+    DPT_CHECK(sum || n == 0, DPT_EINVAL, "noise_add_sum: sum is NULL");
+    DPT_CHECK(isfinite(sigma) && sigma >= 0, DPT_EINVAL, "noise_add_sum: sigma must be finite and >= 0, got %g",
+              sigma);
+    if (sigma == 0 || n == 0) return DPT_OK;
+    DPT_CHECK(noise, DPT_EINVAL, "noise_add_sum: noise is NULL");
+    float *e = dpt_alloc(n, sizeof(float), "released sum noise");
+    if (!e) return DPT_ENOMEM;
+    /* secure: the sum itself is rounded to the lattice before the lattice noise, so the
+     * output is a function of a lattice point (see dpt_privacy_noise_add_secure) */
+    for (size_t k = 0; k < n; k++) e[k] = secure ? (float)sum[k] : 0.0f;
+    dpt_status s = secure ? dpt_privacy_noise_add_secure(noise, e, n, sigma, C, threads)
+                          : dpt_privacy_noise_add(noise, e, n, sigma, C, threads);
+    if (s == DPT_OK)
+        for (size_t k = 0; k < n; k++) sum[k] = secure ? (double)e[k] : sum[k] + e[k];
+    dpt_free(e);
+    return s;
+}
+
 /* ==== Clipped per-example statistics (the pre-noise release) ==== */
 
 dpt_status dpt_dp_norm_sums(const dpt_dataset *d, int mode, double C, double *sums, size_t *clipped) {
@@ -78,18 +100,7 @@ dpt_status dpt_dp_norm_release(const dpt_dataset *d, int mode, double C, double 
               sigma);
     DPT_CHECK(noise || sigma == 0, DPT_EINVAL, "dp normalizer: noise is NULL");
     DPT_TRY(dpt_dp_norm_sums(d, mode, C, released, clipped));
-    if (sigma == 0) return DPT_OK;
-    const size_t n2 = 2 * groups_of(d, mode);
-    float *e = dpt_alloc(n2, sizeof(float), "dp normalizer noise");
-    if (!e) return DPT_ENOMEM;
-    /* secure: the sums themselves are rounded to the lattice before the lattice noise */
-    for (size_t k = 0; k < n2; k++) e[k] = secure ? (float)released[k] : 0.0f;
-    dpt_status s = secure ? dpt_privacy_noise_add_secure(noise, e, n2, sigma, C, threads)
-                          : dpt_privacy_noise_add(noise, e, n2, sigma, C, threads);
-    if (s == DPT_OK)
-        for (size_t k = 0; k < n2; k++) released[k] = secure ? (double)e[k] : released[k] + e[k];
-    dpt_free(e);
-    return s;
+    return dpt_privacy_noise_add_sum(noise, released, 2 * groups_of(d, mode), sigma, C, secure, threads);
 }
 
 /* ==== Statistics from the release (post-processing) ==== */
