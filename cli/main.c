@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include <dptrain/comm.h>
+#include <dptrain/version.h>
 
 #include "cli_util.h"
 #include "commands.h"
@@ -20,7 +21,8 @@ static const struct {
 #define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: dptrain <command> [options]\n\n"
+    fprintf(f, "Usage: dptrain <command> [options]\n"
+               "  or:  dptrain --version\n\n"
                "Differentially private training, privacy accounting and auditing.\n\n"
                "Commands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].help);
@@ -37,7 +39,11 @@ static int dispatch(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("dptrain 0.1.0\nmpi: %s\n", dpt_comm_compiled() ? dpt_comm_library() : "no (single-process build)");
+        /* the library's version: the one that runs (this binary's headers only if they differ) */
+        printf("dptrain %s\n", dpt_version());
+        if (strcmp(dpt_version(), DPT_VERSION_STRING))
+            printf("(this dptrain was built against the %s headers)\n", DPT_VERSION_STRING);
+        printf("mpi: %s\n", dpt_comm_compiled() ? dpt_comm_library() : "no (single-process build)");
         return 0;
     }
     if (dpt_comm_size() > 1 && strcmp(argv[1], "train"))
@@ -60,7 +66,8 @@ int main(int argc, char **argv) {
     int rc = dispatch(argc, argv);
     if (rc != 0 && dpt_comm_size() > 1) {
         fprintf(stderr, "dptrain (rank %d): stopping every rank of the job (exit code %d)\n", dpt_comm_rank(), rc);
-        dpt_comm_abort(rc);
+        fflush(stdout);
+        dpt_comm_abort(rc); /* does not return under MPI */
     }
     dpt_comm_finalize();
     return rc;

@@ -13,6 +13,7 @@ PACKAGES=(
   libcjson-dev                       # JSON: checkpoint headers, ledger, metrics
   libfftw3-dev                       # FFT for the PLD accountant
   gnuplot-nox                        # plots written by experiments and the CLI
+  help2man                           # the man page dptrain(1), generated from --help
   libopenmpi-dev openmpi-bin         # data-parallel training with mpirun (docs/distributed.md)
   iproute2                           # the two-host MPI test (network namespaces + veth)
   dataset-fashion-mnist              # default training data

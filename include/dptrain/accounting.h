@@ -11,6 +11,8 @@
 
 #include "dptrain/core.h"
 
+/* Declarations below are exported from libdptrain.so; everything else is hidden. */
+#pragma GCC visibility push(default)
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -237,4 +239,5 @@ dpt_status dpt_kl_tradeoff(double B, double R, size_t n, double eps, double *T, 
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

@@ -19,6 +19,8 @@
 #include <dptrain/data.h>
 #include <dptrain/train.h>
 
+/* Declarations below are exported from libdptrain.so; everything else is hidden. */
+#pragma GCC visibility push(default)
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -122,4 +124,5 @@ dpt_status dpt_audit_train_and_score(const dpt_audit_job *job, const dpt_dataset
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

@@ -11,6 +11,8 @@
 
 #include <dptrain/core.h>
 
+/* Declarations below are exported from libdptrain.so; everything else is hidden. */
+#pragma GCC visibility push(default)
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -21,7 +23,9 @@ extern "C" {
 dpt_status dpt_comm_init(int *argc, char ***argv);
 /* MPI_Finalize when dpt_comm_init started MPI. */
 void dpt_comm_finalize(void);
-/* Stops every rank of the job (MPI_Abort) with the exit code; exit(code) in serial mode. */
+/* Under MPI (several ranks): stops every rank of the job (MPI_Abort) with the exit code
+ * and does not return (flush your own buffered output first). In serial mode it returns
+ * at once: ending the process is then the caller's decision. */
 void dpt_comm_abort(int code);
 int dpt_comm_rank(void);     /* 0 in serial mode */
 int dpt_comm_size(void);     /* 1 in serial mode */
@@ -41,4 +45,5 @@ uint64_t dpt_comm_bytes_sent(void);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

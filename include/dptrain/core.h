@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* Declarations below are exported from libdptrain.so; everything else is hidden. */
+#pragma GCC visibility push(default)
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -255,4 +257,5 @@ dpt_status dpt_read_file(const char *path, uint8_t **data, size_t *n);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

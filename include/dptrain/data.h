@@ -14,6 +14,8 @@
 
 #include "dptrain/core.h"
 
+/* Declarations below are exported from libdptrain.so; everything else is hidden. */
+#pragma GCC visibility push(default)
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -212,4 +214,5 @@ uint64_t dpt_sampler_rejections(const dpt_sampler *s); /* POISSON_REJECT redraws
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

@@ -12,6 +12,8 @@
 #include <dptrain/nn.h>
 #include <dptrain/optim.h>
 
+/* Declarations below are exported from libdptrain.so; everything else is hidden. */
+#pragma GCC visibility push(default)
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -49,4 +51,5 @@ void dpt_metrics_close(dpt_metrics *mt);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

@@ -14,6 +14,8 @@
 
 #include <dptrain/core.h>
 
+/* Declarations below are exported from libdptrain.so; everything else is hidden. */
+#pragma GCC visibility push(default)
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -267,4 +269,5 @@ dpt_status dpt_init_parse(const char *s, dpt_init_scheme *out);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

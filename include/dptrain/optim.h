@@ -7,6 +7,8 @@
 
 #include <dptrain/core.h>
 
+/* Declarations below are exported from libdptrain.so; everything else is hidden. */
+#pragma GCC visibility push(default)
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -58,4 +60,5 @@ dpt_status dpt_schedule_parse(const char *s, dpt_schedule *out);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

@@ -12,6 +12,8 @@
 #include <dptrain/core.h>
 #include <dptrain/data.h>
 
+/* Declarations below are exported from libdptrain.so; everything else is hidden. */
+#pragma GCC visibility push(default)
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -183,4 +185,5 @@ dpt_status dpt_dp_normalizer_fit(const dpt_dataset *train, int mode, double C, d
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

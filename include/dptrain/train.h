@@ -15,6 +15,8 @@
 #include <dptrain/optim.h>
 #include <dptrain/privacy.h>
 
+/* Declarations below are exported from libdptrain.so; everything else is hidden. */
+#pragma GCC visibility push(default)
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -378,4 +380,5 @@ int dpt_trainer_budget_stopped(const dpt_trainer *t, double *eps_next);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

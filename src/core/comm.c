@@ -76,13 +76,14 @@ void dpt_comm_finalize(void) {
 #endif
 }
 
+/* The library never ends the caller's process on its own: in serial mode there are no
+ * other ranks to stop, so this returns and the caller exits (or not) itself. */
 void dpt_comm_abort(int code) {
-    fflush(stdout);
-    fflush(stderr);
 #ifdef DPT_HAVE_MPI
     if (g_mpi) MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
+#else
+    (void)code;
 #endif
-    exit(code);
 }
 
 int dpt_comm_rank(void) { return g_rank; }
