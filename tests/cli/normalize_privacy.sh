@@ -153,6 +153,12 @@ check 'grep -q "privacy: epsilon .*this epsilon does NOT cover: normalization st
 check 'grep -q "\"privacy_excludes\":\"normalization statistics" "$T/c_un/metrics.jsonl"' "metrics.jsonl does not carry the exclusion"
 check 'grep -q "\"epsilon_excludes\":.*normalization statistics" "$T/c_un/ledger.json"' "ledger.json does not carry the exclusion"
 check '! grep -q "privacy_excludes" "$T/c_dp/metrics.jsonl"' "a DP run's metrics claim an exclusion"
+expect_ok "$BIN" account --ledger "$T/c_un/ledger.json"
+check 'grep -q "NOT covered     normalization statistics" <<<"$LAST_OUT"' "account --ledger does not say what the epsilon excludes: $LAST_OUT"
+expect_ok "$BIN" account --ledger "$T/c_un/ledger.json" --json
+check 'grep -q "\"epsilon_excludes\":" <<<"$LAST_OUT"' "account --ledger --json lacks epsilon_excludes: $LAST_OUT"
+expect_ok "$BIN" account --ledger "$T/c_dp/ledger.json"
+check '! grep -q "NOT covered" <<<"$LAST_OUT"' "account --ledger of a DP run claims an exclusion"
 expect_ok "$BIN" train --algo sgd "${CSV[@]}" --out "$T/c_sgd"
 check 'grep -q "normalization: scalar statistics of the training split" <<<"$LAST_OUT"' "the non-private default is not scalar"
 for r in c_auto c_dp c_un c_sgd; do
