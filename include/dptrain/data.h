@@ -114,7 +114,10 @@ dpt_status dpt_dataset_hash(const dpt_dataset *d, uint8_t out[32]);
  * Statistics are fitted on the TRAINING split only, then applied to any split:
  * x <- (x - mean) / std. std is the population standard deviation (accumulated in
  * double); a std below 1e-12 (constant feature) is replaced by 1 so the feature becomes 0
- * rather than NaN. */
+ * rather than NaN. Privacy: statistics fitted here are a release of the training data that
+ * no accountant covers; private training should use dpt_normalizer_public,
+ * dpt_normalizer_from_values with constants known a priori, or the DP fit
+ * dpt_dp_normalizer_fit (privacy.h) whose release goes into the ledger (docs/data.md). */
 enum {
     DPT_NORM_SCALAR = 0,      /* one (mean, std) over all features: channels = 1 */
     DPT_NORM_PER_CHANNEL = 1, /* one (mean, std) per channel (shape[0]) over its H*W pixels */
