@@ -230,9 +230,9 @@ static void test_errors(void) {
     dpt_rng r;
     dpt_rng_init(&r, dpt_dp_norm_seed(1), DPT_STREAM_NOISE);
     CHECK_STATUS(dpt_dp_normalizer_fit(&d, DPT_NORM_SCALAR, 0.0, 1.0, &r, 0, 1, &nz, NULL), DPT_EINVAL);
-    CHECK_ERR_HAS("clip");
+    CHECK_ERR_HAS("C must be");
     CHECK_STATUS(dpt_dp_normalizer_fit(&d, DPT_NORM_SCALAR, INFINITY, 1.0, &r, 0, 1, &nz, NULL), DPT_EINVAL);
-    CHECK_ERR_HAS("clip");
+    CHECK_ERR_HAS("C must be");
     CHECK_STATUS(dpt_dp_normalizer_fit(&d, DPT_NORM_SCALAR, 1.0, -1.0, &r, 0, 1, &nz, NULL), DPT_EINVAL);
     CHECK_ERR_HAS("sigma");
     CHECK_STATUS(dpt_dp_normalizer_fit(&d, DPT_NORM_SCALAR, 1.0, NAN, &r, 0, 1, &nz, NULL), DPT_EINVAL);

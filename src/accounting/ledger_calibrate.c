@@ -31,7 +31,7 @@ static dpt_status eps_with(const char *base_json, double q, double sigma, uint64
 dpt_status dpt_ledger_calibrate_sgm(const dpt_ledger *prior, double q, uint64_t steps, double delta,
                                     double target_eps, dpt_accountant acct, dpt_conversion conv, double tol,
                                     double *sigma) {
-    DPT_CHECK(q > 0 && q <= 1, DPT_EINVAL, "sample_rate must be in (0, 1], got %g", q);
+    DPT_CHECK(q > 0 && q <= 1, DPT_EINVAL, "q must be in (0, 1], got %g", q);
     DPT_CHECK(steps >= 1, DPT_EINVAL, "steps must be >= 1, got 0");
     DPT_CHECK(delta > 0 && delta < 1, DPT_EINVAL, "delta must be in (0, 1), got %g", delta);
     DPT_CHECK(isfinite(target_eps) && target_eps > 0, DPT_EINVAL, "target_eps must be > 0, got %g", target_eps);

@@ -29,7 +29,7 @@ static dpt_status check_common(const dpt_dataset *d, int mode, double C, size_t 
     *K = groups_of(d, mode);
     DPT_CHECK(*K >= 1, DPT_EINVAL, "dp normalizer: %zu channels (shape[0]) do not divide dim %zu", d->shape[0],
               d->dim);
-    DPT_CHECK(isfinite(C) && C > 0, DPT_EINVAL, "dp normalizer: clip must be finite and > 0, got %g", C);
+    DPT_CHECK(isfinite(C) && C > 0, DPT_EINVAL, "dp normalizer: C must be finite and > 0, got %g", C);
     return DPT_OK;
 }
 
