@@ -21,8 +21,8 @@ typedef struct {
 static const public_stats PUBLIC[] = {
     /* pytorch/examples, mnist/main.py: Normalize((0.1307,), (0.3081,)) */
     {"mnist", 1, {0.1307f}, {0.3081f}},
-    /* the official train-images-idx3-ubyte.gz (60000 images), computed for this table:
-     * mean 0.286041, std 0.353024 */
+    /* train-images-idx3-ubyte.gz of the Debian package dataset-fashion-mnist (60000
+     * images), computed for this table: mean 0.286041, std 0.353024 */
     {"fashion-mnist", 1, {0.2860f}, {0.3530f}},
     /* ESL zip.train (7291 images, values in [-1, 1]), computed for this table: mean
      * -0.491039, std 0.769241; usps-pooled uses the same constants */
