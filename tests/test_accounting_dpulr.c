@@ -97,9 +97,9 @@ static void test_paper_example(void) {
 static void test_errors(void) {
     double t;
     CHECK_STATUS(dpt_dpulr_rejection_term(0.01, 1000, 11, &t), DPT_EINVAL); /* qN = 10 */
-    CHECK_ERR_HAS("--min-batch");
+    CHECK_ERR_HAS("N_B = 11 must be in [1, qN]");
     CHECK_STATUS(dpt_dpulr_rejection_term(0.01, 1000, 0, &t), DPT_EINVAL);
-    CHECK_ERR_HAS("--min-batch");
+    CHECK_ERR_HAS("N_B = 0 must be in [1, qN]");
     CHECK_STATUS(dpt_dpulr_rejection_term(0.0, 1000, 1, &t), DPT_EINVAL);
     CHECK_STATUS(dpt_dpulr_rejection_term(1.5, 1000, 1, &t), DPT_EINVAL);
     CHECK_OK(dpt_dpulr_rejection_term(0.01, 1000, 10, &t)); /* N_B = qN is allowed */

@@ -2,7 +2,10 @@
  * RDP with Balle/classic conversions, a PLD accountant, sigma calibration, and a ledger of
  * heterogeneous events saved as versioned, checksummed JSON.
  * Memory: ledgers -> dpt_ledger_free; dpt_ledger_to_json strings -> free(); orders static.
- * Threads: reentrant, except PLD calls (FFTW's planner): never run those concurrently. */
+ * Threads: reentrant, except PLD calls (FFTW's planner): never run those concurrently.
+ * Errors: DPT_EINVAL naming the parameter (q, sigma, delta, steps, ...), DPT_ERANGE when a
+ * series or a calibration does not converge, DPT_EFORMAT for a ledger file that does not
+ * verify, DPT_ENOTSUP for an accountant that does not apply to the recorded events. */
 #ifndef DPTRAIN_ACCOUNTING_H
 #define DPTRAIN_ACCOUNTING_H
 

@@ -12,7 +12,9 @@
  * Convention: a HIGHER score means "more likely a member". Scores of members are `in`,
  * of non-members `out`.
  * Memory: functions write into caller buffers unless they say they allocate.
- * Thread safety: reentrant (the driver uses its own trainer). */
+ * Thread safety: reentrant (the driver uses its own trainer).
+ * Errors: dpt_status + dpt_last_error() naming the parameter; the special functions
+ * return NAN for arguments outside their domain. */
 #ifndef DPTRAIN_AUDIT_H
 #define DPTRAIN_AUDIT_H
 #include <dptrain/core.h>

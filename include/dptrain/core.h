@@ -4,7 +4,10 @@
  * Memory: functions that allocate say so; everything returned by *_new or dpt_alloc is
  * freed by the matching *_free / dpt_free (all accept NULL).
  * Thread safety: a dpt_rng is not shared between threads without external locking; the
- * error message buffer is thread-local, so errors on one thread never clobber another's. */
+ * error message buffer is thread-local, so errors on one thread never clobber another's.
+ * Errors: every fallible function returns a dpt_status (DPT_OK = 0, errors < 0) and
+ * leaves a message for dpt_last_error(); nothing here prints, exits or aborts on bad
+ * input (DPT_ASSERT guards the library's own invariants only). */
 #ifndef DPTRAIN_CORE_H
 #define DPTRAIN_CORE_H
 

@@ -4,7 +4,9 @@
  * fsync of the directory) and verified on load (format marker, version, sizes, offsets,
  * SHA-256 of the tensor bytes), so a truncated or corrupted file is refused, never loaded.
  * Memory: strings returned through `char **` are malloc'd; the caller frees them with free().
- * Thread safety: functions touch only their arguments. */
+ * Thread safety: functions touch only their arguments.
+ * Errors: DPT_EIO (cannot open, read or write; the message names the path), DPT_EFORMAT
+ * (not a valid checkpoint), DPT_EMISMATCH (a checkpoint of another model), DPT_EINVAL. */
 #ifndef DPTRAIN_IO_H
 #define DPTRAIN_IO_H
 

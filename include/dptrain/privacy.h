@@ -6,7 +6,9 @@
  * Memory: callers own every buffer; nothing here allocates except the noise samplers'
  * internal chunk buffers (freed before return) and the normalizer that
  * dpt_dp_normalizer_fit returns (dpt_normalizer_free).
- * Thread safety: pure functions; the noise functions use the caller's dpt_rng exclusively. */
+ * Thread safety: pure functions; the noise functions use the caller's dpt_rng exclusively.
+ * Errors: DPT_EINVAL naming the parameter (C, sigma, k, ...); DPT_ECRYPTO when libcrypto
+ * fails to provide the noise stream. */
 #ifndef DPTRAIN_PRIVACY_H
 #define DPTRAIN_PRIVACY_H
 #include <dptrain/core.h>

@@ -51,7 +51,7 @@ dpt_status dpt_dpulr_rejection_term(double q, uint64_t N, uint64_t N_B, double *
     DPT_CHECK(N >= 2, DPT_EINVAL, "dpulr accountant: the dataset needs at least 2 examples, got %llu",
               (unsigned long long)N);
     DPT_CHECK(N_B >= 1 && (double)N_B <= q * (double)N * (1.0 + 1e-12), DPT_EINVAL,
-              "--min-batch N_B = %llu must be in [1, qN] = [1, %.6g] (q %g, N %llu)", (unsigned long long)N_B,
+              "N_B = %llu must be in [1, qN] = [1, %.6g] (q %g, N %llu)", (unsigned long long)N_B,
               q * (double)N, q, (unsigned long long)N);
     /* ln(1 + q p(N_B-1) / (1 - P(N_B-1))) with 1 - P(N_B-1) = P(X >= N_B), for the smaller
      * dataset of each neighbouring pair: N - 1 (a removal) and N (an addition); the larger

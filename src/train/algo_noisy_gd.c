@@ -199,13 +199,15 @@ static dpt_status chunk_forward(ngd_state *s, dpt_trainer *t, const float *x, co
 static dpt_status check_trainer(ngd_state *s, dpt_trainer *t) {
     const dpt_train_config *c = &t->cfg;
     DPT_CHECK(c->sampler == DPT_SAMPLER_FULL, DPT_EINVAL,
-              "noisy-gd: needs the full-batch sampler (--sampler full): Eq. 4 is full-batch gradient descent");
+              "noisy-gd: needs the full-batch sampler (dpt_train_config.sampler = DPT_SAMPLER_FULL): Eq. 4 is "
+              "full-batch gradient descent");
     DPT_CHECK(c->optim.kind == DPT_OPT_SGD && c->optim.momentum == 0.0 && c->optim.weight_decay == 0.0, DPT_EINVAL,
-              "noisy-gd: needs plain SGD (no momentum, no weight decay): the noise scale assumes W - eta * direction");
-    DPT_CHECK(c->optim.lr == s->cfg.eta, DPT_EINVAL, "noisy-gd: the optimizer's lr %g differs from eta %g", c->optim.lr,
-              s->cfg.eta);
+              "noisy-gd: needs plain SGD (dpt_optim_config.kind = DPT_OPT_SGD, no momentum, no weight_decay): the "
+              "noise scale assumes W - eta * direction");
+    DPT_CHECK(c->optim.lr == s->cfg.eta, DPT_EINVAL,
+              "noisy-gd: dpt_optim_config.lr = %g differs from dpt_noisy_gd_config.eta = %g", c->optim.lr, s->cfg.eta);
     DPT_CHECK(c->schedule.kind == DPT_SCHED_CONSTANT, DPT_EINVAL,
-              "noisy-gd: needs a constant step size (--lr-schedule constant)");
+              "noisy-gd: needs a constant step size (dpt_train_config.schedule of kind DPT_SCHED_CONSTANT)");
     dpt_model *m = t->model;
     const dpt_dataset *h = s->cfg.heldout;
     if (h) DPT_CHECK(h->dim == m->in_dim, DPT_EINVAL, "noisy-gd: held-out records have %zu features, the model takes %zu",
@@ -520,17 +522,20 @@ static void ngd_free(dpt_algo *a) {
 }
 
 dpt_status dpt_algo_noisy_gd_new(const dpt_noisy_gd_config *cfg, dpt_algo **out) {
-    DPT_CHECK(cfg && out, DPT_EINVAL, "noisy-gd: NULL argument");
-    DPT_CHECK(isfinite(cfg->eta) && cfg->eta > 0, DPT_EINVAL, "noisy-gd: --eta must be > 0, got %g", cfg->eta);
-    DPT_CHECK(isfinite(cfg->sigma) && cfg->sigma > 0, DPT_EINVAL, "noisy-gd: --sigma must be > 0, got %g", cfg->sigma);
-    DPT_CHECK(cfg->kl >= 0 && cfg->kl <= DPT_KL_ALL, DPT_EINVAL, "noisy-gd: unknown neighbour set %d", cfg->kl);
+    DPT_CHECK(cfg && out, DPT_EINVAL, "dpt_algo_noisy_gd_new: %s is NULL", cfg ? "out" : "cfg");
+    DPT_CHECK(isfinite(cfg->eta) && cfg->eta > 0, DPT_EINVAL, "dpt_noisy_gd_config.eta must be > 0, got %g", cfg->eta);
+    DPT_CHECK(isfinite(cfg->sigma) && cfg->sigma > 0, DPT_EINVAL, "dpt_noisy_gd_config.sigma must be > 0, got %g",
+              cfg->sigma);
+    DPT_CHECK(cfg->kl >= 0 && cfg->kl <= DPT_KL_ALL, DPT_EINVAL,
+              "dpt_noisy_gd_config.kl: unknown neighbour set %d (DPT_KL_* bits)", cfg->kl);
     DPT_CHECK(cfg->constant == DPT_KL_EXACT || cfg->constant == DPT_KL_PAPER, DPT_EINVAL,
-              "noisy-gd: unknown KL constant %d", (int)cfg->constant);
+              "dpt_noisy_gd_config.constant: unknown KL constant %d", (int)cfg->constant);
     if (cfg->kl & (DPT_KL_ADD | DPT_KL_REPLACE))
         DPT_CHECK(cfg->heldout && cfg->heldout->n >= 1, DPT_EINVAL,
-                  "noisy-gd: the add/replace neighbours need held-out records (a non-empty test set)");
+                  "dpt_noisy_gd_config.heldout: the add/replace neighbours need held-out records (a non-empty "
+                  "dataset)");
     if (cfg->kl & DPT_KL_REPLACE)
-        DPT_CHECK(cfg->replace_candidates >= 1, DPT_EINVAL, "noisy-gd: --replace-candidates must be >= 1");
+        DPT_CHECK(cfg->replace_candidates >= 1, DPT_EINVAL, "dpt_noisy_gd_config.replace_candidates must be >= 1");
     dpt_algo *a = calloc(1, sizeof *a);
     ngd_state *s = calloc(1, sizeof *s);
     if (!a || !s) {

@@ -53,3 +53,7 @@ dpt_status dpt_algo_bind_sgm(dpt_algo *a, const dpt_trainer *t, const char *name
     a->sigma = secure ? dpt_privacy_secure_sigma_eff(sigma, t->model->n_params) : sigma;
     return DPT_OK;
 }
+
+void dpt_algo_free(dpt_algo *a) {
+    if (a && a->free) a->free(a);
+}
