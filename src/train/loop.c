@@ -947,6 +947,7 @@ static dpt_status record_line(dpt_trainer *t, dpt_epoch_result *r, char **line) 
         cJSON_AddNumberToObject(o, "epoch_steps", (double)r->steps_per_epoch);
     }
     if (!t->ledger && t->algo->privacy_note) cJSON_AddStringToObject(o, "privacy", t->algo->privacy_note);
+    if (t->excludes[0]) cJSON_AddStringToObject(o, "privacy_excludes", t->excludes);
     if (t->ledger) {
         cJSON_AddNumberToObject(o, "epsilon", r->epsilon);
         if (isfinite(r->epsilon_pld)) cJSON_AddNumberToObject(o, "epsilon_pld", r->epsilon_pld);
