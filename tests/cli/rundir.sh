@@ -70,20 +70,20 @@ check '[ "$(steps_of "$T/long/ledger.json")" = $((s_ck + 5)) ]' "resume after Ct
 
 # -- a crash between saving and publishing (--secure: a re-run would draw fresh noise)
 S=("${DP[@]}" --secure --epochs 3 --out "$T/sec")
-DPTRAIN_FAULT=after-checkpoint:2:exit "$BIN" train "${S[@]}" >"$T/f.out" 2>"$T/f.err"
+DPTRAIN_FAULT=after-checkpoint:2:kill "$BIN" train "${S[@]}" >"$T/f.out" 2>"$T/f.err"
 rc=$?
-check '[ $rc -eq 86 ] && [ "$(records "$T/sec/metrics.jsonl")" = "1:50" ]' "crash after the 2nd checkpoint: rc $rc, metrics $(records "$T/sec/metrics.jsonl")"
+check '[ $rc -eq 137 ] && [ "$(records "$T/sec/metrics.jsonl")" = "1:50" ]' "crash after the 2nd checkpoint: rc $rc, metrics $(records "$T/sec/metrics.jsonl")"
 check '! grep -q "epoch 2/" "$T/f.err"' "epoch 2 was shown before it was published"
 expect_ok "$BIN" train "${S[@]}" --resume
 check '[ "$(records "$T/sec/metrics.jsonl")" = "1:50 2:100 3:150" ] && [ "$(steps_of "$T/sec/ledger.json")" = 150 ]' \
       "resume after the crash: metrics $(records "$T/sec/metrics.jsonl"), ledger $(steps_of "$T/sec/ledger.json") (want 150: epoch 2 not re-run)"
 check 'grep -q "epoch 2/3  step 100 .*published now" <<<"$LAST_OUT"' "the saved epoch 2 was not published from the checkpoint"
 rm -rf "$T/sec"
-DPTRAIN_FAULT=after-ledger:2:exit "$BIN" train "${S[@]}" >/dev/null 2>&1
+DPTRAIN_FAULT=after-ledger:2:kill "$BIN" train "${S[@]}" >/dev/null 2>&1
 expect_ok "$BIN" train "${S[@]}" --resume
 check '[ "$(records "$T/sec/metrics.jsonl")" = "1:50 2:100 3:150" ] && [ "$(steps_of "$T/sec/ledger.json")" = 200 ]' \
       "crash after the 2nd ledger: metrics $(records "$T/sec/metrics.jsonl"), ledger $(steps_of "$T/sec/ledger.json") (want 200: the lost steps stay spent)"
-DPTRAIN_FAULT=after-metrics:1:exit "$BIN" train "${DP[@]}" --epochs 2 --out "$T/am" >/dev/null 2>&1
+DPTRAIN_FAULT=after-metrics:1:kill "$BIN" train "${DP[@]}" --epochs 2 --out "$T/am" >/dev/null 2>&1
 expect_ok "$BIN" train "${DP[@]}" --epochs 2 --out "$T/am" --resume
 check '[ "$(records "$T/am/metrics.jsonl")" = "1:50 2:100" ]' "crash after a metrics line: $(records "$T/am/metrics.jsonl")"
 
