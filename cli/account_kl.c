@@ -56,7 +56,7 @@ int dpt_cmd_account_kl(int argc, char **argv) {
     if (rc) return rc;
     dpt_kl_init ki;
     if (!init) return cli_error("--init: required with --kl-bound (lecun|he|xavier|ntk)");
-    if (dpt_kl_init_parse(init, &ki) != DPT_OK) return cli_error("%s", dpt_last_error());
+    if (dpt_kl_init_parse(init, &ki) != DPT_OK) return cli_error("--init: %s", dpt_last_error());
     size_t d, o, m, L;
     if ((rc = pos_size("--input-dim", s_d, &d)) || (rc = pos_size("--outputs", s_o, &o)) ||
         (rc = pos_size("--width", s_m, &m)) || (rc = pos_size("--depth", s_L, &L)))

@@ -29,7 +29,7 @@ static int dpsgd_check(cli_algo_ctx *c) {
     if (p->target_eps != 0 && !(p->target_eps > 0 && isfinite(p->target_eps)))
         return cli_error("--target-epsilon must be > 0, got %g", p->target_eps);
     if (!(p->delta > 0 && p->delta < 1)) return cli_error("--delta must be in (0, 1), got %g", p->delta);
-    if (dpt_clip_mode_parse(p->clip_mode, &S.mode) != DPT_OK) return cli_error("%s", dpt_last_error());
+    if (dpt_clip_mode_parse(p->clip_mode, &S.mode) != DPT_OK) return cli_error("--clip-mode: %s", dpt_last_error());
     c->state = &S;
     return 0;
 }

@@ -78,7 +78,7 @@ static int prop_check(cli_algo_ctx *c) {
 static int prop_make(cli_algo_ctx *c, dpt_algo **out) {
     if (!c->quiet) fprintf(stderr, "dptrain: proportional-noise: %s\n", NO_DP);
     dpt_propnoise_config pc = {g_prop_sigma, 0.0};
-    if (dpt_algo_propnoise_new(&pc, out) != DPT_OK) return cli_error("--prop-sigma: %s", dpt_last_error());
+    if (dpt_algo_propnoise_new(&pc, out) != DPT_OK) return cli_fail("--algo proportional-noise");
     return 0;
 }
 

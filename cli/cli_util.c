@@ -4,12 +4,14 @@
 #include <dptrain/comm.h>
 
 #include <dptrain/core.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 /* "dptrain: " or, under mpirun with several ranks, "dptrain (rank R): " */
@@ -18,25 +20,153 @@ static void prefix(void) {
     else fputs("dptrain: ", stderr);
 }
 
+/* ==== Library parameter names -> flags ====
+ * The library's messages name the C parameter or config field a caller set
+ * ("dpt_dpsgd_config.clip: the clipping norm C must be > 0"); a command-line user set a
+ * flag instead. This table says which flag sets which parameter; cli_error and cli_fail
+ * replace every name of the table that stands as a whole word by its flag. Bare names are
+ * listed only where they cannot be read as ordinary words (they contain an underscore);
+ * a few enum values the messages name are spelled as the flags take them. */
+static const struct {
+    const char *param, *flag;
+} PARAM_FLAGS[] = {
+    /* dpt_train_config: dptrain train */
+    {"dpt_train_config.model_spec", "--model"},
+    {"model_spec", "--model"},
+    {"dpt_train_config.loss", "--loss"},
+    {"dpt_train_config.init", "--init"},
+    {"dpt_train_config.schedule", "--lr-schedule"},
+    {"dpt_train_config.sampler", "--sampler"},
+    {"dpt_train_config.batch_size", "--batch-size"},
+    {"batch_size", "--batch-size"},
+    {"dpt_train_config.sample_rate", "--sample-rate"},
+    {"sample_rate", "--sample-rate"},
+    {"dpt_train_config.min_batch", "--min-batch"},
+    {"min_batch", "--min-batch"},
+    {"dpt_train_config.epochs", "--epochs"},
+    {"dpt_train_config.seed", "--seed"},
+    {"dpt_train_config.threads", "--threads"},
+    {"dpt_train_config.out_dir", "--out"},
+    {"out_dir", "--out"},
+    {"dpt_train_config.max_steps", "--max-steps"},
+    {"max_steps", "--max-steps"},
+    {"dpt_train_config.delta", "--delta"},
+    {"dpt_train_config.target_epsilon", "--target-epsilon"},
+    {"target_epsilon", "--target-epsilon"},
+    {"dpt_train_config.allow_ledger_mismatch", "--allow-ledger-mismatch"},
+    {"allow_ledger_mismatch", "--allow-ledger-mismatch"},
+    {"dpt_train_config.secure", "--secure"},
+    {"dpt_train_config.shards", "--shards"},
+    /* dpt_optim_config (dpt_train_config.optim) */
+    {"dpt_optim_config.kind", "--optimizer"},
+    {"dpt_optim_config.lr", "--lr"},
+    {"dpt_optim_config.momentum", "--momentum"},
+    {"dpt_optim_config.weight_decay", "--weight-decay"},
+    {"weight_decay", "--weight-decay"},
+    /* algorithms */
+    {"dpt_dpsgd_config.sigma", "--sigma"},
+    {"dpt_dpsgd_config.clip", "--clip"},
+    {"dpt_dpsgd_config.clip_mode", "--clip-mode"},
+    {"clip_mode", "--clip-mode"},
+    {"dpt_dpsgd_config.secure", "--secure"},
+    {"dpt_pdp_config.lambda", "--lambda"},
+    {"dpt_pdp_config.kappa", "--kappa"},
+    {"dpt_propnoise_config.sigma", "--prop-sigma"},
+    {"dpt_propnoise_config.lambda", "--lambda"},
+    {"dpt_dpulr_config.copies", "--copies"},
+    {"dpt_dpulr_config.sigma0", "--sigma0"},
+    {"dpt_dpulr_config.clip", "--clip"},
+    {"dpt_dpulr_config.noise", "--ulr-noise"},
+    {"dpt_dpulr_config.perturb_std", "--ulr-std"},
+    {"dpt_dpulr_config.antithetic", "--antithetic"},
+    {"dpt_dpulr_config.baseline", "--baseline"},
+    {"dpt_dpulr_config.modules", "--modules"},
+    {"dpt_dpmac_config.sigma", "--sigma"},
+    {"dpt_dpmac_config.clip", "--clip"},
+    {"dpt_dpmac_config.z_steps", "--z-steps"},
+    {"dpt_dpmac_config.z_lr", "--z-lr"},
+    {"dpt_dpmac_config.secure", "--secure"},
+    {"dpt_noisy_gd_config.eta", "--eta"},
+    {"dpt_noisy_gd_config.sigma", "--langevin-sigma"},
+    {"dpt_noisy_gd_config.kl", "--neighbours"},
+    {"dpt_noisy_gd_config.constant", "--kl-constant"},
+    {"dpt_noisy_gd_config.replace_candidates", "--replace-candidates"},
+    {"dpt_noisy_gd_config.linearized", "--linearized"},
+    /* function parameters */
+    {"N_B", "--min-batch N_B"},
+    {"data_dir", "--data-dir"},
+    /* enum values the messages name, as the flags spell them */
+    {"DPT_SAMPLER_SHUFFLE", "shuffle"},
+    {"DPT_SAMPLER_POISSON", "poisson"},
+    {"DPT_SAMPLER_POISSON_REJECT", "poisson-reject"},
+    {"DPT_SAMPLER_FULL", "full"},
+    {"DPT_ULR_EXPLICIT", "explicit"},
+    {"DPT_ULR_CONTROLLER", "controller"},
+    {"DPT_OPT_SGD", "sgd"},
+    {"DPT_SCHED_CONSTANT", "constant"},
+};
+
+static int ident_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
+
+/* msg with every parameter name of PARAM_FLAGS that stands as a whole word (not preceded
+ * by an identifier character, '.', '-' or '/', not followed by an identifier character or
+ * '/': never inside a path) replaced by its flag; the longest name wins. Truncated to fit
+ * out[n]. */
+void cli_flag_names(const char *msg, char *out, size_t n) {
+    size_t w = 0;
+    if (!n) return;
+    for (const char *p = msg; *p && w + 1 < n;) {
+        const char *flag = NULL;
+        size_t len = 0;
+        if (p == msg || !(ident_char(p[-1]) || p[-1] == '.' || p[-1] == '-' || p[-1] == '/'))
+            for (size_t i = 0; i < sizeof PARAM_FLAGS / sizeof PARAM_FLAGS[0]; i++) {
+                size_t l = strlen(PARAM_FLAGS[i].param);
+                if (l > len && !strncmp(p, PARAM_FLAGS[i].param, l) && !ident_char(p[l]) && p[l] != '/')
+                    flag = PARAM_FLAGS[i].flag, len = l;
+            }
+        if (flag) {
+            for (const char *f = flag; *f && w + 1 < n;) out[w++] = *f++;
+            p += len;
+        } else {
+            out[w++] = *p++;
+        }
+    }
+    out[w] = 0;
+}
+
 int cli_error(const char *fmt, ...) {
+    char msg[2048], mapped[2048];
     va_list ap;
     va_start(ap, fmt);
-    prefix();
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    cli_flag_names(msg, mapped, sizeof mapped);
+    prefix();
+    fprintf(stderr, "%s\n", mapped);
     return 2;
 }
 
 int cli_fail(const char *context) {
+    char mapped[2048];
+    cli_flag_names(dpt_last_error(), mapped, sizeof mapped);
     prefix();
-    fprintf(stderr, "%s: %s\n", context, dpt_last_error());
+    fprintf(stderr, "%s: %s\n", context, mapped);
     return 1;
+}
+
+/* strto* skip leading white space and strtoull accepts a sign: " -1" would be 2^64 - 1.
+ * A value must start with a digit (or, where allowed, a sign then a digit or '.'). */
+static int starts_like_number(const char *s, int sign_ok) {
+    if (sign_ok && (*s == '-' || *s == '+')) s++;
+    return (*s >= '0' && *s <= '9') || (sign_ok && *s == '.' && s[1] >= '0' && s[1] <= '9');
 }
 
 int cli_parse_double(const char *flag, const char *s, double *out) {
     char *end = NULL;
     if (!s || !*s) return cli_error("%s: expected a number, got an empty value", flag);
+    if (!starts_like_number(s, 1) && strncasecmp(s, "inf", 3) && strncasecmp(s, "nan", 3) &&
+        strncasecmp(s + (*s == '-' || *s == '+'), "inf", 3) && strncasecmp(s + (*s == '-' || *s == '+'), "nan", 3))
+        return cli_error("%s: expected a number, got '%s'", flag, s);
     errno = 0;
     double v = strtod(s, &end);
     if (*end || errno == ERANGE) return cli_error("%s: expected a number, got '%s'", flag, s);
@@ -48,6 +178,7 @@ int cli_parse_double(const char *flag, const char *s, double *out) {
 int cli_parse_long(const char *flag, const char *s, long *out) {
     char *end = NULL;
     if (!s || !*s) return cli_error("%s: expected an integer, got an empty value", flag);
+    if (!starts_like_number(s, 1) || strchr(s, '.')) return cli_error("%s: expected an integer, got '%s'", flag, s);
     errno = 0;
     long v = strtol(s, &end, 10);
     if (*end || errno == ERANGE) return cli_error("%s: expected an integer, got '%s'", flag, s);
@@ -57,7 +188,8 @@ int cli_parse_long(const char *flag, const char *s, long *out) {
 
 int cli_parse_u64(const char *flag, const char *s, uint64_t *out) {
     char *end = NULL;
-    if (!s || !*s || *s == '-') return cli_error("%s: expected a non-negative integer, got '%s'", flag, s ? s : "");
+    if (!s || !starts_like_number(s, 0))
+        return cli_error("%s: expected a non-negative integer, got '%s'", flag, s ? s : "");
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
     if (*end || errno == ERANGE) return cli_error("%s: expected a non-negative integer, got '%s'", flag, s);
@@ -68,7 +200,7 @@ int cli_parse_u64(const char *flag, const char *s, uint64_t *out) {
 int cli_parse_double_list(const char *flag, const char *s, double **out, size_t *n) {
     size_t cap = 1;
     for (const char *p = s; *p; p++) cap += (*p == ',');
-    double *v = malloc(cap * sizeof *v);
+    double *v = calloc(cap, sizeof *v);
     if (!v) return cli_error("%s: out of memory", flag);
     char *copy = strdup(s);
     if (!copy) { free(v); return cli_error("%s: out of memory", flag); }

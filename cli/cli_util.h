@@ -6,6 +6,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Library messages name C parameters and config fields ("dpt_dpsgd_config.clip",
+ * "sample_rate"); the CLI's users set flags. cli_flag_names copies msg into out[n] with
+ * every such name that the CLI's table maps (cli_util.c) replaced by its flag ("--clip").
+ * cli_error and cli_fail apply it to everything they print. */
+void cli_flag_names(const char *msg, char *out, size_t n);
+
 /* Prints "dptrain: <message>\n" to stderr (printf format). Returns 2 (usage error). */
 int cli_error(const char *fmt, ...)
 #if defined(__GNUC__)

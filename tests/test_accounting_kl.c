@@ -77,7 +77,12 @@ static void test_eq8(void) {
     CHECK_CLOSE(r.T, 1.0, 0, 1e-15);
     CHECK_CLOSE(r.kl_bound_paper, 6.0, 0, 1e-14); /* 2 * 3 * 1 / (100 * 0.01) */
     CHECK_CLOSE(r.kl_bound, 3.0, 0, 1e-14);       /* exact constant, r = 1 (logistic) */
-    CHECK_CLOSE(r.pinsker_tv, sqrt(1.5), 0, 1e-14);
+    CHECK(r.pinsker_tv == 1.0); /* sqrt(3 / 2) > 1: a TV distance is at most 1 (issue 18) */
+    CHECK_OK(dpt_kl_linearized_bound(3.0, 1, 100, 0.01, 1.0, 10, &r));
+    CHECK_CLOSE(r.pinsker_tv, sqrt(0.03 / 2), 0, 1e-14); /* below the cap: Pinsker as is */
+    CHECK_CLOSE(dpt_pinsker_tv(0.02), 0.1, 0, 1e-15);
+    CHECK(dpt_pinsker_tv(0) == 0 && dpt_pinsker_tv(2.0) == 1.0 && dpt_pinsker_tv(8.0) == 1.0);
+    CHECK(dpt_pinsker_tv(INFINITY) == 1.0 && isnan(dpt_pinsker_tv(-1)) && isnan(dpt_pinsker_tv(NAN)));
     CHECK_OK(dpt_kl_linearized_bound(3.0, 2, 100, 0.01, 0.1, 10, &r));
     CHECK_CLOSE(r.kl_bound, 6.0, 0, 1e-14);       /* r = 2 for softmax with o >= 2 */
     CHECK_CLOSE(r.r, 2.0, 0, 0);
@@ -85,11 +90,11 @@ static void test_eq8(void) {
     CHECK_OK(dpt_kl_linearized_bound(7.5, 3, 37, 0.003, 0.02, 123, &r));
     CHECK_CLOSE(r.kl_bound, 37 * (0.003 / (4 * 0.02 * 0.02)) * 4 * 2 * 7.5 / (123.0 * 123.0), 0, 1e-13);
     CHECK_STATUS(dpt_kl_linearized_bound(3.0, 1, 10, 0.01, 0.0, 10, &r), DPT_EINVAL);
-    CHECK_ERR_HAS("--sigma");
+    CHECK_ERR_HAS("dpt_kl_linearized_bound: sigma must be > 0");
     CHECK_STATUS(dpt_kl_linearized_bound(3.0, 1, 10, -1, 0.1, 10, &r), DPT_EINVAL);
-    CHECK_ERR_HAS("--eta");
+    CHECK_ERR_HAS("dpt_kl_linearized_bound: eta must be > 0");
     CHECK_STATUS(dpt_kl_linearized_bound(3.0, 1, 10, 0.1, 0.1, 0, &r), DPT_EINVAL);
-    CHECK_ERR_HAS("--dataset-size");
+    CHECK_ERR_HAS("dpt_kl_linearized_bound: n (the number of records) must be >= 1");
 }
 
 static void test_lemma32(void) {
@@ -148,7 +153,7 @@ static void test_errors(void) {
     size_t w[3] = {10, 5, 2};
     double beta[2] = {0.1, 0.1}, B;
     CHECK_STATUS(dpt_kl_gradient_constant(w, 1, beta, &B), DPT_EINVAL);
-    CHECK_ERR_HAS("--depth must be >= 2");
+    CHECK_ERR_HAS("L (the depth) must be >= 2");
     CHECK_STATUS(dpt_kl_init_variances(DPT_KLI_HE, w, 1, beta), DPT_EINVAL);
     CHECK_STATUS(dpt_kl_gradient_constant_table1(DPT_KLI_HE, 10, 2, 5, 1, &B), DPT_EINVAL);
     beta[1] = 0;

@@ -311,7 +311,7 @@ static void test_named(void) {
     dpt_dataset d = {0};
     CHECK_STATUS(dpt_data_load("mnist", tpath("nodir"), DPT_SPLIT_TRAIN, &d), DPT_EIO);
     CHECK_ERR_HAS(tpath("nodir/mnist/train-images-idx3-ubyte.gz"));
-    CHECK_ERR_HAS("--data-dir");
+    CHECK_ERR_HAS("set data_dir to a directory DIR with the files under DIR/mnist/");
     CHECK_STATUS(dpt_data_load("imagenet", NULL, DPT_SPLIT_TRAIN, &d), DPT_EINVAL);
     CHECK_ERR_HAS("unknown dataset \"imagenet\"");
 

@@ -78,7 +78,7 @@ static void test_clip_layers(void) {
 static void test_clip_errors(void) {
     float sq[2] = {1, 2}, c[2];
     CHECK_STATUS(dpt_privacy_clip_factors(sq, 2, 0.0, c), DPT_EINVAL);
-    CHECK_ERR_HAS("--clip");
+    CHECK_ERR_HAS("C: the clipping norm must be > 0, got 0");
     CHECK_STATUS(dpt_privacy_clip_factors(sq, 2, -1.0, c), DPT_EINVAL);
     sq[1] = NAN;
     CHECK_STATUS(dpt_privacy_clip_factors(sq, 2, 1.0, c), DPT_EINVAL);
@@ -86,7 +86,7 @@ static void test_clip_errors(void) {
     CHECK_OK(dpt_clip_mode_parse("per-layer", &m));
     CHECK(m == DPT_CLIP_PER_LAYER);
     CHECK_STATUS(dpt_clip_mode_parse("layer", &m), DPT_EINVAL);
-    CHECK_ERR_HAS("--clip-mode");
+    CHECK_ERR_HAS("dpt_clip_mode_parse: expected flat or per-layer, got 'layer'");
 }
 
 /* ==== Noise ==== */
@@ -145,9 +145,9 @@ static void test_noise(void) {
     CHECK_OK(dpt_privacy_noise_add(&r, x, 16, 0.0, 1.0, 1));
     for (int i = 0; i < 16; i++) CHECK(x[i] == 0.0f);
     CHECK_STATUS(dpt_privacy_noise_add(&r, x, 16, -0.1, 1.0, 1), DPT_EINVAL);
-    CHECK_ERR_HAS("--sigma");
+    CHECK_ERR_HAS("sigma: the noise multiplier must be >= 0, got -0.1");
     CHECK_STATUS(dpt_privacy_noise_add_secure(&r, x, 16, 1.0, 0.0, 1), DPT_EINVAL);
-    CHECK_ERR_HAS("--clip");
+    CHECK_ERR_HAS("C: the clipping norm must be > 0, got 0");
     dpt_rng_free(&r);
     dpt_rng_init(&r, 1, DPT_STREAM_DATA); /* noise only from the noise stream */
     CHECK_STATUS(dpt_privacy_noise_add(&r, x, 16, 1.0, 1.0, 1), DPT_EINVAL);

@@ -159,10 +159,10 @@ static void test_eigenvectors_and_projection(void) {
     CHECK(fabs(dot) > 0.95);
     /* errors */
     CHECK_STATUS(dpt_dp_pca_fit(X, n, d, 0, 1.0, &r, 0, 1, Vn, NULL), DPT_EINVAL);
-    CHECK_ERR_HAS("--pca-dims");
+    CHECK_ERR_HAS("dpt_dp_pca_fit: k = 0 components requested");
     CHECK_STATUS(dpt_dp_pca_fit(X, n, d, d + 1, 1.0, &r, 0, 1, Vn, NULL), DPT_EINVAL);
     CHECK_STATUS(dpt_dp_pca_fit(X, n, d, 2, -1.0, &r, 0, 1, Vn, NULL), DPT_EINVAL);
-    CHECK_ERR_HAS("--pca-sigma");
+    CHECK_ERR_HAS("dpt_dp_pca_noisy_gram: sigma (the noise std) must be >= 0");
     X[3] = NAN;
     CHECK_STATUS(dpt_dp_pca_fit(X, n, d, 2, 1.0, &r, 0, 1, Vn, NULL), DPT_EINVAL);
     CHECK_ERR_HAS("NaN");
@@ -262,13 +262,15 @@ static void test_dp_mean_sensitivity(void) {
     dpt_rng r;
     dpt_rng_init(&r, dpt_dp_mean_seed(1), DPT_STREAM_NOISE);
     CHECK_STATUS(dpt_dp_mean(X, n, d, 0.0, 1.0, &r, 0, 1, mu, NULL), DPT_EINVAL);
-    CHECK_ERR_HAS("--center-clip");
+    CHECK_ERR_HAS("dpt_dp_mean: C (the row norm bound) must be > 0");
     CHECK_STATUS(dpt_dp_mean(X, n, d, INFINITY, 1.0, &r, 0, 1, mu, NULL), DPT_EINVAL);
-    CHECK_ERR_HAS("--center-clip");
+    CHECK_ERR_HAS("dpt_dp_mean: C (the row norm bound) must be > 0");
     CHECK_STATUS(dpt_dp_mean(X, n, d, C, -1.0, &r, 0, 1, mu, NULL), DPT_EINVAL);
-    CHECK_ERR_HAS("--center-sigma");
+    CHECK_ERR_HAS("dpt_dp_mean: sigma (the noise multiplier) must be >= 0");
     CHECK_STATUS(dpt_dp_mean(X, n, d, C, NAN, &r, 0, 1, mu, NULL), DPT_EINVAL);
-    CHECK_ERR_HAS("--center-sigma");
+    CHECK_ERR_HAS("dpt_dp_mean: sigma (the noise multiplier) must be >= 0");
+    CHECK_STATUS(dpt_dp_mean_sum(X, n, d, -1.0, mu, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_dp_mean_sum: C (the row norm bound) must be > 0, got -1");
     CHECK_STATUS(dpt_dp_mean(X, 0, d, C, 1.0, &r, 0, 1, mu, NULL), DPT_EINVAL);
     CHECK_STATUS(dpt_dp_mean(X, n, d, C, 1.0, NULL, 0, 1, mu, NULL), DPT_EINVAL);
     X[4] = NAN;

@@ -167,7 +167,7 @@ int main(void) {
         dpt_train_config c = cfg_for(398, 0);
         CHECK_OK(dpt_algo_sgd_new(&a));
         CHECK_STATUS(dpt_trainer_new(&c, &tr, NULL, a, &t), DPT_EINVAL);
-        CHECK_ERR_HAS("--shards");
+        CHECK_ERR_HAS("dpt_train_config.shards must be in [1,");
     }
 
     /* a sharded run resumed from its checkpoint (shards taken from it) == uninterrupted */

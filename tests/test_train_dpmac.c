@@ -307,15 +307,15 @@ static void test_errors(void) {
     dpt_algo *a = NULL;
     d.clip = 0;
     CHECK_STATUS(dpt_algo_dpmac_new(&d, &a), DPT_EINVAL);
-    CHECK_ERR_HAS("--clip");
+    CHECK_ERR_HAS("dpt_dpmac_config.clip: the coefficient bound Theta must be > 0");
     d = dpt_dpmac_config_defaults();
     d.sigma = 0;
     CHECK_STATUS(dpt_algo_dpmac_new(&d, &a), DPT_EINVAL);
-    CHECK_ERR_HAS("--sigma");
+    CHECK_ERR_HAS("dpt_dpmac_config.sigma: the noise multiplier must be > 0");
     d = dpt_dpmac_config_defaults();
     d.z_lr = -1;
     CHECK_STATUS(dpt_algo_dpmac_new(&d, &a), DPT_EINVAL);
-    CHECK_ERR_HAS("--z-lr");
+    CHECK_ERR_HAS("dpt_dpmac_config.z_lr");
     d = dpt_dpmac_config_defaults();
     d.z_lr = NAN;
     CHECK_STATUS(dpt_algo_dpmac_new(&d, &a), DPT_EINVAL);

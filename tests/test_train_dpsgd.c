@@ -342,13 +342,17 @@ static void test_bad_config(void) {
     dpt_algo *a;
     d.clip = 0;
     CHECK_STATUS(dpt_algo_dpsgd_new(&d, &a), DPT_EINVAL);
-    CHECK_ERR_HAS("--clip");
+    CHECK_ERR_HAS("dpt_dpsgd_config.clip: the clipping norm C must be > 0, got 0");
     d.clip = 1, d.sigma = -1;
     CHECK_STATUS(dpt_algo_dpsgd_new(&d, &a), DPT_EINVAL);
-    CHECK_ERR_HAS("--sigma");
+    CHECK_ERR_HAS("dpt_dpsgd_config.sigma: the noise multiplier must be > 0, got -1");
     d.sigma = 0; /* no noise: no finite epsilon, refused up front */
     CHECK_STATUS(dpt_algo_dpsgd_new(&d, &a), DPT_EINVAL);
-    CHECK_ERR_HAS("--sigma");
+    CHECK_ERR_HAS("dpt_dpsgd_config.sigma");
+    CHECK_STATUS(dpt_algo_dpsgd_new(&d, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_algo_dpsgd_new: out is NULL");
+    CHECK_STATUS(dpt_algo_dpsgd_new(NULL, &a), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_algo_dpsgd_new: cfg is NULL");
 }
 
 int main(void) {

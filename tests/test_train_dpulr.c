@@ -352,19 +352,19 @@ static void test_errors(void) {
     dpt_algo *a = NULL;
     u.copies = 0;
     CHECK_STATUS(dpt_algo_dpulr_new(&u, &a), DPT_EINVAL);
-    CHECK_ERR_HAS("--copies");
+    CHECK_ERR_HAS("dpt_dpulr_config.copies: K must be in [1, 10^6], got 0");
     u = dpt_dpulr_config_defaults();
     u.sigma0 = 0;
     CHECK_STATUS(dpt_algo_dpulr_new(&u, &a), DPT_EINVAL);
-    CHECK_ERR_HAS("--sigma0");
+    CHECK_ERR_HAS("dpt_dpulr_config.sigma0");
     u = dpt_dpulr_config_defaults();
     u.antithetic = 1;
     CHECK_STATUS(dpt_algo_dpulr_new(&u, &a), DPT_EINVAL);
-    CHECK_ERR_HAS("explicit");
+    CHECK_ERR_HAS("DPT_ULR_EXPLICIT");
     u = dpt_dpulr_config_defaults();
     u.noise = DPT_ULR_EXPLICIT;
     CHECK_STATUS(dpt_algo_dpulr_new(&u, &a), DPT_EINVAL);
-    CHECK_ERR_HAS("--ulr-std");
+    CHECK_ERR_HAS("dpt_dpulr_config.perturb_std");
     u.perturb_std = 0.1;
     u.antithetic = 1;
     u.copies = 3;
@@ -389,7 +389,7 @@ static void test_errors(void) {
         CHECK_OK(dpt_algo_dpulr_new(&u, &a));
         CHECK_OK(dpt_trainer_new(&c, &d, NULL, a, &t));
         CHECK(dpt_trainer_run(t, NULL) != DPT_OK);
-        CHECK_ERR_HAS("--modules");
+        CHECK_ERR_HAS("dpt_dpulr_config.modules");
         dpt_trainer_free(t);
     }
     /* the accounted mode refuses plain Poisson sampling (no accountant for it here) */
@@ -399,7 +399,7 @@ static void test_errors(void) {
     CHECK_OK(dpt_algo_dpulr_new(&u, &a));
     CHECK_OK(dpt_trainer_new(&c, &d, NULL, a, &t));
     CHECK(dpt_trainer_run(t, NULL) != DPT_OK);
-    CHECK_ERR_HAS("poisson-reject");
+    CHECK_ERR_HAS("DPT_SAMPLER_POISSON_REJECT");
     dpt_trainer_free(t);
     dpt_dataset_free(&d);
 }

@@ -351,7 +351,7 @@ static void test_errors(void) {
         CHECK_OK(dpt_algo_dpulr_new(&u, &a));
         CHECK_OK(dpt_trainer_new(&c, &d, NULL, a, &t));
         CHECK(dpt_trainer_run(t, NULL) != DPT_OK);
-        CHECK_ERR_HAS("--modules");
+        CHECK_ERR_HAS("dpt_dpulr_config.modules");
         CHECK_ERR_HAS(want[k]);
         dpt_trainer_free(t);
     }

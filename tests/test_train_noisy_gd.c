@@ -395,13 +395,13 @@ static void test_errors(void) {
     dpt_algo *a = NULL;
     nc.sigma = 0;
     CHECK_STATUS(dpt_algo_noisy_gd_new(&nc, &a), DPT_EINVAL);
-    CHECK_ERR_HAS("--sigma must be > 0");
+    CHECK_ERR_HAS("dpt_noisy_gd_config.sigma must be > 0");
     nc.sigma = -1;
     CHECK_STATUS(dpt_algo_noisy_gd_new(&nc, &a), DPT_EINVAL);
     nc = dpt_noisy_gd_config_defaults();
     nc.eta = 0;
     CHECK_STATUS(dpt_algo_noisy_gd_new(&nc, &a), DPT_EINVAL);
-    CHECK_ERR_HAS("--eta must be > 0");
+    CHECK_ERR_HAS("dpt_noisy_gd_config.eta must be > 0");
     nc.eta = NAN;
     CHECK_STATUS(dpt_algo_noisy_gd_new(&nc, &a), DPT_EINVAL);
     nc = dpt_noisy_gd_config_defaults();
@@ -412,7 +412,7 @@ static void test_errors(void) {
     struct {
         int sampler_shuffle, adam, lr_off, momentum;
         const char *msg;
-    } bad[] = {{1, 0, 0, 0, "full-batch sampler"}, {0, 1, 0, 0, "plain SGD"}, {0, 0, 1, 0, "differs from eta"},
+    } bad[] = {{1, 0, 0, 0, "full-batch sampler"}, {0, 1, 0, 0, "plain SGD"}, {0, 0, 1, 0, "differs from dpt_noisy_gd_config.eta"},
                {0, 0, 0, 1, "plain SGD"}};
     for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
         nc = dpt_noisy_gd_config_defaults();

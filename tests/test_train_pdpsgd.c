@@ -253,13 +253,13 @@ static void test_errors(void) {
     dpt_algo *a = NULL;
     dpt_pdp_config pc = {0, -1};
     CHECK_STATUS(dpt_algo_pdpsgd_new(&pc, &a), DPT_EINVAL);
-    CHECK_ERR_HAS("--kappa");
+    CHECK_ERR_HAS("dpt_pdp_config.kappa: must be >= 0");
     pc.kappa = 0, pc.lambda = NAN;
     CHECK_STATUS(dpt_algo_pdpsgd_new(&pc, &a), DPT_EINVAL);
-    CHECK_ERR_HAS("--lambda");
+    CHECK_ERR_HAS("dpt_pdp_config.lambda: must be >= 0");
     dpt_propnoise_config nc = {0, 0};
     CHECK_STATUS(dpt_algo_propnoise_new(&nc, &a), DPT_EINVAL);
-    CHECK_ERR_HAS("--pdp-sigma");
+    CHECK_ERR_HAS("dpt_propnoise_config.sigma: the relative noise must be > 0");
     CHECK(a == NULL);
     CHECK_CLOSE(dpt_pdp_kappa(0.1, 2.0), 0.04, 1e-15, 1e-12);
 }

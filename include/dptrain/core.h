@@ -4,7 +4,10 @@
  * Memory: functions that allocate say so; everything returned by *_new or dpt_alloc is
  * freed by the matching *_free / dpt_free (all accept NULL).
  * Thread safety: a dpt_rng is not shared between threads without external locking; the
- * error message buffer is thread-local, so errors on one thread never clobber another's. */
+ * error message buffer is thread-local, so errors on one thread never clobber another's.
+ * Errors: every fallible function returns a dpt_status (DPT_OK = 0, errors < 0) and
+ * leaves a message for dpt_last_error(); nothing here prints, exits or aborts on bad
+ * input (DPT_ASSERT guards the library's own invariants only). */
 #ifndef DPTRAIN_CORE_H
 #define DPTRAIN_CORE_H
 
@@ -87,6 +90,13 @@ void *dpt_alloc(size_t n, size_t elem, const char *what);
 void dpt_free(void *p);
 /* a * b with overflow check: returns 0 and sets *out on success, -1 on overflow. */
 int dpt_mul_overflow(size_t a, size_t b, size_t *out);
+/* a * b * c, likewise. */
+int dpt_mul3_overflow(size_t a, size_t b, size_t c, size_t *out);
+/* dpt_alloc of a * b elements of elem bytes each, every product checked. Any count that is
+ * a product of sizes (rows x columns, models x examples) goes through this or through a
+ * dpt_mul_overflow'd count: never a bare `a * b` that could wrap to a small buffer. */
+void *dpt_alloc2(size_t a, size_t b, size_t elem, const char *what);
+void *dpt_alloc3(size_t a, size_t b, size_t c, size_t elem, const char *what);
 
 /* ==== Tensors ==== */
 
@@ -254,8 +264,14 @@ void dpt_hex(const uint8_t *bytes, size_t n, char *out /* 2n+1 */);
  * rename over `path`, fsync the directory. Either the old or the new content is on disk
  * after a crash, never a mix; a failed call removes its temporary file. */
 dpt_status dpt_write_file_atomic(const char *path, const void *data, size_t n);
-/* Reads a whole file into a new buffer (free with dpt_free); NUL-terminated for text. */
+/* Reads a whole regular file into a new buffer (free with dpt_free); NUL-terminated for
+ * text. Devices, FIFOs, sockets and directories are refused (DPT_EIO, never a hang or an
+ * endless read); dpt_read_file_max also refuses a file larger than max_bytes (DPT_EFORMAT). */
 dpt_status dpt_read_file(const char *path, uint8_t **data, size_t *n);
+dpt_status dpt_read_file_max(const char *path, size_t max_bytes, uint8_t **data, size_t *n);
+/* Opens a regular file for reading (refused like dpt_read_file); *size its size in bytes
+ * (may be NULL). Never blocks on a FIFO. */
+dpt_status dpt_open_regular(const char *path, FILE **f, size_t *size);
 
 #ifdef __cplusplus
 }

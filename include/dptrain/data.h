@@ -5,7 +5,9 @@
  * Memory: a dpt_dataset / dpt_normalizer owns its arrays (free with *_free); samplers are
  * opaque handles (dpt_sampler_new / dpt_sampler_free).
  * Thread safety: loaders are reentrant; a dataset may be read (gather) from many threads;
- * a sampler is used by one thread at a time. */
+ * a sampler is used by one thread at a time.
+ * Errors: DPT_EIO / DPT_EFORMAT naming the file (and line, column or example), DPT_EINVAL
+ * naming the parameter and the first bad index for in-memory data, DPT_ENOMEM. */
 #ifndef DPTRAIN_DATA_H
 #define DPTRAIN_DATA_H
 
@@ -34,6 +36,24 @@ typedef struct {
 /* Frees x and y and zeroes *d. Accepts NULL. */
 void dpt_dataset_free(dpt_dataset *d);
 
+/* A dataset from the caller's arrays: x [n, dim] row-major float32 features and y [n]
+ * int32 labels. Both are COPIED (the caller keeps ownership of its arrays and may free
+ * them right after the call); *out owns the copies (dpt_dataset_free). n_classes >= 1
+ * fixes the number of classes; 0 means max(y) + 1. The per-example shape is (1, 1, dim):
+ * call dpt_dataset_set_shape for image data read by convolutional models.
+ * Everything is checked before anything is allocated; on error *out is zeroed and:
+ *   DPT_EINVAL  x, y or out NULL; n or dim 0; n_classes < 0; a label outside
+ *               [0, n_classes) (the message names the first, "y[17] = 12 is outside
+ *               [0, 10)"); a NaN or infinite feature (the first, "x[1234] (example 12,
+ *               feature 34)")
+ *   DPT_ENOMEM  n * dim overflows, or the copies cannot be allocated. */
+dpt_status dpt_dataset_from_arrays(const float *x, const int32_t *y, size_t n, size_t dim, int n_classes,
+                                   dpt_dataset *out);
+/* Sets the per-example shape (C, H, W) that convolutional models read; the features are
+ * not moved (each example is C planes of H x W row-major values). c, h, w >= 1 and
+ * c * h * w == d->dim, else DPT_EINVAL (d unchanged). */
+dpt_status dpt_dataset_set_shape(dpt_dataset *d, size_t c, size_t h, size_t w);
+
 /* Loaders. Every loader reads .gz or raw files (gzip detected by its magic bytes 1f 8b,
  * not by the name; concatenated gzip members are accepted), fills *out (which is
  * overwritten, not freed: pass a zeroed or freed struct) and validates it. On error *out
@@ -57,8 +77,9 @@ dpt_status dpt_data_load_cifar10(const char *const *paths, size_t n_paths, dpt_d
 dpt_status dpt_data_load_usps(const char *path, dpt_dataset *out);
 /* The pooled USPS split ("usps-pooled"): zip.train (7291) and zip.test (2007) concatenated
  * in that order (9298 images), permuted by a fixed Fisher-Yates shuffle (splitmix64 seeded
- * with DPT_USPS_POOLED_SEED; independent of --seed), the first DPT_USPS_POOLED_TRAIN of the
- * permutation for training (train = 1) and the other 4298 for testing (train = 0). */
+ * with DPT_USPS_POOLED_SEED; independent of every run seed), the first
+ * DPT_USPS_POOLED_TRAIN of the permutation for training (train = 1) and the other 4298 for
+ * testing (train = 0). */
 #define DPT_USPS_POOLED_TRAIN 5000
 #define DPT_USPS_POOLED_SEED 7u
 dpt_status dpt_data_load_usps_pooled(const char *train_path, const char *test_path, int train, dpt_dataset *out);
@@ -83,7 +104,7 @@ typedef enum { DPT_SPLIT_TRAIN = 0, DPT_SPLIT_TEST = 1 } dpt_split;
  *             see dpt_data_load_usps_pooled)
  *   cifar10/: data_batch_1.bin .. data_batch_5.bin, test_batch.bin
  * CSV paths are used as given (relative to the working directory).
- * A missing file is DPT_EIO naming the full path and suggesting --data-dir; an unknown
+ * A missing file is DPT_EIO naming the full path and suggesting data_dir; an unknown
  * name is DPT_EINVAL listing the known ones. */
 dpt_status dpt_data_load(const char *name, const char *data_dir, dpt_split split,
                          dpt_dataset *out);

@@ -4,7 +4,9 @@
  * fsync of the directory) and verified on load (format marker, version, sizes, offsets,
  * SHA-256 of the tensor bytes), so a truncated or corrupted file is refused, never loaded.
  * Memory: strings returned through `char **` are malloc'd; the caller frees them with free().
- * Thread safety: functions touch only their arguments. */
+ * Thread safety: functions touch only their arguments.
+ * Errors: DPT_EIO (cannot open, read or write; the message names the path), DPT_EFORMAT
+ * (not a valid checkpoint), DPT_EMISMATCH (a checkpoint of another model), DPT_EINVAL. */
 #ifndef DPTRAIN_IO_H
 #define DPTRAIN_IO_H
 
@@ -19,13 +21,15 @@ extern "C" {
 #endif
 
 #define DPT_CHECKPOINT_FORMAT "dptrain-checkpoint"
-#define DPT_CHECKPOINT_VERSION 1
+#define DPT_CHECKPOINT_VERSION 2
 
 /* Writes model parameters (tensor names from dpt_model_tensor: "fc1.weight", ...), the
  * optimizer state ("optim.m", "optim.v" when present; t and config in the metadata) and
  * `state_json`, a JSON object string with the training state (step, epoch, RNG states,
  * sampler position, data hash, ledger, ...), into the safetensors "__metadata__" map as
- * string values: format, format_version, model_spec, optimizer, state. */
+ * string values: format, format_version, model_spec, optimizer, state, checkpoint_sha256
+ * (SHA-256 of the whole file with these 64 digits read as '0': any edit of the header or
+ * data is refused on load). Version 1 files (hash over the data only) are refused. */
 dpt_status dpt_checkpoint_save(const char *path, const dpt_model *m, const dpt_optim *opt,
                                const char *state_json);
 /* Reads only the metadata: the model spec (to build the model) and the state JSON.

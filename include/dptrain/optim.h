@@ -1,7 +1,9 @@
 /* optim: optimizers (SGD with momentum and weight decay, Adam) and learning-rate schedules
  * over the flat parameter buffer. Memory: dpt_optim owns its state arrays (allocated in
  * dpt_optim_init for n parameters; freed by dpt_optim_free). Not thread-safe per object;
- * the update loops themselves may use threads and are bit-identical for a thread count. */
+ * the update loops themselves may use threads and are bit-identical for a thread count.
+ * Errors: DPT_EINVAL naming the config field (dpt_optim_config.lr, ...), DPT_ERANGE for a
+ * non-finite gradient, DPT_ENOMEM. */
 #ifndef DPTRAIN_OPTIM_H
 #define DPTRAIN_OPTIM_H
 

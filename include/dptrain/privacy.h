@@ -4,7 +4,9 @@
  * Each fast function has a naive reference beside it (`_ref`), which documents the math.
  * Memory: callers own every buffer; nothing here allocates except the noise samplers'
  * internal chunk buffers (freed before return).
- * Thread safety: pure functions; the noise functions use the caller's dpt_rng exclusively. */
+ * Thread safety: pure functions; the noise functions use the caller's dpt_rng exclusively.
+ * Errors: DPT_EINVAL naming the parameter (C, sigma, k, ...); DPT_ECRYPTO when libcrypto
+ * fails to provide the noise stream. */
 #ifndef DPTRAIN_PRIVACY_H
 #define DPTRAIN_PRIVACY_H
 #include <dptrain/core.h>

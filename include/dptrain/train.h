@@ -4,7 +4,11 @@
  * Memory: dpt_trainer_new allocates everything a run needs (model, optimizer, batch
  * buffers for the declared maximum batch, RNG streams); dpt_trainer_free releases it. The
  * datasets passed in are borrowed and must outlive the trainer.
- * Thread safety: one trainer per thread; it uses cfg.threads threads inside. */
+ * Thread safety: one trainer per thread; it uses cfg.threads threads inside.
+ * Errors: DPT_EINVAL naming the config field (dpt_train_config.batch_size,
+ * dpt_dpsgd_config.clip, ...), DPT_EBUDGET/DPT_EMISMATCH for privacy-budget and resume
+ * problems, DPT_EIO naming the file, DPT_ERANGE when training diverges (non-finite
+ * gradients). The trainer never prints: progress comes through the callbacks. */
 #ifndef DPTRAIN_TRAIN_H
 #define DPTRAIN_TRAIN_H
 
@@ -79,6 +83,12 @@ typedef struct dpt_algo {
     dpt_status (*epoch_metrics)(struct dpt_algo *a, dpt_trainer *t, struct cJSON *obj, char *line,
                                 size_t n);
 } dpt_algo;
+
+/* Frees an algorithm that was not handed to dpt_trainer_new (which takes ownership, even
+ * when it fails). Accepts NULL. The fields of dpt_algo are the interface between the
+ * training loop and the algorithm implementations inside the library; callers create
+ * algorithms with the dpt_algo_*_new constructors and should not depend on the layout. */
+void dpt_algo_free(dpt_algo *a);
 
 /* Non-private minibatch SGD: mean loss gradient over the sampled batch. */
 dpt_status dpt_algo_sgd_new(dpt_algo **out);

@@ -11,13 +11,14 @@
 static const char *const KLI_NAMES[] = {"lecun", "he", "xavier", "ntk"};
 
 dpt_status dpt_kl_init_parse(const char *s, dpt_kl_init *out) {
-    DPT_CHECK(s && out, DPT_EINVAL, "--init: NULL argument");
+    DPT_CHECK(s && out, DPT_EINVAL, "dpt_kl_init_parse: %s is NULL", s ? "out" : "s");
     for (int i = 0; i < 4; i++)
         if (!strcmp(s, KLI_NAMES[i])) {
             *out = (dpt_kl_init)i;
             return DPT_OK;
         }
-    return dpt_set_error(DPT_EINVAL, "--init: unknown initialization '%s' (expected lecun|he|xavier|ntk)", s);
+    return dpt_set_error(DPT_EINVAL, "dpt_kl_init_parse: unknown initialization '%s' (expected lecun|he|xavier|ntk)",
+                         s);
 }
 
 const char *dpt_kl_init_name(dpt_kl_init init) {
@@ -26,7 +27,7 @@ const char *dpt_kl_init_name(dpt_kl_init init) {
 
 static dpt_status check_widths(const size_t *widths, size_t L) {
     DPT_CHECK(widths, DPT_EINVAL, "KL closed forms: NULL widths");
-    DPT_CHECK(L >= 2, DPT_EINVAL, "--depth must be >= 2 (one hidden layer at least), got %zu", L);
+    DPT_CHECK(L >= 2, DPT_EINVAL, "L (the depth) must be >= 2 (one hidden layer at least), got %zu", L);
     for (size_t l = 0; l <= L; l++)
         DPT_CHECK(widths[l] >= 1, DPT_EINVAL, "KL closed forms: width m_%zu must be >= 1", l);
     return DPT_OK;
@@ -43,7 +44,7 @@ dpt_status dpt_kl_init_variances(dpt_kl_init init, const size_t *widths, size_t 
         case DPT_KLI_HE: b = 2.0 / in; break;
         case DPT_KLI_XAVIER: b = 2.0 / (in + outw); break;
         case DPT_KLI_NTK: b = l < L ? 2.0 / outw : 1.0 / outw; break;
-        default: return dpt_set_error(DPT_EINVAL, "--init: unknown initialization %d", (int)init);
+        default: return dpt_set_error(DPT_EINVAL, "init: unknown initialization %d (a dpt_kl_init)", (int)init);
         }
         beta[l - 1] = b;
     }
@@ -66,7 +67,7 @@ dpt_status dpt_kl_gradient_constant(const size_t *widths, size_t L, const double
 
 dpt_status dpt_kl_gradient_constant_table1(dpt_kl_init init, double d, double o, double m, size_t L, double *B) {
     DPT_CHECK(B && d >= 1 && o >= 1 && m >= 1, DPT_EINVAL, "Table 1: d, o, m must be >= 1");
-    DPT_CHECK(L >= 2, DPT_EINVAL, "--depth must be >= 2 (one hidden layer at least), got %zu", L);
+    DPT_CHECK(L >= 2, DPT_EINVAL, "L (the depth) must be >= 2 (one hidden layer at least), got %zu", L);
     const double Lm1 = (double)L - 1.0;
     switch (init) {
     case DPT_KLI_LECUN: *B = o * m * (Lm1 + d / m) / pow(2.0, Lm1); break;
@@ -75,7 +76,7 @@ dpt_status dpt_kl_gradient_constant_table1(dpt_kl_init init, double d, double o,
     case DPT_KLI_XAVIER:
         *B = o * d * (Lm1 + (d + o) / (2.0 * m)) / (pow(2.0, (double)L - 3.0) * (1.0 + d / m) * (1.0 + o / m));
         break;
-    default: return dpt_set_error(DPT_EINVAL, "--init: unknown initialization %d", (int)init);
+    default: return dpt_set_error(DPT_EINVAL, "init: unknown initialization %d (a dpt_kl_init)", (int)init);
     }
     return DPT_OK;
 }
@@ -84,10 +85,10 @@ dpt_status dpt_kl_linearized_bound(double B, size_t o, uint64_t steps, double et
                                    dpt_kl_bound_result *out) {
     DPT_CHECK(out, DPT_EINVAL, "KL bound: NULL argument");
     DPT_CHECK(isfinite(B) && B >= 0, DPT_EINVAL, "KL bound: B must be finite and >= 0, got %g", B);
-    DPT_CHECK(o >= 1, DPT_EINVAL, "--outputs must be >= 1");
-    DPT_CHECK(isfinite(eta) && eta > 0, DPT_EINVAL, "--eta must be > 0, got %g", eta);
-    DPT_CHECK(isfinite(sigma) && sigma > 0, DPT_EINVAL, "--sigma must be > 0, got %g", sigma);
-    DPT_CHECK(n >= 1, DPT_EINVAL, "--dataset-size must be >= 1");
+    DPT_CHECK(o >= 1, DPT_EINVAL, "dpt_kl_linearized_bound: o (the number of outputs) must be >= 1");
+    DPT_CHECK(isfinite(eta) && eta > 0, DPT_EINVAL, "dpt_kl_linearized_bound: eta must be > 0, got %g", eta);
+    DPT_CHECK(isfinite(sigma) && sigma > 0, DPT_EINVAL, "dpt_kl_linearized_bound: sigma must be > 0, got %g", sigma);
+    DPT_CHECK(n >= 1, DPT_EINVAL, "dpt_kl_linearized_bound: n (the number of records) must be >= 1");
     memset(out, 0, sizeof *out);
     const double nn = (double)n * (double)n, s2 = sigma * sigma;
     out->B = B;
@@ -96,8 +97,14 @@ dpt_status dpt_kl_linearized_bound(double B, size_t o, uint64_t steps, double et
     out->kl_bound_paper = 2.0 * B * out->T / (nn * s2);
     /* sum_k eta/(4 sigma^2) * 4 r B / n^2 */
     out->kl_bound = out->r * B * out->T / (nn * s2);
-    out->pinsker_tv = sqrt(out->kl_bound / 2.0);
+    out->pinsker_tv = dpt_pinsker_tv(out->kl_bound);
     return DPT_OK;
+}
+
+double dpt_pinsker_tv(double kl) {
+    if (!(kl >= 0)) return NAN;
+    double tv = sqrt(kl / 2.0);
+    return tv < 1.0 ? tv : 1.0;
 }
 
 dpt_status dpt_kl_lemma32(const dpt_kl_lemma32_args *a, double *integral, double *kl_exact, double *kl_paper) {

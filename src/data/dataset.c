@@ -1,5 +1,6 @@
 /* Dataset operations: validation, class filtering, take, gather, hashing, normalization. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "dptrain/data.h"
@@ -34,6 +35,75 @@ dpt_status dpt_dataset_validate(const dpt_dataset *d) {
     return DPT_OK;
 }
 
+/* ==== Datasets from the caller's arrays ==== */
+
+/* Checks everything before allocating, so a refused call leaves *out zeroed and costs no
+ * memory; the message names the parameter and, for data, the first bad index. */
+static dpt_status check_arrays(const float *x, const int32_t *y, size_t n, size_t dim, int n_classes,
+                               int *classes_out) {
+    static const char *F = "dpt_dataset_from_arrays";
+    DPT_CHECK(x, DPT_EINVAL, "%s: x is NULL", F);
+    DPT_CHECK(y, DPT_EINVAL, "%s: y is NULL", F);
+    DPT_CHECK(n >= 1, DPT_EINVAL, "%s: n must be >= 1 (no examples)", F);
+    DPT_CHECK(dim >= 1, DPT_EINVAL, "%s: dim must be >= 1 (no features)", F);
+    size_t nd, bytes;
+    DPT_CHECK(!dpt_mul_overflow(n, dim, &nd) && !dpt_mul_overflow(nd, sizeof(float), &bytes), DPT_ENOMEM,
+              "%s: n * dim = %zu * %zu floats overflows the address space", F, n, dim);
+    DPT_CHECK(n_classes >= 0, DPT_EINVAL, "%s: n_classes must be >= 1, or 0 for max(y) + 1; got %d", F, n_classes);
+    int32_t top = -1;
+    for (size_t i = 0; i < n; i++) {
+        if (n_classes > 0)
+            DPT_CHECK(y[i] >= 0 && y[i] < n_classes, DPT_EINVAL, "%s: y[%zu] = %d is outside [0, %d) (n_classes %d)",
+                      F, i, (int)y[i], n_classes, n_classes);
+        else
+            DPT_CHECK(y[i] >= 0 && y[i] < INT32_MAX, DPT_EINVAL, "%s: y[%zu] = %d is not a class index in [0, %d)",
+                      F, i, (int)y[i], (int)INT32_MAX);
+        if (y[i] > top) top = y[i];
+    }
+    for (size_t i = 0; i < nd; i++)
+        DPT_CHECK(isfinite(x[i]), DPT_EINVAL, "%s: x[%zu] = %g (example %zu, feature %zu) is not finite", F, i,
+                  (double)x[i], i / dim, i % dim);
+    *classes_out = n_classes > 0 ? n_classes : (int)top + 1;
+    return DPT_OK;
+}
+
+dpt_status dpt_dataset_from_arrays(const float *x, const int32_t *y, size_t n, size_t dim, int n_classes,
+                                   dpt_dataset *out) {
+    DPT_CHECK(out, DPT_EINVAL, "dpt_dataset_from_arrays: out is NULL");
+    memset(out, 0, sizeof *out);
+    int k = 0;
+    DPT_TRY(check_arrays(x, y, n, dim, n_classes, &k));
+    out->x = dpt_alloc(n * dim, sizeof(float), "dpt_dataset_from_arrays: x");
+    out->y = dpt_alloc(n, sizeof(int32_t), "dpt_dataset_from_arrays: y");
+    if (!out->x || !out->y) {
+        dpt_dataset_free(out);
+        return DPT_ENOMEM;
+    }
+    memcpy(out->x, x, n * dim * sizeof(float));
+    memcpy(out->y, y, n * sizeof(int32_t));
+    out->n = n;
+    out->dim = dim;
+    out->n_classes = k;
+    out->shape[0] = out->shape[1] = 1;
+    out->shape[2] = dim;
+    snprintf(out->source, sizeof out->source, "(arrays: %zu x %zu)", n, dim);
+    return DPT_OK;
+}
+
+dpt_status dpt_dataset_set_shape(dpt_dataset *d, size_t c, size_t h, size_t w) {
+    DPT_CHECK(d, DPT_EINVAL, "dpt_dataset_set_shape: d is NULL");
+    DPT_CHECK(c >= 1 && h >= 1 && w >= 1, DPT_EINVAL,
+              "dpt_dataset_set_shape: c, h and w must be >= 1, got (%zu, %zu, %zu)", c, h, w);
+    size_t p;
+    DPT_CHECK(!dpt_mul_overflow(c, h, &p) && !dpt_mul_overflow(p, w, &p) && p == d->dim, DPT_EINVAL,
+              "dpt_dataset_set_shape: c * h * w = %zu * %zu * %zu must equal the %zu features per example (d->dim)",
+              c, h, w, d->dim);
+    d->shape[0] = c;
+    d->shape[1] = h;
+    d->shape[2] = w;
+    return DPT_OK;
+}
+
 dpt_status dpt_dataset_set_n_classes(dpt_dataset *d, int k) {
     DPT_CHECK(d && k >= 1, DPT_EINVAL, "dpt_dataset_set_n_classes: need k >= 1 (got %d)", k);
     for (size_t i = 0; i < d->n; i++)
@@ -47,8 +117,9 @@ dpt_status dpt_dataset_set_n_classes(dpt_dataset *d, int k) {
 /* ==== Filtering and subsets ==== */
 
 dpt_status dpt_dataset_filter_classes(dpt_dataset *d, const int *classes, size_t k) {
-    DPT_CHECK(d && classes && k >= 1, DPT_EINVAL, "filter classes: need at least one class");
-    DPT_CHECK(k <= (size_t)d->n_classes, DPT_EINVAL, "filter classes: %zu classes of %d", k,
+    DPT_CHECK(d && classes && k >= 1, DPT_EINVAL, "dpt_dataset_filter_classes: %s",
+              !d ? "d is NULL" : !classes ? "classes is NULL" : "k must be >= 1");
+    DPT_CHECK(k <= (size_t)d->n_classes, DPT_EINVAL, "dpt_dataset_filter_classes: k = %zu classes of %d", k,
               d->n_classes);
     /* map[old label] = new label or -1 */
     int32_t *map = dpt_alloc((size_t)d->n_classes, sizeof(int32_t), "class map");
@@ -59,7 +130,7 @@ dpt_status dpt_dataset_filter_classes(dpt_dataset *d, const int *classes, size_t
         if (c < 0 || c >= d->n_classes || map[c] >= 0) {
             dpt_free(map);
             return dpt_set_error(DPT_EINVAL,
-                                 "filter classes: class %d %s (classes must be distinct, in "
+                                 "dpt_dataset_filter_classes: class %d %s (classes must be distinct, in "
                                  "[0, %d))",
                                  c, (c >= 0 && c < d->n_classes) ? "repeated" : "out of range",
                                  d->n_classes);
@@ -202,6 +273,12 @@ dpt_status dpt_normalizer_apply(const dpt_normalizer *nz, dpt_dataset *d) {
     size_t per = nz->channels ? nz->dim / nz->channels : 1;
     DPT_CHECK(per * K == nz->dim, DPT_EINVAL, "normalizer: %zu channels do not divide dim %zu",
               K, nz->dim);
+    /* statistics may come from a file (a checkpoint's run record): a zero, negative or
+     * non-finite std would turn the data into infinities or flip its sign */
+    for (size_t c = 0; c < K; c++)
+        DPT_CHECK(isfinite(nz->mean[c]) && isfinite(nz->std[c]) && nz->std[c] > 0, DPT_EINVAL,
+                  "normalizer apply: mean[%zu] = %g, std[%zu] = %g: need a finite mean and a finite std > 0", c,
+                  (double)nz->mean[c], c, (double)nz->std[c]);
     for (size_t i = 0; i < d->n; i++) {
         float *xr = d->x + i * d->dim;
         for (size_t c = 0; c < K; c++) {

@@ -20,8 +20,8 @@
 static dpt_status read_raw(const char *path, uint8_t **out, size_t *n_out) {
     *out = NULL;
     *n_out = 0;
-    FILE *f = fopen(path, "rb");
-    DPT_CHECK(f, DPT_EIO, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f;
+    DPT_TRY(dpt_open_regular(path, &f, NULL)); /* a FIFO or device would hang or never end */
     size_t cap = 1 << 16, n = 0;
     uint8_t *buf = malloc(cap);
     if (!buf) {
@@ -645,7 +645,7 @@ static dpt_status resolve(const char *dir, const char *name, const char *base, c
     if (file_exists(out)) return DPT_OK;
     return dpt_set_error(DPT_EIO,
                          "%s/%s/%s.gz: no such file (nor %s/%s/%s without .gz); "
-                         "use --data-dir DIR with the files under DIR/%s/",
+                         "set data_dir to a directory DIR with the files under DIR/%s/",
                          dir, name, base, dir, name, base, name);
 }
 
@@ -665,19 +665,20 @@ dpt_status dpt_data_load(const char *name, const char *data_dir, dpt_split split
         const char *comma = strchr(spec, ',');
         char path[PATH_CAP];
         if (!comma) {
-            DPT_CHECK(*spec, DPT_EINVAL, "--dataset csv:PATH needs a path");
+            DPT_CHECK(*spec, DPT_EINVAL, "dpt_data_load: name 'csv:' needs a path (csv:PATH or csv:TRAIN,TEST)");
             DPT_CHECK(strlen(spec) < PATH_CAP, DPT_EINVAL, "csv path too long");
             snprintf(path, sizeof path, "%s", spec);
         } else {
             const char *s = train ? spec : comma + 1;
             size_t l = train ? (size_t)(comma - spec) : strlen(comma + 1);
             DPT_CHECK(l > 0 && l < PATH_CAP && !strchr(comma + 1, ','), DPT_EINVAL,
-                      "--dataset %s: expected csv:TRAIN,TEST with two non-empty paths", name);
+                      "dpt_data_load: name '%s': expected csv:TRAIN,TEST with two non-empty paths", name);
             memcpy(path, s, l);
             path[l] = 0;
         }
-        DPT_CHECK(file_exists(path), DPT_EIO, "%s: no such file (from --dataset %s)", path,
-                  name);
+        struct stat sb;
+        DPT_CHECK(stat(path, &sb) == 0, DPT_EIO, "%s: no such file (from dataset name '%s')", path, name);
+        DPT_CHECK(S_ISREG(sb.st_mode), DPT_EIO, "%s: not a regular file (from dataset name '%s')", path, name);
         return dpt_data_load_csv(path, out);
     }
     if (strcmp(name, "mnist") == 0 || strcmp(name, "fashion-mnist") == 0) {

@@ -28,7 +28,7 @@ dpt_optim_config dpt_optim_defaults(dpt_opt_kind kind) {
 }
 
 dpt_status dpt_optim_parse(const char *s, dpt_opt_kind *out) {
-    DPT_CHECK(s && out, DPT_EINVAL, "optimizer: missing name");
+    DPT_CHECK(s && out, DPT_EINVAL, "dpt_optim_parse: %s is NULL", s ? "out" : "s");
     if (strcmp(s, "sgd") == 0) {
         *out = DPT_OPT_SGD;
         return DPT_OK;
@@ -37,26 +37,26 @@ dpt_status dpt_optim_parse(const char *s, dpt_opt_kind *out) {
         *out = DPT_OPT_ADAM;
         return DPT_OK;
     }
-    return dpt_set_error(DPT_EINVAL, "unknown optimizer \"%s\" (expected sgd or adam)", s);
+    return dpt_set_error(DPT_EINVAL, "dpt_optim_parse: unknown optimizer \"%s\" (expected sgd or adam)", s);
 }
 
 dpt_status dpt_optim_validate(const dpt_optim_config *c) {
-    DPT_CHECK(c, DPT_EINVAL, "optimizer: missing configuration");
+    DPT_CHECK(c, DPT_EINVAL, "dpt_optim_validate: c is NULL");
     DPT_CHECK(c->kind == DPT_OPT_SGD || c->kind == DPT_OPT_ADAM, DPT_EINVAL,
-              "optimizer kind must be sgd or adam, got %d", (int)c->kind);
-    DPT_CHECK(isfinite(c->lr) && c->lr > 0, DPT_EINVAL, "learning rate must be > 0, got %g",
+              "dpt_optim_config.kind must be DPT_OPT_SGD or DPT_OPT_ADAM, got %d", (int)c->kind);
+    DPT_CHECK(isfinite(c->lr) && c->lr > 0, DPT_EINVAL, "dpt_optim_config.lr (the learning rate) must be > 0, got %g",
               c->lr);
     DPT_CHECK(c->weight_decay >= 0 && isfinite(c->weight_decay), DPT_EINVAL,
-              "weight decay must be >= 0, got %g", c->weight_decay);
+              "dpt_optim_config.weight_decay must be >= 0, got %g", c->weight_decay);
     if (c->kind == DPT_OPT_SGD) {
         DPT_CHECK(c->momentum >= 0 && c->momentum < 1, DPT_EINVAL,
-                  "momentum must be in [0, 1), got %g", c->momentum);
+                  "dpt_optim_config.momentum must be in [0, 1), got %g", c->momentum);
     } else {
-        DPT_CHECK(c->beta1 >= 0 && c->beta1 < 1, DPT_EINVAL, "beta1 must be in [0, 1), got %g",
+        DPT_CHECK(c->beta1 >= 0 && c->beta1 < 1, DPT_EINVAL, "dpt_optim_config.beta1 must be in [0, 1), got %g",
                   c->beta1);
-        DPT_CHECK(c->beta2 >= 0 && c->beta2 < 1, DPT_EINVAL, "beta2 must be in [0, 1), got %g",
+        DPT_CHECK(c->beta2 >= 0 && c->beta2 < 1, DPT_EINVAL, "dpt_optim_config.beta2 must be in [0, 1), got %g",
                   c->beta2);
-        DPT_CHECK(isfinite(c->eps) && c->eps > 0, DPT_EINVAL, "eps must be > 0, got %g", c->eps);
+        DPT_CHECK(isfinite(c->eps) && c->eps > 0, DPT_EINVAL, "dpt_optim_config.eps must be > 0, got %g", c->eps);
     }
     return DPT_OK;
 }
@@ -64,10 +64,10 @@ dpt_status dpt_optim_validate(const dpt_optim_config *c) {
 /* ==== State ==== */
 
 dpt_status dpt_optim_init(dpt_optim *o, const dpt_optim_config *cfg, size_t n) {
-    DPT_CHECK(o, DPT_EINVAL, "optimizer: NULL object");
+    DPT_CHECK(o, DPT_EINVAL, "dpt_optim_init: o is NULL");
     memset(o, 0, sizeof *o);
     DPT_TRY(dpt_optim_validate(cfg));
-    DPT_CHECK(n > 0, DPT_EINVAL, "optimizer: parameter count must be > 0");
+    DPT_CHECK(n > 0, DPT_EINVAL, "dpt_optim_init: n (the parameter count) must be > 0");
     o->cfg = *cfg;
     o->n = n;
     int need_m = cfg->kind == DPT_OPT_ADAM || cfg->momentum > 0;
@@ -91,8 +91,9 @@ void dpt_optim_free(dpt_optim *o) {
 /* ==== Updates ==== */
 
 dpt_status dpt_optim_step(dpt_optim *o, float *theta, const float *grad, double lr) {
-    DPT_CHECK(o && theta && grad && o->n > 0, DPT_EINVAL, "optimizer step: NULL argument");
-    DPT_CHECK(isfinite(lr) && lr > 0, DPT_EINVAL, "learning rate must be > 0, got %g", lr);
+    DPT_CHECK(o && theta && grad && o->n > 0, DPT_EINVAL, "dpt_optim_step: %s",
+              !o ? "o is NULL" : !theta ? "theta is NULL" : !grad ? "grad is NULL" : "o is not initialized");
+    DPT_CHECK(isfinite(lr) && lr > 0, DPT_EINVAL, "dpt_optim_step: lr (the learning rate) must be > 0, got %g", lr);
     const size_t n = o->n;
     /* Checked before any write: a NaN/Inf gradient must leave theta and the moments as
      * they were, so the caller can skip the step or stop cleanly. */
@@ -177,7 +178,7 @@ static dpt_status parse_gamma(const char *s, const char *p, char end_ch, double 
 }
 
 dpt_status dpt_schedule_parse(const char *s, dpt_schedule *out) {
-    DPT_CHECK(s && out, DPT_EINVAL, "schedule: missing value");
+    DPT_CHECK(s && out, DPT_EINVAL, "dpt_schedule_parse: %s is NULL", s ? "out" : "s");
     memset(out, 0, sizeof *out);
     out->gamma = 1.0;
     out->every = 1;

@@ -8,15 +8,15 @@
 #include <string.h>
 
 dpt_status dpt_clip_mode_parse(const char *s, dpt_clip_mode *out) {
-    DPT_CHECK(s && out, DPT_EINVAL, "clip mode: NULL argument");
+    DPT_CHECK(s && out, DPT_EINVAL, "dpt_clip_mode_parse: %s is NULL", s ? "out" : "s");
     if (!strcmp(s, "flat")) *out = DPT_CLIP_FLAT;
     else if (!strcmp(s, "per-layer")) *out = DPT_CLIP_PER_LAYER;
-    else return dpt_set_error(DPT_EINVAL, "--clip-mode: expected flat or per-layer, got '%s'", s);
+    else return dpt_set_error(DPT_EINVAL, "dpt_clip_mode_parse: expected flat or per-layer, got '%s'", s);
     return DPT_OK;
 }
 
 static dpt_status check_c(double C) {
-    DPT_CHECK(isfinite(C) && C > 0, DPT_EINVAL, "--clip: the clipping norm C must be > 0, got %g", C);
+    DPT_CHECK(isfinite(C) && C > 0, DPT_EINVAL, "C: the clipping norm must be > 0, got %g", C);
     return DPT_OK;
 }
 

@@ -23,8 +23,8 @@ dpt_status dpt_dp_pca_gram(const float *X, size_t n, size_t d, double *G) {
     DPT_CHECK((X || n == 0) && G && d >= 1, DPT_EINVAL, "dp_pca: NULL argument or zero dimension");
     DPT_CHECK(dpt_all_finite(X, n * d), DPT_EINVAL, "dp_pca: the data contain NaN or infinite values");
     const size_t c0 = n < PCA_CHUNK ? (n ? n : 1) : PCA_CHUNK;
-    float *buf = dpt_alloc(c0 * d, sizeof(float), "dp_pca rows");
-    float *g = dpt_alloc(d * d, sizeof(float), "dp_pca partial Gram");
+    float *buf = dpt_alloc2(c0, d, sizeof(float), "dp_pca rows");
+    float *g = dpt_alloc2(d, d, sizeof(float), "dp_pca partial Gram");
     if (!buf || !g) {
         dpt_free(buf), dpt_free(g);
         return DPT_ENOMEM;
@@ -46,7 +46,8 @@ dpt_status dpt_dp_pca_gram(const float *X, size_t n, size_t d, double *G) {
 
 dpt_status dpt_dp_pca_noisy_gram(const float *X, size_t n, size_t d, double sigma, dpt_rng *noise, int secure,
                                  int threads, double *A) {
-    DPT_CHECK(isfinite(sigma) && sigma >= 0, DPT_EINVAL, "--pca-sigma: the noise std must be >= 0, got %g", sigma);
+    DPT_CHECK(isfinite(sigma) && sigma >= 0, DPT_EINVAL, "dpt_dp_pca_noisy_gram: sigma (the noise std) must be >= 0, got %g",
+              sigma);
     DPT_CHECK(noise || sigma == 0, DPT_EINVAL, "dp_pca: NULL noise stream");
     DPT_TRY(dpt_dp_pca_gram(X, n, d, A));
     if (sigma == 0) return DPT_OK;
@@ -76,10 +77,11 @@ dpt_status dpt_dp_pca_noisy_gram(const float *X, size_t n, size_t d, double sigm
 
 dpt_status dpt_dp_pca_fit(const float *X, size_t n, size_t d, size_t k, double sigma, dpt_rng *noise, int secure,
                           int threads, double *V, double *evals) {
-    DPT_CHECK(k >= 1 && k <= d, DPT_EINVAL, "--pca-dims: %zu components requested from %zu-dimensional data", k, d);
+    DPT_CHECK(k >= 1 && k <= d, DPT_EINVAL, "dpt_dp_pca_fit: k = %zu components requested from d = %zu dimensions", k,
+              d);
     DPT_CHECK(n >= 1 && V, DPT_EINVAL, "dp_pca: empty data or NULL output");
-    double *A = dpt_alloc(d * d, sizeof(double), "dp_pca matrix");
-    double *Z = dpt_alloc(d * d, sizeof(double), "dp_pca eigenvectors");
+    double *A = dpt_alloc2(d, d, sizeof(double), "dp_pca matrix");
+    double *Z = dpt_alloc2(d, d, sizeof(double), "dp_pca eigenvectors");
     double *w = dpt_alloc(d, sizeof(double), "dp_pca eigenvalues");
     dpt_status s = DPT_ENOMEM;
     if (A && Z && w) s = dpt_dp_pca_noisy_gram(X, n, d, sigma, noise, secure, threads, A);
@@ -105,8 +107,8 @@ dpt_status dpt_dp_pca_fit(const float *X, size_t n, size_t d, size_t k, double s
 dpt_status dpt_dp_pca_project(const float *X, size_t n, size_t d, const double *V, size_t k, float *out) {
     DPT_CHECK((X || n == 0) && V && out && k >= 1 && d >= 1, DPT_EINVAL, "dp_pca_project: NULL argument");
     const size_t c0 = n < PCA_CHUNK ? (n ? n : 1) : PCA_CHUNK;
-    float *buf = dpt_alloc(c0 * d, sizeof(float), "dp_pca rows");
-    float *Vf = dpt_alloc(d * k, sizeof(float), "dp_pca components");
+    float *buf = dpt_alloc2(c0, d, sizeof(float), "dp_pca rows");
+    float *Vf = dpt_alloc2(d, k, sizeof(float), "dp_pca components");
     if (!buf || !Vf) {
         dpt_free(buf), dpt_free(Vf);
         return DPT_ENOMEM;
@@ -125,7 +127,7 @@ dpt_status dpt_dp_pca_project(const float *X, size_t n, size_t d, const double *
 
 dpt_status dpt_dp_mean_sum(const float *X, size_t n, size_t d, double C, double *sum, size_t *clipped) {
     DPT_CHECK((X || n == 0) && sum && d >= 1, DPT_EINVAL, "dp_mean: NULL argument or zero dimension");
-    DPT_CHECK(isfinite(C) && C > 0, DPT_EINVAL, "--center-clip: the row norm bound must be > 0, got %g", C);
+    DPT_CHECK(isfinite(C) && C > 0, DPT_EINVAL, "dpt_dp_mean_sum: C (the row norm bound) must be > 0, got %g", C);
     DPT_CHECK(dpt_all_finite(X, n * d), DPT_EINVAL, "dp_mean: the data contain NaN or infinite values");
     memset(sum, 0, d * sizeof(double));
     size_t nc = 0;
@@ -145,7 +147,8 @@ dpt_status dpt_dp_mean_sum(const float *X, size_t n, size_t d, double C, double 
 dpt_status dpt_dp_mean(const float *X, size_t n, size_t d, double C, double sigma, dpt_rng *noise, int secure,
                        int threads, double *mu, size_t *clipped) {
     DPT_CHECK(n >= 1 && mu, DPT_EINVAL, "dp_mean: empty data or NULL output");
-    DPT_CHECK(isfinite(sigma) && sigma >= 0, DPT_EINVAL, "--center-sigma: the noise multiplier must be >= 0, got %g",
+    DPT_CHECK(isfinite(C) && C > 0, DPT_EINVAL, "dpt_dp_mean: C (the row norm bound) must be > 0, got %g", C);
+    DPT_CHECK(isfinite(sigma) && sigma >= 0, DPT_EINVAL, "dpt_dp_mean: sigma (the noise multiplier) must be >= 0, got %g",
               sigma);
     DPT_CHECK(noise || sigma == 0, DPT_EINVAL, "dp_mean: NULL noise stream");
     DPT_TRY(dpt_dp_mean_sum(X, n, d, C, mu, clipped));

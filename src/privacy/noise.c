@@ -7,9 +7,9 @@
 #include <math.h>
 
 static dpt_status check_args(float *sum, size_t n, double sigma, double C) {
-    DPT_CHECK(isfinite(sigma) && sigma >= 0, DPT_EINVAL, "--sigma: the noise multiplier must be >= 0, got %g", sigma);
-    DPT_CHECK(isfinite(C) && C > 0, DPT_EINVAL, "--clip: the clipping norm C must be > 0, got %g", C);
-    DPT_CHECK(n == 0 || sum, DPT_EINVAL, "noise: NULL buffer");
+    DPT_CHECK(isfinite(sigma) && sigma >= 0, DPT_EINVAL, "sigma: the noise multiplier must be >= 0, got %g", sigma);
+    DPT_CHECK(isfinite(C) && C > 0, DPT_EINVAL, "C: the clipping norm must be > 0, got %g", C);
+    DPT_CHECK(n == 0 || sum, DPT_EINVAL, "noise: sum is NULL");
     return DPT_OK;
 }
 
@@ -148,7 +148,8 @@ double dpt_privacy_secure_sigma_eff(double sigma, size_t n) {
 dpt_status dpt_privacy_secure_sigma_for(double sigma_eff, size_t n, double *sigma) {
     double r = sqrt((double)n) * sigma_eff / (double)(1u << DPT_DGAUSS_LOG2_SCALE);
     DPT_CHECK(isfinite(sigma_eff) && sigma_eff > 0 && r < 1, DPT_ERANGE,
-              "--secure: no noise multiplier reaches an effective %g with %zu parameters (the lattice rounding "
+              "dpt_privacy_secure_sigma_for: no noise multiplier reaches sigma_eff = %g with n = %zu values (the "
+              "lattice rounding "
               "adds sqrt(n) h to the sensitivity; at most %g is reachable)", sigma_eff, n,
               (double)(1u << DPT_DGAUSS_LOG2_SCALE) / sqrt((double)n));
     *sigma = sigma_eff / (1.0 - r);

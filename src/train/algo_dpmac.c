@@ -118,8 +118,8 @@ static dpt_status reserve(dpmac_state *s, dpt_trainer *t) {
         s->gz[k] = dpt_alloc(n, sizeof(float), "dpmac z gradients");
         if (!s->z[k] || !s->zm[k] || !s->zv[k] || !s->gz[k]) return DPT_ENOMEM;
     }
-    s->tmp = dpt_alloc(cap * s->maxw, sizeof(float), "dpmac scratch");
-    s->tmp2 = dpt_alloc(cap * s->maxw, sizeof(float), "dpmac scratch");
+    s->tmp = dpt_alloc2(cap, s->maxw, sizeof(float), "dpmac scratch");
+    s->tmp2 = dpt_alloc2(cap, s->maxw, sizeof(float), "dpmac scratch");
     s->sq = dpt_alloc(cap, sizeof(float), "dpmac squared norms");
     s->c = dpt_alloc(cap, sizeof(float), "dpmac clipping factors");
     if (!s->tmp || !s->tmp2 || !s->sq || !s->c) return DPT_ENOMEM;
@@ -337,18 +337,22 @@ static void dpmac_free(dpt_algo *a) {
 }
 
 dpt_status dpt_algo_dpmac_new(const dpt_dpmac_config *cfg, dpt_algo **out) {
+    DPT_CHECK(out, DPT_EINVAL, "dpt_algo_dpmac_new: out is NULL");
     *out = NULL;
-    DPT_CHECK(cfg, DPT_EINVAL, "dpmac: NULL configuration");
+    DPT_CHECK(cfg, DPT_EINVAL, "dpt_algo_dpmac_new: cfg is NULL");
     DPT_CHECK(!cfg->private_ || (isfinite(cfg->clip) && cfg->clip > 0), DPT_EINVAL,
-              "--clip: the coefficient bound Theta must be > 0, got %g", cfg->clip);
+              "dpt_dpmac_config.clip: the coefficient bound Theta must be > 0, got %g", cfg->clip);
     DPT_CHECK(!cfg->private_ || (isfinite(cfg->sigma) && cfg->sigma > 0), DPT_EINVAL,
-              "--sigma: the noise multiplier must be > 0, got %g (DP-MAC without noise has no finite epsilon)",
+              "dpt_dpmac_config.sigma: the noise multiplier must be > 0, got %g (DP-MAC without noise has no finite "
+              "epsilon)",
               cfg->sigma);
-    DPT_CHECK(cfg->z_steps <= 100000, DPT_EINVAL, "--z-steps: %u is more than 100000", cfg->z_steps);
-    DPT_CHECK(isfinite(cfg->z_lr) && cfg->z_lr > 0, DPT_EINVAL, "--z-lr: the z-step learning rate must be > 0, got %g",
-              cfg->z_lr);
+    DPT_CHECK(cfg->z_steps <= 100000, DPT_EINVAL, "dpt_dpmac_config.z_steps: %u is more than 100000", cfg->z_steps);
+    DPT_CHECK(isfinite(cfg->z_lr) && cfg->z_lr > 0, DPT_EINVAL,
+              "dpt_dpmac_config.z_lr: the z-step learning rate must be > 0, got %g", cfg->z_lr);
     DPT_CHECK(cfg->z_beta1 >= 0 && cfg->z_beta1 < 1 && cfg->z_beta2 >= 0 && cfg->z_beta2 < 1 && cfg->z_eps > 0,
-              DPT_EINVAL, "dpmac: z-step Adam constants need 0 <= beta1, beta2 < 1 and eps > 0");
+              DPT_EINVAL,
+              "dpt_dpmac_config.z_beta1, z_beta2, z_eps: the z-step Adam constants need 0 <= beta1, beta2 < 1 and "
+              "eps > 0");
     dpt_algo *a = calloc(1, sizeof *a);
     dpmac_state *s = calloc(1, sizeof *s);
     if (!a || !s) {

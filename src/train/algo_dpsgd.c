@@ -51,12 +51,12 @@ static dpt_status dpsgd_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
         dpt_free(s->pe);
         s->pe = NULL;
         DPT_TRY(dpt_chunk_bufs_reserve(&s->buf, m));
-        s->sq = dpt_alloc(cap * (G ? G : 1), sizeof(float), "dpsgd squared norms");
-        s->c = dpt_alloc(cap * (G ? G : 1), sizeof(float), "dpsgd clipping factors");
+        s->sq = dpt_alloc2(cap, (G ? G : 1), sizeof(float), "dpsgd squared norms");
+        s->c = dpt_alloc2(cap, (G ? G : 1), sizeof(float), "dpsgd clipping factors");
         s->C_l = dpt_alloc(G ? G : 1, sizeof(double), "dpsgd per-layer norms");
         if (!s->sq || !s->c || !s->C_l) return DPT_ENOMEM;
         if (s->cfg.reference) {
-            s->pe = dpt_alloc(s->cfg.ref_chunk * m->n_params, sizeof(float), "dpsgd per-example gradients");
+            s->pe = dpt_alloc2(s->cfg.ref_chunk, m->n_params, sizeof(float), "dpsgd per-example gradients");
             if (!s->pe) return DPT_ENOMEM;
         }
         s->G = G;
@@ -173,17 +173,19 @@ static void dpsgd_free(dpt_algo *a) {
 }
 
 dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out) {
+    DPT_CHECK(out, DPT_EINVAL, "dpt_algo_dpsgd_new: out is NULL");
     *out = NULL;
-    DPT_CHECK(cfg, DPT_EINVAL, "dpsgd: NULL configuration");
-    DPT_CHECK(isfinite(cfg->clip) && cfg->clip > 0, DPT_EINVAL, "--clip: the clipping norm C must be > 0, got %g",
-              cfg->clip);
+    DPT_CHECK(cfg, DPT_EINVAL, "dpt_algo_dpsgd_new: cfg is NULL");
+    DPT_CHECK(isfinite(cfg->clip) && cfg->clip > 0, DPT_EINVAL,
+              "dpt_dpsgd_config.clip: the clipping norm C must be > 0, got %g", cfg->clip);
     /* sigma = 0 releases the clipped sum itself: no accountant gives it a finite epsilon,
      * so it is refused here rather than at the first ledger event. */
     DPT_CHECK(isfinite(cfg->sigma) && cfg->sigma > 0, DPT_EINVAL,
-              "--sigma: the noise multiplier must be > 0, got %g (for training without noise use --algo sgd)",
+              "dpt_dpsgd_config.sigma: the noise multiplier must be > 0, got %g (for training without noise use "
+              "dpt_algo_sgd_new)",
               cfg->sigma);
     DPT_CHECK(cfg->clip_mode == DPT_CLIP_FLAT || cfg->clip_mode == DPT_CLIP_PER_LAYER, DPT_EINVAL,
-              "--clip-mode: unknown mode %d", (int)cfg->clip_mode);
+              "dpt_dpsgd_config.clip_mode: unknown mode %d", (int)cfg->clip_mode);
     dpt_algo *a = calloc(1, sizeof *a);
     dpsgd_state *s = calloc(1, sizeof *s);
     if (!a || !s) {

@@ -155,26 +155,28 @@ static dpt_status parse_modules(ulr_state *s, const dpt_model *m) {
     if (!spec[0] || !strcmp(spec, "auto")) {
         for (size_t j = 0; j < m->n_layers; j++)
             if (m->layers[j].n_params) starts[ns++] = j;
-        DPT_CHECK(ns >= 1, DPT_EINVAL, "--modules: the model has no layer with parameters");
+        DPT_CHECK(ns >= 1, DPT_EINVAL, "dpt_dpulr_config.modules: the model has no layer with parameters");
     } else {
         const char *p = spec;
         while (*p) {
             char *end;
             long v = strtol(p, &end, 10);
             DPT_CHECK(end != p && v >= 0 && (size_t)v < m->n_layers && ns < 256, DPT_EINVAL,
-                      "--modules '%s': expected comma-separated layer indices in [0, %zu)", spec, m->n_layers);
+                      "dpt_dpulr_config.modules '%s': expected comma-separated layer indices in [0, %zu)", spec,
+                      m->n_layers);
             DPT_CHECK(ns == 0 || (size_t)v > starts[ns - 1], DPT_EINVAL,
-                      "--modules '%s': start layers must increase", spec);
+                      "dpt_dpulr_config.modules '%s': start layers must increase", spec);
             starts[ns++] = (size_t)v;
             p = end;
             if (*p == ',') p++;
-            else DPT_CHECK(*p == 0, DPT_EINVAL, "--modules '%s': unexpected '%c'", spec, *p);
+            else DPT_CHECK(*p == 0, DPT_EINVAL, "dpt_dpulr_config.modules '%s': unexpected '%c'", spec, *p);
         }
-        DPT_CHECK(ns >= 1, DPT_EINVAL, "--modules: empty spec");
+        DPT_CHECK(ns >= 1, DPT_EINVAL, "dpt_dpulr_config.modules: empty spec");
     }
     for (size_t j = 0; j < starts[0]; j++)
         DPT_CHECK(!m->layers[j].n_params, DPT_EINVAL,
-                  "--modules '%s': layer %zu (%s) has parameters but belongs to no module", spec, j, m->layers[j].name);
+                  "dpt_dpulr_config.modules '%s': layer %zu (%s) has parameters but belongs to no module", spec, j,
+                  m->layers[j].name);
     s->mod = calloc(ns, sizeof *s->mod);
     DPT_CHECK(s->mod, DPT_ENOMEM, "dpulr: out of memory");
     s->L = ns;
@@ -186,13 +188,13 @@ static dpt_status parse_modules(ulr_state *s, const dpt_model *m) {
         /* the controller's eigenproblem and the estimate are those of a Linear or Conv2d
          * layer whose output is perturbed */
         DPT_CHECK(L->kind == DPT_LAYER_LINEAR || L->kind == DPT_LAYER_CONV2D, DPT_ENOTSUP,
-                  "--modules: module %zu starts at layer %zu (%s), which is neither a Linear nor a Conv2d layer: "
-                  "a module is one Linear or Conv2d layer followed by parameter-free layers",
+                  "dpt_dpulr_config.modules: module %zu starts at layer %zu (%s), which is neither a Linear nor a "
+                  "Conv2d layer: a module is one Linear or Conv2d layer followed by parameter-free layers",
                   k + 1, u->first, L->name);
         for (size_t j = u->first + 1; j < u->end; j++)
             DPT_CHECK(!m->layers[j].n_params, DPT_ENOTSUP,
-                      "--modules: module %zu (layers %zu..%zu) holds a second layer with parameters (%s): "
-                      "only one Linear or Conv2d layer per module is supported", k + 1, u->first, u->end - 1,
+                      "dpt_dpulr_config.modules: module %zu (layers %zu..%zu) holds a second layer with parameters "
+                      "(%s): only one Linear or Conv2d layer per module is supported", k + 1, u->first, u->end - 1,
                       m->layers[j].name);
         u->conv = L->kind == DPT_LAYER_CONV2D;
         u->Dl = u->conv ? L->in_shape[0] * L->k * L->k : L->in_dim;
@@ -262,13 +264,13 @@ static dpt_status alloc_workers(ulr_state *s, int threads) {
         w->act = calloc(s->n_layers + 1, sizeof *w->act);
         if (!w->act) return dpt_set_error(DPT_ENOMEM, "dpulr: out of memory");
         for (size_t j = 1; j <= s->n_layers; j++) {
-            w->act[j] = dpt_alloc(ULR_TASK_ROWS * s->dims[j], sizeof(float), "dpulr worker activations");
+            w->act[j] = dpt_alloc2(ULR_TASK_ROWS, s->dims[j], sizeof(float), "dpulr worker activations");
             if (!w->act[j]) return DPT_ENOMEM;
         }
         size_t zrows = s->cfg.copies > ULR_TASK_ROWS ? s->cfg.copies : ULR_TASK_ROWS;
         w->lrow = dpt_alloc(ULR_TASK_ROWS, sizeof(float), "dpulr worker losses");
         w->yrep = dpt_alloc(ULR_TASK_ROWS, sizeof(int32_t), "dpulr worker labels");
-        w->z = dpt_alloc(zrows * s->maxv, sizeof(float), "dpulr worker perturbations");
+        w->z = dpt_alloc2(zrows, s->maxv, sizeof(float), "dpulr worker perturbations");
         if (!w->lrow || !w->yrep || !w->z) return DPT_ENOMEM;
     }
     return DPT_OK;
@@ -326,13 +328,13 @@ static dpt_status setup(ulr_state *s, dpt_trainer *t) {
             if (u->vdim > s->maxv) s->maxv = u->vdim;
             u->s = s->cfg.perturb_std;
             if (s->cfg.private_ && s->cfg.noise == DPT_ULR_CONTROLLER) {
-                u->U = dpt_alloc(u->n * u->n, sizeof(float), "dpulr eigenvectors");
+                u->U = dpt_alloc2(u->n, u->n, sizeof(float), "dpulr eigenvectors");
                 u->coef = dpt_alloc(u->n, sizeof(float), "dpulr top-up");
                 if (!u->U || !u->coef) return DPT_ENOMEM;
                 if (u->conv) {
                     const dpt_layer *L = &m->layers[u->first];
                     size_t wn = dpt_ulr_conv_ctrl_work(L);
-                    u->A = dpt_alloc(u->n * u->n, sizeof(double), "dpulr conv controller matrix");
+                    u->A = dpt_alloc2(u->n, u->n, sizeof(double), "dpulr conv controller matrix");
                     if (!u->A) return DPT_ENOMEM;
                     if (wn > s->cworkn) {
                         dpt_free(s->cwork);
@@ -354,26 +356,26 @@ static dpt_status setup(ulr_state *s, dpt_trainer *t) {
     s->dims[0] = m->in_dim;
     for (size_t j = 0; j < m->n_layers; j++) s->dims[j + 1] = m->layers[j].out_dim;
     for (size_t j = 1; j <= m->n_layers; j++) {
-        s->cache[j] = dpt_alloc(cap * s->dims[j], sizeof(float), "dpulr clean activations");
+        s->cache[j] = dpt_alloc2(cap, s->dims[j], sizeof(float), "dpulr clean activations");
         if (!s->cache[j]) return DPT_ENOMEM;
     }
     s->L0 = dpt_alloc(cap, sizeof(float), "dpulr clean losses");
-    s->z = dpt_alloc((K > cap ? K : cap) * s->maxv, sizeof(float), "dpulr perturbations");
+    s->z = dpt_alloc2((K > cap ? K : cap), s->maxv, sizeof(float), "dpulr perturbations");
     s->lrow = dpt_alloc(cap, sizeof(float), "dpulr pass losses");
     s->yrep = dpt_alloc(cap, sizeof(int32_t), "dpulr pass labels");
-    s->cvec = dpt_alloc(cap * s->maxv, sizeof(float), "dpulr cotangents");
+    s->cvec = dpt_alloc2(cap, s->maxv, sizeof(float), "dpulr cotangents");
     s->w = dpt_alloc(cap, sizeof(float), "dpulr clipping factors");
     if (!s->L0 || !s->z || !s->lrow || !s->yrep || !s->cvec || !s->w) return DPT_ENOMEM;
     if (s->cfg.private_ && s->cfg.noise == DPT_ULR_CONTROLLER) {
         size_t n = s->maxn;
-        s->A = dpt_alloc(n * n, sizeof(double), "dpulr controller matrix");
+        s->A = dpt_alloc2(n, n, sizeof(double), "dpulr controller matrix");
         s->wev = dpt_alloc(n, sizeof(double), "dpulr eigenvalues");
-        s->Z = dpt_alloc(n * n, sizeof(double), "dpulr eigenvectors");
-        s->Gf = dpt_alloc(n * n, sizeof(float), "dpulr controller matrix");
-        s->E = dpt_alloc(s->maxKl * n, sizeof(float), "dpulr noise");
-        s->M = dpt_alloc(s->maxKl * n, sizeof(float), "dpulr noise");
-        s->Md = dpt_alloc(s->maxKl * n, sizeof(double), "dpulr noise");
-        s->Ebig = dpt_alloc(s->maxKl * n, sizeof(float), "dpulr noise");
+        s->Z = dpt_alloc2(n, n, sizeof(double), "dpulr eigenvectors");
+        s->Gf = dpt_alloc2(n, n, sizeof(float), "dpulr controller matrix");
+        s->E = dpt_alloc2(s->maxKl, n, sizeof(float), "dpulr noise");
+        s->M = dpt_alloc2(s->maxKl, n, sizeof(float), "dpulr noise");
+        s->Md = dpt_alloc2(s->maxKl, n, sizeof(double), "dpulr noise");
+        s->Ebig = dpt_alloc2(s->maxKl, n, sizeof(float), "dpulr noise");
         if (!s->A || !s->wev || !s->Z || !s->Gf || !s->E || !s->M || !s->Md || !s->Ebig) return DPT_ENOMEM;
     }
     int any_reentrant = 0;
@@ -391,7 +393,7 @@ static dpt_status y_reserve(ulr_state *s, size_t rows) {
     if (rows <= s->ycap) return DPT_OK;
     /* at least a full chunk (a Poisson batch varies from step to step), then geometric */
     size_t cap = rows <= s->cap ? s->cap : rows + rows / 2;
-    float *Y = dpt_alloc(cap * s->maxn * s->L, sizeof(float), "dpulr controller rows");
+    float *Y = dpt_alloc3(cap, s->maxn, s->L, sizeof(float), "dpulr controller rows");
     if (!Y) return DPT_ENOMEM;
     if (s->yrows) /* keep rows already added this step */
         for (size_t k = 0; k < s->L; k++)
@@ -536,7 +538,7 @@ static dpt_status solve_one(ulr_state *s, size_t k) {
     if (u->lc_cap < d * d) {
         dpt_free(u->Lc);
         u->lc_cap = 0;
-        u->Lc = dpt_alloc(d * d, sizeof(double), "dpulr Gram factor");
+        u->Lc = dpt_alloc2(d, d, sizeof(double), "dpulr Gram factor");
         if (!u->Lc) return DPT_ENOMEM;
         u->lc_cap = d * d;
     }
@@ -653,11 +655,12 @@ static dpt_status ulr_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
     if (s->cfg.private_) {
         if (s->cfg.accounted)
             DPT_CHECK(t->cfg.sampler == DPT_SAMPLER_POISSON_REJECT && t->cfg.min_batch >= 1, DPT_EINVAL,
-                      "dpulr: the accounted mode needs Poisson sampling with rejection (--sampler poisson-reject "
-                      "with --min-batch >= 1)");
+                      "dpulr: the accounted mode needs Poisson sampling with rejection (dpt_train_config.sampler = "
+                      "DPT_SAMPLER_POISSON_REJECT with min_batch >= 1)");
         else
             DPT_CHECK(t->cfg.sampler == DPT_SAMPLER_SHUFFLE, DPT_EINVAL,
-                      "dpulr: the non-accounted mode is for shuffled fixed-size batches (--sampler shuffle)");
+                      "dpulr: the non-accounted mode is for shuffled fixed-size batches (dpt_train_config.sampler = "
+                      "DPT_SAMPLER_SHUFFLE)");
     }
     DPT_TRY(setup(s, t));
     memset(m->grad, 0, m->n_params * sizeof(float));
@@ -847,7 +850,8 @@ static dpt_status module_estimate(ulr_state *s, dpt_trainer *t, ulr_module *u, c
             char why[256];
             snprintf(why, sizeof why, "%s", dpt_last_error());
             return dpt_set_error(DPT_ERANGE, "dpulr module %zu: LR estimate not finite (%s): the model diverged; "
-                                             "lower --lr", (size_t)(u - s->mod), why);
+                                             "lower the learning rate (dpt_optim_config.lr)", (size_t)(u - s->mod),
+                                 why);
         }
         for (size_t i = 0; i < bc; i++) u->clipped += s->w[i] < 1.0f;
     }
@@ -1039,31 +1043,34 @@ static void ulr_free(dpt_algo *a) {
 }
 
 dpt_status dpt_algo_dpulr_new(const dpt_dpulr_config *cfg, dpt_algo **out) {
+    DPT_CHECK(out, DPT_EINVAL, "dpt_algo_dpulr_new: out is NULL");
     *out = NULL;
-    DPT_CHECK(cfg, DPT_EINVAL, "dpulr: NULL configuration");
-    DPT_CHECK(cfg->copies >= 1 && cfg->copies <= 1000000, DPT_EINVAL, "--copies: K must be in [1, 10^6], got %zu",
-              cfg->copies);
+    DPT_CHECK(cfg, DPT_EINVAL, "dpt_algo_dpulr_new: cfg is NULL");
+    DPT_CHECK(cfg->copies >= 1 && cfg->copies <= 1000000, DPT_EINVAL,
+              "dpt_dpulr_config.copies: K must be in [1, 10^6], got %zu", cfg->copies);
     DPT_CHECK(cfg->noise == DPT_ULR_CONTROLLER || cfg->noise == DPT_ULR_EXPLICIT, DPT_EINVAL,
-              "--ulr-noise: unknown mode %d", (int)cfg->noise);
+              "dpt_dpulr_config.noise: unknown mode %d", (int)cfg->noise);
     DPT_CHECK(!cfg->antithetic || cfg->copies % 2 == 0, DPT_EINVAL,
-              "--antithetic needs an even --copies (pairs z, -z), got %zu", cfg->copies);
+              "dpt_dpulr_config.antithetic needs an even dpt_dpulr_config.copies (pairs z, -z), got %zu", cfg->copies);
     DPT_CHECK(isfinite(cfg->perturb_std) && cfg->perturb_std >= 0, DPT_EINVAL,
-              "--ulr-std must be >= 0 and finite, got %g", cfg->perturb_std);
-    DPT_CHECK(!cfg->modules || strlen(cfg->modules) < 256, DPT_EINVAL, "--modules: spec too long");
+              "dpt_dpulr_config.perturb_std must be >= 0 and finite, got %g", cfg->perturb_std);
+    DPT_CHECK(!cfg->modules || strlen(cfg->modules) < 256, DPT_EINVAL, "dpt_dpulr_config.modules: spec too long");
     if (cfg->private_) {
         DPT_CHECK(isfinite(cfg->sigma0) && cfg->sigma0 > 0, DPT_EINVAL,
-                  "--sigma0: the target noise multiplier must be > 0, got %g", cfg->sigma0);
-        DPT_CHECK(isfinite(cfg->clip) && cfg->clip > 0, DPT_EINVAL, "--clip: the clipping norm C must be > 0, got %g",
-                  cfg->clip);
+                  "dpt_dpulr_config.sigma0: the target noise multiplier must be > 0, got %g", cfg->sigma0);
+        DPT_CHECK(isfinite(cfg->clip) && cfg->clip > 0, DPT_EINVAL,
+                  "dpt_dpulr_config.clip: the clipping norm C must be > 0, got %g", cfg->clip);
         /* the controller's variance argument needs the L0^2 variance those tricks remove */
         DPT_CHECK(cfg->noise == DPT_ULR_EXPLICIT || (!cfg->antithetic && !cfg->baseline), DPT_EINVAL,
-                  "--antithetic / --baseline break the privacy controller's variance assumption: use them only with "
-                  "--ulr-noise explicit or --algo ulr");
+                  "dpt_dpulr_config.antithetic / dpt_dpulr_config.baseline break the privacy controller's variance "
+                  "assumption: use them only with dpt_dpulr_config.noise = DPT_ULR_EXPLICIT or non-private "
+                  "(private_ = 0)");
         DPT_CHECK(cfg->noise == DPT_ULR_CONTROLLER || cfg->perturb_std > 0, DPT_EINVAL,
-                  "--ulr-std: --ulr-noise explicit needs a fixed perturbation std s > 0");
+                  "dpt_dpulr_config.perturb_std: dpt_dpulr_config.noise = DPT_ULR_EXPLICIT needs a fixed "
+                  "perturbation std s > 0");
     } else {
-        DPT_CHECK(cfg->perturb_std > 0, DPT_EINVAL, "--ulr-std: the perturbation std s must be > 0, got %g",
-                  cfg->perturb_std);
+        DPT_CHECK(cfg->perturb_std > 0, DPT_EINVAL,
+                  "dpt_dpulr_config.perturb_std: the perturbation std s must be > 0, got %g", cfg->perturb_std);
     }
     dpt_algo *a = calloc(1, sizeof *a);
     ulr_state *s = calloc(1, sizeof *s);

@@ -61,7 +61,7 @@ static void act_rows_free(act_rows *a) {
 static dpt_status act_rows_alloc(act_rows *a, const dpt_model *m, size_t rows, int no_input) {
     memset(a, 0, sizeof *a);
     const size_t L = m->n_layers;
-    a->buf = dpt_alloc(rows * act_rows_floats(m, no_input), sizeof(float), "kept activations");
+    a->buf = dpt_alloc2(rows, act_rows_floats(m, no_input), sizeof(float), "kept activations");
     a->x = calloc(L, sizeof *a->x);
     a->dv = calloc(L, sizeof *a->dv);
     a->vx = calloc(L, sizeof *a->vx);
@@ -199,13 +199,15 @@ static dpt_status chunk_forward(ngd_state *s, dpt_trainer *t, const float *x, co
 static dpt_status check_trainer(ngd_state *s, dpt_trainer *t) {
     const dpt_train_config *c = &t->cfg;
     DPT_CHECK(c->sampler == DPT_SAMPLER_FULL, DPT_EINVAL,
-              "noisy-gd: needs the full-batch sampler (--sampler full): Eq. 4 is full-batch gradient descent");
+              "noisy-gd: needs the full-batch sampler (dpt_train_config.sampler = DPT_SAMPLER_FULL): Eq. 4 is "
+              "full-batch gradient descent");
     DPT_CHECK(c->optim.kind == DPT_OPT_SGD && c->optim.momentum == 0.0 && c->optim.weight_decay == 0.0, DPT_EINVAL,
-              "noisy-gd: needs plain SGD (no momentum, no weight decay): the noise scale assumes W - eta * direction");
-    DPT_CHECK(c->optim.lr == s->cfg.eta, DPT_EINVAL, "noisy-gd: the optimizer's lr %g differs from eta %g", c->optim.lr,
-              s->cfg.eta);
+              "noisy-gd: needs plain SGD (dpt_optim_config.kind = DPT_OPT_SGD, no momentum, no weight_decay): the "
+              "noise scale assumes W - eta * direction");
+    DPT_CHECK(c->optim.lr == s->cfg.eta, DPT_EINVAL,
+              "noisy-gd: dpt_optim_config.lr = %g differs from dpt_noisy_gd_config.eta = %g", c->optim.lr, s->cfg.eta);
     DPT_CHECK(c->schedule.kind == DPT_SCHED_CONSTANT, DPT_EINVAL,
-              "noisy-gd: needs a constant step size (--lr-schedule constant)");
+              "noisy-gd: needs a constant step size (dpt_train_config.schedule of kind DPT_SCHED_CONSTANT)");
     dpt_model *m = t->model;
     const dpt_dataset *h = s->cfg.heldout;
     if (h) DPT_CHECK(h->dim == m->in_dim, DPT_EINVAL, "noisy-gd: held-out records have %zu features, the model takes %zu",
@@ -225,7 +227,7 @@ static dpt_status check_trainer(ngd_state *s, dpt_trainer *t) {
         s->theta0 = dpt_alloc(P, sizeof(float), "W0");
         s->cur = dpt_alloc(P, sizeof(float), "W");
         s->delta = dpt_alloc(P, sizeof(float), "W - W0");
-        s->olin = dpt_alloc(mb * K, sizeof(float), "linearized outputs");
+        s->olin = dpt_alloc2(mb, K, sizeof(float), "linearized outputs");
         if (!s->theta0 || !s->cur || !s->delta || !s->olin) return DPT_ENOMEM;
         memcpy(s->theta0, m->theta, P * sizeof(float));
     }
@@ -247,15 +249,15 @@ static dpt_status check_trainer(ngd_state *s, dpt_trainer *t) {
             if (!(s->kl_add = dpt_alloc(s->nh, sizeof(double), "KL add"))) return DPT_ENOMEM;
         }
         if (s->k) {
-            s->kl_rep = dpt_alloc(n * s->k, sizeof(double), "KL replace");
-            s->cross = dpt_alloc(n * s->k, sizeof(double), "cross inner products");
+            s->kl_rep = dpt_alloc2(n, s->k, sizeof(double), "KL replace");
+            s->cross = dpt_alloc2(n, s->k, sizeof(double), "cross inner products");
             /* the candidates' gradients only for layers without a cross op (Linear has one) */
-            if (!dpt_model_has_cross(m)) s->gz = dpt_alloc(s->k * P, sizeof(float), "candidate gradients");
+            if (!dpt_model_has_cross(m)) s->gz = dpt_alloc2(s->k, P, sizeof(float), "candidate gradients");
             s->zidx = dpt_alloc(s->k, sizeof(size_t), "candidates");
             s->sq_z = dpt_alloc(s->k, sizeof(double), "candidate norms");
-            s->zx = dpt_alloc(s->k * h->dim, sizeof(float), "candidate records");
+            s->zx = dpt_alloc2(s->k, h->dim, sizeof(float), "candidate records");
             s->zy = dpt_alloc(s->k, sizeof(int32_t), "candidate labels");
-            s->crossc = dpt_alloc(mb * s->k, sizeof(double), "cross inner products");
+            s->crossc = dpt_alloc2(mb, s->k, sizeof(double), "cross inner products");
             if (!s->kl_rep || !s->cross || (!s->gz && !dpt_model_has_cross(m)) || !s->zidx || !s->sq_z || !s->zx || !s->zy || !s->crossc)
                 return DPT_ENOMEM;
             DPT_TRY(act_rows_alloc(&s->zkeep, m, s->k, 0));
@@ -509,7 +511,7 @@ static dpt_status ngd_epoch_metrics(dpt_algo *a, dpt_trainer *t, cJSON *o, char 
         cJSON_AddNumberToObject(o, "kl_replace_by_heldout", (double)r.replace_arg_z);
     }
     /* Pinsker: TV <= sqrt(KL / 2) -- of the estimate, so itself only an estimate */
-    cJSON_AddNumberToObject(o, "tv_pinsker_of_estimate", sqrt(r.worst / 2.0));
+    cJSON_AddNumberToObject(o, "tv_pinsker_of_estimate", dpt_pinsker_tv(r.worst)); /* capped at 1 */
     return DPT_OK;
 }
 
@@ -520,17 +522,20 @@ static void ngd_free(dpt_algo *a) {
 }
 
 dpt_status dpt_algo_noisy_gd_new(const dpt_noisy_gd_config *cfg, dpt_algo **out) {
-    DPT_CHECK(cfg && out, DPT_EINVAL, "noisy-gd: NULL argument");
-    DPT_CHECK(isfinite(cfg->eta) && cfg->eta > 0, DPT_EINVAL, "noisy-gd: --eta must be > 0, got %g", cfg->eta);
-    DPT_CHECK(isfinite(cfg->sigma) && cfg->sigma > 0, DPT_EINVAL, "noisy-gd: --sigma must be > 0, got %g", cfg->sigma);
-    DPT_CHECK(cfg->kl >= 0 && cfg->kl <= DPT_KL_ALL, DPT_EINVAL, "noisy-gd: unknown neighbour set %d", cfg->kl);
+    DPT_CHECK(cfg && out, DPT_EINVAL, "dpt_algo_noisy_gd_new: %s is NULL", cfg ? "out" : "cfg");
+    DPT_CHECK(isfinite(cfg->eta) && cfg->eta > 0, DPT_EINVAL, "dpt_noisy_gd_config.eta must be > 0, got %g", cfg->eta);
+    DPT_CHECK(isfinite(cfg->sigma) && cfg->sigma > 0, DPT_EINVAL, "dpt_noisy_gd_config.sigma must be > 0, got %g",
+              cfg->sigma);
+    DPT_CHECK(cfg->kl >= 0 && cfg->kl <= DPT_KL_ALL, DPT_EINVAL,
+              "dpt_noisy_gd_config.kl: unknown neighbour set %d (DPT_KL_* bits)", cfg->kl);
     DPT_CHECK(cfg->constant == DPT_KL_EXACT || cfg->constant == DPT_KL_PAPER, DPT_EINVAL,
-              "noisy-gd: unknown KL constant %d", (int)cfg->constant);
+              "dpt_noisy_gd_config.constant: unknown KL constant %d", (int)cfg->constant);
     if (cfg->kl & (DPT_KL_ADD | DPT_KL_REPLACE))
         DPT_CHECK(cfg->heldout && cfg->heldout->n >= 1, DPT_EINVAL,
-                  "noisy-gd: the add/replace neighbours need held-out records (a non-empty test set)");
+                  "dpt_noisy_gd_config.heldout: the add/replace neighbours need held-out records (a non-empty "
+                  "dataset)");
     if (cfg->kl & DPT_KL_REPLACE)
-        DPT_CHECK(cfg->replace_candidates >= 1, DPT_EINVAL, "noisy-gd: --replace-candidates must be >= 1");
+        DPT_CHECK(cfg->replace_candidates >= 1, DPT_EINVAL, "dpt_noisy_gd_config.replace_candidates must be >= 1");
     dpt_algo *a = calloc(1, sizeof *a);
     ngd_state *s = calloc(1, sizeof *s);
     if (!a || !s) {

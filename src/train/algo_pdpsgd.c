@@ -165,10 +165,13 @@ static dpt_status pdp_alloc(dpt_algo **out, pdp_state **st) {
 }
 
 dpt_status dpt_algo_pdpsgd_new(const dpt_pdp_config *cfg, dpt_algo **out) {
+    DPT_CHECK(out, DPT_EINVAL, "dpt_algo_pdpsgd_new: out is NULL");
     *out = NULL;
-    DPT_CHECK(cfg, DPT_EINVAL, "pdp-sgd: NULL configuration");
-    DPT_CHECK(isfinite(cfg->lambda) && cfg->lambda >= 0, DPT_EINVAL, "--lambda: must be >= 0, got %g", cfg->lambda);
-    DPT_CHECK(isfinite(cfg->kappa) && cfg->kappa >= 0, DPT_EINVAL, "--kappa: must be >= 0, got %g", cfg->kappa);
+    DPT_CHECK(cfg, DPT_EINVAL, "dpt_algo_pdpsgd_new: cfg is NULL");
+    DPT_CHECK(isfinite(cfg->lambda) && cfg->lambda >= 0, DPT_EINVAL, "dpt_pdp_config.lambda: must be >= 0, got %g",
+              cfg->lambda);
+    DPT_CHECK(isfinite(cfg->kappa) && cfg->kappa >= 0, DPT_EINVAL, "dpt_pdp_config.kappa: must be >= 0, got %g",
+              cfg->kappa);
     dpt_algo *a;
     pdp_state *s;
     DPT_TRY(pdp_alloc(&a, &s));
@@ -179,11 +182,13 @@ dpt_status dpt_algo_pdpsgd_new(const dpt_pdp_config *cfg, dpt_algo **out) {
 }
 
 dpt_status dpt_algo_propnoise_new(const dpt_propnoise_config *cfg, dpt_algo **out) {
+    DPT_CHECK(out, DPT_EINVAL, "dpt_algo_propnoise_new: out is NULL");
     *out = NULL;
-    DPT_CHECK(cfg, DPT_EINVAL, "proportional-noise: NULL configuration");
-    DPT_CHECK(isfinite(cfg->sigma) && cfg->sigma > 0, DPT_EINVAL, "--pdp-sigma: the relative noise must be > 0, got %g",
-              cfg->sigma);
-    DPT_CHECK(isfinite(cfg->lambda) && cfg->lambda >= 0, DPT_EINVAL, "--lambda: must be >= 0, got %g", cfg->lambda);
+    DPT_CHECK(cfg, DPT_EINVAL, "dpt_algo_propnoise_new: cfg is NULL");
+    DPT_CHECK(isfinite(cfg->sigma) && cfg->sigma > 0, DPT_EINVAL,
+              "dpt_propnoise_config.sigma: the relative noise must be > 0, got %g", cfg->sigma);
+    DPT_CHECK(isfinite(cfg->lambda) && cfg->lambda >= 0, DPT_EINVAL,
+              "dpt_propnoise_config.lambda: must be >= 0, got %g", cfg->lambda);
     dpt_algo *a;
     pdp_state *s;
     DPT_TRY(pdp_alloc(&a, &s));

@@ -9,7 +9,7 @@ dpt_status dpt_chunk_bufs_reserve(dpt_chunk_bufs *b, const dpt_model *m) {
     dpt_free(b->dout);
     dpt_free(b->loss);
     b->cap = 0;
-    b->dout = dpt_alloc(m->max_batch * m->out_dim, sizeof(float), "loss gradients");
+    b->dout = dpt_alloc2(m->max_batch, m->out_dim, sizeof(float), "loss gradients");
     b->loss = dpt_alloc(m->max_batch, sizeof(float), "losses");
     if (!b->dout || !b->loss) return DPT_ENOMEM;
     b->cap = m->max_batch;
@@ -52,4 +52,8 @@ dpt_status dpt_algo_bind_sgm(dpt_algo *a, const dpt_trainer *t, const char *name
               name, secure, t->cfg.secure);
     a->sigma = secure ? dpt_privacy_secure_sigma_eff(sigma, t->model->n_params) : sigma;
     return DPT_OK;
+}
+
+void dpt_algo_free(dpt_algo *a) {
+    if (a && a->free) a->free(a);
 }

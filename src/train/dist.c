@@ -23,7 +23,7 @@
 
 #include "train_internal.h"
 
-enum { TAG_TREE = 11 };
+enum { TAG_TREE = 11, TAG_AGREE = 12 };
 
 static size_t shard_lo(size_t k, size_t n, size_t S) { return (size_t)(((unsigned __int128)k * n) / S); }
 
@@ -48,17 +48,18 @@ dpt_status dpt_dist_configure(dpt_trainer *t, size_t shards) {
     t->rank = dpt_comm_rank();
     t->nranks = dpt_comm_size();
     size_t S = shards ? shards : (size_t)t->nranks;
-    DPT_CHECK(S >= 1 && S <= t->train->n, DPT_EINVAL, "--shards must be in [1, %zu] (the training set size), got %zu",
-              t->train->n, S);
-    DPT_CHECK(S <= 65536, DPT_EINVAL, "--shards %zu: at most 65536", S);
+    DPT_CHECK(S >= 1 && S <= t->train->n, DPT_EINVAL,
+              "dpt_train_config.shards must be in [1, %zu] (the training set size), got %zu", t->train->n, S);
+    DPT_CHECK(S <= 65536, DPT_EINVAL, "dpt_train_config.shards = %zu: at most 65536", S);
     if ((S > 1 || t->nranks > 1) && !t->algo->distributable)
-        return dpt_set_error(DPT_EINVAL, "--algo %s does not support data-parallel training yet (docs/distributed.md): "
-                             "run it with one MPI rank and --shards 1", t->algo->name);
+        return dpt_set_error(DPT_EINVAL, "algorithm %s does not support data-parallel training yet "
+                             "(docs/distributed.md): run it with one MPI rank and dpt_train_config.shards = 1",
+                             t->algo->name);
     dpt_dist_free(t);
     t->shards = S;
     t->dist = S > 1 || t->nranks > 1;
     size_t R = (size_t)t->nranks;
-    t->owner = malloc(S * sizeof *t->owner);
+    t->owner = calloc(S, sizeof *t->owner);
     DPT_CHECK(t->owner, DPT_ENOMEM, "shards: out of memory");
     for (size_t r = 0; r < R; r++) {
         size_t a = shard_lo(r, S, R), b = shard_lo(r + 1, S, R);
@@ -211,10 +212,10 @@ dpt_status dpt_dist_check_agree(dpt_trainer *t) {
     if (!memcmp(&mine, &root, sizeof mine)) return DPT_OK;
     if (memcmp(mine.data_hash, root.data_hash, 32) || mine.n_train != root.n_train || mine.n_test != root.n_test)
         return dpt_set_error(DPT_EMISMATCH, "rank %d: the training/test data differ from rank 0's (every rank must "
-                             "read the same --dataset; %" PRIu64 " vs %" PRIu64 " training examples)", t->rank,
+                             "read the same dataset; %" PRIu64 " vs %" PRIu64 " training examples)", t->rank,
                              mine.n_train, root.n_train);
     return dpt_set_error(DPT_EMISMATCH, "rank %d: the run settings differ from rank 0's (algorithm %s vs %s, model "
-                         "%s vs %s, shards %" PRIu64 " vs %" PRIu64 "): every rank must get the same flags",
+                         "%s vs %s, shards %" PRIu64 " vs %" PRIu64 "): every rank must get the same configuration",
                          t->rank, mine.algo, root.algo, mine.model, root.model, mine.shards, root.shards);
 }
 
@@ -226,6 +227,25 @@ static dpt_status read_opt(const char *path, uint8_t **data, size_t *n, int *pre
     *present = stat(path, &st) == 0;
     if (!*present) return DPT_OK;
     return dpt_read_file(path, data, n);
+}
+
+/* Every rank learns whether every rank is ok (a collective verdict: the non-root ranks
+ * report to rank 0, which broadcasts the conjunction), so a local failure makes all ranks
+ * return an error together instead of leaving the others waiting in a collective. */
+static dpt_status agree_all_ok(const dpt_trainer *t, int ok, int *all_ok) {
+    uint8_t all = ok != 0;
+    if (t->rank == 0) {
+        for (int r = 1; r < t->nranks; r++) {
+            uint8_t v = 0;
+            DPT_TRY(dpt_comm_recv(&v, 1, r, TAG_AGREE));
+            all &= v;
+        }
+    } else {
+        DPT_TRY(dpt_comm_send(&all, 1, 0, TAG_AGREE));
+    }
+    DPT_TRY(dpt_comm_bcast(&all, 1, 0));
+    *all_ok = all;
+    return DPT_OK;
 }
 
 static dpt_status write_all(const char *path, const uint8_t *data, size_t n) {
@@ -265,14 +285,15 @@ dpt_status dpt_dist_resume(dpt_trainer *t, dpt_status (*local)(dpt_trainer *t)) 
         if (t->rank != 0) {
             ck = malloc(hdr[1] ? hdr[1] : 1);
             lg = malloc(hdr[3] ? hdr[3] : 1);
-            if (!ck || !lg) cs = dpt_set_error(DPT_ENOMEM, "resume: out of memory for the checkpoint copy");
         }
-        /* an allocation failure must not leave the other ranks waiting: abort the job */
-        if (cs != DPT_OK) {
-            dpt_trainer_log(t, DPT_LOG_WARN, "rank %d: %s", t->rank, dpt_last_error());
-            dpt_comm_abort(1);
-        }
-        cs = dpt_comm_bcast(ck, hdr[1], 0);
+        /* an allocation failure must not leave the other ranks waiting in the broadcast */
+        int all_ok = 0;
+        cs = agree_all_ok(t, t->rank == 0 || (ck && lg), &all_ok);
+        if (cs == DPT_OK && !all_ok)
+            cs = dpt_set_error(DPT_ENOMEM, "rank %d: resume: %s", t->rank,
+                               t->rank != 0 && !(ck && lg) ? "out of memory for the checkpoint copy"
+                                                           : "another rank ran out of memory for the checkpoint copy");
+        if (cs == DPT_OK) cs = dpt_comm_bcast(ck, hdr[1], 0);
         if (cs == DPT_OK) cs = dpt_comm_bcast(lg, hdr[3], 0);
     }
     if (cs != DPT_OK) {
@@ -285,7 +306,7 @@ dpt_status dpt_dist_resume(dpt_trainer *t, dpt_status (*local)(dpt_trainer *t)) 
         free(lg);
         return local(t); /* also reports a missing or unreadable checkpoint */
     }
-    if (!hdr[0]) return dpt_set_error(DPT_EIO, "rank %d: --resume: rank 0 could not read the run's checkpoint", t->rank);
+    if (!hdr[0]) return dpt_set_error(DPT_EIO, "rank %d: resume: rank 0 could not read the run's checkpoint", t->rank);
     /* Other ranks (possibly on other hosts) resume from a private copy of rank 0's files. */
     const char *tmpdir = getenv("TMPDIR");
     char dir[512];
@@ -293,7 +314,7 @@ dpt_status dpt_dist_resume(dpt_trainer *t, dpt_status (*local)(dpt_trainer *t)) 
     if (!mkdtemp(dir)) {
         free(ck);
         free(lg);
-        return dpt_set_error(DPT_EIO, "rank %d: --resume: cannot create a temporary directory in %s: %s", t->rank,
+        return dpt_set_error(DPT_EIO, "rank %d: resume: cannot create a temporary directory in %s: %s", t->rank,
                              tmpdir && *tmpdir ? tmpdir : "/tmp", strerror(errno));
     }
     char cp[600], lp[600];

@@ -241,7 +241,7 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
                                            &t->sampler)) != DPT_OK)
         goto fail;
     t->idx = dpt_alloc(train->n, sizeof *t->idx, "batch indices");
-    t->xb = dpt_alloc(t->max_batch * train->dim, sizeof *t->xb, "batch features");
+    t->xb = dpt_alloc2(t->max_batch, train->dim, sizeof *t->xb, "batch features");
     t->yb = dpt_alloc(t->max_batch, sizeof *t->yb, "batch labels");
     if (!t->idx || !t->xb || !t->yb) {
         s = DPT_ENOMEM;
@@ -457,7 +457,7 @@ static int json_u64(const cJSON *o, const char *key, uint64_t *out) {
         char *end;
         errno = 0;
         unsigned long long x = strtoull(v->valuestring, &end, 10);
-        if (*end || errno || v->valuestring[0] == '-' || !v->valuestring[0]) return 0;
+        if (*end || errno || !(v->valuestring[0] >= '0' && v->valuestring[0] <= '9')) return 0; /* not " -1" */
         *out = x;
         return 1;
     }

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# What a third party gets: installs the build into a temporary prefix, checks the layout,
+# then builds every program in examples/ against it three ways and runs them:
+#   1. pkg-config (shared; and static with --static for train_arrays),
+#   2. find_package(dptrain) (dptrain::dptrain, and dptrain::dptrain_static),
+#   3. the Debian package: cpack -G DEB, its Depends hold no -dev package, dpkg-deb -x into
+#      a directory and build against that tree with pkg-config (its dptrain.pc is
+#      relocatable), run its bin/dptrain; apt-get resolves its dependencies (simulated).
+# Takes about 20 s on an idle 2-core machine (cpack and the CMake configures dominate).
+# Usage: install.sh BUILD_DIR SOURCE_DIR C_COMPILER SANITIZE(ON/OFF)
+set -u
+BUILD=$1 SRC=$2 CC=$3 SANITIZE=${4:-OFF}
+. "$SRC/tests/install/lib.sh"
+skip_if_sanitized "$SANITIZE" "a program built the third-party way"
+. "$SRC/tests/cli/lib/harness.sh"   # $T (removed on exit), check, expect_ok, harness_end
+P=$T/prefix
+EX=$SRC/examples
+EXAMPLES="train_arrays calibrate_sigma evaluate_checkpoint"
+
+expect_ok cmake --install "$BUILD" --prefix "$P"
+for f in bin/dptrain lib/libdptrain.so lib/libdptrain.a include/dptrain/dptrain.h include/dptrain/version.h \
+         lib/pkgconfig/dptrain.pc lib/cmake/dptrain/dptrainConfig.cmake lib/cmake/dptrain/dptrainConfigVersion.cmake \
+         share/man/man1/dptrain.1 share/doc/dptrain/README.md share/doc/dptrain/examples/train_arrays.c; do
+  check '[ -e "$P/$f" ]' "not installed: $f"
+done
+soname=$(readelf -d "$P/lib/libdptrain.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+check '[ -n "$soname" ] && [ -e "$P/lib/$soname" ]' "libdptrain.so has no SONAME, or no file of that name ($soname)"
+# the installed binary finds the installed library through its $ORIGIN RPATH
+expect_ok env -u LD_LIBRARY_PATH "$P/bin/dptrain" --version
+check 'grep -q "^dptrain [0-9]" <<<"$LAST_OUT"' "installed dptrain --version: $LAST_OUT"
+check 'grep -q "^\.SH COMMANDS" "$P/share/man/man1/dptrain.1" && grep -q "dptrain train" "$P/share/man/man1/dptrain.1"' \
+  "the man page has no COMMANDS section with the subcommands' --help"
+
+# run_examples DIR LABEL [env...]: runs the built examples and checks what they print
+run_examples() {
+  local dir=$1 label=$2; shift 2
+  expect_ok env "$@" "$dir/train_arrays" "$dir/run"
+  check 'grep -q "^privacy: epsilon [0-9.]* at delta 1e-05$" <<<"$LAST_OUT"' "$label: train_arrays printed: $LAST_OUT"
+  local acc; acc=$(sed -n 's/^test accuracy \([0-9.]*\)%.*/\1/p' <<<"$LAST_OUT")
+  check "awk -v a='$acc' 'BEGIN { exit !(a > 70) }'" "$label: train_arrays test accuracy '$acc'%, want > 70%"
+  grep -E '^(test accuracy|privacy:) ' <<<"$LAST_OUT" > "$dir/train.out"
+  local eps; eps=$(sed -n 's/^privacy: epsilon \([0-9.]*\) .*/\1/p' <<<"$LAST_OUT")
+  expect_ok env "$@" "$dir/evaluate_checkpoint" "$dir/run"
+  check 'grep -q "^privacy: epsilon $eps at delta 1e-05 after [1-9][0-9]* steps$" <<<"$LAST_OUT"' \
+    "$label: evaluate_checkpoint does not report the training's epsilon $eps: $LAST_OUT"
+  check 'grep -q "^accuracy [0-9.]*%, loss [0-9.]* on 1000 new examples$" <<<"$LAST_OUT"' "$label: evaluate_checkpoint printed: $LAST_OUT"
+  expect_ok env "$@" "$dir/calibrate_sigma" 2
+  local spent; spent=$(sed -n 's/^spent: epsilon \([0-9.]*\) (RDP).*/\1/p' <<<"$LAST_OUT")
+  check "awk -v e='$spent' 'BEGIN { exit !(e <= 2 && e > 1.99) }'" "$label: calibrate_sigma 2 spends RDP epsilon '$spent', want in (1.99, 2]"
+}
+
+# ==== 1. pkg-config ====
+pc() { PKG_CONFIG_PATH=$1 pkg-config "${@:2}"; }
+build_pc() { # DIR PCDIR LIBDIR: every example, shared
+  local dir=$1 pcdir=$2 libdir=$3; mkdir -p "$dir"
+  for e in $EXAMPLES; do
+    expect_ok "$CC" -std=c11 -Wall -Wextra -Werror "$EX/$e.c" $(pc "$pcdir" --cflags --libs dptrain) \
+      -Wl,-rpath,"$libdir" -o "$dir/$e"
+  done
+}
+build_pc "$T/pc" "$P/lib/pkgconfig" "$P/lib"
+run_examples "$T/pc" pkg-config
+# static: libdptrain.a and the Libs.private flags
+mkdir -p "$T/pcs"
+for e in $EXAMPLES; do
+  expect_ok "$CC" -std=c11 "$EX/$e.c" $(pc "$P/lib/pkgconfig" --cflags dptrain) \
+    $(pc "$P/lib/pkgconfig" --static --libs dptrain | sed 's/-ldptrain/-l:libdptrain.a/') -o "$T/pcs/$e"
+done
+check '! readelf -d "$T/pcs/train_arrays" | grep -q "NEEDED.*libdptrain"' "pkg-config --static: train_arrays still needs libdptrain.so"
+run_examples "$T/pcs" "pkg-config --static"
+
+# ==== 2. find_package ====
+for kind in shared static; do
+  st=OFF; [ $kind = static ] && st=ON
+  expect_ok cmake -S "$EX" -B "$T/cm-$kind" -DCMAKE_PREFIX_PATH="$P" -DDPTRAIN_EXAMPLES_STATIC=$st -DCMAKE_BUILD_TYPE=Release
+  expect_ok cmake --build "$T/cm-$kind"
+  run_examples "$T/cm-$kind" "find_package ($kind)"
+done
+check '! readelf -d "$T/cm-static/train_arrays" | grep -q "NEEDED.*libdptrain"' "dptrain::dptrain_static: train_arrays still needs libdptrain.so"
+check 'readelf -d "$T/cm-shared/train_arrays" | grep -q "NEEDED.*libdptrain"' "dptrain::dptrain: train_arrays does not need libdptrain.so"
+
+# ==== 3. the Debian package ====
+expect_ok cpack -G DEB -B "$T/deb" --config "$BUILD/CPackConfig.cmake"
+deb=$(ls "$T"/deb/dptrain_*.deb 2>/dev/null | head -n 1)
+check '[ -n "$deb" ]' "cpack -G DEB made no dptrain_*.deb: $LAST_OUT"
+if [ -n "$deb" ]; then
+  depends=$(dpkg-deb -f "$deb" Depends)
+  check '[ -n "$depends" ]' "$deb has no Depends"
+  check '! tr "," "\n" <<<"$depends" | grep -q -- "-dev\b"' "$deb depends on a -dev package: $depends"
+  expect_ok dpkg-deb -x "$deb" "$T/root"
+  R=$T/root/usr
+  expect_ok env -u LD_LIBRARY_PATH "$R/bin/dptrain" --version
+  build_pc "$T/debpc" "$R/lib/pkgconfig" "$R/lib"
+  run_examples "$T/debpc" "Debian package, pkg-config"
+  if command -v apt-get >/dev/null; then
+    # a machine whose apt lists were never fetched cannot resolve a dependency that is not
+    # installed yet (libopenblas0 here): that says nothing about the package
+    sim=$(apt-get install -s "$deb" 2>&1); rc=$?
+    if [ $rc -ne 0 ] && grep -q "no installation candidate\|Unable to locate\|is not available" <<<"$sim"; then
+      echo "note: apt-get cannot resolve every dependency without its package lists (apt-get update): $sim" | head -n 3
+    else
+      check '[ $rc -eq 0 ]' "apt-get install -s $deb failed: $sim"
+    fi
+  fi
+fi
+# every way trained the same model (same seed and thread count): the same output
+for d in pcs cm-shared cm-static debpc; do
+  [ -e "$T/$d/train.out" ] && check 'cmp -s "$T/pc/train.out" "$T/$d/train.out"' "train_arrays printed differently when built by $d"
+done
+harness_end
