@@ -1,9 +1,12 @@
-/* dptrain eval: loads a checkpoint, rebuilds its test split (same dataset, classes and
- * normalization statistics as training) and prints loss and accuracy. */
-#include <dptrain/io.h>
+/* dptrain eval: opens a checkpoint through the library's inference API
+ * (dptrain/inference.h), rebuilds its test split (same dataset, classes and normalization
+ * statistics as training) and prints loss and accuracy, and epsilon for a private run. */
+#include <dptrain/inference.h>
 #include <dptrain/train.h>
 
 #include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,16 +17,19 @@
 
 static const char *USAGE = "usage: dptrain eval --checkpoint FILE [options]\n\n"
                            "Evaluates a checkpoint written by dptrain train on the test split it was\n"
-                           "trained against and prints test loss and accuracy.";
+                           "trained against and prints test loss and accuracy (and, for a private run,\n"
+                           "the epsilon of its privacy ledger at --delta).";
 
 int dpt_cmd_eval(int argc, char **argv) {
-    const char *ckpt = NULL, *data_dir = NULL, *loss_name = "ce";
+    const char *ckpt = NULL, *data_dir = NULL, *loss_name = NULL;
     long threads = 0;
+    double delta = 1e-5;
     int json = 0;
     cli_option opts[] = {
         {"--checkpoint", CLI_STR, &ckpt, "FILE", "checkpoint.safetensors written by dptrain train (required)", NULL},
         {"--data-dir", CLI_STR, &data_dir, "DIR", "where datasets live (default: the one used for training)", NULL},
-        {"--loss", CLI_STR, &loss_name, "NAME", "loss to report: ce | bce | mse", NULL},
+        {"--loss", CLI_STR, &loss_name, "NAME", "loss to report: ce | bce | mse (default: the one trained with)", NULL},
+        {"--delta", CLI_DOUBLE, &delta, "D", "delta of the reported epsilon (private runs)", NULL},
         {"--threads", CLI_LONG, &threads, "N", "threads (0 = all cores)", NULL},
         {"--json", CLI_FLAG, &json, NULL, "print one JSON object", NULL},
         {NULL, 0, NULL, NULL, NULL, NULL},
@@ -33,15 +39,17 @@ int dpt_cmd_eval(int argc, char **argv) {
     if (rc) return rc;
     if (!ckpt) return cli_error("--checkpoint: required (see dptrain eval --help)");
     if (threads < 0) return cli_error("--threads must be >= 0");
-    dpt_loss_kind loss;
-    if (dpt_loss_parse(loss_name, &loss) != DPT_OK) return cli_error("--loss: %s", dpt_last_error());
-    char *spec = NULL, *state = NULL;
-    if (dpt_checkpoint_peek(ckpt, &spec, &state) != DPT_OK) return cli_fail("--checkpoint");
+    if (!(delta > 0 && delta < 1)) return cli_error("--delta must be in (0, 1), got %g", delta);
+    dpt_loss_kind loss = DPT_LOSS_SOFTMAX_CE;
+    if (loss_name && dpt_loss_parse(loss_name, &loss) != DPT_OK) return cli_error("--loss: %s", dpt_last_error());
+
+    dpt_threads_set_blas((int)threads);
+    dpt_checkpoint *ck = NULL;
+    if (dpt_checkpoint_open(ckpt, (int)threads, &ck) != DPT_OK) return cli_fail("--checkpoint");
     int code = 0;
-    dpt_model *m = NULL;
     dpt_dataset test;
     memset(&test, 0, sizeof test);
-    cJSON *root = cJSON_Parse(state);
+    cJSON *root = cJSON_Parse(dpt_checkpoint_state(ck));
     const cJSON *run = root ? cJSON_GetObjectItemCaseSensitive(root, "run") : NULL;
     char *run_s = run ? cJSON_PrintUnformatted(run) : NULL;
     if (!run_s) {
@@ -52,29 +60,33 @@ int dpt_cmd_eval(int argc, char **argv) {
         code = cli_fail("test data");
         goto done;
     }
-    dpt_threads_set_blas((int)threads);
-    if (dpt_model_new(spec, 1024, dpt_threads_resolve((int)threads), &m) != DPT_OK ||
-        dpt_checkpoint_load(ckpt, m, NULL, NULL) != DPT_OK) {
-        code = cli_fail("--checkpoint");
-        goto done;
-    }
-    (void)dpt_model_unfold_cache(m, 0); /* forward only: the conv unfold cache would be unused memory */
-    double l, acc;
-    if (dpt_evaluate(m, loss, &test, &l, &acc) != DPT_OK) {
+    double l, acc, eps = NAN;
+    dpt_status st = loss_name ? dpt_evaluate(dpt_checkpoint_model(ck), loss, &test, &l, &acc)
+                              : dpt_checkpoint_evaluate(ck, &test, &l, &acc);
+    if (st != DPT_OK) {
         code = cli_fail("eval");
         goto done;
     }
-    if (json)
-        printf("{\"checkpoint\": \"%s\", \"model\": \"%s\", \"test_examples\": %zu, \"test_loss\": %.6f, "
-               "\"test_accuracy\": %.6f}\n", ckpt, spec, test.n, l, acc);
-    else
-        printf("%s: model %s, %zu test examples: loss %.4f, accuracy %.2f%%\n", ckpt, spec, test.n, l, 100.0 * acc);
+    if (dpt_checkpoint_ledger(ck) && dpt_checkpoint_epsilon(ck, delta, &eps) != DPT_OK) {
+        code = cli_fail("privacy ledger");
+        goto done;
+    }
+    const char *spec = dpt_checkpoint_spec(ck);
+    if (json) {
+        printf("{\"checkpoint\": \"%s\", \"model\": \"%s\", \"steps\": %" PRIu64 ", \"test_examples\": %zu, "
+               "\"test_loss\": %.6f, \"test_accuracy\": %.6f",
+               ckpt, spec, dpt_checkpoint_step(ck), test.n, l, acc);
+        if (!isnan(eps)) printf(", \"epsilon\": %.6g, \"delta\": %g", eps, delta);
+        printf("}\n");
+    } else {
+        printf("%s: model %s, %zu test examples: loss %.4f, accuracy %.2f%%", ckpt, spec, test.n, l, 100.0 * acc);
+        if (!isnan(eps)) printf(", epsilon %.4g at delta %g after %" PRIu64 " steps", eps, delta, dpt_checkpoint_step(ck));
+        printf("\n");
+    }
 done:
     free(run_s);
     cJSON_Delete(root);
-    free(spec);
-    free(state);
-    dpt_model_free(m);
+    dpt_checkpoint_close(ck);
     dpt_dataset_free(&test);
     return code;
 }

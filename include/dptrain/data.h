@@ -34,6 +34,24 @@ typedef struct {
 /* Frees x and y and zeroes *d. Accepts NULL. */
 void dpt_dataset_free(dpt_dataset *d);
 
+/* A dataset from the caller's arrays: x [n, dim] row-major float32 features and y [n]
+ * int32 labels. Both are COPIED (the caller keeps ownership of its arrays and may free
+ * them right after the call); *out owns the copies (dpt_dataset_free). n_classes >= 1
+ * fixes the number of classes; 0 means max(y) + 1. The per-example shape is (1, 1, dim):
+ * call dpt_dataset_set_shape for image data read by convolutional models.
+ * Everything is checked before anything is allocated; on error *out is zeroed and:
+ *   DPT_EINVAL  x, y or out NULL; n or dim 0; n_classes < 0; a label outside
+ *               [0, n_classes) (the message names the first, "y[17] = 12 is outside
+ *               [0, 10)"); a NaN or infinite feature (the first, "x[1234] (example 12,
+ *               feature 34)")
+ *   DPT_ENOMEM  n * dim overflows, or the copies cannot be allocated. */
+dpt_status dpt_dataset_from_arrays(const float *x, const int32_t *y, size_t n, size_t dim, int n_classes,
+                                   dpt_dataset *out);
+/* Sets the per-example shape (C, H, W) that convolutional models read; the features are
+ * not moved (each example is C planes of H x W row-major values). c, h, w >= 1 and
+ * c * h * w == d->dim, else DPT_EINVAL (d unchanged). */
+dpt_status dpt_dataset_set_shape(dpt_dataset *d, size_t c, size_t h, size_t w);
+
 /* Loaders. Every loader reads .gz or raw files (gzip detected by its magic bytes 1f 8b,
  * not by the name; concatenated gzip members are accepted), fills *out (which is
  * overwritten, not freed: pass a zeroed or freed struct) and validates it. On error *out

@@ -128,8 +128,11 @@ typedef enum {
     DPT_INIT_EXPLICIT     /* N(0, beta_l) from a per-layer variance list */
 } dpt_init_scheme;
 
+/* Longest model spec string a model accepts (and checkpoints store). */
+#define DPT_MODEL_SPEC_MAX 255
+
 typedef struct {
-    char spec[256];
+    char spec[DPT_MODEL_SPEC_MAX + 1];
     size_t n_layers;
     dpt_layer *layers;
     size_t n_params;   /* P */
@@ -151,10 +154,12 @@ typedef struct {
  *   "ae:256-300-100-20-100-300-256:relu"  same shape rules (an autoencoder: linear output)
  *   suffix ":nobias" removes biases ("mlp:3072-1024-1:relu:nobias")
  *   "cnn:1x28x28:conv16k8s2p3,relu,maxpool2s1,conv32k4s2,relu,maxpool2s1,fc32,relu,fc10"
- *                                  layers in order on a (C, H, W) input: conv<C>k<k>[s<s>][p<p>],
- *                                  maxpool<k>[s<s>], avgpool<k>[s<s>], gn<groups>, flatten,
- *                                  fc<K>, activations; "[...]" adds the group's input to its
- *                                  output (a residual connection); see docs/nn.md
+ *                                  layers in order on a (C, H, W) input:
+ *                                  conv<C>k<k>[s<s>][p<p>][nobias], maxpool<k>[s<s>],
+ *                                  avgpool<k>[s<s>], gn<groups>, flatten, fc<K>[nobias],
+ *                                  activations; "[...]" adds the group's input to its
+ *                                  output (a residual connection, same shape in and out);
+ *                                  ":nobias" at the end removes every bias; see docs/nn.md
  *   named models: "mnist_cnn" (Opacus MNIST example), "mnist_cnn_tanh" (Tramer & Boneh
  *                                  2021's MNIST CNN: tanh, conv1 padding 2), "resnet5"
  *                                  (DP-ULR Section 4.3, CIFAR-10)
@@ -162,6 +167,64 @@ typedef struct {
  * DPT_EINVAL naming the offending part. Parameters start at zero: call dpt_model_init. */
 dpt_status dpt_model_new(const char *spec, size_t max_batch, int threads, dpt_model **out);
 void dpt_model_free(dpt_model *m); /* accepts NULL */
+
+/* ==== Building a model layer by layer ====
+ * A builder assembles the same spec string one layer per call, for callers that would
+ * rather not write the spec language: every call sets the layer up on the current output
+ * shape exactly as dpt_model_new will, so a layer that does not fit (a kernel or pooling
+ * window larger than the input, groups that do not divide the channels, a residual group
+ * whose output shape differs from its input, ...) is refused by the call that adds it,
+ * with DPT_EINVAL naming the function, the parameter and the layer position; the builder
+ * is then unchanged and can be used further. The result is the canonical spec string
+ * (dpt_model_builder_spec), which is what dpt_model_new parses, dpt_train_config.model_spec
+ * takes and checkpoints store, so a model built here is self-describing like any other:
+ *   "mlp:D-K1-...-KL:<act>[:nobias]"  a flat input (1, 1, D) with Linear layers and one
+ *                                     activation kind between them (none after the last)
+ *   "cnn:CxHxW:<item>,...[:nobias]"   anything else (grammar in docs/nn.md); ":nobias"
+ *                                     when no weight layer has a bias, else the items
+ *                                     without one carry the suffix "nobias"
+ * Memory: the builder is an opaque handle (dpt_model_builder_free); the spec string it
+ * returns is owned by the builder. Thread safety: one builder per thread. */
+typedef struct dpt_model_builder dpt_model_builder;
+/* A builder for inputs of shape (c, h, w); a flat input of D features is (1, 1, D).
+ * c, h, w >= 1 and c h w <= 2^24, else DPT_EINVAL. */
+dpt_status dpt_model_builder_new(size_t c, size_t h, size_t w, dpt_model_builder **out);
+void dpt_model_builder_free(dpt_model_builder *b); /* accepts NULL */
+/* Linear layer to out_features outputs (on any input shape: it reads the C*H*W values),
+ * with a bias when bias != 0. Output shape (1, 1, out_features). */
+dpt_status dpt_model_builder_linear(dpt_model_builder *b, size_t out_features, int bias);
+/* Elementwise activation: DPT_LAYER_RELU, _GELU, _TANH, _SIGMOID or _IDENTITY. */
+dpt_status dpt_model_builder_activation(dpt_model_builder *b, dpt_layer_kind kind);
+/* 2-d convolution to out_channels channels, k x k kernel (k <= 64), stride >= 1, zero
+ * padding pad < k on each side; a per-channel bias when bias != 0. Output (out_channels,
+ * (H + 2 pad - k) / stride + 1, likewise for W). */
+dpt_status dpt_model_builder_conv2d(dpt_model_builder *b, size_t out_channels, size_t k, size_t stride, size_t pad,
+                                    int bias);
+/* k x k max / average pooling with the given stride (0 = k), no padding; k must not
+ * exceed the input's height or width. */
+dpt_status dpt_model_builder_maxpool(dpt_model_builder *b, size_t k, size_t stride);
+dpt_status dpt_model_builder_avgpool(dpt_model_builder *b, size_t k, size_t stride);
+/* GroupNorm over `groups` groups of channels (groups must divide the channel count),
+ * per-channel scale and shift. */
+dpt_status dpt_model_builder_groupnorm(dpt_model_builder *b, size_t groups);
+/* (C, H, W) -> (1, 1, C*H*W); the values are unchanged. */
+dpt_status dpt_model_builder_flatten(dpt_model_builder *b);
+/* A residual group: the layers added between _begin and _end form a block whose input is
+ * added to its output. Groups are not nested (DPT_EINVAL at the second _begin); _end
+ * refuses an empty group, a group whose output shape differs from its input shape and a
+ * group ending with tanh or sigmoid (put the activation after the group). */
+dpt_status dpt_model_builder_residual_begin(dpt_model_builder *b);
+dpt_status dpt_model_builder_residual_end(dpt_model_builder *b);
+/* The current output shape (C, H, W) of the layers added so far (the input shape before
+ * the first layer). */
+dpt_status dpt_model_builder_shape(const dpt_model_builder *b, size_t shape[3]);
+/* The canonical spec of the layers so far, at most DPT_MODEL_SPEC_MAX characters; owned
+ * by b, valid until the next call on b. NULL (with an error message) when there are no
+ * layers or a residual group is still open. */
+const char *dpt_model_builder_spec(const dpt_model_builder *b);
+/* dpt_model_new(dpt_model_builder_spec(b), max_batch, threads, out). */
+dpt_status dpt_model_builder_build(const dpt_model_builder *b, size_t max_batch, int threads, dpt_model **out);
+
 /* Conv2d unfold cache: each Conv2d layer keeps the im2col of its input from the last
  * forward ([max_batch, C_in k^2, T] floats, T output positions), so backward_params (SUM,
  * WEIGHTED, SQNORM, PER_EXAMPLE) and jvp on the same batch do not unfold it again. The
@@ -247,7 +310,13 @@ size_t dpt_model_param_layer(const dpt_model *m, size_t k);
  * "fc1.weight" {K, D}, "fc1.bias" {K}, ... (dpt_param_tensor is defined above the layer
  * contract). */
 size_t dpt_model_n_tensors(const dpt_model *m);
-void dpt_model_tensor(const dpt_model *m, size_t i, dpt_param_tensor *t);
+/* Entry i < dpt_model_n_tensors(m) of the table; DPT_EINVAL (t zeroed) otherwise. */
+dpt_status dpt_model_tensor(const dpt_model *m, size_t i, dpt_param_tensor *t);
+/* The tensor called `name` ("conv1.weight"): *t (may be NULL) receives its table entry and
+ * the return value is a view of its t.size values in m->theta (row-major in t.shape; the
+ * caller may read or write them; do not free; valid until dpt_model_free). NULL with
+ * DPT_EINVAL listing the model's tensor names when there is no such tensor. */
+float *dpt_model_tensor_by_name(dpt_model *m, const char *name, dpt_param_tensor *t);
 
 /* ==== Losses ==== */
 

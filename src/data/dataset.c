@@ -1,5 +1,6 @@
 /* Dataset operations: validation, class filtering, take, gather, hashing, normalization. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "dptrain/data.h"
@@ -31,6 +32,75 @@ dpt_status dpt_dataset_validate(const dpt_dataset *d) {
         DPT_CHECK(isfinite(d->x[i]), DPT_EFORMAT,
                   "%s: non-finite value %g in example %zu, feature %zu", src, (double)d->x[i],
                   i / d->dim, i % d->dim);
+    return DPT_OK;
+}
+
+/* ==== Datasets from the caller's arrays ==== */
+
+/* Checks everything before allocating, so a refused call leaves *out zeroed and costs no
+ * memory; the message names the parameter and, for data, the first bad index. */
+static dpt_status check_arrays(const float *x, const int32_t *y, size_t n, size_t dim, int n_classes,
+                               int *classes_out) {
+    static const char *F = "dpt_dataset_from_arrays";
+    DPT_CHECK(x, DPT_EINVAL, "%s: x is NULL", F);
+    DPT_CHECK(y, DPT_EINVAL, "%s: y is NULL", F);
+    DPT_CHECK(n >= 1, DPT_EINVAL, "%s: n must be >= 1 (no examples)", F);
+    DPT_CHECK(dim >= 1, DPT_EINVAL, "%s: dim must be >= 1 (no features)", F);
+    size_t nd, bytes;
+    DPT_CHECK(!dpt_mul_overflow(n, dim, &nd) && !dpt_mul_overflow(nd, sizeof(float), &bytes), DPT_ENOMEM,
+              "%s: n * dim = %zu * %zu floats overflows the address space", F, n, dim);
+    DPT_CHECK(n_classes >= 0, DPT_EINVAL, "%s: n_classes must be >= 1, or 0 for max(y) + 1; got %d", F, n_classes);
+    int32_t top = -1;
+    for (size_t i = 0; i < n; i++) {
+        if (n_classes > 0)
+            DPT_CHECK(y[i] >= 0 && y[i] < n_classes, DPT_EINVAL, "%s: y[%zu] = %d is outside [0, %d) (n_classes %d)",
+                      F, i, (int)y[i], n_classes, n_classes);
+        else
+            DPT_CHECK(y[i] >= 0 && y[i] < INT32_MAX, DPT_EINVAL, "%s: y[%zu] = %d is not a class index in [0, %d)",
+                      F, i, (int)y[i], (int)INT32_MAX);
+        if (y[i] > top) top = y[i];
+    }
+    for (size_t i = 0; i < nd; i++)
+        DPT_CHECK(isfinite(x[i]), DPT_EINVAL, "%s: x[%zu] = %g (example %zu, feature %zu) is not finite", F, i,
+                  (double)x[i], i / dim, i % dim);
+    *classes_out = n_classes > 0 ? n_classes : (int)top + 1;
+    return DPT_OK;
+}
+
+dpt_status dpt_dataset_from_arrays(const float *x, const int32_t *y, size_t n, size_t dim, int n_classes,
+                                   dpt_dataset *out) {
+    DPT_CHECK(out, DPT_EINVAL, "dpt_dataset_from_arrays: out is NULL");
+    memset(out, 0, sizeof *out);
+    int k = 0;
+    DPT_TRY(check_arrays(x, y, n, dim, n_classes, &k));
+    out->x = dpt_alloc(n * dim, sizeof(float), "dpt_dataset_from_arrays: x");
+    out->y = dpt_alloc(n, sizeof(int32_t), "dpt_dataset_from_arrays: y");
+    if (!out->x || !out->y) {
+        dpt_dataset_free(out);
+        return DPT_ENOMEM;
+    }
+    memcpy(out->x, x, n * dim * sizeof(float));
+    memcpy(out->y, y, n * sizeof(int32_t));
+    out->n = n;
+    out->dim = dim;
+    out->n_classes = k;
+    out->shape[0] = out->shape[1] = 1;
+    out->shape[2] = dim;
+    snprintf(out->source, sizeof out->source, "(arrays: %zu x %zu)", n, dim);
+    return DPT_OK;
+}
+
+dpt_status dpt_dataset_set_shape(dpt_dataset *d, size_t c, size_t h, size_t w) {
+    DPT_CHECK(d, DPT_EINVAL, "dpt_dataset_set_shape: d is NULL");
+    DPT_CHECK(c >= 1 && h >= 1 && w >= 1, DPT_EINVAL,
+              "dpt_dataset_set_shape: c, h and w must be >= 1, got (%zu, %zu, %zu)", c, h, w);
+    size_t p;
+    DPT_CHECK(!dpt_mul_overflow(c, h, &p) && !dpt_mul_overflow(p, w, &p) && p == d->dim, DPT_EINVAL,
+              "dpt_dataset_set_shape: c * h * w = %zu * %zu * %zu must equal the %zu features per example (d->dim)",
+              c, h, w, d->dim);
+    d->shape[0] = c;
+    d->shape[1] = h;
+    d->shape[2] = w;
     return DPT_OK;
 }
 

@@ -33,11 +33,41 @@ static void build_mlp(dpt_model *m, const dpt_spec *sp) {
     }
 }
 
+dpt_status dpt_spec_item_setup(dpt_layer *L, const dpt_spec_item *it, const size_t in_shape[3], int has_bias,
+                               size_t max_batch) {
+    const int bias = has_bias && !it->nobias;
+    const size_t n_in = in_shape[0] * in_shape[1] * in_shape[2];
+    switch (it->kind) {
+    case DPT_LAYER_CONV2D: return dpt_layer_conv_setup(L, in_shape, it->n, it->k, it->stride, it->pad, bias, max_batch);
+    case DPT_LAYER_MAXPOOL:
+    case DPT_LAYER_AVGPOOL: return dpt_layer_pool_setup(L, it->kind, in_shape, it->k, it->stride);
+    case DPT_LAYER_GROUPNORM: return dpt_layer_groupnorm_setup(L, in_shape, it->n);
+    case DPT_LAYER_FLATTEN: dpt_layer_flatten_setup(L, in_shape); return DPT_OK;
+    case DPT_LAYER_LINEAR: dpt_layer_linear_setup(L, n_in, it->n, bias); return DPT_OK;
+    default:
+        dpt_layer_act_setup(L, it->kind, n_in);
+        memcpy(L->in_shape, in_shape, sizeof L->in_shape);
+        memcpy(L->out_shape, in_shape, sizeof L->out_shape);
+        return DPT_OK;
+    }
+}
+
+dpt_status dpt_spec_residual_check(const size_t in_shape[3], const dpt_layer *L) {
+    DPT_CHECK(!memcmp(in_shape, L->out_shape, sizeof L->out_shape), DPT_EINVAL,
+              "the residual group maps shape %zux%zux%zu to %zux%zux%zu; a residual connection needs the same shape "
+              "in and out",
+              in_shape[0], in_shape[1], in_shape[2], L->out_shape[0], L->out_shape[1], L->out_shape[2]);
+    DPT_CHECK(L->kind != DPT_LAYER_TANH && L->kind != DPT_LAYER_SIGMOID, DPT_EINVAL,
+              "a residual group cannot end with %s (put the activation after the group)",
+              dpt_layer_kind_name(L->kind));
+    return DPT_OK;
+}
+
 /* cnn: one layer per item, shapes propagated from the input shape. Layer names count
  * per kind: conv1, conv2, relu1, pool1, gn1, fc1, ... A residual group [a .. b] makes
  * the model add the group's input act[a] to layer b's output. */
 static dpt_status build_cnn(dpt_model *m, const char *spec, const dpt_spec *sp) {
-    size_t shape[3] = {sp->in_shape[0], sp->in_shape[1], sp->in_shape[2]}, dim;
+    size_t shape[3] = {sp->in_shape[0], sp->in_shape[1], sp->in_shape[2]}, res_shape[3] = {0, 0, 0}, dim;
     DPT_CHECK(!dpt_mul_overflow(shape[0], shape[1], &dim) && !dpt_mul_overflow(dim, shape[2], &dim) &&
                   dim <= DPT_SPEC_MAX_WIDTH,
               DPT_EINVAL, "model spec '%s': input %zux%zux%zu is larger than %zu values", spec, shape[0], shape[1],
@@ -46,36 +76,23 @@ static dpt_status build_cnn(dpt_model *m, const char *spec, const dpt_spec *sp) 
     for (size_t l = 0; l < sp->n_items; l++) {
         const dpt_spec_item *it = &sp->items[l];
         dpt_layer *L = &m->layers[l];
-        dpt_status st = DPT_OK;
-        if (it->res_open) res_src = l + 1; /* act[l] is the group's input */
+        if (it->res_open) {
+            res_src = l + 1; /* act[l] is the group's input */
+            memcpy(res_shape, shape, sizeof shape);
+        }
+        dpt_status st = dpt_spec_item_setup(L, it, shape, sp->has_bias, m->max_batch);
         switch (it->kind) {
-        case DPT_LAYER_CONV2D:
-            st = dpt_layer_conv_setup(L, shape, it->n, it->k, it->stride, it->pad, sp->has_bias, m->max_batch);
-            snprintf(L->name, sizeof L->name, "conv%zu", ++n_conv);
-            break;
+        case DPT_LAYER_CONV2D: snprintf(L->name, sizeof L->name, "conv%zu", ++n_conv); break;
         case DPT_LAYER_MAXPOOL:
-        case DPT_LAYER_AVGPOOL:
-            st = dpt_layer_pool_setup(L, it->kind, shape, it->k, it->stride);
-            snprintf(L->name, sizeof L->name, "pool%zu", ++n_pool);
-            break;
-        case DPT_LAYER_GROUPNORM:
-            st = dpt_layer_groupnorm_setup(L, shape, it->n);
-            snprintf(L->name, sizeof L->name, "gn%zu", ++n_gn);
-            break;
-        case DPT_LAYER_FLATTEN:
-            dpt_layer_flatten_setup(L, shape);
-            snprintf(L->name, sizeof L->name, "flatten%zu", ++n_flat);
-            break;
-        case DPT_LAYER_LINEAR:
-            dpt_layer_linear_setup(L, shape[0] * shape[1] * shape[2], it->n, sp->has_bias);
-            snprintf(L->name, sizeof L->name, "fc%zu", ++n_fc);
-            break;
-        default:
-            dpt_layer_act_setup(L, it->kind, shape[0] * shape[1] * shape[2]);
-            memcpy(L->in_shape, shape, sizeof shape);
-            memcpy(L->out_shape, shape, sizeof shape);
-            snprintf(L->name, sizeof L->name, "%s%zu", dpt_layer_kind_name(it->kind), ++n_act);
-            break;
+        case DPT_LAYER_AVGPOOL: snprintf(L->name, sizeof L->name, "pool%zu", ++n_pool); break;
+        case DPT_LAYER_GROUPNORM: snprintf(L->name, sizeof L->name, "gn%zu", ++n_gn); break;
+        case DPT_LAYER_FLATTEN: snprintf(L->name, sizeof L->name, "flatten%zu", ++n_flat); break;
+        case DPT_LAYER_LINEAR: snprintf(L->name, sizeof L->name, "fc%zu", ++n_fc); break;
+        default: snprintf(L->name, sizeof L->name, "%s%zu", dpt_layer_kind_name(it->kind), ++n_act); break;
+        }
+        if (st == DPT_OK && it->res_close) {
+            st = dpt_spec_residual_check(res_shape, L);
+            L->residual_from = res_src;
         }
         if (st != DPT_OK) {
             char why[256];
@@ -86,19 +103,6 @@ static dpt_status build_cnn(dpt_model *m, const char *spec, const dpt_spec *sp) 
                   "model spec '%s': layer %zu (%s) has %zu outputs (at most %zu)", spec, l + 1, L->name, L->out_dim,
                   DPT_SPEC_MAX_WIDTH);
         memcpy(shape, L->out_shape, sizeof shape);
-        if (it->res_close) {
-            const size_t in_dim = res_src == 1 ? m->layers[0].in_dim : m->layers[res_src - 2].out_dim;
-            DPT_CHECK(in_dim == L->out_dim, DPT_EINVAL,
-                      "model spec '%s': the residual group ending at layer %zu (%s) maps %zu values to %zu; a "
-                      "residual connection needs the same shape in and out",
-                      spec, l + 1, L->name, in_dim, L->out_dim);
-            /* tanh and sigmoid compute their backward from their output, which the
-             * residual add changes */
-            DPT_CHECK(L->kind != DPT_LAYER_TANH && L->kind != DPT_LAYER_SIGMOID, DPT_EINVAL,
-                      "model spec '%s': a residual group cannot end with %s (put the activation after ']')", spec,
-                      L->name);
-            L->residual_from = res_src;
-        }
     }
     return DPT_OK;
 }
@@ -432,15 +436,44 @@ size_t dpt_model_n_tensors(const dpt_model *m) {
     return n;
 }
 
-void dpt_model_tensor(const dpt_model *m, size_t i, dpt_param_tensor *t) {
+dpt_status dpt_model_tensor(const dpt_model *m, size_t i, dpt_param_tensor *t) {
+    DPT_CHECK(m && t, DPT_EINVAL, "dpt_model_tensor: %s is NULL", m ? "t" : "m");
+    const size_t i0 = i;
     for (size_t l = 0; l < m->n_layers; l++) {
         const dpt_layer *L = &m->layers[l];
         size_t nt = L->ops->n_tensors ? L->ops->n_tensors(L) : 0;
         if (i < nt) {
             L->ops->tensor(L, i, t);
-            return;
+            return DPT_OK;
         }
         i -= nt;
     }
-    DPT_ASSERT(!"tensor index out of range");
+    memset(t, 0, sizeof *t);
+    return dpt_set_error(DPT_EINVAL, "dpt_model_tensor: i = %zu, but model '%s' has %zu tensors", i0, m->spec,
+                         i0 - i);
+}
+
+float *dpt_model_tensor_by_name(dpt_model *m, const char *name, dpt_param_tensor *t) {
+    if (!m || !name) {
+        dpt_set_error(DPT_EINVAL, "dpt_model_tensor_by_name: %s is NULL", m ? "name" : "m");
+        return NULL;
+    }
+    const size_t n = dpt_model_n_tensors(m);
+    dpt_param_tensor e;
+    for (size_t i = 0; i < n; i++) {
+        (void)dpt_model_tensor(m, i, &e);
+        if (strcmp(e.name, name) != 0) continue;
+        if (t) *t = e;
+        return m->theta + e.offset;
+    }
+    char known[256] = "";
+    size_t w = 0;
+    for (size_t i = 0; i < n && w < sizeof known; i++) {
+        (void)dpt_model_tensor(m, i, &e);
+        w += (size_t)snprintf(known + w, sizeof known - w, "%s%s", i ? ", " : "", e.name);
+    }
+    if (w >= sizeof known) memcpy(known + sizeof known - 4, "...", 4);
+    dpt_set_error(DPT_EINVAL, "dpt_model_tensor_by_name: model '%s' has no tensor '%s' (it has: %s)", m->spec, name,
+                  n ? known : "none");
+    return NULL;
 }

@@ -49,6 +49,7 @@ typedef struct {
     size_t n;            /* conv: C_out; fc: K; gn: groups */
     size_t k, stride, pad;
     int res_open, res_close;
+    int nobias;          /* conv, fc: "nobias" suffix (the layer has no bias) */
 } dpt_spec_item;
 
 typedef struct {
@@ -65,5 +66,17 @@ typedef struct {
 /* Parses "mlp:784-128-10:gelu[:nobias]", "cnn:..." and the named models (docs/nn.md);
  * DPT_EINVAL naming the bad part. */
 dpt_status dpt_spec_parse(const char *spec, dpt_spec *out);
+/* Writes one "cnn:" item in the form the parser reads ("[conv32k3p1", "maxpool2s1",
+ * "fc10nobias]"), defaults left out: the builder's canonical spec. snprintf's return. */
+int dpt_spec_item_format(const dpt_spec_item *it, char *buf, size_t cap);
+/* Sets up L as the layer of item `it` on input shape in_shape (has_bias: the spec's
+ * global bias setting, which an item's "nobias" turns off). Name and residual link are
+ * the caller's. DPT_EINVAL with the layer's reason when the shapes do not fit. */
+dpt_status dpt_spec_item_setup(dpt_layer *L, const dpt_spec_item *it, const size_t in_shape[3], int has_bias,
+                               size_t max_batch);
+/* The checks at the end of a residual group whose input has shape in_shape and whose last
+ * layer is L: same shape out as in, and L not tanh/sigmoid (their backward reads their
+ * output, which the residual add changes). DPT_EINVAL with the reason (no context). */
+dpt_status dpt_spec_residual_check(const size_t in_shape[3], const dpt_layer *L);
 
 #endif

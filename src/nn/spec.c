@@ -104,6 +104,7 @@ static dpt_status parse_item(const char *spec, const char *p, const char *end, d
         ok = read_num(&q, end, &it->n, 0) && q < end && *q == 'k' && (q++, read_num(&q, end, &it->k, 0));
         if (ok && q < end && *q == 's') q++, ok = read_num(&q, end, &it->stride, 0);
         if (ok && q < end && *q == 'p') q++, ok = read_num(&q, end, &it->pad, 1);
+        if (ok && prefix(q, end, "nobias")) q += 6, it->nobias = 1;
     } else if (prefix(p, end, "maxpool") || prefix(p, end, "avgpool")) {
         it->kind = *p == 'm' ? DPT_LAYER_MAXPOOL : DPT_LAYER_AVGPOOL;
         q = p + 7;
@@ -118,16 +119,41 @@ static dpt_status parse_item(const char *spec, const char *p, const char *end, d
         it->kind = DPT_LAYER_LINEAR;
         q = p + 2;
         ok = read_num(&q, end, &it->n, 0);
+        if (ok && prefix(q, end, "nobias")) q += 6, it->nobias = 1;
     } else {
         ok = 0;
     }
     if (!ok || q != end)
         return dpt_set_error(DPT_EINVAL,
-                             "model spec '%s': '%s' is not a layer (expected conv<C>k<k>[s<s>][p<p>], "
-                             "maxpool<k>[s<s>], avgpool<k>[s<s>], gn<groups>, flatten, fc<K>, "
+                             "model spec '%s': '%s' is not a layer (expected conv<C>k<k>[s<s>][p<p>][nobias], "
+                             "maxpool<k>[s<s>], avgpool<k>[s<s>], gn<groups>, flatten, fc<K>[nobias], "
                              "relu|gelu|tanh|sigmoid|identity, optionally in [...] for a residual group)",
                              spec, part(p0, (size_t)(end - p0) + (size_t)it->res_close, bad, sizeof bad));
     return DPT_OK;
+}
+
+int dpt_spec_item_format(const dpt_spec_item *it, char *buf, size_t cap) {
+    char body[64];
+    switch (it->kind) {
+    case DPT_LAYER_CONV2D: {
+        int w = snprintf(body, sizeof body, "conv%zuk%zu", it->n, it->k);
+        if (it->stride != 1) w += snprintf(body + w, sizeof body - (size_t)w, "s%zu", it->stride);
+        if (it->pad) w += snprintf(body + w, sizeof body - (size_t)w, "p%zu", it->pad);
+        if (it->nobias) snprintf(body + w, sizeof body - (size_t)w, "nobias");
+        break;
+    }
+    case DPT_LAYER_MAXPOOL:
+    case DPT_LAYER_AVGPOOL: {
+        int w = snprintf(body, sizeof body, "%s%zu", it->kind == DPT_LAYER_MAXPOOL ? "maxpool" : "avgpool", it->k);
+        if (it->stride != it->k) snprintf(body + w, sizeof body - (size_t)w, "s%zu", it->stride);
+        break;
+    }
+    case DPT_LAYER_GROUPNORM: snprintf(body, sizeof body, "gn%zu", it->n); break;
+    case DPT_LAYER_FLATTEN: snprintf(body, sizeof body, "flatten"); break;
+    case DPT_LAYER_LINEAR: snprintf(body, sizeof body, "fc%zu%s", it->n, it->nobias ? "nobias" : ""); break;
+    default: snprintf(body, sizeof body, "%s", dpt_layer_kind_name(it->kind)); break;
+    }
+    return snprintf(buf, cap, "%s%s%s", it->res_open ? "[" : "", body, it->res_close ? "]" : "");
 }
 
 static dpt_status parse_cnn(const char *spec, const char *body, dpt_spec *out) {

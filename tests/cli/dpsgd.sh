@@ -41,6 +41,14 @@ assert len(ls)==2 and all(\"epsilon\" in l and \"epsilon_pld\" in l and l[\"delt
 assert ls[1][\"epsilon\"]>ls[0][\"epsilon\"]>0
 l=json.load(open(\"$T/run/ledger.json\")); assert l[\"total_sgm_steps\"]==100, l[\"total_sgm_steps\"]
 "' "metrics epsilon keys or ledger steps wrong"
+# eval reads the checkpoint's ledger: the run's last epsilon at the same delta
+expect_ok "$BIN" eval --checkpoint "$T/run/checkpoint.safetensors" --json
+check 'python3 -c "
+import json,sys
+e=json.loads(sys.argv[1]); m=[json.loads(l) for l in open(\"$T/run/metrics.jsonl\")][-1]
+assert e[\"steps\"]==100 and e[\"delta\"]==1e-5 and abs(e[\"epsilon\"]-m[\"epsilon\"])<=1e-5*m[\"epsilon\"], (e, m)
+" "$LAST_OUT"' "eval epsilon differs from the run's"
+expect_fail "--delta must be in (0, 1)" "$BIN" eval --checkpoint "$T/run/checkpoint.safetensors" --delta 0
 # resume continues the ledger; mismatch refused, then allowed and recorded
 expect_ok "$BIN" train "${C[@]}" --sigma 1.2 --batch-size 60 --epochs 3 --out "$T/run" --resume
 check 'python3 -c "import json; assert json.load(open(\"$T/run/ledger.json\"))[\"total_sgm_steps\"]==150"' "ledger did not continue"

@@ -33,7 +33,12 @@ for line in open(sys.argv[1]):
     assert {"epoch","step","train_loss","test_loss","test_accuracy","wall_s"} <= o.keys(), o
     assert 0 <= o["test_accuracy"] <= 1
 ' "$T/run/metrics.jsonl" || { echo "FAIL: metrics keys"; fail=$((fail+1)); }
-expect_ok "$BIN" eval --checkpoint "$T/run/checkpoint.safetensors"
+expect_ok "$BIN" eval --checkpoint "$T/run/checkpoint.safetensors" --json
+check 'python3 -c "
+import json,sys
+e=json.loads(sys.argv[1]); m=[json.loads(l) for l in open(\"$T/run/metrics.jsonl\")][-1]
+assert \"epsilon\" not in e and abs(e[\"test_accuracy\"]-m[\"test_accuracy\"])<1e-6, (e, m)
+" "$LAST_OUT"' "eval of a non-private run: accuracy differs from the run's, or an epsilon"
 expect_ok "$BIN" train "${COMMON[@]}" --epochs 3 --out "$T/run" --resume
 
 expect_fail "--lr" "$BIN" train "${COMMON[@]}" --lr -1 --out "$T/x"
