@@ -127,8 +127,21 @@ typedef struct dpt_param_tensor {
     size_t offset, size;
     ...;
 } dpt_param_tensor;
+struct dpt_layer {
+    dpt_layer_kind kind;
+    char name[32];
+    size_t in_dim, out_dim;
+    size_t in_shape[3], out_shape[3];
+    size_t n_params;
+    int has_bias;
+    size_t k, stride, pad, groups;
+    size_t residual_from;
+    ...;
+};
+typedef struct dpt_layer dpt_layer;
 typedef struct {
     char spec[...];
+    dpt_layer *layers;
     size_t n_params;
     float *theta;
     size_t max_batch;
@@ -401,6 +414,8 @@ def make_builder():
     have_callbacks = bool(re.search(r"\bdpt_step_fn\s+on_step\s*;", train_h))
     have_inference = bool(_read_header(include_dirs, "inference.h"))
     train = CDEF_TRAIN
+    if re.search(r"\bint\s+quiet\s*;", train_h):  # before the callbacks: the trainer printed epoch lines
+        train = train.replace("    size_t shards;\n", "    size_t shards;\n    int progress, quiet;\n", 1)
     cdef = CDEF_CORE + CDEF_ACCOUNTING + CDEF_DATA_NN
     if have_callbacks:
         cb_types, cb_rest = CDEF_CALLBACKS.split("extern \"Python\"", 1)

@@ -29,6 +29,10 @@ from .errors import (  # noqa: E402,F401
     DptrainIOError, PrivacyError, CryptoError, BusyError)
 from . import accounting  # noqa: E402,F401
 from .accounting import Ledger, read_ledger  # noqa: E402,F401
+from . import layers  # noqa: E402,F401
+from .model import Model  # noqa: E402,F401
+from .train import train, Run, ALGORITHMS  # noqa: E402,F401
+from .data import load_idx  # noqa: E402,F401
 
 __version__ = _ffi.string(_lib.dpt_version()).decode()
 
