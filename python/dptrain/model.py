@@ -141,6 +141,11 @@ class Model:
     def predict(self, x):
         """Raw model outputs (logits) [n, output_dim] as float32 for features x [n, ...]."""
         x = as_features(x, "x", self.input_dim)
+        finite = np.isfinite(x)
+        if not finite.all():
+            i = int(np.argmin(finite.ravel()))
+            raise ValueError("predict: x[%d] (example %d, feature %d) is %r: inputs must be finite"
+                             % (i, i // x.shape[1], i % x.shape[1], float(x.ravel()[i])))
         n = x.shape[0]
         out = np.empty((n, self.output_dim), dtype=np.float32)
         B = int(self._m.max_batch)

@@ -27,6 +27,7 @@ import numpy as np
 from ._lib import HAVE_CALLBACKS, check, cstr, ffi, lib, make_error
 from .accounting import Ledger
 from .data import Dataset, as_features, as_labels
+from .errors import PrivacyError
 from .layers import Layer, build_spec
 from .model import Model
 
@@ -771,6 +772,7 @@ def train(x, y, **kwargs):
         if kw["resume"]:
             check(lib.dpt_trainer_resume(trainer), "resume")
         last = ffi.new("dpt_epoch_result *")
+        steps_before = int(lib.dpt_trainer_step(trainer))
         status = [None]
 
         def work():
@@ -815,6 +817,13 @@ def train(x, y, **kwargs):
             run.stop_reason = "budget" if lib.dpt_trainer_budget_stopped(trainer, ffi.NULL) else "done"
         if interrupted or isinstance(state.error, KeyboardInterrupt):
             run.stop_reason = "interrupted"
+        eps_next = ffi.new("double *")
+        if lib.dpt_trainer_budget_stopped(trainer, eps_next) and run.steps == steps_before:
+            raise PrivacyError("target_epsilon %g: the privacy budget refuses the first step: it would reach "
+                               "epsilon %.4g (%s)" % (cfg.target_epsilon, eps_next[0],
+                                                      "nothing was trained" if steps_before == 0 else
+                                                      "the resumed run has spent its budget"),
+                               lib.DPT_EBUDGET, ffi.string(lib.dpt_status_name(lib.DPT_EBUDGET)).decode())
         if algo_name == "noisy-gd":
             r = ffi.new("dpt_kl_report *")
             if lib.dpt_noisy_gd_kl(algo, r) == 0:

@@ -164,27 +164,28 @@ def test_history_forms_and_on_epoch_stop():
 
 
 def test_training_releases_the_gil():
+    import time
     x, y = blobs(n=4000, d=64)
     count = [0]
     stop = threading.Event()
 
-    def spin():
+    def spin():  # wakes up every millisecond; each wake-up needs the GIL
         while not stop.is_set():
+            time.sleep(0.001)
             count[0] += 1
 
     t = threading.Thread(target=spin)
     t.start()
     try:
-        import time
         t0 = time.perf_counter()
         dptrain.train(x, y, model="mlp:64-256-256-3:relu", epochs=3, batch_size=64, threads=1, verbose=False)
         wall = time.perf_counter() - t0
     finally:
         stop.set()
         t.join()
-    # with the GIL held by the C call, the spinning thread would stall for the whole run;
-    # released, it counts at full speed (millions per second) on the other core
-    assert wall > 0.2 and count[0] > 20000 * wall, (count[0], wall)
+    # with the GIL held by the C call, the thread could not wake up during the run; released,
+    # it wakes about every millisecond (a loaded machine: at least every 10 ms)
+    assert wall > 0.2 and count[0] > 100 * wall, (count[0], wall)
 
 
 def test_progress_bar_on_a_terminal(capsys):
