@@ -194,14 +194,16 @@ def rdp(noise_multiplier, sample_rate, orders=None, steps=1):
     steps * dpt_rdp_sgm(q, sigma, alpha). Returns an ndarray like `orders` (default grid),
     or a float for a scalar order."""
     q, s, t = _f(sample_rate, "sample_rate"), _f(noise_multiplier, "noise_multiplier"), _u64(steps, "steps")
-    scalar = orders is not None and not _is_array(orders)
+    r = ffi.new("double *")
+    if orders is not None and not _is_array(orders):
+        check(lib.dpt_rdp_sgm(q, s, _f(orders, "orders"), r))
+        return r[0] * t
     a = default_orders() if orders is None else np.asarray(orders, dtype=np.float64)
     out = np.empty(a.shape, dtype=np.float64)
-    r = ffi.new("double *")
     for idx in np.ndindex(*a.shape):
         check(lib.dpt_rdp_sgm(q, s, float(a[idx]), r))
         out[idx] = r[0] * t
-    return float(out) if scalar else out
+    return out
 
 
 # ==== calibration ====

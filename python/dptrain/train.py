@@ -726,10 +726,8 @@ def train(x, y, **kwargs):
             raise ValueError("out_dir: empty directory name")
         os.makedirs(out_dir, exist_ok=True)
         cfg.out_dir = cs(out_dir, "out_dir")
-    if hasattr(cfg, "overwrite"):
+    if hasattr(cfg, "overwrite"):  # (a library from before run-directory locking always overwrote)
         cfg.overwrite = int(bool(kw["overwrite"]))
-    elif kw["overwrite"]:
-        raise NotImplementedError("overwrite: this libdptrain has no run-directory overwrite")
     if hasattr(cfg, "quiet"):  # a library from before the callbacks printed its epoch lines
         cfg.quiet, cfg.progress = 1, 0
     cfg.run_json = cs(json.dumps({"source": "python", "dptrain_python": sys.version.split()[0]}), "run_json")
