@@ -5,10 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli_util.h"
 #include "commands.h"
 #include "dptrain/accounting.h"
+#include "dptrain/train.h"
 
 static const char *USAGE =
     "usage: dptrain account --sample-rate Q | --batch-size B --dataset-size N\n"
@@ -57,6 +59,14 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
                          size_t n_orders, const char *acct_name, int json) {
     dpt_ledger *l = NULL;
     if (dpt_ledger_load(path, &l) != DPT_OK) return cli_fail("--ledger");
+    /* a checkpoint beside the ledger must be of the same run (the run id in both) */
+    const char *slash = strrchr(path, '/');
+    char ck[1200];
+    snprintf(ck, sizeof ck, "%.*scheckpoint.safetensors", slash ? (int)(slash - path + 1) : 0, path);
+    if (access(ck, F_OK) == 0 && dpt_run_check_ledger(ck, path) != DPT_OK) {
+        dpt_ledger_free(l);
+        return cli_fail("--ledger");
+    }
     double e_rdp = NAN, e_pld = NAN, order = 0;
     int edge = 0;
     if (dpt_ledger_epsilon_rdp(l, delta, conv, orders, n_orders, &e_rdp, &order, &edge) != DPT_OK) {

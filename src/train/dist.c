@@ -269,7 +269,7 @@ dpt_status dpt_dist_resume(dpt_trainer *t, dpt_status (*local)(dpt_trainer *t)) 
         }
         /* an allocation failure must not leave the other ranks waiting: abort the job */
         if (cs != DPT_OK) {
-            fprintf(stderr, "dptrain: rank %d: %s\n", t->rank, dpt_last_error());
+            dpt_trainer_log(t, DPT_LOG_WARN, "rank %d: %s", t->rank, dpt_last_error());
             dpt_comm_abort(1);
         }
         cs = dpt_comm_bcast(ck, hdr[1], 0);
