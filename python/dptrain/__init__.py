@@ -23,7 +23,7 @@ def _extend_path():
 
 _extend_path()
 
-from ._lib import ffi as _ffi, lib as _lib  # noqa: E402
+from ._lib import ffi as _ffi, lib as _clib  # noqa: E402
 from .errors import (  # noqa: E402,F401
     DptrainError, InvalidArgumentError, FormatError, OutOfRangeError, UnsupportedError, MismatchError,
     DptrainIOError, PrivacyError, CryptoError, BusyError)
@@ -34,7 +34,7 @@ from .model import Model  # noqa: E402,F401
 from .train import train, Run, ALGORITHMS  # noqa: E402,F401
 from .data import load_idx  # noqa: E402,F401
 
-__version__ = _ffi.string(_lib.dpt_version()).decode()
+__version__ = _ffi.string(_clib.dpt_version()).decode()
 
 
 def library_path():

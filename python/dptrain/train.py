@@ -773,20 +773,28 @@ def train(x, y, **kwargs):
         steps_before = int(lib.dpt_trainer_step(trainer))
         status = [None]
 
+        done = threading.Event()
+
         def work():
-            status[0] = lib.dpt_trainer_run(trainer, last)
+            try:
+                status[0] = lib.dpt_trainer_run(trainer, last)
+            finally:
+                done.set()
 
         th = threading.Thread(target=work, name="dptrain-train", daemon=True)
         interrupted = False
         th.start()
-        while th.is_alive():
+        # Poll an Event, not Thread.join: a KeyboardInterrupt inside join(timeout) can leave
+        # the Thread believing it has ended while it still runs (CPython issue 90882).
+        while not done.is_set():
             try:
-                th.join(0.05)
+                done.wait(0.05)
             except KeyboardInterrupt:
                 if not HAVE_CALLBACKS:
                     raise
                 interrupted = True
                 state.interrupt.set()  # the next on_step returns 1: the trainer saves and stops
+        th.join()
         if state.progress.drawn:
             stream.write("\r\x1b[K")
         if status[0] != 0:

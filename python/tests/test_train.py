@@ -137,9 +137,10 @@ def test_target_epsilon_calibrates_and_is_not_exceeded():
     assert run.sigma == dptrain.accounting.calibrate_sigma(2.0, 0.1, 1e-4, steps=steps)
     assert run.epsilon <= 2.0 and run.ledger.steps == run.steps == steps
     # sigma and a budget: the run stops before the step that would exceed it
-    run2 = dptrain.train(x, y, model="mlp:20-8-3:relu", algorithm="dpsgd", sigma=0.7, target_epsilon=1.0, epochs=5,
+    run2 = dptrain.train(x, y, model="mlp:20-8-3:relu", algorithm="dpsgd", sigma=1.5, target_epsilon=2.0, epochs=5,
                          batch_size=100, delta=1e-4, threads=1, verbose=False)
-    assert run2.stop_reason == "budget" and run2.epsilon <= 1.0 and run2.steps < 50
+    assert run2.stop_reason == "budget" and 0 < run2.steps < 50 and run2.epsilon <= 2.0
+    assert dptrain.accounting.epsilon(1.5, 0.1, run2.steps + 1, 1e-4) > 2.0
 
 
 @pytest.mark.skipif(not HAVE_CALLBACKS, reason="libdptrain without trainer callbacks")
