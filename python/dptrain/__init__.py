@@ -39,9 +39,15 @@ __version__ = _ffi.string(_clib.dpt_version()).decode()
 
 def library_path():
     """Path of the libdptrain.so this process uses."""
-    import ctypes.util  # noqa: F401
     with open("/proc/self/maps") as f:
         for line in f:
             if "libdptrain.so" in line:
                 return line.split()[-1]
     return None
+
+
+__all__ = [
+    "accounting", "layers", "train", "Run", "ALGORITHMS", "Model", "Ledger", "read_ledger", "load_idx",
+    "library_path", "DptrainError", "InvalidArgumentError", "FormatError", "OutOfRangeError", "UnsupportedError",
+    "MismatchError", "DptrainIOError", "PrivacyError", "CryptoError", "BusyError", "__version__",
+]

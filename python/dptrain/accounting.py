@@ -291,6 +291,15 @@ def dpulr_default_min_batch(noise_multiplier, sample_rate, dataset_size, max_rat
 
 # ==== Ledger ====
 
+def _json_of(ptr):
+    pp = ffi.new("char **")
+    check(lib.dpt_ledger_to_json(ptr, pp))
+    try:
+        return ffi.string(pp[0]).decode("utf-8")
+    finally:
+        lib.free(pp[0])
+
+
 class Ledger:
     """An ordered list of privacy events (the C library's dpt_ledger), composed exactly as
     the trainer composes them. Events: add_sgm (DP-SGD steps), add_gaussian (one Gaussian
@@ -403,12 +412,12 @@ class Ledger:
     # -- serialization --
     def to_json(self):
         """The versioned, checksummed JSON form (what ledger.json holds)."""
-        pp = ffi.new("char **")
-        check(lib.dpt_ledger_to_json(self._p, pp))
-        try:
-            return ffi.string(pp[0]).decode("utf-8")
-        finally:
-            lib.free(pp[0])
+        return _json_of(self._p)
+
+    @classmethod
+    def _copy_of(cls, ptr):
+        """A Ledger holding a copy of a ledger the library owns (a const dpt_ledger *)."""
+        return cls.from_json(_json_of(ptr))
 
     @classmethod
     def from_json(cls, text):

@@ -60,7 +60,7 @@ class CryptoError(DptrainError, RuntimeError):
 
 
 class BusyError(DptrainError, OSError):
-    """The run directory is locked by another trainer."""
+    """DPT_EBUSY: the run directory is locked by another trainer (in any process)."""
 
 
 # dpt_status -> class (values from include/dptrain/core.h)
@@ -74,6 +74,7 @@ BY_STATUS = {
     -7: PrivacyError,
     -8: CryptoError,
     -9: MismatchError,
+    -10: BusyError,
 }
 
 
@@ -81,7 +82,7 @@ def error_for(status, message, status_name):
     """The exception for a failed call (status < 0) with the library's message."""
     cls = BY_STATUS.get(status)
     if cls is None:
-        cls = BusyError if "busy" in (status_name or "") else DptrainError
+        cls = DptrainError
     if cls is DptrainIOError and ("No such file" in message or "does not exist" in message):
         cls = DptrainFileNotFoundError
     err = cls(message, status, status_name)

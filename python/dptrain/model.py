@@ -58,14 +58,7 @@ class Model:
         check(lib.dpt_checkpoint_open(cstr(path, "path"), int(threads), pp))
         ck = ffi.gc(pp[0], lib.dpt_checkpoint_close)
         lp = lib.dpt_checkpoint_ledger(ck)
-        ledger = None
-        if lp != ffi.NULL:
-            js = ffi.new("char **")
-            check(lib.dpt_ledger_to_json(lp, js))
-            try:
-                ledger = Ledger.from_json(ffi.string(js[0]).decode())
-            finally:
-                lib.free(js[0])
+        ledger = Ledger._copy_of(lp) if lp != ffi.NULL else None
         algo = ffi.string(lib.dpt_checkpoint_algorithm(ck)).decode() or None
         return cls(lib.dpt_checkpoint_model(ck), ck, loss=_LOSS_NAMES.get(lib.dpt_checkpoint_loss(ck), "ce"),
                    ledger=ledger, algorithm=algo, steps=int(lib.dpt_checkpoint_step(ck)))

@@ -777,7 +777,9 @@ def train(x, y, **kwargs):
 
         def work():
             try:
-                status[0] = lib.dpt_trainer_run(trainer, last)
+                st = lib.dpt_trainer_run(trainer, last)
+                # the library's error message is per thread: read it on this one
+                status[0] = (st, make_error(st, "train") if st != 0 else None)
             finally:
                 done.set()
 
@@ -797,20 +799,17 @@ def train(x, y, **kwargs):
         th.join()
         if state.progress.drawn:
             stream.write("\r\x1b[K")
-        if status[0] != 0:
-            raise make_error(status[0], "train")
+        if status[0] is None:
+            raise RuntimeError("dptrain: the training thread ended without a result")
+        if status[0][0] != 0:
+            raise status[0][1]
         if state.error is not None and not isinstance(state.error, KeyboardInterrupt):
             raise state.error
         # ---- results ----
         m = lib.dpt_trainer_model(trainer)
         lp = lib.dpt_trainer_ledger(trainer)
         if lp != ffi.NULL and run.accounted:
-            js = ffi.new("char **")
-            check(lib.dpt_ledger_to_json(lp, js))
-            try:
-                run.ledger = Ledger.from_json(ffi.string(js[0]).decode())
-            finally:
-                lib.free(js[0])
+            run.ledger = Ledger._copy_of(lp)
         run.model = Model._from_spec(ffi.string(m.spec).decode(), m.theta, threads=int(cfg.threads),
                                      loss=kw["loss"], ledger=run.ledger, algorithm=algo_name, delta=run.delta,
                                      steps=int(lib.dpt_trainer_step(trainer)))

@@ -197,3 +197,26 @@ def test_set_parameters_checks():
         m.set_parameters({"fc1.bias": np.full(8, np.nan)})
     m.set_parameters({"fc1.bias": np.ones(8)})
     assert np.all(m.parameters()["fc1.bias"] == 1)
+
+
+def test_run_directory_refusals_carry_the_message(workdir):
+    # the refusal comes from dpt_trainer_run on the training thread: its message (kept per
+    # thread by the library) must still reach the exception
+    x, y = blobs(n=200)
+    fit(x, y, out_dir=workdir)
+    with pytest.raises(ValueError, match="is not empty.*overwrite"):
+        fit(x, y, out_dir=workdir)
+    assert fit(x, y, out_dir=workdir, overwrite=True).steps == 4
+    # a run directory in use by another trainer
+    caught = []
+
+    def on_epoch(r):
+        try:
+            fit(x, y, out_dir=workdir, overwrite=True)
+        except Exception as e:
+            caught.append(e)
+        return True
+
+    fit(x, y, out_dir=workdir, overwrite=True, epochs=3, on_epoch=on_epoch)
+    assert len(caught) == 1 and isinstance(caught[0], dptrain.BusyError), caught
+    assert workdir in str(caught[0]) and isinstance(caught[0], OSError)
