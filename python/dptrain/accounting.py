@@ -98,7 +98,7 @@ def _orders(orders):
     return a, ffi.cast("const double *", ffi.from_buffer(a)), a.size
 
 
-def _vectorize(fn, names, args):
+def _vectorize(fn, args):
     """fn(*scalars) over the broadcast of the array arguments -> ndarray of float64."""
     arrays = [np.asarray(a) if _is_array(a) else a for a in args]
     shaped = [a for a in arrays if isinstance(a, np.ndarray)]
@@ -154,7 +154,7 @@ def epsilon(noise_multiplier, sample_rate, steps, delta, accountant="rdp", conve
     opt = _pld_options(grid, max_points)
     if _is_array(noise_multiplier) or _is_array(sample_rate) or _is_array(steps) or _is_array(delta):
         return _vectorize(lambda s, q, t, d: _epsilon1(s, q, t, d, acct, conv, oc, opt),
-                          None, (noise_multiplier, sample_rate, steps, delta))
+                          (noise_multiplier, sample_rate, steps, delta))
     return _epsilon1(noise_multiplier, sample_rate, steps, delta, acct, conv, oc, opt)
 
 
@@ -178,7 +178,7 @@ def delta_pld(noise_multiplier, sample_rate, steps, epsilon):
         return out[0]
     args = (noise_multiplier, sample_rate, steps, epsilon)
     if any(_is_array(a) for a in args):
-        return _vectorize(one, None, args)
+        return _vectorize(one, args)
     return one(*args)
 
 
@@ -241,7 +241,7 @@ def calibrate_sigma(target_epsilon, sample_rate, delta, steps=None, epochs=None,
         return out[0]
     args = (target_epsilon, sample_rate, delta, steps)
     if any(_is_array(a) for a in args):
-        return _vectorize(one, None, args)
+        return _vectorize(one, args)
     return one(*args)
 
 
@@ -276,7 +276,7 @@ def dpulr_epsilon(noise_multiplier, sample_rate, dataset_size, min_batch, steps,
         return out[0]
     args = (noise_multiplier, sample_rate, dataset_size, min_batch, steps, delta)
     if any(_is_array(a) for a in args):
-        return _vectorize(one, None, args)
+        return _vectorize(one, args)
     return one(*args)
 
 

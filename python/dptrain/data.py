@@ -63,12 +63,15 @@ def as_labels(y, name="y", n=None):
 class Dataset:
     """A library dataset (dpt_dataset) holding a copy of (x, y); `ptr` for C calls."""
 
-    def __init__(self, x, y, n_classes=0, shape=None, name="x"):
+    def __init__(self, x, y, n_classes=0, shape=None, name="x, y"):
+        """x: C-contiguous float32 [n, D], y: C-contiguous int32 [n] (as_features, as_labels);
+        the library copies and validates them (NaN, labels outside [0, n_classes)); `name`
+        prefixes its messages ("x_test, y_test: dpt_dataset_from_arrays: y[3] = 5 ...")."""
+        self._freed = True
         self.ptr = ffi.new("dpt_dataset *")
         check(lib.dpt_dataset_from_arrays(ffi.cast("const float *", ffi.from_buffer(x)),
                                           ffi.cast("const int32_t *", ffi.from_buffer(y)), x.shape[0], x.shape[1],
-                                          int(n_classes), self.ptr),
-              "%s/%s" % (name, "y" if name == "x" else name.replace("x", "y")))
+                                          int(n_classes), self.ptr), name)
         self._freed = False
         if shape is not None and len(shape) == 3:
             check(lib.dpt_dataset_set_shape(self.ptr, *[int(s) for s in shape]), "input_shape")

@@ -160,9 +160,12 @@ class Model:
         from .data import Dataset
         x = as_features(x, "x", self.input_dim)
         y = as_labels(y, "y", x.shape[0])
-        ds = Dataset(x, y, n_classes=max(self.output_dim, 2) if self.output_dim > 1 else 2)
+        ds = Dataset(x, y, n_classes=self.output_dim if self.output_dim > 1 else 2, name="x, y")
         loss, acc = ffi.new("double *"), ffi.new("double *")
-        check(lib.dpt_evaluate(self._m, _LOSSES[self.loss], ds.ptr, loss, acc))
+        try:
+            check(lib.dpt_evaluate(self._m, _LOSSES[self.loss], ds.ptr, loss, acc), "evaluate")
+        finally:
+            ds.free()
         return loss[0], acc[0]
 
     def epsilon(self, delta=None, accountant="rdp"):
