@@ -191,6 +191,19 @@ dpt_status dpt_schedule_parse(const char *s, dpt_schedule *out);
 typedef enum { DPT_CLIP_FLAT = 0, DPT_CLIP_PER_LAYER = 1 } dpt_clip_mode;
 dpt_status dpt_clip_mode_parse(const char *s, dpt_clip_mode *out);
 double dpt_privacy_secure_sigma_eff(double sigma, size_t n);
+typedef struct { uint64_t seed; int secure; ...; } dpt_rng;
+#define DPT_STREAM_NOISE ...
+dpt_status dpt_rng_init(dpt_rng *r, uint64_t seed, uint32_t stream_id);
+dpt_status dpt_rng_init_secure(dpt_rng *r, uint32_t stream_id);
+void dpt_rng_free(dpt_rng *r);
+uint64_t dpt_dp_pca_seed(uint64_t seed);
+uint64_t dpt_dp_mean_seed(uint64_t seed);
+dpt_status dpt_dp_pca_fit(const float *X, size_t n, size_t d, size_t k, double sigma, dpt_rng *noise,
+                          int secure, int threads, double *V, double *evals);
+dpt_status dpt_dp_pca_project(const float *X, size_t n, size_t d, const double *V, size_t k, float *out);
+dpt_status dpt_dp_mean(const float *X, size_t n, size_t d, double C, double sigma, dpt_rng *noise, int secure,
+                       int threads, double *mu, size_t *clipped);
+dpt_status dpt_dp_center(float *X, size_t n, size_t d, const double *mu);
 dpt_status dpt_privacy_secure_sigma_for(double sigma_eff, size_t n, double *sigma);
 
 typedef struct dpt_trainer dpt_trainer;

@@ -47,7 +47,8 @@ _ALGO_OPTIONS = {  # keyword -> the algorithms that take it (the CLI's per-algor
     "kappa": ("pdp-sgd",), "pdp_sigma": ("pdp-sgd",), "lambda_": ("pdp-sgd",), "prop_sigma": ("proportional-noise",),
     "sigma0": ("dpulr",), "min_batch": ("dpulr",), "ulr_noise": ("dpulr",), "copies": ("dpulr", "ulr"),
     "ulr_std": ("dpulr", "ulr"), "modules": ("dpulr", "ulr"), "antithetic": ("dpulr", "ulr"),
-    "baseline": ("dpulr", "ulr"), "z_steps": ("dpmac", "mac"), "z_lr": ("dpmac", "mac"), "eta": ("noisy-gd",),
+    "baseline": ("dpulr", "ulr"), "z_steps": ("dpmac", "mac"), "z_lr": ("dpmac", "mac"), "pca_dims": ("dpmac",),
+    "pca_sigma": ("dpmac",), "center_clip": ("dpmac",), "center_sigma": ("dpmac",), "eta": ("noisy-gd",),
     "langevin_sigma": ("noisy-gd",), "linearized": ("noisy-gd",), "neighbours": ("noisy-gd",),
     "kl_constant": ("noisy-gd",), "replace_candidates": ("noisy-gd",),
 }
@@ -105,6 +106,8 @@ class Run:
         self.out_dir = None
         self.last = None            # the last published epoch result (dict)
         self.kl = None              # noisy-gd: the KL estimate report (dict)
+        self.pca_mean = None        # dpmac with DP-PCA: the released centre [d] (center_sigma) or None
+        self.pca_components = None  # dpmac with DP-PCA: the released components V [d, k]
         self.run_id = None
 
     @property
@@ -120,6 +123,26 @@ class Run:
         if self.ledger is None or self.delta is None or not self.ledger.pld_applies:
             return None
         return self.ledger.epsilon(self.delta, accountant="pld")
+
+    def preprocess(self, x):
+        """The features the model takes for raw features x [n, d]: for dpmac with DP-PCA, x
+        centred by the released DP mean (if any), rows scaled to unit norm and projected on
+        the released components, as training did; otherwise x as float32."""
+        x = as_features(x, "x")
+        if self.pca_components is None:
+            return x
+        d, k = self.pca_components.shape
+        if x.shape[1] != d:
+            raise ValueError("x has %d features per example, the DP-PCA was fitted on %d" % (x.shape[1], d))
+        if self.pca_mean is not None:
+            x = x.copy()
+            check(lib.dpt_dp_center(ffi.cast("float *", ffi.from_buffer(x)), x.shape[0], d,
+                                    ffi.cast("const double *", ffi.from_buffer(self.pca_mean))))
+        out = np.empty((x.shape[0], k), dtype=np.float32)
+        check(lib.dpt_dp_pca_project(ffi.cast("const float *", ffi.from_buffer(x)), x.shape[0], d,
+                                     ffi.cast("const double *", ffi.from_buffer(self.pca_components)), k,
+                                     ffi.cast("float *", ffi.from_buffer(out))))
+        return out
 
     def history_frame(self):
         """The history as a pandas DataFrame (pandas must be installed)."""
@@ -235,8 +258,12 @@ def _epoch_dict(r):
 class _Ctx:
     """What the algorithm builders see and set (cf. cli_algo_ctx)."""
 
-    def __init__(self, cfg, kw, given, n_train, test, spec):
+    def __init__(self, cfg, kw, given, n_train, test, spec, arrays):
         self.cfg, self.kw, self.given, self.N, self.test, self.spec = cfg, kw, given, n_train, test, spec
+        self.arrays = arrays     # (X, XT or None): the features, for preprocessing (dpmac's DP-PCA)
+        self.projected = None    # (X, XT): features the algorithm replaced (DP-PCA)
+        self.releases = []       # (sensitivity, multiplier, label): recorded in a fresh run's ledger
+        self.pca = None          # (mu [d] or None, V [d, k]): dpmac's released centre and components
         self.sampler = kw["sampler"]
         self.run = Run()
         self.algo = None         # dpt_algo * (owned by the trainer once created)
@@ -481,6 +508,25 @@ def _make_dpmac(c):
     if kw["secure"] and "sigma" not in g:
         raise ValueError("secure=True with target_epsilon: calibration for the secure mechanisms of dpmac is not "
                          "implemented; give sigma=")
+    k = _int(kw["pca_dims"], "pca_dims", 0)
+    center = "center_sigma" in g
+    if k > 0 and "pca_sigma" not in g:
+        raise ValueError("pca_dims %d needs pca_sigma= (the DP-PCA noise std; the paper uses 4 / 8 / 16)" % k)
+    if "pca_sigma" in g and k == 0:
+        raise ValueError("pca_sigma needs pca_dims > 0")
+    if k > 0:
+        _positive(kw["pca_sigma"], "pca_sigma", "must be > 0 (DP-PCA without noise is not private)")
+    if ("center_clip" in g or center) and k == 0:
+        raise ValueError("center_clip/center_sigma centre the data before DP-PCA: they need pca_dims > 0")
+    if ("center_clip" in g) != center:
+        raise ValueError("%s: the DP mean needs both center_clip (row norm bound) and center_sigma (noise multiplier)"
+                         % ("center_clip" if "center_clip" in g else "center_sigma"))
+    if center:
+        _positive(kw["center_clip"], "center_clip")
+        _positive(kw["center_sigma"], "center_sigma", "must be > 0 (a mean without noise is not private)")
+    if k > 0 and kw["resume"] and kw["secure"]:
+        raise ValueError("resume with pca_dims in secure mode would release a second, different DP-PCA (its noise "
+                         "cannot be regenerated); start a new run")
     cfg.sampler = lib.DPT_SAMPLER_POISSON
     q = _poisson_setup(c)
     spe = max(1, _llround(1.0 / q))
@@ -491,12 +537,18 @@ def _make_dpmac(c):
         # the CLI's bisection on the RDP epsilon of the composed ledger (decreasing in sigma)
         target = float(kw["target_epsilon"])
 
-        def eps(s):
-            return Ledger().add_sgm(q, s, T).epsilon(kw["delta"])
+        def eps(s):  # [DP mean +] [DP-PCA +] T steps, composed in RDP
+            led = Ledger()
+            if k > 0 and center:
+                led.add_gaussian(1.0, float(kw["center_sigma"]), "dp-mean")
+            if k > 0:
+                led.add_gaussian(1.0, float(kw["pca_sigma"]), "dp-pca")
+            return led.add_sgm(q, s, T).epsilon(kw["delta"])
         lo, hi = 0.05, 100.0
         e = eps(hi)
         if e > target:
-            raise ValueError("target_epsilon %g is unreachable: even sigma %g spends %.4g" % (target, hi, e))
+            raise ValueError("target_epsilon %g is unreachable: even sigma %g spends %.4g (the DP-PCA release alone may "
+                             "exceed it; raise pca_sigma)" % (target, hi, e))
         it = 0
         while it < 100 and hi - lo > 1e-4 * hi:
             mid = 0.5 * (lo + hi)
@@ -506,6 +558,8 @@ def _make_dpmac(c):
                 hi = mid
             it += 1
         sigma = hi
+    if k > 0:
+        _dp_pca(c, k, center)
     d = lib.dpt_dpmac_config_defaults()
     d.sigma, d.clip, d.z_steps, d.z_lr, d.secure = sigma, float(kw["clip"]), int(kw["z_steps"]), \
         float(kw["z_lr"]), int(bool(kw["secure"]))
@@ -514,6 +568,58 @@ def _make_dpmac(c):
     c.run.sigma = sigma
     c.run.accounted = True
     return out[0]
+
+
+def _noise_rng(c, seed_fn):
+    """A noise stream of its own for a pre-training release (the CLI's seeds)."""
+    r = ffi.new("dpt_rng *")
+    if c.kw["secure"]:
+        check(lib.dpt_rng_init_secure(r, lib.DPT_STREAM_NOISE))
+    else:
+        check(lib.dpt_rng_init(r, seed_fn(c.cfg.seed), lib.DPT_STREAM_NOISE))
+    return ffi.gc(r, lib.dpt_rng_free)
+
+
+def _dp_pca(c, k, center):
+    """dpmac's preprocessing (cli/algo_dpmac.c run_pca): [a DP mean of the training rows,
+    both splits centred by it,] DP-PCA of the training rows to k dimensions, both splits
+    projected. Each release goes into the run's ledger (c.releases) before training."""
+    kw, X, XT = c.kw, c.arrays[0], c.arrays[1]
+    n, d = X.shape
+    if k > d:
+        raise ValueError("pca_dims %d: the data have only %d features" % (k, d))
+    threads, secure = int(c.cfg.threads), int(bool(kw["secure"]))
+
+    def fp(a):
+        return ffi.cast("float *", ffi.from_buffer(a))
+
+    def dp(a):
+        return ffi.cast("double *", ffi.from_buffer(a))
+    if center:
+        X, XT = X.copy(), None if XT is None else XT.copy()  # centred in place
+        mu = np.empty(d, dtype=np.float64)
+        check(lib.dpt_dp_mean(fp(X), n, d, float(kw["center_clip"]), float(kw["center_sigma"]),
+                              _noise_rng(c, lib.dpt_dp_mean_seed), secure, threads, dp(mu), ffi.NULL),
+              "center_clip/center_sigma")
+        check(lib.dpt_dp_center(fp(X), n, d, dp(mu)))
+        if XT is not None:
+            check(lib.dpt_dp_center(fp(XT), XT.shape[0], d, dp(mu)))
+        mult = lib.dpt_privacy_secure_sigma_eff(float(kw["center_sigma"]), d) if secure else float(kw["center_sigma"])
+        c.releases.append((1.0, mult, "dp-mean"))
+    V = np.empty((d, k), dtype=np.float64)
+    check(lib.dpt_dp_pca_fit(fp(X), n, d, k, float(kw["pca_sigma"]), _noise_rng(c, lib.dpt_dp_pca_seed), secure,
+                             threads, dp(V), ffi.NULL), "pca_dims")
+    P = np.empty((n, k), dtype=np.float32)
+    check(lib.dpt_dp_pca_project(fp(X), n, d, dp(V), k, fp(P)), "pca_dims")
+    PT = None
+    if XT is not None:
+        PT = np.empty((XT.shape[0], k), dtype=np.float32)
+        check(lib.dpt_dp_pca_project(fp(XT), XT.shape[0], d, dp(V), k, fp(PT)), "pca_dims")
+    mult = lib.dpt_privacy_secure_sigma_eff(float(kw["pca_sigma"]), d * (d + 1) // 2) if secure \
+        else float(kw["pca_sigma"])
+    c.releases.append((1.0, mult, "dp-pca"))
+    c.projected = (P, PT)
+    c.pca = (mu if center else None, V)
 
 
 def _make_mac(c):
@@ -590,7 +696,7 @@ _DEFAULTS = dict(
     allow_ledger_mismatch=False,
     kappa=0.0, pdp_sigma=0.0, lambda_=0.0, prop_sigma=0.0,
     sigma0=None, min_batch=None, ulr_noise="controller", copies=32, ulr_std=0.0, modules="auto", antithetic=False,
-    baseline=False, z_steps=30, z_lr=0.003,
+    baseline=False, z_steps=30, z_lr=0.003, pca_dims=0, pca_sigma=None, center_clip=None, center_sigma=None,
     eta=0.01, langevin_sigma=None, linearized=False, neighbours="all", kl_constant="exact", replace_candidates=1,
     progress=None, verbose=True, history="auto", on_epoch=None, on_interrupt="raise",
 )
@@ -615,7 +721,9 @@ def train(x, y, **kwargs):
     Per algorithm (as the CLI's flags): pdp-sgd kappa | pdp_sigma, lambda_; proportional-
     noise prop_sigma; dpulr sigma0, min_batch, ulr_noise, copies=32, ulr_std, modules,
     antithetic, baseline (ulr: copies, ulr_std, modules, antithetic, baseline); dpmac / mac
-    z_steps=30, z_lr=0.003; noisy-gd eta=0.01, langevin_sigma, linearized, neighbours,
+    z_steps=30, z_lr=0.003 (dpmac: DP-PCA of the inputs first with pca_dims, pca_sigma, after an
+    optional DP mean centring with center_clip, center_sigma; both releases in the ledger);
+    noisy-gd eta=0.01, langevin_sigma, linearized, neighbours,
     kl_constant, replace_candidates.
     Python side: progress (None = a bar when stderr is a terminal), verbose (epoch lines on
     stderr), history ("auto": a pandas DataFrame when pandas is installed, else a list of
@@ -733,7 +841,7 @@ def train(x, y, **kwargs):
     cfg.run_json = cs(json.dumps({"source": "python", "dptrain_python": sys.version.split()[0]}), "run_json")
 
     train_ds = Dataset(X, Y, kw["n_classes"], shape, name="x, y")
-    test_ds = None
+    test_ds = XT = YT = None
     if kw["x_test"] is not None:
         XT = as_features(kw["x_test"], "x_test", X.shape[1])
         YT = as_labels(kw["y_test"], "y_test", XT.shape[0])
@@ -741,10 +849,20 @@ def train(x, y, **kwargs):
     if algo_name not in ("dpsgd", "dpmac", "dpulr", "noisy-gd"):
         cfg.sampler = _SAMPLERS[sampler]
 
-    c = _Ctx(cfg, kw, given, train_ds.n, test_ds, spec)
+    c = _Ctx(cfg, kw, given, train_ds.n, test_ds, spec, (X, XT))
     c.keep = keep
     algo = _MAKERS[algo_name](c)
+    if c.projected is not None:  # DP-PCA: the model trains on the projected features
+        P, PT = c.projected
+        k = P.shape[1]
+        train_ds.free()
+        train_ds = Dataset(P, Y, train_ds.n_classes, (1, 1, k), name="x, y (projected)")
+        if test_ds is not None:
+            test_ds.free()
+            test_ds = Dataset(PT, YT, train_ds.n_classes, (1, 1, k), name="x_test, y_test (projected)")
     run = c.run
+    if c.pca is not None:
+        run.pca_mean, run.pca_components = c.pca
     run.algorithm = algo_name
     run.out_dir = out_dir
     if algo_name in _PRIVATE and run.accounted:
@@ -769,6 +887,9 @@ def train(x, y, **kwargs):
     try:
         if kw["resume"]:
             check(lib.dpt_trainer_resume(trainer), "resume")
+        else:  # pre-training releases (DP mean, DP-PCA) go into the fresh run's ledger
+            for sens, mult, label in c.releases:
+                check(lib.dpt_trainer_add_gaussian_release(trainer, sens, mult, cstr(label, "label")), label)
         last = ffi.new("dpt_epoch_result *")
         steps_before = int(lib.dpt_trainer_step(trainer))
         status = [None]

@@ -147,6 +147,23 @@ def test_options_are_checked_like_the_cli():
         fit(x, y, algorithm="noisy-gd")
     with pytest.raises(ValueError, match="eta"):
         fit(x, y, algorithm="noisy-gd", langevin_sigma=0.1, lr=0.1)
+    dpmac = dict(algorithm="dpmac", sigma=1.0, delta=1e-3, model="mlp:5-4-3:relu")
+    with pytest.raises(ValueError, match="pca_dims 5 needs pca_sigma"):
+        fit(x, y, pca_dims=5, **dpmac)
+    with pytest.raises(ValueError, match="needs both center_clip"):
+        fit(x, y, pca_dims=5, pca_sigma=4.0, center_sigma=1.0, **dpmac)
+    with pytest.raises(ValueError, match="pca_dims 30: the data have only 20 features"):
+        fit(x, y, pca_dims=30, pca_sigma=4.0, **dpmac)
+    with pytest.raises(ValueError, match="pca_dims is an option of algorithm dpmac"):
+        fit(x, y, algorithm="dpsgd", sigma=1.0, pca_dims=5)
+    run = fit(x, y, pca_dims=5, pca_sigma=4.0, **dpmac)   # the model takes the 5 projected features
+    assert run.model.input_dim == 5 and run.ledger.events[0]["label"] == "dp-pca"
+    run = fit(x, y, pca_dims=5, pca_sigma=4.0, center_clip=10.0, center_sigma=1.0, x_test=x[:50], y_test=y[:50],
+              **dpmac)
+    # new data goes through the same released centring and projection as training
+    assert run.model.evaluate(run.preprocess(x[:50]), y[:50])[1] == run.last["test_accuracy"]
+    with pytest.raises(ValueError, match="x_test has 5 features per example, the model takes 20"):
+        fit(x, y, pca_dims=5, pca_sigma=4.0, x_test=x[:50, :5], y_test=y[:50], **dpmac)
 
 
 def test_calibration_out_of_reach_is_an_error():

@@ -34,6 +34,11 @@ def cli_train(cli, out, *args):
     ("dpsgd", ["--model", "mlp:784-32-10:gelu", "--epochs", "2", "--batch-size", "100", "--target-epsilon", "4",
                "--delta", "1e-4", "--clip", "0.5"],
      dict(model="mlp:784-32-10:gelu", epochs=2, batch_size=100, target_epsilon=4.0, delta=1e-4, clip=0.5)),
+    ("dpmac", ["--model", "mlp:20-16-10:relu", "--epochs", "1", "--batch-size", "100", "--target-epsilon", "6",
+               "--delta", "1e-4", "--z-steps", "3", "--pca-dims", "20", "--pca-sigma", "4", "--center-clip", "12",
+               "--center-sigma", "2"],
+     dict(model="mlp:20-16-10:relu", epochs=1, batch_size=100, target_epsilon=6.0, delta=1e-4, z_steps=3,
+          pca_dims=20, pca_sigma=4.0, center_clip=12.0, center_sigma=2.0)),
 ])
 def test_python_run_equals_cli_run(cli, workdir, algo, args, kw):
     x, y, xt, yt = fashion()
@@ -47,9 +52,11 @@ def test_python_run_equals_cli_run(cli, workdir, algo, args, kw):
     for k in p:  # same data, seed and threads: bit-identical parameters
         assert np.array_equal(p[k], q[k]), k
     assert run.steps == ref.steps
-    if algo == "dpsgd":
-        assert run.epsilon == ref.ledger.epsilon(1e-4) and run.epsilon <= 4.0
-        assert run.ledger.to_json() != "" and run.ledger.steps == ref.ledger.steps
+    if algo != "sgd":
+        assert run.epsilon == ref.ledger.epsilon(1e-4) and run.epsilon <= kw["target_epsilon"]
+        assert run.ledger.events == ref.ledger.events and run.ledger.steps == ref.ledger.steps
+    if algo == "dpmac":  # the DP mean and DP-PCA releases are in the ledger, before the steps
+        assert [e["label"] for e in run.ledger.events[:2]] == ["dp-mean", "dp-pca"]
     # the Python run's directory holds the same kind of checkpoint and ledger
     assert dptrain.Model.load(os.path.join(workdir, "py")).parameters()["fc1.weight"].tobytes() == \
         p["fc1.weight"].tobytes()
