@@ -169,7 +169,7 @@ def test_options_are_checked_like_the_cli():
 def test_calibration_out_of_reach_is_an_error():
     x, y = blobs(n=200)
     with pytest.raises(ValueError, match="target_epsilon"):
-        fit(x, y, algorithm="dpsgd", target_epsilon=1e-6, delta=1e-3, epochs=50)
+        fit(x, y, algorithm="dpsgd", target_epsilon=1e-9, delta=1e-5, epochs=50, batch_size=200)  # q = 1
 
 
 def test_budget_refusal_is_a_privacy_error():
