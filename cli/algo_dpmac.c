@@ -13,17 +13,31 @@
 
 #include "train_algos.h"
 
-static long z_steps = 30, pca_dims = 0;
-static double z_lr = 0.003, pca_sigma = 0.0, center_clip = 0.0, center_sigma = 0.0;
+static long z_steps = 30, pca_dims = 0, taylor_order = 1, w_steps = 1;
+static double clip2 = 0.0;
+static int clip2_seen = 0;
+static double z_lr = 0.003, z_mu = 1.0, pca_sigma = 0.0, center_clip = 0.0, center_sigma = 0.0;
+static const char *pca_project = "unit";
 static int pca_sigma_seen = 0, center_clip_seen = 0, center_sigma_seen = 0;
 
 static cli_option OPTS[] = {
     {"--z-steps", CLI_LONG, &z_steps, "N", "Adam steps on the auxiliary coordinates per batch", NULL},
     {"--z-lr", CLI_DOUBLE, &z_lr, "X", "learning rate of the z-step's Adam", NULL},
+    {"--z-mu", CLI_DOUBLE, &z_mu, "MU", "weight mu of the hidden layers' terms mu/2 ||z - f||^2 in the z-objective "
+                                       "(the authors' classifier code: 2)", NULL},
+    {"--taylor-order", CLI_LONG, &taylor_order, "N", "1 (the paper's experiments) | 2: also release the clipped, "
+                                                    "noised Hessian coefficients (Eq. 3-5; needs --clip2)", NULL},
+    {"--clip2", CLI_DOUBLE, &clip2, "T", "--taylor-order 2: Frobenius bound of each example's per-layer Hessian "
+                                        "coefficient", &clip2_seen},
+    {"--w-steps", CLI_LONG, &w_steps, "N", "--taylor-order 2: optimizer steps on the released quadratic per batch",
+     NULL},
     {"--pca-dims", CLI_LONG, &pca_dims, "K", "DP-PCA of the inputs to K dimensions first (0 = none); the model "
                                               "then takes K inputs", NULL},
     {"--pca-sigma", CLI_DOUBLE, &pca_sigma, "S", "DP-PCA noise std on the Gram matrix of unit-norm rows "
                                                  "(sensitivity 1; in the ledger)", &pca_sigma_seen},
+    {"--pca-project", CLI_STR, &pca_project, "MODE", "unit (project the unit-norm rows, as the fit sees them) | "
+                                                    "rows (project the rows as they are: features keep the data's "
+                                                    "scale, as the authors' code)", NULL},
     {"--center-clip", CLI_DOUBLE, &center_clip, "C", "with --pca-dims: centre train and test by a DP mean of the "
                                                      "training rows, each clipped to L2 norm C (choose C near the "
                                                      "largest row norm: longer rows are shrunk)", &center_clip_seen},
@@ -60,6 +74,18 @@ static int dpmac_check(cli_algo_ctx *c) {
                          "--clip-mode does not apply", p->clip_mode);
     if (z_steps < 0 || z_steps > 100000) return cli_error("--z-steps must be in [0, 100000], got %ld", z_steps);
     if (!(z_lr > 0) || !isfinite(z_lr)) return cli_error("--z-lr must be > 0, got %g", z_lr);
+    if (!(z_mu > 0) || !isfinite(z_mu)) return cli_error("--z-mu must be > 0, got %g", z_mu);
+    if (taylor_order != 1 && taylor_order != 2) return cli_error("--taylor-order must be 1 or 2, got %ld", taylor_order);
+    if (taylor_order == 2 && !clip2_seen) return cli_error("--taylor-order 2 needs --clip2 (the Hessian coefficient bound)");
+    if (taylor_order == 1 && clip2_seen) return cli_error("--clip2 applies to --taylor-order 2 only");
+    if (clip2_seen && (!(clip2 > 0) || !isfinite(clip2))) return cli_error("--clip2 must be > 0, got %g", clip2);
+    if (w_steps < 1 || w_steps > 1000) return cli_error("--w-steps must be in [1, 1000], got %ld", w_steps);
+    if (w_steps > 1 && taylor_order != 2)
+        return cli_error("--w-steps %ld needs --taylor-order 2 (on the linear expansion every step would repeat the "
+                         "same direction)", w_steps);
+    if (taylor_order == 2 && p->secure) return cli_error("--taylor-order 2 is not implemented with --secure");
+    if (strcmp(pca_project, "unit") && strcmp(pca_project, "rows"))
+        return cli_error("--pca-project: expected unit or rows, got '%s'", pca_project);
     if (pca_dims < 0) return cli_error("--pca-dims must be >= 0, got %ld", pca_dims);
     if (pca_dims > 0 && !pca_sigma_seen)
         return cli_error("--pca-dims %ld needs --pca-sigma (the DP-PCA noise std; the paper uses 4 / 8 / 16)",
@@ -145,8 +171,9 @@ static int run_pca(cli_algo_ctx *c) {
         live = s == DPT_OK;
     }
     if (s == DPT_OK) s = dpt_dp_pca_fit(tr->x, tr->n, d, k, pca_sigma, &r, c->priv->secure, c->cfg->threads, V, NULL);
-    if (s == DPT_OK) s = dpt_dp_pca_project(tr->x, tr->n, d, V, k, ptr);
-    if (s == DPT_OK && pte) s = dpt_dp_pca_project(te->x, te->n, d, V, k, pte);
+    const int raw = !strcmp(pca_project, "rows");
+    if (s == DPT_OK) s = (raw ? dpt_dp_pca_project_raw : dpt_dp_pca_project)(tr->x, tr->n, d, V, k, ptr);
+    if (s == DPT_OK && pte) s = (raw ? dpt_dp_pca_project_raw : dpt_dp_pca_project)(te->x, te->n, d, V, k, pte);
     if (live) dpt_rng_free(&r);
     if (s != DPT_OK) {
         rc = cli_fail("--pca-dims");
@@ -159,7 +186,8 @@ static int run_pca(cli_algo_ctx *c) {
         }
         if (!c->quiet)
             fprintf(stderr, "dptrain: DP-PCA to %zu dimensions (noise std %g on the Gram matrix of unit-norm rows, "
-                            "sensitivity 1; %.1fs)\n", k, pca_sigma, dpt_now() - t0);
+                            "sensitivity 1; %s projected; %.1fs)\n", k, pca_sigma,
+                    raw ? "rows as they are" : "unit-norm rows", dpt_now() - t0);
     }
     dpt_free(V), dpt_free(mu), dpt_free(ptr), dpt_free(pte);
     return rc;
@@ -205,7 +233,11 @@ static int dpmac_make(cli_algo_ctx *c, dpt_algo **out) {
     d.clip = p->clip;
     d.z_steps = (unsigned)z_steps;
     d.z_lr = z_lr;
+    d.z_mu = z_mu;
     d.secure = p->secure;
+    d.taylor_order = (unsigned)taylor_order;
+    d.clip2 = clip2_seen ? clip2 : d.clip2;
+    d.w_steps = (unsigned)w_steps;
     return dpt_algo_dpmac_new(&d, out) == DPT_OK ? 0 : cli_fail("--algo dpmac");
 }
 
@@ -234,9 +266,12 @@ static void dpmac_describe(const cli_algo_ctx *c, FILE *f) {
                  center_sigma, pca_dims, pca_sigma);
     else if (pca_dims > 0)
         snprintf(pca, sizeof pca, "DP-PCA %ld dims, sigma_pca %g", pca_dims, pca_sigma);
-    fprintf(f, "  algorithm dpmac (sigma %g, Theta %g, %ld z-steps at lr %g, %s, q %g = expected batch %.1f, "
+    char order2[96] = "";
+    if (taylor_order == 2)
+        snprintf(order2, sizeof order2, ", second order: Theta2 %g, %ld W-steps per batch", clip2, w_steps);
+    fprintf(f, "  algorithm dpmac (sigma %g, Theta %g%s, %ld z-steps at lr %g, mu %g, %s, q %g = expected batch %.1f, "
                "delta %g), %s lr %g, %ld epochs, seed %" PRIu64 ", %d threads, run dir %s%s\n",
-            S.sigma, p->clip, z_steps, z_lr, pca, c->cfg->sample_rate, c->cfg->sample_rate * (double)c->train->n,
+            S.sigma, p->clip, order2, z_steps, z_lr, z_mu, pca, c->cfg->sample_rate, c->cfg->sample_rate * (double)c->train->n,
             p->delta, c->optimizer, c->cfg->optim.lr, c->epochs, c->cfg->seed, dpt_threads_resolve(c->cfg->threads),
             c->out, c->resume ? " (resumed)" : "");
 }
@@ -289,6 +324,7 @@ const cli_algo CLI_ALGO_DPMAC = {
 static cli_option MAC_OPTS[] = {
     {"--z-steps", CLI_LONG, &z_steps, "N", "Adam steps on the auxiliary coordinates per batch", NULL},
     {"--z-lr", CLI_DOUBLE, &z_lr, "X", "learning rate of the z-step's Adam", NULL},
+    {"--z-mu", CLI_DOUBLE, &z_mu, "MU", "weight mu of the hidden layers' terms in the z-objective", NULL},
     {NULL, 0, NULL, NULL, NULL, NULL},
 };
 
@@ -296,6 +332,7 @@ static int mac_check(cli_algo_ctx *c) {
     (void)c;
     if (z_steps < 0 || z_steps > 100000) return cli_error("--z-steps must be in [0, 100000], got %ld", z_steps);
     if (!(z_lr > 0) || !isfinite(z_lr)) return cli_error("--z-lr must be > 0, got %g", z_lr);
+    if (!(z_mu > 0) || !isfinite(z_mu)) return cli_error("--z-mu must be > 0, got %g", z_mu);
     return 0;
 }
 
@@ -305,6 +342,7 @@ static int mac_make(cli_algo_ctx *c, dpt_algo **out) {
     d.private_ = 0;
     d.z_steps = (unsigned)z_steps;
     d.z_lr = z_lr;
+    d.z_mu = z_mu;
     return dpt_algo_dpmac_new(&d, out) == DPT_OK ? 0 : cli_fail("--algo mac");
 }
 

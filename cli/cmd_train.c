@@ -16,6 +16,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "presets.h"
 #include "run_data.h"
 #include "train_algos.h"
 
@@ -202,7 +203,8 @@ static void print_summary(const dpt_trainer *t, const dpt_epoch_result *r, const
     printf("checkpoint: %s/checkpoint.safetensors  metrics: %s/metrics.jsonl\n", run_dir, out);
 }
 
-int dpt_cmd_train(int argc, char **argv) {
+static int cmd_train(int argc, char **argv) {
+    const char *preset = NULL;
     const char *dataset = "fashion-mnist", *data_dir = DPT_DEFAULT_DATA_DIR, *model = "mlp:784-128-64-32-10:gelu";
     const char *algo_name = "sgd", *optimizer = "adam", *schedule = "constant", *sampler = "shuffle";
     const char *loss = "ce", *init = "default", *normalize = "auto", *out = "runs/latest", *classes = NULL;
@@ -214,7 +216,11 @@ int dpt_cmd_train(int argc, char **argv) {
     double norm_sigma = 0.0, norm_clip = 0.0;
     int norm_sigma_seen = 0, norm_clip_seen = 0, norm_unaccounted = 0;
     cli_privacy_flags pf = {.sigma = 0.0, .clip = 1.0, .target_eps = 0.0, .delta = 1e-5, .clip_mode = "flat"};
+    char preset_help[640];
+    snprintf(preset_help, sizeof preset_help, "a paper's settings as a flag set, inserted before the flags given "
+             "(which override it): %s (docs/dpmac.md)", cli_preset_names());
     cli_option common[] = {
+        {"--preset", CLI_STR, &preset, "NAME", preset_help, NULL},
         {"--algo", CLI_STR, &algo_name, "NAME", "training algorithm (list above)", NULL},
         {"--dataset", CLI_STR, &dataset, "NAME", "mnist | fashion-mnist | usps | usps-pooled (zip.train + zip.test pooled, fixed permutation, 5000 train / 4298 test) | cifar10 | csv:PATH[,TEST]", NULL},
         {"--data-dir", CLI_STR, &data_dir, "DIR", "directory holding <dataset>/ folders", NULL},
@@ -232,7 +238,7 @@ int dpt_cmd_train(int argc, char **argv) {
         {"--lr", CLI_DOUBLE, &lr, "X", "learning rate (> 0; sgd default 0.1)", &lr_seen},
         {"--momentum", CLI_DOUBLE, &momentum, "X", "SGD momentum in [0, 1) (--optimizer sgd only)", &momentum_seen},
         {"--weight-decay", CLI_DOUBLE, &weight_decay, "X", "L2 coefficient added to the gradient", &wd_seen},
-        {"--lr-schedule", CLI_STR, &schedule, "S", "constant | step:GAMMA:EVERY | exp:GAMMA (per epoch)", NULL},
+        {"--lr-schedule", CLI_STR, &schedule, "S", "constant | step:GAMMA:EVERY | exp:GAMMA (per epoch) | exp:GAMMA:DECAYS (hold after DECAYS decays)", NULL},
         {"--sampler", CLI_STR, &sampler, "NAME", "shuffle (fixed batches) | poisson | full | poisson-reject (dpsgd: poisson; dpulr: poisson-reject)", &sampler_seen},
         {"--batch-size", CLI_LONG, &batch, "B", "batch size (poisson: expected size, q = B/N)", &batch_seen},
         {"--sample-rate", CLI_DOUBLE, &sample_rate, "Q", "poisson sampling rate q in (0, 1] (overrides B/N)", &sample_rate_seen},
@@ -263,6 +269,7 @@ int dpt_cmd_train(int argc, char **argv) {
          "--resume: continue although q, sigma or data differ from the ledger (recorded in it)", NULL},
         {NULL, 0, NULL, NULL, NULL, NULL},
     };
+    (void)preset; /* expanded by dpt_cmd_train before parsing; listed here for --help */
     cli_option *opts = build_table(common, priv);
     if (!opts) return cli_error("out of memory");
     int rc = cli_parse(argc, argv, 1, opts, usage_with_algos());
@@ -486,4 +493,24 @@ done:
     dpt_ledger_free(prior);
     free(run_json);
     return exit_code;
+}
+
+int dpt_cmd_train(int argc, char **argv) {
+    int n = argc;
+    char **v = argv, *storage = NULL;
+    int rc = cli_preset_expand(argc, argv, &n, &v, &storage);
+    if (rc) return rc;
+    if (v != argv) {
+        int quiet = 0;
+        for (int i = 1; i < argc; i++) quiet |= !strcmp(argv[i], "--quiet") || !strcmp(argv[i], "--help") ||
+                                                !strcmp(argv[i], "-h");
+        if (!quiet) {
+            fprintf(stderr, "dptrain: preset flags (the flags given after them override):");
+            for (int i = 1; i < n - (argc - 1); i++) fprintf(stderr, " %s", v[i]);
+            fprintf(stderr, "\n");
+        }
+    }
+    rc = cmd_train(n, v);
+    cli_preset_free(v, argv, storage);
+    return rc;
 }

@@ -201,6 +201,7 @@ uint64_t dpt_dp_mean_seed(uint64_t seed);
 dpt_status dpt_dp_pca_fit(const float *X, size_t n, size_t d, size_t k, double sigma, dpt_rng *noise,
                           int secure, int threads, double *V, double *evals);
 dpt_status dpt_dp_pca_project(const float *X, size_t n, size_t d, const double *V, size_t k, float *out);
+dpt_status dpt_dp_pca_project_raw(const float *X, size_t n, size_t d, const double *V, size_t k, float *out);
 dpt_status dpt_dp_mean(const float *X, size_t n, size_t d, double C, double sigma, dpt_rng *noise, int secure,
                        int threads, double *mu, size_t *clipped);
 dpt_status dpt_dp_center(float *X, size_t n, size_t d, const double *mu);
@@ -239,8 +240,10 @@ dpt_status dpt_algo_dpulr_new(const dpt_dpulr_config *cfg, dpt_algo **out);
 typedef struct {
     double sigma, clip;
     unsigned z_steps;
-    double z_lr;
+    double z_lr, z_mu;
     int secure, private_;
+    unsigned taylor_order, w_steps;
+    double clip2;
     ...;
 } dpt_dpmac_config;
 dpt_dpmac_config dpt_dpmac_config_defaults(void);

@@ -264,6 +264,16 @@ static void test_schedules(void) {
     CHECK_CLOSE(dpt_schedule_lr(&s, 0.2, 1), 0.1, 0, 1e-15);
     CHECK_CLOSE(dpt_schedule_lr(&s, 0.2, 3), 0.025, 0, 1e-15);
     CHECK_CLOSE(dpt_schedule_lr(NULL, 0.2, 3), 0.2, 0, 0);
+    CHECK(s.decays == 0);
+
+    /* exp:0.5:2 -> 0.2, 0.1, 0.05, then held at 0.05 (the DP-MAC authors' lr floor) */
+    CHECK_OK(dpt_schedule_parse("exp:0.5:2", &s));
+    CHECK(s.kind == DPT_SCHED_EXP && s.gamma == 0.5 && s.decays == 2);
+    CHECK_CLOSE(dpt_schedule_lr(&s, 0.2, 0), 0.2, 0, 1e-15);
+    CHECK_CLOSE(dpt_schedule_lr(&s, 0.2, 1), 0.1, 0, 1e-15);
+    CHECK_CLOSE(dpt_schedule_lr(&s, 0.2, 2), 0.05, 0, 1e-15);
+    CHECK_CLOSE(dpt_schedule_lr(&s, 0.2, 3), 0.05, 0, 1e-15);
+    CHECK_CLOSE(dpt_schedule_lr(&s, 0.2, 1000), 0.05, 0, 1e-15);
 
     struct {
         const char *in, *msg;
@@ -283,6 +293,11 @@ static void test_schedules(void) {
         {"exp:0.9x", "is not a number"},
         {"exp:nan", "gamma must be > 0"},
         {"exp:inf", "gamma must be > 0"},
+        {"exp:0.9:", "DECAYS \"\" is not a whole number"},
+        {"exp:0.9:0", "DECAYS must be >= 1"},
+        {"exp:0.9:2.5", "is not a whole number"},
+        {"exp:0.9:x", "is not a whole number"},
+        {"exp:0:3", "gamma must be > 0"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         CHECK_STATUS(dpt_schedule_parse(bad[i].in, &s), DPT_EINVAL);

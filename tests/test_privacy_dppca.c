@@ -149,6 +149,20 @@ static void test_eigenvectors_and_projection(void) {
             CHECK_CLOSE(P[i * k + c], acc, 1e-6, 1e-5);
         }
     }
+    /* the raw projection keeps each row's scale: rows as given times V (no unit norm) */
+    for (size_t j = 0; j < n * d; j++) X[j] *= 3.0f;
+    CHECK_OK(dpt_dp_pca_project_raw(X, n, d, V, k, P));
+    for (size_t i = 0; i < n; i += 37) {
+        double s = 0;
+        for (size_t j = 0; j < d; j++) s += (double)X[i * d + j] * X[i * d + j];
+        CHECK(s > 1.5); /* not unit rows: the test below separates the two projections */
+        for (size_t c = 0; c < k; c++) {
+            double acc = 0;
+            for (size_t j = 0; j < d; j++) acc += (double)X[i * d + j] * V[j * k + c];
+            CHECK_CLOSE(P[i * k + c], acc, 1e-6, 1e-5);
+        }
+    }
+    for (size_t j = 0; j < n * d; j++) X[j] /= 3.0f;
     /* with noise the subspace moves, but a little noise keeps the top direction */
     dpt_rng r;
     dpt_rng_init(&r, dpt_dp_pca_seed(1), DPT_STREAM_NOISE);

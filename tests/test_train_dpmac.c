@@ -154,6 +154,58 @@ static void test_taylor_fd(const char *spec, dpt_loss_kind loss, size_t dim, int
 }
 
 /* ==== z of example n depends on example n only ==== */
+/* The z-step's gradient equals central differences of the z-objective
+ * sum_n [loss(out_n) + mu/2 sum_k ||z_k - f_k(a_k)||^2] (mu = 1 and 2: the authors'
+ * classifier weighting), and mu really enters (the mu = 2 gradient differs from mu = 1). */
+static void test_z_gradient_fd(const char *spec, dpt_loss_kind loss, size_t dim, int classes) {
+    dpt_dataset d;
+    make_blobs(&d, 40, dim, classes, 9, 1.0f);
+    dpt_train_config c = cfg_for(spec, loss, 0.2);
+    float *g1 = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        const double mu = pass ? 2.0 : 1.0;
+        dpt_dpmac_config dc = dpt_dpmac_config_defaults();
+        dc.z_mu = mu;
+        dpt_algo *a = NULL;
+        dpt_trainer *t = NULL;
+        CHECK_OK(dpt_algo_dpmac_new(&dc, &a));
+        CHECK_OK(dpt_trainer_new(&c, &d, NULL, a, &t));
+        if (!t) return;
+        dpt_model *m = dpt_trainer_model(t);
+        const size_t bc = 5;
+        CHECK_OK(a->begin(a, t, bc));
+        size_t K = dpt_dpmac_n_weight_layers(a), H = 0;
+        for (size_t k = 0; k + 1 < K; k++) H += m->layers[dpt_model_param_layer(m, k)].out_dim;
+        float *z = malloc(bc * H * sizeof(float)), *g = malloc(bc * H * sizeof(float)),
+              *gs = malloc(bc * H * sizeof(float));
+        /* z away from the forward pass: the forward z plus a fixed offset */
+        CHECK_OK(dpt_dpmac_debug_chunk(a, t, d.x, d.y, bc, z, NULL));
+        for (size_t j = 0; j < bc * H; j++) z[j] += 0.3f * (float)((j * 7919) % 13) / 13.0f - 0.15f;
+        double obj, fp, fm;
+        CHECK_OK(dpt_dpmac_debug_zobjective(a, t, d.x, d.y, bc, z, &obj, g));
+        for (size_t j = 0; j < bc * H; j++) {
+            const float keep = z[j], h = 1e-2f;
+            z[j] = keep + h;
+            CHECK_OK(dpt_dpmac_debug_zobjective(a, t, d.x, d.y, bc, z, &fp, gs));
+            z[j] = keep - h;
+            CHECK_OK(dpt_dpmac_debug_zobjective(a, t, d.x, d.y, bc, z, &fm, gs));
+            z[j] = keep;
+            CHECK_CLOSE(g[j], (fp - fm) / (2.0 * h), 2e-3, 2e-2);
+        }
+        if (!pass) {
+            g1 = g, g = NULL;
+        } else {
+            double diff = 0;
+            for (size_t j = 0; j < bc * H; j++) diff = fmax(diff, fabs(g[j] - g1[j]));
+            CHECK(diff > 1e-2); /* mu changes the gradient */
+        }
+        free(z), free(g), free(gs);
+        dpt_trainer_free(t); /* owns a */
+    }
+    free(g1);
+    dpt_dataset_free(&d);
+}
+
 static void test_z_per_example(void) {
     dpt_dataset d;
     make_blobs(&d, 50, 6, 3, 9, 1.0f);
@@ -339,6 +391,309 @@ static void test_errors(void) {
     dpt_dataset_free(&tr);
 }
 
+/* ==== second-order Taylor variant (taylor_order 2) ==== */
+
+static dpt_trainer *make_trainer2(const dpt_train_config *c, const dpt_dataset *tr, double sigma, double theta,
+                                  double theta2, unsigned w_steps, dpt_algo **algo) {
+    dpt_dpmac_config d = dpt_dpmac_config_defaults();
+    d.sigma = sigma, d.clip = theta, d.z_steps = 6, d.z_lr = 0.05;
+    d.taylor_order = 2, d.clip2 = theta2, d.w_steps = w_steps;
+    dpt_algo *a = NULL;
+    dpt_trainer *t = NULL;
+    CHECK_OK(dpt_algo_dpmac_new(&d, &a));
+    if (!a) return NULL;
+    CHECK_OK(dpt_trainer_new(c, tr, NULL, a, &t));
+    *algo = a;
+    return t;
+}
+
+/* One example's Hessian coefficient (clip2 huge: unclipped) equals the central second
+ * differences (double) of its per-layer objective T at the z the z-step produced, for
+ * every pair of weights of the same output unit h (bias included). tanh and sigmoid
+ * hidden layers exercise the (f - z) f'' term; BCE and squared-error outputs their own. */
+static void test_hessian_fd(const char *spec, dpt_loss_kind loss, size_t dim, int classes) {
+    dpt_dataset d;
+    make_blobs(&d, 40, dim, classes, 7, 1.0f);
+    dpt_train_config c = cfg_for(spec, loss, 0.2);
+    dpt_algo *a;
+    dpt_trainer *t = make_trainer2(&c, &d, 1.0, 1e6, 1e6, 1, &a);
+    if (!t) return;
+    dpt_model *m = dpt_trainer_model(t);
+    const size_t P = m->n_params;
+    CHECK_OK(a->begin(a, t, 1));
+    size_t K = dpt_dpmac_n_weight_layers(a), H = 0;
+    for (size_t k = 0; k + 1 < K; k++) H += m->layers[dpt_model_param_layer(m, k)].out_dim;
+    float *z = malloc(3 * H * sizeof(float));
+    double *th = malloc(P * sizeof(double));
+    for (size_t j = 0; j < P; j++) th[j] = m->theta[j];
+    size_t checked = 0, nonzero_f2 = 0;
+    for (size_t n = 0; n < 3; n++) {
+        const float *xn = d.x + n * dim;
+        CHECK_OK(dpt_dpmac_debug_chunk(a, t, xn, d.y + n, 1, z + n * H, NULL));
+        double ls;
+        CHECK_OK(a->begin(a, t, 1));
+        CHECK_OK(a->accumulate(a, t, xn, d.y + n, 1, &ls));
+        size_t zo = 0, zprev = 0;
+        for (size_t k = 0; k < K; k++) {
+            size_t li = dpt_model_param_layer(m, k), rows, D1;
+            const dpt_layer *L = &m->layers[li];
+            const float *in = k ? z + n * H + zprev : xn;
+            const float *zk = k + 1 < K ? z + n * H + zo : NULL;
+            const float *S2 = dpt_dpmac_debug_hessian(a, k, &rows, &D1);
+            CHECK(S2 && rows == L->out_dim && D1 == L->in_dim + 1);
+            if (!S2) break;
+            const size_t D = D1 - 1;
+            for (size_t h = 0; h < rows; h++)
+                for (size_t i = 0; i < D1; i++)
+                    for (size_t j = i; j < D1; j++) {
+                        const size_t pi = i < D ? (size_t)(L->w - m->theta) + h * D + i : (size_t)(L->b - m->theta) + h;
+                        const size_t pj = j < D ? (size_t)(L->w - m->theta) + h * D + j : (size_t)(L->b - m->theta) + h;
+                        const double e = 1e-3, ki = th[pi], kj = th[pj];
+                        double f[4];
+                        for (int q = 0; q < 4; q++) {
+                            th[pi] = ki + ((q & 1) ? -e : e);
+                            th[pj] += ((q & 2) ? -e : e);
+                            f[q] = layer_objective(m, li, k + 1 == K, loss, th, in, zk, xn, d.y[n]);
+                            th[pi] = ki, th[pj] = kj;
+                        }
+                        const double fd = (f[0] - f[1] - f[2] + f[3]) / (4 * e * e);
+                        CHECK_CLOSE(S2[h * D1 * D1 + i * D1 + j], fd, 2e-4, 2e-3);
+                        CHECK(S2[h * D1 * D1 + i * D1 + j] == S2[h * D1 * D1 + j * D1 + i]);
+                        checked++;
+                    }
+            /* the (f - z) f'' term is really present: hidden rows differ from 2 f'^2 */
+            if (k + 1 < K) nonzero_f2++;
+            zprev = zo;
+            if (k + 1 < K) zo += L->out_dim;
+        }
+    }
+    CHECK(checked > 100 && nonzero_f2 > 0);
+    free(z), free(th);
+    dpt_trainer_free(t);
+    dpt_dataset_free(&d);
+}
+
+/* Neighbouring batches (one example removed, same seed): the pre-noise Hessian sums differ
+ * by that example's clipped coefficient, of Frobenius norm clip2 per layer (clipping
+ * active), and the first-order sums as for taylor_order 1. */
+static void test_hessian_sensitivity(void) {
+    dpt_dataset d;
+    make_blobs(&d, 60, 6, 3, 11, 4.0f);
+    dpt_train_config c = cfg_for("mlp:6-12-8-3:relu", DPT_LOSS_SIGMOID_BCE, 0.2);
+    dpt_algo *a;
+    const double theta2 = 0.02;
+    dpt_trainer *t = make_trainer2(&c, &d, 1.0, 0.05, theta2, 1, &a);
+    if (!t) return;
+    size_t K = 0, b = 17;
+    double ls;
+    float *S[3][3] = {{NULL}}; /* [pass][layer] */
+    size_t n_of[3] = {0};
+    const size_t sizes[3] = {b, b - 1, 1};
+    const float *xs[3] = {d.x, d.x, d.x + (b - 1) * 6};
+    const int32_t *ys[3] = {d.y, d.y, d.y + b - 1};
+    for (int pass = 0; pass < 3; pass++) {
+        CHECK_OK(a->begin(a, t, sizes[pass]));
+        CHECK_OK(a->accumulate(a, t, xs[pass], ys[pass], sizes[pass], &ls));
+        K = dpt_dpmac_n_weight_layers(a);
+        for (size_t k = 0; k < K; k++) {
+            size_t rows, D1;
+            const float *H = dpt_dpmac_debug_hessian(a, k, &rows, &D1);
+            n_of[k] = rows * D1 * D1;
+            S[pass][k] = malloc(n_of[k] * sizeof(float));
+            memcpy(S[pass][k], H, n_of[k] * sizeof(float));
+        }
+    }
+    CHECK(K == 3);
+    for (size_t k = 0; k < K; k++) {
+        double dn = 0, ng = 0;
+        for (size_t j = 0; j < n_of[k]; j++) {
+            const double v = (double)S[0][k][j] - S[1][k][j];
+            dn += v * v, ng += (double)S[2][k][j] * S[2][k][j];
+        }
+        CHECK(sqrt(dn) <= theta2 * (1 + 1e-3));
+        CHECK_CLOSE(sqrt(dn), sqrt(ng), 1e-3 * theta2, 1e-3);
+        CHECK_CLOSE(sqrt(ng), theta2, 0, 1e-4); /* clipping active: the bound is reached */
+    }
+    for (int p = 0; p < 3; p++)
+        for (size_t k = 0; k < K; k++) free(S[p][k]);
+    dpt_trainer_free(t);
+    dpt_dataset_free(&d);
+}
+
+/* The noise finish() adds: first-order sums std sigma sqrt(2K) Theta (M = 2 partitions),
+ * Hessian diagonals std sigma sqrt(2K) Theta2 and symmetrized off-diagonals that std over
+ * sqrt(2), all divided by 2 qN; the noise is centred. */
+static void test_hessian_noise(void) {
+    dpt_dataset d;
+    make_blobs(&d, 200, 20, 3, 4, 1.0f);
+    dpt_train_config c = cfg_for("mlp:20-40-3:relu", DPT_LOSS_SIGMOID_BCE, 0.1);
+    const double sigma = 1.3, theta = 0.4, theta2 = 0.7, qN = 0.1 * 200;
+    dpt_algo *a;
+    dpt_trainer *t = make_trainer2(&c, &d, sigma, theta, theta2, 1, &a);
+    if (!t) return;
+    dpt_model *m = dpt_trainer_model(t);
+    const size_t P = m->n_params, b = 20;
+    float *g0 = malloc(P * sizeof(float)), *h0[2] = {NULL, NULL};
+    double sg[2] = {0}, sd[2] = {0}, so[2] = {0};
+    size_t ng = 0, nd = 0, no = 0;
+    for (int rep = 0; rep < 6; rep++) {
+        double ls;
+        CHECK_OK(a->begin(a, t, b));
+        CHECK_OK(a->accumulate(a, t, d.x, d.y, b, &ls));
+        memcpy(g0, m->grad, P * sizeof(float));
+        size_t rows[2], D1[2];
+        for (size_t k = 0; k < 2; k++) {
+            const float *H = dpt_dpmac_debug_hessian(a, k, &rows[k], &D1[k]);
+            free(h0[k]);
+            h0[k] = malloc(rows[k] * D1[k] * D1[k] * sizeof(float));
+            memcpy(h0[k], H, rows[k] * D1[k] * D1[k] * sizeof(float));
+        }
+        CHECK_OK(a->finish(a, t, b));
+        for (size_t j = 0; j < P; j++) {
+            const double v = m->grad[j] * 2.0 * qN - g0[j];
+            sg[0] += v, sg[1] += v * v, ng++;
+        }
+        for (size_t k = 0; k < 2; k++) {
+            const float *H = dpt_dpmac_debug_hessian(a, k, &rows[k], &D1[k]);
+            const size_t D = D1[k], d2 = D * D;
+            for (size_t h = 0; h < rows[k]; h++)
+                for (size_t i = 0; i < D; i++)
+                    for (size_t j = i; j < D; j++) {
+                        const double pre = 0.5 * ((double)h0[k][h * d2 + i * D + j] + h0[k][h * d2 + j * D + i]);
+                        const double v = H[h * d2 + i * D + j] * 2.0 * qN - pre;
+                        if (i == j) sd[0] += v, sd[1] += v * v, nd++;
+                        else so[0] += v, so[1] += v * v, no++;
+                    }
+        }
+    }
+    const double want1 = sigma * sqrt(2.0 * 2) * theta, want2 = sigma * sqrt(2.0 * 2) * theta2;
+    double mean = sg[0] / ng, sdv = sqrt(sg[1] / ng - mean * mean);
+    CHECK_CLOSE(mean, 0.0, 5 * want1 / sqrt((double)ng), 0);
+    CHECK_CLOSE(sdv, want1, 5 * want1 / sqrt(2.0 * ng), 0);
+    mean = sd[0] / nd, sdv = sqrt(sd[1] / nd - mean * mean);
+    CHECK_CLOSE(mean, 0.0, 5 * want2 / sqrt((double)nd), 0);
+    CHECK_CLOSE(sdv, want2, 5 * want2 / sqrt(2.0 * nd), 0);
+    mean = so[0] / no, sdv = sqrt(so[1] / no - mean * mean);
+    CHECK_CLOSE(mean, 0.0, 5 * want2 / sqrt((double)no), 0);
+    CHECK_CLOSE(sdv, want2 / sqrt(2.0), 5 * want2 / sqrt(2.0 * no), 0);
+    free(g0), free(h0[0]), free(h0[1]);
+    dpt_trainer_free(t);
+    dpt_dataset_free(&d);
+}
+
+/* w_steps 3 with plain SGD: one full training step gives theta3 with
+ * theta1 = w0 - lr g1, theta_{i+1} = theta_i - lr (g1 + H (theta_i - w0)) from the released
+ * g1 and H (reference in double); the ledger holds one SGM step; a run learns; errors. */
+static void test_hessian_steps_and_errors(void) {
+    dpt_dataset tr, te;
+    make_blobs(&tr, 400, 8, 3, 1, 1.0f);
+    make_blobs(&te, 300, 8, 3, 2, 1.0f);
+    dpt_train_config c = cfg_for("mlp:8-16-3:tanh", DPT_LOSS_SIGMOID_BCE, 0.1);
+    c.optim = dpt_optim_defaults(DPT_OPT_SGD);
+    c.optim.lr = 1.0; /* large: H (theta - w0) must move theta measurably */
+    c.max_steps = 1;
+    dpt_algo *a;
+    dpt_trainer *t = make_trainer2(&c, &tr, 1.0, 0.3, 3.0, 3, &a);
+    if (!t) return;
+    dpt_model *m = dpt_trainer_model(t);
+    const size_t P = m->n_params;
+    double *w0 = malloc(P * sizeof(double)), *w = malloc(P * sizeof(double)), *g = malloc(P * sizeof(double));
+    for (size_t j = 0; j < P; j++) w0[j] = m->theta[j];
+    CHECK_OK(dpt_trainer_run(t, NULL));
+    CHECK(dpt_trainer_step(t) == 1);
+    size_t rows[2], D1[2];
+    const float *H[2], *g1 = dpt_dpmac_debug_g1(a);
+    for (size_t k = 0; k < 2; k++) H[k] = dpt_dpmac_debug_hessian(a, k, &rows[k], &D1[k]);
+    const double lr = 1.0;
+    for (size_t j = 0; j < P; j++) g[j] = g1[j];
+    /* the recursion in double reproduces theta3, and H matters: theta3 != w0 - 3 lr g1 */
+    double maxdiff = 0, maxrep = 0;
+    for (size_t j = 0; j < P; j++) w[j] = w0[j] - lr * g[j];
+    for (int it = 1; it < 3; it++) {
+        double *nw = malloc(P * sizeof(double));
+        for (size_t k = 0; k < 2; k++) {
+            const dpt_layer *L = &m->layers[dpt_model_param_layer(m, k)];
+            const size_t D = D1[k], Din = D - 1;
+            for (size_t h = 0; h < rows[k]; h++)
+                for (size_t i = 0; i < D; i++) {
+                    const size_t pi = i < Din ? (size_t)(L->w - m->theta) + h * Din + i : (size_t)(L->b - m->theta) + h;
+                    double acc = g[pi];
+                    for (size_t jj = 0; jj < D; jj++) {
+                        const size_t pj = jj < Din ? (size_t)(L->w - m->theta) + h * Din + jj : (size_t)(L->b - m->theta) + h;
+                        acc += H[k][h * D * D + i * D + jj] * (w[pj] - w0[pj]);
+                    }
+                    nw[pi] = w[pi] - lr * acc;
+                }
+        }
+        memcpy(w, nw, P * sizeof(double));
+        free(nw);
+    }
+    for (size_t j = 0; j < P; j++) {
+        maxdiff = fmax(maxdiff, fabs(w[j] - m->theta[j]));
+        maxrep = fmax(maxrep, fabs(w0[j] - 3 * lr * g[j] - m->theta[j]));
+    }
+    CHECK(maxdiff < 1e-5);
+    CHECK(maxrep > 1e-3);
+    if (!(maxdiff < 1e-5 && maxrep > 1e-3)) fprintf(stderr, "w_steps: maxdiff %g maxrep %g\n", maxdiff, maxrep);
+    const dpt_ledger *l = dpt_trainer_ledger(t);
+    CHECK(l && dpt_ledger_steps(l) == 1);
+    free(w0), free(w), free(g);
+    dpt_trainer_free(t);
+    /* a run learns */
+    c = cfg_for("mlp:8-16-3:tanh", DPT_LOSS_SIGMOID_BCE, 0.1);
+    c.epochs = 4;
+    dpt_trainer *t2 = NULL;
+    dpt_dpmac_config dc = dpt_dpmac_config_defaults();
+    dc.sigma = 0.5, dc.clip = 0.3, dc.z_steps = 5, dc.z_lr = 0.01, dc.taylor_order = 2, dc.clip2 = 0.3, dc.w_steps = 3;
+    CHECK_OK(dpt_algo_dpmac_new(&dc, &a));
+    CHECK_OK(dpt_trainer_new(&c, &tr, &te, a, &t2));
+    if (t2) {
+        CHECK_OK(dpt_trainer_run(t2, NULL));
+        double loss, acc;
+        CHECK_OK(dpt_evaluate(dpt_trainer_model(t2), c.loss, &te, &loss, &acc));
+        CHECK(acc > 0.85);
+        if (!(acc > 0.85)) fprintf(stderr, "dpmac order 2 accuracy %g\n", acc);
+        dpt_trainer_free(t2);
+    }
+    /* errors */
+    dc = dpt_dpmac_config_defaults();
+    dc.taylor_order = 3;
+    CHECK_STATUS(dpt_algo_dpmac_new(&dc, &a), DPT_EINVAL);
+    CHECK_ERR_HAS("taylor_order: 1 or 2");
+    dc = dpt_dpmac_config_defaults();
+    dc.taylor_order = 2, dc.clip2 = 0;
+    CHECK_STATUS(dpt_algo_dpmac_new(&dc, &a), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_dpmac_config.clip2");
+    dc = dpt_dpmac_config_defaults();
+    dc.w_steps = 2;
+    CHECK_STATUS(dpt_algo_dpmac_new(&dc, &a), DPT_EINVAL);
+    CHECK_ERR_HAS("w_steps > 1 needs taylor_order 2");
+    dc = dpt_dpmac_config_defaults();
+    dc.taylor_order = 2, dc.w_steps = 0;
+    CHECK_STATUS(dpt_algo_dpmac_new(&dc, &a), DPT_EINVAL);
+    CHECK_ERR_HAS("w_steps");
+    dc = dpt_dpmac_config_defaults();
+    dc.taylor_order = 2, dc.secure = 1;
+    CHECK_STATUS(dpt_algo_dpmac_new(&dc, &a), DPT_EINVAL);
+    CHECK_ERR_HAS("non-secure");
+    const char *bad_spec[] = {"mlp:8-16-3:gelu", "mlp:8-16-3:relu"};
+    const dpt_loss_kind bad_loss[] = {DPT_LOSS_SIGMOID_BCE, DPT_LOSS_SOFTMAX_CE};
+    const char *bad_msg[] = {"no second derivative", "separable"};
+    for (int i = 0; i < 2; i++) {
+        c = cfg_for(bad_spec[i], bad_loss[i], 0.1);
+        dc = dpt_dpmac_config_defaults();
+        dc.taylor_order = 2;
+        CHECK_OK(dpt_algo_dpmac_new(&dc, &a));
+        CHECK_OK(dpt_trainer_new(&c, &tr, NULL, a, &t2));
+        if (!t2) continue;
+        CHECK_STATUS(a->begin(a, t2, 5), DPT_EINVAL);
+        CHECK_ERR_HAS(bad_msg[i]);
+        dpt_trainer_free(t2);
+    }
+    dpt_dataset_free(&tr);
+    dpt_dataset_free(&te);
+}
+
 /* ==== non-private MAC: the plain mean of the unclipped coefficients, no ledger ==== */
 static void test_nonprivate_mac(void) {
     dpt_dataset d, te;
@@ -404,6 +759,8 @@ static void test_nonprivate_mac(void) {
 int main(void) {
     test_taylor_fd("mlp:5-6-4-3:tanh", DPT_LOSS_SIGMOID_BCE, 5, 3);
     test_taylor_fd("ae:4-5-3-5-4:sigmoid", DPT_LOSS_SQUARED, 4, 2);
+    test_z_gradient_fd("mlp:5-6-4-3:tanh", DPT_LOSS_SIGMOID_BCE, 5, 3);
+    test_z_gradient_fd("ae:4-5-3-5-4:sigmoid", DPT_LOSS_SQUARED, 4, 2);
     test_z_per_example();
     test_sensitivity("mlp:6-12-8-3:relu", DPT_LOSS_SIGMOID_BCE, 6, 3, 0.05);
     test_sensitivity("ae:6-10-3-10-6:tanh", DPT_LOSS_SQUARED, 6, 2, 0.001);
@@ -411,5 +768,10 @@ int main(void) {
     test_ledger_and_learning();
     test_errors();
     test_nonprivate_mac();
+    test_hessian_fd("mlp:5-6-4-3:tanh", DPT_LOSS_SIGMOID_BCE, 5, 3);
+    test_hessian_fd("ae:4-5-3-5-4:sigmoid", DPT_LOSS_SQUARED, 4, 2);
+    test_hessian_sensitivity();
+    test_hessian_noise();
+    test_hessian_steps_and_errors();
     TEST_MAIN_END();
 }

@@ -52,11 +52,14 @@ typedef struct {
     dpt_sched_kind kind;
     double gamma;     /* STEP: multiply by gamma every `every` epochs; EXP: by gamma each epoch */
     unsigned every;   /* STEP only (>= 1) */
+    unsigned decays;  /* EXP only: decay this many times, then hold (0 = never stop) */
 } dpt_schedule;
 /* lr for 0-based epoch `epoch`: constant base; step base*gamma^floor(epoch/every);
- * exp base*gamma^epoch. */
+ * exp base*gamma^epoch, or base*gamma^min(epoch, decays) when decays > 0 (the DP-MAC
+ * authors' "stop decaying after n epochs" is decays = n - 1). */
 double dpt_schedule_lr(const dpt_schedule *s, double base_lr, uint64_t epoch);
-/* Parses "constant" | "step:GAMMA:EVERY" (e.g. step:0.85:10) | "exp:GAMMA". */
+/* Parses "constant" | "step:GAMMA:EVERY" (e.g. step:0.85:10) | "exp:GAMMA" |
+ * "exp:GAMMA:DECAYS" (e.g. exp:0.95:19: 19 decays, constant from epoch 19 on). */
 dpt_status dpt_schedule_parse(const char *s, dpt_schedule *out);
 
 #ifdef __cplusplus

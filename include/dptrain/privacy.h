@@ -127,6 +127,10 @@ dpt_status dpt_dp_pca_fit(const float *X, size_t n, size_t d, size_t k, double s
                           int secure, int threads, double *V, double *evals);
 /* out [n, k] = unit-normalized rows of X times V (the same preprocessing as the fit). */
 dpt_status dpt_dp_pca_project(const float *X, size_t n, size_t d, const double *V, size_t k, float *out);
+/* out [n, k] = the rows of X as they are times V (no unit normalization: the features keep
+ * the data's scale, as the DP-MAC authors' code projects). Post-processing of the released
+ * V like dpt_dp_pca_project; the training's own clipping bounds each row's influence. */
+dpt_status dpt_dp_pca_project_raw(const float *X, size_t n, size_t d, const double *V, size_t k, float *out);
 
 /* ==== DP mean (optional centring before DP-PCA) ====
  * mu = [sum_i clip_C(x_i) + N(0, (sigma C)^2 I_d)] / n, clip_C(x) = x min(1, C / ||x||_2).

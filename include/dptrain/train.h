@@ -195,7 +195,7 @@ dpt_status dpt_algo_dpulr_module_info(const dpt_algo *a, size_t l, dpt_dpulr_mod
  * with elementwise activations, f_k(W_k z_{k-1}), z_0 = x (docs/dpmac.md). Per sampled
  * batch (Poisson, rate q):
  *   z-step (not released): z initialized by a forward pass, then z_steps Adam steps (fresh
- *     state per batch) on e_n = loss(out_n) + sum_{k<K} 1/2 ||z_{k,n} - f_k(W_k z_{k-1,n})||^2,
+ *     state per batch) on e_n = loss(out_n) + sum_{k<K} mu/2 ||z_{k,n} - f_k(W_k z_{k-1,n})||^2,
  *     the gradient scaled by 1/(qN); example n's z depends on example n alone.
  *   W-step: per example and weight layer k, the Taylor coefficient dT_{n,k} = [z_{k-1,n}; 1]
  *     outer g_{n,k}, g = 2 (f(a) - z_k) f'(a) (hidden), 2 (out - x) (squared-error
@@ -206,7 +206,17 @@ dpt_status dpt_algo_dpulr_module_info(const dpt_algo *a, size_t l, dpt_dpulr_mod
  * one sampled Gaussian mechanism (q, sigma): one SGM ledger event per step. The trainer's
  * optimizer (Adam in the paper: elementwise, so per-layer states are the same thing)
  * applies the direction. Losses: DPT_LOSS_SIGMOID_BCE / SOFTMAX_CE (labels) or
- * DPT_LOSS_SQUARED (autoencoder: the targets are the inputs). */
+ * DPT_LOSS_SQUARED (autoencoder: the targets are the inputs).
+ * Second-order variant (taylor_order 2; Eq. 3-5 of the paper with its C coefficients, the
+ * a coefficient omitted as for any gradient-based optimizer): per example and layer also
+ * the Hessian coefficient d2T_{n,k} = sum_h c_{n,h} e_h e_h^T (x) zhat zhat^T, zhat =
+ * [z_{k-1,n}; 1], c = 2 f'(a)^2 + 2 (f(a) - z) f''(a) (hidden), 2 (squared-error output),
+ * sigmoid'(out) (BCE output), clipped to Frobenius norm clip2; both sums get noise of std
+ * sigma sqrt(2K) times their bound (M = 2 partitions, Section 2.3 / Appendix I: still one
+ * SGM(q, sigma) event), the noisy Hessian sums are symmetrized (post-processing), and the
+ * optimizer takes w_steps steps on the released quadratic: direction (1/(2qN)) [b~ + H~ (w -
+ * w_hat)], w_hat = the parameters at the start of the step. Hidden activations relu, tanh,
+ * sigmoid or none; losses BCE or squared error; not with secure. */
 typedef struct {
     double sigma;       /* noise multiplier (> 0) */
     double clip;        /* Theta > 0: per-example, per-layer Frobenius bound */
@@ -214,7 +224,16 @@ typedef struct {
                            at the forward pass) */
     double z_lr;        /* Adam learning rate of the z-step (> 0) */
     double z_beta1, z_beta2, z_eps; /* Adam constants of the z-step (0.9, 0.999, 1e-8) */
+    double z_mu;        /* mu > 0: weight of the hidden layers' terms in the z-objective (1, the
+                           paper's Eq. 2; the authors' classifier code weighs ||z - f||^2
+                           against its cross-entropy output, i.e. mu = 2). The W-step does
+                           not depend on it. */
     int secure;         /* 1: exact discrete Gaussian noise */
+    unsigned taylor_order; /* 1 (default, the paper's experiments) or 2 (see above) */
+    double clip2;       /* taylor_order 2: Frobenius bound of each example's per-layer Hessian
+                           coefficient (> 0) */
+    unsigned w_steps;   /* taylor_order 2: optimizer steps on the released quadratic per batch
+                           (>= 1; the first is at w_hat, where it equals the first-order step) */
     int private_;       /* 1 (default): DP-MAC as above. 0: the non-private MAC baseline
                            ("mac"): no clipping, no noise, no ledger (is_private 0,
                            privacy_note "non-private"), direction sum_n dT_n / (2 |B|) with

@@ -154,7 +154,7 @@ double dpt_schedule_lr(const dpt_schedule *s, double base_lr, uint64_t epoch) {
     case DPT_SCHED_STEP:
         return base_lr * pow(s->gamma, (double)(epoch / (s->every ? s->every : 1)));
     case DPT_SCHED_EXP:
-        return base_lr * pow(s->gamma, (double)epoch);
+        return base_lr * pow(s->gamma, (double)(s->decays && epoch > s->decays ? s->decays : epoch));
     case DPT_SCHED_CONSTANT:
     default:
         return base_lr;
@@ -204,11 +204,23 @@ dpt_status dpt_schedule_parse(const char *s, dpt_schedule *out) {
         return DPT_OK;
     }
     if (strncmp(s, "exp:", 4) == 0) {
-        DPT_TRY(parse_gamma(s, s + 4, '\0', &out->gamma, &next));
+        const int capped = strchr(s + 4, ':') != NULL;
+        DPT_TRY(parse_gamma(s, s + 4, capped ? ':' : '\0', &out->gamma, &next));
         out->kind = DPT_SCHED_EXP;
+        if (capped) { /* exp:GAMMA:DECAYS */
+            const char *p = next + 1;
+            char *e = NULL;
+            errno = 0;
+            unsigned long k = strtoul(p, &e, 10);
+            DPT_CHECK(*p >= '0' && *p <= '9' && e != p && *e == '\0' && errno == 0, DPT_EINVAL,
+                      "schedule \"%s\": DECAYS \"%s\" is not a whole number of epochs", s, p);
+            DPT_CHECK(k >= 1 && k <= 0xFFFFFFFFul, DPT_EINVAL,
+                      "schedule \"%s\": DECAYS must be >= 1 (omit it to decay every epoch), got %s", s, p);
+            out->decays = (unsigned)k;
+        }
         return DPT_OK;
     }
     return dpt_set_error(DPT_EINVAL,
-                         "unknown schedule \"%s\" (expected constant, step:GAMMA:EVERY or "
-                         "exp:GAMMA)", s);
+                         "unknown schedule \"%s\" (expected constant, step:GAMMA:EVERY, exp:GAMMA or "
+                         "exp:GAMMA:DECAYS)", s);
 }

@@ -104,7 +104,7 @@ dpt_status dpt_dp_pca_fit(const float *X, size_t n, size_t d, size_t k, double s
     return s;
 }
 
-dpt_status dpt_dp_pca_project(const float *X, size_t n, size_t d, const double *V, size_t k, float *out) {
+static dpt_status project(const float *X, size_t n, size_t d, const double *V, size_t k, float *out, int unit) {
     DPT_CHECK((X || n == 0) && V && out && k >= 1 && d >= 1, DPT_EINVAL, "dp_pca_project: NULL argument");
     const size_t c0 = n < PCA_CHUNK ? (n ? n : 1) : PCA_CHUNK;
     float *buf = dpt_alloc2(c0, d, sizeof(float), "dp_pca rows");
@@ -114,13 +114,22 @@ dpt_status dpt_dp_pca_project(const float *X, size_t n, size_t d, const double *
         return DPT_ENOMEM;
     }
     for (size_t j = 0; j < d * k; j++) Vf[j] = (float)V[j];
-    for (size_t lo = 0; lo < n; lo += c0) { /* out rows = unit rows [c, d] x V [d, k] */
+    for (size_t lo = 0; lo < n; lo += c0) { /* out rows = (unit) rows [c, d] x V [d, k] */
         size_t c = n - lo < c0 ? n - lo : c0;
-        unit_rows(X, lo, c, d, buf);
+        if (unit) unit_rows(X, lo, c, d, buf);
+        else memcpy(buf, X + lo * d, c * d * sizeof(float));
         dpt_sgemm(0, 0, c, k, d, 1.0f, buf, d, Vf, k, 0.0f, out + lo * k, k);
     }
     dpt_free(buf), dpt_free(Vf);
     return DPT_OK;
+}
+
+dpt_status dpt_dp_pca_project(const float *X, size_t n, size_t d, const double *V, size_t k, float *out) {
+    return project(X, n, d, V, k, out, 1);
+}
+
+dpt_status dpt_dp_pca_project_raw(const float *X, size_t n, size_t d, const double *V, size_t k, float *out) {
+    return project(X, n, d, V, k, out, 0);
 }
 
 /* ==== DP mean (centring before DP-PCA) ==== */

@@ -2,7 +2,7 @@
  * training loop; see train.h and docs/dpmac.md. Per chunk of the sampled batch:
  *   1. z_k = f_k(W_k z_{k-1}) by a forward pass (k < K: the hidden layers' outputs);
  *   2. z_steps Adam steps on the per-example objective
- *        e_n = loss(out_n) + sum_{k<K} 1/2 ||z_{k,n} - f_k(W_k z_{k-1,n} + b_k)||^2,
+ *        e_n = loss(out_n) + sum_{k<K} mu/2 ||z_{k,n} - f_k(W_k z_{k-1,n} + b_k)||^2,
  *      every operation elementwise or per example row (no statistic over the batch), so
  *      z_n is a function of example n and the parameters only; z lives in this state's
  *      buffers and is never written anywhere;
@@ -10,7 +10,11 @@
  *      Frobenius norms of [z_{k-1}; 1] g_k^T per example (ghost norms, SQNORM), factors
  *      min(1, Theta / ||.||), weighted sum into grad (one GEMM per layer, WEIGHTED).
  * finish: + N(0, sigma^2 K Theta^2) once, divided by 2 q N (expected batch size: the
- * sensitivity of the released sum is sqrt(K) Theta for every batch, empty ones included). */
+ * sensitivity of the released sum is sqrt(K) Theta for every batch, empty ones included).
+ * Second order (taylor_order 2): per layer also the clipped Hessian coefficients
+ * sum_n s_n c_{n,h} zhat_n zhat_n^T (one GEMM per sub-chunk of examples), both sums noised
+ * with sqrt(2K) times their bound, and after the loop's optimizer step w_steps - 1 more
+ * steps on the released quadratic (after_update). */
 #include <dptrain/train.h>
 
 #include <dptrain/accounting.h>
@@ -22,6 +26,8 @@
 #include "train_internal.h"
 
 #define DPMAC_MAX_LAYERS 64
+#define DPMAC_H_SUB 32              /* examples per GEMM of the Hessian coefficients */
+#define DPMAC_H_MAX_ENTRIES (1u << 26) /* largest total sum_k K_k (D_k + 1)^2 of order 2 */
 
 typedef struct {
     dpt_dpmac_config cfg;
@@ -37,6 +43,13 @@ typedef struct {
     float *tmp, *tmp2;            /* [cap, maxw] */
     dpt_chunk_bufs buf;           /* loss cotangents, per-example losses */
     float *sq, *c;                /* [cap] */
+    /* taylor_order 2 */
+    float *S2[DPMAC_MAX_LAYERS];  /* [width_k, D_k + 1, D_k + 1]: sum_n s_n c_{n,h} zhat zhat^T, then released */
+    size_t din[DPMAC_MAX_LAYERS]; /* D_k + 1 */
+    float *curv;                  /* [cap, maxw] c_{n,h} */
+    float *outer, *coef;          /* [DPMAC_H_SUB, max (D+1)^2], [DPMAC_H_SUB, maxw] */
+    float *w0, *g1;               /* [P] w_hat and the released first-order direction */
+    int has_quadratic;            /* finish() released a quadratic for after_update */
 } dpmac_state;
 
 dpt_dpmac_config dpt_dpmac_config_defaults(void) {
@@ -49,6 +62,10 @@ dpt_dpmac_config dpt_dpmac_config_defaults(void) {
     c.z_beta1 = 0.9;
     c.z_beta2 = 0.999;
     c.z_eps = 1e-8;
+    c.z_mu = 1.0;
+    c.taylor_order = 1;
+    c.clip2 = 0.3;
+    c.w_steps = 1;
     c.private_ = 1;
     return c;
 }
@@ -100,8 +117,49 @@ static void free_bufs(dpmac_state *s) {
     }
     dpt_free(s->tmp), dpt_free(s->tmp2), dpt_free(s->sq), dpt_free(s->c);
     s->tmp = s->tmp2 = s->sq = s->c = NULL;
+    for (size_t k = 0; k < DPMAC_MAX_LAYERS; k++) dpt_free(s->S2[k]), s->S2[k] = NULL;
+    dpt_free(s->curv), dpt_free(s->outer), dpt_free(s->coef), dpt_free(s->w0), dpt_free(s->g1);
+    s->curv = s->outer = s->coef = s->w0 = s->g1 = NULL;
     dpt_chunk_bufs_free(&s->buf);
     s->cap = 0;
+}
+
+/* Buffers of the second-order variant; refuses activations without a second derivative
+ * here and models whose Hessian coefficients would not fit. */
+static dpt_status reserve_order2(dpmac_state *s, const dpt_model *m, dpt_loss_kind loss, size_t cap) {
+    size_t total = 0, maxd2 = 0;
+    DPT_CHECK(loss == DPT_LOSS_SIGMOID_BCE || loss == DPT_LOSS_SQUARED, DPT_EINVAL,
+              "dpmac: taylor_order 2 needs an output loss that is separable over the outputs (bce or mse; softmax "
+              "cross-entropy couples them)");
+    for (size_t k = 0; k < s->K; k++) {
+        const dpt_layer *L = &m->layers[s->lin[k]];
+        DPT_CHECK(L->b, DPT_EINVAL, "dpmac: taylor_order 2 needs biases (model '%s', layer %zu)", m->spec, s->lin[k]);
+        if (s->act[k] < m->n_layers) {
+            dpt_layer_kind a = m->layers[s->act[k]].kind;
+            DPT_CHECK(a == DPT_LAYER_RELU || a == DPT_LAYER_TANH || a == DPT_LAYER_SIGMOID || a == DPT_LAYER_IDENTITY,
+                      DPT_EINVAL, "dpmac: taylor_order 2: activation '%s' of model '%s' has no second derivative here "
+                      "(relu, tanh, sigmoid or none)", m->layers[s->act[k]].name, m->spec);
+        }
+        s->din[k] = L->in_dim + 1;
+        const size_t d2 = s->din[k] * s->din[k];
+        total += L->out_dim * d2;
+        if (d2 > maxd2) maxd2 = d2;
+        DPT_CHECK(total <= DPMAC_H_MAX_ENTRIES, DPT_EINVAL,
+                  "dpmac: taylor_order 2: the Hessian coefficients of model '%s' have more than %u entries (sum over "
+                  "layers of out (in + 1)^2); use taylor_order 1", m->spec, DPMAC_H_MAX_ENTRIES);
+    }
+    for (size_t k = 0; k < s->K; k++) {
+        s->S2[k] = dpt_alloc2(m->layers[s->lin[k]].out_dim, s->din[k] * s->din[k], sizeof(float),
+                              "dpmac Hessian coefficients");
+        if (!s->S2[k]) return DPT_ENOMEM;
+    }
+    s->curv = dpt_alloc2(cap, s->maxw, sizeof(float), "dpmac curvatures");
+    s->outer = dpt_alloc2(DPMAC_H_SUB, maxd2, sizeof(float), "dpmac outer products");
+    s->coef = dpt_alloc2(DPMAC_H_SUB, s->maxw, sizeof(float), "dpmac curvature weights");
+    s->w0 = dpt_alloc(m->n_params, sizeof(float), "dpmac w_hat");
+    s->g1 = dpt_alloc(m->n_params, sizeof(float), "dpmac first-order direction");
+    if (!s->curv || !s->outer || !s->coef || !s->w0 || !s->g1) return DPT_ENOMEM;
+    return DPT_OK;
 }
 
 static dpt_status reserve(dpmac_state *s, dpt_trainer *t) {
@@ -124,6 +182,7 @@ static dpt_status reserve(dpmac_state *s, dpt_trainer *t) {
     s->c = dpt_alloc(cap, sizeof(float), "dpmac clipping factors");
     if (!s->tmp || !s->tmp2 || !s->sq || !s->c) return DPT_ENOMEM;
     DPT_TRY(dpt_chunk_bufs_reserve(&s->buf, m));
+    if (s->cfg.taylor_order == 2) DPT_TRY(reserve_order2(s, m, t->cfg.loss, cap));
     s->cap = cap;
     return DPT_OK;
 }
@@ -169,25 +228,26 @@ static double expected_batch(const dpt_trainer *t) {
 
 /* ==== z-step ==== */
 
-/* gz_k = s (z_k - f_k(a_k)) + s d/dz_k [next layer's term]. Needs forward_layers and
+/* gz_k = s mu (z_k - f_k(a_k)) + s d/dz_k [next layer's term]. Needs forward_layers and
  * output_loss of the current z. */
 static dpt_status z_gradient(dpmac_state *s, dpt_model *m, size_t bc, float scale) {
     const size_t K = s->K;
+    const float mu = (float)s->cfg.z_mu;
     for (size_t k = 0; k + 1 < K; k++) {
         const size_t w = s->width[k], n = bc * w;
         const float *p = post_act(s, m, k), *z = s->z[k];
         float *g = s->gz[k];
-        for (size_t i = 0; i < n; i++) g[i] = scale * (z[i] - p[i]);
+        for (size_t i = 0; i < n; i++) g[i] = scale * mu * (z[i] - p[i]);
         const size_t k1 = k + 1;
         const dpt_layer *L1 = &m->layers[s->lin[k1]];
         const float *dv; /* cotangent at a_{k+1} */
         if (k1 == K - 1) {
             dv = s->buf.dout; /* d loss / d out; out = a_{K-1} */
         } else {
-            /* d/da_{k+1} 1/2 ||z_{k+1} - f(a_{k+1})||^2 = -(z_{k+1} - f(a_{k+1})) f'(a_{k+1}) */
+            /* d/da_{k+1} mu/2 ||z_{k+1} - f(a_{k+1})||^2 = -mu (z_{k+1} - f(a_{k+1})) f'(a_{k+1}) */
             const size_t n1 = bc * s->width[k1];
             const float *p1 = post_act(s, m, k1), *z1 = s->z[k1];
-            for (size_t i = 0; i < n1; i++) s->tmp2[i] = p1[i] - z1[i];
+            for (size_t i = 0; i < n1; i++) s->tmp2[i] = mu * (p1[i] - z1[i]);
             if (s->act[k1] < m->n_layers) {
                 const dpt_layer *A = &m->layers[s->act[k1]];
                 DPT_TRY(A->ops->backward_input(A, pre_act(s, m, k1), p1, s->tmp2, s->tmp, bc));
@@ -267,11 +327,78 @@ static dpt_status coefficient_cotangent(dpmac_state *s, dpt_trainer *t, size_t k
     return DPT_OK;
 }
 
+/* ==== Second order: Hessian coefficients ==== */
+
+/* c [bc, width_k]: the second derivative of weight layer k's per-example objective T with
+ * respect to its pre-activation a (per output unit h; T is separable in h):
+ *   hidden, T = (z - f(a))^2:        c = 2 f'(a)^2 + 2 (f(a) - z) f''(a)
+ *   squared-error output, T = (o - x)^2:  c = 2
+ *   BCE output, T = softplus(o) - y o:    c = sigmoid(o) (1 - sigmoid(o)) */
+static void curvature(dpmac_state *s, dpt_trainer *t, size_t k, size_t bc, float *c) {
+    dpt_model *m = t->model;
+    const size_t w = s->width[k], n = bc * w;
+    if (k == s->K - 1) {
+        const float *o = pre_act(s, m, k);
+        for (size_t i = 0; i < n; i++) {
+            if (t->cfg.loss == DPT_LOSS_SQUARED) {
+                c[i] = 2.0f;
+            } else {
+                const double p = 1.0 / (1.0 + exp(-(double)o[i]));
+                c[i] = (float)(p * (1.0 - p));
+            }
+        }
+        return;
+    }
+    const dpt_layer_kind kind = s->act[k] < m->n_layers ? m->layers[s->act[k]].kind : DPT_LAYER_IDENTITY;
+    const float *a = pre_act(s, m, k), *f = post_act(s, m, k), *z = s->z[k];
+    for (size_t i = 0; i < n; i++) {
+        double d1 = 1, d2 = 0;
+        const double fv = f[i];
+        switch (kind) {
+        case DPT_LAYER_RELU: d1 = a[i] > 0 ? 1 : 0; break; /* f'' = 0 away from the kink */
+        case DPT_LAYER_TANH: d1 = 1 - fv * fv, d2 = -2 * fv * d1; break;
+        case DPT_LAYER_SIGMOID: d1 = fv * (1 - fv), d2 = d1 * (1 - 2 * fv); break;
+        default: break;
+        }
+        c[i] = (float)(2 * d1 * d1 + 2 * (fv - z[i]) * d2);
+    }
+}
+
+/* S2_k += sum_n s_n c_{n,h} zhat_n zhat_n^T with s_n = min(1, clip2 / ||d2T_{n,k}||_F),
+ * ||d2T_{n,k}||_F = ||c_n||_2 ||zhat_n||^2 (a sum of rank-one blocks, one per h). */
+static void hessian_accumulate(dpmac_state *s, size_t k, const float *in, size_t bc, const float *c) {
+    const size_t w = s->width[k], D1 = s->din[k], D = D1 - 1, d2 = D1 * D1;
+    for (size_t lo = 0; lo < bc; lo += DPMAC_H_SUB) {
+        const size_t nb = bc - lo < DPMAC_H_SUB ? bc - lo : DPMAC_H_SUB;
+        for (size_t r = 0; r < nb; r++) {
+            const float *x = in + (lo + r) * D;
+            const float *cr = c + (lo + r) * w;
+            double zz = 1, cc = 0;
+            for (size_t i = 0; i < D; i++) zz += (double)x[i] * x[i];
+            for (size_t h = 0; h < w; h++) cc += (double)cr[h] * cr[h];
+            const double norm = sqrt(cc) * zz;
+            const double f = norm > s->cfg.clip2 ? s->cfg.clip2 / norm : 1.0;
+            for (size_t h = 0; h < w; h++) s->coef[r * w + h] = (float)(f * cr[h]);
+            float *o = s->outer + r * d2; /* zhat zhat^T, zhat = [x; 1] */
+            for (size_t i = 0; i < D1; i++) {
+                const float xi = i < D ? x[i] : 1.0f;
+                for (size_t j = 0; j < D1; j++) o[i * D1 + j] = xi * (j < D ? x[j] : 1.0f);
+            }
+        }
+        /* S2 [w, d2] += coef^T [w, nb] x outer [nb, d2] */
+        dpt_sgemm(1, 0, w, d2, nb, 1.0f, s->coef, w, s->outer, d2, 1.0f, s->S2[k], d2);
+    }
+}
+
 static dpt_status dpmac_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
     (void)batch;
     dpmac_state *s = a->state;
     DPT_TRY(reserve(s, t));
     memset(t->model->grad, 0, t->model->n_params * sizeof(float));
+    if (s->cfg.taylor_order == 2)
+        for (size_t k = 0; k < s->K; k++)
+            memset(s->S2[k], 0, s->width[k] * s->din[k] * s->din[k] * sizeof(float));
+    s->has_quadratic = 0;
     return DPT_OK;
 }
 
@@ -294,6 +421,10 @@ static dpt_status dpmac_accumulate(dpt_algo *a, dpt_trainer *t, const float *x, 
         DPT_TRY(L->ops->backward_params(L, in, s->tmp, bc, DPT_GRAD_SQNORM, NULL, s->sq, 0, 0));
         DPT_TRY(dpt_privacy_clip_factors(s->sq, bc, s->cfg.clip, s->c));
         DPT_TRY(L->ops->backward_params(L, in, s->tmp, bc, DPT_GRAD_WEIGHTED, s->c, m->grad + L->param_offset, 0, 1));
+        if (s->cfg.taylor_order == 2) {
+            curvature(s, t, k, bc, s->curv);
+            hessian_accumulate(s, k, in, bc, s->curv);
+        }
     }
     return DPT_OK;
 }
@@ -307,7 +438,10 @@ static dpt_status dpmac_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
         return DPT_OK;
     }
     DPT_TRY(reserve(s, t)); /* K is known even if no chunk ran */
-    const double C = sqrt((double)s->K) * s->cfg.clip; /* sensitivity of the stacked sum */
+    /* M partitions per layer (b; b and C for order 2), each noised with sqrt(M K) times its
+     * own bound: the stacked release has sensitivity 1 in units of the noise std / sigma */
+    const double M = s->cfg.taylor_order == 2 ? 2.0 : 1.0;
+    const double C = sqrt(M * (double)s->K) * s->cfg.clip;
     dpt_rng *noise = dpt_trainer_noise_rng(t);
     if (s->cfg.secure)
         DPT_TRY(dpt_privacy_noise_add_secure(noise, m->grad, m->n_params, s->cfg.sigma, C, t->threads));
@@ -317,6 +451,64 @@ static dpt_status dpmac_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
     DPT_CHECK(qN > 0, DPT_EINVAL, "dpmac: expected batch size qN = %g must be > 0", qN);
     const float inv = (float)(1.0 / (2.0 * qN));
     for (size_t j = 0; j < m->n_params; j++) m->grad[j] *= inv;
+    if (s->cfg.taylor_order == 2) {
+        const double C2 = sqrt(M * (double)s->K) * s->cfg.clip2;
+        for (size_t k = 0; k < s->K; k++) {
+            const size_t D1 = s->din[k], d2 = D1 * D1;
+            float *H = s->S2[k];
+            DPT_TRY(dpt_privacy_noise_add(noise, H, s->width[k] * d2, s->cfg.sigma, C2, t->threads));
+            for (size_t h = 0; h < s->width[k]; h++) { /* scale and symmetrize (post-processing) */
+                float *Hh = H + h * d2;
+                for (size_t i = 0; i < D1; i++) {
+                    Hh[i * D1 + i] *= inv;
+                    for (size_t j = i + 1; j < D1; j++) {
+                        const float v = 0.5f * (Hh[i * D1 + j] + Hh[j * D1 + i]) * inv;
+                        Hh[i * D1 + j] = Hh[j * D1 + i] = v;
+                    }
+                }
+            }
+        }
+        memcpy(s->w0, m->theta, m->n_params * sizeof(float));
+        memcpy(s->g1, m->grad, m->n_params * sizeof(float));
+        s->has_quadratic = 1;
+    }
+    return DPT_OK;
+}
+
+/* grad = g1 + H (theta - w0), per layer and output unit h on [W_h; b_h]: the gradient of the
+ * released quadratic (1/(2qN)) [w^T b~ + w^T C~ w] at theta. */
+static void quadratic_gradient(dpmac_state *s, const dpt_model *m, float *grad) {
+    memcpy(grad, s->g1, m->n_params * sizeof(float));
+    for (size_t k = 0; k < s->K; k++) {
+        const dpt_layer *L = &m->layers[s->lin[k]];
+        const size_t D1 = s->din[k], D = D1 - 1, d2 = D1 * D1;
+        const size_t ow = (size_t)(L->w - m->theta), ob = (size_t)(L->b - m->theta);
+        for (size_t h = 0; h < s->width[k]; h++) {
+            const float *Hh = s->S2[k] + h * d2;
+            for (size_t i = 0; i < D1; i++) {
+                const size_t pi = i < D ? ow + h * D + i : ob + h;
+                double acc = 0;
+                for (size_t j = 0; j < D1; j++) {
+                    const size_t pj = j < D ? ow + h * D + j : ob + h;
+                    acc += (double)Hh[i * D1 + j] * ((double)m->theta[pj] - s->w0[pj]);
+                }
+                grad[pi] += (float)acc;
+            }
+        }
+    }
+}
+
+/* The remaining w_steps - 1 optimizer steps on the released quadratic (post-processing). */
+static dpt_status dpmac_after_update(dpt_algo *a, dpt_trainer *t) {
+    dpmac_state *s = a->state;
+    if (!s->has_quadratic) return DPT_OK;
+    dpt_model *m = t->model;
+    const double lr = dpt_schedule_lr(&t->cfg.schedule, t->cfg.optim.lr, t->epoch);
+    for (unsigned it = 1; it < s->cfg.w_steps; it++) {
+        quadratic_gradient(s, m, m->grad);
+        DPT_TRY(dpt_optim_step(&t->opt, m->theta, m->grad, lr));
+    }
+    s->has_quadratic = 0;
     return DPT_OK;
 }
 
@@ -349,6 +541,19 @@ dpt_status dpt_algo_dpmac_new(const dpt_dpmac_config *cfg, dpt_algo **out) {
     DPT_CHECK(cfg->z_steps <= 100000, DPT_EINVAL, "dpt_dpmac_config.z_steps: %u is more than 100000", cfg->z_steps);
     DPT_CHECK(isfinite(cfg->z_lr) && cfg->z_lr > 0, DPT_EINVAL,
               "dpt_dpmac_config.z_lr: the z-step learning rate must be > 0, got %g", cfg->z_lr);
+    DPT_CHECK(isfinite(cfg->z_mu) && cfg->z_mu > 0, DPT_EINVAL,
+              "dpt_dpmac_config.z_mu: the weight of the hidden layers' z terms must be > 0, got %g", cfg->z_mu);
+    DPT_CHECK(cfg->taylor_order == 1 || cfg->taylor_order == 2, DPT_EINVAL,
+              "dpt_dpmac_config.taylor_order: 1 or 2, got %u", cfg->taylor_order);
+    DPT_CHECK(cfg->taylor_order == 1 || (cfg->private_ && !cfg->secure), DPT_EINVAL,
+              "dpt_dpmac_config.taylor_order 2 is implemented for private, non-secure runs only");
+    DPT_CHECK(cfg->taylor_order == 1 || (isfinite(cfg->clip2) && cfg->clip2 > 0), DPT_EINVAL,
+              "dpt_dpmac_config.clip2: the Hessian coefficient bound must be > 0, got %g", cfg->clip2);
+    DPT_CHECK(cfg->w_steps >= 1 && cfg->w_steps <= 1000, DPT_EINVAL,
+              "dpt_dpmac_config.w_steps: must be in [1, 1000], got %u", cfg->w_steps);
+    DPT_CHECK(cfg->w_steps == 1 || cfg->taylor_order == 2, DPT_EINVAL,
+              "dpt_dpmac_config.w_steps > 1 needs taylor_order 2 (on the first-order expansion every step would "
+              "repeat the same direction)");
     DPT_CHECK(cfg->z_beta1 >= 0 && cfg->z_beta1 < 1 && cfg->z_beta2 >= 0 && cfg->z_beta2 < 1 && cfg->z_eps > 0,
               DPT_EINVAL,
               "dpt_dpmac_config.z_beta1, z_beta2, z_eps: the z-step Adam constants need 0 <= beta1, beta2 < 1 and "
@@ -370,6 +575,7 @@ dpt_status dpt_algo_dpmac_new(const dpt_dpmac_config *cfg, dpt_algo **out) {
     a->finish = dpmac_finish;
     a->record = priv ? dpt_algo_record_sgm : NULL;
     a->bind = priv ? dpmac_bind : NULL;
+    a->after_update = cfg->taylor_order == 2 ? dpmac_after_update : NULL;
     a->privacy_note = priv ? NULL : "non-private: MAC without clipping or noise, no privacy guarantee";
     a->free = dpmac_free;
     a->state = s;
@@ -410,6 +616,45 @@ dpt_status dpt_dpmac_debug_chunk(dpt_algo *a, dpt_trainer *t, const float *x, co
     }
     return DPT_OK;
 }
+
+dpt_status dpt_dpmac_debug_zobjective(dpt_algo *a, dpt_trainer *t, const float *x, const int32_t *y, size_t bc,
+                                      const float *z_in, double *obj, float *gz_out) {
+    dpmac_state *s = a->state;
+    dpt_model *m = t->model;
+    DPT_CHECK(bc >= 1 && bc <= m->max_batch && z_in && obj && gz_out, DPT_EINVAL, "dpmac debug: bad arguments");
+    DPT_TRY(reserve(s, t));
+    size_t H = 0;
+    for (size_t k = 0; k + 1 < s->K; k++) H += s->width[k];
+    for (size_t i = 0, o = 0; i < bc; i++, o = 0)
+        for (size_t k = 0; k + 1 < s->K; k++) {
+            memcpy(s->z[k] + i * s->width[k], z_in + i * H + o, s->width[k] * sizeof(float));
+            o += s->width[k];
+        }
+    double ls = 0;
+    DPT_TRY(forward_layers(s, m, x, bc));
+    DPT_TRY(output_loss(s, t, x, y, bc, &ls));
+    for (size_t k = 0; k + 1 < s->K; k++) {
+        const float *p = post_act(s, m, k), *z = s->z[k];
+        for (size_t i = 0; i < bc * s->width[k]; i++) ls += 0.5 * s->cfg.z_mu * ((double)z[i] - p[i]) * ((double)z[i] - p[i]);
+    }
+    *obj = ls;
+    DPT_TRY(z_gradient(s, m, bc, 1.0f));
+    for (size_t i = 0, o = 0; i < bc; i++, o = 0)
+        for (size_t k = 0; k + 1 < s->K; k++) {
+            memcpy(gz_out + i * H + o, s->gz[k] + i * s->width[k], s->width[k] * sizeof(float));
+            o += s->width[k];
+        }
+    return DPT_OK;
+}
+
+const float *dpt_dpmac_debug_hessian(const dpt_algo *a, size_t k, size_t *rows, size_t *d1) {
+    const dpmac_state *s = a->state;
+    if (k >= s->K || !s->S2[k]) return NULL;
+    *rows = s->width[k], *d1 = s->din[k];
+    return s->S2[k];
+}
+
+const float *dpt_dpmac_debug_g1(const dpt_algo *a) { return ((const dpmac_state *)a->state)->g1; }
 
 dpt_status dpt_trainer_add_gaussian_release(dpt_trainer *t, double sensitivity, double sigma, const char *label) {
     DPT_CHECK(t, DPT_EINVAL, "add_gaussian_release: NULL trainer");

@@ -523,6 +523,7 @@ static char *state_json(dpt_trainer *t) {
     cJSON_AddNumberToObject(cfg, "schedule_kind", t->cfg.schedule.kind);
     cJSON_AddNumberToObject(cfg, "schedule_gamma", t->cfg.schedule.gamma);
     cJSON_AddNumberToObject(cfg, "schedule_every", t->cfg.schedule.every);
+    cJSON_AddNumberToObject(cfg, "schedule_decays", t->cfg.schedule.decays);
     cJSON_AddNumberToObject(cfg, "lr", t->cfg.optim.lr);
     dpt_sampler_state ss;
     dpt_sampler_get_state(t->sampler, &ss);
@@ -793,7 +794,12 @@ static dpt_status resume_local(dpt_trainer *t) {
     }
     if ((int)loss_k != (int)t->cfg.loss || (int)init_k != (int)t->cfg.init)
         mismatch(msg, sizeof msg, "loss/init", "different", "as given");
-    if ((int)sk != (int)t->cfg.schedule.kind || sg != t->cfg.schedule.gamma || (unsigned)se != t->cfg.schedule.every)
+    /* schedule_decays is absent from checkpoints written before exp:GAMMA:DECAYS existed: 0 */
+    double sd = 0;
+    const cJSON *sdj = cJSON_GetObjectItemCaseSensitive(cfg, "schedule_decays");
+    if (sdj && !json_double(cfg, "schedule_decays", &sd)) sd = -1;
+    if ((int)sk != (int)t->cfg.schedule.kind || sg != t->cfg.schedule.gamma || (unsigned)se != t->cfg.schedule.every ||
+        sd != (double)t->cfg.schedule.decays)
         mismatch(msg, sizeof msg, "schedule", "different", "as given");
     optim_mismatch(t, msg, sizeof msg);
     if (msg[0]) {
