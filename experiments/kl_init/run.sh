@@ -38,10 +38,11 @@ mkdir -p "$OUT/runs"
 TR=$OUT/train_${N_TRAIN}.csv TE=$OUT/test_${N_TEST}.csv
 [ -s "$TR" ] && [ -s "$TE" ] || python3 "$HERE/prep.py" "$DATA" "$N_TRAIN" "$N_TEST" "$TR" "$TE"
 
-configs=() # "init depth width"
-for init in $INITS; do
-  for L in $DEPTHS; do configs+=("$init $L $WIDTH"); done
-  for m in $WIDTHS; do [ "$m" = "$WIDTH" ] && [[ " $DEPTHS " == *" $DEPTH "* ]] || configs+=("$init $DEPTH $m"); done
+configs=() # "init depth width"; the initializations innermost, so that a partial run covers all three
+for L in $DEPTHS; do for init in $INITS; do configs+=("$init $L $WIDTH"); done; done
+for m in $WIDTHS; do
+  [ "$m" = "$WIDTH" ] && [[ " $DEPTHS " == *" $DEPTH "* ]] && continue
+  for init in $INITS; do configs+=("$init $DEPTH $m"); done
 done
 echo "init,depth,width,B" > "$OUT/B.csv"
 total=$(( ${#configs[@]} * RUNS )); k=0; t0=$(date +%s)

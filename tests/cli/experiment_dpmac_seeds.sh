@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The smoke configuration of experiments/dpmac/seeds.sh (the authors' presets, tiny sizes:
+# a USPS autoencoder row and a second-order MNIST row, two seeds each): one CSV line per
+# run with finite epsilons and metrics, summary.csv whose mean and sample std equal those
+# recomputed here from results.csv, both plots; a second call adds nothing (runs are reused).
+set -u
+BIN=$1
+ROOT=${DPT_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+DATA=${DPT_SHARED_DATASETS:-}
+if [ -z "$DATA" ] || [ ! -d "$DATA/mnist" ] || [ ! -d "$DATA/usps" ]; then
+  echo "skipped: DPT_SHARED_DATASETS with mnist/ and usps/ not available"; exit 77
+fi
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+if ! DPTRAIN=$BIN DATA_DIR=$DATA bash "$ROOT/experiments/dpmac/seeds.sh" --smoke "$T/out" > "$T/log" 2>&1; then
+  cat "$T/log"; echo "FAIL: seeds.sh --smoke failed"; exit 1
+fi
+python3 - "$T/out" <<'PY' || exit 1
+import csv, math, statistics, sys
+out = sys.argv[1]
+rows = list(csv.DictReader(open(out + "/results.csv")))
+assert [(r["row"], r["seed"]) for r in rows] == [("smoke-usps", "1"), ("smoke-usps", "2"),
+                                                   ("smoke-order2", "1"), ("smoke-order2", "2")], rows
+for r in rows:
+    assert math.isfinite(float(r["value"])) and 0 < float(r["eps_rdp"]) < 20, r
+    assert float(r["eps_pld"]) <= float(r["eps_rdp"]) + 1e-9, r
+summ = {s["row"]: s for s in csv.DictReader(open(out + "/summary.csv"))}
+for name in ("smoke-usps", "smoke-order2"):
+    v = [float(r["value"]) for r in rows if r["row"] == name]
+    s = summ[name]
+    assert abs(float(s["value_mean"]) - statistics.mean(v)) < 1e-4, (s, v)
+    assert abs(float(s["value_std"]) - statistics.stdev(v)) < 1e-4, (s, v)
+print("ok")
+PY
+for f in mnist.png usps.png; do
+  [ -s "$T/out/$f" ] || { echo "FAIL: $f missing"; exit 1; }
+done
+grep -q "second order" "$T/out/runs/smoke-order2-s1.log" || { echo "FAIL: the order-2 row did not run second order"; exit 1; }
+DPTRAIN=$BIN DATA_DIR=$DATA bash "$ROOT/experiments/dpmac/seeds.sh" --smoke "$T/out" > "$T/log2" 2>&1 || { cat "$T/log2"; exit 1; }
+if grep -q "^== " "$T/log2"; then echo "FAIL: a second call reran finished runs"; cat "$T/log2"; exit 1; fi
+[ "$(wc -l < "$T/out/results.csv")" = 5 ] || { echo "FAIL: a second call added CSV lines"; exit 1; }
+echo "1 passed, 0 failed"
