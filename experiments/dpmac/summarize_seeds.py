@@ -3,7 +3,7 @@
 
     summarize_seeds.py RESULTS_CSV OUTDIR
 
-Writes OUTDIR/summary.csv (row, task, seeds, epsilon RDP / PLD / paper's accounting,
+Writes OUTDIR/summary.csv and OUTDIR/summary.md (the same as a markdown table) (row, task, seeds, epsilon RDP / PLD / paper's accounting,
 value mean and std, best-epoch value mean, the paper's value and stated epsilon, the
 difference to the paper) and, when gnuplot exists, OUTDIR/mnist.png and OUTDIR/usps.png
 (ours at the epsilon our accountant computed, with error bars, beside the paper's values at
@@ -55,6 +55,15 @@ def main():
         w = csv.DictWriter(fh, fieldnames=cols)
         w.writeheader()
         w.writerows(summ)
+    with open(os.path.join(out, "summary.md"), "w") as fh:  # the table docs/dpmac.md shows
+        fh.write("| row | seeds | sigma | epsilon ours, RDP (PLD) | paper's accounting | ours, mean +- std | "
+                 "best epoch (mean) | paper (its stated epsilon) | ours - paper |\n|---|---|---|---|---|---|---|---|---|\n")
+        for s in summ:
+            fh.write("| %s | %s | %s | %s (%s) | %s | %s +- %s | %s | %s (%s) | %s |\n" % (
+                s["row"], s["seeds"], s["sigma"], s["eps_rdp"], s["eps_pld"],
+                s["eps_paper_accounting"] if s["eps_paper_accounting"] != "nan" else "-",
+                s["value_mean"], s["value_std"] or "-", s["best_epoch_mean"], s["paper_value"], s["paper_eps"],
+                s["ours_minus_paper"]))
     if not shutil.which("gnuplot"):
         return
     for task, ylabel in (("mnist", "test accuracy"), ("usps", "test MSE (half SSE per image, [0,1] pixels)")):
