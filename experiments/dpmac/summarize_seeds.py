@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Mean and sample std over seeds of every row of experiments/dpmac/seeds.sh's results.csv.
 
-    summarize_seeds.py RESULTS_CSV OUTDIR
+    summarize_seeds.py RESULTS_CSV[,RESULTS_CSV...] OUTDIR
+
+(several CSVs, e.g. of two seeds.sh output directories that ran side by side, are read as
+one, in the order given)
 
 Writes OUTDIR/summary.csv and OUTDIR/summary.md (the same as a markdown table) (row, task, seeds, epsilon RDP / PLD / paper's accounting,
 value mean and std, best-epoch value mean, the paper's value and stated epsilon, the
@@ -25,7 +28,7 @@ def mean_std(v):
 
 def main():
     src, out = sys.argv[1], sys.argv[2]
-    rows = list(csv.DictReader(open(src)))
+    rows = [r for path in src.split(",") for r in csv.DictReader(open(path))]
     order, by = [], {}
     for r in rows:
         if r["row"] not in by:
