@@ -4,6 +4,7 @@
 #include <dptrain/comm.h>
 
 #include <dptrain/core.h>
+#include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -298,3 +299,9 @@ const char *cli_given(int argc, char **argv, int first, const cli_option *opts) 
 }
 
 int cli_stderr_is_tty(void) { return isatty(STDERR_FILENO); }
+
+void cli_json_number(cJSON *o, const char *key, double v) {
+    char buf[DPT_DOUBLE_TEXT];
+    dpt_format_double(v, buf);
+    cJSON_AddRawToObject(o, key, buf);
+}
