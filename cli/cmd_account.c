@@ -5,10 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli_util.h"
 #include "commands.h"
 #include "dptrain/accounting.h"
+#include "dptrain/train.h"
 
 static const char *USAGE =
     "usage: dptrain account --sample-rate Q | --batch-size B --dataset-size N\n"
@@ -57,6 +59,14 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
                          size_t n_orders, const char *acct_name, int json) {
     dpt_ledger *l = NULL;
     if (dpt_ledger_load(path, &l) != DPT_OK) return cli_fail("--ledger");
+    /* a checkpoint beside the ledger must be of the same run (the run id in both) */
+    const char *slash = strrchr(path, '/');
+    char ck[1200];
+    snprintf(ck, sizeof ck, "%.*scheckpoint.safetensors", slash ? (int)(slash - path + 1) : 0, path);
+    if (access(ck, F_OK) == 0 && dpt_run_check_ledger(ck, path) != DPT_OK) {
+        dpt_ledger_free(l);
+        return cli_fail("--ledger");
+    }
     double e_rdp = NAN, e_pld = NAN, order = 0;
     int edge = 0;
     if (dpt_ledger_epsilon_rdp(l, delta, conv, orders, n_orders, &e_rdp, &order, &edge) != DPT_OK) {
@@ -76,6 +86,8 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
     }
     uint64_t steps = dpt_ledger_steps(l);
     const char *run = dpt_ledger_get_meta(l, "run_id");
+    /* a use of the data outside these events (dpt_trainer_exclude_from_guarantee) */
+    const char *excl = dpt_ledger_get_meta(l, "epsilon_excludes");
     if (json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "ledger", path);
@@ -90,6 +102,7 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
         cJSON_AddStringToObject(o, "conversion", conv == DPT_CONV_BALLE ? "balle" : "classic");
         cJSON_AddNumberToObject(o, "order", order);
         cJSON_AddBoolToObject(o, "order_at_edge", edge);
+        if (excl) cJSON_AddStringToObject(o, "epsilon_excludes", excl);
         if (pld)
             cJSON_AddNumberToObject(o, "epsilon_pld", e_pld);
         else
@@ -107,6 +120,7 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
             printf("epsilon (PLD)   %.4f\n", e_pld);
         else
             printf("epsilon (PLD)   n/a (ledger has RDP-curve or (eps, delta) events)\n");
+        if (excl) printf("NOT covered     %s\n", excl);
         if (edge)
             printf("note: the best RDP order %g is at an edge of the order grid; widen it with --orders\n", order);
     }

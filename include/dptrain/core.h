@@ -33,7 +33,8 @@ typedef enum {
     DPT_ENOTSUP = -6,  /* not supported (yet) */
     DPT_EBUDGET = -7,  /* privacy budget would be exceeded */
     DPT_ECRYPTO = -8,  /* libcrypto failure */
-    DPT_EMISMATCH = -9 /* resume/ledger inconsistency */
+    DPT_EMISMATCH = -9,/* resume/ledger inconsistency */
+    DPT_EBUSY = -10    /* in use by another process (a locked run directory) */
 } dpt_status;
 
 /* Readable name of a status ("invalid argument", ...). Static string. */
@@ -258,8 +259,10 @@ dpt_status dpt_hash_update(dpt_hash *h, const void *data, size_t n);
 dpt_status dpt_hash_final(dpt_hash *h, uint8_t out[32]);
 void dpt_hex(const uint8_t *bytes, size_t n, char *out /* 2n+1 */);
 
-/* Atomically replaces `path` with `n` bytes: write `path.tmp`, fsync, rename, fsync the
- * directory. Either the old or the new content is on disk after a crash, never a mix. */
+/* Atomically replaces `path` with `n` bytes: write a fresh temporary file beside it
+ * (`.NAME.tmp-XXXXXX`, unique per call, so concurrent writers never share one), fsync,
+ * rename over `path`, fsync the directory. Either the old or the new content is on disk
+ * after a crash, never a mix; a failed call removes its temporary file. */
 dpt_status dpt_write_file_atomic(const char *path, const void *data, size_t n);
 /* Reads a whole regular file into a new buffer (free with dpt_free); NUL-terminated for
  * text. Devices, FIFOs, sockets and directories are refused (DPT_EIO, never a hang or an

@@ -48,9 +48,16 @@ typedef struct {
 } dpt_metrics;
 /* Opens (append = 1 keeps existing lines, for --resume) path for writing. */
 dpt_status dpt_metrics_open(dpt_metrics *mt, const char *path, int append);
-/* Appends one line (a JSON object without newline) and flushes it to the OS. */
+/* Appends one line (a JSON object without newline) with a single write(2) in append mode,
+ * so a crash leaves at most one cut-short last line (see dpt_metrics_last_step). */
 dpt_status dpt_metrics_write(dpt_metrics *mt, const char *json_object);
 void dpt_metrics_close(dpt_metrics *mt);
+/* The "step" of the last complete line of the metrics file at `path`: *found = 0 when
+ * the file is missing or has no complete line. A last line without its newline (a write
+ * cut short by a crash) is first removed from the file (truncated away). DPT_EFORMAT
+ * naming the file when the last complete line is not a JSON object with a non-negative
+ * integer "step". */
+dpt_status dpt_metrics_last_step(const char *path, int *found, uint64_t *step);
 
 #ifdef __cplusplus
 }

@@ -133,8 +133,6 @@ dpt_status dpt_audit_train_and_score(const dpt_audit_job *job, const dpt_dataset
     dpt_train_config cfg = job->cfg;
     cfg.seed = seed;
     cfg.out_dir = NULL;
-    cfg.quiet = 1;
-    cfg.progress = 0;
     if (cfg.sampler == DPT_SAMPLER_SHUFFLE && cfg.batch_size > nm) cfg.batch_size = nm;
     dpt_algo *a = NULL;
     dpt_status st;

@@ -81,42 +81,57 @@ static dpt_status fsync_dir_of(const char *path) {
     return DPT_OK;
 }
 
+/* The temporary file is PATH's directory/.BASENAME.tmp-XXXXXX, created with mkstemp
+ * (O_EXCL, a fresh name per call): two writers of the same PATH never share or truncate
+ * each other's temporary file, so the last rename wins with a complete file and a failed
+ * write removes only its own temporary. */
 dpt_status dpt_write_file_atomic(const char *path, const void *data, size_t n) {
-    size_t len = strlen(path);
-    char *tmp = malloc(len + 16);
-    DPT_CHECK(tmp, DPT_ENOMEM, "%s: out of memory", path);
-    snprintf(tmp, len + 16, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    char *copy_d = strdup(path), *copy_b = strdup(path);
+    size_t len = strlen(path) + 32;
+    char *tmp = malloc(len);
+    if (!copy_d || !copy_b || !tmp) {
+        free(copy_d);
+        free(copy_b);
+        free(tmp);
+        return dpt_set_error(DPT_ENOMEM, "%s: out of memory", path);
+    }
+    snprintf(tmp, len, "%s/.%s.tmp-XXXXXX", dirname(copy_d), basename(copy_b));
+    free(copy_d);
+    free(copy_b);
+    int fd = mkstemp(tmp);
     if (fd < 0) {
-        dpt_status s = dpt_set_error(DPT_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+        dpt_status s = dpt_set_error(DPT_EIO, "%s: cannot create a temporary file beside it: %s", path,
+                                     strerror(errno));
         free(tmp);
         return s;
     }
+    (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+    const char *why = NULL;
+    if (fchmod(fd, 0644) != 0) why = "chmod";
     const uint8_t *p = data;
     size_t left = n;
-    while (left > 0) {
+    while (!why && left > 0) {
         ssize_t w = write(fd, p, left);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
-            dpt_status s = dpt_set_error(DPT_EIO, "%s: write failed: %s", tmp, strerror(errno));
-            close(fd);
-            unlink(tmp);
-            free(tmp);
-            return s;
+            if (w == 0) errno = EIO;
+            why = "write";
+            break;
         }
         p += w;
         left -= (size_t)w;
     }
-    if (fsync(fd) != 0) {
-        dpt_status s = dpt_set_error(DPT_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
+    if (!why && fsync(fd) != 0) why = "fsync";
+    if (why) {
+        dpt_status s = dpt_set_error(DPT_EIO, "%s: %s of the temporary file %s failed: %s", path, why, tmp,
+                                     strerror(errno));
         close(fd);
         unlink(tmp);
         free(tmp);
         return s;
     }
-    close(fd);
-    if (rename(tmp, path) != 0) {
-        dpt_status s = dpt_set_error(DPT_EIO, "%s: rename from %s failed: %s", path, tmp, strerror(errno));
+    if (close(fd) != 0 || rename(tmp, path) != 0) {
+        dpt_status s = dpt_set_error(DPT_EIO, "%s: cannot replace it with %s: %s", path, tmp, strerror(errno));
         unlink(tmp);
         free(tmp);
         return s;
