@@ -93,6 +93,16 @@ static const struct {
     {"dpt_noisy_gd_config.constant", "--kl-constant"},
     {"dpt_noisy_gd_config.replace_candidates", "--replace-candidates"},
     {"dpt_noisy_gd_config.linearized", "--linearized"},
+    /* dpt_audit_config: dptrain audit */
+    {"dpt_audit_config.shadows", "--shadows"},
+    {"dpt_audit_config.jobs", "--jobs"},
+    {"dpt_audit_config.bootstrap", "--bootstrap"},
+    {"dpt_audit_config.alpha", "--alpha"},
+    {"dpt_audit_config.seed", "--seed"},
+    {"dpt_audit_config.canaries", "--canaries"},
+    {"dpt_audit_config.canary_runs", "--canary-runs"},
+    {"dpt_audit_config.one_run_guesses", "--one-run-guesses"},
+    {"dpt_audit_config.max_pairs", "--population"},
     /* function parameters */
     {"N_B", "--min-batch N_B"},
     {"data_dir", "--data-dir"},
