@@ -18,8 +18,15 @@ int main(int argc, char **argv) {
     if (synthetic_dataset(4000, 1, &train) != DPT_OK || synthetic_dataset(1000, 2, &test) != DPT_OK)
         return fail("making the data");
 
+    /* the model, one layer at a time: 16 inputs -> 32 ReLU units -> 4 class scores */
+    dpt_model_builder *mb = NULL;
+    if (dpt_model_builder_new(1, 1, SYN_DIM, &mb) != DPT_OK || dpt_model_builder_linear(mb, 32, 1) != DPT_OK ||
+        dpt_model_builder_activation(mb, DPT_LAYER_RELU) != DPT_OK ||
+        dpt_model_builder_linear(mb, SYN_CLASSES, 1) != DPT_OK)
+        return fail("model");
+
     dpt_train_config cfg = dpt_train_config_defaults();
-    cfg.model_spec = "mlp:16-32-4:relu";   /* SYN_DIM inputs, SYN_CLASSES outputs */
+    cfg.model_spec = dpt_model_builder_spec(mb); /* "mlp:16-32-4:relu"; stored in checkpoints */
     cfg.sampler = DPT_SAMPLER_POISSON;     /* DP-SGD's epsilon assumes Poisson sampling */
     cfg.sample_rate = 0.05;                /* each example joins a step's batch w.p. q */
     cfg.batch_size = 200;                  /* the expected batch, q * 4000 */
@@ -47,6 +54,7 @@ int main(int argc, char **argv) {
     printf("privacy: epsilon %.3f at delta %g\n", eps, cfg.delta);
 
     dpt_trainer_free(t);
+    dpt_model_builder_free(mb);
     dpt_dataset_free(&train);
     dpt_dataset_free(&test);
     return 0;
