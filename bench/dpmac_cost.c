@@ -30,7 +30,7 @@ static void make_data(dpt_dataset *d, size_t n) {
 static double run(const dpt_dataset *d, int algo, unsigned z_steps, uint64_t epochs, int threads) {
     dpt_train_config c = dpt_train_config_defaults();
     c.model_spec = "mlp:60-300-10:relu", c.loss = DPT_LOSS_SIGMOID_BCE;
-    c.epochs = epochs, c.threads = threads, c.quiet = 1;
+    c.epochs = epochs, c.threads = threads;
     c.sampler = DPT_SAMPLER_POISSON, c.batch_size = 1000, c.sample_rate = 1000.0 / (double)d->n;
     c.optim = dpt_optim_defaults(DPT_OPT_ADAM);
     c.optim.lr = 0.01;

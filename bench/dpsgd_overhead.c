@@ -40,7 +40,7 @@ static int child(const char *spec, int mode, uint64_t epochs, int threads, int f
     const double data_mb = ru.ru_maxrss / 1024.0;
     const double n = (double)d.n;
     dpt_train_config c = dpt_train_config_defaults();
-    c.model_spec = spec, c.epochs = epochs, c.threads = threads, c.quiet = 1, c.batch_size = 256;
+    c.model_spec = spec, c.epochs = epochs, c.threads = threads, c.batch_size = 256;
     c.optim = dpt_optim_defaults(DPT_OPT_SGD);
     c.optim.lr = 0.1;
     dpt_algo *a = NULL;

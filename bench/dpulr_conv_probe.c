@@ -18,7 +18,7 @@ static int run(const dpt_dataset *d, int controller, uint64_t steps, size_t K, d
     dpt_train_config c = dpt_train_config_defaults();
     c.model_spec = "resnet5";
     c.init = DPT_INIT_LECUN;
-    c.epochs = 1000, c.max_steps = steps, c.threads = threads, c.quiet = 1, c.seed = 1;
+    c.epochs = 1000, c.max_steps = steps, c.threads = threads, c.seed = 1;
     c.sample_rate = q;
     c.sampler = DPT_SAMPLER_POISSON_REJECT;
     uint64_t nb = 1;

@@ -28,7 +28,7 @@ static int run(const dpt_dataset *d, size_t K, int explicit_, uint64_t steps, in
                double *wall) {
     dpt_train_config c = dpt_train_config_defaults();
     c.model_spec = "mlp:784-128-64-32-10:gelu";
-    c.epochs = 1000, c.max_steps = steps, c.threads = threads, c.quiet = 1;
+    c.epochs = 1000, c.max_steps = steps, c.threads = threads;
     c.sample_rate = (double)batch / (double)d->n;
     c.optim = dpt_optim_defaults(DPT_OPT_ADAM);
     c.optim.lr = 0.01;

@@ -46,7 +46,6 @@ static int run_once(const dpt_dataset *tr, const dpt_dataset *h, int kl, uint64_
     c.sampler = DPT_SAMPLER_FULL;
     c.epochs = steps;
     c.threads = threads;
-    c.quiet = 1;
     c.optim = dpt_optim_defaults(DPT_OPT_SGD);
     c.optim.lr = 0.01;
     dpt_algo *a = NULL;

@@ -31,7 +31,7 @@ static int child(int argc, char **argv, uint64_t steps, int threads) {
     dpt_dataset d;
     bench_mnist_like(&d, N_EX);
     dpt_train_config c = dpt_train_config_defaults();
-    c.model_spec = SPEC, c.epochs = 1000, c.max_steps = steps, c.threads = threads, c.quiet = 1, c.seed = 1;
+    c.model_spec = SPEC, c.epochs = 1000, c.max_steps = steps, c.threads = threads, c.seed = 1;
     c.optim = dpt_optim_defaults(DPT_OPT_SGD);
     c.optim.lr = 0.1;
     c.sampler = DPT_SAMPLER_POISSON;

@@ -108,10 +108,10 @@ static int run_pca(cli_algo_ctx *c) {
     S.pca_released = d * (d + 1) / 2;
     S.mean_released = d;
     if (k > d) return cli_error("--pca-dims %ld: the data have only %zu features", pca_dims, d);
-    double *V = dpt_alloc(d * k, sizeof(double), "pca components");
+    double *V = dpt_alloc2(d, k, sizeof(double), "pca components");
     double *mu = dpt_alloc(d, sizeof(double), "dp mean");
-    float *ptr = dpt_alloc(tr->n * k, sizeof(float), "projected train");
-    float *pte = te && te->n ? dpt_alloc(te->n * k, sizeof(float), "projected test") : NULL;
+    float *ptr = dpt_alloc2(tr->n, k, sizeof(float), "projected train");
+    float *pte = te && te->n ? dpt_alloc2(te->n, k, sizeof(float), "projected test") : NULL;
     dpt_rng r;
     int live = 0, rc = 0;
     dpt_status s = DPT_ENOMEM;

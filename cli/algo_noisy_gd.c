@@ -8,7 +8,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <errno.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "train_algos.h"
 
@@ -133,6 +136,46 @@ static void ngd_describe(const cli_algo_ctx *c, FILE *f) {
         fprintf(f, "  %ld runs: run k uses seed %" PRIu64 " + k - 1 and writes %s/run<k>/; %s/metrics.jsonl gets "
                    "the mean and std over runs\n",
                 runs, c->cfg->seed, c->out, c->out);
+}
+
+/* --overwrite: the trainer removes its own files from its directory (OUT, or OUT/run1 with
+ * --runs > 1); what else a previous noisy-gd run wrote into OUT goes here: kl_candidates.csv,
+ * the other run<k>/ directories and, with --runs > 1, OUT's own files of a single run. */
+static int remove_if_present(const char *path) {
+    if (unlink(path) != 0 && errno != ENOENT) return cli_error("--overwrite: cannot remove %s: %s", path, strerror(errno));
+    return 0;
+}
+static int ngd_started(cli_algo_ctx *c, dpt_trainer *t) {
+    (void)t;
+    if (!c->overwrite) return 0;
+    static const char *const files[] = {"checkpoint.safetensors", "ledger.json", "metrics.jsonl", "kl_candidates.csv",
+                                        DPT_RUN_LOCK_FILE, NULL};
+    char p[1400];
+    int rc = 0;
+    for (int i = runs > 1 ? 0 : 3; files[i] && i < 4 && !rc; i++) {
+        snprintf(p, sizeof p, "%s/%s", c->out, files[i]);
+        rc = remove_if_present(p);
+    }
+    if (!rc && runs > 1) {
+        snprintf(p, sizeof p, "%s/kl_candidates.csv", S.dir1);
+        rc = remove_if_present(p);
+    }
+    DIR *d = rc ? NULL : opendir(c->out);
+    struct dirent *e;
+    while (d && !rc && (e = readdir(d))) {
+        const char *n = e->d_name;
+        if (strncmp(n, "run", 3) || !n[3] || strspn(n + 3, "0123456789") != strlen(n + 3)) continue;
+        if (runs > 1 && !strcmp(n, "run1")) continue; /* the trainer's own directory */
+        for (int i = 0; files[i] && !rc; i++) {
+            snprintf(p, sizeof p, "%s/%s/%s", c->out, n, files[i]);
+            rc = remove_if_present(p);
+        }
+        snprintf(p, sizeof p, "%s/%s", c->out, n);
+        if (!rc && rmdir(p) != 0 && errno != ENOENT)
+            rc = cli_error("--overwrite: cannot remove %s (it holds files of no run): %s", p, strerror(errno));
+    }
+    if (d) closedir(d);
+    return rc;
 }
 
 /* Per-candidate final values of one run (for worst-case-of-the-mean over several runs). */
@@ -381,6 +424,7 @@ const cli_algo CLI_ALGO_NOISY_GD = {
     .opts = NGD_OPTS,
     .check = ngd_check,
     .make = ngd_make,
+    .started = ngd_started,
     .describe = ngd_describe,
     .report = ngd_report,
     .tag = "noisy-gd: no DP guarantee",

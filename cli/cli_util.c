@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 /* "dptrain: " or, under mpirun with several ranks, "dptrain (rank R): " */
@@ -153,9 +154,19 @@ int cli_fail(const char *context) {
     return 1;
 }
 
+/* strto* skip leading white space and strtoull accepts a sign: " -1" would be 2^64 - 1.
+ * A value must start with a digit (or, where allowed, a sign then a digit or '.'). */
+static int starts_like_number(const char *s, int sign_ok) {
+    if (sign_ok && (*s == '-' || *s == '+')) s++;
+    return (*s >= '0' && *s <= '9') || (sign_ok && *s == '.' && s[1] >= '0' && s[1] <= '9');
+}
+
 int cli_parse_double(const char *flag, const char *s, double *out) {
     char *end = NULL;
     if (!s || !*s) return cli_error("%s: expected a number, got an empty value", flag);
+    if (!starts_like_number(s, 1) && strncasecmp(s, "inf", 3) && strncasecmp(s, "nan", 3) &&
+        strncasecmp(s + (*s == '-' || *s == '+'), "inf", 3) && strncasecmp(s + (*s == '-' || *s == '+'), "nan", 3))
+        return cli_error("%s: expected a number, got '%s'", flag, s);
     errno = 0;
     double v = strtod(s, &end);
     if (*end || errno == ERANGE) return cli_error("%s: expected a number, got '%s'", flag, s);
@@ -167,6 +178,7 @@ int cli_parse_double(const char *flag, const char *s, double *out) {
 int cli_parse_long(const char *flag, const char *s, long *out) {
     char *end = NULL;
     if (!s || !*s) return cli_error("%s: expected an integer, got an empty value", flag);
+    if (!starts_like_number(s, 1) || strchr(s, '.')) return cli_error("%s: expected an integer, got '%s'", flag, s);
     errno = 0;
     long v = strtol(s, &end, 10);
     if (*end || errno == ERANGE) return cli_error("%s: expected an integer, got '%s'", flag, s);
@@ -176,7 +188,8 @@ int cli_parse_long(const char *flag, const char *s, long *out) {
 
 int cli_parse_u64(const char *flag, const char *s, uint64_t *out) {
     char *end = NULL;
-    if (!s || !*s || *s == '-') return cli_error("%s: expected a non-negative integer, got '%s'", flag, s ? s : "");
+    if (!s || !starts_like_number(s, 0))
+        return cli_error("%s: expected a non-negative integer, got '%s'", flag, s ? s : "");
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
     if (*end || errno == ERANGE) return cli_error("%s: expected a non-negative integer, got '%s'", flag, s);
@@ -187,7 +200,7 @@ int cli_parse_u64(const char *flag, const char *s, uint64_t *out) {
 int cli_parse_double_list(const char *flag, const char *s, double **out, size_t *n) {
     size_t cap = 1;
     for (const char *p = s; *p; p++) cap += (*p == ',');
-    double *v = malloc(cap * sizeof *v);
+    double *v = calloc(cap, sizeof *v);
     if (!v) return cli_error("%s: out of memory", flag);
     char *copy = strdup(s);
     if (!copy) { free(v); return cli_error("%s: out of memory", flag); }

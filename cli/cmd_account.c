@@ -5,10 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli_util.h"
 #include "commands.h"
 #include "dptrain/accounting.h"
+#include "dptrain/train.h"
 
 static const char *USAGE =
     "usage: dptrain account --sample-rate Q | --batch-size B --dataset-size N\n"
@@ -57,6 +59,14 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
                          size_t n_orders, const char *acct_name, int json) {
     dpt_ledger *l = NULL;
     if (dpt_ledger_load(path, &l) != DPT_OK) return cli_fail("--ledger");
+    /* a checkpoint beside the ledger must be of the same run (the run id in both) */
+    const char *slash = strrchr(path, '/');
+    char ck[1200];
+    snprintf(ck, sizeof ck, "%.*scheckpoint.safetensors", slash ? (int)(slash - path + 1) : 0, path);
+    if (access(ck, F_OK) == 0 && dpt_run_check_ledger(ck, path) != DPT_OK) {
+        dpt_ledger_free(l);
+        return cli_fail("--ledger");
+    }
     double e_rdp = NAN, e_pld = NAN, order = 0;
     int edge = 0;
     if (dpt_ledger_epsilon_rdp(l, delta, conv, orders, n_orders, &e_rdp, &order, &edge) != DPT_OK) {
@@ -180,7 +190,7 @@ int dpt_cmd_account(int argc, char **argv) {
     const char *algo = "dpsgd";
     const char *acct_name = "rdp", *conv_name = "balle";
     double delta = 1e-5, tol = 1e-4;
-    int json = 0;
+    int json = 0, tol_seen = 0;
     const cli_option opts[] = {
         {"--sample-rate", CLI_STR, &s_q, "Q", "Poisson sampling rate q in (0, 1]", NULL},
         {"--batch-size", CLI_STR, &s_b, "B", "expected batch size (with --dataset-size: q = B/N)", NULL},
@@ -195,7 +205,7 @@ int dpt_cmd_account(int argc, char **argv) {
         {"--orders", CLI_STR, &s_orders, "LIST",
          "comma-separated RDP orders > 1 (default: 1.1..10.9 step 0.1, 11..64, then up to 1024)", NULL},
         {"--target-epsilon", CLI_STR, &s_target, "E", "calibrate: smallest sigma with epsilon <= E", NULL},
-        {"--tolerance", CLI_DOUBLE, &tol, "X", "calibration tolerance on sigma", NULL},
+        {"--tolerance", CLI_DOUBLE, &tol, "X", "calibration tolerance on sigma (with --target-epsilon)", &tol_seen},
         {"--ledger", CLI_STR, &ledger, "FILE", "report a ledger saved by a training run (both accountants)", NULL},
         {"--json", CLI_FLAG, &json, NULL, "print one JSON object instead of a table", NULL},
         {"--algo", CLI_STR, &algo, "NAME", "dpsgd (Poisson sampling) | dpulr (Poisson sampling with rejection)", NULL},
@@ -215,6 +225,7 @@ int dpt_cmd_account(int argc, char **argv) {
     else if (!strcmp(conv_name, "classic")) conv = DPT_CONV_CLASSIC;
     else return cli_error("--conversion: expected balle or classic, got '%s'", conv_name);
     if (!(tol > 0)) return cli_error("--tolerance: must be > 0, got %g", tol);
+    if (tol_seen && !s_target) return cli_error("--tolerance: only used with --target-epsilon (it would be ignored)");
 
     double *orders = NULL;
     size_t n_orders = 0;
@@ -312,7 +323,8 @@ int dpt_cmd_account(int argc, char **argv) {
 
     dpt_status st;
     if (s_target) {
-        st = dpt_calibrate_sigma(r.q, r.steps, r.delta, r.target, acct, conv, tol, &r.sigma);
+        /* the same accountant, conversion and order grid as the report below */
+        st = dpt_calibrate_sigma_ex(r.q, r.steps, r.delta, r.target, acct, conv, orders, n_orders, tol, &r.sigma);
         if (st != DPT_OK) {
             free(orders);
             return cli_fail("calibration");

@@ -4,7 +4,9 @@
  * (online and offline), and reports ROC AUC and TPR at 0.1% / 1% FPR with bootstrap
  * intervals; optionally a canary audit turning the attack on m mislabelled canaries into
  * an epsilon lower bound (Clopper-Pearson). Writes OUT/audit.csv, OUT/roc.csv and
- * OUT/roc.png (gnuplot). Every model is trained in memory through the library. */
+ * OUT/roc.png (gnuplot). The audit itself is the library's dpt_audit_run (src/audit/run.c):
+ * this command parses flags, loads the data (and a --checkpoint target), prints the results
+ * and writes the files. */
 #include <dptrain/audit.h>
 #include <dptrain/io.h>
 
@@ -12,6 +14,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,13 +41,6 @@ static const char *USAGE =
     "trained with (--algo, --lr, --epochs, ...) so the LiRA shadows match it.\n"
     "An audit measures leakage from below; it never proves privacy.";
 
-typedef struct {
-    const char *name;
-    double *in, *out;
-    size_t n_in, n_out;
-    dpt_audit_summary s;
-} attack;
-
 static int make_dirs(const char *path) {
     char buf[1024];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
@@ -57,15 +53,7 @@ static int make_dirs(const char *path) {
     return (mkdir(buf, 0755) != 0 && errno != EEXIST) ? -1 : 0;
 }
 
-static void split(const double *score, const uint8_t *member, size_t n, attack *a) {
-    a->n_in = a->n_out = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (member[i]) a->in[a->n_in++] = score[i];
-        else a->out[a->n_out++] = score[i];
-    }
-}
-
-static int write_outputs(const char *out, attack *A, size_t na, int plot) {
+static int write_outputs(const char *out, const dpt_audit_attack *A, size_t na, int plot) {
     char path[1100];
     snprintf(path, sizeof path, "%s/audit.csv", out);
     FILE *f = fopen(path, "w");
@@ -83,10 +71,10 @@ static int write_outputs(const char *out, attack *A, size_t na, int plot) {
     fprintf(f, "attack,fpr,tpr\n");
     for (size_t k = 0; k < na; k++) {
         size_t n = A[k].n_in + A[k].n_out + 1, m = 0;
-        double *fp = malloc(n * sizeof *fp), *tp = malloc(n * sizeof *tp);
+        double *fp = dpt_alloc(n, sizeof *fp, "roc"), *tp = dpt_alloc(n, sizeof *tp, "roc");
         if (fp && tp && dpt_audit_roc(A[k].in, A[k].n_in, A[k].out, A[k].n_out, fp, tp, &m) == DPT_OK)
             for (size_t i = 0; i < m; i++) fprintf(f, "%s,%.8g,%.8g\n", A[k].name, fp[i], tp[i]);
-        free(fp), free(tp);
+        dpt_free(fp), dpt_free(tp);
     }
     fclose(f);
     if (!plot) return 0;
@@ -112,6 +100,122 @@ static int write_outputs(const char *out, attack *A, size_t na, int plot) {
     return 0;
 }
 
+/* ==== Printing what dpt_audit_run returns ==== */
+
+typedef struct {
+    int quiet;
+    const char *dataset, *model, *algo;
+    long epochs, shadows;
+} audit_view;
+
+static void progress(void *user, const dpt_audit_progress *p) {
+    const audit_view *v = user;
+    if (v->quiet) return;
+    int tty = cli_stderr_is_tty();
+    switch (p->stage) {
+    case DPT_AUDIT_STAGE_START:
+        fprintf(stderr, "dptrain audit: %s, %zu examples (%zu members), model %s, algo %s, %ld epochs, %ld shadows\n",
+                v->dataset, p->population, p->members, v->model, v->algo, v->epochs, v->shadows);
+        break;
+    case DPT_AUDIT_STAGE_TARGET:
+        fprintf(stderr, "target: test accuracy %.2f%% (%.1fs)\n", 100 * p->test_accuracy, p->elapsed_s);
+        break;
+    case DPT_AUDIT_STAGE_SHADOW:
+    case DPT_AUDIT_STAGE_CANARY: {
+        const char *what = p->stage == DPT_AUDIT_STAGE_SHADOW ? "shadow" : "canary run";
+        if (tty) fprintf(stderr, "\r%s %zu/%zu (%.1fs)", what, p->done, p->total, p->elapsed_s);
+        if (p->done == p->total)
+            fprintf(stderr, "%s%zu %s trained (%.1fs)\n", tty ? "\n" : "", p->total,
+                    p->stage == DPT_AUDIT_STAGE_SHADOW ? "shadows" : "canary runs", p->elapsed_s);
+        break;
+    }
+    }
+}
+
+/* The library names its config fields; say them as the flags that set them. */
+static int audit_fail(void) {
+    static const struct { const char *field, *flag; } map[] = {
+        {"job.cfg.batch_size", "--batch-size"}, {"job.cfg.delta", "--delta"}, {"canary_runs", "--canary-runs"},
+        {"canaries", "--canaries"}, {"shadows", "--shadows"}, {"jobs", "--jobs"}, {"alpha", "--alpha"},
+    };
+    const char *e = dpt_last_error();
+    const char *p = strstr(e, "dpt_audit_run: ") == e ? e + strlen("dpt_audit_run: ") : e;
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+        size_t n = strlen(map[i].field);
+        if (!strncmp(p, map[i].field, n) && (p[n] == ' ' || p[n] == ':'))
+            return fprintf(stderr, "dptrain: %s%s\n", map[i].flag, p + n), 1;
+    }
+    return cli_fail("audit");
+}
+
+static void print_results(const dpt_audit_config *ac, const dpt_audit_result *res, const char *ckpt, const char *algo,
+                          double sigma, double delta) {
+    const dpt_audit_attack *A = res->attack;
+    printf("membership inference: %zu members / %zu non-members, %zu shadows, %.0f%% bootstrap intervals (%zu resamples)\n",
+           A[0].n_in, A[0].n_out, res->shadows, 100 * (1 - ac->alpha), ac->bootstrap);
+    printf("%-14s %-24s %-28s %-28s\n", "attack", "AUC", "TPR at 0.1% FPR", "TPR at 1% FPR");
+    for (size_t k = 0; k < res->n_attacks; k++) {
+        const dpt_audit_summary *s = &A[k].s;
+        printf("%-14s %.3f [%.3f, %.3f]     %.4f [%.4f, %.4f]     %.4f [%.4f, %.4f]\n", A[k].name, s->auc, s->auc_lo,
+               s->auc_hi, s->tpr[0], s->tpr_lo[0], s->tpr_hi[0], s->tpr[1], s->tpr_lo[1], s->tpr_hi[1]);
+    }
+    printf("target test accuracy %.2f%%; training time target %.2fs, shadows %.2fs per model\n",
+           100 * res->test_accuracy, res->target_s, res->shadow_s);
+    if (ckpt)
+        printf("target: checkpoint %s (its privacy statement, if any, is in its run directory); shadows: --algo %s\n",
+               ckpt, algo);
+    else if (ac->job.algo == DPT_AUDIT_DPSGD)
+        printf("privacy (accountant): epsilon %.4g (RDP) at delta %g for the target run (q %g, sigma %g)\n", res->epsilon,
+               delta, res->sample_rate, sigma);
+    else
+        printf("privacy: no formal DP guarantee for --algo %s (no accountant, no epsilon); the audit above is what it leaks "
+               "to these attacks\n", algo);
+    if (!res->canaries) return;
+    size_t M = res->canaries;
+    printf("canary audit: %zu canaries x %zu runs (%zu in, %zu out), loss attack AUC %.3f: empirical epsilon "
+           "lower bound %.3f at %.0f%% confidence (delta %g)\n", M, res->canary_runs, res->canary_in, res->canary_out,
+           res->canary_auc, res->canary_eps_lb, 100 * (1 - ac->alpha), res->canary_delta);
+    if (ac->job.algo == DPT_AUDIT_DPSGD)
+        printf("  accountant epsilon of a canary run: %.4g (the lower bound must not exceed it)\n", res->canary_run_epsilon);
+    if (M > 1)
+        printf("  note: the %zu canaries of one run are not independent trials; the bound above treats them as "
+               "such (a heuristic, see docs/audit.md)\n", M);
+    if (isfinite(res->one_run_eps_lb))
+        printf("  one-run audit (Steinke et al. 2023): %" PRIu64 " of %" PRIu64 " guesses right: epsilon lower "
+               "bound %.3f at %.0f%% confidence (delta %g)\n", res->one_run_correct, res->one_run_guesses,
+               res->one_run_eps_lb, 100 * (1 - ac->alpha), res->canary_delta);
+}
+
+static void write_summary(const char *out, const dpt_audit_result *res, const char *ckpt, const char *algo, int dp,
+                          double delta) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/summary.json", out);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "dptrain: warning: --out %s: cannot write summary.json: %s\n", out, strerror(errno));
+        return;
+    }
+    const dpt_audit_attack *A = res->attack;
+    fprintf(f, "{\"algo\": \"%s\", \"test_accuracy\": %.6f, \"members\": %zu, \"shadows\": %zu", algo,
+            res->test_accuracy, A[0].n_in, res->shadows);
+    for (size_t k = 0; k < res->n_attacks; k++)
+        fprintf(f, ", \"%s_auc\": %.6f, \"%s_tpr_0.1%%\": %.6f, \"%s_tpr_1%%\": %.6f", A[k].name, A[k].s.auc,
+                A[k].name, A[k].s.tpr[0], A[k].name, A[k].s.tpr[1]);
+    if (ckpt) {
+        cJSON *s = cJSON_CreateString(ckpt);
+        char *q = s ? cJSON_PrintUnformatted(s) : NULL;
+        fprintf(f, ", \"checkpoint\": %s", q ? q : "null");
+        free(q);
+        cJSON_Delete(s);
+    } else if (dp) fprintf(f, ", \"epsilon\": %.6f, \"delta\": %g", res->epsilon, delta);
+    else fprintf(f, ", \"privacy\": \"no formal DP guarantee\"");
+    if (res->canaries) fprintf(f, ", \"canary_epsilon_lower_bound\": %.6f", res->canary_eps_lb);
+    if (isfinite(res->one_run_eps_lb)) fprintf(f, ", \"one_run_epsilon_lower_bound\": %.6f", res->one_run_eps_lb);
+    fprintf(f, ", \"target_train_s\": %.4f, \"target_train_loop_s\": %.4f, \"shadow_train_s\": %.4f}\n", res->target_s,
+            res->target_loop_s, res->shadow_s);
+    fclose(f);
+}
+
 int dpt_cmd_audit(int argc, char **argv) {
     const char *dataset = "fashion-mnist", *data_dir = DPT_DEFAULT_DATA_DIR, *classes = NULL, *normalize = "scalar";
     const char *model = "mlp:784-128-10:relu", *algo = "sgd", *optimizer = "adam", *out = "runs/audit";
@@ -122,7 +226,7 @@ int dpt_cmd_audit(int argc, char **argv) {
     uint64_t seed = 1;
     const char *ckpt = NULL;
     int lr_seen = 0, pdp_sigma_seen = 0, kappa_seen = 0, no_plot = 0, quiet = 0, model_seen = 0, pop_seen = 0;
-    int data_dir_seen = 0;
+    int data_dir_seen = 0, sigma_seen = 0, clip_seen = 0, delta_seen = 0;
     cli_option opts[] = {
         {"--dataset", CLI_STR, &dataset, "NAME", "mnist | fashion-mnist | usps | usps-pooled (zip.train + zip.test pooled, fixed permutation, 5000 train / 4298 test) | cifar10 | csv:PATH[,TEST]", NULL},
         {"--checkpoint", CLI_STR, &ckpt, "FILE", "audit this trained checkpoint (members: its training set; non-members: "
@@ -141,9 +245,9 @@ int dpt_cmd_audit(int argc, char **argv) {
         {"--epochs", CLI_LONG, &epochs, "E", "epochs of every model (target, shadows, canary runs)", NULL},
         {"--seed", CLI_U64, &seed, "S", "seed of the splits and of every model", NULL},
         {"--threads", CLI_LONG, &threads, "N", "threads per model (the machine is shared: keep it small)", NULL},
-        {"--sigma", CLI_DOUBLE, &sigma, "X", "dpsgd: noise multiplier", NULL},
-        {"--clip", CLI_DOUBLE, &clip, "C", "dpsgd: clipping norm", NULL},
-        {"--delta", CLI_DOUBLE, &delta, "D", "dpsgd: delta of the accountant's epsilon; canary bound's delta", NULL},
+        {"--sigma", CLI_DOUBLE, &sigma, "X", "dpsgd: noise multiplier", &sigma_seen},
+        {"--clip", CLI_DOUBLE, &clip, "C", "dpsgd: clipping norm", &clip_seen},
+        {"--delta", CLI_DOUBLE, &delta, "D", "dpsgd: delta of the accountant's epsilon; canary bound's delta", &delta_seen},
         {"--kappa", CLI_DOUBLE, &kappa, "K", "pdp-sgd: proportional coefficient", &kappa_seen},
         {"--pdp-sigma", CLI_DOUBLE, &pdp_sigma, "S", "pdp-sgd: kappa = (lr S)^2 instead of --kappa", &pdp_sigma_seen},
         {"--lambda", CLI_DOUBLE, &lambda, "L", "pdp-sgd: plain L2 coefficient", NULL},
@@ -164,13 +268,12 @@ int dpt_cmd_audit(int argc, char **argv) {
     int rc = cli_parse(argc, argv, 1, opts, USAGE);
     if (rc < 0) return 0;
     if (rc) return rc;
-    dpt_audit_job job;
-    memset(&job, 0, sizeof job);
-    job.cfg = dpt_train_config_defaults();
-    if (!strcmp(algo, "sgd")) job.algo = DPT_AUDIT_SGD;
-    else if (!strcmp(algo, "dpsgd")) job.algo = DPT_AUDIT_DPSGD;
-    else if (!strcmp(algo, "pdp-sgd")) job.algo = DPT_AUDIT_PDPSGD;
-    else if (!strcmp(algo, "proportional-noise")) job.algo = DPT_AUDIT_PROPNOISE;
+    dpt_audit_config ac = dpt_audit_config_defaults();
+    dpt_audit_job *job = &ac.job;
+    if (!strcmp(algo, "sgd")) job->algo = DPT_AUDIT_SGD;
+    else if (!strcmp(algo, "dpsgd")) job->algo = DPT_AUDIT_DPSGD;
+    else if (!strcmp(algo, "pdp-sgd")) job->algo = DPT_AUDIT_PDPSGD;
+    else if (!strcmp(algo, "proportional-noise")) job->algo = DPT_AUDIT_PROPNOISE;
     else return cli_error("--algo: unknown algorithm '%s' (sgd, dpsgd, pdp-sgd, proportional-noise)", algo);
     if (population < 8) return cli_error("--population must be >= 8, got %ld", population);
     if (max_test < 0) return cli_error("--max-test must be >= 0, got %ld", max_test);
@@ -183,40 +286,51 @@ int dpt_cmd_audit(int argc, char **argv) {
     if (!(alpha > 0 && alpha < 1)) return cli_error("--alpha must be in (0, 1), got %g", alpha);
     if (guesses < 0) return cli_error("--one-run-guesses must be >= 0, got %ld", guesses);
     if (canaries < 0 || canary_runs < 1) return cli_error("--canaries must be >= 0 and --canary-runs >= 1");
-    if (canaries > 0 && canaries * canary_runs < 8)
+    if (canaries > 0 && (canary_runs > LONG_MAX / canaries || canaries * canary_runs < 8))
         return cli_error("--canaries %ld x --canary-runs %ld: need at least 8 canary trials", canaries, canary_runs);
     if (kappa_seen && pdp_sigma_seen) return cli_error("--kappa and --pdp-sigma: give one of them, not both");
-    if ((kappa_seen || pdp_sigma_seen || lambda != 0) && job.algo != DPT_AUDIT_PDPSGD)
+    if ((kappa_seen || pdp_sigma_seen || lambda != 0) && job->algo != DPT_AUDIT_PDPSGD)
         return cli_error("--kappa/--pdp-sigma/--lambda are options of --algo pdp-sgd, not of --algo %s", algo);
-    if (prop_sigma != 0 && job.algo != DPT_AUDIT_PROPNOISE)
+    if (prop_sigma != 0 && job->algo != DPT_AUDIT_PROPNOISE)
         return cli_error("--prop-sigma is an option of --algo proportional-noise, not of --algo %s", algo);
-    if (job.algo == DPT_AUDIT_PROPNOISE && !(prop_sigma > 0)) return cli_error("--algo proportional-noise needs --prop-sigma > 0");
-    if (dpt_optim_parse(optimizer, &job.cfg.optim.kind) != DPT_OK) return cli_error("--optimizer: %s", dpt_last_error());
-    job.cfg.optim = dpt_optim_defaults(job.cfg.optim.kind);
-    if (lr_seen || job.cfg.optim.kind == DPT_OPT_ADAM) job.cfg.optim.lr = lr;
-    if (!(job.cfg.optim.lr > 0)) return cli_error("--lr must be > 0, got %g", lr);
-    job.cfg.model_spec = model;
-    job.cfg.epochs = (uint64_t)epochs;
-    job.cfg.threads = (int)threads;
-    job.cfg.delta = delta;
-    job.cfg.batch_size = (size_t)batch;
-    job.pdp.kappa = pdp_sigma_seen ? dpt_pdp_kappa(job.cfg.optim.lr, pdp_sigma) : kappa;
-    job.pdp.lambda = lambda;
-    job.prop.sigma = prop_sigma;
-    job.dpsgd = dpt_dpsgd_config_defaults();
-    job.dpsgd.sigma = sigma;
-    job.dpsgd.clip = clip;
+    /* a value given for another algorithm would be silently ignored: refuse it */
+    if ((sigma_seen || clip_seen || delta_seen) && job->algo != DPT_AUDIT_DPSGD)
+        return cli_error("--%s is an option of --algo dpsgd, not of --algo %s (it would be ignored)",
+                         sigma_seen ? "sigma" : clip_seen ? "clip" : "delta", algo);
+    if (job->algo == DPT_AUDIT_PROPNOISE && !(prop_sigma > 0)) return cli_error("--algo proportional-noise needs --prop-sigma > 0");
+    if (dpt_optim_parse(optimizer, &job->cfg.optim.kind) != DPT_OK) return cli_error("--optimizer: %s", dpt_last_error());
+    job->cfg.optim = dpt_optim_defaults(job->cfg.optim.kind);
+    if (lr_seen || job->cfg.optim.kind == DPT_OPT_ADAM) job->cfg.optim.lr = lr;
+    if (!(job->cfg.optim.lr > 0)) return cli_error("--lr must be > 0, got %g", lr);
+    job->cfg.model_spec = model;
+    job->cfg.epochs = (uint64_t)epochs;
+    job->cfg.threads = (int)threads;
+    job->cfg.delta = delta;
+    job->cfg.batch_size = (size_t)batch;
+    job->pdp.kappa = pdp_sigma_seen ? dpt_pdp_kappa(job->cfg.optim.lr, pdp_sigma) : kappa;
+    job->pdp.lambda = lambda;
+    job->prop.sigma = prop_sigma;
+    job->dpsgd.sigma = sigma;
+    job->dpsgd.clip = clip;
+    ac.shadows = (size_t)shadows;
+    ac.jobs = (int)jobs;
+    ac.bootstrap = (size_t)boot;
+    ac.alpha = alpha;
+    ac.seed = seed;
+    ac.canaries = (size_t)canaries;
+    ac.canary_runs = (size_t)canary_runs;
+    ac.one_run_guesses = (size_t)guesses;
     /* constructor checks (named flags) before any data is loaded */
     {
         dpt_algo *probe = NULL;
-        dpt_status s = job.algo == DPT_AUDIT_DPSGD ? dpt_algo_dpsgd_new(&job.dpsgd, &probe)
-                       : job.algo == DPT_AUDIT_PDPSGD ? dpt_algo_pdpsgd_new(&job.pdp, &probe)
-                       : job.algo == DPT_AUDIT_PROPNOISE ? dpt_algo_propnoise_new(&job.prop, &probe)
-                                                         : dpt_algo_sgd_new(&probe);
+        dpt_status s = job->algo == DPT_AUDIT_DPSGD ? dpt_algo_dpsgd_new(&job->dpsgd, &probe)
+                       : job->algo == DPT_AUDIT_PDPSGD ? dpt_algo_pdpsgd_new(&job->pdp, &probe)
+                       : job->algo == DPT_AUDIT_PROPNOISE ? dpt_algo_propnoise_new(&job->prop, &probe)
+                                                          : dpt_algo_sgd_new(&probe);
         if (probe) probe->free(probe);
         if (s != DPT_OK) return cli_error("%s", dpt_last_error());
     }
-    if (job.algo == DPT_AUDIT_DPSGD && !(delta > 0 && delta < 1)) return cli_error("--delta must be in (0, 1), got %g", delta);
+    if (job->algo == DPT_AUDIT_DPSGD && !(delta > 0 && delta < 1)) return cli_error("--delta must be in (0, 1), got %g", delta);
 
     if (ckpt && canaries > 0) return cli_error("--canaries: a canary audit trains its own models; not with --checkpoint");
     cli_data_opts dopts = {dataset, data_dir, normalize, classes, population, max_test};
@@ -230,7 +344,8 @@ int dpt_cmd_audit(int argc, char **argv) {
         const cJSON *ds = cJSON_GetObjectItemCaseSensitive(run, "dataset"), *dd = cJSON_GetObjectItemCaseSensitive(run, "data_dir");
         const cJSON *cl = cJSON_GetObjectItemCaseSensitive(run, "classes"), *nm = cJSON_GetObjectItemCaseSensitive(run, "normalize");
         const cJSON *mt = cJSON_GetObjectItemCaseSensitive(run, "max_train");
-        if (!cJSON_IsString(ds) || !cJSON_IsString(dd) || !cJSON_IsString(cl) || !cJSON_IsString(nm) || !cJSON_IsNumber(mt)) {
+        if (!cJSON_IsString(ds) || !cJSON_IsString(dd) || !cJSON_IsString(cl) || !cJSON_IsString(nm) || !cJSON_IsNumber(mt) ||
+            !(mt->valuedouble >= 0 && mt->valuedouble <= 1e15)) {
             free(ck_spec), free(ck_state), cJSON_Delete(ck_root);
             return cli_error("--checkpoint %s: no record of its training data (dataset, normalization)", ckpt);
         }
@@ -239,325 +354,53 @@ int dpt_cmd_audit(int argc, char **argv) {
         dopts.classes = *cl->valuestring ? cl->valuestring : NULL;
         dopts.normalize = nm->valuestring;
         dopts.max_train = (long)mt->valuedouble;
-        if (!model_seen) job.cfg.model_spec = model = ck_spec;
+        if (!model_seen) job->cfg.model_spec = model = ck_spec;
+        if (pop_seen) ac.max_pairs = (size_t)population / 2;
     }
-    dpt_dataset pop, test, ck_train;
+    dpt_dataset pop, test;
     memset(&pop, 0, sizeof pop);
     memset(&test, 0, sizeof test);
-    memset(&ck_train, 0, sizeof ck_train);
     char *run_json = NULL;
-    if (cli_load_run_data(&dopts, ckpt ? &ck_train : &pop, &test, &run_json) != DPT_OK) {
+    dpt_model *ck_model = NULL;
+    dpt_audit_result res;
+    memset(&res, 0, sizeof res);
+    int code = 0;
+    if (cli_load_run_data(&dopts, &pop, &test, &run_json) != DPT_OK) {
         int r = cli_fail(ckpt ? "--checkpoint data" : "--dataset");
-        dpt_dataset_free(&pop);
-        dpt_dataset_free(&test);
-        dpt_dataset_free(&ck_train);
-        free(ck_spec), free(ck_state), cJSON_Delete(ck_root);
-        return r == 1 ? 2 : r;
+        code = r == 1 ? 2 : r;
+        goto done;
     }
     free(run_json);
-    dpt_model *ck_model = NULL;
     if (ckpt) {
-        /* balanced population: n random training examples (members) + n random test examples */
-        size_t n = ck_train.n < test.n ? ck_train.n : test.n;
-        if (pop_seen && (size_t)population / 2 < n) n = (size_t)population / 2;
-        dpt_rng pr;
-        uint32_t *pi = malloc(ck_train.n * sizeof *pi), *po = malloc(test.n * sizeof *po);
-        dpt_status st = (pi && po && n >= 4) ? dpt_rng_init(&pr, seed, DPT_STREAM_DATA) : DPT_EINVAL;
-        if (st == DPT_OK) {
-            for (size_t i = 0; i < ck_train.n; i++) pi[i] = (uint32_t)i;
-            for (size_t i = 0; i < test.n; i++) po[i] = (uint32_t)i;
-            for (size_t i = 0; i < n; i++) {
-                size_t j = i + (size_t)dpt_rng_below(&pr, ck_train.n - i), k = i + (size_t)dpt_rng_below(&pr, test.n - i);
-                uint32_t t1 = pi[i]; pi[i] = pi[j], pi[j] = t1;
-                uint32_t t2 = po[i]; po[i] = po[k], po[k] = t2;
-            }
-            dpt_rng_free(&pr);
-            pop = ck_train;
-            pop.x = dpt_alloc(2 * n * ck_train.dim, sizeof(float), "audit population");
-            pop.y = dpt_alloc(2 * n, sizeof(int32_t), "audit population labels");
-            pop.n = 2 * n;
-            if (!pop.x || !pop.y) st = DPT_ENOMEM;
-            else {
-                dpt_dataset_gather(&ck_train, pi, n, pop.x, pop.y);
-                dpt_dataset_gather(&test, po, n, pop.x + n * pop.dim, pop.y + n);
-            }
+        if (dpt_model_new(ck_spec, 256, (int)threads, &ck_model) != DPT_OK ||
+            dpt_checkpoint_load(ckpt, ck_model, NULL, NULL) != DPT_OK) {
+            code = cli_fail("--checkpoint");
+            goto done;
         }
-        free(pi), free(po);
-        if (st == DPT_OK && (st = dpt_model_new(ck_spec, 256, (int)threads, &ck_model)) == DPT_OK)
-            st = dpt_checkpoint_load(ckpt, ck_model, NULL, NULL);
-        dpt_dataset_free(&ck_train);
-        free(ck_state), cJSON_Delete(ck_root);
-        ck_state = NULL, ck_root = NULL;
-        if (st != DPT_OK) {
-            int r = n < 4 ? cli_error("--checkpoint %s: too few training/test examples to audit", ckpt) : cli_fail("--checkpoint");
-            dpt_model_free(ck_model);
-            dpt_dataset_free(&pop);
-            dpt_dataset_free(&test);
-            free(ck_spec);
-            return r;
-        }
-    }
-    dpt_threads_set_blas((int)threads);
-    size_t N = pop.n, S = (size_t)shadows;
-    int code = 0;
-    uint8_t *member = calloc(N, 1), *masks = calloc(S ? S * N : 1, 1);
-    double *loss = malloc(N * sizeof *loss), *phi = malloc(N * sizeof *phi), *phi_sh = malloc((S ? S : 1) * N * sizeof *phi_sh);
-    double *score = malloc(N * sizeof *score), *bufs = malloc(8 * N * sizeof *bufs);
-    attack A[3];
-    size_t na = 0;
-    dpt_rng r;
-    int rng_live = 0;
-    if (!member || !masks || !loss || !phi || !phi_sh || !score || !bufs) {
-        code = cli_error("out of memory");
-        goto done;
+        ac.target = ck_model;
     }
     if (make_dirs(out) != 0) {
         code = cli_error("--out %s: cannot create directory: %s", out, strerror(errno));
         goto done;
     }
-    if (dpt_rng_init(&r, seed, DPT_STREAM_AUX) != DPT_OK) {
-        code = cli_fail("rng");
+    dpt_threads_set_blas((int)threads);
+    audit_view view = {quiet, dataset, model, algo, epochs, shadows};
+    ac.progress = progress;
+    ac.user = &view;
+    if (dpt_audit_run(&ac, &pop, &test, &res) != DPT_OK) {
+        code = audit_fail();
         goto done;
     }
-    rng_live = 1;
-    /* members: a uniformly random half (exactly N/2); with --checkpoint the first half */
-    if (ckpt) {
-        for (size_t i = 0; i < N / 2; i++) member[i] = 1;
-    } else {
-        uint32_t *perm = malloc(N * sizeof *perm);
-        if (!perm) {
-            code = cli_error("out of memory");
-            goto done;
-        }
-        for (size_t i = 0; i < N; i++) perm[i] = (uint32_t)i;
-        for (size_t i = N - 1; i > 0; i--) {
-            size_t j = (size_t)dpt_rng_below(&r, i + 1);
-            uint32_t tmp = perm[i];
-            perm[i] = perm[j], perm[j] = tmp;
-        }
-        for (size_t i = 0; i < N / 2; i++) member[perm[i]] = 1;
-        free(perm);
-    }
-    size_t n_mem = N / 2;
-    if (job.algo == DPT_AUDIT_DPSGD) {
-        job.cfg.sampler = DPT_SAMPLER_POISSON;
-        job.cfg.sample_rate = (double)batch / (double)n_mem;
-        if (!(job.cfg.sample_rate <= 1)) {
-            code = cli_error("--batch-size %ld: larger than the %zu members", batch, n_mem);
-            goto done;
-        }
-        if (delta >= 1.0 / (double)n_mem) {
-            code = cli_error("--delta %g >= 1/members = %g", delta, 1.0 / (double)n_mem);
-            goto done;
-        }
-    } else if ((size_t)batch > n_mem) {
-        code = cli_error("--batch-size %ld: larger than the %zu members", batch, n_mem);
-        goto done;
-    }
-    if (!quiet)
-        fprintf(stderr, "dptrain audit: %s, %zu examples (%zu members), model %s, algo %s, %ld epochs, %zu shadows\n",
-                dataset, N, n_mem, model, algo, epochs, S);
-    dpt_audit_run_info info;
-    double t0 = dpt_now();
-    if (ckpt) {
-        info.epsilon = NAN;
-        info.wall_s = 0;
-        double tl;
-        if (dpt_audit_scores(ck_model, &pop, NULL, N, loss, phi) != DPT_OK ||
-            dpt_evaluate(ck_model, DPT_LOSS_SOFTMAX_CE, &test, &tl, &info.test_accuracy) != DPT_OK) {
-            code = cli_fail("--checkpoint");
-            goto done;
-        }
-    } else if (dpt_audit_train_and_score(&job, &pop, member, &test, seed, loss, phi, &info) != DPT_OK) {
-        code = cli_fail("target model");
-        goto done;
-    }
-    double t_target = dpt_now() - t0;
-    if (!quiet) fprintf(stderr, "target: test accuracy %.2f%% (%.1fs)\n", 100 * info.test_accuracy, t_target);
-    for (size_t k = 0; k < 3; k++) A[k].in = bufs + 2 * k * N, A[k].out = bufs + (2 * k + 1) * N;
-    for (size_t i = 0; i < N; i++) score[i] = -loss[i];
-    A[0].name = "loss";
-    split(score, member, N, &A[0]);
-    na = 1;
-    double t_shadows = 0;
-    if (S) {
-        t0 = dpt_now();
-        /* every shadow's half is drawn first, so the result does not depend on --jobs */
-        for (size_t s = 0; s < S; s++)
-            for (size_t i = 0; i < N; i++) masks[s * N + i] = (uint8_t)dpt_rng_bernoulli(&r, 0.5);
-        dpt_audit_job sj = job;
-        if (jobs > 1) sj.cfg.threads = 1; /* parallel over models, one thread each */
-        int failed = 0;
-        size_t done_count = 0;
-        char err[512] = "";
-#pragma omp parallel for num_threads((int)jobs) schedule(dynamic, 1)
-        for (long s = 0; s < (long)S; s++) {
-            int skip;
-#pragma omp atomic read
-            skip = failed;
-            if (skip) continue;
-            /* the shared population is read, never copied per thread except the subset */
-            dpt_status st = dpt_audit_train_and_score(&sj, &pop, masks + (size_t)s * N, NULL, seed + 1 + (uint64_t)s,
-                                                      NULL, phi_sh + (size_t)s * N, NULL);
-#pragma omp critical(audit_shadow)
-            {
-                if (st != DPT_OK && !failed) {
-                    failed = 1;
-                    snprintf(err, sizeof err, "%s", dpt_last_error());
-                }
-                done_count++;
-                if (!quiet && cli_stderr_is_tty())
-                    fprintf(stderr, "\rshadow %zu/%zu (%.1fs)", done_count, S, dpt_now() - t0);
-            }
-        }
-        if (failed) {
-            code = cli_error("shadow model: %s", err);
-            goto done;
-        }
-        t_shadows = dpt_now() - t0;
-        if (!quiet) fprintf(stderr, "%s%zu shadows trained (%.1fs)\n", cli_stderr_is_tty() ? "\n" : "", S, t_shadows);
-        const char *names[2] = {"lira-offline", "lira-online"};
-        for (int online = 0; online < 2; online++) {
-            if (dpt_audit_lira(phi_sh, masks, S, N, phi, online, score) != DPT_OK) {
-                code = cli_fail("lira");
-                goto done;
-            }
-            A[na].name = names[online];
-            split(score, member, N, &A[na]);
-            na++;
-        }
-    }
-    for (size_t k = 0; k < na; k++)
-        if (dpt_audit_summarize(A[k].in, A[k].n_in, A[k].out, A[k].n_out, (size_t)boot, alpha, seed + 7, &A[k].s) != DPT_OK) {
-            code = cli_fail("summary");
-            goto done;
-        }
-    printf("membership inference: %zu members / %zu non-members, %zu shadows, %.0f%% bootstrap intervals (%ld resamples)\n",
-           A[0].n_in, A[0].n_out, S, 100 * (1 - alpha), boot);
-    printf("%-14s %-24s %-28s %-28s\n", "attack", "AUC", "TPR at 0.1% FPR", "TPR at 1% FPR");
-    for (size_t k = 0; k < na; k++) {
-        const dpt_audit_summary *s = &A[k].s;
-        printf("%-14s %.3f [%.3f, %.3f]     %.4f [%.4f, %.4f]     %.4f [%.4f, %.4f]\n", A[k].name, s->auc, s->auc_lo,
-               s->auc_hi, s->tpr[0], s->tpr_lo[0], s->tpr_hi[0], s->tpr[1], s->tpr_lo[1], s->tpr_hi[1]);
-    }
-    printf("target test accuracy %.2f%%; training time target %.2fs, shadows %.2fs per model\n", 100 * info.test_accuracy,
-           t_target, S ? t_shadows / (double)S : 0.0);
-    if (ckpt)
-        printf("target: checkpoint %s (its privacy statement, if any, is in its run directory); shadows: --algo %s\n",
-               ckpt, algo);
-    else if (job.algo == DPT_AUDIT_DPSGD)
-        printf("privacy (accountant): epsilon %.4g (RDP) at delta %g for the target run (q %g, sigma %g)\n", info.epsilon,
-               delta, job.cfg.sample_rate, sigma);
-    else
-        printf("privacy: no formal DP guarantee for --algo %s (no accountant, no epsilon); the audit above is what it leaks "
-               "to these attacks\n", algo);
-    double eps_lb = NAN, eps_acct_canary = NAN, eps_one_run = NAN;
-    if (canaries > 0) {
-        /* canaries: test examples (never in the population) with a wrong label */
-        size_t M = (size_t)canaries, R = (size_t)canary_runs;
-        if (M > test.n) {
-            code = cli_error("--canaries %zu: only %zu test examples to make canaries from", M, test.n);
-            goto done;
-        }
-        dpt_dataset cp = pop;
-        cp.n = N + M;
-        cp.x = dpt_alloc(cp.n * pop.dim, sizeof(float), "canary population");
-        cp.y = dpt_alloc(cp.n, sizeof(int32_t), "canary labels");
-        uint8_t *cm = calloc(cp.n, 1);
-        double *cl = malloc(cp.n * sizeof *cl), *cin = malloc(M * R * sizeof *cin), *cout = malloc(M * R * sizeof *cout);
-        size_t ni = 0, no = 0;
-        dpt_status st = (cp.x && cp.y && cm && cl && cin && cout) ? DPT_OK : DPT_ENOMEM;
-        if (st == DPT_OK) {
-            memcpy(cp.x, pop.x, N * pop.dim * sizeof(float));
-            memcpy(cp.y, pop.y, N * sizeof(int32_t));
-            for (size_t j = 0; j < M; j++) {
-                memcpy(cp.x + (N + j) * pop.dim, test.x + j * test.dim, pop.dim * sizeof(float));
-                int K = pop.n_classes;
-                cp.y[N + j] = (int32_t)((test.y[j] + 1 + (int)dpt_rng_below(&r, (uint64_t)(K - 1))) % K);
-            }
-            for (size_t i = 0; i < N; i++) cm[i] = member[i];
-        }
-        t0 = dpt_now();
-        for (size_t rr = 0; st == DPT_OK && rr < R; rr++) {
-            for (size_t j = 0; j < M; j++) cm[N + j] = (uint8_t)dpt_rng_bernoulli(&r, 0.5);
-            dpt_audit_run_info ci;
-            st = dpt_audit_train_and_score(&job, &cp, cm, NULL, seed + 100003 + rr, cl, NULL, &ci);
-            if (st != DPT_OK) break;
-            eps_acct_canary = ci.epsilon;
-            for (size_t j = 0; j < M; j++) {
-                if (cm[N + j]) cin[ni++] = -cl[N + j];
-                else cout[no++] = -cl[N + j];
-            }
-            if (!quiet && cli_stderr_is_tty()) fprintf(stderr, "\rcanary run %zu/%zu (%.1fs)", rr + 1, R, dpt_now() - t0);
-        }
-        if (!quiet) fprintf(stderr, "%s%zu canary runs trained (%.1fs)\n", cli_stderr_is_tty() ? "\n" : "", R, dpt_now() - t0);
-        double thr = NAN;
-        if (st == DPT_OK) st = dpt_audit_eps_from_scores(cin, ni, cout, no, job.algo == DPT_AUDIT_DPSGD ? delta : 0.0,
-                                                         alpha, &eps_lb, &thr);
-        if (st == DPT_OK) {
-            printf("canary audit: %zu canaries x %zu runs (%zu in, %zu out), loss attack AUC %.3f: empirical epsilon "
-                   "lower bound %.3f at %.0f%% confidence (delta %g)\n", M, R, ni, no, dpt_audit_auc(cin, ni, cout, no),
-                   eps_lb, 100 * (1 - alpha), job.algo == DPT_AUDIT_DPSGD ? delta : 0.0);
-            if (job.algo == DPT_AUDIT_DPSGD)
-                printf("  accountant epsilon of a canary run: %.4g (the lower bound must not exceed it)\n", eps_acct_canary);
-            if (M > 1)
-                printf("  note: the %zu canaries of one run are not independent trials; the bound above treats them as "
-                       "such (a heuristic, see docs/audit.md)\n", M);
-            if (R == 1 && M >= 2) {
-                /* Steinke, Nasr and Jagielski 2023: valid for one run with independent inclusion */
-                size_t k = guesses > 0 ? (size_t)guesses : (M / 10 ? M / 10 : 1);
-                double *all = malloc(M * sizeof *all);
-                uint64_t gr = 0, gv = 0;
-                double e1 = NAN;
-                if (!all) st = DPT_ENOMEM;
-                for (size_t j = 0; all && j < M; j++) all[j] = -cl[N + j];
-                if (st == DPT_OK) st = dpt_audit_one_run_guess(all, cm + N, M, k, &gr, &gv);
-                if (st == DPT_OK)
-                    st = dpt_audit_one_run_eps(M, gr, gv, job.algo == DPT_AUDIT_DPSGD ? delta : 0.0, alpha, &e1);
-                if (st == DPT_OK) {
-                    printf("  one-run audit (Steinke et al. 2023): %" PRIu64 " of %" PRIu64 " guesses right: epsilon lower "
-                           "bound %.3f at %.0f%% confidence (delta %g)\n", gv, gr, e1, 100 * (1 - alpha),
-                           job.algo == DPT_AUDIT_DPSGD ? delta : 0.0);
-                    eps_one_run = e1;
-                }
-                free(all);
-            }
-        }
-        dpt_free(cp.x);
-        dpt_free(cp.y);
-        free(cm), free(cl), free(cin), free(cout);
-        if (st != DPT_OK) {
-            code = cli_fail("canary audit");
-            goto done;
-        }
-    }
-    code = write_outputs(out, A, na, !no_plot);
+    print_results(&ac, &res, ckpt, algo, sigma, delta);
+    code = write_outputs(out, res.attack, res.n_attacks, !no_plot);
     if (!code) {
-        char path[1100];
-        snprintf(path, sizeof path, "%s/summary.json", out);
-        FILE *f = fopen(path, "w");
-        if (f) {
-            fprintf(f, "{\"algo\": \"%s\", \"test_accuracy\": %.6f, \"members\": %zu, \"shadows\": %zu", algo,
-                    info.test_accuracy, A[0].n_in, S);
-            for (size_t k = 0; k < na; k++)
-                fprintf(f, ", \"%s_auc\": %.6f, \"%s_tpr_0.1%%\": %.6f, \"%s_tpr_1%%\": %.6f", A[k].name, A[k].s.auc,
-                        A[k].name, A[k].s.tpr[0], A[k].name, A[k].s.tpr[1]);
-            if (ckpt) fprintf(f, ", \"checkpoint\": \"%s\"", ckpt);
-            else if (job.algo == DPT_AUDIT_DPSGD) fprintf(f, ", \"epsilon\": %.6f, \"delta\": %g", info.epsilon, delta);
-            else fprintf(f, ", \"privacy\": \"no formal DP guarantee\"");
-            if (canaries > 0) fprintf(f, ", \"canary_epsilon_lower_bound\": %.6f", eps_lb);
-            if (isfinite(eps_one_run)) fprintf(f, ", \"one_run_epsilon_lower_bound\": %.6f", eps_one_run);
-            fprintf(f, ", \"target_train_s\": %.4f, \"target_train_loop_s\": %.4f, \"shadow_train_s\": %.4f}\n", t_target,
-                    info.wall_s, S ? t_shadows / (double)S : 0.0);
-            fclose(f);
-        }
+        write_summary(out, &res, ckpt, algo, job->algo == DPT_AUDIT_DPSGD, delta);
         printf("wrote %s/audit.csv, %s/roc.csv%s, %s/summary.json\n", out, out, no_plot ? "" : ", roc.png", out);
     }
 done:
+    dpt_audit_result_free(&res);
     dpt_model_free(ck_model);
-    free(ck_spec);
-    if (rng_live) dpt_rng_free(&r);
-    free(member), free(masks), free(loss), free(phi), free(phi_sh), free(score), free(bufs);
+    free(ck_spec), free(ck_state), cJSON_Delete(ck_root);
     dpt_dataset_free(&pop);
     dpt_dataset_free(&test);
     return code;

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <unistd.h>
 
 #include "cli_util.h"
 #include "commands.h"
@@ -46,6 +48,16 @@ int dpt_cmd_eval(int argc, char **argv) {
     dpt_threads_set_blas((int)threads);
     dpt_checkpoint *ck = NULL;
     if (dpt_checkpoint_open(ckpt, (int)threads, &ck) != DPT_OK) return cli_fail("--checkpoint");
+    /* a privacy ledger beside the checkpoint must be of the same run (the run id in both) */
+    {
+        const char *slash = strrchr(ckpt, '/');
+        char lp[1200];
+        snprintf(lp, sizeof lp, "%.*sledger.json", slash ? (int)(slash - ckpt + 1) : 0, ckpt);
+        if (access(lp, F_OK) == 0 && dpt_run_check_ledger(ckpt, lp) != DPT_OK) {
+            dpt_checkpoint_close(ck);
+            return cli_fail("--checkpoint");
+        }
+    }
     int code = 0;
     dpt_dataset test;
     memset(&test, 0, sizeof test);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,9 +35,12 @@ static int make_dirs(const char *path) {
 static const char *USAGE =
     "usage: dptrain train [options]\n\n"
     "Trains a model and writes the run directory (--out): checkpoint.safetensors (after\n"
-    "every epoch) and metrics.jsonl (one JSON object per epoch: epoch, step, train_loss,\n"
-    "test_loss, test_accuracy, lr, wall_s). Rerun the same command with --resume to\n"
-    "continue an interrupted run exactly where its last checkpoint left it.\n"
+    "every epoch), ledger.json (private algorithms) and metrics.jsonl (one JSON object per\n"
+    "epoch: epoch, step, train_loss (non-private only), test_loss, test_accuracy, lr, wall_s,\n"
+    "epsilon); a result is written only after the checkpoint and ledger holding its steps.\n"
+    "A non-empty --out is refused unless --resume (continue the run in it exactly where its\n"
+    "last checkpoint left it) or --overwrite (replace it). Ctrl-C stops after the current\n"
+    "step with everything saved (continue with --resume); a second Ctrl-C kills.\n"
     "Datasets live in DIR/<name>/ for --data-dir DIR (mnist, fashion-mnist, usps, cifar10);\n"
     "csv:PATH reads a numeric CSV with the label in the first column.";
 
@@ -79,6 +83,125 @@ static char *usage_with_algos(void) {
     return buf;
 }
 
+/* ==== What the user sees: drawn from the trainer's callbacks ==== */
+
+typedef struct {
+    int progress;         /* progress bar on stderr (a terminal, not --no-progress, not --quiet) */
+    int quiet;            /* no per-epoch lines and no notes */
+    int bar_shown;        /* a bar is on the current line */
+    uint64_t epochs, max_steps;
+    double t_start, last_draw;
+    uint64_t step_start;  /* the run's step when this session started (at t_start) */
+    uint64_t examples;    /* non-private: examples seen this session */
+} train_ui;
+
+/* SIGINT: the first asks the trainer to stop after the current step (everything saved);
+ * SA_RESETHAND restores the default action, so a second one kills. */
+static volatile sig_atomic_t g_interrupted = 0;
+static void on_sigint(int sig) {
+    (void)sig;
+    g_interrupted = 1;
+    static const char msg[] = "\ndptrain: interrupted: stopping after the current step (Ctrl-C again to kill)\n";
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+}
+
+static void ui_clear_bar(train_ui *ui) {
+    if (!ui->bar_shown) return;
+    fprintf(stderr, "\r\033[K");
+    ui->bar_shown = 0;
+}
+
+static void fmt_duration(double s, char *buf, size_t n) {
+    if (!isfinite(s) || s < 0) s = 0;
+    unsigned long v = (unsigned long)(s + 0.5);
+    if (v >= 3600)
+        snprintf(buf, n, "%lu:%02lu:%02lu", v / 3600, (v / 60) % 60, v % 60);
+    else
+        snprintf(buf, n, "%02lu:%02lu", v / 60, v % 60);
+}
+
+/* A private run's step info carries no loss and no batch size (functions of the private
+ * data): its bar shows steps per second instead. */
+static int ui_on_step(void *user, const dpt_step_info *in) {
+    train_ui *ui = user;
+    if (!ui->progress) return g_interrupted != 0;
+    double now = dpt_now();
+    ui->examples += in->batch;
+    if (now - ui->last_draw > 0.1 || in->step_in_epoch == in->steps_per_epoch) {
+        double el = now - ui->t_start, per_step = in->step > ui->step_start ? el / (double)(in->step - ui->step_start) : 0;
+        uint64_t end = ui->epochs * (uint64_t)in->steps_per_epoch;
+        if (ui->max_steps && ui->max_steps < end) end = ui->max_steps;
+        char eta[32], rate[64];
+        fmt_duration(per_step * (double)(end > in->step ? end - in->step : 0), eta, sizeof eta);
+        if (isnan(in->loss))
+            snprintf(rate, sizeof rate, "%.1f steps/s", per_step > 0 ? 1.0 / per_step : 0.0);
+        else
+            snprintf(rate, sizeof rate, "loss %.4f  %.0f ex/s", in->loss, el > 0 ? (double)ui->examples / el : 0.0);
+        int width = 24, filled = in->steps_per_epoch ? (int)((double)width * in->step_in_epoch / in->steps_per_epoch) : width;
+        char bar[32];
+        for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
+        bar[width] = 0;
+        fprintf(stderr, "\repoch %" PRIu64 "/%" PRIu64 " [%s] step %zu/%zu  %s  ETA %s ", in->epoch + 1, ui->epochs, bar,
+                in->step_in_epoch, in->steps_per_epoch, rate, eta);
+        fflush(stderr);
+        ui->bar_shown = 1;
+        ui->last_draw = now;
+    }
+    return g_interrupted != 0;
+}
+
+static int ui_on_epoch(void *user, const dpt_epoch_result *r) {
+    train_ui *ui = user;
+    ui_clear_bar(ui);
+    if (ui->quiet) return g_interrupted != 0;
+    char where[96] = "", loss[48] = "", test[64] = "", eps[96] = "";
+    if (r->partial)
+        snprintf(where, sizeof where, " (stopped after %zu of %zu steps)", r->steps_in_epoch, r->steps_per_epoch);
+    if (!isnan(r->train_loss)) snprintf(loss, sizeof loss, "  train loss %.4f", r->train_loss);
+    if (!isnan(r->test_accuracy))
+        snprintf(test, sizeof test, "  test loss %.4f  test acc %.2f%%", r->test_loss, 100.0 * r->test_accuracy);
+    if (!isnan(r->epsilon)) snprintf(eps, sizeof eps, "  epsilon %.4g (delta %g)", r->epsilon, r->delta);
+    fprintf(stderr, "epoch %" PRIu64 "/%" PRIu64 "%s  step %" PRIu64 "%s%s%s%s%s  %.1fs%s\n", r->epoch, ui->epochs, where,
+            r->step, loss, test, eps, r->note[0] ? "  " : "", r->note, r->wall_s,
+            r->from_checkpoint ? "  (saved before the last stop, published now)" : "");
+    return g_interrupted != 0;
+}
+
+static void ui_log(void *user, dpt_log_level level, const char *msg) {
+    train_ui *ui = user;
+    if (ui->quiet && level != DPT_LOG_WARN) return;
+    ui_clear_bar(ui);
+    fprintf(stderr, "dptrain: %s%s\n", level == DPT_LOG_WARN ? "warning: " : level == DPT_LOG_NOTE ? "note: " : "", msg);
+}
+
+/* The final summary (stdout) from the last published result. */
+static void print_summary(const dpt_trainer *t, const dpt_epoch_result *r, const cli_algo *A, const char *out,
+                          const char *run_dir, long epochs, uint64_t steps_this_session) {
+    dpt_stop_reason why = dpt_trainer_stop_reason(t);
+    if (why == DPT_STOP_DONE && !steps_this_session)
+        printf("done: nothing left to train: the run in %s completed its %ld epochs (%" PRIu64 " steps)\n", out,
+               epochs, dpt_trainer_step(t));
+    if (r->epoch == 0) {
+        printf("no result: the run in %s took no step (%s); see %s/metrics.jsonl\n", out,
+               why == DPT_STOP_BUDGET ? "the first step would exceed the privacy budget" : "nothing to train", out);
+        return;
+    }
+    char when[160];
+    if (r->partial)
+        snprintf(when, sizeof when, "%" PRIu64 " steps (stopped after %zu of the %zu steps of epoch %" PRIu64
+                 ", %.1fs of training)", r->step, r->steps_in_epoch, r->steps_per_epoch, r->epoch, r->wall_s);
+    else
+        snprintf(when, sizeof when, "%" PRIu64 " epochs (%" PRIu64 " steps, %.1fs of training)", r->epoch, r->step,
+                 r->wall_s);
+    if (isnan(r->test_accuracy))
+        printf("after %s  [%s]\n", when, A->tag);
+    else
+        printf("test accuracy %.2f%%  test loss %.4f  after %s  [%s]\n", 100.0 * r->test_accuracy, r->test_loss, when,
+               A->tag);
+    printf("checkpoint: %s/checkpoint.safetensors  metrics: %s/metrics.jsonl\n", run_dir, out);
+}
+
 int dpt_cmd_train(int argc, char **argv) {
     const char *dataset = "fashion-mnist", *data_dir = DPT_DEFAULT_DATA_DIR, *model = "mlp:784-128-64-32-10:gelu";
     const char *algo_name = "sgd", *optimizer = "adam", *schedule = "constant", *sampler = "shuffle";
@@ -86,7 +209,7 @@ int dpt_cmd_train(int argc, char **argv) {
     double lr = 1e-3, momentum = 0.0, weight_decay = 0.0, sample_rate = 0.0;
     long batch = 256, epochs = 5, threads = 0, max_train = 0, max_test = 0, shards = 0;
     uint64_t seed = 1, max_steps = 0;
-    int resume = 0, quiet = 0, no_progress = 0, lr_seen = 0;
+    int resume = 0, overwrite = 0, quiet = 0, no_progress = 0, lr_seen = 0, momentum_seen = 0, wd_seen = 0;
     int sampler_seen = 0, sample_rate_seen = 0, batch_seen = 0;
     cli_privacy_flags pf = {.sigma = 0.0, .clip = 1.0, .target_eps = 0.0, .delta = 1e-5, .clip_mode = "flat"};
     cli_option common[] = {
@@ -102,8 +225,8 @@ int dpt_cmd_train(int argc, char **argv) {
         {"--init", CLI_STR, &init, "NAME", "default | lecun | he | xavier | ntk", NULL},
         {"--optimizer", CLI_STR, &optimizer, "NAME", "sgd | adam", NULL},
         {"--lr", CLI_DOUBLE, &lr, "X", "learning rate (> 0; sgd default 0.1)", &lr_seen},
-        {"--momentum", CLI_DOUBLE, &momentum, "X", "SGD momentum in [0, 1)", NULL},
-        {"--weight-decay", CLI_DOUBLE, &weight_decay, "X", "L2 coefficient added to the gradient", NULL},
+        {"--momentum", CLI_DOUBLE, &momentum, "X", "SGD momentum in [0, 1) (--optimizer sgd only)", &momentum_seen},
+        {"--weight-decay", CLI_DOUBLE, &weight_decay, "X", "L2 coefficient added to the gradient", &wd_seen},
         {"--lr-schedule", CLI_STR, &schedule, "S", "constant | step:GAMMA:EVERY | exp:GAMMA (per epoch)", NULL},
         {"--sampler", CLI_STR, &sampler, "NAME", "shuffle (fixed batches) | poisson | full | poisson-reject (dpsgd: poisson; dpulr: poisson-reject)", &sampler_seen},
         {"--batch-size", CLI_LONG, &batch, "B", "batch size (poisson: expected size, q = B/N)", &batch_seen},
@@ -116,6 +239,7 @@ int dpt_cmd_train(int argc, char **argv) {
                                             "(0 = ranks; see docs/distributed.md)", NULL},
         {"--out", CLI_STR, &out, "DIR", "run directory", NULL},
         {"--resume", CLI_FLAG, &resume, NULL, "continue the run in --out from its checkpoint", NULL},
+        {"--overwrite", CLI_FLAG, &overwrite, NULL, "replace the run in --out (its files are removed first)", NULL},
         {"--quiet", CLI_FLAG, &quiet, NULL, "print only the final summary", NULL},
         {"--no-progress", CLI_FLAG, &no_progress, NULL, "no progress bar even on a terminal", NULL},
         {NULL, 0, NULL, NULL, NULL, NULL},
@@ -166,12 +290,14 @@ int dpt_cmd_train(int argc, char **argv) {
     dpt_train_config cfg = dpt_train_config_defaults();
     cli_algo_ctx ctx = {.cfg = &cfg, .priv = &pf, .sampler = sampler, .sampler_seen = sampler_seen,
                         .batch_seen = batch_seen, .sample_rate_seen = sample_rate_seen, .optimizer = optimizer,
-                        .epochs = epochs, .quiet = quiet, .resume = resume, .out = out};
+                        .epochs = epochs, .quiet = quiet, .resume = resume, .overwrite = overwrite, .out = out};
     if (A->check && (rc = A->check(&ctx)) != 0) return rc;
     sampler = ctx.sampler;
     if (dpt_optim_parse(optimizer, &cfg.optim.kind) != DPT_OK) return cli_error("--optimizer: %s", dpt_last_error());
     cfg.optim = dpt_optim_defaults(cfg.optim.kind);
     cfg.optim.lr = lr_seen ? lr : cfg.optim.lr;
+    if (momentum_seen && cfg.optim.kind != DPT_OPT_SGD)
+        return cli_error("--momentum applies to --optimizer sgd only (adam keeps its own moment estimates)");
     cfg.optim.momentum = momentum;
     cfg.optim.weight_decay = weight_decay;
     if (dpt_optim_validate(&cfg.optim) != DPT_OK) return cli_error("--lr/--momentum/--weight-decay: %s", dpt_last_error());
@@ -206,6 +332,17 @@ int dpt_cmd_train(int argc, char **argv) {
     if (sample_rate_seen && cfg.sampler != DPT_SAMPLER_POISSON && cfg.sampler != DPT_SAMPLER_POISSON_REJECT)
         return cli_error("--sample-rate needs --sampler poisson (or poisson-reject)");
     if (!out || !*out) return cli_error("--out: empty directory name");
+    if (resume && overwrite) return cli_error("--resume and --overwrite exclude each other");
+    if (rank == 0 && !resume && !overwrite) {
+        /* checked again under the run directory's lock when training starts */
+        size_t n_in = 0;
+        char names[256];
+        if (dpt_run_dir_inspect(out, &n_in, names, sizeof names) != DPT_OK) return cli_fail("--out");
+        if (n_in)
+            return cli_error("--out %s is not empty (it holds %s%s): add --resume to continue the run in it, or "
+                             "--overwrite to replace that run (its files are removed first)", out, names,
+                             n_in > 6 ? ", ..." : "");
+    }
 
     cli_data_opts dopts = {dataset, data_dir, normalize, classes, max_train, max_test};
     dpt_dataset train, test;
@@ -223,6 +360,21 @@ int dpt_cmd_train(int argc, char **argv) {
     dpt_algo *algo = NULL;
     dpt_trainer *t = NULL;
     int exit_code = 0;
+    {
+        /* epochs x steps per epoch must fit the step counters (the trainer checks it too, but
+         * an algorithm may calibrate its noise for that many steps before) */
+        double n = (double)train.n, spe = 1;
+        if (cfg.sampler == DPT_SAMPLER_SHUFFLE) spe = ceil(n / (double)batch);
+        else if (cfg.sampler != DPT_SAMPLER_FULL) {
+            double q = sample_rate_seen ? sample_rate : (double)batch / n;
+            spe = q > 0 ? floor(1.0 / q + 0.5) : 1;
+            if (spe < 1) spe = 1;
+        }
+        if ((double)epochs * spe > 9007199254740992.0) {
+            exit_code = cli_error("--epochs %ld: that many epochs of %.0f steps is more than 2^53 steps", epochs, spe);
+            goto done;
+        }
+    }
     if (rank == 0 && make_dirs(out) != 0) {
         exit_code = cli_error("--out %s: cannot create directory: %s", out, strerror(errno));
         goto done;
@@ -236,8 +388,13 @@ int dpt_cmd_train(int argc, char **argv) {
     cfg.out_dir = out;
     cfg.max_steps = max_steps;
     cfg.shards = (size_t)shards;
-    cfg.quiet = quiet;
-    cfg.progress = !no_progress && cli_stderr_is_tty();
+    cfg.overwrite = overwrite;
+    train_ui ui = {.progress = !no_progress && !quiet && cli_stderr_is_tty(), .quiet = quiet,
+                   .epochs = (uint64_t)epochs, .max_steps = max_steps};
+    cfg.on_step = ui_on_step;
+    cfg.on_epoch = ui_on_epoch;
+    cfg.log = ui_log;
+    cfg.user = &ui;
     cfg.run_json = run_json;
     ctx.train = &train;
     ctx.test = &test;
@@ -249,7 +406,13 @@ int dpt_cmd_train(int argc, char **argv) {
     }
     algo = NULL;
     if (resume && dpt_trainer_resume(t) != DPT_OK) {
+        int sigma_changed = strstr(dpt_last_error(), "; sigma was") || strstr(dpt_last_error(), "says sigma was");
         exit_code = cli_fail("--resume");
+        /* the noise multiplier came from --target-epsilon, calibrated for this --epochs */
+        if (sigma_changed && pf.target_eps_seen && !pf.sigma_seen)
+            fprintf(stderr, "dptrain: note: sigma was not given: --target-epsilon calibrated it for --epochs %ld, and "
+                            "a resumed run keeps its noise; give the run's --sigma (--target-epsilon then stops it at "
+                            "the budget) or its original --epochs\n", epochs);
         goto done;
     }
     if (A->started && (exit_code = A->started(&ctx, t)) != 0) goto done;
@@ -264,18 +427,29 @@ int dpt_cmd_train(int argc, char **argv) {
                     A->uses_privacy_flags ? ", one noise draw per step" : "", out);
     }
     dpt_epoch_result r;
-    if (dpt_trainer_run(t, &r) != DPT_OK) {
+    const uint64_t step0 = dpt_trainer_step(t);
+    struct sigaction sa, old_sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    int sig_set = rank == 0 && sigaction(SIGINT, &sa, &old_sa) == 0;
+    ui.t_start = dpt_now();
+    ui.step_start = step0;
+    dpt_status rs = dpt_trainer_run(t, &r);
+    if (sig_set) sigaction(SIGINT, &old_sa, NULL);
+    ui_clear_bar(&ui);
+    if (rs != DPT_OK) {
         exit_code = cli_fail("train");
         goto done;
     }
     if (A->report && (exit_code = A->report(&ctx, t)) != 0) goto done;
-    if (isnan(r.test_accuracy))
-        printf("done: nothing left to train (epoch %" PRIu64 " of %ld reached); see %s/metrics.jsonl\n",
-               dpt_trainer_step(t) ? (uint64_t)epochs : 0, epochs, out);
-    else
-        printf("test accuracy %.2f%%  test loss %.4f  after %" PRIu64 " epochs (%" PRIu64 " steps, %.1fs of "
-               "training)  [%s]\ncheckpoint: %s/checkpoint.safetensors  metrics: %s/metrics.jsonl\n",
-               100.0 * r.test_accuracy, r.test_loss, r.epoch, r.step, r.wall_s, A->tag, cfg.out_dir, out);
+    print_summary(t, &r, A, out, cfg.out_dir, epochs, dpt_trainer_step(t) - step0);
+    if (dpt_trainer_stop_reason(t) == DPT_STOP_CALLBACK && g_interrupted) {
+        fprintf(stderr, "dptrain: interrupted after step %" PRIu64 ": the checkpoint, ledger and metrics are saved in "
+                        "%s; continue with the same command and --resume\n", dpt_trainer_step(t), out);
+        exit_code = 130;
+    }
 done:
     if (algo && algo->free) algo->free(algo);
     dpt_trainer_free(t);

@@ -159,8 +159,11 @@ int cli_load_test_from_run(const char *run_json, const char *data_dir, dpt_datas
             nz.std = malloc(n * sizeof(float));
             if (!nz.mean || !nz.std) s = dpt_set_error(DPT_ENOMEM, "out of memory");
             for (int i = 0; s == DPT_OK && i < n; i++) {
-                nz.mean[i] = (float)cJSON_GetArrayItem(mean, i)->valuedouble;
-                nz.std[i] = (float)cJSON_GetArrayItem(sd, i)->valuedouble;
+                const cJSON *mi = cJSON_GetArrayItem(mean, i), *si = cJSON_GetArrayItem(sd, i);
+                if (!cJSON_IsNumber(mi) || !cJSON_IsNumber(si))
+                    s = dpt_set_error(DPT_EFORMAT, "checkpoint: run.%s[%d] is not a number",
+                                      cJSON_IsNumber(mi) ? "norm_std" : "norm_mean", i);
+                else nz.mean[i] = (float)mi->valuedouble, nz.std[i] = (float)si->valuedouble;
             }
             if (s == DPT_OK) s = dpt_normalizer_apply(&nz, test);
             free(nz.mean);

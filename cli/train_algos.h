@@ -32,7 +32,7 @@ typedef struct {
     const char *optimizer;        /* --optimizer name, for the header line */
     const dpt_dataset *train, *test;
     long epochs;
-    int quiet, resume;
+    int quiet, resume, overwrite;
     const char *out;              /* run directory */
     void *state;                  /* the algorithm's own between check/make/report (optional) */
 } cli_algo_ctx;

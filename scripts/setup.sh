@@ -17,6 +17,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin         # data-parallel training with mpirun (docs/distributed.md)
   iproute2                           # the two-host MPI test (network namespaces + veth)
   dataset-fashion-mnist              # default training data
+  clang libclang-rt-dev libomp-dev   # libFuzzer harnesses (scripts/fuzz.sh, docs/fuzzing.md)
 )
 
 missing=()

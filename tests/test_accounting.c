@@ -393,6 +393,47 @@ static void test_bad_input(void) {
     CHECK_STATUS(dpt_calibrate_sigma(1.0, 1000000000ULL, 1e-10, 1e-6, DPT_ACCT_RDP, DPT_CONV_BALLE, 1e-3, &x), DPT_ERANGE);
 }
 
+/* Calibration under a caller's order grid reports, under that same grid, an epsilon at
+ * most the target, and sigma - tol exceeds it (issue 18: calibrating on the default grid
+ * and reporting on a coarse one overshot the target). */
+static void test_calibration_grid(void) {
+    static const double coarse[] = {2, 4, 8, 16, 32};
+    static const double tf[] = {1.25, 1.5, 1.75, 2, 2.25, 2.5, 3, 3.5, 4, 4.5, 5, 6, 7, 8, 9, 10, 12, 16, 20, 32, 64, 128, 256, 512};
+    struct {
+        const double *o;
+        size_t n;
+    } grids[] = {{coarse, 5}, {tf, sizeof tf / sizeof tf[0]}};
+    struct {
+        double q;
+        uint64_t T;
+        double target;
+    } c[] = {{256.0 / 60000, 14063, 10.0}, {0.01, 1000, 1.0}, {0.05, 200, 3.0}};
+    int overshoot_default = 0;
+    for (size_t g = 0; g < 2; g++)
+        for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+            double s = 0, e = 0, e_lo = 0, s_def = 0, e_def = 0;
+            const double tol = 1e-4;
+            CHECK_OK(dpt_calibrate_sigma_ex(c[i].q, c[i].T, 1e-5, c[i].target, DPT_ACCT_RDP, DPT_CONV_BALLE, grids[g].o,
+                                            grids[g].n, tol, &s));
+            CHECK_OK(dpt_rdp_sgm_epsilon(c[i].q, s, c[i].T, 1e-5, DPT_CONV_BALLE, grids[g].o, grids[g].n, &e, NULL));
+            CHECK_OK(dpt_rdp_sgm_epsilon(c[i].q, s - tol, c[i].T, 1e-5, DPT_CONV_BALLE, grids[g].o, grids[g].n, &e_lo,
+                                         NULL));
+            CHECK(e <= c[i].target);
+            CHECK(e_lo > c[i].target);
+            /* the default-grid sigma, reported on this grid (what the bug did) */
+            CHECK_OK(dpt_calibrate_sigma(c[i].q, c[i].T, 1e-5, c[i].target, DPT_ACCT_RDP, DPT_CONV_BALLE, tol, &s_def));
+            CHECK_OK(dpt_rdp_sgm_epsilon(c[i].q, s_def, c[i].T, 1e-5, DPT_CONV_BALLE, grids[g].o, grids[g].n, &e_def,
+                                         NULL));
+            overshoot_default += e_def > c[i].target;
+        }
+    CHECK(overshoot_default > 0); /* the cases do exercise the bug */
+    double x;
+    CHECK_STATUS(dpt_calibrate_sigma_ex(0.01, 100, 1e-5, 1.0, DPT_ACCT_PLD, DPT_CONV_BALLE, coarse, 5, 1e-3, &x),
+                 DPT_EINVAL);
+    CHECK_STATUS(dpt_calibrate_sigma_ex(0.01, 100, 1e-5, 1.0, DPT_ACCT_RDP, DPT_CONV_BALLE, coarse, 0, 1e-3, &x),
+                 DPT_EINVAL);
+}
+
 int main(void) {
     test_gaussian_closed_form();
     test_against_integration();
@@ -406,6 +447,7 @@ int main(void) {
     test_pld_below_rdp();
     test_pld_converged();
     test_calibration();
+    test_calibration_grid();
     test_bad_input();
     TEST_MAIN_END();
 }

@@ -77,7 +77,12 @@ static void test_eq8(void) {
     CHECK_CLOSE(r.T, 1.0, 0, 1e-15);
     CHECK_CLOSE(r.kl_bound_paper, 6.0, 0, 1e-14); /* 2 * 3 * 1 / (100 * 0.01) */
     CHECK_CLOSE(r.kl_bound, 3.0, 0, 1e-14);       /* exact constant, r = 1 (logistic) */
-    CHECK_CLOSE(r.pinsker_tv, sqrt(1.5), 0, 1e-14);
+    CHECK(r.pinsker_tv == 1.0); /* sqrt(3 / 2) > 1: a TV distance is at most 1 (issue 18) */
+    CHECK_OK(dpt_kl_linearized_bound(3.0, 1, 100, 0.01, 1.0, 10, &r));
+    CHECK_CLOSE(r.pinsker_tv, sqrt(0.03 / 2), 0, 1e-14); /* below the cap: Pinsker as is */
+    CHECK_CLOSE(dpt_pinsker_tv(0.02), 0.1, 0, 1e-15);
+    CHECK(dpt_pinsker_tv(0) == 0 && dpt_pinsker_tv(2.0) == 1.0 && dpt_pinsker_tv(8.0) == 1.0);
+    CHECK(dpt_pinsker_tv(INFINITY) == 1.0 && isnan(dpt_pinsker_tv(-1)) && isnan(dpt_pinsker_tv(NAN)));
     CHECK_OK(dpt_kl_linearized_bound(3.0, 2, 100, 0.01, 0.1, 10, &r));
     CHECK_CLOSE(r.kl_bound, 6.0, 0, 1e-14);       /* r = 2 for softmax with o >= 2 */
     CHECK_CLOSE(r.r, 2.0, 0, 0);

@@ -277,6 +277,146 @@ static void test_loss_attack_memorize(void) {
     dpt_dataset_free(&pop);
 }
 
+/* ==== dpt_audit_run (the whole audit in the library) ==== */
+
+typedef struct {
+    size_t start, target, shadow, canary, last_shadow, last_canary;
+} progress_count;
+
+static void count_progress(void *user, const dpt_audit_progress *p) {
+    progress_count *c = user;
+    switch (p->stage) {
+    case DPT_AUDIT_STAGE_START: c->start++; break;
+    case DPT_AUDIT_STAGE_TARGET: c->target++; break;
+    case DPT_AUDIT_STAGE_SHADOW: c->shadow++, c->last_shadow = p->done; break;
+    case DPT_AUDIT_STAGE_CANARY: c->canary++, c->last_canary = p->done; break;
+    }
+}
+
+static dpt_audit_config small_audit(void) {
+    dpt_audit_config c = dpt_audit_config_defaults();
+    c.job.cfg.model_spec = "mlp:8-32-4:relu";
+    c.job.cfg.batch_size = 8;
+    c.job.cfg.epochs = 15;
+    c.job.cfg.optim.lr = 3e-3;
+    c.job.cfg.threads = 1;
+    c.shadows = 4;
+    c.bootstrap = 20;
+    c.seed = 11;
+    return c;
+}
+
+static void test_audit_run(void) {
+    dpt_dataset pop, test;
+    make_random_labels(&pop, 64, 8, 21);
+    make_random_labels(&test, 40, 8, 22);
+    dpt_audit_config c = small_audit();
+    c.canaries = 20;
+    progress_count pc;
+    memset(&pc, 0, sizeof pc);
+    c.progress = count_progress;
+    c.user = &pc;
+    dpt_audit_result r1, r2;
+    CHECK_OK(dpt_audit_run(&c, &pop, &test, &r1));
+    CHECK(r1.population == 64 && r1.members == 32 && r1.shadows == 4 && r1.n_attacks == 3);
+    CHECK(pc.start == 1 && pc.target == 1 && pc.shadow == 4 && pc.last_shadow == 4);
+    CHECK(pc.canary == 1 && pc.last_canary == 1);
+    CHECK(isnan(r1.epsilon) && isnan(r1.sample_rate)); /* sgd: no accountant */
+    CHECK(r1.test_accuracy >= 0 && r1.test_accuracy <= 1);
+    CHECK(r1.canaries == 20 && r1.canary_in + r1.canary_out == 20 && r1.canary_delta == 0);
+    CHECK(r1.one_run_guesses == 4 && r1.one_run_correct <= 4 && isfinite(r1.one_run_eps_lb));
+    for (size_t k = 0; k < r1.n_attacks; k++) {
+        const dpt_audit_attack *a = &r1.attack[k];
+        CHECK(a->n_in == 32 && a->n_out == 32);
+        dpt_audit_summary s;
+        CHECK_OK(dpt_audit_summarize(a->in, a->n_in, a->out, a->n_out, c.bootstrap, c.alpha, c.seed + 7, &s));
+        CHECK(s.auc == a->s.auc && s.auc_lo == a->s.auc_lo && s.tpr_hi[1] == a->s.tpr_hi[1]);
+    }
+    CHECK(!strcmp(r1.attack[0].name, "loss") && !strcmp(r1.attack[2].name, "lira-online"));
+    /* the shadows' results do not depend on how many are trained at once */
+    c.jobs = 2;
+    c.progress = NULL;
+    CHECK_OK(dpt_audit_run(&c, &pop, &test, &r2));
+    for (size_t k = 0; k < 3; k++)
+        CHECK(!memcmp(r1.attack[k].in, r2.attack[k].in, 32 * sizeof(double)) &&
+              !memcmp(r1.attack[k].out, r2.attack[k].out, 32 * sizeof(double)));
+    CHECK(r1.canary_eps_lb == r2.canary_eps_lb);
+    dpt_audit_result_free(&r2);
+    dpt_audit_result_free(&r1);
+    dpt_audit_result_free(&r1); /* freeing twice is harmless: it zeroes */
+
+    /* DP-SGD: Poisson rate batch/members and the accountant's epsilon; parallel shadows
+     * each run the accountant (PLD too, which must be safe from several threads) */
+    c = small_audit();
+    c.job.algo = DPT_AUDIT_DPSGD;
+    c.job.cfg.epochs = 2;
+    c.job.cfg.delta = 1e-3;
+    c.jobs = 2;
+    c.bootstrap = 0;
+    CHECK_OK(dpt_audit_run(&c, &pop, &test, &r1));
+    CHECK_CLOSE(r1.sample_rate, 8.0 / 32.0, 0, 1e-15);
+    CHECK(r1.epsilon > 0 && isfinite(r1.epsilon));
+    dpt_audit_result_free(&r1);
+
+    /* a given target: members from pop, as many non-members from test, max_pairs of each */
+    dpt_model *m;
+    dpt_rng rr;
+    CHECK_OK(dpt_model_new("mlp:8-32-4:relu", 32, 1, &m));
+    dpt_rng_init(&rr, 5, DPT_STREAM_INIT);
+    CHECK_OK(dpt_model_init(m, DPT_INIT_DEFAULT, NULL, 0, 0.0, &rr));
+    dpt_rng_free(&rr);
+    c = small_audit();
+    c.shadows = 0;
+    c.target = m;
+    c.max_pairs = 12;
+    CHECK_OK(dpt_audit_run(&c, &pop, &test, &r1));
+    CHECK(r1.population == 24 && r1.members == 12 && r1.n_attacks == 1 && r1.attack[0].n_in == 12);
+    CHECK(isnan(r1.epsilon));
+    dpt_audit_result_free(&r1);
+    c.canaries = 10;
+    CHECK_STATUS(dpt_audit_run(&c, &pop, &test, &r1), DPT_EINVAL);
+    dpt_model_free(m);
+
+    /* errors name the config field */
+    c = small_audit();
+    c.shadows = 1;
+    CHECK_STATUS(dpt_audit_run(&c, &pop, &test, &r1), DPT_EINVAL);
+    CHECK(strstr(dpt_last_error(), "shadows") != NULL);
+    c = small_audit();
+    c.canaries = 41;
+    CHECK_STATUS(dpt_audit_run(&c, &pop, &test, &r1), DPT_EINVAL);
+    CHECK(strstr(dpt_last_error(), "canaries") != NULL);
+    c = small_audit();
+    c.job.cfg.batch_size = 33;
+    CHECK_STATUS(dpt_audit_run(&c, &pop, &test, &r1), DPT_EINVAL);
+    CHECK(strstr(dpt_last_error(), "job.cfg.batch_size") != NULL);
+    c = small_audit();
+    c.jobs = 0;
+    CHECK_STATUS(dpt_audit_run(&c, &pop, &test, &r1), DPT_EINVAL);
+    CHECK(strstr(dpt_last_error(), "jobs") != NULL);
+
+    /* sizes whose product wraps (issue 18: S x N masks and scores) are refused, not
+     * allocated short: 2^58 shadows x 64 examples = 2^64 */
+    c = small_audit();
+    c.shadows = (size_t)1 << 58;
+    CHECK_STATUS(dpt_audit_run(&c, &pop, &test, &r1), DPT_ENOMEM);
+    CHECK(strstr(dpt_last_error(), "overflow") != NULL);
+    CHECK(r1.n_attacks == 0 && r1.attack[0].in == NULL);
+    dpt_dataset_free(&pop);
+    dpt_dataset_free(&test);
+}
+
+/* dpt_audit_summarize with a bootstrap count whose 3 x n_boot x 8 bytes wraps to 0 wrote
+ * far past a tiny buffer (issue 18); it must refuse. */
+static void test_summarize_overflow(void) {
+    double in[4] = {1, 2, 3, 4}, out[4] = {0, 1, 2, 3};
+    dpt_audit_summary s;
+    CHECK_STATUS(dpt_audit_summarize(in, 4, out, 4, (size_t)1 << 61, 0.05, 1, &s), DPT_ENOMEM);
+    CHECK(strstr(dpt_last_error(), "overflow") != NULL);
+    CHECK_STATUS(dpt_audit_summarize(in, 4, out, 4, SIZE_MAX / 2, 0.05, 1, &s), DPT_ENOMEM);
+    CHECK_STATUS(dpt_audit_lira(in, (const uint8_t *)"abcd", SIZE_MAX / 2, 4, in, 0, out), DPT_EINVAL);
+}
+
 int main(void) {
     test_betainc();
     test_eps_bound();
@@ -284,5 +424,7 @@ int main(void) {
     test_roc();
     test_lira_synthetic();
     test_loss_attack_memorize();
+    test_summarize_overflow();
+    test_audit_run();
     TEST_MAIN_END();
 }

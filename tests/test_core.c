@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "testutil.h"
 
 static void test_errors(void) {
@@ -369,6 +372,72 @@ static void test_hash_files(void) {
     CHECK_STATUS(dpt_write_file_atomic("/nonexistent/dir/x", "a", 1), DPT_EIO);
 }
 
+/* Files the project did not make: devices, FIFOs and oversized files are refused, never
+ * read without end (`account --ledger /dev/zero` grew to 9 GB) or waited on (a FIFO). */
+static void test_read_regular(void) {
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    alarm(20); /* a hang on the FIFO below fails the test instead of stalling ctest */
+    CHECK_STATUS(dpt_read_file("/dev/zero", &buf, &n), DPT_EIO);
+    CHECK_ERR_HAS("not a regular file");
+    CHECK(buf == NULL && n == 0);
+    CHECK_STATUS(dpt_read_file("/dev/urandom", &buf, &n), DPT_EIO);
+    CHECK_STATUS(dpt_read_file(tu_tmpdir(), &buf, &n), DPT_EIO);
+    CHECK_ERR_HAS("a directory");
+    char path[256];
+    snprintf(path, sizeof path, "%s/fifo", tu_tmpdir());
+    CHECK(mkfifo(path, 0600) == 0);
+    CHECK_STATUS(dpt_read_file(path, &buf, &n), DPT_EIO);
+    CHECK_ERR_HAS("a FIFO");
+    FILE *f = NULL;
+    CHECK_STATUS(dpt_open_regular(path, &f, NULL), DPT_EIO);
+    CHECK(f == NULL);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/hundred.bin", tu_tmpdir());
+    char data[100];
+    memset(data, 'x', sizeof data);
+    CHECK_OK(dpt_write_file_atomic(path, data, sizeof data));
+    CHECK_STATUS(dpt_read_file_max(path, 99, &buf, &n), DPT_EFORMAT);
+    CHECK_ERR_HAS("more than the 99");
+    CHECK_OK(dpt_read_file_max(path, 100, &buf, &n));
+    CHECK(n == 100 && buf[100] == 0 && memcmp(buf, data, 100) == 0);
+    dpt_free(buf);
+    size_t sz = 0;
+    CHECK_OK(dpt_open_regular(path, &f, &sz));
+    CHECK(f && sz == 100);
+    if (f) fclose(f);
+    unlink(path);
+    alarm(0);
+}
+
+/* Checked size products (issue 18: every allocation of a product goes through them). */
+static void test_checked_products(void) {
+    size_t r = 7;
+    CHECK(dpt_mul_overflow(SIZE_MAX / 2, 3, &r) == -1 && r == 7);
+    CHECK(dpt_mul_overflow(SIZE_MAX / 3, 3, &r) == 0 && r == SIZE_MAX / 3 * 3);
+    CHECK(dpt_mul3_overflow((size_t)1 << 30, (size_t)1 << 30, (size_t)1 << 4, &r) == -1);
+    CHECK(dpt_mul3_overflow((size_t)1 << 30, (size_t)1 << 30, (size_t)1 << 3, &r) == 0 && r == (size_t)1 << 63);
+    CHECK(dpt_mul3_overflow(0, SIZE_MAX, SIZE_MAX, &r) == 0 && r == 0);
+    /* 2^58 x 64 x 1 wraps to 0: refused, never a tiny buffer */
+    CHECK(dpt_alloc2((size_t)1 << 58, 64, 1, "masks") == NULL);
+    CHECK_ERR_HAS("masks: size overflow");
+    CHECK(dpt_alloc2(3, (size_t)1 << 61, sizeof(double), "bootstrap") == NULL);
+    CHECK_ERR_HAS("size overflow");
+    CHECK(dpt_alloc3(1 << 20, 1 << 20, (size_t)1 << 24, 1, "rows") == NULL);
+    CHECK_ERR_HAS("rows: size overflow");
+    float *p = dpt_alloc3(2, 3, 4, sizeof(float), "small");
+    CHECK(p != NULL);
+    if (p) {
+        for (int i = 0; i < 24; i++) CHECK(p[i] == 0.0f); /* zero-filled */
+        p[23] = 1;
+    }
+    dpt_free(p);
+    double *q = dpt_alloc2(5, 7, sizeof(double), "small");
+    CHECK(q != NULL);
+    if (q) q[34] = 1;
+    dpt_free(q);
+}
+
 int main(void) {
     test_errors();
     test_rng_streams();
@@ -377,5 +446,7 @@ int main(void) {
     test_fill_threads();
     test_blas();
     test_hash_files();
+    test_read_regular();
+    test_checked_products();
     TEST_MAIN_END();
 }

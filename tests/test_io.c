@@ -5,6 +5,7 @@
  * missing file -> DPT_EIO naming the path; no .tmp left behind; JSON-lines metrics. */
 #include <dptrain/io.h>
 
+#include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,14 +63,22 @@ static void make_checkpoint(dpt_model **pm, dpt_optim *o) {
     *pm = m;
 }
 
+/* files named like dpt_write_file_atomic's temporaries (.NAME.tmp-XXXXXX) in the test dir */
+static int temporaries(void) {
+    DIR *d = opendir(tu_tmpdir());
+    struct dirent *e;
+    int n = d ? 0 : -1;
+    while (d && (e = readdir(d))) n += strstr(e->d_name, ".tmp-") != NULL;
+    if (d) closedir(d);
+    return n;
+}
+
 static void test_round_trip(void) {
     dpt_model *m;
     dpt_optim o;
     make_checkpoint(&m, &o);
-    char tmp[300];
-    snprintf(tmp, sizeof tmp, "%s.tmp", g_path);
     CHECK(access(g_path, F_OK) == 0);
-    CHECK(access(tmp, F_OK) != 0); /* atomic write leaves no temporary behind */
+    CHECK(temporaries() == 0); /* atomic write leaves no temporary behind */
 
     /* load into a fresh model and a differently configured optimizer */
     dpt_model *m2 = new_model(SPEC);
@@ -112,7 +121,7 @@ static void test_round_trip(void) {
     CHECK_OK(dpt_optim_init(&p, &sgd, m->n_params));
     p.t = 17;
     CHECK_OK(dpt_checkpoint_save(g_path, m, &p, NULL));
-    CHECK(access(tmp, F_OK) != 0);
+    CHECK(temporaries() == 0);
     CHECK_OK(dpt_checkpoint_load(g_path, m2, &o2, &state));
     CHECK(o2.cfg.kind == DPT_OPT_SGD && o2.m == NULL && o2.v == NULL && o2.t == 17);
     CHECK(o2.cfg.lr == sgd.lr);
@@ -266,8 +275,31 @@ static void test_truncation_and_corruption(void) {
     dpt_model_free(m2);
 }
 
-/* Rewrites g_path's header with the first `from` replaced by `to` (re-padded), into g_bad. */
-static int edit_header(const char *from, const char *to) {
+/* The checkpoint hash rule, written out independently of src/io/checkpoint.c: SHA-256 of
+ * the whole file with the 64 digits after "checkpoint_sha256":" read as '0'. Re-seals an
+ * edited file so the structural checks behind the hash can be tested (or, with a wrong
+ * position, shows the hash is what refuses it). */
+static void reseal(uint8_t *b, size_t n) {
+    const char *mark = "\"checkpoint_sha256\":\"";
+    size_t ml = strlen(mark);
+    for (size_t i = 8; i + ml + 64 <= n; i++)
+        if (!memcmp(b + i, mark, ml)) {
+            uint8_t *d = b + i + ml, dg[32];
+            memset(d, '0', 64);
+            dpt_hash h;
+            dpt_hash_init(&h);
+            dpt_hash_update(&h, b, n);
+            dpt_hash_final(&h, dg);
+            char hex[65];
+            dpt_hex(dg, 32, hex);
+            memcpy(d, hex, 64);
+            return;
+        }
+}
+
+/* Rewrites g_path's header with the first `from` replaced by `to` (re-padded), into g_bad;
+ * re-sealed (a valid hash) unless raw. */
+static int edit_header_ex(const char *from, const char *to, int raw) {
     uint8_t *b;
     size_t n;
     if (dpt_read_file(g_path, &b, &n) != DPT_OK) return 0;
@@ -295,6 +327,7 @@ static int edit_header(const char *from, const char *to) {
     memset(out + 8, ' ', N2);
     memcpy(out + 8, h2, hl);
     memcpy(out + 8 + N2, b + 8 + N, dl);
+    if (!raw) reseal(out, 8 + N2 + dl);
     write_bytes(g_bad, out, 8 + N2 + dl);
     free(out);
     free(h2);
@@ -302,6 +335,8 @@ static int edit_header(const char *from, const char *to) {
     dpt_free(b);
     return 1;
 }
+
+static int edit_header(const char *from, const char *to) { return edit_header_ex(from, to, 0); }
 
 static void test_edited_headers(void) {
     dpt_model *m;
@@ -325,16 +360,21 @@ static void test_edited_headers(void) {
         {"dptrain-checkpoint", "other-checkpoint", DPT_EFORMAT,
          "not a dptrain checkpoint (format \"other-checkpoint\""},
         {"\"format\":\"dptrain-checkpoint\",", "", DPT_EFORMAT, "format \"(missing)\""},
-        {"\"format_version\":\"1\"", "\"format_version\":\"2\"", DPT_EFORMAT,
-         "unsupported format_version \"2\" (this build reads 1)"},
-        {"\"format_version\":\"1\"", "\"format_version\":1", DPT_EFORMAT, "is not a string"},
+        {"\"format_version\":\"2\"", "\"format_version\":\"3\"", DPT_EFORMAT,
+         "unsupported format_version \"3\" (this build reads 2)"},
+        {"\"format_version\":\"2\"", "\"format_version\":\"1\"", DPT_EFORMAT,
+         "format_version 1 is no longer read: its integrity hash covered only the tensor data"},
+        {"\"format_version\":\"2\"", "\"format_version\":2", DPT_EFORMAT, "is not a string"},
         {"{\"__metadata__\":{", "{\"__metadata__\":{{", DPT_EFORMAT, "not valid JSON"},
         {"{\"__metadata__\"", "[\"__metadata__\"", DPT_EFORMAT, "not valid JSON"},
         {"\"__metadata__\"", "\"meta\"", DPT_EFORMAT, "no __metadata__"},
         {"\"F32\"", "\"F16\"", DPT_EFORMAT, "dtype F16, expected F32"},
-        {"\"tensors_sha256\":\"", "\"tensors_sha256\":\"0", DPT_EFORMAT, "SHA-256"},
-        {"\"model_spec\"", "\"model_spec_\"", DPT_EFORMAT, "lacks model_spec"},
-        {"\"state\"", "\"state_\"", DPT_EFORMAT, "lacks state"},
+        {"\"checkpoint_sha256\":\"", "\"checkpoint_sha256\":\"0", DPT_EFORMAT, "is not 64 lowercase hex"},
+        {"\"checkpoint_sha256\"", "\"tensors_sha256\"", DPT_EFORMAT, "unknown metadata key \"tensors_sha256\""},
+        {"\"model_spec\"", "\"model\":\"x\",\"model_spec\"", DPT_EFORMAT, "unknown metadata key \"model\""},
+        {"\"model_spec\":\"", "\"model_spec_\":\"", DPT_EFORMAT, "unknown metadata key"},
+        {"\"model_spec\":\"", "\"model_spec\":\"\\n", DPT_EFORMAT, "model_spec has a character outside"},
+        {"\"state\":\"{", "\"state\":\"[1],{", DPT_EFORMAT, "state is not a JSON object"},
         {"\"data_offsets\":[0,", "\"data_offsets\":[4,", DPT_EFORMAT, "data_offsets"},
         {"\"data_offsets\":[0,", "\"data_offsets\":[-1,", DPT_EFORMAT,
          "data_offsets must be [begin, end]"},
@@ -349,6 +389,30 @@ static void test_edited_headers(void) {
         CHECK_ERR_HAS(g_bad);
         if (cases[i].want == DPT_EFORMAT) CHECK_STATUS(dpt_checkpoint_peek(g_bad, NULL, NULL), DPT_EFORMAT);
     }
+
+    /* issue 18: edits that leave a well-formed header (another activation, a changed
+     * optimizer moment count or learning rate, another seed or RNG position, another
+     * normalization statistic) are refused by the hash over the whole file */
+    const char *silent[][2] = {
+        {":relu\"", ":tanh\""},
+        {"\\\"t\\\":3", "\\\"t\\\":4"},
+        {"\\\"lr\\\":0.003", "\\\"lr\\\":0.03"},
+        {"\\\"seed\\\":42", "\\\"seed\\\":43"},
+        {"\\\"step\\\":3", "\\\"step\\\":2"},
+        {"\"F32\",\"shape\"", "\"F32\" ,\"shape\""},
+    };
+    for (size_t i = 0; i < sizeof silent / sizeof silent[0]; i++) {
+        CHECK(edit_header_ex(silent[i][0], silent[i][1], 1));
+        CHECK_STATUS(dpt_checkpoint_peek(g_bad, NULL, NULL), DPT_EFORMAT);
+        CHECK_ERR_HAS("does not match its SHA-256");
+        /* the same edit re-sealed is read (these are valid values): the hash refused it */
+        CHECK(edit_header_ex(silent[i][0], silent[i][1], 0));
+        CHECK_OK(dpt_checkpoint_peek(g_bad, NULL, NULL));
+    }
+    /* a second copy of the hash key elsewhere in the header is refused */
+    CHECK(edit_header("\"dtype\":\"F32\"", "\"checkpoint_sha256\":\"0000000000000000000000000000000000000000000000000000000000000000\",\"dtype\":\"F32\""));
+    CHECK_STATUS(dpt_checkpoint_peek(g_bad, NULL, NULL), DPT_EFORMAT);
+    CHECK_ERR_HAS("unknown key \"checkpoint_sha256\"");
 
     /* a shape inconsistent with its own data_offsets is malformed ... */
     snprintf(from, sizeof from, "\"%s\":{\"dtype\":\"F32\",\"shape\":[%zu,%zu]", t0.name,

@@ -34,7 +34,6 @@ static dpt_train_config cfg_for(const char *spec, dpt_loss_kind loss, double q) 
     c.epochs = 1;
     c.seed = 5;
     c.threads = 2;
-    c.quiet = 1;
     c.optim = dpt_optim_defaults(DPT_OPT_ADAM);
     c.optim.lr = 0.01;
     return c;

@@ -39,7 +39,6 @@ static dpt_train_config base_cfg(const char *spec, dpt_sampler_kind kind, size_t
     c.epochs = 1;
     c.seed = 5;
     c.threads = 1;
-    c.quiet = 1;
     c.optim = dpt_optim_defaults(DPT_OPT_SGD);
     c.optim.lr = 0.1;
     return c;
@@ -371,7 +370,7 @@ static void test_errors(void) {
     u.copies = 3;
     CHECK_STATUS(dpt_algo_dpulr_new(&u, &a), DPT_EINVAL);
     CHECK_ERR_HAS("even");
-    /* N_B > qN: the trainer refuses it naming --min-batch */
+    /* N_B > qN: the trainer refuses it naming min_batch */
     dpt_dataset d;
     make_blobs(&d, 40, 6, 3, 15);
     dpt_train_config c = base_cfg("mlp:6-8-3:tanh", DPT_SAMPLER_POISSON_REJECT, 0, 0.1, 5);
@@ -379,7 +378,7 @@ static void test_errors(void) {
     dpt_trainer *t = NULL;
     CHECK_OK(dpt_algo_dpulr_new(&u, &a));
     CHECK_STATUS(dpt_trainer_new(&c, &d, NULL, a, &t), DPT_EINVAL);
-    CHECK_ERR_HAS("--min-batch");
+    CHECK_ERR_HAS("min_batch");
     /* bad module specs are reported at the first step */
     const char *bad[3] = {"1,2", "0,0", "0,x"};
     for (int k = 0; k < 3; k++) {

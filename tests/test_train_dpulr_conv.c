@@ -58,7 +58,6 @@ static dpt_train_config base_cfg(const char *spec, double q, size_t nb) {
     c.epochs = 1;
     c.seed = 7;
     c.threads = 1;
-    c.quiet = 1;
     c.optim = dpt_optim_defaults(DPT_OPT_SGD);
     c.optim.lr = 0.1;
     return c;

@@ -45,7 +45,6 @@ static dpt_trainer *train(const dpt_dataset *d, const char *dir, int private_) {
     cfg.batch_size = 30;
     cfg.epochs = 3;
     cfg.threads = 1;
-    cfg.quiet = 1;
     cfg.out_dir = dir;
     cfg.run_json = "{\"note\": \"from arrays\"}";
     dpt_algo *a = NULL;

@@ -157,7 +157,6 @@ static dpt_train_config ngd_cfg(const char *spec, dpt_init_scheme init, double e
     c.epochs = (uint64_t)epochs;
     c.seed = 11;
     c.threads = 2;
-    c.quiet = 1;
     c.optim = dpt_optim_defaults(DPT_OPT_SGD);
     c.optim.lr = eta;
     return c;

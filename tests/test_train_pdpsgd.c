@@ -87,7 +87,6 @@ static dpt_trainer *make_trainer(const dpt_dataset *d, dpt_algo *a, size_t batch
     c.seed = 11;
     c.optim.lr = lr;
     c.threads = 1;
-    c.quiet = 1;
     dpt_trainer *t = NULL;
     CHECK_OK(dpt_trainer_new(&c, d, NULL, a, &t));
     return t;

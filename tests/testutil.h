@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <unistd.h>
+#include <sys/stat.h>
 
 static int tu_fail_ = 0, tu_checks_ = 0;
 
@@ -75,14 +78,36 @@ static inline const char *tu_shared_datasets(void) {
     const char *p = getenv("DPT_SHARED_DATASETS");
     return (p && *p) ? p : NULL;
 }
-/* A fresh temporary directory for a test's files (mkdtemp under /tmp). */
-static inline const char *tu_tmpdir(void) {
-    static char dir[64];
-    if (!dir[0]) {
-        strcpy(dir, "/tmp/dpt_test_XXXXXX");
-        if (!mkdtemp(dir)) { perror("mkdtemp"); exit(1); }
+/* A fresh temporary directory for a test's files (mkdtemp under /tmp), removed with
+ * everything in it when the test exits (issue 18: tests left dpt_test_* behind). */
+static char tu_tmpdir_path_[64];
+/* rm -r of a directory the test made (regular files and subdirectories, no links followed) */
+static void tu_rm_tree_(const char *path) {
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char p[1024];
+            snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+            struct stat sb;
+            if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) tu_rm_tree_(p);
+            else remove(p);
+        }
+        closedir(d);
     }
-    return dir;
+    rmdir(path);
+}
+static void tu_tmpdir_cleanup_(void) {
+    if (tu_tmpdir_path_[0]) tu_rm_tree_(tu_tmpdir_path_);
+}
+static inline const char *tu_tmpdir(void) {
+    if (!tu_tmpdir_path_[0]) {
+        strcpy(tu_tmpdir_path_, "/tmp/dpt_test_XXXXXX");
+        if (!mkdtemp(tu_tmpdir_path_)) { perror("mkdtemp"); exit(1); }
+        atexit(tu_tmpdir_cleanup_);
+    }
+    return tu_tmpdir_path_;
 }
 /* Cyclic Jacobi eigenvalues of a symmetric n x n matrix (naive reference for
  * LAPACK): A is overwritten, ev gets the diagonal after convergence (unsorted). */

@@ -2,7 +2,9 @@
  * RDP with Balle/classic conversions, a PLD accountant, sigma calibration, and a ledger of
  * heterogeneous events saved as versioned, checksummed JSON.
  * Memory: ledgers -> dpt_ledger_free; dpt_ledger_to_json strings -> free(); orders static.
- * Threads: reentrant, except PLD calls (FFTW's planner): never run those concurrently.
+ * Threads: reentrant; PLD calls may run on several threads at once (FFTW's planner is
+ * serialized by an internal lock; transforms run in parallel). A ledger is not locked:
+ * one thread per ledger.
  * Errors: DPT_EINVAL naming the parameter (q, sigma, delta, steps, ...), DPT_ERANGE when a
  * series or a calibration does not converge, DPT_EFORMAT for a ledger file that does not
  * verify, DPT_ENOTSUP for an accountant that does not apply to the recorded events. */
@@ -92,6 +94,12 @@ typedef enum { DPT_ACCT_RDP = 0, DPT_ACCT_PLD = 1 } dpt_accountant;
 dpt_status dpt_calibrate_sigma(double q, uint64_t steps, double delta, double target_eps,
                                dpt_accountant acct, dpt_conversion conv, double tol,
                                double *sigma);
+/* The same under exactly the RDP order grid that will report the epsilon (orders NULL:
+ * the default grid; PLD takes no grid). Calibrating on one grid and reporting on another
+ * can report an epsilon above the target. */
+dpt_status dpt_calibrate_sigma_ex(double q, uint64_t steps, double delta, double target_eps,
+                                  dpt_accountant acct, dpt_conversion conv, const double *orders,
+                                  size_t n_orders, double tol, double *sigma);
 
 /* ==== Ledger ==== */
 
@@ -205,11 +213,15 @@ dpt_status dpt_kl_gradient_constant_table1(dpt_kl_init init, double d, double o,
  * r of the loss gradient in the outputs: r = 1 for o = 1 (logistic, |sigmoid - y| <= 1),
  * r = 2 for o >= 2 (softmax cross-entropy, ||softmax - onehot||^2 < 2), i.e. E||grad L(D) -
  * grad L(D')||^2 <= 4 r B / n^2 instead of the paper's 4 B / n^2. pinsker_tv =
- * sqrt(kl_bound / 2) bounds the total variation distance (Pinsker), nothing more. */
+ * dpt_pinsker_tv(kl_bound) bounds the total variation distance (Pinsker), nothing more. */
 typedef struct {
     double B, T, r;
     double kl_bound, kl_bound_paper, pinsker_tv;
 } dpt_kl_bound_result;
+/* Pinsker's inequality TV <= sqrt(KL / 2), capped at 1 (no TV distance exceeds 1: a
+ * larger value would be vacuous and read as a meaningful number). NAN for a negative or
+ * NAN kl; 1 for +inf. */
+double dpt_pinsker_tv(double kl);
 dpt_status dpt_kl_linearized_bound(double B, size_t o, uint64_t steps, double eta, double sigma, size_t n,
                                    dpt_kl_bound_result *out);
 /* Lemma 3.2 for the ReLU network: the bound on int_0^T E||grad L(W_t; D) - grad L(W_t; D')||^2

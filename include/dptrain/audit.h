@@ -8,11 +8,14 @@
  *   - scores: per-example loss (Yeom et al. 2018) and the logit-scaled confidence
  *     phi = log p_y - log(1 - p_y) of LiRA (Carlini et al. 2022), online and offline;
  *   - a driver that trains one model (target, shadow or canary run) through the library
- *     on a subset of a population and scores every population example.
+ *     on a subset of a population and scores every population example;
+ *   - the whole audit (split, target, shadows, attacks, summaries, canaries) as one call,
+ *     dpt_audit_run, which the CLI's `dptrain audit` only prints and saves.
  * Convention: a HIGHER score means "more likely a member". Scores of members are `in`,
  * of non-members `out`.
- * Memory: functions write into caller buffers unless they say they allocate.
- * Thread safety: reentrant (the driver uses its own trainer).
+ * Memory: functions write into caller buffers unless they say they allocate;
+ * dpt_audit_result owns its score arrays (dpt_audit_result_free).
+ * Thread safety: reentrant (each driver call uses its own trainers).
  * Errors: dpt_status + dpt_last_error() naming the parameter; the special functions
  * return NAN for arguments outside their domain. */
 #ifndef DPTRAIN_AUDIT_H
@@ -122,6 +125,82 @@ typedef struct {
 dpt_status dpt_audit_train_and_score(const dpt_audit_job *job, const dpt_dataset *pop, const uint8_t *member,
                                      const dpt_dataset *test, uint64_t seed, double *loss, double *phi,
                                      dpt_audit_run_info *info);
+
+/* ==== The whole audit ==== */
+/* dpt_audit_run does what `dptrain audit` does, in memory: it splits a population into
+ * members and non-members, trains (or takes) the target model, trains the LiRA shadows,
+ * scores the loss attack and LiRA offline/online with bootstrap summaries, and optionally
+ * runs a canary audit (an epsilon lower bound). It prints nothing and writes no file. */
+typedef enum {
+    DPT_AUDIT_STAGE_START = 0, /* the split is made: members, population are set */
+    DPT_AUDIT_STAGE_TARGET,    /* the target is trained (or scored): test_accuracy is set */
+    DPT_AUDIT_STAGE_SHADOW,    /* one more shadow model is done (done of total) */
+    DPT_AUDIT_STAGE_CANARY     /* one more canary run is done (done of total) */
+} dpt_audit_stage;
+typedef struct {
+    dpt_audit_stage stage;
+    size_t done, total;        /* shadows / canary runs finished so far, of total */
+    size_t population, members;
+    double test_accuracy;      /* STAGE_TARGET and later; NAN without test data */
+    double elapsed_s;          /* since the stage began */
+} dpt_audit_progress;
+/* Called from the thread that finished the work, one call at a time (never concurrently). */
+typedef void (*dpt_audit_progress_fn)(void *user, const dpt_audit_progress *p);
+
+typedef struct {
+    dpt_audit_job job;         /* every model's training settings; for DPT_AUDIT_DPSGD the
+                                  sampler is set to Poisson with rate batch_size / members */
+    size_t shadows;            /* LiRA shadow models: 0 (loss attack only) or >= 2 */
+    int jobs;                  /* shadow models trained in parallel (one thread each), 1..64;
+                                  the results do not depend on it */
+    size_t bootstrap;          /* bootstrap resamples of each summary (0 or 1: no interval) */
+    double alpha;              /* intervals at confidence 1 - alpha, in (0, 1) */
+    uint64_t seed;             /* the split, every model, the shadows' halves, the canaries */
+    size_t canaries;           /* canary audit with this many mislabelled test examples (0 = none) */
+    size_t canary_runs;        /* independent training runs of the canary audit (>= 1) */
+    size_t one_run_guesses;    /* one-run bound (one canary run): guesses per side (0 = canaries / 10) */
+    dpt_model *target;         /* NULL: train the target on a random half of pop. Else audit
+                                  this trained model: members are max_pairs random examples
+                                  of pop (its training set), non-members as many of test */
+    size_t max_pairs;          /* with target: at most this many of each (0 = as many as possible) */
+    dpt_audit_progress_fn progress; /* optional */
+    void *user;
+} dpt_audit_config;
+/* Defaults: 16 shadows, 1 job, 200 bootstrap resamples, alpha 0.05, seed 1, no canaries. */
+dpt_audit_config dpt_audit_config_defaults(void);
+
+typedef struct {
+    const char *name;          /* "loss", "lira-offline", "lira-online" (static) */
+    double *in, *out;          /* scores of members [n_in] and non-members [n_out] (owned) */
+    size_t n_in, n_out;
+    dpt_audit_summary s;
+} dpt_audit_attack;
+typedef struct {
+    size_t population, members, shadows;
+    size_t n_attacks;          /* 1 (loss) or 3 (loss, lira-offline, lira-online) */
+    dpt_audit_attack attack[3];
+    double test_accuracy;      /* the target's, on test (NAN without) */
+    double epsilon;            /* DP-SGD: the accountant's RDP epsilon at job.cfg.delta of the
+                                  target run; NAN otherwise (and for a given target) */
+    double sample_rate;        /* DP-SGD: the Poisson rate of every run; NAN otherwise */
+    double target_s, target_loop_s, shadow_s; /* wall time: target (all, training loop), per shadow */
+    /* canary audit (canaries > 0) */
+    size_t canaries, canary_runs, canary_in, canary_out;
+    double canary_auc, canary_eps_lb, canary_threshold;
+    double canary_delta;       /* the delta of the bounds: job.cfg.delta for DP-SGD, else 0 */
+    double canary_run_epsilon; /* DP-SGD: the accountant's epsilon of a canary run; NAN otherwise */
+    uint64_t one_run_guesses, one_run_correct; /* one-run audit (one canary run, >= 2 canaries) */
+    double one_run_eps_lb;     /* NAN when not run */
+} dpt_audit_result;
+/* Runs the audit. pop: the population (without target: members and non-members are a
+ * random half each; with target: the target's training set); test: test data for the
+ * accuracy, the canaries and (with target) the non-members; may be NULL without target
+ * and canaries. On success *res holds the results (free with dpt_audit_result_free); on
+ * error *res is empty. Errors name the config field (shadows, jobs, canaries, ...):
+ * DPT_EINVAL, DPT_ENOMEM (also for sizes whose product overflows), and those of training. */
+dpt_status dpt_audit_run(const dpt_audit_config *cfg, const dpt_dataset *pop, const dpt_dataset *test,
+                         dpt_audit_result *res);
+void dpt_audit_result_free(dpt_audit_result *res);
 
 #ifdef __cplusplus
 }

@@ -33,7 +33,8 @@ typedef enum {
     DPT_ENOTSUP = -6,  /* not supported (yet) */
     DPT_EBUDGET = -7,  /* privacy budget would be exceeded */
     DPT_ECRYPTO = -8,  /* libcrypto failure */
-    DPT_EMISMATCH = -9 /* resume/ledger inconsistency */
+    DPT_EMISMATCH = -9,/* resume/ledger inconsistency */
+    DPT_EBUSY = -10    /* in use by another process (a locked run directory) */
 } dpt_status;
 
 /* Readable name of a status ("invalid argument", ...). Static string. */
@@ -89,6 +90,13 @@ void *dpt_alloc(size_t n, size_t elem, const char *what);
 void dpt_free(void *p);
 /* a * b with overflow check: returns 0 and sets *out on success, -1 on overflow. */
 int dpt_mul_overflow(size_t a, size_t b, size_t *out);
+/* a * b * c, likewise. */
+int dpt_mul3_overflow(size_t a, size_t b, size_t c, size_t *out);
+/* dpt_alloc of a * b elements of elem bytes each, every product checked. Any count that is
+ * a product of sizes (rows x columns, models x examples) goes through this or through a
+ * dpt_mul_overflow'd count: never a bare `a * b` that could wrap to a small buffer. */
+void *dpt_alloc2(size_t a, size_t b, size_t elem, const char *what);
+void *dpt_alloc3(size_t a, size_t b, size_t c, size_t elem, const char *what);
 
 /* ==== Tensors ==== */
 
@@ -251,11 +259,19 @@ dpt_status dpt_hash_update(dpt_hash *h, const void *data, size_t n);
 dpt_status dpt_hash_final(dpt_hash *h, uint8_t out[32]);
 void dpt_hex(const uint8_t *bytes, size_t n, char *out /* 2n+1 */);
 
-/* Atomically replaces `path` with `n` bytes: write `path.tmp`, fsync, rename, fsync the
- * directory. Either the old or the new content is on disk after a crash, never a mix. */
+/* Atomically replaces `path` with `n` bytes: write a fresh temporary file beside it
+ * (`.NAME.tmp-XXXXXX`, unique per call, so concurrent writers never share one), fsync,
+ * rename over `path`, fsync the directory. Either the old or the new content is on disk
+ * after a crash, never a mix; a failed call removes its temporary file. */
 dpt_status dpt_write_file_atomic(const char *path, const void *data, size_t n);
-/* Reads a whole file into a new buffer (free with dpt_free); NUL-terminated for text. */
+/* Reads a whole regular file into a new buffer (free with dpt_free); NUL-terminated for
+ * text. Devices, FIFOs, sockets and directories are refused (DPT_EIO, never a hang or an
+ * endless read); dpt_read_file_max also refuses a file larger than max_bytes (DPT_EFORMAT). */
 dpt_status dpt_read_file(const char *path, uint8_t **data, size_t *n);
+dpt_status dpt_read_file_max(const char *path, size_t max_bytes, uint8_t **data, size_t *n);
+/* Opens a regular file for reading (refused like dpt_read_file); *size its size in bytes
+ * (may be NULL). Never blocks on a FIFO. */
+dpt_status dpt_open_regular(const char *path, FILE **f, size_t *size);
 
 #ifdef __cplusplus
 }

@@ -21,13 +21,15 @@ extern "C" {
 #endif
 
 #define DPT_CHECKPOINT_FORMAT "dptrain-checkpoint"
-#define DPT_CHECKPOINT_VERSION 1
+#define DPT_CHECKPOINT_VERSION 2
 
 /* Writes model parameters (tensor names from dpt_model_tensor: "fc1.weight", ...), the
  * optimizer state ("optim.m", "optim.v" when present; t and config in the metadata) and
  * `state_json`, a JSON object string with the training state (step, epoch, RNG states,
  * sampler position, data hash, ledger, ...), into the safetensors "__metadata__" map as
- * string values: format, format_version, model_spec, optimizer, state. */
+ * string values: format, format_version, model_spec, optimizer, state, checkpoint_sha256
+ * (SHA-256 of the whole file with these 64 digits read as '0': any edit of the header or
+ * data is refused on load). Version 1 files (hash over the data only) are refused. */
 dpt_status dpt_checkpoint_save(const char *path, const dpt_model *m, const dpt_optim *opt,
                                const char *state_json);
 /* Reads only the metadata: the model spec (to build the model) and the state JSON.
@@ -46,9 +48,16 @@ typedef struct {
 } dpt_metrics;
 /* Opens (append = 1 keeps existing lines, for --resume) path for writing. */
 dpt_status dpt_metrics_open(dpt_metrics *mt, const char *path, int append);
-/* Appends one line (a JSON object without newline) and flushes it to the OS. */
+/* Appends one line (a JSON object without newline) with a single write(2) in append mode,
+ * so a crash leaves at most one cut-short last line (see dpt_metrics_last_step). */
 dpt_status dpt_metrics_write(dpt_metrics *mt, const char *json_object);
 void dpt_metrics_close(dpt_metrics *mt);
+/* The "step" of the last complete line of the metrics file at `path`: *found = 0 when
+ * the file is missing or has no complete line. A last line without its newline (a write
+ * cut short by a crash) is first removed from the file (truncated away). DPT_EFORMAT
+ * naming the file when the last complete line is not a JSON object with a non-negative
+ * integer "step". */
+dpt_status dpt_metrics_last_step(const char *path, int *found, uint64_t *step);
 
 #ifdef __cplusplus
 }

@@ -78,8 +78,8 @@ typedef struct dpt_algo {
     size_t n_sums;
     double *sums;
     /* Optional (NULL = none): the algorithm's own per-epoch results. `obj` is the epoch's
-     * metrics.jsonl object (a cJSON object; NULL without a run directory) to add fields
-     * to; `line` [n] receives a short text appended to the epoch's stderr line. */
+     * metrics.jsonl object (a cJSON object) to add fields to; `line` [n] receives a short
+     * text for the result's `note` (the CLI appends it to the epoch line). */
     dpt_status (*epoch_metrics)(struct dpt_algo *a, dpt_trainer *t, struct cJSON *obj, char *line,
                                 size_t n);
 } dpt_algo;
@@ -299,6 +299,53 @@ dpt_status dpt_noisy_gd_kl_values(const dpt_algo *a, int which, const double **v
 dpt_status dpt_noisy_gd_replace_candidates(const dpt_algo *a, const size_t **idx, size_t *k);
 
 /* ==== Run configuration ==== */
+
+/* The results of one epoch (or of the part of an epoch a stopped run completed), as
+ * written to metrics.jsonl and handed to cfg.on_epoch. Publication rule: a result is
+ * published (metrics.jsonl, on_epoch, dpt_trainer_run's `last`) only after the privacy
+ * ledger and the checkpoint that hold its steps are on disk (with an out_dir). */
+typedef struct {
+    uint64_t epoch;           /* 1-based: the epoch this result closes (or is inside, partial) */
+    uint64_t step;            /* steps done in total */
+    double train_loss;        /* non-private algorithms: mean loss of the epoch's sampled
+                                 examples; NAN for private ones (a noiseless statistic of the
+                                 private data no accountant covers is never released) */
+    double test_loss, test_accuracy; /* NAN without a test set */
+    double wall_s;            /* training time so far (all sessions of the run) */
+    double lr;                /* learning rate of this epoch */
+    double epsilon;           /* private algorithms: RDP epsilon of the ledger at `delta`; */
+    double epsilon_pld;       /*   PLD epsilon (NAN when PLD does not apply);             */
+    double delta;             /*   NAN, NAN, NAN for non-private algorithms              */
+    int partial;              /* 1: the run stopped inside this epoch (max_steps, budget,
+                                 a callback), after steps_in_epoch of its steps */
+    size_t steps_in_epoch, steps_per_epoch;
+    int from_checkpoint;      /* 1: published on resume from the record the checkpoint keeps
+                                 (the run had saved it but not yet published it) */
+    char note[256];           /* the algorithm's own short per-epoch summary, or "" */
+} dpt_epoch_result;
+
+/* Messages the library would otherwise print (it never prints): notes on a resume, the
+ * privacy-budget stop, an overwrite. `msg` is one line without newline, valid during the
+ * call. */
+typedef enum { DPT_LOG_INFO = 0, DPT_LOG_NOTE = 1, DPT_LOG_WARN = 2 } dpt_log_level;
+typedef void (*dpt_log_fn)(void *user, dpt_log_level level, const char *msg);
+
+/* After every step (data parallel: on rank 0 only). */
+typedef struct {
+    uint64_t step, epoch;     /* steps done in total; completed epochs */
+    size_t step_in_epoch, steps_per_epoch;
+    double wall_s;            /* training time so far */
+    double loss;              /* non-private algorithms: running mean train loss of the epoch;
+                                 NAN for private ones (never a noiseless function of the data) */
+    size_t batch;             /* non-private: this step's batch size; 0 for private ones (a
+                                 Poisson batch size is a function of the private data) */
+} dpt_step_info;
+/* A non-zero return stops the run after this step (after this epoch for on_epoch): the
+ * checkpoint and ledger are saved, the partial epoch published, dpt_trainer_run returns
+ * DPT_OK and dpt_trainer_stop_reason says DPT_STOP_CALLBACK. */
+typedef int (*dpt_step_fn)(void *user, const dpt_step_info *info);
+typedef int (*dpt_epoch_fn)(void *user, const dpt_epoch_result *r);
+
 typedef struct {
     const char *model_spec;   /* "mlp:784-128-64-32-10:gelu" */
     dpt_loss_kind loss;
@@ -309,21 +356,32 @@ typedef struct {
     size_t batch_size;        /* shuffle: batch size; poisson: expected batch (q = B/N) */
     double sample_rate;       /* poisson: q (0 = derive from batch_size) */
     size_t min_batch;         /* poisson_reject: the rejection threshold N_B (>= 1) */
-    uint64_t epochs;
+    uint64_t epochs;          /* >= 1; epochs x steps per epoch at most 2^53 */
     uint64_t seed;            /* all streams derive from it (init, data, noise) */
     int threads;
-    const char *out_dir;      /* run directory (NULL: no files) */
-    int progress;             /* 1: progress bar on stderr (a terminal); 0: plain lines */
-    int quiet;                /* 1: no per-epoch lines */
+    /* Run directory (NULL: no files). The trainer holds an exclusive lock on it (the file
+     * dptrain.lock inside) from dpt_trainer_new to dpt_trainer_free, and a fresh run (no
+     * dpt_trainer_resume) refuses a directory that holds anything else unless `overwrite`
+     * (see docs/checkpoints.md, "The run directory"). */
+    const char *out_dir;
+    int overwrite;            /* 1: a fresh run first removes the files of the run in out_dir
+                                 (checkpoint.safetensors, ledger.json, metrics.jsonl and
+                                 their temporaries), and only those */
     uint64_t max_steps;       /* 0 = no limit: stop after this many steps in total */
     const char *run_json;     /* optional JSON object stored verbatim in checkpoints as "run"
                                  (the CLI keeps dataset and normalization there) */
+    /* Callbacks (all optional; `user` is passed back to each). They run on the calling
+     * thread; on_step and on_epoch on rank 0 only (a stop request is sent to every rank). */
+    dpt_step_fn on_step;
+    dpt_epoch_fn on_epoch;
+    dpt_log_fn log;
+    void *user;
     /* Private algorithms only: */
     double delta;             /* delta of the reported epsilon (default 1e-5) */
     double target_epsilon;    /* > 0: stop BEFORE the step whose release would exceed it
                                  (RDP accountant, Balle conversion) */
-    int allow_ledger_mismatch;/* 1: resume although q, sigma or data differ from the ledger
-                                 (recorded in the ledger metadata) */
+    int allow_ledger_mismatch;/* 1: resume although q, sigma, the noise mode or the data
+                                 differ from the ledger (recorded in the ledger metadata) */
     int secure;               /* 1: OS-seeded noise stream, never logged or saved */
     /* Data parallel (docs/distributed.md): the training and test sets are cut into this
      * many contiguous shards whose per-step sums are computed separately and added in a
@@ -335,28 +393,58 @@ typedef struct {
 
 dpt_train_config dpt_train_config_defaults(void);
 
-/* Per-epoch results (also written to metrics.jsonl). */
-typedef struct {
-    uint64_t epoch, step;
-    double train_loss, test_loss, test_accuracy, wall_s;
-    double lr;
-} dpt_epoch_result;
-
 /* Creates a trainer for train/test data (test may be NULL). The algorithm is owned by
- * the trainer afterwards. Initializes the model from cfg.seed. */
+ * the trainer afterwards (freed even when this fails). Initializes the model from
+ * cfg.seed, draws a fresh random run id, and with an out_dir creates that directory (one
+ * level) and locks it: DPT_EBUSY naming the directory and the holder's pid when another
+ * trainer (in any process) holds it. */
 dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train,
                            const dpt_dataset *test, dpt_algo *algo, dpt_trainer **out);
+/* Releases everything, the run directory's lock included. Accepts NULL. */
 void dpt_trainer_free(dpt_trainer *t);
 
 /* Continues from out_dir/checkpoint.safetensors: model, optimizer, step, epoch, RNG
- * streams and sampler position, so the run continues bit-identically (same threads).
- * Refuses a checkpoint whose model, data hash or run settings differ (DPT_EMISMATCH). */
+ * streams, sampler position and run id, so the run continues bit-identically (same
+ * threads). Refuses (DPT_EMISMATCH, naming the setting) a checkpoint whose model, data,
+ * run settings or optimizer differ (the learning rate may change: a DPT_LOG_NOTE says so),
+ * a ledger.json of another run, and a metrics.jsonl that records steps the checkpoint
+ * does not hold. */
 dpt_status dpt_trainer_resume(dpt_trainer *t);
 
-/* Runs until cfg.epochs epochs are done (or max_steps). Writes metrics.jsonl and a
- * checkpoint after every epoch when out_dir is set. `last` (may be NULL) receives the
- * final epoch's results. */
+/* Runs until cfg.epochs epochs are done, max_steps, the privacy budget or a callback
+ * stops it. With an out_dir, after every epoch (and once more when stopping inside one):
+ * ledger.json, then checkpoint.safetensors (atomically), then one metrics.jsonl line,
+ * then on_epoch. A resumed run first publishes the checkpoint's last result if
+ * metrics.jsonl lacks it (a crash between saving and publishing), never re-running it.
+ * `last` (may be NULL) receives the last published result (epoch 0 and NAN metrics when
+ * none exists). */
 dpt_status dpt_trainer_run(dpt_trainer *t, dpt_epoch_result *last);
+
+/* Why the last dpt_trainer_run returned. */
+typedef enum {
+    DPT_STOP_NONE = 0,      /* not run yet, or it failed */
+    DPT_STOP_DONE = 1,      /* cfg.epochs epochs are done */
+    DPT_STOP_MAX_STEPS = 2, /* cfg.max_steps steps are done */
+    DPT_STOP_BUDGET = 3,    /* the next step would exceed cfg.target_epsilon */
+    DPT_STOP_CALLBACK = 4   /* on_step or on_epoch returned non-zero */
+} dpt_stop_reason;
+dpt_stop_reason dpt_trainer_stop_reason(const dpt_trainer *t);
+/* The run id (32 hex digits): drawn at random by dpt_trainer_new, taken from the
+ * checkpoint by dpt_trainer_resume; stored in every checkpoint and in the ledger's
+ * metadata ("run_id"), so a ledger and a checkpoint can be matched. Owned by t. */
+const char *dpt_trainer_run_id(const dpt_trainer *t);
+
+/* ==== Run directories ==== */
+#define DPT_RUN_LOCK_FILE "dptrain.lock"
+/* Counts the entries of `dir` other than its lock file (*count = 0 when dir does not
+ * exist); `names` (may be NULL) receives the first few, comma-separated, truncated to
+ * names_len bytes. DPT_EIO when dir exists but cannot be read or is not a directory. */
+dpt_status dpt_run_dir_inspect(const char *dir, size_t *count, char *names, size_t names_len);
+/* Checks that the privacy ledger file `ledger_path` belongs to the checkpoint
+ * `checkpoint_path`: the checkpoint is of a private run, both carry the same run id, and
+ * the ledger records at least the checkpoint's steps. DPT_EMISMATCH naming both files
+ * otherwise (checkpoints and ledgers older than run ids pass the id check). */
+dpt_status dpt_run_check_ledger(const char *checkpoint_path, const char *ledger_path);
 
 /* Mean loss and accuracy of the current model on a dataset (chunks of max_batch). */
 dpt_status dpt_evaluate(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d,
@@ -377,7 +465,8 @@ size_t dpt_trainer_shards(const dpt_trainer *t);
 struct dpt_ledger;
 const struct dpt_ledger *dpt_trainer_ledger(const dpt_trainer *t);
 /* 1 when the last dpt_trainer_run stopped before a step that would exceed
- * cfg.target_epsilon; *eps_next receives the epsilon that step would have reached. */
+ * cfg.target_epsilon (DPT_STOP_BUDGET); *eps_next receives the epsilon that step would
+ * have reached. */
 int dpt_trainer_budget_stopped(const dpt_trainer *t, double *eps_next);
 
 #ifdef __cplusplus

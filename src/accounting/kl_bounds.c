@@ -97,8 +97,14 @@ dpt_status dpt_kl_linearized_bound(double B, size_t o, uint64_t steps, double et
     out->kl_bound_paper = 2.0 * B * out->T / (nn * s2);
     /* sum_k eta/(4 sigma^2) * 4 r B / n^2 */
     out->kl_bound = out->r * B * out->T / (nn * s2);
-    out->pinsker_tv = sqrt(out->kl_bound / 2.0);
+    out->pinsker_tv = dpt_pinsker_tv(out->kl_bound);
     return DPT_OK;
+}
+
+double dpt_pinsker_tv(double kl) {
+    if (!(kl >= 0)) return NAN;
+    double tv = sqrt(kl / 2.0);
+    return tv < 1.0 ? tv : 1.0;
 }
 
 dpt_status dpt_kl_lemma32(const dpt_kl_lemma32_args *a, double *integral, double *kl_exact, double *kl_paper) {

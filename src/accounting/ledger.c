@@ -111,8 +111,8 @@ static dpt_status push_event(dpt_ledger *l, ledger_event *e) {
         }
     }
     if (l->n_ev == l->cap_ev) {
-        size_t cap = l->cap_ev ? 2 * l->cap_ev : 8;
-        ledger_event *ne = realloc(l->ev, cap * sizeof *ne);
+        size_t cap = l->cap_ev ? 2 * l->cap_ev : 8, bytes;
+        ledger_event *ne = dpt_mul_overflow(cap, sizeof *ne, &bytes) ? NULL : realloc(l->ev, bytes);
         if (!ne) {
             event_clear(e);
             return dpt_set_error(DPT_ENOMEM, "ledger: out of memory");
@@ -177,8 +177,8 @@ dpt_status dpt_ledger_add_rdp_curve(dpt_ledger *l, const double *orders, const d
     DPT_TRY(check_curve(orders, rdp, n));
     DPT_TRY(check_count(count));
     ledger_event e = {.kind = EV_RDP_CURVE, .count = count, .n = n};
-    e.orders = malloc(n * sizeof(double));
-    e.rdp = malloc(n * sizeof(double));
+    e.orders = calloc(n, sizeof(double));
+    e.rdp = calloc(n, sizeof(double));
     if (!e.orders || !e.rdp) {
         event_clear(&e);
         return dpt_set_error(DPT_ENOMEM, "ledger: out of memory");
@@ -241,8 +241,8 @@ dpt_status dpt_ledger_set_meta(dpt_ledger *l, const char *key, const char *value
         return dpt_set_error(DPT_ENOMEM, "ledger: out of memory");
     }
     if (l->n_meta == l->cap_meta) {
-        size_t cap = l->cap_meta ? 2 * l->cap_meta : 8;
-        meta_kv *nm = realloc(l->meta, cap * sizeof *nm);
+        size_t cap = l->cap_meta ? 2 * l->cap_meta : 8, bytes;
+        meta_kv *nm = dpt_mul_overflow(cap, sizeof *nm, &bytes) ? NULL : realloc(l->meta, bytes);
         if (!nm) {
             free(k);
             free(v);
@@ -312,7 +312,7 @@ dpt_status dpt_ledger_epsilon_rdp(const dpt_ledger *l, double delta, dpt_convers
     double delta_rdp = delta - delta_pure;
     DPT_CHECK(delta_rdp > 0, DPT_ERANGE,
               "the (eps, delta) events spend delta %g, leaving nothing of target %g", delta_pure, delta);
-    double *total = dpt_alloc(2 * n_orders, sizeof(double), "ledger RDP");
+    double *total = dpt_alloc2(2, n_orders, sizeof(double), "ledger RDP");
     if (!total) return DPT_ENOMEM;
     double *tmp = total + n_orders;
     dpt_status st = DPT_OK;
@@ -362,7 +362,7 @@ dpt_status dpt_ledger_epsilon(const dpt_ledger *l, double delta, dpt_accountant 
         *eps = 0;
         return DPT_OK;
     }
-    double *qs = dpt_alloc(2 * l->n_ev, sizeof(double), "ledger PLD");
+    double *qs = dpt_alloc2(2, l->n_ev, sizeof(double), "ledger PLD");
     uint64_t *cnt = dpt_alloc(l->n_ev, sizeof(uint64_t), "ledger PLD");
     if (!qs || !cnt) {
         dpt_free(qs);
@@ -569,7 +569,7 @@ static dpt_status get_array(const cJSON *o, const char *key, const char *where, 
     DPT_CHECK(cJSON_IsArray(a), DPT_EFORMAT, "%s: \"%s\" must be an array of numbers", where, key);
     int m = cJSON_GetArraySize(a);
     DPT_CHECK(m >= 1, DPT_EFORMAT, "%s: \"%s\" is empty", where, key);
-    double *v = malloc((size_t)m * sizeof(double));
+    double *v = calloc((size_t)m, sizeof(double));
     DPT_CHECK(v != NULL, DPT_ENOMEM, "ledger: out of memory");
     int i = 0;
     const cJSON *x;
@@ -743,7 +743,8 @@ dpt_status dpt_ledger_load(const char *path, dpt_ledger **out) {
     DPT_CHECK(path && out, DPT_EINVAL, "ledger load: NULL argument");
     uint8_t *data = NULL;
     size_t n = 0;
-    dpt_status st = dpt_read_file(path, &data, &n);
+    /* a ledger of a million events is ~100 MB of JSON; a device or a bigger file is not one */
+    dpt_status st = dpt_read_file_max(path, (size_t)256 << 20, &data, &n);
     if (st != DPT_OK) return dpt_error_context(st, "ledger"); /* the message names the path */
     if (strlen((const char *)data) != n) {
         dpt_free(data);

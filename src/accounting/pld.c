@@ -18,6 +18,7 @@
  * mass below it to the lowest grid point; both only increase delta. */
 #include <fftw3.h>
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "dptrain/accounting.h"
@@ -225,6 +226,12 @@ static size_t next_pow2(size_t n) {
     return m;
 }
 
+/* FFTW's planner, plan destruction and its allocator share global state (the wisdom and
+ * the twiddle cache): only fftw_execute on distinct plans is thread safe. Every other
+ * FFTW call goes through this lock, so PLD evaluations may run on several threads at
+ * once (parallel audit shadows and canary runs each account their own run). */
+static pthread_mutex_t fftw_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* FFT workspace of one evaluation: buffers for the largest transform and one pair of
  * plans per power-of-two size, created on first use. Planning computes twiddle factors,
  * which would otherwise cost more than the transforms themselves. */
@@ -243,13 +250,18 @@ static dpt_status fft_init(pld_fft *w, size_t max_bins) {
     w->max_bins = max_bins;
     while (((size_t)1 << w->max_log2n) < 2 * max_bins) w->max_log2n++;
     w->cap = (size_t)1 << w->max_log2n;
+    pthread_mutex_lock(&fftw_lock);
     w->bx = fftw_malloc(w->cap * sizeof(double));
     w->cx = fftw_malloc((w->cap / 2 + 1) * sizeof(fftw_complex));
     w->cy = fftw_malloc((w->cap / 2 + 1) * sizeof(fftw_complex));
-    if (!w->bx || !w->cx || !w->cy) {
+    int ok = w->bx && w->cx && w->cy;
+    if (!ok) {
         fftw_free(w->bx);
         fftw_free(w->cx);
         fftw_free(w->cy);
+    }
+    pthread_mutex_unlock(&fftw_lock);
+    if (!ok) {
         memset(w, 0, sizeof *w);
         return dpt_set_error(DPT_ENOMEM, "PLD: out of memory for FFT buffers");
     }
@@ -257,6 +269,7 @@ static dpt_status fft_init(pld_fft *w, size_t max_bins) {
 }
 
 static void fft_free(pld_fft *w) {
+    pthread_mutex_lock(&fftw_lock);
     for (int i = 0; i < PLD_PLANS; i++) {
         if (w->fwd[i]) fftw_destroy_plan(w->fwd[i]);
         if (w->bwd[i]) fftw_destroy_plan(w->bwd[i]);
@@ -264,6 +277,7 @@ static void fft_free(pld_fft *w) {
     fftw_free(w->bx);
     fftw_free(w->cx);
     fftw_free(w->cy);
+    pthread_mutex_unlock(&fftw_lock);
     memset(w, 0, sizeof *w);
 }
 
@@ -274,8 +288,10 @@ static dpt_status pmf_convolve(pld_fft *w, const pld_pmf *x, const pld_pmf *y, p
     while (((size_t)1 << lg) < N) lg++;
     DPT_ASSERT(lg <= w->max_log2n); /* supports are capped at max_bins points */
     if (!w->fwd[lg]) {
+        pthread_mutex_lock(&fftw_lock);
         w->fwd[lg] = fftw_plan_dft_r2c_1d((int)N, w->bx, w->cx, FFTW_ESTIMATE);
         w->bwd[lg] = fftw_plan_dft_c2r_1d((int)N, w->cx, w->bx, FFTW_ESTIMATE);
+        pthread_mutex_unlock(&fftw_lock);
         DPT_CHECK(w->fwd[lg] && w->bwd[lg], DPT_ENOMEM, "PLD: FFTW could not plan a size-%zu transform", N);
     }
     double *res = dpt_alloc(nr, sizeof(double), "PLD");

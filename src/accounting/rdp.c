@@ -383,15 +383,32 @@ dpt_status dpt_rdp_sgm_epsilon(double q, double sigma, uint64_t steps, double de
 
 /* ==== Noise calibration ==== */
 
-static dpt_status eps_at(double q, double sigma, uint64_t steps, double delta, dpt_accountant acct,
-                         dpt_conversion conv, double *eps) {
-    if (acct == DPT_ACCT_PLD) return dpt_pld_sgm_epsilon(q, sigma, steps, delta, eps);
-    return dpt_rdp_sgm_epsilon(q, sigma, steps, delta, conv, NULL, 0, eps, NULL);
+/* The accountant that reports: calibration evaluates exactly this (same orders, same
+ * conversion), so the calibrated sigma never reports an epsilon above the target. */
+typedef struct {
+    dpt_accountant acct;
+    dpt_conversion conv;
+    const double *orders; /* NULL: the default grid */
+    size_t n_orders;
+} acct_conf;
+
+static dpt_status eps_at_conf(double q, double sigma, uint64_t steps, double delta, const acct_conf *a, double *eps) {
+    if (a->acct == DPT_ACCT_PLD) return dpt_pld_sgm_epsilon(q, sigma, steps, delta, eps);
+    return dpt_rdp_sgm_epsilon(q, sigma, steps, delta, a->conv, a->orders, a->n_orders, eps, NULL);
 }
 
 dpt_status dpt_calibrate_sigma(double q, uint64_t steps, double delta, double target_eps,
                                dpt_accountant acct, dpt_conversion conv, double tol,
                                double *sigma) {
+    return dpt_calibrate_sigma_ex(q, steps, delta, target_eps, acct, conv, NULL, 0, tol, sigma);
+}
+
+dpt_status dpt_calibrate_sigma_ex(double q, uint64_t steps, double delta, double target_eps,
+                                  dpt_accountant acct, dpt_conversion conv, const double *orders,
+                                  size_t n_orders, double tol, double *sigma) {
+    const acct_conf A = {acct, conv, orders, n_orders};
+    DPT_CHECK(!orders || n_orders > 0, DPT_EINVAL, "n_orders must be > 0 when orders is given");
+    DPT_CHECK(!orders || acct == DPT_ACCT_RDP, DPT_EINVAL, "orders: only the RDP accountant uses an order grid");
     DPT_TRY(dpt_acct_check_common(q, 1.0, steps, delta));
     DPT_CHECK(isfinite(target_eps) && target_eps > 0.0, DPT_EINVAL,
               "target epsilon must be > 0, got %g", target_eps);
@@ -400,7 +417,7 @@ dpt_status dpt_calibrate_sigma(double q, uint64_t steps, double delta, double ta
     DPT_CHECK(sigma != NULL, DPT_EINVAL, "sigma output is NULL");
     const double s_min = 0.05, s_max = 1e4;
     /* Invariant: eps(hi) <= target < eps(lo); epsilon decreases with sigma. */
-    double lo = 0, hi = 1.0, e, shrink = 0.5;
+    double lo = 0, hi = 1.0, e = 0, shrink = 0.5;
     if (acct == DPT_ACCT_PLD) {
         /* The PLD bound is tighter than RDP, so the (cheap) RDP sigma is a good upper
          * start and the bracket is narrow; it is still verified under the PLD. */
@@ -410,20 +427,20 @@ dpt_status dpt_calibrate_sigma(double q, uint64_t steps, double delta, double ta
             shrink = 0.85;
         }
     }
-    DPT_TRY(eps_at(q, hi, steps, delta, acct, conv, &e));
+    DPT_TRY(eps_at_conf(q, hi, steps, delta, &A, &e));
     if (e <= target_eps) {
         lo = hi;
         for (;;) {
             lo *= shrink;
             if (lo < s_min) {
                 lo = s_min;
-                DPT_TRY(eps_at(q, lo, steps, delta, acct, conv, &e));
+                DPT_TRY(eps_at_conf(q, lo, steps, delta, &A, &e));
                 if (e <= target_eps)
                     return dpt_set_error(DPT_ERANGE, "target epsilon %g is met even at sigma = %g "
                                          "(the smallest sigma searched)", target_eps, s_min);
                 break;
             }
-            DPT_TRY(eps_at(q, lo, steps, delta, acct, conv, &e));
+            DPT_TRY(eps_at_conf(q, lo, steps, delta, &A, &e));
             if (e > target_eps) break;
             hi = lo;
         }
@@ -433,14 +450,14 @@ dpt_status dpt_calibrate_sigma(double q, uint64_t steps, double delta, double ta
             hi *= 2.0;
             if (hi > s_max)
                 return dpt_set_error(DPT_ERANGE, "target epsilon %g needs sigma > %g", target_eps, s_max);
-            DPT_TRY(eps_at(q, hi, steps, delta, acct, conv, &e));
+            DPT_TRY(eps_at_conf(q, hi, steps, delta, &A, &e));
             if (e <= target_eps) break;
             lo = hi;
         }
     }
     while (hi - lo > tol) {
         double mid = 0.5 * (lo + hi);
-        DPT_TRY(eps_at(q, mid, steps, delta, acct, conv, &e));
+        DPT_TRY(eps_at_conf(q, mid, steps, delta, &A, &e));
         if (e <= target_eps)
             hi = mid;
         else

@@ -15,7 +15,7 @@ dpt_status dpt_audit_scores(dpt_model *m, const dpt_dataset *d, const uint32_t *
     DPT_CHECK(d->dim == m->in_dim, DPT_EINVAL, "audit: data has %zu features, the model expects %zu", d->dim,
               m->in_dim);
     size_t mb = m->max_batch, D = d->dim, K = m->out_dim;
-    float *xb = dpt_alloc(mb * D, sizeof(float), "audit batch");
+    float *xb = dpt_alloc2(mb, D, sizeof(float), "audit batch");
     int32_t *yb = dpt_alloc(mb, sizeof(int32_t), "audit labels");
     uint32_t *ib = dpt_alloc(mb, sizeof(uint32_t), "audit indices");
     dpt_status st = (xb && yb && ib) ? DPT_OK : DPT_ENOMEM;
@@ -59,7 +59,9 @@ static double log_normal(double x, double mu, double s) {
 
 dpt_status dpt_audit_lira(const double *phi_sh, const uint8_t *in_mask, size_t S, size_t N, const double *phi_t,
                           int online, double *score) {
+    size_t SN;
     DPT_CHECK(S >= 1 && N >= 1, DPT_EINVAL, "lira: needs shadows and examples");
+    DPT_CHECK(!dpt_mul_overflow(S, N, &SN), DPT_EINVAL, "lira: S x N = %zu x %zu overflows", S, N);
     double *mu_in = calloc(N, sizeof *mu_in), *mu_out = calloc(N, sizeof *mu_out);
     size_t *c_in = calloc(N, sizeof *c_in), *c_out = calloc(N, sizeof *c_out);
     if (!mu_in || !mu_out || !c_in || !c_out) {
@@ -117,7 +119,7 @@ dpt_status dpt_audit_train_and_score(const dpt_audit_job *job, const dpt_dataset
     DPT_CHECK(nm >= 1, DPT_EINVAL, "audit: the training subset is empty");
     dpt_dataset sub = *pop;
     sub.n = nm;
-    sub.x = dpt_alloc(nm * pop->dim, sizeof(float), "audit training subset");
+    sub.x = dpt_alloc2(nm, pop->dim, sizeof(float), "audit training subset");
     sub.y = dpt_alloc(nm, sizeof(int32_t), "audit training labels");
     if (!sub.x || !sub.y) {
         dpt_free(sub.x), dpt_free(sub.y);
@@ -131,8 +133,6 @@ dpt_status dpt_audit_train_and_score(const dpt_audit_job *job, const dpt_dataset
     dpt_train_config cfg = job->cfg;
     cfg.seed = seed;
     cfg.out_dir = NULL;
-    cfg.quiet = 1;
-    cfg.progress = 0;
     if (cfg.sampler == DPT_SAMPLER_SHUFFLE && cfg.batch_size > nm) cfg.batch_size = nm;
     dpt_algo *a = NULL;
     dpt_status st;

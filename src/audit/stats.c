@@ -113,10 +113,10 @@ dpt_status dpt_audit_eps_from_scores(const double *in, size_t n_in, const double
     DPT_CHECK(n_in >= 2 && n_out >= 2, DPT_EINVAL, "epsilon lower bound: needs at least 2 member and 2 non-member "
               "scores (got %zu and %zu)", n_in, n_out);
     size_t a_in = (n_in + 1) / 2, a_out = (n_out + 1) / 2, b_in = n_in / 2, b_out = n_out / 2;
-    double *si = malloc(a_in * sizeof *si), *so = malloc(a_out * sizeof *so);
-    double *ti = malloc(b_in * sizeof *ti), *to = malloc(b_out * sizeof *to);
+    double *si = dpt_alloc(a_in, sizeof *si, "epsilon lower bound"), *so = dpt_alloc(a_out, sizeof *so, "epsilon lower bound");
+    double *ti = dpt_alloc(b_in, sizeof *ti, "epsilon lower bound"), *to = dpt_alloc(b_out, sizeof *to, "epsilon lower bound");
     if (!si || !so || !ti || !to) {
-        free(si), free(so), free(ti), free(to);
+        dpt_free(si), dpt_free(so), dpt_free(ti), dpt_free(to);
         return dpt_set_error(DPT_ENOMEM, "epsilon lower bound: out of memory");
     }
     for (size_t i = 0; i < n_in; i++) (i % 2 ? ti : si)[i / 2] = in[i];
@@ -138,7 +138,7 @@ dpt_status dpt_audit_eps_from_scores(const double *in, size_t n_in, const double
         st = dpt_audit_eps_lower_bound(tp, b_in - tp, fp, b_out - fp, delta, alpha, eps_lb);
         if (threshold) *threshold = best_t;
     }
-    free(si), free(so), free(ti), free(to);
+    dpt_free(si), dpt_free(so), dpt_free(ti), dpt_free(to);
     return st;
 }
 
@@ -156,7 +156,8 @@ static int cmp_scored_desc(const void *a, const void *b) {
 
 /* Sorted (descending) union; caller frees. */
 static scored *merge_sorted(const double *in, size_t n_in, const double *out, size_t n_out) {
-    scored *v = malloc((n_in + n_out) * sizeof *v);
+    if (n_in > SIZE_MAX - n_out) return NULL;
+    scored *v = dpt_alloc(n_in + n_out, sizeof *v, "audit scores");
     if (!v) return NULL;
     for (size_t i = 0; i < n_in; i++) v[i] = (scored){in[i], 1};
     for (size_t i = 0; i < n_out; i++) v[n_in + i] = (scored){out[i], 0};
@@ -181,7 +182,7 @@ dpt_status dpt_audit_roc(const double *in, size_t n_in, const double *out, size_
         fpr[k] = (double)fp / (double)n_out, tpr[k] = (double)tp / (double)n_in, k++;
         i = j;
     }
-    free(v);
+    dpt_free(v);
     *n = k;
     return DPT_OK;
 }
@@ -204,7 +205,7 @@ double dpt_audit_auc(const double *in, size_t n_in, const double *out, size_t n_
         above += m;
         i = j;
     }
-    free(v);
+    dpt_free(v);
     return acc / ((double)n_in * (double)n_out);
 }
 
@@ -224,7 +225,7 @@ double dpt_audit_tpr_at_fpr(const double *in, size_t n_in, const double *out, si
         if ((double)fp / (double)n_out <= max_fpr + 1e-15) best = fmax(best, (double)tp / (double)n_in);
         i = j;
     }
-    free(v);
+    dpt_free(v);
     return best;
 }
 
@@ -241,12 +242,13 @@ dpt_status dpt_audit_summarize(const double *in, size_t n_in, const double *out,
         for (int l = 0; l < 2; l++) s->tpr_lo[l] = s->tpr_hi[l] = s->tpr[l];
         return DPT_OK;
     }
-    double *bi = malloc(n_in * sizeof *bi), *bo = malloc(n_out * sizeof *bo);
-    double *res = malloc(3 * n_boot * sizeof *res);
+    /* n_boot comes from the caller: 3 * n_boot doubles is a checked product */
+    double *bi = dpt_alloc(n_in, sizeof *bi, "audit bootstrap"), *bo = dpt_alloc(n_out, sizeof *bo, "audit bootstrap");
+    double *res = dpt_alloc2(3, n_boot, sizeof *res, "audit bootstrap statistics (3 x n_boot)");
     dpt_rng r;
     int rl = 0;
     dpt_status st = DPT_OK;
-    if (!bi || !bo || !res) st = dpt_set_error(DPT_ENOMEM, "audit bootstrap: out of memory");
+    if (!bi || !bo || !res) st = DPT_ENOMEM;
     if (st == DPT_OK && (st = dpt_rng_init(&r, seed, DPT_STREAM_AUX)) == DPT_OK) rl = 1;
     for (size_t b = 0; st == DPT_OK && b < n_boot; b++) {
         for (size_t i = 0; i < n_in; i++) bi[i] = in[dpt_rng_below(&r, n_in)];
@@ -266,7 +268,7 @@ dpt_status dpt_audit_summarize(const double *in, size_t n_in, const double *out,
         }
     }
     if (rl) dpt_rng_free(&r);
-    free(bi), free(bo), free(res);
+    dpt_free(bi), dpt_free(bo), dpt_free(res);
     return st;
 }
 
@@ -330,14 +332,14 @@ dpt_status dpt_audit_one_run_guess(const double *score, const uint8_t *is_member
                                    uint64_t *v) {
     DPT_CHECK(k >= 1 && 2 * k <= n, DPT_EINVAL, "one-run audit: %zu guesses per side need at least %zu canaries (have %zu)",
               k, 2 * k, n);
-    ranked *a = malloc(n * sizeof *a);
+    ranked *a = dpt_alloc(n, sizeof *a, "one-run audit");
     DPT_CHECK(a, DPT_ENOMEM, "one-run audit: out of memory");
     for (size_t i = 0; i < n; i++) a[i] = (ranked){score[i], i};
     qsort(a, n, sizeof *a, cmp_ranked_desc);
     uint64_t ok = 0;
     for (size_t j = 0; j < k; j++) ok += is_member[a[j].i] != 0;         /* guessed member */
     for (size_t j = n - k; j < n; j++) ok += is_member[a[j].i] == 0;     /* guessed non-member */
-    free(a);
+    dpt_free(a);
     *r = 2 * k;
     *v = ok;
     return DPT_OK;

@@ -68,11 +68,11 @@ void dpt_sgemm_ref(int trans_a, int trans_b, size_t M, size_t N, size_t K, float
 dpt_status dpt_syev(size_t n, double *A, double *w, double *Z) {
     DPT_CHECK(n >= 1, DPT_EINVAL, "syev: empty matrix");
     lapack_int m = 0;
-    lapack_int *isuppz = malloc(2 * n * sizeof *isuppz);
+    lapack_int *isuppz = dpt_alloc2(2, n, sizeof *isuppz, "syev workspace");
     double *z = Z;
     double *ztmp = NULL;
     if (!z) {
-        ztmp = dpt_alloc(n * n, sizeof(double), "syev workspace");
+        ztmp = dpt_alloc2(n, n, sizeof(double), "syev workspace");
         z = ztmp;
     }
     if (!isuppz || !z) {

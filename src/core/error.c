@@ -22,6 +22,7 @@ const char *dpt_status_name(dpt_status s) {
     case DPT_EBUDGET: return "privacy budget exceeded";
     case DPT_ECRYPTO: return "cryptographic library failure";
     case DPT_EMISMATCH: return "mismatch";
+    case DPT_EBUSY: return "busy";
     }
     return "unknown error";
 }

@@ -10,6 +10,32 @@ int dpt_mul_overflow(size_t a, size_t b, size_t *out) {
     return 0;
 }
 
+int dpt_mul3_overflow(size_t a, size_t b, size_t c, size_t *out) {
+    size_t ab;
+    if (dpt_mul_overflow(a, b, &ab) || dpt_mul_overflow(ab, c, &ab)) return -1;
+    *out = ab;
+    return 0;
+}
+
+void *dpt_alloc2(size_t a, size_t b, size_t elem, const char *what) {
+    size_t n;
+    if (dpt_mul_overflow(a, b, &n)) {
+        dpt_set_error(DPT_ENOMEM, "%s: size overflow (%zu x %zu x %zu bytes)", what ? what : "allocation", a, b, elem);
+        return NULL;
+    }
+    return dpt_alloc(n, elem, what);
+}
+
+void *dpt_alloc3(size_t a, size_t b, size_t c, size_t elem, const char *what) {
+    size_t n;
+    if (dpt_mul3_overflow(a, b, c, &n)) {
+        dpt_set_error(DPT_ENOMEM, "%s: size overflow (%zu x %zu x %zu x %zu bytes)", what ? what : "allocation", a, b, c,
+                      elem);
+        return NULL;
+    }
+    return dpt_alloc(n, elem, what);
+}
+
 void *dpt_alloc(size_t n, size_t elem, const char *what) {
     size_t bytes;
     if (dpt_mul_overflow(n, elem, &bytes) || bytes > SIZE_MAX - 64) {

@@ -81,42 +81,57 @@ static dpt_status fsync_dir_of(const char *path) {
     return DPT_OK;
 }
 
+/* The temporary file is PATH's directory/.BASENAME.tmp-XXXXXX, created with mkstemp
+ * (O_EXCL, a fresh name per call): two writers of the same PATH never share or truncate
+ * each other's temporary file, so the last rename wins with a complete file and a failed
+ * write removes only its own temporary. */
 dpt_status dpt_write_file_atomic(const char *path, const void *data, size_t n) {
-    size_t len = strlen(path);
-    char *tmp = malloc(len + 16);
-    DPT_CHECK(tmp, DPT_ENOMEM, "%s: out of memory", path);
-    snprintf(tmp, len + 16, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    char *copy_d = strdup(path), *copy_b = strdup(path);
+    size_t len = strlen(path) + 32;
+    char *tmp = malloc(len);
+    if (!copy_d || !copy_b || !tmp) {
+        free(copy_d);
+        free(copy_b);
+        free(tmp);
+        return dpt_set_error(DPT_ENOMEM, "%s: out of memory", path);
+    }
+    snprintf(tmp, len, "%s/.%s.tmp-XXXXXX", dirname(copy_d), basename(copy_b));
+    free(copy_d);
+    free(copy_b);
+    int fd = mkstemp(tmp);
     if (fd < 0) {
-        dpt_status s = dpt_set_error(DPT_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+        dpt_status s = dpt_set_error(DPT_EIO, "%s: cannot create a temporary file beside it: %s", path,
+                                     strerror(errno));
         free(tmp);
         return s;
     }
+    (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+    const char *why = NULL;
+    if (fchmod(fd, 0644) != 0) why = "chmod";
     const uint8_t *p = data;
     size_t left = n;
-    while (left > 0) {
+    while (!why && left > 0) {
         ssize_t w = write(fd, p, left);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
-            dpt_status s = dpt_set_error(DPT_EIO, "%s: write failed: %s", tmp, strerror(errno));
-            close(fd);
-            unlink(tmp);
-            free(tmp);
-            return s;
+            if (w == 0) errno = EIO;
+            why = "write";
+            break;
         }
         p += w;
         left -= (size_t)w;
     }
-    if (fsync(fd) != 0) {
-        dpt_status s = dpt_set_error(DPT_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
+    if (!why && fsync(fd) != 0) why = "fsync";
+    if (why) {
+        dpt_status s = dpt_set_error(DPT_EIO, "%s: %s of the temporary file %s failed: %s", path, why, tmp,
+                                     strerror(errno));
         close(fd);
         unlink(tmp);
         free(tmp);
         return s;
     }
-    close(fd);
-    if (rename(tmp, path) != 0) {
-        dpt_status s = dpt_set_error(DPT_EIO, "%s: rename from %s failed: %s", path, tmp, strerror(errno));
+    if (close(fd) != 0 || rename(tmp, path) != 0) {
+        dpt_status s = dpt_set_error(DPT_EIO, "%s: cannot replace it with %s: %s", path, tmp, strerror(errno));
         unlink(tmp);
         free(tmp);
         return s;
@@ -125,43 +140,66 @@ dpt_status dpt_write_file_atomic(const char *path, const void *data, size_t n) {
     return fsync_dir_of(path);
 }
 
-dpt_status dpt_read_file(const char *path, uint8_t **data, size_t *n) {
+dpt_status dpt_open_regular(const char *path, FILE **out, size_t *size) {
+    *out = NULL;
+    if (size) *size = 0;
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    DPT_CHECK(fd >= 0, DPT_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        int e = errno;
+        int reg = fstat(fd, &sb) == 0;
+        close(fd);
+        if (!reg) return dpt_set_error(DPT_EIO, "%s: cannot stat: %s", path, strerror(e));
+        return dpt_set_error(DPT_EIO, "%s: not a regular file (%s)", path,
+                             S_ISDIR(sb.st_mode) ? "a directory" : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                             : S_ISCHR(sb.st_mode) ? "a character device" : S_ISBLK(sb.st_mode) ? "a block device"
+                             : S_ISSOCK(sb.st_mode) ? "a socket" : "not a file");
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl != -1) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return dpt_set_error(DPT_EIO, "%s: cannot open: %s", path, strerror(e));
+    }
+    *out = f;
+    if (size) *size = (size_t)sb.st_size;
+    return DPT_OK;
+}
+
+dpt_status dpt_read_file_max(const char *path, size_t max_bytes, uint8_t **data, size_t *n) {
     *data = NULL;
     *n = 0;
-    FILE *f = fopen(path, "rb");
-    DPT_CHECK(f, DPT_EIO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    uint8_t *buf = malloc(cap + 1);
+    FILE *f;
+    size_t size;
+    if (max_bytes > SIZE_MAX - 2) max_bytes = SIZE_MAX - 2; /* room for the probe byte and the NUL */
+    DPT_TRY(dpt_open_regular(path, &f, &size));
+    if (size > max_bytes) {
+        fclose(f);
+        return dpt_set_error(DPT_EFORMAT, "%s: %zu bytes, more than the %zu this file may have", path, size, max_bytes);
+    }
+    /* read what stat said plus one byte, to notice a file that grew meanwhile */
+    uint8_t *buf = dpt_alloc(size + 2, 1, path);
     if (!buf) {
         fclose(f);
-        return dpt_set_error(DPT_ENOMEM, "%s: out of memory", path);
+        return DPT_ENOMEM;
     }
-    for (;;) {
-        size_t r = fread(buf + len, 1, cap - len, f);
-        len += r;
-        if (len < cap) break;
-        if (cap > SIZE_MAX / 4) {
-            free(buf);
-            fclose(f);
-            return dpt_set_error(DPT_ENOMEM, "%s: file too large", path);
-        }
-        uint8_t *nb = realloc(buf, cap * 2 + 1);
-        if (!nb) {
-            free(buf);
-            fclose(f);
-            return dpt_set_error(DPT_ENOMEM, "%s: out of memory", path);
-        }
-        buf = nb;
-        cap *= 2;
-    }
+    size_t len = fread(buf, 1, size + 1, f);
     int err = ferror(f);
     fclose(f);
-    if (err) {
-        free(buf);
-        return dpt_set_error(DPT_EIO, "%s: read error", path);
+    if (err || len > size) {
+        dpt_free(buf);
+        return dpt_set_error(DPT_EIO, "%s: %s", path, err ? "read error" : "changed size while being read");
     }
     buf[len] = 0;
     *data = buf;
     *n = len;
     return DPT_OK;
+}
+
+dpt_status dpt_read_file(const char *path, uint8_t **data, size_t *n) {
+    return dpt_read_file_max(path, SIZE_MAX, data, n);
 }

@@ -273,6 +273,12 @@ dpt_status dpt_normalizer_apply(const dpt_normalizer *nz, dpt_dataset *d) {
     size_t per = nz->channels ? nz->dim / nz->channels : 1;
     DPT_CHECK(per * K == nz->dim, DPT_EINVAL, "normalizer: %zu channels do not divide dim %zu",
               K, nz->dim);
+    /* statistics may come from a file (a checkpoint's run record): a zero, negative or
+     * non-finite std would turn the data into infinities or flip its sign */
+    for (size_t c = 0; c < K; c++)
+        DPT_CHECK(isfinite(nz->mean[c]) && isfinite(nz->std[c]) && nz->std[c] > 0, DPT_EINVAL,
+                  "normalizer apply: mean[%zu] = %g, std[%zu] = %g: need a finite mean and a finite std > 0", c,
+                  (double)nz->mean[c], c, (double)nz->std[c]);
     for (size_t i = 0; i < d->n; i++) {
         float *xr = d->x + i * d->dim;
         for (size_t c = 0; c < K; c++) {

@@ -20,8 +20,8 @@
 static dpt_status read_raw(const char *path, uint8_t **out, size_t *n_out) {
     *out = NULL;
     *n_out = 0;
-    FILE *f = fopen(path, "rb");
-    DPT_CHECK(f, DPT_EIO, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f;
+    DPT_TRY(dpt_open_regular(path, &f, NULL)); /* a FIFO or device would hang or never end */
     size_t cap = 1 << 16, n = 0;
     uint8_t *buf = malloc(cap);
     if (!buf) {
@@ -676,7 +676,9 @@ dpt_status dpt_data_load(const char *name, const char *data_dir, dpt_split split
             memcpy(path, s, l);
             path[l] = 0;
         }
-        DPT_CHECK(file_exists(path), DPT_EIO, "%s: no such file (from dataset name '%s')", path, name);
+        struct stat sb;
+        DPT_CHECK(stat(path, &sb) == 0, DPT_EIO, "%s: no such file (from dataset name '%s')", path, name);
+        DPT_CHECK(S_ISREG(sb.st_mode), DPT_EIO, "%s: not a regular file (from dataset name '%s')", path, name);
         return dpt_data_load_csv(path, out);
     }
     if (strcmp(name, "mnist") == 0 || strcmp(name, "fashion-mnist") == 0) {

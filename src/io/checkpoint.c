@@ -4,9 +4,12 @@
  *           "data_offsets": [begin, end]}, ...}, offsets relative to the data start.
  * The whole file is built in memory and handed to dpt_write_file_atomic, so a crash leaves
  * either the previous checkpoint or the new one. Loading validates everything (lengths,
- * JSON, marker, version, dtypes, shapes, contiguous offsets, exact file length, SHA-256 of
- * the data) before a single parameter is written, so a refused file leaves the model and
- * optimizer untouched. See docs/checkpoints.md. */
+ * JSON, marker, version, every metadata field's type and range, dtypes, shapes, contiguous
+ * offsets, exact file length, and one SHA-256 over the WHOLE file: length field, header and
+ * data, with the 64 hex digits of the hash itself read as '0') before a single parameter
+ * is written, so a refused file leaves the model and optimizer untouched. An edited model
+ * spec, optimizer state, RNG position or normalization statistic is refused like a flipped
+ * data bit. See docs/checkpoints.md. */
 #include <dptrain/io.h>
 
 #include <cjson/cJSON.h>
@@ -18,6 +21,9 @@
  * make us trust a huge allocation). */
 #define CK_MAX_HEADER ((uint64_t)100 * 1000 * 1000)
 #define CK_MAX_TENSORS 4096
+#define CK_HASH_KEY "checkpoint_sha256"
+/* where the hash sits in the header as written: "checkpoint_sha256":"<64 hex digits>" */
+#define CK_HASH_MARK "\"" CK_HASH_KEY "\":\""
 #define CK_OPT_M "optim.m"
 #define CK_OPT_V "optim.v"
 
@@ -119,13 +125,8 @@ dpt_status dpt_checkpoint_save(const char *path, const dpt_model *m, const dpt_o
     dpt_hash h = {0};
     int hash_open = 0;
 
-    /* Pass 1: data size and SHA-256 of the little-endian bytes (chunked, no copy). */
+    /* The data size (checked: shapes come from the model, counts from the caller). */
     size_t data_len = 0;
-    if (dpt_hash_init(&h) != DPT_OK) {
-        s = DPT_ECRYPTO;
-        goto done;
-    }
-    hash_open = 1;
     for (size_t i = 0; i < nt; i++) {
         size_t bytes;
         if (dpt_mul_overflow(t[i].size, 4, &bytes) || data_len + bytes < data_len) {
@@ -133,18 +134,11 @@ dpt_status dpt_checkpoint_save(const char *path, const dpt_model *m, const dpt_o
             goto done;
         }
         data_len += bytes;
-        uint8_t chunk[4096];
-        for (size_t k = 0; k < t[i].size; k += 1024) {
-            size_t c = t[i].size - k < 1024 ? t[i].size - k : 1024;
-            put_f32le(chunk, t[i].src + k, c);
-            if ((s = dpt_hash_update(&h, chunk, 4 * c)) != DPT_OK) goto done;
-        }
     }
     uint8_t digest[32];
     char hex[65];
-    hash_open = 0;
-    if ((s = dpt_hash_final(&h, digest)) != DPT_OK) goto done;
-    dpt_hex(digest, 32, hex);
+    memset(hex, '0', 64);
+    hex[64] = 0;
 
     /* The JSON header: __metadata__ first, then the tensors in data order. */
     hdr = cJSON_CreateObject();
@@ -161,7 +155,7 @@ dpt_status dpt_checkpoint_save(const char *path, const dpt_model *m, const dpt_o
     cJSON_AddStringToObject(meta, "model_spec", m->spec);
     if (opt_s) cJSON_AddStringToObject(meta, "optimizer", opt_s);
     cJSON_AddStringToObject(meta, "state", state_json);
-    cJSON_AddStringToObject(meta, "tensors_sha256", hex);
+    cJSON_AddStringToObject(meta, CK_HASH_KEY, hex); /* zeros now, the digest below */
     size_t off = 0;
     for (size_t i = 0; i < nt; i++) {
         cJSON *e = cJSON_AddObjectToObject(hdr, t[i].name);
@@ -187,7 +181,7 @@ dpt_status dpt_checkpoint_save(const char *path, const dpt_model *m, const dpt_o
     size_t hlen = strlen(hdr_s), hpad = (hlen + 7) & ~(size_t)7;
     size_t total = 8 + hpad + data_len;
     DPT_ASSERT(total > data_len);
-    file = malloc(total);
+    file = dpt_alloc(total, 1, path);
     if (!file) {
         s = dpt_set_error(DPT_ENOMEM, "%s: out of memory (%zu bytes)", path, total);
         goto done;
@@ -195,17 +189,28 @@ dpt_status dpt_checkpoint_save(const char *path, const dpt_model *m, const dpt_o
     put_u64le(file, (uint64_t)hpad);
     memcpy(file + 8, hdr_s, hlen);
     memset(file + 8 + hlen, ' ', hpad - hlen);
-    /* Pass 2: the data, in the same order as the hash. */
     uint8_t *p = file + 8 + hpad;
     for (size_t i = 0; i < nt; i++) {
         put_f32le(p, t[i].src, t[i].size);
         p += 4 * t[i].size;
     }
+    /* The hash covers every byte of the file with its own 64 digits as '0' (the header is
+     * printed by cJSON without spaces, and no string value can hold the unescaped mark) */
+    const char *mark = strstr(hdr_s, CK_HASH_MARK);
+    DPT_ASSERT(mark && !strstr(mark + 1, CK_HASH_MARK));
+    size_t at = 8 + (size_t)(mark - hdr_s) + strlen(CK_HASH_MARK);
+    if ((s = dpt_hash_init(&h)) != DPT_OK) goto done;
+    hash_open = 1;
+    if ((s = dpt_hash_update(&h, file, total)) != DPT_OK) goto done;
+    hash_open = 0;
+    if ((s = dpt_hash_final(&h, digest)) != DPT_OK) goto done;
+    dpt_hex(digest, 32, hex);
+    memcpy(file + at, hex, 64);
     s = dpt_write_file_atomic(path, file, total);
 
 done:
     if (hash_open) (void)dpt_hash_final(&h, digest);
-    free(file);
+    dpt_free(file);
     free(hdr_s);
     free(opt_s);
     cJSON_Delete(hdr);
@@ -273,6 +278,11 @@ static dpt_status ck_parse_tensor(ck_file *f, const cJSON *e, ck_in *t) {
     const char *P = f->path, *nm = e->string;
     t->name = nm;
     DPT_CHECK(cJSON_IsObject(e), DPT_EFORMAT, "%s: tensor \"%s\": entry is not an object", P, nm);
+    const cJSON *k;
+    cJSON_ArrayForEach(k, e) {
+        DPT_CHECK(!strcmp(k->string, "dtype") || !strcmp(k->string, "shape") || !strcmp(k->string, "data_offsets"),
+                  DPT_EFORMAT, "%s: tensor \"%s\": unknown key \"%s\"", P, nm, k->string);
+    }
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
     DPT_CHECK(cJSON_IsString(dt), DPT_EFORMAT, "%s: tensor \"%s\": missing dtype", P, nm);
     DPT_CHECK(strcmp(dt->valuestring, "F32") == 0, DPT_EFORMAT,
@@ -341,6 +351,71 @@ static dpt_status parse_optimizer(const char *P, const char *js, dpt_optim_confi
     return s;
 }
 
+/* Every metadata field, for type and range: exactly the known keys, each a string of the
+ * right form (the hash is checked after the structure, over the whole file). */
+static dpt_status check_metadata(ck_file *f) {
+    const char *P = f->path;
+    static const char *known[] = {"format", "format_version", "model_spec", "optimizer", "state", CK_HASH_KEY};
+    const cJSON *mv;
+    cJSON_ArrayForEach(mv, f->meta) {
+        int ok = 0;
+        for (size_t k = 0; k < sizeof known / sizeof known[0] && !ok; k++) ok = strcmp(mv->string, known[k]) == 0;
+        DPT_CHECK(ok, DPT_EFORMAT, "%s: unknown metadata key \"%s\"", P, mv->string);
+    }
+    const char *spec = meta_str(f, "model_spec");
+    DPT_CHECK(spec, DPT_EFORMAT, "%s: metadata lacks model_spec", P);
+    DPT_CHECK(*spec && strlen(spec) < 4096, DPT_EFORMAT, "%s: model_spec is empty or longer than 4095 bytes", P);
+    for (const char *c = spec; *c; c++)
+        DPT_CHECK((unsigned char)*c > ' ' && (unsigned char)*c < 127, DPT_EFORMAT,
+                  "%s: model_spec has a character outside printable ASCII (byte %zu)", P, (size_t)(c - spec));
+    const char *state = meta_str(f, "state");
+    DPT_CHECK(state, DPT_EFORMAT, "%s: metadata lacks state", P);
+    cJSON *sj = cJSON_Parse(state);
+    int obj = sj && cJSON_IsObject(sj);
+    cJSON_Delete(sj);
+    DPT_CHECK(obj, DPT_EFORMAT, "%s: metadata state is not a JSON object", P);
+    const char *oj = meta_str(f, "optimizer");
+    if (oj) {
+        dpt_optim_config oc;
+        uint64_t ot;
+        DPT_TRY(parse_optimizer(P, oj, &oc, &ot));
+    }
+    const char *hash = meta_str(f, CK_HASH_KEY);
+    DPT_CHECK(hash, DPT_EFORMAT, "%s: metadata lacks %s", P, CK_HASH_KEY);
+    int hex = strlen(hash) == 64;
+    for (size_t i = 0; hex && i < 64; i++) hex = (hash[i] >= '0' && hash[i] <= '9') || (hash[i] >= 'a' && hash[i] <= 'f');
+    DPT_CHECK(hex, DPT_EFORMAT, "%s: %s is not 64 lowercase hex digits", P, CK_HASH_KEY);
+    return DPT_OK;
+}
+
+/* SHA-256 of the whole file with the hash's own 64 digits read as '0'. The digits must
+ * sit where the writer puts them: once, right after the mark, inside the header. */
+static dpt_status check_hash(const ck_file *f, size_t N) {
+    const char *P = f->path, *want = meta_str(f, CK_HASH_KEY);
+    const char *hdr = (const char *)f->buf + 8;
+    size_t ml = strlen(CK_HASH_MARK), at = 0, found = 0;
+    for (size_t i = 0; i + ml + 65 <= N; i++)
+        if (!memcmp(hdr + i, CK_HASH_MARK, ml) && !memcmp(hdr + i + ml, want, 64) && hdr[i + ml + 64] == '"')
+            found++, at = 8 + i + ml;
+    DPT_CHECK(found == 1, DPT_EFORMAT, "%s: the header does not hold %s as dptrain writes it (file edited?)", P,
+              CK_HASH_KEY);
+    static const char zeros[64] = "0000000000000000000000000000000000000000000000000000000000000000";
+    uint8_t digest[32];
+    char hex[65];
+    dpt_hash h;
+    DPT_TRY(dpt_hash_init(&h));
+    dpt_status hs = dpt_hash_update(&h, f->buf, at);
+    if (hs == DPT_OK) hs = dpt_hash_update(&h, zeros, 64);
+    if (hs == DPT_OK) hs = dpt_hash_update(&h, f->buf + at + 64, f->len - at - 64);
+    dpt_status fs = dpt_hash_final(&h, digest);
+    DPT_TRY(hs);
+    DPT_TRY(fs);
+    dpt_hex(digest, 32, hex);
+    DPT_CHECK(strcmp(hex, want) == 0, DPT_EFORMAT,
+              "%s: the file does not match its SHA-256 (header or tensor data corrupted or edited)", P);
+    return DPT_OK;
+}
+
 /* Reads and validates the whole file. On error everything is released. */
 static dpt_status ck_open_inner(ck_file *f) {
     const char *P = f->path;
@@ -380,19 +455,14 @@ static dpt_status ck_open_inner(ck_file *f) {
               fmt ? fmt : "(missing)", DPT_CHECKPOINT_FORMAT);
     char want_ver[16];
     snprintf(want_ver, sizeof want_ver, "%d", DPT_CHECKPOINT_VERSION);
+    DPT_CHECK(!ver || strcmp(ver, "1") != 0, DPT_EFORMAT,
+              "%s: format_version 1 is no longer read: its integrity hash covered only the tensor "
+              "data, not the header (model spec, optimizer, training state); train again to write "
+              "a version %s checkpoint", P, want_ver);
     DPT_CHECK(ver && strcmp(ver, want_ver) == 0, DPT_EFORMAT,
               "%s: unsupported format_version \"%s\" (this build reads %s)", P,
               ver ? ver : "(missing)", want_ver);
-    DPT_CHECK(meta_str(f, "model_spec"), DPT_EFORMAT, "%s: metadata lacks model_spec", P);
-    DPT_CHECK(meta_str(f, "state"), DPT_EFORMAT, "%s: metadata lacks state", P);
-    const char *oj = meta_str(f, "optimizer");
-    if (oj) {
-        dpt_optim_config oc;
-        uint64_t ot;
-        DPT_TRY(parse_optimizer(P, oj, &oc, &ot));
-    }
-    const char *want_hash = meta_str(f, "tensors_sha256");
-    DPT_CHECK(want_hash, DPT_EFORMAT, "%s: metadata lacks tensors_sha256", P);
+    DPT_TRY(check_metadata(f));
 
     int n = cJSON_GetArraySize(f->root) - 1;
     DPT_CHECK(n >= 0 && n <= CK_MAX_TENSORS, DPT_EFORMAT, "%s: %d tensors (at most %d)", P, n,
@@ -413,7 +483,7 @@ static dpt_status ck_open_inner(ck_file *f) {
 
     /* Offsets must tile [0, total) without holes or overlaps, and total must be exactly
      * the bytes after the header. Checked on a sorted copy: the header order is free. */
-    ck_in *sorted = malloc((f->nt + 1) * sizeof *sorted);
+    ck_in *sorted = calloc(f->nt + 1, sizeof *sorted);
     DPT_CHECK(sorted, DPT_ENOMEM, "%s: out of memory", P);
     memcpy(sorted, f->t, f->nt * sizeof *sorted);
     qsort(sorted, f->nt, sizeof *sorted, cmp_begin);
@@ -436,18 +506,7 @@ static dpt_status ck_open_inner(ck_file *f) {
               "%s: %zu unexpected bytes after the tensors (header says %zu, file has %zu)", P,
               f->data_len - total, total, f->data_len);
 
-    uint8_t digest[32];
-    char hex[65];
-    dpt_hash h;
-    DPT_TRY(dpt_hash_init(&h));
-    dpt_status hs = dpt_hash_update(&h, f->data, f->data_len);
-    dpt_status fs = dpt_hash_final(&h, digest);
-    DPT_TRY(hs);
-    DPT_TRY(fs);
-    dpt_hex(digest, 32, hex);
-    DPT_CHECK(strcmp(hex, want_hash) == 0, DPT_EFORMAT,
-              "%s: tensor data does not match its SHA-256 (file corrupted)", P);
-    return DPT_OK;
+    return check_hash(f, (size_t)N);
 }
 
 static dpt_status ck_open(const char *path, ck_file *f) {

@@ -150,7 +150,7 @@ dpt_status dpt_loss(dpt_loss_kind kind, const float *o, size_t B, size_t K, cons
         } else if (loss) {
             float buf[CE_BUF], *e = buf;
             if (K > CE_BUF) {
-                e = malloc(K * sizeof *e);
+                e = calloc(K, sizeof *e);
                 DPT_CHECK(e, DPT_ENOMEM, "cross-entropy loss: out of memory for %zu classes", K);
             }
             const size_t rows = K > CE_BUF ? 1 : (CE_BUF / K < CE_ROWS ? CE_BUF / K : CE_ROWS);

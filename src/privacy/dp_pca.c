@@ -23,8 +23,8 @@ dpt_status dpt_dp_pca_gram(const float *X, size_t n, size_t d, double *G) {
     DPT_CHECK((X || n == 0) && G && d >= 1, DPT_EINVAL, "dp_pca: NULL argument or zero dimension");
     DPT_CHECK(dpt_all_finite(X, n * d), DPT_EINVAL, "dp_pca: the data contain NaN or infinite values");
     const size_t c0 = n < PCA_CHUNK ? (n ? n : 1) : PCA_CHUNK;
-    float *buf = dpt_alloc(c0 * d, sizeof(float), "dp_pca rows");
-    float *g = dpt_alloc(d * d, sizeof(float), "dp_pca partial Gram");
+    float *buf = dpt_alloc2(c0, d, sizeof(float), "dp_pca rows");
+    float *g = dpt_alloc2(d, d, sizeof(float), "dp_pca partial Gram");
     if (!buf || !g) {
         dpt_free(buf), dpt_free(g);
         return DPT_ENOMEM;
@@ -80,8 +80,8 @@ dpt_status dpt_dp_pca_fit(const float *X, size_t n, size_t d, size_t k, double s
     DPT_CHECK(k >= 1 && k <= d, DPT_EINVAL, "dpt_dp_pca_fit: k = %zu components requested from d = %zu dimensions", k,
               d);
     DPT_CHECK(n >= 1 && V, DPT_EINVAL, "dp_pca: empty data or NULL output");
-    double *A = dpt_alloc(d * d, sizeof(double), "dp_pca matrix");
-    double *Z = dpt_alloc(d * d, sizeof(double), "dp_pca eigenvectors");
+    double *A = dpt_alloc2(d, d, sizeof(double), "dp_pca matrix");
+    double *Z = dpt_alloc2(d, d, sizeof(double), "dp_pca eigenvectors");
     double *w = dpt_alloc(d, sizeof(double), "dp_pca eigenvalues");
     dpt_status s = DPT_ENOMEM;
     if (A && Z && w) s = dpt_dp_pca_noisy_gram(X, n, d, sigma, noise, secure, threads, A);
@@ -107,8 +107,8 @@ dpt_status dpt_dp_pca_fit(const float *X, size_t n, size_t d, size_t k, double s
 dpt_status dpt_dp_pca_project(const float *X, size_t n, size_t d, const double *V, size_t k, float *out) {
     DPT_CHECK((X || n == 0) && V && out && k >= 1 && d >= 1, DPT_EINVAL, "dp_pca_project: NULL argument");
     const size_t c0 = n < PCA_CHUNK ? (n ? n : 1) : PCA_CHUNK;
-    float *buf = dpt_alloc(c0 * d, sizeof(float), "dp_pca rows");
-    float *Vf = dpt_alloc(d * k, sizeof(float), "dp_pca components");
+    float *buf = dpt_alloc2(c0, d, sizeof(float), "dp_pca rows");
+    float *Vf = dpt_alloc2(d, k, sizeof(float), "dp_pca components");
     if (!buf || !Vf) {
         dpt_free(buf), dpt_free(Vf);
         return DPT_ENOMEM;

@@ -118,8 +118,8 @@ static dpt_status reserve(dpmac_state *s, dpt_trainer *t) {
         s->gz[k] = dpt_alloc(n, sizeof(float), "dpmac z gradients");
         if (!s->z[k] || !s->zm[k] || !s->zv[k] || !s->gz[k]) return DPT_ENOMEM;
     }
-    s->tmp = dpt_alloc(cap * s->maxw, sizeof(float), "dpmac scratch");
-    s->tmp2 = dpt_alloc(cap * s->maxw, sizeof(float), "dpmac scratch");
+    s->tmp = dpt_alloc2(cap, s->maxw, sizeof(float), "dpmac scratch");
+    s->tmp2 = dpt_alloc2(cap, s->maxw, sizeof(float), "dpmac scratch");
     s->sq = dpt_alloc(cap, sizeof(float), "dpmac squared norms");
     s->c = dpt_alloc(cap, sizeof(float), "dpmac clipping factors");
     if (!s->tmp || !s->tmp2 || !s->sq || !s->c) return DPT_ENOMEM;

@@ -51,12 +51,12 @@ static dpt_status dpsgd_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
         dpt_free(s->pe);
         s->pe = NULL;
         DPT_TRY(dpt_chunk_bufs_reserve(&s->buf, m));
-        s->sq = dpt_alloc(cap * (G ? G : 1), sizeof(float), "dpsgd squared norms");
-        s->c = dpt_alloc(cap * (G ? G : 1), sizeof(float), "dpsgd clipping factors");
+        s->sq = dpt_alloc2(cap, (G ? G : 1), sizeof(float), "dpsgd squared norms");
+        s->c = dpt_alloc2(cap, (G ? G : 1), sizeof(float), "dpsgd clipping factors");
         s->C_l = dpt_alloc(G ? G : 1, sizeof(double), "dpsgd per-layer norms");
         if (!s->sq || !s->c || !s->C_l) return DPT_ENOMEM;
         if (s->cfg.reference) {
-            s->pe = dpt_alloc(s->cfg.ref_chunk * m->n_params, sizeof(float), "dpsgd per-example gradients");
+            s->pe = dpt_alloc2(s->cfg.ref_chunk, m->n_params, sizeof(float), "dpsgd per-example gradients");
             if (!s->pe) return DPT_ENOMEM;
         }
         s->G = G;

@@ -264,13 +264,13 @@ static dpt_status alloc_workers(ulr_state *s, int threads) {
         w->act = calloc(s->n_layers + 1, sizeof *w->act);
         if (!w->act) return dpt_set_error(DPT_ENOMEM, "dpulr: out of memory");
         for (size_t j = 1; j <= s->n_layers; j++) {
-            w->act[j] = dpt_alloc(ULR_TASK_ROWS * s->dims[j], sizeof(float), "dpulr worker activations");
+            w->act[j] = dpt_alloc2(ULR_TASK_ROWS, s->dims[j], sizeof(float), "dpulr worker activations");
             if (!w->act[j]) return DPT_ENOMEM;
         }
         size_t zrows = s->cfg.copies > ULR_TASK_ROWS ? s->cfg.copies : ULR_TASK_ROWS;
         w->lrow = dpt_alloc(ULR_TASK_ROWS, sizeof(float), "dpulr worker losses");
         w->yrep = dpt_alloc(ULR_TASK_ROWS, sizeof(int32_t), "dpulr worker labels");
-        w->z = dpt_alloc(zrows * s->maxv, sizeof(float), "dpulr worker perturbations");
+        w->z = dpt_alloc2(zrows, s->maxv, sizeof(float), "dpulr worker perturbations");
         if (!w->lrow || !w->yrep || !w->z) return DPT_ENOMEM;
     }
     return DPT_OK;
@@ -328,13 +328,13 @@ static dpt_status setup(ulr_state *s, dpt_trainer *t) {
             if (u->vdim > s->maxv) s->maxv = u->vdim;
             u->s = s->cfg.perturb_std;
             if (s->cfg.private_ && s->cfg.noise == DPT_ULR_CONTROLLER) {
-                u->U = dpt_alloc(u->n * u->n, sizeof(float), "dpulr eigenvectors");
+                u->U = dpt_alloc2(u->n, u->n, sizeof(float), "dpulr eigenvectors");
                 u->coef = dpt_alloc(u->n, sizeof(float), "dpulr top-up");
                 if (!u->U || !u->coef) return DPT_ENOMEM;
                 if (u->conv) {
                     const dpt_layer *L = &m->layers[u->first];
                     size_t wn = dpt_ulr_conv_ctrl_work(L);
-                    u->A = dpt_alloc(u->n * u->n, sizeof(double), "dpulr conv controller matrix");
+                    u->A = dpt_alloc2(u->n, u->n, sizeof(double), "dpulr conv controller matrix");
                     if (!u->A) return DPT_ENOMEM;
                     if (wn > s->cworkn) {
                         dpt_free(s->cwork);
@@ -356,26 +356,26 @@ static dpt_status setup(ulr_state *s, dpt_trainer *t) {
     s->dims[0] = m->in_dim;
     for (size_t j = 0; j < m->n_layers; j++) s->dims[j + 1] = m->layers[j].out_dim;
     for (size_t j = 1; j <= m->n_layers; j++) {
-        s->cache[j] = dpt_alloc(cap * s->dims[j], sizeof(float), "dpulr clean activations");
+        s->cache[j] = dpt_alloc2(cap, s->dims[j], sizeof(float), "dpulr clean activations");
         if (!s->cache[j]) return DPT_ENOMEM;
     }
     s->L0 = dpt_alloc(cap, sizeof(float), "dpulr clean losses");
-    s->z = dpt_alloc((K > cap ? K : cap) * s->maxv, sizeof(float), "dpulr perturbations");
+    s->z = dpt_alloc2((K > cap ? K : cap), s->maxv, sizeof(float), "dpulr perturbations");
     s->lrow = dpt_alloc(cap, sizeof(float), "dpulr pass losses");
     s->yrep = dpt_alloc(cap, sizeof(int32_t), "dpulr pass labels");
-    s->cvec = dpt_alloc(cap * s->maxv, sizeof(float), "dpulr cotangents");
+    s->cvec = dpt_alloc2(cap, s->maxv, sizeof(float), "dpulr cotangents");
     s->w = dpt_alloc(cap, sizeof(float), "dpulr clipping factors");
     if (!s->L0 || !s->z || !s->lrow || !s->yrep || !s->cvec || !s->w) return DPT_ENOMEM;
     if (s->cfg.private_ && s->cfg.noise == DPT_ULR_CONTROLLER) {
         size_t n = s->maxn;
-        s->A = dpt_alloc(n * n, sizeof(double), "dpulr controller matrix");
+        s->A = dpt_alloc2(n, n, sizeof(double), "dpulr controller matrix");
         s->wev = dpt_alloc(n, sizeof(double), "dpulr eigenvalues");
-        s->Z = dpt_alloc(n * n, sizeof(double), "dpulr eigenvectors");
-        s->Gf = dpt_alloc(n * n, sizeof(float), "dpulr controller matrix");
-        s->E = dpt_alloc(s->maxKl * n, sizeof(float), "dpulr noise");
-        s->M = dpt_alloc(s->maxKl * n, sizeof(float), "dpulr noise");
-        s->Md = dpt_alloc(s->maxKl * n, sizeof(double), "dpulr noise");
-        s->Ebig = dpt_alloc(s->maxKl * n, sizeof(float), "dpulr noise");
+        s->Z = dpt_alloc2(n, n, sizeof(double), "dpulr eigenvectors");
+        s->Gf = dpt_alloc2(n, n, sizeof(float), "dpulr controller matrix");
+        s->E = dpt_alloc2(s->maxKl, n, sizeof(float), "dpulr noise");
+        s->M = dpt_alloc2(s->maxKl, n, sizeof(float), "dpulr noise");
+        s->Md = dpt_alloc2(s->maxKl, n, sizeof(double), "dpulr noise");
+        s->Ebig = dpt_alloc2(s->maxKl, n, sizeof(float), "dpulr noise");
         if (!s->A || !s->wev || !s->Z || !s->Gf || !s->E || !s->M || !s->Md || !s->Ebig) return DPT_ENOMEM;
     }
     int any_reentrant = 0;
@@ -393,7 +393,7 @@ static dpt_status y_reserve(ulr_state *s, size_t rows) {
     if (rows <= s->ycap) return DPT_OK;
     /* at least a full chunk (a Poisson batch varies from step to step), then geometric */
     size_t cap = rows <= s->cap ? s->cap : rows + rows / 2;
-    float *Y = dpt_alloc(cap * s->maxn * s->L, sizeof(float), "dpulr controller rows");
+    float *Y = dpt_alloc3(cap, s->maxn, s->L, sizeof(float), "dpulr controller rows");
     if (!Y) return DPT_ENOMEM;
     if (s->yrows) /* keep rows already added this step */
         for (size_t k = 0; k < s->L; k++)
@@ -538,7 +538,7 @@ static dpt_status solve_one(ulr_state *s, size_t k) {
     if (u->lc_cap < d * d) {
         dpt_free(u->Lc);
         u->lc_cap = 0;
-        u->Lc = dpt_alloc(d * d, sizeof(double), "dpulr Gram factor");
+        u->Lc = dpt_alloc2(d, d, sizeof(double), "dpulr Gram factor");
         if (!u->Lc) return DPT_ENOMEM;
         u->lc_cap = d * d;
     }

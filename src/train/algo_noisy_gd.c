@@ -61,7 +61,7 @@ static void act_rows_free(act_rows *a) {
 static dpt_status act_rows_alloc(act_rows *a, const dpt_model *m, size_t rows, int no_input) {
     memset(a, 0, sizeof *a);
     const size_t L = m->n_layers;
-    a->buf = dpt_alloc(rows * act_rows_floats(m, no_input), sizeof(float), "kept activations");
+    a->buf = dpt_alloc2(rows, act_rows_floats(m, no_input), sizeof(float), "kept activations");
     a->x = calloc(L, sizeof *a->x);
     a->dv = calloc(L, sizeof *a->dv);
     a->vx = calloc(L, sizeof *a->vx);
@@ -227,7 +227,7 @@ static dpt_status check_trainer(ngd_state *s, dpt_trainer *t) {
         s->theta0 = dpt_alloc(P, sizeof(float), "W0");
         s->cur = dpt_alloc(P, sizeof(float), "W");
         s->delta = dpt_alloc(P, sizeof(float), "W - W0");
-        s->olin = dpt_alloc(mb * K, sizeof(float), "linearized outputs");
+        s->olin = dpt_alloc2(mb, K, sizeof(float), "linearized outputs");
         if (!s->theta0 || !s->cur || !s->delta || !s->olin) return DPT_ENOMEM;
         memcpy(s->theta0, m->theta, P * sizeof(float));
     }
@@ -249,15 +249,15 @@ static dpt_status check_trainer(ngd_state *s, dpt_trainer *t) {
             if (!(s->kl_add = dpt_alloc(s->nh, sizeof(double), "KL add"))) return DPT_ENOMEM;
         }
         if (s->k) {
-            s->kl_rep = dpt_alloc(n * s->k, sizeof(double), "KL replace");
-            s->cross = dpt_alloc(n * s->k, sizeof(double), "cross inner products");
+            s->kl_rep = dpt_alloc2(n, s->k, sizeof(double), "KL replace");
+            s->cross = dpt_alloc2(n, s->k, sizeof(double), "cross inner products");
             /* the candidates' gradients only for layers without a cross op (Linear has one) */
-            if (!dpt_model_has_cross(m)) s->gz = dpt_alloc(s->k * P, sizeof(float), "candidate gradients");
+            if (!dpt_model_has_cross(m)) s->gz = dpt_alloc2(s->k, P, sizeof(float), "candidate gradients");
             s->zidx = dpt_alloc(s->k, sizeof(size_t), "candidates");
             s->sq_z = dpt_alloc(s->k, sizeof(double), "candidate norms");
-            s->zx = dpt_alloc(s->k * h->dim, sizeof(float), "candidate records");
+            s->zx = dpt_alloc2(s->k, h->dim, sizeof(float), "candidate records");
             s->zy = dpt_alloc(s->k, sizeof(int32_t), "candidate labels");
-            s->crossc = dpt_alloc(mb * s->k, sizeof(double), "cross inner products");
+            s->crossc = dpt_alloc2(mb, s->k, sizeof(double), "cross inner products");
             if (!s->kl_rep || !s->cross || (!s->gz && !dpt_model_has_cross(m)) || !s->zidx || !s->sq_z || !s->zx || !s->zy || !s->crossc)
                 return DPT_ENOMEM;
             DPT_TRY(act_rows_alloc(&s->zkeep, m, s->k, 0));
@@ -511,7 +511,7 @@ static dpt_status ngd_epoch_metrics(dpt_algo *a, dpt_trainer *t, cJSON *o, char 
         cJSON_AddNumberToObject(o, "kl_replace_by_heldout", (double)r.replace_arg_z);
     }
     /* Pinsker: TV <= sqrt(KL / 2) -- of the estimate, so itself only an estimate */
-    cJSON_AddNumberToObject(o, "tv_pinsker_of_estimate", sqrt(r.worst / 2.0));
+    cJSON_AddNumberToObject(o, "tv_pinsker_of_estimate", dpt_pinsker_tv(r.worst)); /* capped at 1 */
     return DPT_OK;
 }
 

@@ -9,7 +9,7 @@ dpt_status dpt_chunk_bufs_reserve(dpt_chunk_bufs *b, const dpt_model *m) {
     dpt_free(b->dout);
     dpt_free(b->loss);
     b->cap = 0;
-    b->dout = dpt_alloc(m->max_batch * m->out_dim, sizeof(float), "loss gradients");
+    b->dout = dpt_alloc2(m->max_batch, m->out_dim, sizeof(float), "loss gradients");
     b->loss = dpt_alloc(m->max_batch, sizeof(float), "losses");
     if (!b->dout || !b->loss) return DPT_ENOMEM;
     b->cap = m->max_batch;

@@ -59,7 +59,7 @@ dpt_status dpt_dist_configure(dpt_trainer *t, size_t shards) {
     t->shards = S;
     t->dist = S > 1 || t->nranks > 1;
     size_t R = (size_t)t->nranks;
-    t->owner = malloc(S * sizeof *t->owner);
+    t->owner = calloc(S, sizeof *t->owner);
     DPT_CHECK(t->owner, DPT_ENOMEM, "shards: out of memory");
     for (size_t r = 0; r < R; r++) {
         size_t a = shard_lo(r, S, R), b = shard_lo(r + 1, S, R);

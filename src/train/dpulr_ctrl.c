@@ -90,7 +90,7 @@ dpt_status dpt_ulr_lmin_certified(size_t d, const double *G, double *L, double *
     *lmin_cert = 0;
     *lmax_est = 0;
     if ((double)(d + 2) * DBL_EPSILON > 0.125) return DPT_ERANGE; /* the bound's premise */
-    double *x = dpt_alloc(2 * d, sizeof(double), "dpulr controller vectors");
+    double *x = dpt_alloc2(2, d, sizeof(double), "dpulr controller vectors");
     if (!x) return DPT_ENOMEM;
     double *y = x + d;
     dpt_status st = DPT_ERANGE;
@@ -116,6 +116,7 @@ dpt_status dpt_ulr_lmin_certified(size_t d, const double *G, double *L, double *
      * MNIST rows: 40 iterations left rho 1% high); Lanczos needs about the square root of
      * those steps. */
     size_t m = d < LANCZOS_MAX ? d : LANCZOS_MAX;
+    /* cannot wrap: m <= LANCZOS_MAX and m <= d, and d x d doubles were allocated above */
     double *Q = dpt_alloc((m + 1) * d + 2 * m + m * m + m, sizeof(double), "dpulr controller Lanczos");
     if (!Q) {
         st = DPT_ENOMEM;

@@ -8,11 +8,13 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "train_internal.h"
 
@@ -52,21 +54,41 @@ static size_t max_batch_for(const dpt_train_config *c, size_t n, double q) {
     return mb ? mb : 1;
 }
 
-static dpt_status validate_config(const dpt_train_config *c, const dpt_dataset *train) {
-    DPT_CHECK(c->model_spec && *c->model_spec, DPT_EINVAL, "--model: empty model spec");
-    DPT_CHECK(c->epochs >= 1, DPT_EINVAL, "--epochs must be >= 1");
-    DPT_CHECK(train && train->n >= 1, DPT_EINVAL, "training set is empty");
-    if (c->sampler == DPT_SAMPLER_SHUFFLE)
+/* Steps of a run are counted in uint64 and published as JSON numbers (doubles): a run may
+ * plan at most 2^53 of them. */
+#define MAX_RUN_STEPS 9007199254740992.0
+
+static dpt_status validate_config(const dpt_train_config *c, const dpt_dataset *train, const dpt_algo *algo) {
+    DPT_CHECK(algo, DPT_EINVAL, "dpt_trainer_new: algo is NULL");
+    DPT_CHECK(c->model_spec && *c->model_spec, DPT_EINVAL, "model_spec is empty");
+    DPT_CHECK(c->epochs >= 1, DPT_EINVAL, "epochs must be >= 1, got 0");
+    DPT_CHECK(train && train->n >= 1, DPT_EINVAL, "the training set is empty");
+    DPT_CHECK(!c->out_dir || (c->out_dir[0] && strlen(c->out_dir) < 512), DPT_EINVAL,
+              "out_dir must be a non-empty path shorter than 512 bytes");
+    /* steps per epoch, as the sampler counts them (dpt_sampler_steps_per_epoch) */
+    double spe = 1;
+    if (c->sampler == DPT_SAMPLER_SHUFFLE) {
         DPT_CHECK(c->batch_size >= 1 && c->batch_size <= train->n, DPT_EINVAL,
-                  "--batch-size must be in [1, %zu] (the training set size), got %zu", train->n, c->batch_size);
-    if (c->sampler == DPT_SAMPLER_POISSON || c->sampler == DPT_SAMPLER_POISSON_REJECT)
-        DPT_CHECK(c->sample_rate > 0 && c->sample_rate <= 1, DPT_EINVAL,
-                  "--sample-rate must be in (0, 1], got %g", c->sample_rate);
-    if (c->sampler == DPT_SAMPLER_POISSON_REJECT)
-        DPT_CHECK(c->min_batch >= 1 && (double)c->min_batch <= c->sample_rate * (double)train->n * (1 + 1e-12),
-                  DPT_EINVAL, "--min-batch N_B = %zu must be in [1, qN] = [1, %.6g]", c->min_batch,
-                  c->sample_rate * (double)train->n);
+                  "batch_size must be in [1, %zu] (the training set size), got %zu", train->n, c->batch_size);
+        spe = ceil((double)train->n / (double)c->batch_size);
+    }
+    if (c->sampler == DPT_SAMPLER_POISSON || c->sampler == DPT_SAMPLER_POISSON_REJECT) {
+        double q = c->sample_rate > 0 ? c->sample_rate : (double)c->batch_size / (double)train->n;
+        DPT_CHECK(c->sample_rate == 0 || (c->sample_rate > 0 && c->sample_rate <= 1), DPT_EINVAL,
+                  "sample_rate must be in (0, 1], got %g", c->sample_rate);
+        DPT_CHECK(q > 0 && q <= 1, DPT_EINVAL, "sample_rate = batch_size / N = %zu / %zu = %g is outside (0, 1]",
+                  c->batch_size, train->n, q);
+        spe = floor(1.0 / q + 0.5);
+        if (spe < 1) spe = 1;
+        if (c->sampler == DPT_SAMPLER_POISSON_REJECT)
+            DPT_CHECK(c->min_batch >= 1 && (double)c->min_batch <= q * (double)train->n * (1 + 1e-12), DPT_EINVAL,
+                      "min_batch N_B = %zu must be in [1, qN] = [1, %.6g]", c->min_batch, q * (double)train->n);
+    }
+    DPT_CHECK((double)c->epochs * spe <= MAX_RUN_STEPS, DPT_EINVAL,
+              "epochs = %" PRIu64 " of %.17g steps each is more than 2^53 steps", c->epochs, spe);
     DPT_TRY(dpt_optim_validate(&c->optim));
+    DPT_CHECK(c->optim.kind != DPT_OPT_ADAM || c->optim.momentum == 0, DPT_EINVAL,
+              "optim.momentum = %g applies to SGD only (Adam's momentum is optim.beta1)", c->optim.momentum);
     return DPT_OK;
 }
 
@@ -82,6 +104,8 @@ static void ledger_run_values(const dpt_trainer *t, char q[32], char sigma[32], 
 static dpt_status ledger_set_run_meta(dpt_trainer *t) {
     char q[32], sigma[32], hash[65];
     ledger_run_values(t, q, sigma, hash);
+    DPT_TRY(dpt_ledger_set_meta(t->ledger, "run_id", t->run_id));
+    DPT_TRY(dpt_ledger_set_meta(t->ledger, "secure", t->cfg.secure ? "1" : "0"));
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "algorithm", t->algo->name));
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "sampler",
                                 t->cfg.sampler == DPT_SAMPLER_POISSON_REJECT ? "poisson_reject" : "poisson"));
@@ -97,7 +121,7 @@ static dpt_status ledger_set_run_meta(dpt_trainer *t) {
 
 static dpt_status ledger_sidecar_path(const dpt_trainer *t, char *buf, size_t n) {
     int w = snprintf(buf, n, "%s/ledger.json", t->out_dir);
-    DPT_CHECK(w > 0 && (size_t)w < n, DPT_EINVAL, "--out: path too long");
+    DPT_CHECK(w > 0 && (size_t)w < n, DPT_EINVAL, "out_dir: path too long");
     return DPT_OK;
 }
 
@@ -156,7 +180,7 @@ static dpt_status budget_steps_left(const dpt_trainer *t, uint64_t cap, uint64_t
 dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train,
                            const dpt_dataset *test, dpt_algo *algo, dpt_trainer **out) {
     *out = NULL;
-    dpt_status s = validate_config(cfg, train);
+    dpt_status s = validate_config(cfg, train, algo);
     if (s != DPT_OK) {
         if (algo && algo->free) algo->free(algo);
         return s;
@@ -167,6 +191,7 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
         return dpt_set_error(DPT_ENOMEM, "trainer: out of memory");
     }
     t->cfg = *cfg;
+    t->lock_fd = -1;
     t->algo = algo;
     t->train = train;
     t->test = test;
@@ -190,12 +215,12 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
 
     if ((s = dpt_model_new(cfg->model_spec, t->max_batch, t->threads, &t->model)) != DPT_OK) goto fail;
     if (t->model->in_dim != train->dim) {
-        s = dpt_set_error(DPT_EINVAL, "--model '%s' takes %zu inputs but the data has %zu features per example",
+        s = dpt_set_error(DPT_EINVAL, "model_spec '%s' takes %zu inputs but the data has %zu features per example",
                           cfg->model_spec, t->model->in_dim, train->dim);
         goto fail;
     }
     if (cfg->loss == DPT_LOSS_SOFTMAX_CE && (int)t->model->out_dim < train->n_classes) {
-        s = dpt_set_error(DPT_EINVAL, "--model '%s' has %zu outputs but the data has %d classes",
+        s = dpt_set_error(DPT_EINVAL, "model_spec '%s' has %zu outputs but the data has %d classes",
                           cfg->model_spec, t->model->out_dim, train->n_classes);
         goto fail;
     }
@@ -216,17 +241,18 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
                                            &t->sampler)) != DPT_OK)
         goto fail;
     t->idx = dpt_alloc(train->n, sizeof *t->idx, "batch indices");
-    t->xb = dpt_alloc(t->max_batch * train->dim, sizeof *t->xb, "batch features");
+    t->xb = dpt_alloc2(t->max_batch, train->dim, sizeof *t->xb, "batch features");
     t->yb = dpt_alloc(t->max_batch, sizeof *t->yb, "batch labels");
     if (!t->idx || !t->xb || !t->yb) {
         s = DPT_ENOMEM;
         goto fail;
     }
     if ((s = dpt_dataset_hash(train, t->data_hash)) != DPT_OK) goto fail;
+    if ((s = dpt_run_id_new(t->run_id)) != DPT_OK) goto fail;
     if (algo && algo->bind && (s = algo->bind(algo, t)) != DPT_OK) goto fail;
     if (algo && algo->is_private) {
         if (!(cfg->delta > 0 && cfg->delta < 1)) {
-            s = dpt_set_error(DPT_EINVAL, "--delta must be in (0, 1), got %g", cfg->delta);
+            s = dpt_set_error(DPT_EINVAL, "delta must be in (0, 1), got %g", cfg->delta);
             goto fail;
         }
         if ((s = dpt_ledger_new(&t->ledger)) != DPT_OK) goto fail;
@@ -234,13 +260,21 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
     }
     if ((s = dpt_dist_configure(t, cfg->shards)) != DPT_OK) goto fail;
     if (t->rank != 0) {
-        /* rank 0 alone writes the ledger, checkpoints and metrics, and talks to the user */
+        /* rank 0 alone writes the ledger, checkpoints and metrics, and calls on_step and
+         * on_epoch */
         t->out_dir[0] = 0;
         t->cfg.out_dir = NULL;
-        t->cfg.quiet = 1;
-        t->cfg.progress = 0;
     }
     if ((s = dpt_dist_check_agree(t)) != DPT_OK) goto fail;
+    /* One trainer per run directory: the lock is held until dpt_trainer_free. Every rank
+     * learns rank 0's outcome (the others would otherwise wait in the first step). */
+    int locked = 1;
+    if (t->out_dir[0]) locked = (s = dpt_run_dir_lock(t->out_dir, &t->lock_fd)) == DPT_OK;
+    if (t->nranks > 1 && dpt_comm_bcast(&locked, sizeof locked, 0) != DPT_OK) goto fail;
+    if (!locked) {
+        if (t->rank != 0) s = dpt_set_error(DPT_EBUSY, "rank %d: rank 0 could not lock the run directory", t->rank);
+        goto fail;
+    }
     *out = t;
     return DPT_OK;
 fail:
@@ -263,6 +297,8 @@ void dpt_trainer_free(dpt_trainer *t) {
     free(t->run_json);
     dpt_ledger_free(t->ledger);
     dpt_dist_free(t);
+    free(t->record);
+    dpt_run_dir_unlock(t->lock_fd);
     free(t);
 }
 
@@ -277,6 +313,8 @@ int dpt_trainer_budget_stopped(const dpt_trainer *t, double *eps_next) {
     if (eps_next) *eps_next = t->budget_eps_next;
     return t->budget_stopped;
 }
+dpt_stop_reason dpt_trainer_stop_reason(const dpt_trainer *t) { return t->stop_reason; }
+const char *dpt_trainer_run_id(const dpt_trainer *t) { return t->run_id; }
 
 /* ==== Evaluation ==== */
 
@@ -378,28 +416,24 @@ static dpt_status train_step(dpt_trainer *t, double *loss_sum, size_t *batch) {
     return DPT_OK;
 }
 
-/* ==== Progress ==== */
-
-static void fmt_duration(double s, char *buf, size_t n) {
-    if (!isfinite(s) || s < 0) s = 0;
-    unsigned long v = (unsigned long)(s + 0.5);
-    if (v >= 3600)
-        snprintf(buf, n, "%lu:%02lu:%02lu", v / 3600, (v / 60) % 60, v % 60);
-    else
-        snprintf(buf, n, "%02lu:%02lu", v / 60, v % 60);
-}
-
-static void progress_bar(dpt_trainer *t, size_t step_in_epoch, size_t steps, double loss, double ex_per_s,
-                         double eta) {
-    char eta_s[32];
-    fmt_duration(eta, eta_s, sizeof eta_s);
-    int width = 24, filled = steps ? (int)((double)width * step_in_epoch / steps) : width;
-    char bar[32];
-    for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
-    bar[width] = 0;
-    fprintf(stderr, "\repoch %" PRIu64 "/%" PRIu64 " [%s] step %zu/%zu  loss %.4f  %.0f ex/s  ETA %s ",
-            t->epoch + 1, t->cfg.epochs, bar, step_in_epoch, steps, loss, ex_per_s, eta_s);
-    fflush(stderr);
+/* ==== Test hook: faults between saving and publishing ====
+ * For tests only (docs/checkpoints.md): DPTRAIN_FAULT=<point>[:<n>][:exit] makes the n-th
+ * passage (default the first) through <point> fail with DPT_EIO, or with ":exit" kill the
+ * process at once (SIGKILL to itself: exactly the crash being simulated; the library never
+ * ends its caller's process otherwise). The points lie between
+ * the writes of a publication: after-ledger (ledger.json saved, checkpoint not),
+ * after-checkpoint (both saved, metrics line not written), after-metrics (metrics line
+ * written, on_epoch not called). */
+static dpt_status fault_point(dpt_trainer *t, const char *point) {
+    const char *f = getenv("DPTRAIN_FAULT");
+    size_t n = strlen(point);
+    if (!f || strncmp(f, point, n) || (f[n] && f[n] != ':')) return DPT_OK;
+    unsigned long want = 1;
+    const char *rest = f + n;
+    if (*rest == ':' && rest[1] >= '0' && rest[1] <= '9') want = strtoul(rest + 1, (char **)&rest, 10);
+    if (++t->fault_hits != want) return DPT_OK;
+    if (!strcmp(rest, ":exit")) raise(SIGKILL);
+    return dpt_set_error(DPT_EIO, "injected fault at %s (DPTRAIN_FAULT, a test hook)", point);
 }
 
 /* ==== Checkpoint state ==== */
@@ -424,7 +458,7 @@ static int json_u64(const cJSON *o, const char *key, uint64_t *out) {
         char *end;
         errno = 0;
         unsigned long long x = strtoull(v->valuestring, &end, 10);
-        if (*end || errno || v->valuestring[0] == '-' || !v->valuestring[0]) return 0;
+        if (*end || errno || !(v->valuestring[0] >= '0' && v->valuestring[0] <= '9')) return 0; /* not " -1" */
         *out = x;
         return 1;
     }
@@ -457,15 +491,19 @@ static int rng_state_parse(const cJSON *o, dpt_rng_state *s) {
 static char *state_json(dpt_trainer *t) {
     cJSON *root = cJSON_CreateObject();
     char buf[80];
+    const int priv = t->algo->is_private;
     cJSON_AddNumberToObject(root, "version", 1);
     cJSON_AddStringToObject(root, "algorithm", t->algo->name);
+    cJSON_AddStringToObject(root, "run_id", t->run_id);
     snprintf(buf, sizeof buf, "%" PRIu64, t->step);
     cJSON_AddStringToObject(root, "step", buf);
     snprintf(buf, sizeof buf, "%" PRIu64, t->epoch);
     cJSON_AddStringToObject(root, "epoch", buf);
     cJSON_AddNumberToObject(root, "wall_s", t->wall_s);
-    cJSON_AddNumberToObject(root, "epoch_loss_sum", t->epoch_loss_sum);
-    snprintf(buf, sizeof buf, "%" PRIu64, t->epoch_examples);
+    /* A private run keeps no noiseless statistic of its data here (the checkpoint is what
+     * gets shared): its loss sums and batch sizes are never accumulated (0). */
+    cJSON_AddNumberToObject(root, "epoch_loss_sum", priv ? 0.0 : t->epoch_loss_sum);
+    snprintf(buf, sizeof buf, "%" PRIu64, priv ? (uint64_t)0 : t->epoch_examples);
     cJSON_AddStringToObject(root, "epoch_examples", buf);
     char hex[65];
     dpt_hex(t->data_hash, 32, hex);
@@ -496,7 +534,9 @@ static char *state_json(dpt_trainer *t) {
     cJSON_AddStringToObject(sm, "epoch", buf);
     snprintf(buf, sizeof buf, "%" PRIu64, ss.cursor);
     cJSON_AddStringToObject(sm, "cursor", buf);
-    snprintf(buf, sizeof buf, "%" PRIu64, ss.rejections);
+    /* the number of rejected Poisson batches is a count over the private data: kept only
+     * for non-private runs (it is a diagnostic; sampling does not depend on it) */
+    snprintf(buf, sizeof buf, "%" PRIu64, priv ? (uint64_t)0 : ss.rejections);
     cJSON_AddStringToObject(sm, "rejections", buf);
     cJSON_AddItemToObject(sm, "rng", rng_state_json(&ss.rng));
     cJSON_AddItemToObject(sm, "epoch_rng", rng_state_json(&ss.epoch_rng));
@@ -513,6 +553,11 @@ static char *state_json(dpt_trainer *t) {
         cJSON_AddStringToObject(root, "ledger", lj);
         free(lj);
     }
+    if (t->record) {
+        /* the metrics line of this state, published only after this file is saved */
+        cJSON_AddStringToObject(root, "record", t->record);
+        cJSON_AddStringToObject(root, "record_note", t->record_note);
+    }
     if (t->run_json) {
         cJSON *run = cJSON_Parse(t->run_json);
         if (run) cJSON_AddItemToObject(root, "run", run);
@@ -523,9 +568,9 @@ static char *state_json(dpt_trainer *t) {
 }
 
 dpt_status dpt_trainer_checkpoint_path(const dpt_trainer *t, char *buf, size_t n) {
-    DPT_CHECK(t->out_dir[0], DPT_EINVAL, "no run directory (--out)");
+    DPT_CHECK(t->out_dir[0], DPT_EINVAL, "no run directory (out_dir)");
     int w = snprintf(buf, n, "%s/checkpoint.safetensors", t->out_dir);
-    DPT_CHECK(w > 0 && (size_t)w < n, DPT_EINVAL, "--out: path too long");
+    DPT_CHECK(w > 0 && (size_t)w < n, DPT_EINVAL, "out_dir: path too long");
     return DPT_OK;
 }
 
@@ -538,6 +583,7 @@ static dpt_status save_checkpoint(dpt_trainer *t) {
         char lp[600];
         DPT_TRY(ledger_sidecar_path(t, lp, sizeof lp));
         DPT_TRY(dpt_ledger_save(t->ledger, lp));
+        DPT_TRY(fault_point(t, "after-ledger"));
     }
     char *js = state_json(t);
     DPT_CHECK(js, DPT_ENOMEM, "checkpoint: out of memory");
@@ -554,9 +600,12 @@ static void mismatch(char *msg, size_t n, const char *what, const char *was, con
 
 /* Continues the privacy ledger: the checkpoint's, or the sidecar's when that records more
  * steps (a crash between the two writes: its extra steps were spent, so they stay
- * counted). Refuses a ledger that records fewer steps than the checkpoint reflects, and a
- * resume whose q, sigma or data differ from the ledger's unless allowed (then recorded). */
-static dpt_status resume_ledger(dpt_trainer *t, const cJSON *root, const char *path, uint64_t step) {
+ * counted). Refuses a sidecar of another run (run id), a ledger that records fewer steps
+ * than the checkpoint reflects, and a resume whose q, sigma, noise mode or data differ
+ * from the ledger's unless allowed (then recorded). `ck_secure`: the checkpoint's run
+ * drew secure noise. */
+static dpt_status resume_ledger(dpt_trainer *t, const cJSON *root, const char *path, uint64_t step,
+                                const char *ck_run_id, int ck_secure) {
     const cJSON *lj = cJSON_GetObjectItemCaseSensitive(root, "ledger");
     DPT_CHECK(cJSON_IsString(lj), DPT_EMISMATCH,
               "%s: cannot resume a private run: the checkpoint holds no privacy ledger", path);
@@ -566,8 +615,20 @@ static dpt_status resume_ledger(dpt_trainer *t, const cJSON *root, const char *p
     dpt_status s = ledger_sidecar_path(t, lp, sizeof lp);
     struct stat st;
     if (s == DPT_OK && stat(lp, &st) == 0) s = dpt_ledger_load(lp, &side);
+    const char *ck_lid = dpt_ledger_get_meta(ck, "run_id");
+    if (s == DPT_OK && ck_run_id && (!ck_lid || strcmp(ck_lid, ck_run_id)))
+        s = dpt_set_error(DPT_EMISMATCH, "%s: the ledger inside the checkpoint is of run %s, the checkpoint of run %s",
+                          path, ck_lid ? ck_lid : "(none)", ck_run_id);
+    if (s == DPT_OK && side) {
+        const char *sid = dpt_ledger_get_meta(side, "run_id");
+        if ((sid || ck_run_id) && (!sid || !ck_run_id || strcmp(sid, ck_run_id)))
+            s = dpt_set_error(DPT_EMISMATCH, "%s belongs to run %s but %s to run %s: refusing to continue a "
+                              "ledger with another run's (remove the stray file or use another out_dir)", lp,
+                              sid ? sid : "(no run id)", path, ck_run_id ? ck_run_id : "(no run id)");
+    }
     if (s != DPT_OK) {
         dpt_ledger_free(ck);
+        dpt_ledger_free(side);
         return s;
     }
     dpt_ledger *l = ck;
@@ -582,16 +643,26 @@ static dpt_status resume_ledger(dpt_trainer *t, const cJSON *root, const char *p
     }
     char q[32], sigma[32], hash[65], msg[1024] = "";
     ledger_run_values(t, q, sigma, hash);
+    char *bad = t->cfg.allow_ledger_mismatch ? allowed : msg;
+    if (ck_secure != (t->cfg.secure != 0)) {
+        /* the accounted sigma follows the noise mode (the secure lattice rounding raises the
+         * sensitivity), so a changed mode is reported as such, not as a changed sigma */
+        const char *was = dpt_ledger_get_meta(l, "sigma");
+        char now_s[160];
+        snprintf(now_s, sizeof now_s, "%d (the noise mode: the accounted sigma follows it, was %s, now %s)",
+                 t->cfg.secure != 0, was ? was : "?", sigma);
+        mismatch(bad, sizeof msg, "secure", ck_secure ? "1" : "0", now_s);
+    }
     const char *keys[3] = {"q", "sigma", "data_sha256"}, *now[3] = {q, sigma, hash};
-    const char *flags[3] = {"--sample-rate (q)", "--sigma", "training data (sha256)"};
+    const char *names[3] = {"sample_rate (q)", "sigma", "training data (sha256)"};
     for (int k = 0; k < 3; k++) {
+        if (k == 1 && ck_secure != (t->cfg.secure != 0)) continue; /* said above */
         const char *was = dpt_ledger_get_meta(l, keys[k]);
-        if (!was || strcmp(was, now[k]))
-            mismatch(t->cfg.allow_ledger_mismatch ? allowed : msg, sizeof msg, flags[k], was ? was : "(none)", now[k]);
+        if (!was || strcmp(was, now[k])) mismatch(bad, sizeof msg, names[k], was ? was : "(none)", now[k]);
     }
     if (msg[0]) {
-        s = dpt_set_error(DPT_EMISMATCH, "%s: cannot resume: the privacy ledger says %s (use "
-                          "--allow-ledger-mismatch to continue anyway; it is recorded in the ledger)", path, msg);
+        s = dpt_set_error(DPT_EMISMATCH, "%s: cannot resume: the privacy ledger says %s (set allow_ledger_mismatch "
+                          "to continue anyway; it is recorded in the ledger)", path, msg);
         goto fail;
     }
     if (allowed[0]) {
@@ -605,6 +676,56 @@ static dpt_status resume_ledger(dpt_trainer *t, const cJSON *root, const char *p
 fail:
     dpt_ledger_free(l);
     return s;
+}
+
+/* The optimizer settings a resume must keep (the learning rate may change): the
+ * checkpoint's, just loaded into t->opt, against the run's. */
+static void optim_mismatch(const dpt_trainer *t, char *msg, size_t n) {
+    const dpt_optim_config *was = &t->opt.cfg, *now = &t->cfg.optim;
+    char a[40], b[40];
+    if (was->kind != now->kind)
+        mismatch(msg, n, "optim.kind", was->kind == DPT_OPT_ADAM ? "adam" : "sgd",
+                 now->kind == DPT_OPT_ADAM ? "adam" : "sgd");
+    const struct {
+        const char *name;
+        double was, now;
+    } f[] = {{"optim.momentum", was->momentum, now->momentum}, {"optim.weight_decay", was->weight_decay, now->weight_decay},
+             {"optim.beta1", was->beta1, now->beta1},          {"optim.beta2", was->beta2, now->beta2},
+             {"optim.eps", was->eps, now->eps}};
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
+        if (f[i].was == f[i].now) continue;
+        if (i >= 2 && (was->kind != DPT_OPT_ADAM || now->kind != DPT_OPT_ADAM)) continue; /* Adam's only */
+        snprintf(a, sizeof a, "%g", f[i].was);
+        snprintf(b, sizeof b, "%g", f[i].now);
+        mismatch(msg, n, f[i].name, a, b);
+    }
+}
+
+/* Where metrics.jsonl stands against the checkpoint (rank 0, which has the run
+ * directory): refuses lines for steps the checkpoint does not hold (they would be
+ * published twice), and notes whether the checkpoint's record still has to be published. */
+static dpt_status resume_metrics(dpt_trainer *t, uint64_t ck_step) {
+    char mp[600];
+    int w = snprintf(mp, sizeof mp, "%s/metrics.jsonl", t->out_dir);
+    DPT_CHECK(w > 0 && (size_t)w < sizeof mp, DPT_EINVAL, "out_dir: path too long");
+    int found = 0;
+    uint64_t last = 0;
+    DPT_TRY(dpt_metrics_last_step(mp, &found, &last));
+    DPT_CHECK(!found || last <= ck_step, DPT_EMISMATCH,
+              "%s records step %" PRIu64 " but the checkpoint holds step %" PRIu64 ": resuming would run and "
+              "publish those steps a second time (the files are not of one run, or were written by a dptrain that "
+              "published before saving); start a new run (overwrite)", mp, last, ck_step);
+    uint64_t rstep = 0;
+    if (t->record) {
+        cJSON *o = cJSON_Parse(t->record);
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "step");
+        int ok = cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= MAX_RUN_STEPS;
+        if (ok) rstep = (uint64_t)v->valuedouble;
+        cJSON_Delete(o);
+        DPT_CHECK(ok && rstep == ck_step, DPT_EFORMAT, "checkpoint: its record is malformed or not of its step");
+    }
+    t->republish = t->record && (!found || last < rstep);
+    return DPT_OK;
 }
 
 static dpt_status resume_local(dpt_trainer *t) {
@@ -621,6 +742,9 @@ static dpt_status resume_local(dpt_trainer *t) {
     const cJSON *sm = cJSON_GetObjectItemCaseSensitive(root, "sampler");
     const cJSON *alg = cJSON_GetObjectItemCaseSensitive(root, "algorithm");
     const cJSON *hash = cJSON_GetObjectItemCaseSensitive(root, "data_sha256");
+    const cJSON *rid = cJSON_GetObjectItemCaseSensitive(root, "run_id");
+    const cJSON *rec = cJSON_GetObjectItemCaseSensitive(root, "record");
+    const cJSON *recn = cJSON_GetObjectItemCaseSensitive(root, "record_note");
     uint64_t step, epoch, ex, bs, seed, v_sampler, ss_step, ss_epoch, ss_cursor, ss_rej;
     double wall, lsum, rate, threads, sk, sg, se, loss_k, init_k;
     dpt_sampler_state ss;
@@ -636,14 +760,19 @@ static dpt_status resume_local(dpt_trainer *t) {
         !json_u64(sm, "epoch", &ss_epoch) || !json_u64(sm, "cursor", &ss_cursor) ||
         !json_u64(sm, "rejections", &ss_rej) ||
         !rng_state_parse(cJSON_GetObjectItemCaseSensitive(sm, "rng"), &ss.rng) ||
-        !rng_state_parse(cJSON_GetObjectItemCaseSensitive(sm, "epoch_rng"), &ss.epoch_rng)) {
+        !rng_state_parse(cJSON_GetObjectItemCaseSensitive(sm, "epoch_rng"), &ss.epoch_rng) ||
+        (rid && (!cJSON_IsString(rid) || strlen(rid->valuestring) != 32)) || (rec && !cJSON_IsString(rec)) ||
+        (recn && !cJSON_IsString(recn))) {
         s = dpt_set_error(DPT_EFORMAT, "%s: training state is missing fields or has wrong types", path);
         goto out;
     }
+    const char *ck_run_id = rid ? rid->valuestring : NULL;
+    /* secure runs never save their noise stream */
+    const int ck_secure = cJSON_GetObjectItemCaseSensitive(root, "noise_rng") == NULL;
     char hex[65];
     dpt_hex(t->data_hash, 32, hex);
     if (strcmp(alg->valuestring, t->algo->name)) mismatch(msg, sizeof msg, "algorithm", alg->valuestring, t->algo->name);
-    /* With --allow-ledger-mismatch a private run may continue on other data or another q;
+    /* With allow_ledger_mismatch a private run may continue on other data or another q;
      * the change is then recorded in the ledger (below), never silently accepted. */
     int may_differ = t->ledger && t->cfg.allow_ledger_mismatch; /* checked against the ledger */
     if (!may_differ && strcmp(hash->valuestring, hex))
@@ -651,32 +780,51 @@ static dpt_status resume_local(dpt_trainer *t) {
     if (seed != t->cfg.seed) {
         snprintf(a, sizeof a, "%" PRIu64, seed);
         snprintf(b, sizeof b, "%" PRIu64, t->cfg.seed);
-        mismatch(msg, sizeof msg, "--seed", a, b);
+        mismatch(msg, sizeof msg, "seed", a, b);
     }
     if ((int)v_sampler != (int)t->cfg.sampler || (t->cfg.sampler == DPT_SAMPLER_SHUFFLE && bs != t->cfg.batch_size)) {
         snprintf(a, sizeof a, "kind %d batch %" PRIu64, (int)v_sampler, bs);
         snprintf(b, sizeof b, "kind %d batch %zu", (int)t->cfg.sampler, t->cfg.batch_size);
-        mismatch(msg, sizeof msg, "sampling", a, b);
+        mismatch(msg, sizeof msg, "sampler/batch_size", a, b);
     }
     if (!may_differ && rate != t->cfg.sample_rate) {
         snprintf(a, sizeof a, "%.17g", rate);
         snprintf(b, sizeof b, "%.17g", t->cfg.sample_rate);
-        mismatch(msg, sizeof msg, "--sample-rate", a, b);
+        mismatch(msg, sizeof msg, "sample_rate", a, b);
     }
     if ((int)loss_k != (int)t->cfg.loss || (int)init_k != (int)t->cfg.init)
         mismatch(msg, sizeof msg, "loss/init", "different", "as given");
     if ((int)sk != (int)t->cfg.schedule.kind || sg != t->cfg.schedule.gamma || (unsigned)se != t->cfg.schedule.every)
-        mismatch(msg, sizeof msg, "--lr-schedule", "different", "as given");
-    double lr_was;
-    if (json_double(cfg, "lr", &lr_was) && lr_was != t->cfg.optim.lr && !t->cfg.quiet && !msg[0])
-        fprintf(stderr, "dptrain: note: resuming with learning rate %g (the checkpoint's run used %g); the new "
-                        "rate applies from step %" PRIu64 " on, the optimizer's other state continues\n",
-                t->cfg.optim.lr, lr_was, step + 1);
+        mismatch(msg, sizeof msg, "schedule", "different", "as given");
+    optim_mismatch(t, msg, sizeof msg);
     if (msg[0]) {
         s = dpt_set_error(DPT_EMISMATCH, "%s: cannot resume: %s", path, msg);
         goto out;
     }
-    if (t->ledger && (s = resume_ledger(t, root, path, step)) != DPT_OK) goto out;
+    if (t->ledger) {
+        if ((s = resume_ledger(t, root, path, step, ck_run_id, ck_secure)) != DPT_OK) goto out;
+    } else {
+        char lp[600];
+        struct stat st;
+        if ((s = ledger_sidecar_path(t, lp, sizeof lp)) != DPT_OK) goto out;
+        if (stat(lp, &st) == 0) {
+            s = dpt_set_error(DPT_EMISMATCH, "%s: cannot resume a non-private run (algorithm %s) beside a privacy "
+                              "ledger (%s): the directory mixes two runs", path, t->algo->name, lp);
+            goto out;
+        }
+    }
+    /* the checkpoint's run continues: its id (a checkpoint older than run ids gets one now) */
+    if (ck_run_id) snprintf(t->run_id, sizeof t->run_id, "%s", ck_run_id);
+    else dpt_trainer_log(t, DPT_LOG_NOTE, "%s has no run id (written by an older dptrain): the run continues as run %s",
+                         path, t->run_id);
+    if (t->ledger && (s = dpt_ledger_set_meta(t->ledger, "run_id", t->run_id)) != DPT_OK) goto out;
+    /* the learning rate may change on resume: from the next step on */
+    double lr_was;
+    if (json_double(cfg, "lr", &lr_was) && lr_was != t->cfg.optim.lr)
+        dpt_trainer_log(t, DPT_LOG_NOTE, "resuming with learning rate %g (the checkpoint's run used %g); the new "
+                        "rate applies from step %" PRIu64 " on, the optimizer's other state continues",
+                        t->cfg.optim.lr, lr_was, step + 1);
+    t->opt.cfg.lr = t->cfg.optim.lr;
     /* Shards fix the reduction order: keep the checkpoint's unless given explicitly. */
     uint64_t ck_shards = 1;
     if (cJSON_GetObjectItemCaseSensitive(cfg, "shards") && !json_u64(cfg, "shards", &ck_shards)) {
@@ -686,16 +834,16 @@ static dpt_status resume_local(dpt_trainer *t) {
     size_t want = t->cfg.shards ? t->cfg.shards : (size_t)ck_shards;
     if (want != t->shards && (s = dpt_dist_configure(t, want)) != DPT_OK) goto out;
     if (t->cfg.shards && t->cfg.shards != ck_shards && t->rank == 0)
-        fprintf(stderr, "dptrain: note: resuming with --shards %zu (checkpoint used %" PRIu64 "): the sums are "
-                        "added in another order, so results differ in the last bits from an uninterrupted run\n",
-                t->cfg.shards, ck_shards);
+        dpt_trainer_log(t, DPT_LOG_NOTE, "resuming with shards = %zu (the checkpoint used %" PRIu64 "): the sums are "
+                        "added in another order, so results differ in the last bits from an uninterrupted run",
+                        t->cfg.shards, ck_shards);
     if (t->rank == 0 && t->shards < (size_t)t->nranks)
-        fprintf(stderr, "dptrain: note: the run has %zu shards, so ranks %zu..%d own no data and idle (give "
-                        "--shards %d to use them; results then differ in the last bits)\n",
-                t->shards, t->shards, t->nranks - 1, t->nranks);
+        dpt_trainer_log(t, DPT_LOG_NOTE, "the run has %zu shards, so ranks %zu..%d own no data and idle (set shards = "
+                        "%d to use them; results then differ in the last bits)", t->shards, t->shards,
+                        t->nranks - 1, t->nranks);
     if ((int)threads != t->threads && t->rank == 0)
-        fprintf(stderr, "dptrain: note: resuming with %d threads (checkpoint used %d): results are "
-                        "identical only for the same thread count\n", t->threads, (int)threads);
+        dpt_trainer_log(t, DPT_LOG_NOTE, "resuming with %d threads (the checkpoint used %d): results are identical "
+                        "only for the same thread count", t->threads, (int)threads);
     ss.step = ss_step;
     ss.epoch = ss_epoch;
     ss.cursor = ss_cursor;
@@ -712,6 +860,17 @@ static dpt_status resume_local(dpt_trainer *t) {
         }
         if ((s = dpt_rng_set_state(&t->rng_noise, &ns)) != DPT_OK) goto out;
     }
+    free(t->record);
+    t->record = NULL;
+    t->record_note[0] = 0;
+    if (rec) {
+        if (!(t->record = strdup(rec->valuestring))) {
+            s = dpt_set_error(DPT_ENOMEM, "%s: out of memory", path);
+            goto out;
+        }
+        if (recn) snprintf(t->record_note, sizeof t->record_note, "%s", recn->valuestring);
+    }
+    if (t->rank == 0 && (s = resume_metrics(t, step)) != DPT_OK) goto out;
     t->step = step;
     t->epoch = epoch;
     t->wall_s = wall;
@@ -723,103 +882,204 @@ out:
     return s;
 }
 
-dpt_status dpt_trainer_resume(dpt_trainer *t) { return dpt_dist_resume(t, resume_local); }
-
-/* ==== The loop ==== */
-
-static dpt_status open_run_dir(dpt_trainer *t) {
-    if (!t->out_dir[0]) return DPT_OK;
-    if (mkdir(t->out_dir, 0755) != 0 && errno != EEXIST)
-        return dpt_set_error(DPT_EIO, "--out %s: cannot create directory: %s", t->out_dir, strerror(errno));
-    char path[600];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", t->out_dir);
-    DPT_TRY(dpt_metrics_open(&t->metrics, path, t->resumed));
-    t->metrics_open = 1;
-    return DPT_OK;
+dpt_status dpt_trainer_resume(dpt_trainer *t) {
+    DPT_CHECK(!t->resumed && !t->dir_ready, DPT_EINVAL,
+              "dpt_trainer_resume: call it once, before dpt_trainer_run");
+    return dpt_dist_resume(t, resume_local);
 }
 
-static dpt_status end_of_epoch(dpt_trainer *t, dpt_epoch_result *r) {
+/* ==== Publication ====
+ * The order every epoch (and a stop inside one) follows: compute the result, keep its
+ * metrics line as the trainer's record, save ledger.json then the checkpoint (which
+ * stores the record), append the line to metrics.jsonl, call on_epoch. Nothing computed
+ * from the steps leaves the process before the ledger holding them is on disk; a crash
+ * after the save leaves the record in the checkpoint, which the resumed run publishes
+ * instead of running the steps again. */
+
+static void result_empty(dpt_epoch_result *r) {
     memset(r, 0, sizeof *r);
-    r->epoch = t->epoch;
+    r->train_loss = r->test_loss = r->test_accuracy = r->wall_s = r->lr = NAN;
+    r->epsilon = r->epsilon_pld = r->delta = NAN;
+}
+
+static dpt_status compute_result(dpt_trainer *t, int partial, size_t in_epoch, size_t spe, dpt_epoch_result *r) {
+    result_empty(r);
+    r->epoch = partial ? t->epoch + 1 : t->epoch;
     r->step = t->step;
-    r->train_loss = t->epoch_examples ? t->epoch_loss_sum / (double)t->epoch_examples : NAN;
-    r->test_loss = NAN;
-    r->test_accuracy = NAN;
-    r->lr = dpt_schedule_lr(&t->cfg.schedule, t->cfg.optim.lr, t->epoch - 1);
+    r->partial = partial;
+    r->steps_in_epoch = in_epoch;
+    r->steps_per_epoch = spe;
+    /* private runs: the mean loss of the sampled batches is a noiseless statistic of the
+     * private data that no accountant covers, so it is not released (docs/dpsgd.md) */
+    if (!t->algo->is_private && t->epoch_examples) r->train_loss = t->epoch_loss_sum / (double)t->epoch_examples;
+    r->lr = dpt_schedule_lr(&t->cfg.schedule, t->cfg.optim.lr, r->epoch - 1);
     if (t->test) {
         if (t->dist) DPT_TRY(dpt_dist_evaluate(t, t->test, &r->test_loss, &r->test_accuracy));
         else DPT_TRY(dpt_evaluate(t->model, t->cfg.loss, t->test, &r->test_loss, &r->test_accuracy));
     }
     r->wall_s = t->wall_s;
-    double eps = NAN, eps_pld = NAN;
     if (t->ledger) {
-        /* both accountants on exactly the recorded Poisson-sampled events */
-        DPT_TRY(dpt_ledger_epsilon(t->ledger, t->cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, &eps));
+        /* both accountants on exactly the recorded events */
+        r->delta = t->cfg.delta;
+        DPT_TRY(dpt_ledger_epsilon(t->ledger, t->cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, &r->epsilon));
         if (dpt_ledger_pld_applies(t->ledger))
-            DPT_TRY(dpt_ledger_epsilon(t->ledger, t->cfg.delta, DPT_ACCT_PLD, DPT_CONV_BALLE, &eps_pld));
-    }
-    char extra[256] = "";
-    if (!t->metrics_open && t->algo->epoch_metrics)
-        DPT_TRY(t->algo->epoch_metrics(t->algo, t, NULL, extra, sizeof extra));
-    if (t->metrics_open) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "epoch", (double)r->epoch);
-        cJSON_AddNumberToObject(o, "step", (double)r->step);
-        cJSON_AddNumberToObject(o, "train_loss", r->train_loss);
-        if (t->test) {
-            cJSON_AddNumberToObject(o, "test_loss", r->test_loss);
-            cJSON_AddNumberToObject(o, "test_accuracy", r->test_accuracy);
-        }
-        cJSON_AddNumberToObject(o, "lr", r->lr);
-        cJSON_AddNumberToObject(o, "wall_s", r->wall_s);
-        if (!t->ledger && t->algo->privacy_note) cJSON_AddStringToObject(o, "privacy", t->algo->privacy_note);
-        if (t->ledger) {
-            cJSON_AddNumberToObject(o, "epsilon", eps);
-            if (isfinite(eps_pld)) cJSON_AddNumberToObject(o, "epsilon_pld", eps_pld);
-            cJSON_AddNumberToObject(o, "delta", t->cfg.delta);
-        }
-        if (t->algo->epoch_metrics) {
-            dpt_status se = t->algo->epoch_metrics(t->algo, t, o, extra, sizeof extra);
-            if (se != DPT_OK) {
-                cJSON_Delete(o);
-                return se;
-            }
-        }
-        char *line = cJSON_PrintUnformatted(o);
-        cJSON_Delete(o);
-        DPT_CHECK(line, DPT_ENOMEM, "metrics: out of memory");
-        dpt_status s = dpt_metrics_write(&t->metrics, line);
-        free(line);
-        DPT_TRY(s);
-    }
-    if (!t->cfg.quiet) {
-        if (t->cfg.progress) fprintf(stderr, "\r\033[K");
-        char epsb[352] = "";
-        if (t->ledger) snprintf(epsb, sizeof epsb, "  epsilon %.4g (delta %g)", eps, t->cfg.delta);
-        if (extra[0]) snprintf(epsb + strlen(epsb), sizeof epsb - strlen(epsb), "  %s", extra);
-        if (t->test)
-            fprintf(stderr, "epoch %" PRIu64 "/%" PRIu64 "  step %" PRIu64 "  train loss %.4f  test loss %.4f  "
-                            "test acc %.2f%%%s  %.1fs\n", r->epoch, t->cfg.epochs, r->step, r->train_loss,
-                    r->test_loss, 100.0 * r->test_accuracy, epsb, r->wall_s);
-        else
-            fprintf(stderr, "epoch %" PRIu64 "/%" PRIu64 "  step %" PRIu64 "  train loss %.4f%s  %.1fs\n", r->epoch,
-                    t->cfg.epochs, r->step, r->train_loss, epsb, r->wall_s);
+            DPT_TRY(dpt_ledger_epsilon(t->ledger, t->cfg.delta, DPT_ACCT_PLD, DPT_CONV_BALLE, &r->epsilon_pld));
     }
     return DPT_OK;
 }
 
+/* The metrics.jsonl line of r (malloc'd); the algorithm adds its own fields and note. */
+static dpt_status record_line(dpt_trainer *t, dpt_epoch_result *r, char **line) {
+    cJSON *o = cJSON_CreateObject();
+    DPT_CHECK(o, DPT_ENOMEM, "metrics: out of memory");
+    cJSON_AddNumberToObject(o, "epoch", (double)r->epoch);
+    cJSON_AddNumberToObject(o, "step", (double)r->step);
+    if (!t->algo->is_private) cJSON_AddNumberToObject(o, "train_loss", r->train_loss);
+    if (t->test) {
+        cJSON_AddNumberToObject(o, "test_loss", r->test_loss);
+        cJSON_AddNumberToObject(o, "test_accuracy", r->test_accuracy);
+    }
+    cJSON_AddNumberToObject(o, "lr", r->lr);
+    cJSON_AddNumberToObject(o, "wall_s", r->wall_s);
+    if (r->partial) {
+        cJSON_AddBoolToObject(o, "partial", 1);
+        cJSON_AddNumberToObject(o, "epoch_step", (double)r->steps_in_epoch);
+        cJSON_AddNumberToObject(o, "epoch_steps", (double)r->steps_per_epoch);
+    }
+    if (!t->ledger && t->algo->privacy_note) cJSON_AddStringToObject(o, "privacy", t->algo->privacy_note);
+    if (t->ledger) {
+        cJSON_AddNumberToObject(o, "epsilon", r->epsilon);
+        if (isfinite(r->epsilon_pld)) cJSON_AddNumberToObject(o, "epsilon_pld", r->epsilon_pld);
+        cJSON_AddNumberToObject(o, "delta", r->delta);
+    }
+    if (t->algo->epoch_metrics) {
+        dpt_status se = t->algo->epoch_metrics(t->algo, t, o, r->note, sizeof r->note);
+        if (se != DPT_OK) {
+            cJSON_Delete(o);
+            return se;
+        }
+    }
+    *line = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    DPT_CHECK(*line, DPT_ENOMEM, "metrics: out of memory");
+    return DPT_OK;
+}
+
+/* The result a record line describes (the inverse of record_line, for resume). */
+static dpt_status record_parse(const char *line, const char *note, dpt_epoch_result *r) {
+    result_empty(r);
+    cJSON *o = cJSON_Parse(line);
+    uint64_t e = 0, st = 0, es = 0, en = 0;
+    int ok = cJSON_IsObject(o) && json_u64(o, "epoch", &e) && json_u64(o, "step", &st);
+    if (ok) {
+        static const char *keys[] = {"train_loss", "test_loss", "test_accuracy", "lr", "wall_s",
+                                     "epsilon", "epsilon_pld", "delta"};
+        double *dst[] = {&r->train_loss, &r->test_loss, &r->test_accuracy, &r->lr, &r->wall_s,
+                         &r->epsilon, &r->epsilon_pld, &r->delta};
+        for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) (void)json_double(o, keys[i], dst[i]);
+        r->partial = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "partial"));
+        if (r->partial) ok = json_u64(o, "epoch_step", &es) && json_u64(o, "epoch_steps", &en);
+    }
+    cJSON_Delete(o);
+    DPT_CHECK(ok, DPT_EFORMAT, "checkpoint: its metrics record is malformed");
+    r->epoch = e;
+    r->step = st;
+    r->steps_in_epoch = (size_t)es;
+    r->steps_per_epoch = (size_t)en;
+    r->from_checkpoint = 1;
+    snprintf(r->note, sizeof r->note, "%s", note);
+    return DPT_OK;
+}
+
+/* metrics.jsonl is opened at the first publication, so a run that fails before its first
+ * result leaves nothing but the lock file in a fresh directory */
+static dpt_status metrics_append(dpt_trainer *t, const char *line) {
+    if (!t->out_dir[0]) return DPT_OK;
+    if (!t->metrics_open) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/metrics.jsonl", t->out_dir);
+        DPT_TRY(dpt_metrics_open(&t->metrics, path, 1));
+        t->metrics_open = 1;
+    }
+    return dpt_metrics_write(&t->metrics, line);
+}
+
+static int call_on_epoch(dpt_trainer *t, const dpt_epoch_result *r) {
+    return t->rank == 0 && t->cfg.on_epoch && t->cfg.on_epoch(t->cfg.user, r) != 0;
+}
+
+static dpt_status publish(dpt_trainer *t, int partial, size_t in_epoch, size_t spe, dpt_epoch_result *r, int *stop) {
+    DPT_TRY(compute_result(t, partial, in_epoch, spe, r));
+    char *line = NULL;
+    DPT_TRY(record_line(t, r, &line));
+    free(t->record);
+    t->record = line;
+    snprintf(t->record_note, sizeof t->record_note, "%s", r->note);
+    if (t->out_dir[0]) DPT_TRY(save_checkpoint(t));
+    DPT_TRY(fault_point(t, "after-checkpoint"));
+    DPT_TRY(metrics_append(t, line));
+    DPT_TRY(fault_point(t, "after-metrics"));
+    *stop = call_on_epoch(t, r);
+    return DPT_OK;
+}
+
+/* Rank 0, at the first run: a fresh run gets an empty directory (or removes the previous
+ * run's files when told to overwrite); a resumed run first publishes the checkpoint's
+ * record when metrics.jsonl lacks it (resume_metrics decided). */
+static dpt_status prepare_run_dir(dpt_trainer *t, int *stop) {
+    *stop = 0;
+    if (!t->out_dir[0] || t->dir_ready) return DPT_OK;
+    if (!t->resumed) {
+        size_t n = 0;
+        char names[256];
+        DPT_TRY(dpt_run_dir_inspect(t->out_dir, &n, names, sizeof names));
+        if (n) {
+            DPT_CHECK(t->cfg.overwrite, DPT_EINVAL, "out_dir %s is not empty (it holds %s%s): resume the run in it "
+                      "or set overwrite to replace that run (its files are removed first)", t->out_dir, names,
+                      n > 6 ? ", ..." : "");
+            DPT_TRY(dpt_run_dir_clear(t, t->out_dir));
+        }
+    }
+    t->dir_ready = 1;
+    if (t->republish) {
+        dpt_epoch_result r;
+        DPT_TRY(record_parse(t->record, t->record_note, &r));
+        DPT_TRY(metrics_append(t, t->record));
+        t->republish = 0;
+        dpt_trainer_log(t, DPT_LOG_NOTE, "published the result of step %" PRIu64 " from the checkpoint (saved, not "
+                        "yet in metrics.jsonl when the run stopped)", r.step);
+        *stop = call_on_epoch(t, &r);
+    }
+    return DPT_OK;
+}
+
+/* rank 0's value of *flag on every rank (data parallel) */
+static dpt_status share_flag(dpt_trainer *t, int *flag) {
+    if (t->nranks > 1) DPT_TRY(dpt_comm_bcast(flag, sizeof *flag, 0));
+    return DPT_OK;
+}
+
+/* ==== The loop ==== */
+
 dpt_status dpt_trainer_run(dpt_trainer *t, dpt_epoch_result *last) {
-    DPT_TRY(open_run_dir(t));
-    size_t steps = dpt_sampler_steps_per_epoch(t->sampler);
+    t->stop_reason = DPT_STOP_NONE;
+    t->budget_stopped = 0;
     dpt_epoch_result r;
-    memset(&r, 0, sizeof r);
-    r.test_accuracy = NAN;
-    int stopped = 0;
+    result_empty(&r);
+    if (last) *last = r;
+    int cb_stop = 0, ok = 1;
+    dpt_status s = DPT_OK;
+    if (t->rank == 0) ok = (s = prepare_run_dir(t, &cb_stop)) == DPT_OK;
+    DPT_TRY(share_flag(t, &ok));
+    if (!ok) return t->rank == 0 ? s : dpt_set_error(DPT_EIO, "rank %d: rank 0 could not prepare the run directory",
+                                                   t->rank);
+    DPT_TRY(share_flag(t, &cb_stop));
+    if (t->record) DPT_TRY(record_parse(t->record, t->record_note, &r));
+    const size_t spe = dpt_sampler_steps_per_epoch(t->sampler);
     /* Budget: the last step index this run may take without exceeding target_epsilon */
     uint64_t budget_end = UINT64_MAX;
-    t->budget_stopped = 0;
     if (t->ledger && t->cfg.target_epsilon > 0) {
-        uint64_t planned = t->cfg.epochs * (uint64_t)steps, left = 0;
+        uint64_t planned = t->cfg.epochs * (uint64_t)spe, left = 0; /* <= 2^53 (validate_config) */
         uint64_t cap = planned > t->step ? planned - t->step : 0;
         if (t->cfg.max_steps) {
             uint64_t to_max = t->cfg.max_steps > t->step ? t->cfg.max_steps - t->step : 0;
@@ -828,56 +1088,75 @@ dpt_status dpt_trainer_run(dpt_trainer *t, dpt_epoch_result *last) {
         DPT_TRY(budget_steps_left(t, cap, &left));
         budget_end = t->step + left;
     }
-    while (t->epoch < t->cfg.epochs && !stopped) {
-        double t0 = dpt_now(), last_draw = 0;
-        size_t ex_this_run = 0, steps_here = 0;
-        do {
-            if (t->step >= budget_end) {
-                /* stop BEFORE the step whose release would exceed the target */
-                DPT_TRY(ledger_eps_after(t, 1, &t->budget_eps_next));
-                t->budget_stopped = 1;
-                stopped = 1;
-                if (!t->cfg.quiet) {
-                    double now_eps = 0;
-                    DPT_TRY(ledger_eps_after(t, 0, &now_eps));
-                    if (t->cfg.progress) fprintf(stderr, "\r\033[K");
-                    fprintf(stderr, "dptrain: privacy budget: stopping before step %" PRIu64 ": it would raise "
-                                    "epsilon from %.4g to %.4g > --target-epsilon %g (delta %g)\n", t->step + 1,
-                            now_eps, t->budget_eps_next, t->cfg.target_epsilon, t->cfg.delta);
-                }
-                break;
-            }
-            steps_here++;
-            double ls = 0;
-            size_t b = 0;
-            double ts = dpt_now();
-            DPT_TRY(train_step(t, &ls, &b));
-            t->wall_s += dpt_now() - ts;
+    const int priv = t->algo->is_private;
+    uint64_t unsaved = 0; /* steps since the last publication */
+    for (;;) {
+        if (t->epoch >= t->cfg.epochs) {
+            t->stop_reason = DPT_STOP_DONE;
+            break;
+        }
+        if (t->cfg.max_steps && t->step >= t->cfg.max_steps) {
+            t->stop_reason = DPT_STOP_MAX_STEPS;
+            break;
+        }
+        if (cb_stop) {
+            t->stop_reason = DPT_STOP_CALLBACK;
+            break;
+        }
+        if (t->step >= budget_end) {
+            /* stop BEFORE the step whose release would exceed the target */
+            DPT_TRY(ledger_eps_after(t, 1, &t->budget_eps_next));
+            t->budget_stopped = 1;
+            t->stop_reason = DPT_STOP_BUDGET;
+            break;
+        }
+        double ls = 0, ts = dpt_now();
+        size_t b = 0;
+        DPT_TRY(train_step(t, &ls, &b));
+        t->wall_s += dpt_now() - ts;
+        unsaved++;
+        if (!priv) {
             t->epoch_loss_sum += ls;
             t->epoch_examples += b;
-            ex_this_run += b;
-            size_t in_epoch = (size_t)(t->step % steps ? t->step % steps : steps);
-            if (dpt_sampler_epoch_ended(t->sampler)) in_epoch = steps;
-            double now = dpt_now();
-            if (t->cfg.progress && !t->cfg.quiet && (now - last_draw > 0.1 || in_epoch == steps)) {
-                double el = now - t0, rate = el > 0 ? ex_this_run / el : 0;
-                double per_step = in_epoch ? el / (double)in_epoch : 0;
-                double eta = per_step * (double)(steps - in_epoch + (t->cfg.epochs - t->epoch - 1) * steps);
-                progress_bar(t, in_epoch, steps,
-                             t->epoch_examples ? t->epoch_loss_sum / (double)t->epoch_examples : 0, rate, eta);
-                last_draw = now;
-            }
-            if (t->cfg.max_steps && t->step >= t->cfg.max_steps) stopped = 1;
-        } while (!dpt_sampler_epoch_ended(t->sampler) && !stopped);
-        if (steps_here && dpt_sampler_epoch_ended(t->sampler)) {
+        }
+        const int ended = dpt_sampler_epoch_ended(t->sampler);
+        if (t->rank == 0 && t->cfg.on_step) {
+            dpt_step_info info;
+            info.step = t->step;
+            info.epoch = t->epoch;
+            info.step_in_epoch = ended ? spe : (size_t)(t->step % spe);
+            info.steps_per_epoch = spe;
+            info.wall_s = t->wall_s;
+            info.loss = !priv && t->epoch_examples ? t->epoch_loss_sum / (double)t->epoch_examples : NAN;
+            info.batch = priv ? 0 : b;
+            cb_stop = t->cfg.on_step(t->cfg.user, &info) != 0;
+        }
+        if (ended) {
+            int e_stop = 0;
             t->epoch++;
-            DPT_TRY(end_of_epoch(t, &r));
+            DPT_TRY(publish(t, 0, spe, spe, &r, &e_stop));
+            unsaved = 0;
             t->epoch_loss_sum = 0;
             t->epoch_examples = 0;
+            cb_stop |= e_stop;
         }
-        if (t->out_dir[0]) DPT_TRY(save_checkpoint(t));
+        DPT_TRY(share_flag(t, &cb_stop));
     }
-    if (t->cfg.progress && !t->cfg.quiet) fprintf(stderr, "\r\033[K");
+    int ignored = 0;
+    if (unsaved) {
+        /* stopped inside an epoch: its steps are saved and published like an epoch's */
+        DPT_TRY(publish(t, 1, (size_t)(t->step % spe), spe, &r, &ignored));
+    } else if (t->out_dir[0] && !t->resumed && !t->record) {
+        /* a fresh run that took no step (e.g. no budget for one): its checkpoint and ledger */
+        DPT_TRY(save_checkpoint(t));
+    }
+    if (t->stop_reason == DPT_STOP_BUDGET) {
+        double now_eps = 0;
+        DPT_TRY(ledger_eps_after(t, 0, &now_eps));
+        dpt_trainer_log(t, DPT_LOG_INFO, "privacy budget: stopping before step %" PRIu64 ": it would raise epsilon "
+                        "from %.4g to %.4g > target_epsilon %g (delta %g)", t->step + 1, now_eps,
+                        t->budget_eps_next, t->cfg.target_epsilon, t->cfg.delta);
+    }
     if (last) *last = r;
     return DPT_OK;
 }

@@ -33,6 +33,16 @@ struct dpt_trainer {
     dpt_ledger *ledger; /* private algorithms: every noisy release (owned) */
     int budget_stopped; /* the run stopped before exceeding cfg.target_epsilon */
     double budget_eps_next;
+    dpt_stop_reason stop_reason;
+    char run_id[33];    /* 32 hex digits (dpt_trainer_run_id) */
+    int lock_fd;        /* flock on out_dir/dptrain.lock; -1 = none */
+    int dir_ready;      /* the run directory was checked (fresh run) and metrics opened */
+    /* The last published result: its metrics.jsonl line, kept in every checkpoint so a
+     * resume can publish it if the crash came between saving and publishing. */
+    char *record;       /* owned; NULL = nothing published yet */
+    char record_note[256];
+    int republish;      /* resumed: metrics.jsonl lacks `record`; the run publishes it first */
+    unsigned long fault_hits; /* passages through the DPTRAIN_FAULT test hook's point */
     /* Data parallel (dist.c): rank/ranks of the job, S shards, owned shards [sh_lo, sh_hi) */
     int rank, nranks;
     size_t shards, sh_lo, sh_hi;
@@ -93,4 +103,21 @@ dpt_status dpt_algo_record_sgm(dpt_algo *a, dpt_trainer *t, size_t batch);
 dpt_status dpt_algo_bind_sgm(dpt_algo *a, const dpt_trainer *t, const char *name, double sigma, int secure);
 
 dpt_status dpt_trainer_checkpoint_path(const dpt_trainer *t, char *buf, size_t n);
+
+/* ==== Run directory (rundir.c) ==== */
+/* Formats one message and hands it to cfg.log (nothing happens without one). */
+void dpt_trainer_log(const dpt_trainer *t, dpt_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* 32 random hex digits from the OS (a new run's id). */
+dpt_status dpt_run_id_new(char id[33]);
+/* Creates dir (one level) if needed and takes the exclusive lock; DPT_EBUSY naming the
+ * directory and the holder's pid when another process (or trainer) holds it. */
+dpt_status dpt_run_dir_lock(const char *dir, int *fd);
+void dpt_run_dir_unlock(int fd);
+/* Removes the files of a previous run (and their temporaries) from dir, only those;
+ * says what it removed and what it left through the trainer's log. */
+dpt_status dpt_run_dir_clear(const dpt_trainer *t, const char *dir);
 #endif

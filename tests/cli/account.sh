@@ -51,6 +51,18 @@ assert d["epsilon"] <= 3.0 and d["epsilon"] > 2.99, d
 assert 0.9 < d["sigma"] < 1.1, d
 ' "$out"
 
+# calibration with --orders uses that grid (issue 18: with TF Privacy's grid it calibrated
+# on the default grid and then reported epsilon 10.04 > 10)
+TF=1.25,1.5,1.75,2,2.25,2.5,3,3.5,4,4.5,$(seq -s, 5 63),128,256,512
+for grid in "$TF" 2,4,8,16,32; do
+  out=$("$BIN" account --batch-size 256 --dataset-size 60000 --epochs 60 --target-epsilon 10 --orders "$grid" --json)
+  check "calibration on --orders $grid" python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["epsilon"] <= 10.0 and d["epsilon"] > 9.9, d
+' "$out"
+done
+
 # edge of the order grid is reported
 check "edge note" bash -c "'$BIN' account --sample-rate 0.5 --sigma 0.3 --steps 10 --orders 2,3,4 | grep -q 'edge'"
 
@@ -78,6 +90,7 @@ bad --accountant --sample-rate 0.1 --sigma 1 --steps 10 --accountant prv
 bad --conversion --sample-rate 0.1 --sigma 1 --steps 10 --conversion foo
 bad --orders --sample-rate 0.1 --sigma 1 --steps 10 --orders 2,0.5
 bad --target-epsilon --sample-rate 0.1 --steps 10 --target-epsilon -1
+bad --tolerance --sample-rate 0.1 --sigma 1 --steps 10 --tolerance 0.01
 bad --batch-size --batch-size 0 --dataset-size 100 --sigma 1 --steps 10
 bad --dataset-size --batch-size 10 --sigma 1 --steps 10
 bad --unknown --sample-rate 0.1 --sigma 1 --steps 10 --unknown 3

@@ -68,4 +68,16 @@ expect_fail "--sigma" "$BIN" audit "${A[@]}" --algo dpsgd --sigma 0
 expect_fail "--prop-sigma" "$BIN" audit "${A[@]}" --algo proportional-noise
 expect_fail "options of --algo pdp-sgd" "$BIN" audit "${A[@]}" --kappa 1
 expect_fail "d.csvx" "$BIN" audit --dataset "csv:$T/d.csvx"
+# issue 18: sizes whose products wrap are refused (they overflowed the heap), values that
+# would be ignored are errors, and parallel DP-SGD shadows (each running the PLD
+# accountant) neither crash nor change the results
+expect_fail "size overflow" "$BIN" audit "${A[@]}" --population 64 --shadows 288230376151711744 --out "$T/o1"
+expect_fail "size overflow" "$BIN" audit "${A[@]}" --epochs 1 --shadows 0 --bootstrap 2305843009213693952 --out "$T/o2"
+expect_fail "--sigma is an option of --algo dpsgd" "$BIN" audit "${A[@]}" --sigma -1
+expect_fail "--delta is an option of --algo dpsgd" "$BIN" audit "${A[@]}" --algo pdp-sgd --pdp-sigma 1 --delta 1e-6
+expect_fail "--batch-size 150 is larger than the 100 members" "$BIN" audit "${A[@]}" --batch-size 150
+DP=(--epochs 2 --algo dpsgd --shadows 4 --bootstrap 20 --canaries 10 --canary-runs 2 --no-plot)
+expect_ok "$BIN" audit "${A[@]}" "${DP[@]}" --jobs 2 --out "$T/p2"
+expect_ok "$BIN" audit "${A[@]}" "${DP[@]}" --jobs 1 --out "$T/p1"
+check "cmp -s $T/p1/audit.csv $T/p2/audit.csv" "dpsgd: --jobs 2 changed the results"
 harness_end

@@ -52,12 +52,12 @@ expect_fail "--delta must be in (0, 1)" "$BIN" eval --checkpoint "$T/run/checkpo
 # resume continues the ledger; mismatch refused, then allowed and recorded
 expect_ok "$BIN" train "${C[@]}" --sigma 1.2 --batch-size 60 --epochs 3 --out "$T/run" --resume
 check 'python3 -c "import json; assert json.load(open(\"$T/run/ledger.json\"))[\"total_sgm_steps\"]==150"' "ledger did not continue"
-expect_fail "--allow-ledger-mismatch" "$BIN" train "${C[@]}" --sigma 2 --batch-size 60 --epochs 4 --out "$T/run" --resume
-expect_fail "--sample-rate" "$BIN" train "${C[@]}" --sigma 1.2 --batch-size 30 --epochs 4 --out "$T/run" --resume
+expect_fail "--allow-ledger-mismatch\|allow_ledger_mismatch" "$BIN" train "${C[@]}" --sigma 2 --batch-size 60 --epochs 4 --out "$T/run" --resume
+expect_fail "--sample-rate\|sample_rate" "$BIN" train "${C[@]}" --sigma 1.2 --batch-size 30 --epochs 4 --out "$T/run" --resume
 expect_ok "$BIN" train "${C[@]}" --sigma 2 --batch-size 60 --epochs 4 --out "$T/run" --resume --allow-ledger-mismatch
 check 'python3 -c "
 import json; l=json.load(open(\"$T/run/ledger.json\"))
-assert l[\"total_sgm_steps\"]==200 and \"--sigma\" in l[\"meta\"][\"mismatch_allowed_at_step_150\"], l
+assert l[\"total_sgm_steps\"]==200 and \"sigma was 1.2\" in l[\"meta\"][\"mismatch_allowed_at_step_150\"], l
 "' "allowed mismatch not recorded"
 # budgets
 expect_ok "$BIN" train "${C[@]}" --target-epsilon 2 --batch-size 60 --epochs 3 --out "$T/cal"

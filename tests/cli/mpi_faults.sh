@@ -69,7 +69,7 @@ run_ok "$T/log_acct" "$BIN" account --ledger "$T/k/ledger.json" --delta 1e-5
 # continue on one rank: same final bits as the uninterrupted run
 run_ok "$T/log_res1" "${MPIRUN[@]}" -np 1 "$BIN" "${C[@]}" --epochs 40 --quiet --out "$T/k" --resume
 check "[ \"\$(params_hash $T/k/checkpoint.safetensors)\" = \"$href\" ]" "killed, resumed on 1 rank: parameters differ from the uninterrupted run"
-check "cmp -s $T/k/ledger.json $T/ref/ledger.json" "killed, resumed on 1 rank: ledger differs from the uninterrupted run"
+check "same_ledger $T/k/ledger.json $T/ref/ledger.json" "killed, resumed on 1 rank: ledger differs from the uninterrupted run"
 
 # -- 2 ranks for 3 epochs, then continue on 4 ranks to 6 epochs; compare with 1 process
 run_ok "$T/log_a" "$BIN" "${C[@]}" --epochs 6 --quiet --out "$T/ref6"
@@ -77,6 +77,6 @@ run_ok "$T/log_b" "${MPIRUN[@]}" -np 2 "$BIN" "${C[@]}" --epochs 3 --quiet --out
 run_ok "$T/log_c" "${MPIRUN[@]}" -np 4 "$BIN" "${C[@]}" --epochs 6 --out "$T/m" --resume
 check "[ \"\$(params_hash $T/m/checkpoint.safetensors)\" = \"\$(params_hash $T/ref6/checkpoint.safetensors)\" ]" \
       "2 ranks then --resume on 4 ranks: parameters differ from one uninterrupted process"
-check "cmp -s $T/m/ledger.json $T/ref6/ledger.json" "2 then 4 ranks: ledger differs"
+check "same_ledger $T/m/ledger.json $T/ref6/ledger.json" "2 then 4 ranks: ledger differs"
 check "grep -q 'own no data' $T/log_c" "resuming a 2-shard run on 4 ranks should say ranks 2..3 idle"
 finish

@@ -58,7 +58,7 @@ run_ok "$T/log_one" "$BIN" "${C[@]}" --out "$T/one"
 check "grep -q 'data parallel: 2 MPI ranks' $T/log_net" "the two-host run did not run data parallel: $(tail -3 $T/log_net)"
 check "[ \"\$(params_hash $T/net/checkpoint.safetensors)\" = \"\$(params_hash $T/one/checkpoint.safetensors)\" ]" \
       "two hosts over TCP: parameters differ from the single-process run"
-check "cmp -s $T/net/ledger.json $T/one/ledger.json" "two hosts over TCP: ledger differs from the single-process run"
+check "same_ledger $T/net/ledger.json $T/one/ledger.json" "two hosts over TCP: ledger differs from the single-process run"
 # the ranks really were in different namespaces (rank 1 saw only host B's address)
 run_ok "$T/log_where" env -u OMPI_MCA_btl_tcp_if_include -u OMPI_MCA_oob_tcp_if_include \
   ip netns exec "$NA" "$MPIEXEC" "${NET[@]}" sh -c 'echo "rank $OMPI_COMM_WORLD_RANK $(ip -o -4 addr show | grep -o "10\.213\.[0-9]*\.[0-9]*")"'

@@ -18,7 +18,7 @@ done
 h0=$(params_hash "$T/r0/checkpoint.safetensors")
 for R in 1 2 4; do
   check "[ \"\$(params_hash $T/r$R/checkpoint.safetensors)\" = \"$h0\" ]" "dpsgd: parameters with $R ranks differ from one process"
-  check "cmp -s $T/r0/ledger.json $T/r$R/ledger.json" "dpsgd: ledger with $R ranks differs from one process"
+  check "same_ledger $T/r0/ledger.json $T/r$R/ledger.json" "dpsgd: ledger with $R ranks differs from one process"
   check "[ \"\$(metrics_norm $T/r0/metrics.jsonl)\" = \"\$(metrics_norm $T/r$R/metrics.jsonl)\" ]" \
         "dpsgd: metrics (test loss/accuracy, epsilon) with $R ranks differ"
   check "[ \"\$(ledger_steps $T/r$R/ledger.json)\" = 40 ]" "dpsgd: $R ranks: ledger records $(ledger_steps $T/r$R/ledger.json) events for 40 steps"

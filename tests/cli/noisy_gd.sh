@@ -63,7 +63,7 @@ expect_fail "--langevin-sigma: must be > 0" "$BIN" train --algo noisy-gd "${C[@]
 expect_fail "--eta: the step size must be > 0" "$BIN" train --algo noisy-gd "${C[@]}" --langevin-sigma 0.1 --eta 0 --out "$T/x"
 expect_fail "--sampler shuffle" "$BIN" train --algo noisy-gd "${C[@]}" --langevin-sigma 0.1 --sampler shuffle --out "$T/x"
 expect_fail "takes its step size from --eta" "$BIN" train --algo noisy-gd "${C[@]}" --langevin-sigma 0.1 --lr 0.5 --out "$T/x"
-expect_fail "plain gradient descent" "$BIN" train --algo noisy-gd "${C[@]}" --langevin-sigma 0.1 --momentum 0.9 --out "$T/x"
+expect_fail "plain gradient descent" "$BIN" train --algo noisy-gd "${C[@]}" --langevin-sigma 0.1 --optimizer sgd --momentum 0.9 --out "$T/x"
 expect_fail "constant step size" "$BIN" train --algo noisy-gd "${C[@]}" --langevin-sigma 0.1 --lr-schedule exp:0.9 --out "$T/x"
 expect_fail "--neighbours: expected" "$BIN" train --algo noisy-gd "${C[@]}" --langevin-sigma 0.1 --neighbours remove,some --out "$T/x"
 expect_fail "--kl-constant: expected" "$BIN" train --algo noisy-gd "${C[@]}" --langevin-sigma 0.1 --kl-constant half --out "$T/x"

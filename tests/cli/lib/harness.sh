@@ -4,6 +4,8 @@
 #   expect_ok cmd...           the command must succeed; its output is left in $LAST_OUT
 #   check EXPR MESSAGE         EXPR (evaluated) must be true
 #   harness_end                prints the tally and returns non-zero on any failure
+#   blobs_csv FILE N           writes a CSV of N rows: label (i mod 3), 4 features; class c
+#                              is 2 higher in feature c (noise std 0.5, seed 1): separable
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fail=0; checks=0; LAST_OUT=
@@ -22,4 +24,14 @@ expect_ok() {
   LAST_OUT=$out
 }
 check() { checks=$((checks+1)); if ! eval "$1"; then echo "FAIL: $2"; fail=$((fail+1)); fi; }
+blobs_csv() { python3 - "$1" "$2" <<'PY'
+import random, sys
+random.seed(1)
+with open(sys.argv[1], "w") as f:
+    f.write("label,a,b,c,d\n")
+    for i in range(int(sys.argv[2])):
+        c = i % 3
+        f.write("%d,%s\n" % (c, ",".join("%.4f" % (random.gauss(0, 0.5) + (2.0 if j % 3 == c else 0.0)) for j in range(4))))
+PY
+}
 harness_end() { echo "$((checks - fail)) passed, $fail failed"; [ $fail -eq 0 ]; }

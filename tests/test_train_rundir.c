@@ -1,0 +1,656 @@
+/* train/rundir: what a run directory guarantees and what the trainer tells its caller.
+ * Callbacks see each step and each epoch, private runs release no loss or batch size,
+ * and every result reaches metrics.jsonl and on_epoch only after ledger.json and the
+ * checkpoint holding its steps are on disk; a callback stops the run cleanly; faults
+ * injected between saving and publishing never lose or duplicate a record (plain and
+ * --secure); a stop inside an epoch publishes that partial epoch; one trainer per
+ * directory (flock, across processes); a fresh run refuses a non-empty directory unless
+ * told to overwrite, which removes only the run's files; run ids bind ledger and
+ * checkpoint; concurrent atomic writes of one path never collide; the library prints
+ * nothing (its notes go to the log callback). */
+#include <dptrain/accounting.h>
+#include <dptrain/io.h>
+#include <dptrain/train.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testdata.h"
+#include "testutil.h"
+
+static dpt_dataset TR, TE;
+
+/* ==== helpers ==== */
+
+static char *path_in(const char *dir, const char *name) {
+    static char buf[4][700];
+    static int k = 0;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+static const char *new_dir(const char *name) {
+    static char buf[8][400];
+    static int k = 0;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tu_tmpdir(), name);
+    return buf[k];
+}
+
+static dpt_train_config cfg_for(const char *dir, int private_) {
+    dpt_train_config c = dpt_train_config_defaults();
+    c.model_spec = "mlp:8-16-3:gelu";
+    c.epochs = 3;
+    c.seed = 7;
+    c.threads = 1;
+    c.out_dir = dir;
+    c.optim = dpt_optim_defaults(DPT_OPT_SGD);
+    c.optim.lr = 0.1;
+    if (private_) {
+        c.sampler = DPT_SAMPLER_POISSON;
+        c.sample_rate = 0.05; /* 20 steps per epoch */
+    } else {
+        c.batch_size = 32; /* 19 steps per epoch over 600 examples */
+    }
+    return c;
+}
+
+static dpt_status new_trainer(const dpt_train_config *c, int private_, int secure, dpt_trainer **t) {
+    dpt_algo *a = NULL;
+    dpt_status s;
+    if (private_) {
+        dpt_dpsgd_config d = dpt_dpsgd_config_defaults();
+        d.sigma = 1.0;
+        d.clip = 1.0;
+        d.secure = secure;
+        s = dpt_algo_dpsgd_new(&d, &a);
+    } else {
+        s = dpt_algo_sgd_new(&a);
+    }
+    if (s != DPT_OK) return s;
+    dpt_train_config cc = *c;
+    cc.secure = secure;
+    return dpt_trainer_new(&cc, &TR, &TE, a, t);
+}
+
+static void append(const char *path, const char *text) {
+    FILE *f = fopen(path, "a");
+    CHECK(f != NULL);
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+static uint64_t ledger_file_steps(const char *dir) {
+    dpt_ledger *l = NULL;
+    if (dpt_ledger_load(path_in(dir, "ledger.json"), &l) != DPT_OK) return UINT64_MAX;
+    uint64_t s = dpt_ledger_steps(l);
+    dpt_ledger_free(l);
+    return s;
+}
+
+/* a string field of the checkpoint's training state ("" when absent) */
+static void ckpt_field(const char *dir, const char *key, char *out, size_t n) {
+    out[0] = 0;
+    char *state = NULL;
+    if (dpt_checkpoint_peek(path_in(dir, "checkpoint.safetensors"), NULL, &state) != DPT_OK) return;
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(state, pat);
+    if (p) {
+        p += strlen(pat);
+        if (*p == '"') p++;
+        size_t k = 0;
+        while (p[k] && p[k] != '"' && p[k] != ',' && p[k] != '}' && k + 1 < n) k++;
+        memcpy(out, p, k);
+        out[k] = 0;
+    }
+    free(state);
+}
+
+static uint64_t ckpt_step(const char *dir) {
+    char b[64];
+    ckpt_field(dir, "step", b, sizeof b);
+    return b[0] ? strtoull(b, NULL, 10) : UINT64_MAX;
+}
+
+/* metrics.jsonl: number of lines, and each line's step and partial flag */
+typedef struct {
+    int n;
+    uint64_t step[64], epoch[64];
+    int partial[64];
+    int has_train_loss;
+    int complete; /* ends with a newline */
+} metrics_t;
+
+static void read_metrics(const char *dir, metrics_t *m) {
+    memset(m, 0, sizeof *m);
+    FILE *f = fopen(path_in(dir, "metrics.jsonl"), "r");
+    if (!f) return;
+    char line[4096];
+    while (fgets(line, sizeof line, f) && m->n < 64) {
+        const char *s = strstr(line, "\"step\":"), *e = strstr(line, "\"epoch\":");
+        m->step[m->n] = s ? strtoull(s + 7, NULL, 10) : UINT64_MAX;
+        m->epoch[m->n] = e ? strtoull(e + 8, NULL, 10) : UINT64_MAX;
+        m->partial[m->n] = strstr(line, "\"partial\":true") != NULL;
+        if (strstr(line, "\"train_loss\"")) m->has_train_loss = 1;
+        m->complete = strchr(line, '\n') != NULL;
+        m->n++;
+    }
+    fclose(f);
+}
+
+/* ==== callbacks ==== */
+
+typedef struct {
+    const char *dir;
+    int private_;
+    uint64_t steps_seen, last_step;
+    int bad_step_info;  /* a step info that breaks the contract */
+    int epochs_seen, republished;
+    uint64_t epoch_steps[16];
+    int order_ok;       /* every on_epoch: ledger, checkpoint and metrics already hold it */
+    int eps_ok;         /* epsilon finite for private runs, NAN otherwise; train_loss likewise */
+    uint64_t stop_at_step;   /* on_step returns 1 at this step (0 = never) */
+    uint64_t stop_at_epoch;  /* on_epoch returns 1 at this epoch (0 = never) */
+    char log[4096];
+} probe;
+
+static int probe_step(void *u, const dpt_step_info *in) {
+    probe *p = u;
+    p->steps_seen++;
+    if (in->step != p->last_step + 1 || in->step_in_epoch < 1 || in->step_in_epoch > in->steps_per_epoch ||
+        !(in->wall_s >= 0))
+        p->bad_step_info++;
+    if (p->private_ && (!isnan(in->loss) || in->batch != 0)) p->bad_step_info++;
+    if (!p->private_ && (!isfinite(in->loss) || in->batch == 0)) p->bad_step_info++;
+    p->last_step = in->step;
+    return p->stop_at_step && in->step == p->stop_at_step;
+}
+
+static int probe_epoch(void *u, const dpt_epoch_result *r) {
+    probe *p = u;
+    if (p->epochs_seen < 16) p->epoch_steps[p->epochs_seen] = r->step;
+    p->epochs_seen++;
+    p->republished += r->from_checkpoint;
+    if (p->dir) {
+        metrics_t m;
+        read_metrics(p->dir, &m);
+        int ok = ckpt_step(p->dir) == r->step && m.n > 0 && m.step[m.n - 1] == r->step;
+        if (p->private_) ok = ok && ledger_file_steps(p->dir) >= r->step;
+        if (!ok) p->order_ok = 0;
+    }
+    int eps = p->private_ ? isfinite(r->epsilon) && r->epsilon > 0 && r->delta == 1e-5 && isnan(r->train_loss)
+                          : isnan(r->epsilon) && isnan(r->delta) && isfinite(r->train_loss);
+    if (!eps || !isfinite(r->test_accuracy)) p->eps_ok = 0;
+    return p->stop_at_epoch && r->epoch == p->stop_at_epoch;
+}
+
+static void probe_log(void *u, dpt_log_level level, const char *msg) {
+    probe *p = u;
+    size_t n = strlen(p->log);
+    snprintf(p->log + n, sizeof p->log - n, "[%d] %s\n", (int)level, msg);
+}
+
+static void probe_attach(probe *p, dpt_train_config *c, const char *dir, int private_) {
+    memset(p, 0, sizeof *p);
+    p->dir = dir;
+    p->private_ = private_;
+    p->order_ok = 1;
+    p->eps_ok = 1;
+    c->on_step = probe_step;
+    c->on_epoch = probe_epoch;
+    c->log = probe_log;
+    c->user = p;
+}
+
+/* one session: new trainer, optional resume, run; returns the run's status */
+static dpt_status session(const dpt_train_config *c, int private_, int secure, int resume, dpt_epoch_result *r,
+                          float *theta, dpt_stop_reason *why) {
+    dpt_trainer *t = NULL;
+    dpt_status s = new_trainer(c, private_, secure, &t);
+    if (s == DPT_OK && resume) s = dpt_trainer_resume(t);
+    if (s == DPT_OK) s = dpt_trainer_run(t, r);
+    if (t && theta) memcpy(theta, dpt_trainer_model(t)->theta, dpt_trainer_model(t)->n_params * sizeof(float));
+    if (t && why) *why = dpt_trainer_stop_reason(t);
+    dpt_trainer_free(t);
+    return s;
+}
+
+#define NP (8 * 16 + 16 + 16 * 3 + 3)
+
+/* ==== callbacks, privacy of what they carry, publication order ==== */
+static void test_callbacks(int private_) {
+    const char *dir = new_dir(private_ ? "cb_dp" : "cb_sgd");
+    dpt_train_config c = cfg_for(dir, private_);
+    probe p;
+    probe_attach(&p, &c, dir, private_);
+    dpt_epoch_result r;
+    dpt_stop_reason why = DPT_STOP_NONE;
+    CHECK_OK(session(&c, private_, 0, 0, &r, NULL, &why));
+    const uint64_t spe = private_ ? 20 : 19;
+    CHECK(p.steps_seen == 3 * spe && p.bad_step_info == 0);
+    CHECK(p.epochs_seen == 3 && p.epoch_steps[0] == spe && p.epoch_steps[2] == 3 * spe);
+    CHECK(p.order_ok);
+    CHECK(p.eps_ok);
+    CHECK(why == DPT_STOP_DONE && r.epoch == 3 && r.step == 3 * spe && !r.partial);
+    metrics_t m;
+    read_metrics(dir, &m);
+    CHECK(m.n == 3 && m.has_train_loss == !private_);
+    /* a private checkpoint keeps no loss sums or batch counts of its data */
+    if (private_) {
+        char b[64];
+        ckpt_field(dir, "epoch_loss_sum", b, sizeof b);
+        CHECK(!strcmp(b, "0"));
+        ckpt_field(dir, "epoch_examples", b, sizeof b);
+        CHECK(!strcmp(b, "0"));
+    }
+}
+
+/* ==== a callback stops the run: everything saved, the partial epoch published ==== */
+static void test_callback_stop(int private_) {
+    const char *dir = new_dir(private_ ? "stop_dp" : "stop_sgd"), *ref = new_dir(private_ ? "ref_dp" : "ref_sgd");
+    const uint64_t spe = private_ ? 20 : 19;
+    float a[NP], b[NP];
+    dpt_train_config c = cfg_for(ref, private_);
+    CHECK_OK(session(&c, private_, 0, 0, NULL, a, NULL));
+
+    c = cfg_for(dir, private_);
+    probe p;
+    probe_attach(&p, &c, dir, private_);
+    p.stop_at_step = spe + 7;
+    dpt_epoch_result r;
+    dpt_stop_reason why = DPT_STOP_NONE;
+    CHECK_OK(session(&c, private_, 0, 0, &r, NULL, &why));
+    CHECK(why == DPT_STOP_CALLBACK);
+    CHECK(r.partial && r.epoch == 2 && r.step == spe + 7 && r.steps_in_epoch == 7 && r.steps_per_epoch == spe);
+    CHECK(ckpt_step(dir) == spe + 7);
+    if (private_) CHECK(ledger_file_steps(dir) == spe + 7);
+    metrics_t m;
+    read_metrics(dir, &m);
+    CHECK(m.n == 2 && m.step[1] == spe + 7 && m.partial[1] && !m.partial[0]);
+    CHECK(p.epochs_seen == 2 && p.order_ok); /* the partial epoch went through on_epoch too */
+
+    /* an epoch callback stops after its epoch */
+    probe_attach(&p, &c, dir, private_);
+    p.stop_at_epoch = 2;
+    CHECK_OK(session(&c, private_, 0, 1, &r, NULL, &why));
+    CHECK(why == DPT_STOP_CALLBACK && r.epoch == 2 && !r.partial && r.step == 2 * spe);
+
+    /* resumed to the end: bit-identical to the uninterrupted run; one line per result */
+    probe_attach(&p, &c, dir, private_);
+    CHECK_OK(session(&c, private_, 0, 1, &r, b, &why));
+    CHECK(why == DPT_STOP_DONE && r.step == 3 * spe && p.steps_seen == spe);
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    read_metrics(dir, &m);
+    CHECK(m.n == 4 && m.step[2] == 2 * spe && m.step[3] == 3 * spe);
+
+    /* nothing left: a further run takes no step and returns the checkpoint's last result */
+    probe_attach(&p, &c, dir, private_);
+    CHECK_OK(session(&c, private_, 0, 1, &r, NULL, &why));
+    CHECK(why == DPT_STOP_DONE && p.steps_seen == 0 && p.epochs_seen == 0);
+    CHECK(r.step == 3 * spe && r.epoch == 3 && r.from_checkpoint);
+}
+
+/* ==== max_steps inside an epoch: a partial record; resuming with the same limit takes
+ * no further step ==== */
+static void test_max_steps(void) {
+    const char *dir = new_dir("maxsteps");
+    dpt_train_config c = cfg_for(dir, 1);
+    c.max_steps = 30;
+    probe p;
+    probe_attach(&p, &c, dir, 1);
+    dpt_epoch_result r;
+    dpt_stop_reason why;
+    CHECK_OK(session(&c, 1, 0, 0, &r, NULL, &why));
+    CHECK(why == DPT_STOP_MAX_STEPS && r.partial && r.step == 30 && r.epoch == 2 && r.steps_in_epoch == 10);
+    metrics_t m;
+    read_metrics(dir, &m);
+    CHECK(m.n == 2 && m.partial[1] && m.step[1] == 30);
+    probe_attach(&p, &c, dir, 1);
+    CHECK_OK(session(&c, 1, 0, 1, &r, NULL, &why));
+    CHECK(why == DPT_STOP_MAX_STEPS && p.steps_seen == 0 && r.step == 30);
+    CHECK(ckpt_step(dir) == 30 && ledger_file_steps(dir) == 30);
+    read_metrics(dir, &m);
+    CHECK(m.n == 2);
+}
+
+/* ==== the budget stop: the last result's step is the ledger's ==== */
+static void test_budget(void) {
+    const char *dir = new_dir("budget");
+    dpt_train_config c = cfg_for(dir, 1);
+    c.epochs = 50;
+    c.target_epsilon = 2.3; /* about 14 steps at q 0.05, sigma 1: inside epoch 1 */
+    probe p;
+    probe_attach(&p, &c, dir, 1);
+    dpt_epoch_result r;
+    dpt_stop_reason why;
+    CHECK_OK(session(&c, 1, 0, 0, &r, NULL, &why));
+    CHECK(why == DPT_STOP_BUDGET);
+    CHECK(r.step > 0 && r.step == ledger_file_steps(dir) && r.step == ckpt_step(dir));
+    CHECK(r.epsilon <= 2.3 && r.partial);
+    if (!r.partial) fprintf(stderr, "budget stop at step %llu\n", (unsigned long long)r.step);
+    CHECK(strstr(p.log, "stopping before step") != NULL);
+    metrics_t m;
+    read_metrics(dir, &m);
+    CHECK(m.n >= 1 && m.step[m.n - 1] == r.step);
+}
+
+/* ==== faults between saving and publishing ==== */
+
+/* Runs 3 epochs with DPTRAIN_FAULT=<fault> (fails the run), then resumes to the end.
+ * Checks that metrics.jsonl ends with one record per epoch, each step published once,
+ * and returns how many records the resume republished from the checkpoint. */
+static int fault_then_resume(const char *name, const char *fault, int secure, uint64_t *ledger_steps, float *theta) {
+    const char *dir = new_dir(name);
+    dpt_train_config c = cfg_for(dir, 1);
+    probe p;
+    probe_attach(&p, &c, dir, 1);
+    setenv("DPTRAIN_FAULT", fault, 1);
+    CHECK_STATUS(session(&c, 1, secure, 0, NULL, NULL, NULL), DPT_EIO);
+    CHECK_ERR_HAS("injected fault");
+    unsetenv("DPTRAIN_FAULT");
+    metrics_t m;
+    read_metrics(dir, &m);
+    /* nothing published ahead of the files: on_epoch saw only what metrics.jsonl holds */
+    CHECK(p.epochs_seen == m.n || p.epochs_seen == m.n - 1);
+    CHECK(m.n == 0 || m.step[m.n - 1] <= ckpt_step(dir));
+    probe_attach(&p, &c, dir, 1);
+    dpt_epoch_result r;
+    CHECK_OK(session(&c, 1, secure, 1, &r, theta, NULL));
+    CHECK(p.order_ok && r.step == 60 && r.epoch == 3);
+    read_metrics(dir, &m);
+    CHECK(m.n == 3 && m.complete);
+    for (int i = 0; i < m.n && i < 3; i++) CHECK(m.epoch[i] == (uint64_t)i + 1 && m.step[i] == 20 * ((uint64_t)i + 1));
+    *ledger_steps = ledger_file_steps(dir);
+    return p.republished;
+}
+
+static void test_faults(void) {
+    float ref[NP], got[NP];
+    dpt_train_config c = cfg_for(new_dir("fault_ref"), 1);
+    CHECK_OK(session(&c, 1, 0, 0, NULL, ref, NULL));
+    uint64_t ls = 0;
+    /* checkpoint of epoch 2 saved, not published: the resume publishes it, runs only epoch 3 */
+    CHECK(fault_then_resume("f_ckpt", "after-checkpoint:2", 0, &ls, got) == 1);
+    CHECK(ls == 60 && memcmp(ref, got, sizeof ref) == 0);
+    /* published, on_epoch not called: nothing to republish */
+    CHECK(fault_then_resume("f_metrics", "after-metrics:2", 0, &ls, got) == 0);
+    CHECK(ls == 60 && memcmp(ref, got, sizeof ref) == 0);
+    /* ledger saved, checkpoint not: epoch 2 re-runs (its spent steps stay in the ledger),
+     * was never published, and is published once */
+    CHECK(fault_then_resume("f_ledger", "after-ledger:2", 0, &ls, got) == 0);
+    CHECK(ls == 80 && memcmp(ref, got, sizeof ref) == 0); /* reproducible: the re-run is the same */
+    /* --secure: the re-run would draw fresh noise, so a saved epoch is never re-run */
+    CHECK(fault_then_resume("fs_ckpt", "after-checkpoint:2", 1, &ls, got) == 1);
+    CHECK(ls == 60);
+    CHECK(fault_then_resume("fs_ledger", "after-ledger:3", 1, &ls, got) == 0);
+    CHECK(ls == 80);
+
+    /* a metrics line cut short by a crash is removed before the resume appends */
+    const char *dir = new_dir("cut");
+    c = cfg_for(dir, 0);
+    c.max_steps = 19;
+    CHECK_OK(session(&c, 0, 0, 0, NULL, NULL, NULL));
+    append(path_in(dir, "metrics.jsonl"), "{\"epoch\":2,\"st");
+    c.max_steps = 0;
+    CHECK_OK(session(&c, 0, 0, 1, NULL, NULL, NULL));
+    metrics_t m;
+    read_metrics(dir, &m);
+    CHECK(m.n == 3 && m.complete && m.step[1] == 38);
+
+    /* metrics ahead of the checkpoint (results the checkpoint does not hold): refused */
+    append(path_in(dir, "metrics.jsonl"), "{\"epoch\":4,\"step\":76}\n");
+    c.epochs = 5;
+    CHECK_STATUS(session(&c, 0, 0, 1, NULL, NULL, NULL), DPT_EMISMATCH);
+    CHECK_ERR_HAS("records step 76 but the checkpoint holds step 57");
+}
+
+/* ==== one trainer per directory ==== */
+static void test_lock(void) {
+    const char *dir = new_dir("lock");
+    dpt_train_config c = cfg_for(dir, 0);
+    dpt_trainer *t1 = NULL, *t2 = NULL;
+    CHECK_OK(new_trainer(&c, 0, 0, &t1));
+    CHECK_STATUS(new_trainer(&c, 0, 0, &t2), DPT_EBUSY);
+    char pid[32];
+    snprintf(pid, sizeof pid, "process %ld", (long)getpid());
+    CHECK_ERR_HAS(pid);
+    CHECK_ERR_HAS(dir);
+    /* another process is refused as well */
+    pid_t child = fork();
+    if (child == 0) {
+        dpt_trainer *t3 = NULL;
+        dpt_status s = new_trainer(&c, 0, 0, &t3);
+        _exit(s == DPT_EBUSY ? 0 : 1);
+    }
+    int st = 0;
+    waitpid(child, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    dpt_trainer_free(t1);
+    CHECK_OK(new_trainer(&c, 0, 0, &t2)); /* released by dpt_trainer_free */
+    dpt_trainer_free(t2);
+}
+
+/* ==== fresh runs, overwrite, run ids ==== */
+static void test_fresh_overwrite_run_id(void) {
+    const char *dp = new_dir("dp_run");
+    dpt_train_config c = cfg_for(dp, 1);
+    c.epochs = 1;
+    probe p;
+    probe_attach(&p, &c, dp, 1);
+    CHECK_OK(session(&c, 1, 0, 0, NULL, NULL, NULL));
+    char ck_id[64], ck[700], lg[700];
+    snprintf(ck, sizeof ck, "%s", path_in(dp, "checkpoint.safetensors"));
+    snprintf(lg, sizeof lg, "%s", path_in(dp, "ledger.json"));
+    ckpt_field(dp, "run_id", ck_id, sizeof ck_id);
+    dpt_ledger *l = NULL;
+    CHECK_OK(dpt_ledger_load(lg, &l));
+    const char *lid = l ? dpt_ledger_get_meta(l, "run_id") : NULL;
+    CHECK(strlen(ck_id) == 32 && lid && !strcmp(lid, ck_id));
+    dpt_ledger_free(l);
+    CHECK_OK(dpt_run_check_ledger(ck, lg));
+
+    /* the issue's scenario: a non-private run into the DP run's directory is refused ... */
+    append(path_in(dp, "notes.txt"), "mine\n");
+    c = cfg_for(dp, 0);
+    c.epochs = 1;
+    CHECK_STATUS(session(&c, 0, 0, 0, NULL, NULL, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("is not empty");
+    CHECK_ERR_HAS("overwrite");
+    CHECK(ledger_file_steps(dp) == 20); /* untouched */
+    /* ... and with overwrite the previous run's files go, and only those */
+    probe_attach(&p, &c, dp, 0);
+    c.overwrite = 1;
+    CHECK_OK(session(&c, 0, 0, 0, NULL, NULL, NULL));
+    struct stat st;
+    CHECK(stat(lg, &st) != 0 && stat(path_in(dp, "notes.txt"), &st) == 0);
+    CHECK(strstr(p.log, "removed the previous run's") && strstr(p.log, "ledger.json") && strstr(p.log, "left 1 other"));
+    metrics_t m;
+    read_metrics(dp, &m);
+    CHECK(m.n == 1);
+    char id2[64];
+    ckpt_field(dp, "run_id", id2, sizeof id2);
+    CHECK(strlen(id2) == 32 && strcmp(id2, ck_id));
+
+    /* a ledger of another run beside a checkpoint: refused by the check and by resume */
+    const char *dp2 = new_dir("dp_run2");
+    c = cfg_for(dp2, 1);
+    c.epochs = 1;
+    CHECK_OK(session(&c, 1, 0, 0, NULL, NULL, NULL));
+    CHECK_STATUS(dpt_run_check_ledger(path_in(dp, "checkpoint.safetensors"), path_in(dp2, "ledger.json")),
+                 DPT_EMISMATCH);
+    CHECK_ERR_HAS("non-private");
+    const char *dp3 = new_dir("dp_run3");
+    dpt_train_config c3 = cfg_for(dp3, 1);
+    c3.epochs = 1;
+    CHECK_OK(session(&c3, 1, 0, 0, NULL, NULL, NULL));
+    CHECK_STATUS(dpt_run_check_ledger(path_in(dp3, "checkpoint.safetensors"), path_in(dp2, "ledger.json")),
+                 DPT_EMISMATCH);
+    CHECK_ERR_HAS("is of run");
+    uint8_t *bytes = NULL;
+    size_t n = 0;
+    CHECK_OK(dpt_read_file(path_in(dp2, "ledger.json"), &bytes, &n));
+    CHECK_OK(dpt_write_file_atomic(path_in(dp3, "ledger.json"), bytes, n));
+    dpt_free(bytes);
+    c3.epochs = 2;
+    CHECK_STATUS(session(&c3, 1, 0, 1, NULL, NULL, NULL), DPT_EMISMATCH);
+    CHECK_ERR_HAS("belongs to run");
+    /* a non-private checkpoint beside a ledger.json: its resume is refused too */
+    CHECK_OK(dpt_write_file_atomic(path_in(dp, "ledger.json"), "{}", 2));
+    c = cfg_for(dp, 0);
+    c.epochs = 2;
+    CHECK_STATUS(session(&c, 0, 0, 1, NULL, NULL, NULL), DPT_EMISMATCH);
+    CHECK_ERR_HAS("beside a privacy ledger");
+}
+
+/* ==== resume refuses changed optimizer settings and a changed noise mode ==== */
+static void test_resume_settings(void) {
+    const char *dir = new_dir("settings");
+    dpt_train_config c = cfg_for(dir, 1);
+    c.epochs = 1;
+    CHECK_OK(session(&c, 1, 0, 0, NULL, NULL, NULL));
+    c.epochs = 2;
+    dpt_train_config d = c;
+    d.optim = dpt_optim_defaults(DPT_OPT_ADAM);
+    CHECK_STATUS(session(&d, 1, 0, 1, NULL, NULL, NULL), DPT_EMISMATCH);
+    CHECK_ERR_HAS("optim.kind was sgd, now adam");
+    d = c;
+    d.optim.weight_decay = 0.01;
+    CHECK_STATUS(session(&d, 1, 0, 1, NULL, NULL, NULL), DPT_EMISMATCH);
+    CHECK_ERR_HAS("optim.weight_decay was 0, now 0.01");
+    d = c;
+    d.optim.momentum = 0.9;
+    CHECK_STATUS(session(&d, 1, 0, 1, NULL, NULL, NULL), DPT_EMISMATCH);
+    CHECK_ERR_HAS("optim.momentum");
+    /* switching to the secure noise mode is reported as that, not as a changed sigma */
+    CHECK_STATUS(session(&c, 1, 1, 1, NULL, NULL, NULL), DPT_EMISMATCH);
+    CHECK_ERR_HAS("secure was 0, now 1 (the noise mode");
+    CHECK(strstr(dpt_last_error(), "; sigma was") == NULL);
+    /* Adam has no momentum setting */
+    d = c;
+    d.out_dir = NULL;
+    d.optim = dpt_optim_defaults(DPT_OPT_ADAM);
+    d.optim.momentum = 0.5;
+    CHECK_STATUS(session(&d, 1, 0, 0, NULL, NULL, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("optim.momentum");
+    /* a changed learning rate is taken, and said so through the log (not printed) */
+    probe p;
+    probe_attach(&p, &c, dir, 1);
+    c.optim.lr = 0.2;
+    CHECK_OK(session(&c, 1, 0, 1, NULL, NULL, NULL));
+    CHECK(strstr(p.log, "[1] resuming with learning rate 0.2") != NULL);
+}
+
+/* ==== step counts that cannot be counted ==== */
+static void test_overflow(void) {
+    dpt_train_config c = cfg_for(NULL, 0);
+    c.epochs = (uint64_t)1 << 62;
+    CHECK_STATUS(session(&c, 0, 0, 0, NULL, NULL, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("epochs");
+    c = cfg_for(NULL, 1);
+    c.sample_rate = 1e-300;
+    CHECK_STATUS(session(&c, 1, 0, 0, NULL, NULL, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("2^53");
+}
+
+/* ==== concurrent atomic writes of one path ==== */
+static void test_atomic_writes(void) {
+    const char *dir = new_dir("atomic");
+    mkdir(dir, 0755);
+    const char *target = path_in(dir, "file.bin");
+    enum { N = 200000, ROUNDS = 40 };
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++) {
+        if ((kids[k] = fork()) == 0) {
+            char *buf = malloc(N);
+            memset(buf, 'a' + k, N);
+            int bad = 0;
+            for (int i = 0; i < ROUNDS; i++) bad += dpt_write_file_atomic(target, buf, N) != DPT_OK;
+            free(buf);
+            _exit(bad ? 1 : 0);
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        int st = 0;
+        waitpid(kids[k], &st, 0);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    uint8_t *got = NULL;
+    size_t n = 0;
+    CHECK_OK(dpt_read_file(target, &got, &n));
+    int uniform = n == N;
+    for (size_t i = 1; uniform && i < n; i++) uniform = got[i] == got[0];
+    CHECK(uniform && (got[0] == 'a' || got[0] == 'b'));
+    dpt_free(got);
+    DIR *d = opendir(dir);
+    int others = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, "file.bin")) others++;
+    if (d) closedir(d);
+    CHECK(others == 0); /* no temporary left behind */
+}
+
+/* ==== the library prints nothing ==== */
+static void test_silence(void) {
+    const char *dir = new_dir("silent");
+    dpt_train_config c = cfg_for(dir, 1);
+    c.epochs = 1;
+    CHECK_OK(session(&c, 1, 0, 0, NULL, NULL, NULL));
+    fflush(stderr);
+    fflush(stdout);
+    char cap[700];
+    snprintf(cap, sizeof cap, "%s/captured", tu_tmpdir());
+    int fd = open(cap, O_CREAT | O_TRUNC | O_WRONLY, 0644), e = dup(2), o = dup(1);
+    dup2(fd, 2);
+    dup2(fd, 1);
+    /* notes (learning rate, threads), a budget stop */
+    c.epochs = 30;
+    c.optim.lr = 0.3;
+    c.threads = 2;
+    c.target_epsilon = 1.5;
+    dpt_status s = session(&c, 1, 0, 1, NULL, NULL, NULL);
+    fflush(stderr);
+    fflush(stdout);
+    dup2(e, 2);
+    dup2(o, 1);
+    close(fd);
+    close(e);
+    close(o);
+    CHECK_OK(s);
+    struct stat st;
+    CHECK(stat(cap, &st) == 0 && st.st_size == 0);
+}
+
+int main(void) {
+    tu_make_blobs(&TR, 600, 1, 1.0f);
+    tu_make_blobs(&TE, 300, 2, 1.0f);
+    test_callbacks(0);
+    test_callbacks(1);
+    test_callback_stop(0);
+    test_callback_stop(1);
+    test_max_steps();
+    test_budget();
+    test_faults();
+    test_lock();
+    test_fresh_overwrite_run_id();
+    test_resume_settings();
+    test_overflow();
+    test_atomic_writes();
+    test_silence();
+    dpt_dataset_free(&TR);
+    dpt_dataset_free(&TE);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tu_tmpdir());
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tu_tmpdir());
+    TEST_MAIN_END();
+}
