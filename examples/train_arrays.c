@@ -1,4 +1,5 @@
-/* Train a classifier with DP-SGD on data held in memory and report its privacy.
+/* Train a classifier with DP-SGD on data held in memory and report its privacy, epoch by
+ * epoch through the trainer's callback.
  *   cc train_arrays.c $(pkg-config --cflags --libs dptrain) -o train_arrays
  *   ./train_arrays [RUN_DIR]
  * With RUN_DIR the run directory gets checkpoint.safetensors, ledger.json and
@@ -11,6 +12,15 @@
 static int fail(const char *what) {
     fprintf(stderr, "train_arrays: %s: %s\n", what, dpt_last_error());
     return 1;
+}
+
+/* Called after each epoch, once its steps are in the privacy ledger (and on disk with a
+ * RUN_DIR); returning non-zero would stop the run. */
+static int on_epoch(void *user, const dpt_epoch_result *r) {
+    (void)user;
+    printf("epoch %llu: test accuracy %.2f%%, epsilon %.3f\n", (unsigned long long)r->epoch,
+           100 * r->test_accuracy, r->epsilon);
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -35,6 +45,7 @@ int main(int argc, char **argv) {
     cfg.optim.lr = 0.5;
     cfg.delta = 1e-5;
     cfg.out_dir = argc > 1 ? argv[1] : NULL;
+    cfg.on_epoch = on_epoch;
 
     dpt_dpsgd_config dp = dpt_dpsgd_config_defaults();
     dp.sigma = 1.0; /* noise multiplier */
