@@ -87,10 +87,11 @@ static int dpmac_check(cli_algo_ctx *c) {
     return 0;
 }
 
-/* RDP epsilon of [DP-PCA] + T steps of SGM(q, sigma) */
-static int composed_eps(double q, double sigma, uint64_t T, double delta, double *eps) {
+/* RDP epsilon of [releases before training: DP normalization statistics] + [DP mean] +
+ * [DP-PCA] + T steps of SGM(q, sigma) */
+static int composed_eps(const dpt_ledger *prior, double q, double sigma, uint64_t T, double delta, double *eps) {
     dpt_ledger *l = NULL;
-    dpt_status s = dpt_ledger_new(&l);
+    dpt_status s = prior ? dpt_ledger_copy(prior, &l) : dpt_ledger_new(&l);
     if (s == DPT_OK && pca_dims > 0 && center_sigma_seen) s = dpt_ledger_add_gaussian(l, 1.0, center_sigma, "dp-mean");
     if (s == DPT_OK && pca_dims > 0) s = dpt_ledger_add_gaussian(l, 1.0, pca_sigma, "dp-pca");
     if (s == DPT_OK) s = dpt_ledger_add_sgm(l, q, sigma, T);
@@ -178,13 +179,14 @@ static int dpmac_make(cli_algo_ctx *c, dpt_algo **out) {
         /* calibrate sigma so that DP-PCA + T steps reach the target (bisection on the RDP
          * epsilon of the composed ledger: decreasing in sigma) */
         double lo = 0.05, hi = 100, e = 0;
-        if (composed_eps(q, hi, T, p->delta, &e) != 0) return cli_fail("--target-epsilon");
+        if (composed_eps(c->prior, q, hi, T, p->delta, &e) != 0) return cli_fail("--target-epsilon");
         if (e > p->target_eps)
-            return cli_error("--target-epsilon %g is unreachable: even sigma %g spends %.4g (the DP-PCA release "
-                             "alone may exceed it; raise --pca-sigma)", p->target_eps, hi, e);
+            return cli_error("--target-epsilon %g is unreachable: even sigma %g spends %.4g (the releases before "
+                             "training alone may exceed it; raise --pca-sigma, --center-sigma or --normalize-sigma)",
+                             p->target_eps, hi, e);
         for (int it = 0; it < 100 && hi - lo > 1e-4 * hi; it++) {
             double mid = 0.5 * (lo + hi);
-            if (composed_eps(q, mid, T, p->delta, &e) != 0) return cli_fail("--target-epsilon");
+            if (composed_eps(c->prior, q, mid, T, p->delta, &e) != 0) return cli_fail("--target-epsilon");
             if (e > p->target_eps) lo = mid; else hi = mid;
         }
         S.sigma = hi;
@@ -193,6 +195,8 @@ static int dpmac_make(cli_algo_ctx *c, dpt_algo **out) {
                             "%" PRIu64 " steps (q %g%s, RDP accountant)\n",
                     S.sigma, p->target_eps, p->delta, c->epochs, spe, q,
                     pca_dims <= 0 ? "" : center_sigma_seen ? ", DP mean and DP-PCA included" : ", DP-PCA included");
+        if (!c->quiet && c->prior)
+            fprintf(stderr, "dptrain: that calibration includes the DP normalization statistics\n");
     }
     if (pca_dims > 0 && run_pca(c) != 0) return 2;
     cli_print_noise_mode(c);

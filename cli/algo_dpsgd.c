@@ -52,9 +52,13 @@ static int dpsgd_make(cli_algo_ctx *c, dpt_algo **out) {
         /* calibrate: steps = epochs * max(1, round(1/q)), as the Poisson sampler runs */
         uint64_t spe = (uint64_t)llround(1.0 / q);
         if (spe < 1) spe = 1;
-        if (dpt_calibrate_sigma(q, (uint64_t)c->epochs * spe, p->delta, p->target_eps, DPT_ACCT_RDP, DPT_CONV_BALLE,
-                                1e-4, &S.sigma) != DPT_OK)
-            return cli_fail("--target-epsilon");
+        /* on top of the releases made before training (DP normalization statistics) */
+        const uint64_t T = (uint64_t)c->epochs * spe;
+        dpt_status cs = c->prior ? dpt_ledger_calibrate_sgm(c->prior, q, T, p->delta, p->target_eps, DPT_ACCT_RDP,
+                                                            DPT_CONV_BALLE, 1e-4, &S.sigma)
+                                 : dpt_calibrate_sigma(q, T, p->delta, p->target_eps, DPT_ACCT_RDP, DPT_CONV_BALLE, 1e-4,
+                                                       &S.sigma);
+        if (cs != DPT_OK) return cli_fail("--target-epsilon");
         if (p->secure) {
             double eff = S.sigma;
             if (dpt_privacy_secure_sigma_for(eff, P, &S.sigma) != DPT_OK) return cli_fail("--target-epsilon");
@@ -64,8 +68,9 @@ static int dpsgd_make(cli_algo_ctx *c, dpt_algo **out) {
         }
         if (!c->quiet)
             fprintf(stderr, "dptrain: calibrated sigma %.6g for epsilon %g at delta %g after %ld epochs of "
-                            "%" PRIu64 " steps (q %g, RDP accountant)\n",
-                    S.sigma, p->target_eps, p->delta, c->epochs, spe, q);
+                            "%" PRIu64 " steps (q %g, RDP accountant%s)\n",
+                    S.sigma, p->target_eps, p->delta, c->epochs, spe, q,
+                    c->prior ? ", DP normalization statistics included" : "");
     }
     cli_print_noise_mode(c);
     dpt_dpsgd_config d = dpt_dpsgd_config_defaults();

@@ -202,11 +202,13 @@ static int dpulr_report(const cli_algo_ctx *c, dpt_trainer *t) {
     if (dpt_trainer_budget_stopped(t, &e_next))
         printf("stopped by the privacy budget: the next step would reach epsilon %.4g > %g\n", e_next,
                c->priv->target_eps);
+    char ex[320];
+    cli_ledger_excludes(l, ex, sizeof ex);
     printf("privacy: epsilon %.4g (RDP, Balle conversion) / %.4g (classic conversion, as in the paper) at delta %g "
            "after %" PRIu64 " steps (Poisson q %g with rejection below N_B %" PRIu64 ", sigma0 %g; rejection term "
-           "%.3g per step)%s  ledger: %s/ledger.json\n",
+           "%.3g per step)%s%s  ledger: %s/ledger.json\n",
            eb, ec, delta, dpt_ledger_steps(l), c->cfg->sample_rate, S.nb, SIGMA0, rej,
-           S.noise == DPT_ULR_CONTROLLER ? " [controller: under the paper's Gaussian approximation]" : "", c->out);
+           S.noise == DPT_ULR_CONTROLLER ? " [controller: under the paper's Gaussian approximation]" : "", ex, c->out);
     return 0;
 }
 

@@ -86,6 +86,8 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
     }
     uint64_t steps = dpt_ledger_steps(l);
     const char *run = dpt_ledger_get_meta(l, "run_id");
+    /* a use of the data outside these events (dpt_trainer_exclude_from_guarantee) */
+    const char *excl = dpt_ledger_get_meta(l, "epsilon_excludes");
     if (json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "ledger", path);
@@ -100,6 +102,7 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
         cJSON_AddStringToObject(o, "conversion", conv == DPT_CONV_BALLE ? "balle" : "classic");
         cJSON_AddNumberToObject(o, "order", order);
         cJSON_AddBoolToObject(o, "order_at_edge", edge);
+        if (excl) cJSON_AddStringToObject(o, "epsilon_excludes", excl);
         if (pld)
             cJSON_AddNumberToObject(o, "epsilon_pld", e_pld);
         else
@@ -117,6 +120,7 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
             printf("epsilon (PLD)   %.4f\n", e_pld);
         else
             printf("epsilon (PLD)   n/a (ledger has RDP-curve or (eps, delta) events)\n");
+        if (excl) printf("NOT covered     %s\n", excl);
         if (edge)
             printf("note: the best RDP order %g is at an edge of the order grid; widen it with --orders\n", order);
     }

@@ -217,7 +217,7 @@ static void write_summary(const char *out, const dpt_audit_result *res, const ch
 }
 
 int dpt_cmd_audit(int argc, char **argv) {
-    const char *dataset = "fashion-mnist", *data_dir = DPT_DEFAULT_DATA_DIR, *classes = NULL, *normalize = "scalar";
+    const char *dataset = "fashion-mnist", *data_dir = DPT_DEFAULT_DATA_DIR, *classes = NULL, *normalize = "auto";
     const char *model = "mlp:784-128-10:relu", *algo = "sgd", *optimizer = "adam", *out = "runs/audit";
     double lr = 1e-3, sigma = 1.0, clip = 1.0, delta = 1e-5, kappa = 0, pdp_sigma = 0, lambda = 0, prop_sigma = 0;
     double alpha = 0.05;
@@ -233,7 +233,7 @@ int dpt_cmd_audit(int argc, char **argv) {
                                                 "test examples; shadows use the flags below)", NULL},
         {"--data-dir", CLI_STR, &data_dir, "DIR", "directory holding <dataset>/ folders", &data_dir_seen},
         {"--classes", CLI_STR, &classes, "LIST", "keep only these labels", NULL},
-        {"--normalize", CLI_STR, &normalize, "MODE", "none | scalar | channel | affine:SHIFT:SCALE", NULL},
+        {"--normalize", CLI_STR, &normalize, "MODE", "auto (dpsgd: public, or none for csv; others: scalar) | none | public | scalar | channel | feature (not with dpsgd) | affine:SHIFT:SCALE (docs/data.md)", NULL},
         {"--population", CLI_LONG, &population, "N", "first N training examples: members + non-members (>= 8); with "
                                                       "--checkpoint: at most N/2 of each", &pop_seen},
         {"--max-test", CLI_LONG, &max_test, "N", "test examples for accuracy and canaries (0 = all)", NULL},
@@ -333,9 +333,13 @@ int dpt_cmd_audit(int argc, char **argv) {
     if (job->algo == DPT_AUDIT_DPSGD && !(delta > 0 && delta < 1)) return cli_error("--delta must be in (0, 1), got %g", delta);
 
     if (ckpt && canaries > 0) return cli_error("--canaries: a canary audit trains its own models; not with --checkpoint");
-    cli_data_opts dopts = {dataset, data_dir, normalize, classes, population, max_test};
-    char *ck_spec = NULL, *ck_state = NULL;
+    cli_data_opts dopts = {.dataset = dataset, .data_dir = data_dir, .normalize = normalize, .classes = classes,
+                           .max_train = population, .max_test = max_test};
+    /* DP-SGD models: no statistic of the population outside their epsilon (docs/data.md) */
+    dopts.private_ = job->algo == DPT_AUDIT_DPSGD;
+    char *ck_spec = NULL, *ck_state = NULL, *ck_run = NULL;
     cJSON *ck_root = NULL;
+    if (!ckpt && (rc = cli_norm_check(&dopts)) != 0) return rc;
     if (ckpt) {
         /* the checkpoint's own data choices: the same training set and normalization */
         if (dpt_checkpoint_peek(ckpt, &ck_spec, &ck_state) != DPT_OK) return cli_fail("--checkpoint");
@@ -344,8 +348,9 @@ int dpt_cmd_audit(int argc, char **argv) {
         const cJSON *ds = cJSON_GetObjectItemCaseSensitive(run, "dataset"), *dd = cJSON_GetObjectItemCaseSensitive(run, "data_dir");
         const cJSON *cl = cJSON_GetObjectItemCaseSensitive(run, "classes"), *nm = cJSON_GetObjectItemCaseSensitive(run, "normalize");
         const cJSON *mt = cJSON_GetObjectItemCaseSensitive(run, "max_train");
+        /* a count: finite, integral and in range before the conversion to long */
         if (!cJSON_IsString(ds) || !cJSON_IsString(dd) || !cJSON_IsString(cl) || !cJSON_IsString(nm) || !cJSON_IsNumber(mt) ||
-            !(mt->valuedouble >= 0 && mt->valuedouble <= 1e15)) {
+            !(mt->valuedouble >= 0 && mt->valuedouble <= 9007199254740992.0 && floor(mt->valuedouble) == mt->valuedouble)) {
             free(ck_spec), free(ck_state), cJSON_Delete(ck_root);
             return cli_error("--checkpoint %s: no record of its training data (dataset, normalization)", ckpt);
         }
@@ -354,6 +359,9 @@ int dpt_cmd_audit(int argc, char **argv) {
         dopts.classes = *cl->valuestring ? cl->valuestring : NULL;
         dopts.normalize = nm->valuestring;
         dopts.max_train = (long)mt->valuedouble;
+        /* its stored statistics, not a new fit (a DP fit would draw new noise) */
+        dopts.private_ = 0;
+        dopts.reuse_run = ck_run = cJSON_PrintUnformatted(run);
         if (!model_seen) job->cfg.model_spec = model = ck_spec;
         if (pop_seen) ac.max_pairs = (size_t)population / 2;
     }
@@ -365,7 +373,10 @@ int dpt_cmd_audit(int argc, char **argv) {
     dpt_audit_result res;
     memset(&res, 0, sizeof res);
     int code = 0;
-    if (cli_load_run_data(&dopts, &pop, &test, &run_json) != DPT_OK) {
+    dpt_status ls = cli_load_run_data(&dopts, &pop, &test, &run_json, NULL);
+    free(ck_run);
+    ck_run = NULL;
+    if (ls != DPT_OK) {
         int r = cli_fail(ckpt ? "--checkpoint data" : "--dataset");
         code = r == 1 ? 2 : r;
         goto done;

@@ -44,20 +44,15 @@ int dpt_cmd_eval(int argc, char **argv) {
     if (!(delta > 0 && delta < 1)) return cli_error("--delta must be in (0, 1), got %g", delta);
     dpt_loss_kind loss = DPT_LOSS_SOFTMAX_CE;
     if (loss_name && dpt_loss_parse(loss_name, &loss) != DPT_OK) return cli_error("--loss: %s", dpt_last_error());
+    /* a privacy ledger beside the checkpoint must be of the same run (the run id in both) */
+    const char *slash = strrchr(ckpt, '/');
+    char lp[1200];
+    snprintf(lp, sizeof lp, "%.*sledger.json", slash ? (int)(slash - ckpt + 1) : 0, ckpt);
+    if (access(lp, F_OK) == 0 && dpt_run_check_ledger(ckpt, lp) != DPT_OK) return cli_fail("--checkpoint");
 
     dpt_threads_set_blas((int)threads);
     dpt_checkpoint *ck = NULL;
     if (dpt_checkpoint_open(ckpt, (int)threads, &ck) != DPT_OK) return cli_fail("--checkpoint");
-    /* a privacy ledger beside the checkpoint must be of the same run (the run id in both) */
-    {
-        const char *slash = strrchr(ckpt, '/');
-        char lp[1200];
-        snprintf(lp, sizeof lp, "%.*sledger.json", slash ? (int)(slash - ckpt + 1) : 0, ckpt);
-        if (access(lp, F_OK) == 0 && dpt_run_check_ledger(ckpt, lp) != DPT_OK) {
-            dpt_checkpoint_close(ck);
-            return cli_fail("--checkpoint");
-        }
-    }
     int code = 0;
     dpt_dataset test;
     memset(&test, 0, sizeof test);

@@ -205,12 +205,14 @@ static void print_summary(const dpt_trainer *t, const dpt_epoch_result *r, const
 int dpt_cmd_train(int argc, char **argv) {
     const char *dataset = "fashion-mnist", *data_dir = DPT_DEFAULT_DATA_DIR, *model = "mlp:784-128-64-32-10:gelu";
     const char *algo_name = "sgd", *optimizer = "adam", *schedule = "constant", *sampler = "shuffle";
-    const char *loss = "ce", *init = "default", *normalize = "scalar", *out = "runs/latest", *classes = NULL;
+    const char *loss = "ce", *init = "default", *normalize = "auto", *out = "runs/latest", *classes = NULL;
     double lr = 1e-3, momentum = 0.0, weight_decay = 0.0, sample_rate = 0.0;
     long batch = 256, epochs = 5, threads = 0, max_train = 0, max_test = 0, shards = 0;
     uint64_t seed = 1, max_steps = 0;
     int resume = 0, overwrite = 0, quiet = 0, no_progress = 0, lr_seen = 0, momentum_seen = 0, wd_seen = 0;
     int sampler_seen = 0, sample_rate_seen = 0, batch_seen = 0;
+    double norm_sigma = 0.0, norm_clip = 0.0;
+    int norm_sigma_seen = 0, norm_clip_seen = 0, norm_unaccounted = 0;
     cli_privacy_flags pf = {.sigma = 0.0, .clip = 1.0, .target_eps = 0.0, .delta = 1e-5, .clip_mode = "flat"};
     cli_option common[] = {
         {"--algo", CLI_STR, &algo_name, "NAME", "training algorithm (list above)", NULL},
@@ -219,7 +221,10 @@ int dpt_cmd_train(int argc, char **argv) {
         {"--classes", CLI_STR, &classes, "LIST", "keep only these labels, relabelled 0..k-1 (e.g. 0,1)", NULL},
         {"--max-train", CLI_LONG, &max_train, "N", "use the first N training examples (0 = all)", NULL},
         {"--max-test", CLI_LONG, &max_test, "N", "use the first N test examples (0 = all)", NULL},
-        {"--normalize", CLI_STR, &normalize, "MODE", "none | scalar | channel (statistics of the training split) | affine:SHIFT:SCALE (fixed x <- (x - SHIFT) / SCALE, e.g. affine:-1:2 maps USPS [-1,1] pixels to [0,1])", NULL},
+        {"--normalize", CLI_STR, &normalize, "MODE", "auto (private algorithms: public, or none for csv; others: scalar) | none | public (the dataset's published constants) | scalar | channel | feature (statistics of the training split; private algorithms: only with --normalize-unaccounted) | dp-scalar | dp-channel | dp-feature (DP statistics, in the ledger; needs --normalize-sigma) | affine:SHIFT:SCALE (fixed x <- (x - SHIFT) / SCALE, e.g. affine:-1:2 maps USPS [-1,1] pixels to [0,1]); docs/data.md", NULL},
+        {"--normalize-sigma", CLI_DOUBLE, &norm_sigma, "S", "dp-*: noise multiplier of the statistics' Gaussian release (> 0)", &norm_sigma_seen},
+        {"--normalize-clip", CLI_DOUBLE, &norm_clip, "C", "dp-*: L2 bound on each example's (mean, mean square) statistics (default sqrt(2K) for K pairs: the bound of pixels in [-1, 1]; required for csv)", &norm_clip_seen},
+        {"--normalize-unaccounted", CLI_FLAG, &norm_unaccounted, NULL, "private algorithms: allow scalar | channel | feature statistics fitted without noise; the epsilon then does NOT cover them (said in the output, metrics and ledger)", NULL},
         {"--model", CLI_STR, &model, "SPEC", "model spec: mlp:784-1000-10:relu, cnn:1x28x28:conv16k5,relu,fc10, or mnist_cnn | mnist_cnn_tanh | resnet5 (see docs/nn.md)", NULL},
         {"--loss", CLI_STR, &loss, "NAME", "ce (softmax cross-entropy) | bce | mse", NULL},
         {"--init", CLI_STR, &init, "NAME", "default | lecun | he | xavier | ntk", NULL},
@@ -344,19 +349,37 @@ int dpt_cmd_train(int argc, char **argv) {
                              n_in > 6 ? ", ..." : "");
     }
 
-    cli_data_opts dopts = {dataset, data_dir, normalize, classes, max_train, max_test};
+    cli_data_opts dopts = {.dataset = dataset, .data_dir = data_dir, .normalize = normalize, .classes = classes,
+                           .max_train = max_train, .max_test = max_test};
+    dopts.private_ = A->uses_privacy_flags || A->states_privacy;
+    dopts.dp_ok = A->uses_privacy_flags;
+    dopts.unaccounted = norm_unaccounted;
+    dopts.norm_sigma = norm_sigma, dopts.norm_sigma_seen = norm_sigma_seen;
+    dopts.norm_clip = norm_clip, dopts.norm_clip_seen = norm_clip_seen;
+    dopts.seed = seed, dopts.secure = pf.secure, dopts.threads = (int)threads;
+    if ((rc = cli_norm_check(&dopts)) != 0) return rc;
+    char *resume_run = NULL;
+    if (resume) { /* continue with the statistics the run stored (no new fit, no new release) */
+        char ck[1100];
+        snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", out);
+        dopts.reuse_run = resume_run = cli_checkpoint_run_json(ck);
+    }
     dpt_dataset train, test;
     memset(&train, 0, sizeof train);
     memset(&test, 0, sizeof test);
     char *run_json = NULL;
+    cli_norm_info norm;
     double t_load = dpt_now();
-    if (cli_load_run_data(&dopts, &train, &test, &run_json) != DPT_OK) {
+    if (cli_load_run_data(&dopts, &train, &test, &run_json, &norm) != DPT_OK) {
         int r = cli_fail("--dataset");
         dpt_dataset_free(&train);
         dpt_dataset_free(&test);
+        free(resume_run);
         return r == 1 ? 2 : r;
     }
+    free(resume_run);
     t_load = dpt_now() - t_load;
+    struct dpt_ledger *prior = NULL;
     dpt_algo *algo = NULL;
     dpt_trainer *t = NULL;
     int exit_code = 0;
@@ -398,6 +421,8 @@ int dpt_cmd_train(int argc, char **argv) {
     cfg.run_json = run_json;
     ctx.train = &train;
     ctx.test = &test;
+    if ((exit_code = cli_norm_prior(&norm, &prior)) != 0) goto done;
+    ctx.prior = prior;
     if ((exit_code = A->make(&ctx, &algo)) != 0) goto done;
     if (dpt_trainer_new(&cfg, &train, &test, algo, &t) != DPT_OK) {
         algo = NULL; /* owned (and freed) by dpt_trainer_new even on failure */
@@ -416,11 +441,13 @@ int dpt_cmd_train(int argc, char **argv) {
         goto done;
     }
     if (A->started && (exit_code = A->started(&ctx, t)) != 0) goto done;
+    if ((exit_code = cli_norm_record(&norm, t, resume)) != 0) goto done;
     if (!quiet) {
         dpt_model *m = dpt_trainer_model(t);
         fprintf(stderr, "dptrain train: %s (%zu train / %zu test, loaded in %.1fs), model %s (%zu parameters)\n",
                 dataset, train.n, test.n, t_load, model, m->n_params);
         if (A->describe) A->describe(&ctx, stderr);
+        fprintf(stderr, "  %s\n", norm.note);
         if (dpt_comm_size() > 1)
             fprintf(stderr, "  data parallel: %d MPI ranks (%s), %zu shards%s, rank 0 writes %s\n",
                     dpt_comm_size(), dpt_comm_library(), dpt_trainer_shards(t),
@@ -444,6 +471,7 @@ int dpt_cmd_train(int argc, char **argv) {
         goto done;
     }
     if (A->report && (exit_code = A->report(&ctx, t)) != 0) goto done;
+    cli_norm_report(&norm, t);
     print_summary(t, &r, A, out, cfg.out_dir, epochs, dpt_trainer_step(t) - step0);
     if (dpt_trainer_stop_reason(t) == DPT_STOP_CALLBACK && g_interrupted) {
         fprintf(stderr, "dptrain: interrupted after step %" PRIu64 ": the checkpoint, ledger and metrics are saved in "
@@ -455,6 +483,7 @@ done:
     dpt_trainer_free(t);
     dpt_dataset_free(&train);
     dpt_dataset_free(&test);
+    dpt_ledger_free(prior);
     free(run_json);
     return exit_code;
 }

@@ -1,11 +1,42 @@
-/* Data preparation shared by `dptrain train` and `dptrain eval`. */
+/* Data preparation shared by `dptrain train`, `dptrain eval` and `dptrain audit`, and the
+ * privacy rules of its normalization (run_data.h, docs/data.md). */
 #include "run_data.h"
 
 #include <cjson/cJSON.h>
+#include <dptrain/accounting.h>
+#include <dptrain/comm.h>
+#include <dptrain/io.h>
+#include <dptrain/privacy.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define NORM_AFFINE 100 /* fixed x <- (x - SHIFT) / SCALE: no statistics of the data */
+#include "cli_util.h"
+
+#define DP_LABEL "dp-normalize"
+#define UNACCOUNTED_NOTE \
+    "normalization statistics fitted on the training data without noise (--normalize-unaccounted)"
+
+/* ==== The --normalize kinds ==== */
+
+typedef enum {
+    NK_NONE,   /* no normalization */
+    NK_PUBLIC, /* the dataset's published constants */
+    NK_AFFINE, /* the caller's constants */
+    NK_FIT,    /* statistics of the training split, no noise */
+    NK_DP      /* DP statistics of the training split */
+} norm_class;
+
+typedef struct {
+    norm_class cls;
+    int mode;           /* NK_FIT, NK_DP: DPT_NORM_SCALAR / PER_CHANNEL / PER_FEATURE */
+    float shift, scale; /* NK_AFFINE */
+} norm_kind;
+
+static const char *const SOURCE[] = {"none", "public", "fixed", "training-data", "dp"};
+
+static int is_csv(const char *dataset) { return dataset && !strncmp(dataset, "csv:", 4); }
 
 /* "affine:SHIFT:SCALE" -> shift, scale (finite, scale > 0). */
 static dpt_status parse_affine(const char *s, float *shift, float *scale) {
@@ -25,18 +56,104 @@ bad:
     return dpt_set_error(DPT_EINVAL, "--normalize: expected affine:SHIFT:SCALE (two numbers), got '%s'", s);
 }
 
-static dpt_status parse_norm(const char *s, int *mode) {
-    if (!strcmp(s, "none")) *mode = -1;
-    else if (!strcmp(s, "scalar")) *mode = DPT_NORM_SCALAR;
-    else if (!strcmp(s, "channel")) *mode = DPT_NORM_PER_CHANNEL;
-    else if (!strncmp(s, "affine:", 7)) {
-        float a, b;
-        DPT_TRY(parse_affine(s, &a, &b));
-        *mode = NORM_AFFINE;
-    } else
-        return dpt_set_error(DPT_EINVAL, "--normalize: expected none|scalar|channel|affine:SHIFT:SCALE, got '%s'", s);
-    return DPT_OK;
+static dpt_status parse_kind(const char *s, norm_kind *k) {
+    static const struct {
+        const char *name;
+        norm_class cls;
+        int mode;
+    } T[] = {
+        {"none", NK_NONE, 0},
+        {"public", NK_PUBLIC, 0},
+        {"scalar", NK_FIT, DPT_NORM_SCALAR},
+        {"channel", NK_FIT, DPT_NORM_PER_CHANNEL},
+        {"feature", NK_FIT, DPT_NORM_PER_FEATURE},
+        {"dp-scalar", NK_DP, DPT_NORM_SCALAR},
+        {"dp-channel", NK_DP, DPT_NORM_PER_CHANNEL},
+        {"dp-feature", NK_DP, DPT_NORM_PER_FEATURE},
+    };
+    memset(k, 0, sizeof *k);
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++)
+        if (!strcmp(s, T[i].name)) {
+            k->cls = T[i].cls;
+            k->mode = T[i].mode;
+            return DPT_OK;
+        }
+    if (!strncmp(s, "affine:", 7)) {
+        k->cls = NK_AFFINE;
+        return parse_affine(s, &k->shift, &k->scale);
+    }
+    return dpt_set_error(DPT_EINVAL, "--normalize: expected auto | none | public | scalar | channel | feature | "
+                                     "dp-scalar | dp-channel | dp-feature | affine:SHIFT:SCALE, got '%s'", s);
 }
+
+/* --normalize auto: no statistic of the training data for a private algorithm */
+static const char *resolve(const cli_data_opts *o) {
+    if (strcmp(o->normalize, "auto")) return o->normalize;
+    if (!o->private_) return "scalar";
+    return is_csv(o->dataset) ? "none" : "public";
+}
+
+static int per_feature(const char *kind) { return !strcmp(kind, "feature") || !strcmp(kind, "dp-feature"); }
+
+int cli_norm_check(const cli_data_opts *o) {
+    const char *r = resolve(o);
+    norm_kind k;
+    if (parse_kind(r, &k) != DPT_OK) return cli_error("%s", dpt_last_error());
+    const int dp = k.cls == NK_DP;
+    if (!dp && (o->norm_sigma_seen || o->norm_clip_seen))
+        return cli_error("%s: only with --normalize dp-scalar | dp-channel | dp-feature (got --normalize %s)",
+                         o->norm_sigma_seen ? "--normalize-sigma" : "--normalize-clip", r);
+    if (k.cls == NK_PUBLIC && is_csv(o->dataset))
+        return cli_error("--normalize public: csv data has no published constants; use none, affine:SHIFT:SCALE "
+                         "or a DP fit (dp-scalar | dp-feature)");
+    if (dp) {
+        if (!o->private_)
+            return cli_error("--normalize %s: a DP fit is for private algorithms (its release goes into their "
+                             "privacy ledger); without privacy use --normalize %s", r, r + 3);
+        if (!o->dp_ok)
+            return cli_error("--normalize %s: this run has no privacy ledger to record the release in; use public, "
+                             "none or affine:SHIFT:SCALE", r);
+        if (!o->norm_sigma_seen)
+            return cli_error("--normalize %s needs --normalize-sigma S: the noise multiplier of the statistics' "
+                             "Gaussian release (> 0)", r);
+        if (!(isfinite(o->norm_sigma) && o->norm_sigma > 0))
+            return cli_error("--normalize-sigma must be > 0, got %g (statistics without noise are not private)",
+                             o->norm_sigma);
+        if (o->norm_clip_seen && !(isfinite(o->norm_clip) && o->norm_clip > 0))
+            return cli_error("--normalize-clip must be > 0, got %g", o->norm_clip);
+        if (is_csv(o->dataset) && !o->norm_clip_seen)
+            return cli_error("--normalize %s on csv data needs --normalize-clip C: csv values have no known bound "
+                             "(C bounds the L2 norm of each example's (mean, mean square) statistics)", r);
+        if (o->secure && dpt_comm_size() > 1)
+            return cli_error("--normalize %s with --secure under mpirun: every rank would draw its own noise; "
+                             "run it on one rank or use --normalize public | none | affine:SHIFT:SCALE", r);
+    }
+    if (k.cls == NK_FIT && o->private_ && !o->unaccounted) {
+        if (!o->dp_ok)
+            return cli_error("--normalize %s fits statistics on the private training data, which this run's "
+                             "privacy statement does not cover: use --normalize public (the default), none or "
+                             "affine:SHIFT:SCALE", r);
+        return cli_error("--normalize %s fits the mean and standard deviation on the private training data, which "
+                         "the privacy accountant does not cover: use --normalize public (the dataset's published "
+                         "constants, the default), none, affine:SHIFT:SCALE or dp-%s (a DP fit in the ledger, "
+                         "with --normalize-sigma), or add --normalize-unaccounted to train anyway with an epsilon "
+                         "that excludes them", r, r);
+    }
+    if (o->unaccounted) {
+        if (!o->private_)
+            return cli_error("--normalize-unaccounted: only for a private algorithm (this run states no privacy "
+                             "guarantee)");
+        if (k.cls != NK_FIT)
+            return cli_error("--normalize-unaccounted: only with a fitted --normalize scalar | channel | feature "
+                             "(--normalize %s uses no unaccounted statistic)", r);
+        if (!o->dp_ok)
+            return cli_error("--normalize-unaccounted: this run has no privacy ledger to record it in; use --normalize "
+                             "public, none or affine:SHIFT:SCALE");
+    }
+    return 0;
+}
+
+/* ==== Loading ==== */
 
 static dpt_status parse_classes(const char *s, int *cls, size_t *k) {
     *k = 0;
@@ -69,63 +186,257 @@ static dpt_status prepare(const cli_data_opts *o, dpt_split split, dpt_dataset *
 
 static cJSON *float_array(const float *v, size_t n) {
     cJSON *a = cJSON_CreateArray();
-    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i]));
+    for (size_t i = 0; a && i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i]));
     return a;
 }
 
-int cli_load_run_data(const cli_data_opts *o, dpt_dataset *train, dpt_dataset *test, char **run_json) {
-    int mode = -1;
+/* A count stored as a JSON number: finite, integral, in [0, 2^53] (exact in a double),
+ * so the conversion to long is defined. */
+static dpt_status json_count(const cJSON *v, const char *what, long *out) {
+    DPT_CHECK(cJSON_IsNumber(v), DPT_EFORMAT, "checkpoint run record: %s is missing or not a number", what);
+    const double x = v->valuedouble;
+    DPT_CHECK(isfinite(x) && x >= 0 && x <= 9007199254740992.0 && floor(x) == x, DPT_EFORMAT,
+              "checkpoint run record: %s = %g is not a count (an integer in [0, 2^53])", what, x);
+    *out = (long)x;
+    return DPT_OK;
+}
+
+/* The statistics a run stored ("norm_mean", "norm_std") for normalization `kind`, as a
+ * validated normalizer for data of `dim` features. *have = 0 for kind "none". */
+static dpt_status stored_normalizer(const cJSON *run, const char *kind, size_t dim, dpt_normalizer *nz, int *have) {
+    *have = 0;
+    memset(nz, 0, sizeof *nz);
+    if (!strcmp(kind, "none")) return DPT_OK;
+    const cJSON *mean = cJSON_GetObjectItemCaseSensitive(run, "norm_mean");
+    const cJSON *sd = cJSON_GetObjectItemCaseSensitive(run, "norm_std");
+    DPT_CHECK(cJSON_IsArray(mean) && cJSON_IsArray(sd), DPT_EFORMAT,
+              "checkpoint run record: normalization '%s' without its statistics (norm_mean, norm_std)", kind);
+    const int n = cJSON_GetArraySize(mean);
+    DPT_CHECK(n >= 1 && n == cJSON_GetArraySize(sd) && (size_t)n <= dim, DPT_EFORMAT,
+              "checkpoint run record: norm_mean has %d values and norm_std %d, for data of %zu features", n,
+              cJSON_GetArraySize(sd), dim);
+    float *m = malloc((size_t)n * sizeof(float)), *s = malloc((size_t)n * sizeof(float));
+    dpt_status st = m && s ? DPT_OK : dpt_set_error(DPT_ENOMEM, "out of memory");
+    for (int i = 0; st == DPT_OK && i < n; i++) {
+        const cJSON *a = cJSON_GetArrayItem(mean, i), *b = cJSON_GetArrayItem(sd, i);
+        if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b))
+            st = dpt_set_error(DPT_EFORMAT, "checkpoint run record: norm_mean[%d] or norm_std[%d] is not a number", i,
+                               i);
+        else
+            m[i] = (float)a->valuedouble, s[i] = (float)b->valuedouble;
+    }
+    if (st == DPT_OK) {
+        st = dpt_normalizer_from_values(dim, m, s, (size_t)n, per_feature(kind), nz);
+        if (st != DPT_OK) st = dpt_error_context(st, "checkpoint run record (normalization '%s')", kind);
+    }
+    free(m);
+    free(s);
+    *have = st == DPT_OK;
+    return st;
+}
+
+/* The normalization of a fresh run: fitted, public, fixed or DP, per kind. */
+static dpt_status fresh_normalizer(const cli_data_opts *o, const char *r, const norm_kind *k, const dpt_dataset *train,
+                                   dpt_normalizer *nz, cJSON *run, cli_norm_info *info) {
+    memset(nz, 0, sizeof *nz);
+    switch (k->cls) {
+    case NK_NONE:
+        return DPT_OK;
+    case NK_PUBLIC:
+        DPT_TRY(dpt_normalizer_public(o->dataset, train->dim, nz));
+        snprintf(info->note, sizeof info->note, "normalization: the published constants of %s (mean %.4g, std %.4g%s): "
+                 "no statistic of the training data", o->dataset, nz->mean[0], nz->std[0],
+                 nz->channels > 1 ? " for the first channel" : "");
+        return DPT_OK;
+    case NK_AFFINE:
+        DPT_TRY(dpt_normalizer_from_values(train->dim, &k->shift, &k->scale, 1, 0, nz));
+        snprintf(info->note, sizeof info->note, "normalization: fixed (x - %g) / %g: no statistic of the training data",
+                 k->shift, k->scale);
+        return DPT_OK;
+    case NK_FIT:
+        DPT_CHECK(!o->private_ || o->unaccounted, DPT_EINVAL,
+                  "--normalize %s: fitted statistics of the private training data need --normalize-unaccounted", r);
+        DPT_TRY(dpt_normalizer_fit(train, k->mode, nz));
+        info->unaccounted = o->private_;
+        if (o->private_) {
+            cJSON_AddTrueToObject(run, "norm_unaccounted");
+            snprintf(info->note, sizeof info->note, "normalization: %s statistics fitted on the private training data "
+                     "WITHOUT noise (--normalize-unaccounted): the epsilon does NOT cover them", r);
+        } else {
+            snprintf(info->note, sizeof info->note, "normalization: %s statistics of the training split", r);
+        }
+        return DPT_OK;
+    case NK_DP: {
+        const size_t K = dpt_dp_norm_pairs(train, k->mode);
+        DPT_CHECK(K >= 1, DPT_EINVAL, "--normalize %s: %zu channels do not divide %zu features", r, train->shape[0],
+                  train->dim);
+        /* named datasets hold values in [-1, 1]: ||(a_i, b_i)|| <= sqrt(2K), nothing clipped */
+        const double C = o->norm_clip_seen ? o->norm_clip : sqrt(2.0 * (double)K);
+        dpt_rng rng;
+        DPT_TRY(o->secure ? dpt_rng_init_secure(&rng, DPT_STREAM_NOISE)
+                          : dpt_rng_init(&rng, dpt_dp_norm_seed(o->seed), DPT_STREAM_NOISE));
+        dpt_status s = dpt_dp_normalizer_fit(train, k->mode, C, o->norm_sigma, &rng, o->secure, o->threads, nz, NULL);
+        dpt_rng_free(&rng);
+        DPT_TRY(s);
+        info->dp = 1;
+        info->multiplier = o->secure ? dpt_privacy_secure_sigma_eff(o->norm_sigma, 2 * K) : o->norm_sigma;
+        cJSON *d = cJSON_AddObjectToObject(run, "norm_dp");
+        cJSON_AddNumberToObject(d, "clip", C);
+        cJSON_AddNumberToObject(d, "sigma", o->norm_sigma);
+        cJSON_AddNumberToObject(d, "multiplier", info->multiplier);
+        cJSON_AddBoolToObject(d, "secure", o->secure != 0);
+        cJSON_AddStringToObject(d, "ledger_label", DP_LABEL);
+        snprintf(info->note, sizeof info->note, "normalization: %s, DP statistics of the training data (each "
+                 "example's statistics clipped to %g, noise multiplier %g; one Gaussian release, in the ledger as "
+                 "\"%s\" and in the epsilon)", r, C, o->norm_sigma, DP_LABEL);
+        return DPT_OK;
+    }
+    }
+    return dpt_set_error(DPT_EINVAL, "--normalize %s: unknown kind", r);
+}
+
+/* A resumed run or an audited checkpoint: the statistics the run stored (no new fit, no
+ * new release), with its record copied. */
+static dpt_status reused_normalizer(const cli_data_opts *o, const char *r, size_t dim, dpt_normalizer *nz, cJSON *run,
+                                    cli_norm_info *info) {
+    cJSON *old = cJSON_Parse(o->reuse_run);
+    DPT_CHECK(old, DPT_EFORMAT, "checkpoint run record: not valid JSON");
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(old, "normalize");
+    const cJSON *dp = cJSON_GetObjectItemCaseSensitive(old, "norm_dp");
+    const cJSON *un = cJSON_GetObjectItemCaseSensitive(old, "norm_unaccounted");
+    dpt_status s = DPT_OK;
+    int have = 0;
+    if (!cJSON_IsString(nm))
+        s = dpt_set_error(DPT_EFORMAT, "checkpoint run record: no normalization recorded");
+    else if (strcmp(nm->valuestring, r))
+        s = dpt_set_error(DPT_EMISMATCH, "--normalize %s: the checkpoint's run used --normalize %s; continue it with "
+                          "the same normalization", r, nm->valuestring);
+    else if (cJSON_IsTrue(un) && o->private_ && !o->unaccounted)
+        s = dpt_set_error(DPT_EMISMATCH, "the checkpoint's normalization statistics were fitted on the training data "
+                          "without noise: continue it with --normalize-unaccounted");
+    if (s == DPT_OK && !strncmp(r, "dp-", 3)) {
+        const cJSON *mult = cJSON_GetObjectItemCaseSensitive(dp, "multiplier");
+        const cJSON *sig = cJSON_GetObjectItemCaseSensitive(dp, "sigma");
+        if (!cJSON_IsObject(dp) || !cJSON_IsNumber(mult) || !(mult->valuedouble > 0) || !cJSON_IsNumber(sig))
+            s = dpt_set_error(DPT_EFORMAT, "checkpoint run record: DP normalization '%s' without its noise record "
+                              "(norm_dp)", r);
+        else if (o->norm_sigma_seen && sig->valuedouble != o->norm_sigma)
+            s = dpt_set_error(DPT_EMISMATCH, "--normalize-sigma %g: the checkpoint's statistics were released with "
+                              "noise multiplier %g", o->norm_sigma, sig->valuedouble);
+        else {
+            info->dp = 1;
+            info->multiplier = mult->valuedouble;
+            cJSON_AddItemToObject(run, "norm_dp", cJSON_Duplicate(dp, 1));
+        }
+    }
+    if (s == DPT_OK) s = stored_normalizer(old, r, dim, nz, &have);
+    if (s == DPT_OK && cJSON_IsTrue(un)) {
+        info->unaccounted = 1;
+        cJSON_AddTrueToObject(run, "norm_unaccounted");
+    }
+    if (s == DPT_OK)
+        snprintf(info->note, sizeof info->note, "normalization: %s, the statistics stored in the checkpoint%s", r,
+                 info->unaccounted ? " (fitted WITHOUT noise: the epsilon does NOT cover them)" : "");
+    cJSON_Delete(old);
+    return s;
+}
+
+int cli_load_run_data(const cli_data_opts *o, dpt_dataset *train, dpt_dataset *test, char **run_json,
+                      cli_norm_info *info) {
+    cli_norm_info scratch;
+    if (!info) info = &scratch;
+    memset(info, 0, sizeof *info);
     *run_json = NULL;
-    DPT_TRY(parse_norm(o->normalize, &mode));
+    const char *r = resolve(o);
+    norm_kind k;
+    DPT_TRY(parse_kind(r, &k));
+    snprintf(info->kind, sizeof info->kind, "%s", r);
+    info->source = SOURCE[k.cls];
+    snprintf(info->note, sizeof info->note, "normalization: none");
     DPT_TRY(prepare(o, DPT_SPLIT_TRAIN, train));
     if (test) {
-        dpt_status s = prepare(o, DPT_SPLIT_TEST, test);
-        if (s != DPT_OK) return s;
+        DPT_TRY(prepare(o, DPT_SPLIT_TEST, test));
         if (test->n_classes != train->n_classes) {
-            int k = test->n_classes > train->n_classes ? test->n_classes : train->n_classes;
-            DPT_TRY(dpt_dataset_set_n_classes(train, k));
-            DPT_TRY(dpt_dataset_set_n_classes(test, k));
+            int nc = test->n_classes > train->n_classes ? test->n_classes : train->n_classes;
+            DPT_TRY(dpt_dataset_set_n_classes(train, nc));
+            DPT_TRY(dpt_dataset_set_n_classes(test, nc));
         }
     }
     cJSON *run = cJSON_CreateObject();
+    DPT_CHECK(run, DPT_ENOMEM, "out of memory");
     cJSON_AddStringToObject(run, "dataset", o->dataset);
     cJSON_AddStringToObject(run, "data_dir", o->data_dir ? o->data_dir : DPT_DEFAULT_DATA_DIR);
     cJSON_AddStringToObject(run, "classes", o->classes ? o->classes : "");
     cJSON_AddNumberToObject(run, "max_train", (double)o->max_train);
     cJSON_AddNumberToObject(run, "max_test", (double)o->max_test);
     cJSON_AddNumberToObject(run, "train_examples", (double)train->n);
-    cJSON_AddStringToObject(run, "normalize", o->normalize);
-    if (mode >= 0) {
-        dpt_normalizer nz;
-        dpt_status s;
-        if (mode == NORM_AFFINE) {
-            /* data-independent: one (shift, scale) pair applied as (x - shift) / scale */
-            memset(&nz, 0, sizeof nz);
-            nz.dim = train->dim;
-            nz.channels = 1;
-            nz.mean = dpt_alloc(1, sizeof(float), "normalization");
-            nz.std = dpt_alloc(1, sizeof(float), "normalization");
-            s = nz.mean && nz.std ? parse_affine(o->normalize, nz.mean, nz.std) : DPT_ENOMEM;
-        } else {
-            s = dpt_normalizer_fit(train, mode, &nz);
-        }
-        if (s == DPT_OK) s = dpt_normalizer_apply(&nz, train);
+    cJSON_AddStringToObject(run, "normalize", r);
+    cJSON_AddStringToObject(run, "norm_source", info->source);
+    dpt_normalizer nz;
+    memset(&nz, 0, sizeof nz);
+    dpt_status s = o->reuse_run ? reused_normalizer(o, r, train->dim, &nz, run, info)
+                                : fresh_normalizer(o, r, &k, train, &nz, run, info);
+    if (s == DPT_OK && nz.mean) {
+        s = dpt_normalizer_apply(&nz, train);
         if (s == DPT_OK && test) s = dpt_normalizer_apply(&nz, test);
-        if (s != DPT_OK) {
-            cJSON_Delete(run);
-            dpt_normalizer_free(&nz);
-            return s;
-        }
         size_t n = nz.channels ? nz.channels : nz.dim;
         cJSON_AddItemToObject(run, "norm_mean", float_array(nz.mean, n));
         cJSON_AddItemToObject(run, "norm_std", float_array(nz.std, n));
-        dpt_normalizer_free(&nz);
     }
-    *run_json = cJSON_PrintUnformatted(run);
+    dpt_normalizer_free(&nz);
+    if (s == DPT_OK) {
+        *run_json = cJSON_PrintUnformatted(run);
+        if (!*run_json) s = dpt_set_error(DPT_ENOMEM, "out of memory");
+    }
     cJSON_Delete(run);
-    DPT_CHECK(*run_json, DPT_ENOMEM, "out of memory");
-    return DPT_OK;
+    return s;
 }
+
+char *cli_checkpoint_run_json(const char *checkpoint_path) {
+    FILE *f = fopen(checkpoint_path, "rb");
+    if (!f) return NULL;
+    fclose(f);
+    char *state = NULL, *out = NULL;
+    if (dpt_checkpoint_peek(checkpoint_path, NULL, &state) != DPT_OK) return NULL;
+    cJSON *root = cJSON_Parse(state);
+    const cJSON *run = root ? cJSON_GetObjectItemCaseSensitive(root, "run") : NULL;
+    if (cJSON_IsObject(run)) out = cJSON_PrintUnformatted(run);
+    cJSON_Delete(root);
+    free(state);
+    return out;
+}
+
+/* ==== The release in the ledger ==== */
+
+int cli_norm_prior(const cli_norm_info *info, struct dpt_ledger **out) {
+    *out = NULL;
+    if (!info->dp) return 0;
+    if (dpt_ledger_new(out) != DPT_OK || dpt_ledger_add_gaussian(*out, 1.0, info->multiplier, DP_LABEL) != DPT_OK) {
+        dpt_ledger_free(*out);
+        *out = NULL;
+        return cli_fail("--normalize");
+    }
+    return 0;
+}
+
+int cli_norm_record(const cli_norm_info *info, dpt_trainer *t, int resumed) {
+    /* a resumed run's ledger holds the release already (its statistics are reused) */
+    if (info->dp && !resumed && dpt_trainer_add_gaussian_release(t, 1.0, info->multiplier, DP_LABEL) != DPT_OK)
+        return cli_fail("--normalize");
+    if (info->unaccounted && dpt_trainer_exclude_from_guarantee(t, UNACCOUNTED_NOTE) != DPT_OK)
+        return cli_fail("--normalize-unaccounted");
+    return 0;
+}
+
+void cli_norm_report(const cli_norm_info *info, const dpt_trainer *t) {
+    if (info->dp)
+        printf("privacy: that epsilon includes the normalization statistics (--normalize %s: one Gaussian release, "
+               "noise multiplier %g, ledger event \"%s\")\n", info->kind, info->multiplier, DP_LABEL);
+    else if (info->unaccounted && !dpt_trainer_ledger(t))
+        printf("privacy: NOT covered by this run's privacy statement: %s\n", UNACCOUNTED_NOTE);
+}
+
+/* ==== eval ==== */
 
 int cli_load_test_from_run(const char *run_json, const char *data_dir, dpt_dataset *test) {
     cJSON *run = cJSON_Parse(run_json);
@@ -133,43 +444,21 @@ int cli_load_test_from_run(const char *run_json, const char *data_dir, dpt_datas
     const cJSON *ds = cJSON_GetObjectItemCaseSensitive(run, "dataset");
     const cJSON *dd = cJSON_GetObjectItemCaseSensitive(run, "data_dir");
     const cJSON *cl = cJSON_GetObjectItemCaseSensitive(run, "classes");
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(run, "max_test");
     const cJSON *nm = cJSON_GetObjectItemCaseSensitive(run, "normalize");
-    const cJSON *mean = cJSON_GetObjectItemCaseSensitive(run, "norm_mean");
-    const cJSON *sd = cJSON_GetObjectItemCaseSensitive(run, "norm_std");
-    dpt_status s = DPT_OK;
-    if (!cJSON_IsString(ds) || !cJSON_IsString(dd) || !cJSON_IsString(cl) || !cJSON_IsNumber(mt) ||
-        !cJSON_IsString(nm)) {
+    if (!cJSON_IsString(ds) || !cJSON_IsString(dd) || !cJSON_IsString(cl) || !cJSON_IsString(nm)) {
         cJSON_Delete(run);
         return dpt_set_error(DPT_EFORMAT, "checkpoint: run description lacks dataset fields");
     }
-    cli_data_opts o = {ds->valuestring, data_dir ? data_dir : dd->valuestring, nm->valuestring, cl->valuestring, 0,
-                       (long)mt->valuedouble};
-    s = prepare(&o, DPT_SPLIT_TEST, test);
-    if (s == DPT_OK && strcmp(nm->valuestring, "none") != 0) {
-        int n = cJSON_GetArraySize(mean);
-        if (!cJSON_IsArray(mean) || !cJSON_IsArray(sd) || n < 1 || n != cJSON_GetArraySize(sd)) {
-            s = dpt_set_error(DPT_EFORMAT, "checkpoint: normalization statistics are missing");
-        } else {
-            dpt_normalizer nz;
-            memset(&nz, 0, sizeof nz);
-            nz.dim = test->dim;
-            nz.channels = (size_t)n == test->dim && !strcmp(nm->valuestring, "feature") ? 0 : (size_t)n;
-            nz.mean = malloc(n * sizeof(float));
-            nz.std = malloc(n * sizeof(float));
-            if (!nz.mean || !nz.std) s = dpt_set_error(DPT_ENOMEM, "out of memory");
-            for (int i = 0; s == DPT_OK && i < n; i++) {
-                const cJSON *mi = cJSON_GetArrayItem(mean, i), *si = cJSON_GetArrayItem(sd, i);
-                if (!cJSON_IsNumber(mi) || !cJSON_IsNumber(si))
-                    s = dpt_set_error(DPT_EFORMAT, "checkpoint: run.%s[%d] is not a number",
-                                      cJSON_IsNumber(mi) ? "norm_std" : "norm_mean", i);
-                else nz.mean[i] = (float)mi->valuedouble, nz.std[i] = (float)si->valuedouble;
-            }
-            if (s == DPT_OK) s = dpt_normalizer_apply(&nz, test);
-            free(nz.mean);
-            free(nz.std);
-        }
-    }
+    long max_test = 0;
+    dpt_status s = json_count(cJSON_GetObjectItemCaseSensitive(run, "max_test"), "max_test", &max_test);
+    cli_data_opts o = {.dataset = ds->valuestring, .data_dir = data_dir ? data_dir : dd->valuestring,
+                       .normalize = nm->valuestring, .classes = cl->valuestring, .max_test = max_test};
+    if (s == DPT_OK) s = prepare(&o, DPT_SPLIT_TEST, test);
+    dpt_normalizer nz;
+    int have = 0;
+    if (s == DPT_OK) s = stored_normalizer(run, nm->valuestring, test->dim, &nz, &have);
+    if (s == DPT_OK && have) s = dpt_normalizer_apply(&nz, test);
+    if (have) dpt_normalizer_free(&nz);
     cJSON_Delete(run);
     return s;
 }

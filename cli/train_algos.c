@@ -47,9 +47,17 @@ int cli_report_ledger(const cli_algo_ctx *c, dpt_trainer *t, double sigma) {
     if (dpt_trainer_budget_stopped(t, &e_next))
         printf("stopped by the privacy budget: the next step would reach epsilon %.4g > %g\n", e_next,
                c->priv->target_eps);
-    printf("privacy: epsilon %.4g (RDP) / %.4g (PLD) at delta %g after %" PRIu64 " steps (q %g, sigma %g)  "
-           "ledger: %s/ledger.json\n", e_rdp, e_pld, delta, dpt_ledger_steps(l), c->cfg->sample_rate, sigma, c->out);
+    char ex[320];
+    cli_ledger_excludes(l, ex, sizeof ex);
+    printf("privacy: epsilon %.4g (RDP) / %.4g (PLD) at delta %g after %" PRIu64 " steps (q %g, sigma %g)%s  "
+           "ledger: %s/ledger.json\n", e_rdp, e_pld, delta, dpt_ledger_steps(l), c->cfg->sample_rate, sigma, ex, c->out);
     return 0;
+}
+
+void cli_ledger_excludes(const struct dpt_ledger *l, char *buf, size_t n) {
+    const char *ex = l ? dpt_ledger_get_meta(l, "epsilon_excludes") : NULL;
+    if (n) buf[0] = 0;
+    if (ex && n) snprintf(buf, n, "  [this epsilon does NOT cover: %s]", ex);
 }
 
 int cli_poisson_privacy_setup(cli_algo_ctx *c) {

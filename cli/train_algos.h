@@ -31,6 +31,9 @@ typedef struct {
     int sampler_seen, batch_seen, sample_rate_seen;
     const char *optimizer;        /* --optimizer name, for the header line */
     const dpt_dataset *train, *test;
+    const struct dpt_ledger *prior; /* releases before training (DP normalization statistics) that the
+                                       ledger will hold: calibrate the training noise on top of them;
+                                       NULL = none */
     long epochs;
     int quiet, resume, overwrite;
     const char *out;              /* run directory */
@@ -41,6 +44,8 @@ typedef struct {
     const char *name;             /* the --algo value */
     const char *summary;          /* one line in --help */
     int uses_privacy_flags;       /* 1: --sigma, --clip, --delta ... apply */
+    int states_privacy;           /* 1: reports a privacy quantity without the privacy flags (a KL
+                                     estimate): the data may not be normalized by statistics of it */
     cli_option *opts;             /* its own flags (NULL-terminated; no CLI_SECTION) or NULL */
     /* Before the data is loaded: validate flags, adjust ctx->sampler / ctx->cfg.
      * Returns 0, or the exit code after printing the error (cli_error). May be NULL. */
@@ -70,6 +75,9 @@ void cli_algo_names(char *buf, size_t n);
  * "privacy: epsilon X (RDP) / Y (PLD) at delta D after T steps ..." computed from the
  * ledger, and the budget-stop line. Returns 0 or an exit code. */
 int cli_report_ledger(const cli_algo_ctx *c, dpt_trainer *t, double sigma);
+/* "  [this epsilon does NOT cover: ...]" when the ledger records a use of the data outside
+ * it (metadata "epsilon_excludes", dpt_trainer_exclude_from_guarantee), else "". */
+void cli_ledger_excludes(const struct dpt_ledger *l, char *buf, size_t n);
 /* For SGM-style algorithms on Poisson batches, after loading: q from --sample-rate or B/N
  * (must be in (0, 1]), delta < 1/N unless --force, and the privacy settings copied into
  * the run config (target_epsilon only as a stopping budget when --sigma is given).

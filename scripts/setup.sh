@@ -18,6 +18,11 @@ PACKAGES=(
   iproute2                           # the two-host MPI test (network namespaces + veth)
   dataset-fashion-mnist              # default training data
   clang libclang-rt-dev libomp-dev   # libFuzzer harnesses (scripts/fuzz.sh, docs/fuzzing.md)
+  python3-dev python3-cffi           # the Python package: cffi extension (API mode) over libdptrain.so
+  python3-numpy python3-pytest       #   arrays; its tests (scripts/test.sh)
+  python3-setuptools python3-wheel   #   offline build backend: pip install --no-build-isolation ./python
+  python3-pip python3-venv           #   installing it (docs/python.md)
+  python3-torch                      #   to_torch() and its tests (optional for users)
 )
 
 missing=()

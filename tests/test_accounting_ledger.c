@@ -296,11 +296,65 @@ static void test_refused(void) {
     dpt_ledger_free(a);
 }
 
+/* Calibration on top of earlier releases: with no prior the same sigma as
+ * dpt_calibrate_sigma; with a Gaussian release recorded first, the returned sigma meets
+ * the target for the composition and sigma - tol does not, it is larger than without
+ * the release, and the prior is left unchanged; a prior that alone spends the budget is
+ * DPT_ERANGE. The copy serializes like the original. */
+static void test_calibrate_on_prior(void) {
+    const double q = 0.01, delta = 1e-5, target = 2.0, tol = 1e-4;
+    const uint64_t T = 1000;
+    double s_plain = 0, s_empty = 0, s_prior = 0, e = 0;
+    CHECK_OK(dpt_calibrate_sigma(q, T, delta, target, DPT_ACCT_RDP, DPT_CONV_BALLE, tol, &s_plain));
+    CHECK_OK(dpt_ledger_calibrate_sgm(NULL, q, T, delta, target, DPT_ACCT_RDP, DPT_CONV_BALLE, tol, &s_empty));
+    CHECK_CLOSE(s_empty, s_plain, 2 * tol, 0);
+    dpt_ledger *prior = NULL, *l = NULL;
+    CHECK_OK(dpt_ledger_new(&prior));
+    CHECK_OK(dpt_ledger_add_gaussian(prior, 1.0, 4.0, "dp-normalize"));
+    CHECK_OK(dpt_ledger_set_meta(prior, "note", "kept"));
+    char *before = NULL, *after = NULL, *copied = NULL;
+    CHECK_OK(dpt_ledger_to_json(prior, &before));
+    for (int acct = DPT_ACCT_RDP; acct <= DPT_ACCT_PLD; acct++) {
+        CHECK_OK(dpt_ledger_calibrate_sgm(prior, q, T, delta, target, (dpt_accountant)acct, DPT_CONV_BALLE, tol,
+                                          &s_prior));
+        for (int k = 0; k < 2; k++) {
+            CHECK_OK(dpt_ledger_copy(prior, &l));
+            CHECK_OK(dpt_ledger_add_sgm(l, q, k ? s_prior - tol : s_prior, T));
+            CHECK_OK(dpt_ledger_epsilon(l, delta, (dpt_accountant)acct, DPT_CONV_BALLE, &e));
+            if (k) CHECK(e > target);
+            else CHECK(e <= target);
+            dpt_ledger_free(l);
+            l = NULL;
+        }
+        if (acct == DPT_ACCT_RDP) CHECK(s_prior > s_plain + 10 * tol);
+    }
+    CHECK_OK(dpt_ledger_to_json(prior, &after));
+    CHECK(!strcmp(before, after));
+    CHECK_OK(dpt_ledger_copy(prior, &l));
+    CHECK_OK(dpt_ledger_to_json(l, &copied));
+    CHECK(!strcmp(before, copied));
+    CHECK(dpt_ledger_get_meta(l, "note") && !strcmp(dpt_ledger_get_meta(l, "note"), "kept"));
+    dpt_ledger_free(l);
+    /* a release that alone spends more than the target */
+    CHECK_OK(dpt_ledger_add_gaussian(prior, 1.0, 0.2, "large"));
+    CHECK_STATUS(dpt_ledger_calibrate_sgm(prior, q, T, delta, target, DPT_ACCT_RDP, DPT_CONV_BALLE, tol, &s_prior),
+                 DPT_ERANGE);
+    CHECK_ERR_HAS("already in the ledger");
+    CHECK_STATUS(dpt_ledger_calibrate_sgm(NULL, 0.0, T, delta, target, DPT_ACCT_RDP, DPT_CONV_BALLE, tol, &s_prior),
+                 DPT_EINVAL);
+    CHECK_STATUS(dpt_ledger_calibrate_sgm(NULL, q, T, delta, -1, DPT_ACCT_RDP, DPT_CONV_BALLE, tol, &s_prior),
+                 DPT_EINVAL);
+    CHECK_STATUS(dpt_ledger_copy(NULL, &l), DPT_EINVAL);
+    free(before), free(after), free(copied);
+    dpt_ledger_free(prior);
+}
+
 int main(void) {
     test_merge_and_meta();
     test_epsilon_matches_direct();
     test_bad_events();
     test_round_trip();
     test_refused();
+    test_calibrate_on_prior();
     TEST_MAIN_END();
 }

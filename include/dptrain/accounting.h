@@ -142,6 +142,16 @@ dpt_status dpt_ledger_epsilon_rdp(const dpt_ledger *l, double delta, dpt_convers
                                   double *best_order, int *at_edge);
 /* 1 when the PLD accountant applies (only SGM / Gaussian events). */
 int dpt_ledger_pld_applies(const dpt_ledger *l);
+/* *out = an independent copy of l (events and metadata); dpt_ledger_free it. */
+dpt_status dpt_ledger_copy(const dpt_ledger *l, dpt_ledger **out);
+/* dpt_calibrate_sigma on top of the releases already in `prior` (NULL or empty: the same
+ * search as dpt_calibrate_sigma): the smallest sigma, to within tol, such that prior +
+ * `steps` steps of SGM(q, sigma) has epsilon(delta) <= target_eps under acct (conv for
+ * RDP). prior is not modified. DPT_ERANGE when prior alone already spends target_eps, or
+ * when no sigma in [0.05, 1e4] reaches it. */
+dpt_status dpt_ledger_calibrate_sgm(const dpt_ledger *prior, double q, uint64_t steps, double delta,
+                                    double target_eps, dpt_accountant acct, dpt_conversion conv, double tol,
+                                    double *sigma);
 
 /* JSON: {"format": "dptrain-ledger", "version": 1, ..., "checksum": "sha256:..."}; the
  * checksum covers the canonical (unformatted) serialization of everything else, so equal

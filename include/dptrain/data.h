@@ -135,7 +135,10 @@ dpt_status dpt_dataset_hash(const dpt_dataset *d, uint8_t out[32]);
  * Statistics are fitted on the TRAINING split only, then applied to any split:
  * x <- (x - mean) / std. std is the population standard deviation (accumulated in
  * double); a std below 1e-12 (constant feature) is replaced by 1 so the feature becomes 0
- * rather than NaN. */
+ * rather than NaN. Privacy: statistics fitted here are a release of the training data that
+ * no accountant covers; private training should use dpt_normalizer_public,
+ * dpt_normalizer_from_values with constants known a priori, or the DP fit
+ * dpt_dp_normalizer_fit (privacy.h) whose release goes into the ledger (docs/data.md). */
 enum {
     DPT_NORM_SCALAR = 0,      /* one (mean, std) over all features: channels = 1 */
     DPT_NORM_PER_CHANNEL = 1, /* one (mean, std) per channel (shape[0]) over its H*W pixels */
@@ -152,6 +155,22 @@ dpt_status dpt_normalizer_fit(const dpt_dataset *train, int per_channel, dpt_nor
  * it). */
 dpt_status dpt_normalizer_apply(const dpt_normalizer *nz, dpt_dataset *d);
 void dpt_normalizer_free(dpt_normalizer *nz); /* accepts NULL; zeroes it */
+
+/* Normalizers that use no statistic of the data they are applied to (the default of
+ * private training, docs/data.md): */
+/* The published per-channel constants of a named dataset (as dpt_data_load returns its
+ * pixels): "mnist" 0.1307 / 0.3081, "fashion-mnist" 0.2860 / 0.3530, "usps" and
+ * "usps-pooled" -0.4910 / 0.7692, "cifar10" (125.3, 123.0, 113.9) / 255 and
+ * (63.0, 62.1, 66.7) / 255 per RGB channel; sources in docs/data.md. dim: features per
+ * example (a multiple of the channel count). DPT_EINVAL for any other name (CSV data has
+ * no published constants). *out is overwritten (pass a zeroed or freed struct). */
+dpt_status dpt_normalizer_public(const char *dataset, size_t dim, dpt_normalizer *out);
+/* A normalizer from k given (mean, std) pairs, copied: per_feature = 0: k channels over
+ * contiguous runs of dim / k features (k divides dim); per_feature = 1: k == dim, one
+ * pair per feature. mean finite, std finite and > 0, else DPT_EINVAL naming the index
+ * (e.g. statistics read back from a checkpoint). */
+dpt_status dpt_normalizer_from_values(size_t dim, const float *mean, const float *std, size_t k, int per_feature,
+                                      dpt_normalizer *out);
 
 /* ==== Samplers ====
  * Which examples form each batch. Each sampler owns a dpt_rng on stream DPT_STREAM_DATA.

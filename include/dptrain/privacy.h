@@ -2,14 +2,17 @@
  * clipping factors from per-example squared norms (flat, or per layer with a split of C),
  * and Gaussian noise N(0, sigma^2 C^2) added to a flat clipped sum from the noise stream.
  * Each fast function has a naive reference beside it (`_ref`), which documents the math.
+ * Also the releases made before training: DP-PCA, a DP mean, DP normalization statistics.
  * Memory: callers own every buffer; nothing here allocates except the noise samplers'
- * internal chunk buffers (freed before return).
+ * internal chunk buffers (freed before return) and the normalizer that
+ * dpt_dp_normalizer_fit returns (dpt_normalizer_free).
  * Thread safety: pure functions; the noise functions use the caller's dpt_rng exclusively.
  * Errors: DPT_EINVAL naming the parameter (C, sigma, k, ...); DPT_ECRYPTO when libcrypto
  * fails to provide the noise stream. */
 #ifndef DPTRAIN_PRIVACY_H
 #define DPTRAIN_PRIVACY_H
 #include <dptrain/core.h>
+#include <dptrain/data.h>
 
 /* Declarations below are exported from libdptrain.so; everything else is hidden. */
 #pragma GCC visibility push(default)
@@ -88,6 +91,14 @@ dpt_status dpt_privacy_secure_sigma_for(double sigma_eff, size_t n, double *sigm
 #define DPT_DGAUSS_LOG2_SCALE 14 /* the secure grid is (sigma C) 2^-14 Z (the sampler's maximum) */
 int64_t dpt_privacy_discrete_gauss(dpt_rng *r, uint32_t s);
 
+/* sum[j] += N(0, (sigma C)^2) for j < n on a double-precision released sum (the DP mean's,
+ * the DP normalization statistics'): fast: the draws of dpt_privacy_noise_add, added in
+ * double; secure: the sum is rounded to float, then dpt_privacy_noise_add_secure (record
+ * the multiplier dpt_privacy_secure_sigma_eff(sigma, n)). sigma >= 0 (0: nothing added,
+ * noise may then be NULL), C > 0. */
+dpt_status dpt_privacy_noise_add_sum(dpt_rng *noise, double *sum, size_t n, double sigma, double C, int secure,
+                                     int threads);
+
 /* ==== DP-PCA (Analyze Gauss; Dwork et al. 2014) ====
  * Rows x_i of X [n, d] are scaled to unit L2 norm (zero rows stay zero). With add/remove
  * neighbours the Gram matrix G = sum_i x_i x_i^T changes by x x^T, whose upper triangle
@@ -138,6 +149,40 @@ dpt_status dpt_dp_mean(const float *X, size_t n, size_t d, double C, double sigm
                        int threads, double *mu, size_t *clipped);
 /* X [n, d] -= mu (every row), in place. */
 dpt_status dpt_dp_center(float *X, size_t n, size_t d, const double *mu);
+
+/* ==== DP normalization statistics ====
+ * A differentially private replacement for dpt_normalizer_fit. For mode SCALAR (K = 1
+ * group of all dim features), PER_CHANNEL (K = shape[0] groups of dim / K contiguous
+ * features) or PER_FEATURE (K = dim groups of one feature), example i gives
+ *   v_i = (a_i1 .. a_iK, b_i1 .. b_iK),  a_ic = mean of x_ij, b_ic = mean of x_ij^2
+ * over group c's features, clipped to L2 norm C: clip_C(v_i) = v_i min(1, C / ||v_i||).
+ * The release is S = sum_i clip_C(v_i) + N(0, (sigma C)^2 I_2K). Adding or removing one
+ * example moves the clipped sum by clip_C(v), norm <= C: one Gaussian mechanism with
+ * sensitivity C and noise multiplier sigma (ledger: dpt_ledger_add_gaussian(l, 1, sigma);
+ * secure: the multiplier dpt_privacy_secure_sigma_eff(sigma, 2K)). The statistics are
+ * post-processing, with the dataset size n treated as public (as q = B/N is):
+ *   mean_c = S_a,c / n,  var_c = S_b,c / n - mean_c^2,
+ *   std_c = sqrt(var_c) when var_c > max(1e-24, 3 sigma C / n), else 1 (a variance within
+ *   three noise standard deviations of 0: the group is treated as constant).
+ * Values with |x| <= R give ||v_i|| <= sqrt(K (R^2 + R^4)); at that C nothing is clipped
+ * (sqrt(2K) for pixels in [0, 1] or [-1, 1]). A smaller C lowers the noise but shrinks
+ * the statistics of clipped examples towards 0. Noise: a DPT_STREAM_NOISE stream of its
+ * own (e.g. seeded dpt_dp_norm_seed(seed)), OS-seeded in secure mode. docs/data.md. */
+static inline uint64_t dpt_dp_norm_seed(uint64_t seed) { return seed ^ 0x6A09E667F3BCC909ull; }
+/* K, the number of (mean, std) pairs of `mode` on d (0 for a bad mode or shape); the
+ * release has 2K entries. */
+size_t dpt_dp_norm_pairs(const dpt_dataset *d, int mode);
+/* sums [2K] = sum_i clip_C(v_i) (the pre-noise release; for tests), *clipped = examples
+ * shrunk (may be NULL). d finite, C > 0. */
+dpt_status dpt_dp_norm_sums(const dpt_dataset *d, int mode, double C, double *sums, size_t *clipped);
+/* released [2K] = the sums plus the Gaussian noise above (sigma >= 0; 0: no noise, not
+ * private), drawn from `noise` (exact discrete Gaussian on the lattice when secure). */
+dpt_status dpt_dp_norm_release(const dpt_dataset *d, int mode, double C, double sigma, dpt_rng *noise, int secure,
+                               int threads, double *released, size_t *clipped);
+/* The DP statistics of train as a normalizer (*out overwritten; dpt_normalizer_free it):
+ * one release, then the post-processing above. */
+dpt_status dpt_dp_normalizer_fit(const dpt_dataset *train, int mode, double C, double sigma, dpt_rng *noise,
+                                 int secure, int threads, dpt_normalizer *out, size_t *clipped);
 
 #ifdef __cplusplus
 }

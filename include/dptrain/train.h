@@ -231,6 +231,13 @@ dpt_status dpt_algo_dpmac_new(const dpt_dpmac_config *cfg, dpt_algo **out);
  * already): DPT_EINVAL otherwise. */
 dpt_status dpt_trainer_add_gaussian_release(dpt_trainer *t, double sensitivity, double sigma,
                                             const char *label);
+/* Records that the run's privacy statement (its epsilon, or an estimate) does not cover
+ * `what`, a use of the training data outside every accountant (e.g. normalization
+ * statistics fitted on it without noise): the ledger metadata "epsilon_excludes"
+ * (private algorithms) and every metrics.jsonl line ("privacy_excludes") carry it. Call
+ * after dpt_trainer_new (and dpt_trainer_resume) and before dpt_trainer_run; what is a
+ * non-empty text of < 256 bytes (DPT_EINVAL otherwise). */
+dpt_status dpt_trainer_exclude_from_guarantee(dpt_trainer *t, const char *what);
 
 /* Noisy full-batch gradient descent ("Langevin" training, Ye et al., "Initialization
  * Matters", Eq. 4 / Theorem E.1): W_{k+1} = W_k - eta grad L(W_k; D) + sqrt(2 eta sigma^2) Z_k

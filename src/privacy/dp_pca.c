@@ -152,18 +152,7 @@ dpt_status dpt_dp_mean(const float *X, size_t n, size_t d, double C, double sigm
               sigma);
     DPT_CHECK(noise || sigma == 0, DPT_EINVAL, "dp_mean: NULL noise stream");
     DPT_TRY(dpt_dp_mean_sum(X, n, d, C, mu, clipped));
-    if (sigma > 0) {
-        float *e = dpt_alloc(d, sizeof(float), "dp_mean noise");
-        if (!e) return DPT_ENOMEM;
-        /* secure: the sum itself is rounded to the lattice before the lattice noise */
-        for (size_t j = 0; j < d; j++) e[j] = secure ? (float)mu[j] : 0.0f;
-        dpt_status s = secure ? dpt_privacy_noise_add_secure(noise, e, d, sigma, C, threads)
-                              : dpt_privacy_noise_add(noise, e, d, sigma, C, threads);
-        if (s == DPT_OK)
-            for (size_t j = 0; j < d; j++) mu[j] = secure ? (double)e[j] : mu[j] + e[j];
-        dpt_free(e);
-        DPT_TRY(s);
-    }
+    DPT_TRY(dpt_privacy_noise_add_sum(noise, mu, d, sigma, C, secure, threads));
     for (size_t j = 0; j < d; j++) mu[j] /= (double)n;
     return DPT_OK;
 }

@@ -8,9 +8,9 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <signal.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -417,10 +417,9 @@ static dpt_status train_step(dpt_trainer *t, double *loss_sum, size_t *batch) {
 }
 
 /* ==== Test hook: faults between saving and publishing ====
- * For tests only (docs/checkpoints.md): DPTRAIN_FAULT=<point>[:<n>][:exit] makes the n-th
- * passage (default the first) through <point> fail with DPT_EIO, or with ":exit" kill the
- * process at once (SIGKILL to itself: exactly the crash being simulated; the library never
- * ends its caller's process otherwise). The points lie between
+ * For tests only (docs/checkpoints.md): DPTRAIN_FAULT=<point>[:<n>][:kill] makes the n-th
+ * passage (default the first) through <point> fail with DPT_EIO, or with ":kill" kill the
+ * process there (SIGKILL to itself), as a crash or a kill -9 would. The points lie between
  * the writes of a publication: after-ledger (ledger.json saved, checkpoint not),
  * after-checkpoint (both saved, metrics line not written), after-metrics (metrics line
  * written, on_epoch not called). */
@@ -432,7 +431,7 @@ static dpt_status fault_point(dpt_trainer *t, const char *point) {
     const char *rest = f + n;
     if (*rest == ':' && rest[1] >= '0' && rest[1] <= '9') want = strtoul(rest + 1, (char **)&rest, 10);
     if (++t->fault_hits != want) return DPT_OK;
-    if (!strcmp(rest, ":exit")) raise(SIGKILL);
+    if (!strcmp(rest, ":kill")) raise(SIGKILL);
     return dpt_set_error(DPT_EIO, "injected fault at %s (DPTRAIN_FAULT, a test hook)", point);
 }
 
@@ -947,6 +946,7 @@ static dpt_status record_line(dpt_trainer *t, dpt_epoch_result *r, char **line) 
         cJSON_AddNumberToObject(o, "epoch_steps", (double)r->steps_per_epoch);
     }
     if (!t->ledger && t->algo->privacy_note) cJSON_AddStringToObject(o, "privacy", t->algo->privacy_note);
+    if (t->excludes[0]) cJSON_AddStringToObject(o, "privacy_excludes", t->excludes);
     if (t->ledger) {
         cJSON_AddNumberToObject(o, "epsilon", r->epsilon);
         if (isfinite(r->epsilon_pld)) cJSON_AddNumberToObject(o, "epsilon_pld", r->epsilon_pld);

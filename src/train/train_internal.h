@@ -31,6 +31,8 @@ struct dpt_trainer {
     int resumed;
     char *run_json; /* owned copy of cfg.run_json */
     dpt_ledger *ledger; /* private algorithms: every noisy release (owned) */
+    char excludes[256]; /* what the privacy statement does not cover ("" = nothing;
+                           dpt_trainer_exclude_from_guarantee): in every metrics line */
     int budget_stopped; /* the run stopped before exceeding cfg.target_epsilon */
     double budget_eps_next;
     dpt_stop_reason stop_reason;

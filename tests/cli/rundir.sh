@@ -70,7 +70,7 @@ check '[ "$(steps_of "$T/long/ledger.json")" = $((s_ck + 5)) ]' "resume after Ct
 
 # -- a crash between saving and publishing (--secure: a re-run would draw fresh noise)
 S=("${DP[@]}" --secure --epochs 3 --out "$T/sec")
-DPTRAIN_FAULT=after-checkpoint:2:exit "$BIN" train "${S[@]}" >"$T/f.out" 2>"$T/f.err"
+(DPTRAIN_FAULT=after-checkpoint:2:kill "$BIN" train "${S[@]}" >"$T/f.out" 2>"$T/f.err"; exit $?) 2>/dev/null
 rc=$?
 check '[ $rc -eq 137 ] && [ "$(records "$T/sec/metrics.jsonl")" = "1:50" ]' "crash after the 2nd checkpoint: rc $rc, metrics $(records "$T/sec/metrics.jsonl")"
 check '! grep -q "epoch 2/" "$T/f.err"' "epoch 2 was shown before it was published"
@@ -79,11 +79,11 @@ check '[ "$(records "$T/sec/metrics.jsonl")" = "1:50 2:100 3:150" ] && [ "$(step
       "resume after the crash: metrics $(records "$T/sec/metrics.jsonl"), ledger $(steps_of "$T/sec/ledger.json") (want 150: epoch 2 not re-run)"
 check 'grep -q "epoch 2/3  step 100 .*published now" <<<"$LAST_OUT"' "the saved epoch 2 was not published from the checkpoint"
 rm -rf "$T/sec"
-DPTRAIN_FAULT=after-ledger:2:exit "$BIN" train "${S[@]}" >/dev/null 2>&1
+(DPTRAIN_FAULT=after-ledger:2:kill "$BIN" train "${S[@]}" >/dev/null 2>&1; exit $?) 2>/dev/null
 expect_ok "$BIN" train "${S[@]}" --resume
 check '[ "$(records "$T/sec/metrics.jsonl")" = "1:50 2:100 3:150" ] && [ "$(steps_of "$T/sec/ledger.json")" = 200 ]' \
       "crash after the 2nd ledger: metrics $(records "$T/sec/metrics.jsonl"), ledger $(steps_of "$T/sec/ledger.json") (want 200: the lost steps stay spent)"
-DPTRAIN_FAULT=after-metrics:1:exit "$BIN" train "${DP[@]}" --epochs 2 --out "$T/am" >/dev/null 2>&1
+(DPTRAIN_FAULT=after-metrics:1:kill "$BIN" train "${DP[@]}" --epochs 2 --out "$T/am" >/dev/null 2>&1; exit $?) 2>/dev/null
 expect_ok "$BIN" train "${DP[@]}" --epochs 2 --out "$T/am" --resume
 check '[ "$(records "$T/am/metrics.jsonl")" = "1:50 2:100" ]' "crash after a metrics line: $(records "$T/am/metrics.jsonl")"
 
@@ -109,7 +109,18 @@ check 'grep -q "secure was 0, now 1" <<<"$sec_out" && ! grep -q "sigma was" <<<"
 expect_ok "$BIN" train --algo dpsgd "${D[@]}" --target-epsilon 2 --epochs 1 --out "$T/cal"
 expect_fail "calibrated it for --epochs 2, and a resumed run keeps its noise" "$BIN" train --algo dpsgd "${D[@]}" --target-epsilon 2 --epochs 2 --out "$T/cal" --resume
 expect_fail "2^53" "$BIN" train "${D[@]}" --epochs 4611686018427387904 --out "$T/x"
+expect_fail "--epochs" "$BIN" train "${D[@]}" --epochs 9223372036854775808 --out "$T/x"
 expect_fail "2^53" "$BIN" train "${DP[@]}" --sample-rate 1e-300 --epochs 1000 --out "$T/x"
+
+# -- --overwrite also removes what noisy-gd wrote beside its trainer's files (run<k>/)
+NG=(--algo noisy-gd --dataset "csv:$T/d.csv" --normalize none --model mlp:4-8-3:relu --init lecun --threads 1
+    --no-progress --eta 0.05 --langevin-sigma 0.05 --epochs 2 --neighbours remove --max-train 300 --max-test 100)
+expect_ok "$BIN" train "${NG[@]}" --runs 2 --out "$T/ng"
+check '[ -f "$T/ng/run2/kl_candidates.csv" ] && [ -f "$T/ng/run1/checkpoint.safetensors" ]' "noisy-gd --runs 2 wrote no run<k>/"
+expect_fail "is not empty" "$BIN" train "${NG[@]}" --out "$T/ng"
+expect_ok "$BIN" train "${NG[@]}" --out "$T/ng" --overwrite
+check '[ ! -e "$T/ng/run1" ] && [ ! -e "$T/ng/run2" ] && [ -f "$T/ng/kl_candidates.csv" ] && [ "$(records "$T/ng/metrics.jsonl")" = "1:1 2:2" ]' \
+      "--overwrite after --runs 2: $(ls "$T/ng") / $(records "$T/ng/metrics.jsonl")"
 
 # -- what a private run shows: no train loss in metrics, no loss on its progress bar
 check '! grep -q train_loss "$T/ms/metrics.jsonl" && grep -q train_loss "$T/run/metrics.jsonl"' "train_loss: private runs must not publish it, others must"

@@ -1,0 +1,53 @@
+"""dptrain: differentially private training, privacy accounting and auditing, in Python.
+
+A thin layer over the C library libdptrain (cffi, API mode): accounting
+(`dptrain.accounting`), training from numpy arrays (`dptrain.train`), trained models with
+their parameters, predictions, privacy ledger and PyTorch export (`dptrain.Model`).
+See docs/python.md.
+"""
+
+import os as _os
+
+
+def _extend_path():
+    """In-tree use: let `from . import _dptrain_cffi` find the module built into
+    <build>/python/dptrain by python/build_ffi.py."""
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    if any(f.startswith("_dptrain_cffi") and f.endswith(".so") for f in _os.listdir(here)):
+        return  # installed (or built in place): nothing to add
+    build = _os.environ.get("DPTRAIN_BUILD_DIR") or _os.path.join(_os.path.dirname(_os.path.dirname(here)), "build")
+    cand = _os.path.join(_os.path.abspath(build), "python", "dptrain")
+    if _os.path.isdir(cand):
+        __path__.append(cand)  # noqa: F821 - the package's own __path__
+
+
+_extend_path()
+
+from ._lib import ffi as _ffi, lib as _clib  # noqa: E402
+from .errors import (  # noqa: E402,F401
+    DptrainError, InvalidArgumentError, FormatError, OutOfRangeError, UnsupportedError, MismatchError,
+    DptrainIOError, PrivacyError, CryptoError, BusyError)
+from . import accounting  # noqa: E402,F401
+from .accounting import Ledger, read_ledger  # noqa: E402,F401
+from . import layers  # noqa: E402,F401
+from .model import Model  # noqa: E402,F401
+from .train import train, Run, ALGORITHMS  # noqa: E402,F401
+from .data import load_idx  # noqa: E402,F401
+
+__version__ = _ffi.string(_clib.dpt_version()).decode()
+
+
+def library_path():
+    """Path of the libdptrain.so this process uses."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            if "libdptrain.so" in line:
+                return line.split()[-1]
+    return None
+
+
+__all__ = [
+    "accounting", "layers", "train", "Run", "ALGORITHMS", "Model", "Ledger", "read_ledger", "load_idx",
+    "library_path", "DptrainError", "InvalidArgumentError", "FormatError", "OutOfRangeError", "UnsupportedError",
+    "MismatchError", "DptrainIOError", "PrivacyError", "CryptoError", "BusyError", "__version__",
+]

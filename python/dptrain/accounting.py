@@ -1,0 +1,456 @@
+"""Privacy accounting: epsilon of the Poisson-subsampled Gaussian mechanism (RDP and PLD
+accountants), noise calibration, the DP-ULR accountant and a Ledger composing
+heterogeneous events. Every result is the C library's (accounting.h), bit for bit: these
+functions convert their arguments to C doubles / uint64 and call it.
+
+Names follow what Opacus and dp_accounting users know:
+
+    >>> from dptrain import accounting as acc
+    >>> acc.epsilon(noise_multiplier=1.1, sample_rate=256/60000, steps=4690, delta=1e-5)
+    >>> acc.calibrate_sigma(target_epsilon=3.0, sample_rate=256/60000, epochs=20, delta=1e-5)
+
+Array arguments (numpy arrays, lists) broadcast against each other and give an ndarray of
+results (one C call per element); scalars (Python or numpy) give a float.
+Adjacency: add/remove one example, as in the library.
+"""
+
+import json
+import math
+import operator
+import os
+from collections import namedtuple
+
+import numpy as np
+
+from ._lib import check, cstr, ffi, lib
+
+__all__ = [
+    "epsilon", "rdp_epsilon", "delta_pld", "rdp", "default_orders", "calibrate_sigma", "steps_for_epochs",
+    "dpulr_epsilon", "dpulr_rdp", "dpulr_rejection_term", "dpulr_default_min_batch", "Ledger", "read_ledger",
+    "RdpEpsilon", "DPULR_RATIO_ALPHA",
+]
+
+DPULR_RATIO_ALPHA = float(lib.DPT_DPULR_RATIO_ALPHA)
+RdpEpsilon = namedtuple("RdpEpsilon", "epsilon order at_edge")
+
+_ACCOUNTANTS = {"rdp": lib.DPT_ACCT_RDP, "pld": lib.DPT_ACCT_PLD}
+_CONVERSIONS = {"balle": lib.DPT_CONV_BALLE, "classic": lib.DPT_CONV_CLASSIC}
+_U64_MAX = 2 ** 64 - 1
+
+
+# ==== argument conversion ====
+
+def _accountant(name):
+    try:
+        return _ACCOUNTANTS[name]
+    except (KeyError, TypeError):
+        raise ValueError("accountant must be 'rdp' or 'pld', got %r" % (name,)) from None
+
+
+def _conversion(name):
+    try:
+        return _CONVERSIONS[name]
+    except (KeyError, TypeError):
+        raise ValueError("conversion must be 'balle' or 'classic', got %r" % (name,)) from None
+
+
+def _f(x, name):
+    """A C double from a Python or numpy real scalar (exact: float32 widens exactly)."""
+    if type(x) is float:
+        return x
+    if isinstance(x, (bool, np.bool_)) or isinstance(x, (complex, np.complexfloating)) or isinstance(x, str):
+        raise TypeError("%s must be a real number, got %r" % (name, x))
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        raise TypeError("%s must be a real number, got %r" % (name, x)) from None
+
+
+def _u64(x, name, minimum=1):
+    """A uint64 count from an int, a numpy integer or an integral float; refuses the rest."""
+    if type(x) is not int:
+        if isinstance(x, (bool, np.bool_)):
+            raise TypeError("%s must be an integer, got %r" % (name, x))
+        try:
+            x = operator.index(x)
+        except TypeError:
+            if isinstance(x, (float, np.floating)) and math.isfinite(x) and float(x).is_integer():
+                x = int(x)
+            else:
+                raise (ValueError if isinstance(x, (float, np.floating)) else TypeError)(
+                    "%s must be an integer, got %r" % (name, x)) from None
+    if x < minimum or x > _U64_MAX:
+        raise ValueError("%s must be in [%d, 2^64), got %d" % (name, minimum, x))
+    return x
+
+
+def _is_array(x):
+    return isinstance(x, (np.ndarray, list, tuple))
+
+
+def _orders(orders):
+    """(keepalive, double *, n) for an order grid; (None, NULL, 0) for the default grid."""
+    if orders is None:
+        return None, ffi.NULL, 0
+    a = np.ascontiguousarray(np.asarray(orders, dtype=np.float64).ravel())
+    if a.size == 0:
+        raise ValueError("orders: empty order grid")
+    return a, ffi.cast("const double *", ffi.from_buffer(a)), a.size
+
+
+def _vectorize(fn, args):
+    """fn(*scalars) over the broadcast of the array arguments -> ndarray of float64."""
+    arrays = [np.asarray(a) if _is_array(a) else a for a in args]
+    shaped = [a for a in arrays if isinstance(a, np.ndarray)]
+    shape = np.broadcast_shapes(*[a.shape for a in shaped])
+    full = [np.broadcast_to(a, shape) if isinstance(a, np.ndarray) else a for a in arrays]
+    out = np.empty(shape, dtype=np.float64)
+    for idx in np.ndindex(*shape):
+        out[idx] = fn(*[a[idx] if isinstance(a, np.ndarray) else a for a in full])
+    return out
+
+
+# ==== RDP / PLD epsilon of the sampled Gaussian mechanism ====
+
+def _epsilon1(sigma, q, steps, delta, acct, conv, orders_c, pld_opt):
+    out = ffi.new("double *")
+    if acct == lib.DPT_ACCT_RDP:
+        check(lib.dpt_rdp_sgm_epsilon_ex(_f(q, "sample_rate"), _f(sigma, "noise_multiplier"), _u64(steps, "steps"),
+                                         _f(delta, "delta"), conv, orders_c[1], orders_c[2], out, ffi.NULL, ffi.NULL))
+    elif pld_opt is None:
+        check(lib.dpt_pld_sgm_epsilon(_f(q, "sample_rate"), _f(sigma, "noise_multiplier"), _u64(steps, "steps"),
+                                      _f(delta, "delta"), out))
+    else:
+        check(lib.dpt_pld_sgm_epsilon_ex(_f(q, "sample_rate"), _f(sigma, "noise_multiplier"), _u64(steps, "steps"),
+                                         _f(delta, "delta"), pld_opt, out))
+    return out[0]
+
+
+def _pld_options(grid, max_points):
+    if grid is None and max_points is None:
+        return None
+    opt = ffi.new("dpt_pld_options *")
+    opt.grid = 1e-4 if grid is None else _f(grid, "grid")
+    opt.max_points = 16384 if max_points is None else _u64(max_points, "max_points")
+    return opt
+
+
+def epsilon(noise_multiplier, sample_rate, steps, delta, accountant="rdp", conversion="balle", orders=None,
+            grid=None, max_points=None):
+    """epsilon after `steps` steps of the Poisson-subsampled Gaussian mechanism.
+
+    noise_multiplier: sigma (noise std / L2 sensitivity) > 0; sample_rate: q in (0, 1];
+    delta in (0, 1). accountant 'rdp' (Renyi DP, minimized over `orders`, default grid of
+    the library; conversion 'balle' (Balle et al. 2020) or 'classic' (Mironov 2017)) or
+    'pld' (privacy loss distribution, an upper bound; `grid` in nats and `max_points` set
+    its discretization, defaults 1e-4 and 16384). Arrays broadcast (ndarray result).
+    """
+    acct, conv = _accountant(accountant), _conversion(conversion)
+    if acct == lib.DPT_ACCT_PLD and orders is not None:
+        raise ValueError("orders: only used by the RDP accountant")
+    if acct == lib.DPT_ACCT_RDP and (grid is not None or max_points is not None):
+        raise ValueError("grid/max_points: only used by the PLD accountant")
+    oc = _orders(orders)
+    opt = _pld_options(grid, max_points)
+    if _is_array(noise_multiplier) or _is_array(sample_rate) or _is_array(steps) or _is_array(delta):
+        return _vectorize(lambda s, q, t, d: _epsilon1(s, q, t, d, acct, conv, oc, opt),
+                          (noise_multiplier, sample_rate, steps, delta))
+    return _epsilon1(noise_multiplier, sample_rate, steps, delta, acct, conv, oc, opt)
+
+
+def rdp_epsilon(noise_multiplier, sample_rate, steps, delta, conversion="balle", orders=None):
+    """RDP epsilon with the order that attains it: RdpEpsilon(epsilon, order, at_edge);
+    at_edge is True when the best order is the first or last of the grid (widen it)."""
+    oc = _orders(orders)
+    out, order, edge = ffi.new("double *"), ffi.new("double *"), ffi.new("int *")
+    check(lib.dpt_rdp_sgm_epsilon_ex(_f(sample_rate, "sample_rate"), _f(noise_multiplier, "noise_multiplier"),
+                                     _u64(steps, "steps"), _f(delta, "delta"), _conversion(conversion), oc[1], oc[2],
+                                     out, order, edge))
+    return RdpEpsilon(out[0], order[0], bool(edge[0]))
+
+
+def delta_pld(noise_multiplier, sample_rate, steps, epsilon):
+    """delta(epsilon) after `steps` steps, from the PLD accountant (an upper bound)."""
+    def one(s, q, t, e):
+        out = ffi.new("double *")
+        check(lib.dpt_pld_sgm_delta(_f(q, "sample_rate"), _f(s, "noise_multiplier"), _u64(t, "steps"),
+                                    _f(e, "epsilon"), out))
+        return out[0]
+    args = (noise_multiplier, sample_rate, steps, epsilon)
+    if any(_is_array(a) for a in args):
+        return _vectorize(one, args)
+    return one(*args)
+
+
+def default_orders():
+    """The library's default RDP order grid (a new float64 array)."""
+    n = ffi.new("size_t *")
+    p = lib.dpt_rdp_default_orders(n)
+    return np.frombuffer(ffi.buffer(p, n[0] * 8), dtype=np.float64).copy()
+
+
+def rdp(noise_multiplier, sample_rate, orders=None, steps=1):
+    """RDP (nats) of `steps` steps of SGM(q, sigma) at each order (Opacus' compute_rdp):
+    steps * dpt_rdp_sgm(q, sigma, alpha). Returns an ndarray like `orders` (default grid),
+    or a float for a scalar order."""
+    q, s, t = _f(sample_rate, "sample_rate"), _f(noise_multiplier, "noise_multiplier"), _u64(steps, "steps")
+    r = ffi.new("double *")
+    if orders is not None and not _is_array(orders):
+        check(lib.dpt_rdp_sgm(q, s, _f(orders, "orders"), r))
+        return r[0] * t
+    a = default_orders() if orders is None else np.asarray(orders, dtype=np.float64)
+    out = np.empty(a.shape, dtype=np.float64)
+    for idx in np.ndindex(*a.shape):
+        check(lib.dpt_rdp_sgm(q, s, float(a[idx]), r))
+        out[idx] = r[0] * t
+    return out
+
+
+# ==== calibration ====
+
+def steps_for_epochs(epochs, sample_rate):
+    """Steps of `epochs` epochs at sampling rate q: ceil(epochs / q), as `dptrain account
+    --epochs` counts them (an epoch is 1/q steps in expectation)."""
+    e, q = _f(epochs, "epochs"), _f(sample_rate, "sample_rate")
+    if not (q > 0 and q <= 1):
+        raise ValueError("sample_rate must be in (0, 1], got %r" % (q,))
+    if not (e > 0 and math.isfinite(e)):
+        raise ValueError("epochs must be > 0, got %r" % (e,))
+    t = math.ceil(e / q - 1e-9)
+    if not (1 <= t <= 1e15):
+        raise ValueError("epochs: %g epochs at q = %g give %g steps" % (e, q, t))
+    return int(t)
+
+
+def calibrate_sigma(target_epsilon, sample_rate, delta, steps=None, epochs=None, accountant="rdp",
+                    conversion="balle", tol=1e-4):
+    """The smallest noise multiplier, to within `tol`, whose epsilon after `steps` steps (or
+    `epochs` epochs: ceil(epochs / q) steps) is at most target_epsilon: the result never
+    overshoots the target, and sigma - tol does. Raises OutOfRangeError (a ValueError)
+    when the target cannot be reached for sigma in [0.05, 1e4]."""
+    if (steps is None) == (epochs is None):
+        raise ValueError("calibrate_sigma: give exactly one of steps= and epochs=")
+    if steps is None:
+        steps = steps_for_epochs(epochs, sample_rate)
+    acct, conv = _accountant(accountant), _conversion(conversion)
+
+    def one(e, q, d, t):
+        out = ffi.new("double *")
+        check(lib.dpt_calibrate_sigma(_f(q, "sample_rate"), _u64(t, "steps"), _f(d, "delta"),
+                                      _f(e, "target_epsilon"), acct, conv, _f(tol, "tol"), out))
+        return out[0]
+    args = (target_epsilon, sample_rate, delta, steps)
+    if any(_is_array(a) for a in args):
+        return _vectorize(one, args)
+    return one(*args)
+
+
+# ==== DP-ULR: Poisson sampling with rejection ====
+
+def dpulr_rejection_term(sample_rate, dataset_size, min_batch):
+    """The rejection term ln(1 + q p(N_B - 1) / (1 - P(N_B - 1))) of one DP-ULR step."""
+    out = ffi.new("double *")
+    check(lib.dpt_dpulr_rejection_term(_f(sample_rate, "sample_rate"), _u64(dataset_size, "dataset_size"),
+                                       _u64(min_batch, "min_batch"), out))
+    return out[0]
+
+
+def dpulr_rdp(noise_multiplier, sample_rate, dataset_size, min_batch, order):
+    """(gamma, rejection, sgm): the per-step RDP of DP-ULR at one order and its two terms."""
+    g, r, s = ffi.new("double *"), ffi.new("double *"), ffi.new("double *")
+    check(lib.dpt_dpulr_rdp(_f(sample_rate, "sample_rate"), _f(noise_multiplier, "noise_multiplier"),
+                            _u64(dataset_size, "dataset_size"), _u64(min_batch, "min_batch"), _f(order, "order"),
+                            g, r, s))
+    return g[0], r[0], s[0]
+
+
+def dpulr_epsilon(noise_multiplier, sample_rate, dataset_size, min_batch, steps, delta, conversion="balle"):
+    """epsilon of `steps` DP-ULR steps (Poisson sampling at q with batches smaller than
+    min_batch = N_B redrawn, noise multiplier sigma0), RDP accountant."""
+    conv = _conversion(conversion)
+
+    def one(s, q, n, nb, t, d):
+        out = ffi.new("double *")
+        check(lib.dpt_dpulr_epsilon(_f(q, "sample_rate"), _f(s, "noise_multiplier"), _u64(n, "dataset_size"),
+                                    _u64(nb, "min_batch"), _u64(t, "steps"), _f(d, "delta"), conv, out, ffi.NULL))
+        return out[0]
+    args = (noise_multiplier, sample_rate, dataset_size, min_batch, steps, delta)
+    if any(_is_array(a) for a in args):
+        return _vectorize(one, args)
+    return one(*args)
+
+
+def dpulr_default_min_batch(noise_multiplier, sample_rate, dataset_size, max_ratio=1e-3):
+    """(N_B, ratio): the largest N_B whose rejection term is at most max_ratio times the SGM
+    term at order DPULR_RATIO_ALPHA (what `dptrain train --algo dpulr` uses by default)."""
+    nb, ratio = ffi.new("uint64_t *"), ffi.new("double *")
+    check(lib.dpt_dpulr_default_min_batch(_f(sample_rate, "sample_rate"), _f(noise_multiplier, "noise_multiplier"),
+                                          _u64(dataset_size, "dataset_size"), _f(max_ratio, "max_ratio"), nb, ratio))
+    return int(nb[0]), ratio[0]
+
+
+# ==== Ledger ====
+
+def _json_of(ptr):
+    pp = ffi.new("char **")
+    check(lib.dpt_ledger_to_json(ptr, pp))
+    try:
+        return ffi.string(pp[0]).decode("utf-8")
+    finally:
+        lib.free(pp[0])
+
+
+class Ledger:
+    """An ordered list of privacy events (the C library's dpt_ledger), composed exactly as
+    the trainer composes them. Events: add_sgm (DP-SGD steps), add_gaussian (one Gaussian
+    release), add_dpulr, add_rdp_curve (any mechanism given by its RDP curve), add_eps_delta
+    (basic composition). Ledgers saved by a run (ledger.json) load with Ledger.load."""
+
+    __slots__ = ("_p",)
+
+    def __init__(self, _ptr=None):
+        if _ptr is None:
+            pp = ffi.new("dpt_ledger **")
+            check(lib.dpt_ledger_new(pp))
+            _ptr = pp[0]
+        self._p = ffi.gc(_ptr, lib.dpt_ledger_free)
+
+    # -- events --
+    def add_sgm(self, sample_rate, noise_multiplier, steps=1):
+        """`steps` steps of the Poisson-sampled Gaussian mechanism SGM(q, sigma)."""
+        check(lib.dpt_ledger_add_sgm(self._p, _f(sample_rate, "sample_rate"), _f(noise_multiplier, "noise_multiplier"),
+                                     _u64(steps, "steps")))
+        return self
+
+    def add_gaussian(self, sensitivity, sigma, label=None):
+        """One Gaussian mechanism release: L2 sensitivity, noise std sigma (multiplier sigma / sensitivity)."""
+        check(lib.dpt_ledger_add_gaussian(self._p, _f(sensitivity, "sensitivity"), _f(sigma, "sigma"),
+                                          ffi.NULL if label is None else cstr(label, "label")))
+        return self
+
+    def add_dpulr(self, sample_rate, noise_multiplier, dataset_size, min_batch, steps=1):
+        """`steps` DP-ULR steps (Poisson with rejection below min_batch; RDP accountant only)."""
+        check(lib.dpt_ledger_add_dpulr(self._p, _f(sample_rate, "sample_rate"), _f(noise_multiplier, "noise_multiplier"),
+                                       _u64(dataset_size, "dataset_size"), _u64(min_batch, "min_batch"),
+                                       _u64(steps, "steps")))
+        return self
+
+    def add_rdp_curve(self, orders, rdp, count=1, label=None):
+        """`count` repetitions of a mechanism with per-step RDP rdp[i] at orders[i]."""
+        o = np.ascontiguousarray(np.asarray(orders, dtype=np.float64).ravel())
+        r = np.ascontiguousarray(np.asarray(rdp, dtype=np.float64).ravel())
+        if o.size != r.size:
+            raise ValueError("add_rdp_curve: orders has %d values, rdp %d" % (o.size, r.size))
+        if o.size == 0:
+            raise ValueError("add_rdp_curve: empty curve")
+        check(lib.dpt_ledger_add_rdp_curve(self._p, ffi.cast("const double *", ffi.from_buffer(o)),
+                                           ffi.cast("const double *", ffi.from_buffer(r)), o.size,
+                                           _u64(count, "count"), ffi.NULL if label is None else cstr(label, "label")))
+        return self
+
+    def add_eps_delta(self, eps, delta, label=None):
+        """An (eps, delta)-DP release, composed by basic composition."""
+        check(lib.dpt_ledger_add_eps_delta(self._p, _f(eps, "eps"), _f(delta, "delta"),
+                                           ffi.NULL if label is None else cstr(label, "label")))
+        return self
+
+    # -- queries --
+    def epsilon(self, delta, accountant="rdp", conversion="balle", orders=None):
+        """epsilon of everything recorded at delta (PLD only for SGM / Gaussian events)."""
+        out = ffi.new("double *")
+        if orders is not None:
+            if _accountant(accountant) != lib.DPT_ACCT_RDP:
+                raise ValueError("orders: only used by the RDP accountant")
+            oc = _orders(orders)
+            check(lib.dpt_ledger_epsilon_rdp(self._p, _f(delta, "delta"), _conversion(conversion), oc[1], oc[2], out,
+                                             ffi.NULL, ffi.NULL))
+        else:
+            check(lib.dpt_ledger_epsilon(self._p, _f(delta, "delta"), _accountant(accountant),
+                                         _conversion(conversion), out))
+        return out[0]
+
+    def rdp_epsilon(self, delta, conversion="balle", orders=None):
+        """RdpEpsilon(epsilon, order, at_edge) of the ledger."""
+        oc = _orders(orders)
+        out, order, edge = ffi.new("double *"), ffi.new("double *"), ffi.new("int *")
+        check(lib.dpt_ledger_epsilon_rdp(self._p, _f(delta, "delta"), _conversion(conversion), oc[1], oc[2], out,
+                                         order, edge))
+        return RdpEpsilon(out[0], order[0], bool(edge[0]))
+
+    @property
+    def steps(self):
+        """Total SGM and DP-ULR steps recorded."""
+        return int(lib.dpt_ledger_steps(self._p))
+
+    @property
+    def n_events(self):
+        """Stored events (consecutive identical events are merged into one with a count)."""
+        return int(lib.dpt_ledger_n_events(self._p))
+
+    @property
+    def pld_applies(self):
+        return bool(lib.dpt_ledger_pld_applies(self._p))
+
+    @property
+    def events(self):
+        """The events as dicts (from the ledger's JSON form)."""
+        return json.loads(self.to_json())["events"]
+
+    @property
+    def meta(self):
+        """The metadata as a dict (a copy; set entries with set_meta)."""
+        return dict(json.loads(self.to_json()).get("meta", {}))
+
+    def get_meta(self, key, default=None):
+        p = lib.dpt_ledger_get_meta(self._p, cstr(key, "key"))
+        return default if p == ffi.NULL else ffi.string(p).decode("utf-8")
+
+    def set_meta(self, key, value):
+        check(lib.dpt_ledger_set_meta(self._p, cstr(key, "key"), cstr(value, "value")))
+        return self
+
+    # -- serialization --
+    def to_json(self):
+        """The versioned, checksummed JSON form (what ledger.json holds)."""
+        return _json_of(self._p)
+
+    @classmethod
+    def _copy_of(cls, ptr):
+        """A Ledger holding a copy of a ledger the library owns (a const dpt_ledger *)."""
+        return cls.from_json(_json_of(ptr))
+
+    @classmethod
+    def from_json(cls, text):
+        """Parses and validates a ledger's JSON (FormatError on a malformed or edited one)."""
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
+        pp = ffi.new("dpt_ledger **")
+        check(lib.dpt_ledger_from_json(cstr(text, "json"), pp))
+        return cls(pp[0])
+
+    def save(self, path):
+        """Writes the ledger atomically (temporary file, fsync, rename)."""
+        check(lib.dpt_ledger_save(self._p, cstr(os.fspath(path), "path")))
+
+    @classmethod
+    def load(cls, path):
+        """A ledger file, or a run directory's ledger.json."""
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            path = os.path.join(path, "ledger.json")
+        if not os.path.exists(path):
+            raise FileNotFoundError(2, "no such ledger file", path)
+        pp = ffi.new("dpt_ledger **")
+        check(lib.dpt_ledger_load(cstr(path, "path"), pp))
+        return cls(pp[0])
+
+    def copy(self):
+        return Ledger.from_json(self.to_json())
+
+    def __repr__(self):
+        return "Ledger(%d events, %d steps)" % (self.n_events, self.steps)
+
+
+def read_ledger(path):
+    """Ledger.load: a run's ledger.json (or the run directory holding it)."""
+    return Ledger.load(path)

@@ -1,0 +1,124 @@
+"""Arrays in, library datasets out: dtype and layout checks and conversions.
+
+Features: any real numeric array [n, D] or [n, C, H, W] (image data), converted to C-contiguous
+float32 (a copy only when needed); complex, object and string arrays are refused. NaN and
+infinite values are refused by the library, which names the first one. Labels: integer
+array [n] (integral floats and bools are accepted and converted), stored as int32.
+"""
+
+import numpy as np
+
+from ._lib import check, ffi, lib
+
+__all__ = ["as_features", "as_labels", "Dataset", "load_idx"]
+
+
+def as_features(x, name="x", dim=None):
+    """x as a C-contiguous float32 [n, D] array; dim (if given) must equal D."""
+    if isinstance(x, (list, tuple)):
+        x = np.asarray(x)
+    if not isinstance(x, np.ndarray):
+        if hasattr(x, "__array__"):
+            x = np.asarray(x)
+        else:
+            raise TypeError("%s must be a numpy array, got %s" % (name, type(x).__name__))
+    if x.dtype.kind not in "fiub":
+        raise TypeError("%s: expected real numbers (float32 preferred), got dtype %s" % (name, x.dtype))
+    if x.ndim < 2:
+        raise ValueError("%s must have shape [n, features] or [n, C, H, W], got shape %s" % (name, x.shape))
+    if x.shape[0] == 0:
+        raise ValueError("%s has no examples (shape %s)" % (name, x.shape))
+    x = x.reshape(x.shape[0], -1)
+    if x.shape[1] == 0:
+        raise ValueError("%s has no features (shape %s)" % (name, x.shape))
+    if dim is not None and x.shape[1] != dim:
+        raise ValueError("%s has %d features per example, the model takes %d" % (name, x.shape[1], dim))
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def as_labels(y, name="y", n=None):
+    """y as a C-contiguous int32 [n] array."""
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1:
+        raise ValueError("%s must have shape [n] (class indices, not one-hot), got shape %s" % (name, y.shape))
+    if n is not None and y.shape[0] != n:
+        raise ValueError("%s has %d labels for %d examples" % (name, y.shape[0], n))
+    if y.dtype.kind == "b":
+        y = y.astype(np.int32)
+    elif y.dtype.kind == "f":
+        bad = ~np.isfinite(y) | (y != np.round(y))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError("%s[%d] = %r is not an integer class label" % (name, i, y[i]))
+    elif y.dtype.kind not in "iu":
+        raise TypeError("%s: expected integer class labels, got dtype %s" % (name, y.dtype))
+    if y.size and (y.min() < -2 ** 31 or y.max() >= 2 ** 31):
+        i = int(np.argmax((y < -2 ** 31) | (y >= 2 ** 31)))
+        raise ValueError("%s[%d] = %d does not fit in int32" % (name, i, y[i]))
+    return np.ascontiguousarray(y, dtype=np.int32)
+
+
+class Dataset:
+    """A library dataset (dpt_dataset) holding a copy of (x, y); `ptr` for C calls."""
+
+    def __init__(self, x, y, n_classes=0, shape=None, name="x, y"):
+        """x: C-contiguous float32 [n, D], y: C-contiguous int32 [n] (as_features, as_labels);
+        the library copies and validates them (NaN, labels outside [0, n_classes)); `name`
+        prefixes its messages ("x_test, y_test: dpt_dataset_from_arrays: y[3] = 5 ...")."""
+        self._freed = True
+        self.ptr = ffi.new("dpt_dataset *")
+        check(lib.dpt_dataset_from_arrays(ffi.cast("const float *", ffi.from_buffer(x)),
+                                          ffi.cast("const int32_t *", ffi.from_buffer(y)), x.shape[0], x.shape[1],
+                                          int(n_classes), self.ptr), name)
+        self._freed = False
+        if shape is not None and len(shape) == 3:
+            check(lib.dpt_dataset_set_shape(self.ptr, *[int(s) for s in shape]), "input_shape")
+
+    @property
+    def n(self):
+        return int(self.ptr.n)
+
+    @property
+    def n_classes(self):
+        return int(self.ptr.n_classes)
+
+    def free(self):
+        if not self._freed:
+            lib.dpt_dataset_free(self.ptr)
+            self._freed = True
+
+    def __del__(self):
+        try:
+            self.free()
+        except Exception:  # interpreter shutdown
+            pass
+
+
+def load_idx(images_path, labels_path):
+    """(x float32 [n, rows, cols] in [0, 1], y int64 [n]) from IDX files (.gz or raw), as the
+    library's loader reads them (pixel / 255 in float32). Pure numpy: an example of what a
+    user's own loading code looks like (docs/python.md)."""
+    import gzip
+
+    def read(path):
+        with open(path, "rb") as f:
+            head = f.read(2)
+        opener = gzip.open if head == b"\x1f\x8b" else open
+        with opener(path, "rb") as f:
+            return f.read()
+
+    img, lab = read(images_path), read(labels_path)
+    if len(img) < 16 or int.from_bytes(img[:4], "big") != 0x803:
+        raise ValueError("%s: not an IDX image file (magic 0x00000803)" % images_path)
+    if len(lab) < 8 or int.from_bytes(lab[:4], "big") != 0x801:
+        raise ValueError("%s: not an IDX label file (magic 0x00000801)" % labels_path)
+    n, rows, cols = (int.from_bytes(img[4 + 4 * i:8 + 4 * i], "big") for i in range(3))
+    if len(img) != 16 + n * rows * cols:
+        raise ValueError("%s: %d bytes of pixels, expected %d" % (images_path, len(img) - 16, n * rows * cols))
+    if int.from_bytes(lab[4:8], "big") != n or len(lab) != 8 + n:
+        raise ValueError("%s: label count does not match the %d images" % (labels_path, n))
+    x = np.frombuffer(img, dtype=np.uint8, offset=16).reshape(n, rows, cols).astype(np.float32) / np.float32(255)
+    y = np.frombuffer(lab, dtype=np.uint8, offset=8).astype(np.int64)
+    return x, y

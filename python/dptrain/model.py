@@ -1,0 +1,194 @@
+"""A trained model: its spec, parameters (named as in the checkpoint), predictions,
+evaluation, privacy ledger and export to PyTorch.
+
+A Model owns a C model (dpt_model) with its own copy of the parameters: either copied out
+of a finished trainer (dptrain.train returns one) or read from a checkpoint file
+(Model.load, through the library's verified checkpoint reader).
+"""
+
+import os
+
+import numpy as np
+
+from ._lib import HAVE_INFERENCE, check, cstr, ffi, lib
+from .accounting import Ledger
+from .data import as_features, as_labels
+
+__all__ = ["Model"]
+
+_LOSSES = {"ce": lib.DPT_LOSS_SOFTMAX_CE, "bce": lib.DPT_LOSS_SIGMOID_BCE, "mse": lib.DPT_LOSS_SQUARED}
+_LOSS_NAMES = {v: k for k, v in _LOSSES.items()}
+_PREDICT_BATCH = 256
+
+
+class Model:
+    """Use Model.load(path) or the .model of dptrain.train's result."""
+
+    def __init__(self, _model, _owner, loss="ce", ledger=None, algorithm=None, delta=None, steps=None):
+        self._m = _model          # dpt_model *
+        self._owner = _owner      # keeps the C object alive (gc'd cdata)
+        self.loss = loss
+        self.ledger = ledger
+        self.algorithm = algorithm
+        self.delta = delta
+        self.steps = steps
+
+    # ---- construction ----
+    @classmethod
+    def _from_spec(cls, spec, theta=None, threads=0, **kw):
+        pp = ffi.new("dpt_model **")
+        check(lib.dpt_model_new(cstr(spec, "model spec"), _PREDICT_BATCH, int(threads), pp))
+        m = ffi.gc(pp[0], lib.dpt_model_free)
+        if theta is not None:
+            ffi.memmove(m.theta, theta, m.n_params * 4)
+        return cls(m, m, **kw)
+
+    @classmethod
+    def load(cls, path, threads=0):
+        """Opens a checkpoint (checkpoint.safetensors, or a run directory holding one): the
+        whole file is verified (format, sizes, SHA-256) by the library."""
+        if not HAVE_INFERENCE:
+            raise NotImplementedError("this libdptrain has no checkpoint inference API (dptrain/inference.h)")
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            path = os.path.join(path, "checkpoint.safetensors")
+        if not os.path.exists(path):
+            raise FileNotFoundError(2, "no such checkpoint", path)
+        pp = ffi.new("dpt_checkpoint **")
+        check(lib.dpt_checkpoint_open(cstr(path, "path"), int(threads), pp))
+        ck = ffi.gc(pp[0], lib.dpt_checkpoint_close)
+        lp = lib.dpt_checkpoint_ledger(ck)
+        ledger = Ledger._copy_of(lp) if lp != ffi.NULL else None
+        algo = ffi.string(lib.dpt_checkpoint_algorithm(ck)).decode() or None
+        return cls(lib.dpt_checkpoint_model(ck), ck, loss=_LOSS_NAMES.get(lib.dpt_checkpoint_loss(ck), "ce"),
+                   ledger=ledger, algorithm=algo, steps=int(lib.dpt_checkpoint_step(ck)))
+
+    # ---- description ----
+    @property
+    def spec(self):
+        """The canonical model spec string (what checkpoints store)."""
+        return ffi.string(self._m.spec).decode()
+
+    @property
+    def n_params(self):
+        return int(self._m.n_params)
+
+    @property
+    def input_dim(self):
+        return int(self._m.in_dim)
+
+    @property
+    def output_dim(self):
+        return int(self._m.out_dim)
+
+    @property
+    def input_shape(self):
+        """(C, H, W) of one input example ((1, 1, D) for flat inputs)."""
+        L = self._m.layers[0]
+        return tuple(int(L.in_shape[i]) for i in range(3))
+
+    def layers(self):
+        """[(name, kind, info dict)] of the C model, in order (used by to_torch)."""
+        out = []
+        for i in range(int(self._m.n_layers)):
+            L = self._m.layers[i]
+            out.append(dict(name=ffi.string(L.name).decode(), kind=int(L.kind), has_bias=bool(L.has_bias),
+                            in_shape=tuple(int(L.in_shape[j]) for j in range(3)),
+                            out_shape=tuple(int(L.out_shape[j]) for j in range(3)), k=int(L.k),
+                            stride=int(L.stride), pad=int(L.pad), groups=int(L.groups),
+                            residual_from=int(L.residual_from)))
+        return out
+
+    def _tensors(self):
+        t = ffi.new("dpt_param_tensor *")
+        for i in range(int(lib.dpt_model_n_tensors(self._m))):
+            check(lib.dpt_model_tensor(self._m, i, t))
+            yield ffi.string(t.name).decode(), tuple(int(t.shape[j]) for j in range(t.ndim)), int(t.offset), \
+                int(t.size)
+
+    def parameters(self):
+        """{name: float32 ndarray} named as in the checkpoint ("fc1.weight" [K, D], ...);
+        copies (changing them does not change the model; use set_parameters)."""
+        theta = np.frombuffer(ffi.buffer(self._m.theta, self.n_params * 4), dtype=np.float32)
+        return {name: theta[off:off + size].reshape(shape).copy() for name, shape, off, size in self._tensors()}
+
+    def set_parameters(self, params):
+        """Replaces parameters by name (every name must exist with the same shape)."""
+        theta = np.frombuffer(ffi.buffer(self._m.theta, self.n_params * 4), dtype=np.float32)
+        table = {name: (shape, off, size) for name, shape, off, size in self._tensors()}
+        staged = []
+        for name, value in params.items():
+            if name not in table:
+                raise KeyError("set_parameters: no tensor %r (the model has %s)" % (name, ", ".join(table)))
+            shape, off, size = table[name]
+            a = np.asarray(value, dtype=np.float32)
+            if a.shape != shape:
+                raise ValueError("set_parameters: %s has shape %s, expected %s" % (name, a.shape, shape))
+            if not np.all(np.isfinite(a)):
+                raise ValueError("set_parameters: %s has NaN or infinite values" % name)
+            staged.append((off, size, a))
+        for off, size, a in staged:
+            theta[off:off + size] = a.ravel()
+
+    # ---- inference ----
+    def predict(self, x):
+        """Raw model outputs (logits) [n, output_dim] as float32 for features x [n, ...]."""
+        x = as_features(x, "x", self.input_dim)
+        finite = np.isfinite(x)
+        if not finite.all():
+            i = int(np.argmin(finite.ravel()))
+            raise ValueError("predict: x[%d] (example %d, feature %d) is %r: inputs must be finite"
+                             % (i, i // x.shape[1], i % x.shape[1], float(x.ravel()[i])))
+        n = x.shape[0]
+        out = np.empty((n, self.output_dim), dtype=np.float32)
+        B = int(self._m.max_batch)
+        K = self.output_dim
+        for s in range(0, n, B):
+            b = min(B, n - s)
+            check(lib.dpt_model_forward(self._m, ffi.cast("const float *", ffi.from_buffer(x[s:s + b])), b))
+            src = self._m.act[self._m.n_layers]
+            out[s:s + b] = np.frombuffer(ffi.buffer(src, b * K * 4), dtype=np.float32).reshape(b, K)
+        return out
+
+    def predict_classes(self, x):
+        """Predicted labels: argmax of the outputs (one output: output > 0)."""
+        o = self.predict(x)
+        return (o[:, 0] > 0).astype(np.int64) if o.shape[1] == 1 else o.argmax(axis=1)
+
+    def evaluate(self, x, y):
+        """(mean loss, accuracy) with the training loss, computed by the library."""
+        from .data import Dataset
+        x = as_features(x, "x", self.input_dim)
+        y = as_labels(y, "y", x.shape[0])
+        ds = Dataset(x, y, n_classes=self.output_dim if self.output_dim > 1 else 2, name="x, y")
+        loss, acc = ffi.new("double *"), ffi.new("double *")
+        try:
+            check(lib.dpt_evaluate(self._m, _LOSSES[self.loss], ds.ptr, loss, acc), "evaluate")
+        finally:
+            ds.free()
+        return loss[0], acc[0]
+
+    def epsilon(self, delta=None, accountant="rdp"):
+        """epsilon of the model's privacy ledger at delta (default: the run's delta);
+        None for a non-private model."""
+        if self.ledger is None:
+            return None
+        d = self.delta if delta is None else delta
+        if d is None:
+            raise ValueError("epsilon: give delta")
+        return self.ledger.epsilon(d, accountant=accountant)
+
+    # ---- PyTorch ----
+    def to_torch(self):
+        """A torch.nn.Module equivalent to this model, with these parameters loaded
+        (load_state_dict strict): see dptrain.torch_interop."""
+        from .torch_interop import to_torch
+        return to_torch(self)
+
+    def state_dict(self):
+        """The parameters as torch tensors, keyed like the checkpoint and to_torch()'s module."""
+        from .torch_interop import state_dict
+        return state_dict(self)
+
+    def __repr__(self):
+        return "Model(%r, %d parameters)" % (self.spec, self.n_params)

@@ -1,0 +1,980 @@
+"""Training from numpy arrays with every algorithm of `dptrain train`.
+
+    run = dptrain.train(x, y, model="mlp:784-128-10:relu", algorithm="dpsgd",
+                        target_epsilon=3.0, epochs=5, x_test=xt, y_test=yt)
+    run.model.predict(xt); run.epsilon; run.history
+
+The keyword arguments are the CLI's flags (underscores for dashes) with the CLI's defaults
+and checks (cli/cmd_train.c, cli/algo_*.c): the same configuration gives the same run as
+`dptrain train` on the same data, bit for bit (tested). The run goes on a background thread
+inside the C library with the GIL released; a progress bar on stderr (a terminal only) and
+the per-epoch history come from the trainer's callbacks. Ctrl-C asks the trainer to stop
+after the current step: the checkpoint and the privacy ledger are saved first (with an
+out_dir), then KeyboardInterrupt is raised (or the partial run returned, on_interrupt=
+"return").
+"""
+
+import json
+import logging
+import math
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+
+from ._lib import HAVE_CALLBACKS, check, cstr, ffi, lib, make_error
+from .accounting import Ledger
+from .data import Dataset, as_features, as_labels
+from .errors import PrivacyError
+from .layers import Layer, build_spec
+from .model import Model
+
+__all__ = ["train", "Run", "ALGORITHMS"]
+
+log = logging.getLogger("dptrain")
+
+ALGORITHMS = ("sgd", "dpsgd", "pdp-sgd", "proportional-noise", "dpulr", "ulr", "dpmac", "mac", "noisy-gd")
+_ALIASES = {"pdp_sgd": "pdp-sgd", "pdpsgd": "pdp-sgd", "propnoise": "proportional-noise",
+            "proportional_noise": "proportional-noise", "noisy_gd": "noisy-gd", "dp-sgd": "dpsgd",
+            "dp_sgd": "dpsgd", "dp-ulr": "dpulr", "dp_ulr": "dpulr", "dp-mac": "dpmac", "dp_mac": "dpmac"}
+_PRIVATE = {"dpsgd", "dpulr", "dpmac"}  # the CLI's uses_privacy_flags
+_SAMPLERS = {"shuffle": lib.DPT_SAMPLER_SHUFFLE, "poisson": lib.DPT_SAMPLER_POISSON, "full": lib.DPT_SAMPLER_FULL,
+             "poisson-reject": lib.DPT_SAMPLER_POISSON_REJECT}
+_STOP = {0: "none", 1: "done", 2: "max_steps", 3: "budget", 4: "callback"}
+_ALGO_OPTIONS = {  # keyword -> the algorithms that take it (the CLI's per-algorithm flags)
+    "kappa": ("pdp-sgd",), "pdp_sigma": ("pdp-sgd",), "lambda_": ("pdp-sgd",), "prop_sigma": ("proportional-noise",),
+    "sigma0": ("dpulr",), "min_batch": ("dpulr",), "ulr_noise": ("dpulr",), "copies": ("dpulr", "ulr"),
+    "ulr_std": ("dpulr", "ulr"), "modules": ("dpulr", "ulr"), "antithetic": ("dpulr", "ulr"),
+    "baseline": ("dpulr", "ulr"), "z_steps": ("dpmac", "mac"), "z_lr": ("dpmac", "mac"), "pca_dims": ("dpmac",),
+    "pca_sigma": ("dpmac",), "center_clip": ("dpmac",), "center_sigma": ("dpmac",), "eta": ("noisy-gd",),
+    "langevin_sigma": ("noisy-gd",), "linearized": ("noisy-gd",), "neighbours": ("noisy-gd",),
+    "kl_constant": ("noisy-gd",), "replace_candidates": ("noisy-gd",),
+}
+_PRIVACY_OPTIONS = ("sigma", "clip", "clip_mode", "target_epsilon", "delta", "secure", "force",
+                    "allow_ledger_mismatch")
+
+
+def _llround(x):
+    """C's llround for x >= 0 (half away from zero; Python's round() rounds half to even)."""
+    return int(math.floor(x + 0.5))
+
+
+def _positive(v, name, what="must be > 0"):
+    if not (isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)):
+        raise TypeError("%s must be a number, got %r" % (name, v))
+    v = float(v)
+    if not (v > 0 and math.isfinite(v)):
+        raise ValueError("%s %s, got %r" % (name, what, v))
+    return v
+
+
+def _nonneg(v, name):
+    v = float(v)
+    if not (v >= 0 and math.isfinite(v)):
+        raise ValueError("%s must be >= 0, got %r" % (name, v))
+    return v
+
+
+def _int(v, name, lo, hi=None):
+    import operator
+    try:
+        v = operator.index(v)
+    except TypeError:
+        raise TypeError("%s must be an integer, got %r" % (name, v)) from None
+    if v < lo or (hi is not None and v > hi):
+        raise ValueError("%s must be in [%d, %s], got %d" % (name, lo, "inf" if hi is None else hi, v))
+    return v
+
+
+class Run:
+    """The result of dptrain.train: the trained model, per-epoch history, privacy ledger."""
+
+    def __init__(self):
+        self.model = None           # dptrain.Model
+        self.history = []           # list of dicts (see history_frame); a DataFrame with history="pandas"
+        self.ledger = None          # dptrain.Ledger (private runs), else None
+        self.algorithm = None
+        self.sigma = None           # noise multiplier used (given or calibrated; private algorithms)
+        self.sample_rate = None     # q of Poisson sampling
+        self.min_batch = None       # DP-ULR's N_B
+        self.delta = None
+        self.accounted = False      # True when an accountant covers this run (ledger + epsilon)
+        self.stop_reason = None     # "done" | "max_steps" | "budget" | "callback" | "interrupted"
+        self.steps = 0
+        self.out_dir = None
+        self.last = None            # the last published epoch result (dict)
+        self.kl = None              # noisy-gd: the KL estimate report (dict)
+        self.pca_mean = None        # dpmac with DP-PCA: the released centre [d] (center_sigma) or None
+        self.pca_components = None  # dpmac with DP-PCA: the released components V [d, k]
+        self.run_id = None
+
+    @property
+    def epsilon(self):
+        """RDP epsilon (Balle conversion) of the run's ledger at its delta; None when no
+        accountant covers the run (non-private algorithms, DP-ULR on shuffled batches)."""
+        if self.ledger is None or self.delta is None:
+            return None
+        return self.ledger.epsilon(self.delta)
+
+    @property
+    def epsilon_pld(self):
+        if self.ledger is None or self.delta is None or not self.ledger.pld_applies:
+            return None
+        return self.ledger.epsilon(self.delta, accountant="pld")
+
+    def preprocess(self, x):
+        """The features the model takes for raw features x [n, d]: for dpmac with DP-PCA, x
+        centred by the released DP mean (if any), rows scaled to unit norm and projected on
+        the released components, as training did; otherwise x as float32."""
+        x = as_features(x, "x")
+        if self.pca_components is None:
+            return x
+        d, k = self.pca_components.shape
+        if x.shape[1] != d:
+            raise ValueError("x has %d features per example, the DP-PCA was fitted on %d" % (x.shape[1], d))
+        if self.pca_mean is not None:
+            x = x.copy()
+            check(lib.dpt_dp_center(ffi.cast("float *", ffi.from_buffer(x)), x.shape[0], d,
+                                    ffi.cast("const double *", ffi.from_buffer(self.pca_mean))))
+        out = np.empty((x.shape[0], k), dtype=np.float32)
+        check(lib.dpt_dp_pca_project(ffi.cast("const float *", ffi.from_buffer(x)), x.shape[0], d,
+                                     ffi.cast("const double *", ffi.from_buffer(self.pca_components)), k,
+                                     ffi.cast("float *", ffi.from_buffer(out))))
+        return out
+
+    def history_frame(self):
+        """The history as a pandas DataFrame (pandas must be installed)."""
+        import pandas as pd
+        return self.history if isinstance(self.history, pd.DataFrame) else pd.DataFrame(list(self.history))
+
+    def __repr__(self):
+        eps = self.epsilon
+        return "Run(%s, %d steps, stop %s%s)" % (self.algorithm, self.steps, self.stop_reason,
+                                                 "" if eps is None else ", epsilon %.4g at delta %g" % (eps, self.delta))
+
+
+# ==== progress bar (stderr, a terminal only) ====
+
+class _Progress:
+    def __init__(self, stream, epochs, bar, verbose):
+        self.stream, self.epochs, self.bar, self.verbose = stream, epochs, bar, verbose
+        self.last_draw = 0.0
+        self.drawn = False
+
+    def step(self, info):
+        if not self.bar:
+            return
+        now = time.monotonic()
+        done = info.step_in_epoch >= info.steps_per_epoch
+        if now - self.last_draw < 0.1 and not done:
+            return
+        self.last_draw = now
+        k, n = int(info.step_in_epoch), max(int(info.steps_per_epoch), 1)
+        width = 24
+        fill = min(width, k * width // n)
+        rate = info.step / info.wall_s if info.wall_s > 0 else 0.0
+        eta = (n - k) / rate if rate > 0 else 0.0
+        loss = "" if math.isnan(info.loss) else "  loss %.4f" % info.loss
+        line = "epoch %d/%d |%s%s| %d/%d  %.1f steps/s  eta %.0fs%s" % (
+            int(info.epoch) + 1, self.epochs, "#" * fill, "." * (width - fill), k, n, rate, eta, loss)
+        self.stream.write("\r" + line[:120] + "\x1b[K")
+        self.stream.flush()
+        self.drawn = True
+
+    def epoch(self, r):
+        if self.drawn:
+            self.stream.write("\r\x1b[K")
+            self.drawn = False
+        if self.verbose:
+            parts = ["epoch %d" % r["epoch"], "step %d" % r["step"]]
+            if r.get("partial"):
+                parts[0] += " (partial)"
+            if not math.isnan(r["train_loss"]):
+                parts.append("train loss %.4f" % r["train_loss"])
+            if not math.isnan(r["test_accuracy"]):
+                parts.append("test acc %.2f%%  test loss %.4f" % (100 * r["test_accuracy"], r["test_loss"]))
+            eps = r.get("epsilon", float("nan"))
+            if eps is not None and not math.isnan(eps):
+                parts.append("epsilon %.4g (delta %g)" % (eps, r["delta"]))
+            parts.append("%.1fs" % r["wall_s"])
+            self.stream.write("  ".join(parts) + "\n")
+        self.stream.flush()
+
+
+# ==== callbacks (run on the training thread; cffi takes the GIL for them) ====
+
+class _State:
+    def __init__(self, progress, user_callback):
+        self.progress = progress
+        self.user_callback = user_callback
+        self.interrupt = threading.Event()
+        self.history = []
+        self.error = None
+
+
+if HAVE_CALLBACKS:
+    @ffi.def_extern()
+    def _dpt_py_on_step(user, info):
+        st = ffi.from_handle(user)
+        try:
+            st.progress.step(info)
+        except Exception as e:  # a broken stderr must not kill the run silently
+            st.error = st.error or e
+            return 1
+        return 1 if st.interrupt.is_set() else 0
+
+    @ffi.def_extern()
+    def _dpt_py_on_epoch(user, r):
+        st = ffi.from_handle(user)
+        try:
+            d = _epoch_dict(r)
+            st.history.append(d)
+            st.progress.epoch(d)
+            if st.user_callback is not None and st.user_callback(dict(d)):
+                return 1
+        except BaseException as e:  # stop the run; re-raised on the calling thread
+            st.error = st.error or e
+            return 1
+        return 1 if st.interrupt.is_set() else 0
+
+    @ffi.def_extern()
+    def _dpt_py_log(user, level, msg):
+        text = ffi.string(msg).decode("utf-8", "replace")
+        log.log(logging.WARNING if level == lib.DPT_LOG_WARN else logging.INFO, "%s", text)
+
+
+def _epoch_dict(r):
+    d = dict(epoch=int(r.epoch), step=int(r.step), train_loss=r.train_loss, test_loss=r.test_loss,
+             test_accuracy=r.test_accuracy, lr=r.lr, wall_s=r.wall_s)
+    if HAVE_CALLBACKS:
+        d.update(epsilon=r.epsilon, epsilon_pld=r.epsilon_pld, delta=r.delta, partial=bool(r.partial))
+    return d
+
+
+# ==== the algorithms: the CLI's checks and construction, one function each ====
+
+class _Ctx:
+    """What the algorithm builders see and set (cf. cli_algo_ctx)."""
+
+    def __init__(self, cfg, kw, given, n_train, test, spec, arrays):
+        self.cfg, self.kw, self.given, self.N, self.test, self.spec = cfg, kw, given, n_train, test, spec
+        self.arrays = arrays     # (X, XT or None): the features, for preprocessing (dpmac's DP-PCA)
+        self.projected = None    # (X, XT): features the algorithm replaced (DP-PCA)
+        self.releases = []       # (sensitivity, multiplier, label): recorded in a fresh run's ledger
+        self.pca = None          # (mu [d] or None, V [d, k]): dpmac's released centre and components
+        self.sampler = kw["sampler"]
+        self.run = Run()
+        self.algo = None         # dpt_algo * (owned by the trainer once created)
+        self.keep = []           # C strings that must outlive the trainer
+
+
+def _privacy_common(c, sampler_name, what):
+    """dpsgd / dpmac: Poisson sampling and the shared privacy flags (cli dpsgd_check)."""
+    kw, g = c.kw, c.given
+    if "sampler" in g and kw["sampler"] != "poisson":
+        raise ValueError("sampler=%r: %s needs sampler='poisson' (its epsilon is computed for Poisson sampling)"
+                         % (kw["sampler"], what))
+    c.sampler = "poisson"
+    _positive(kw["clip"], "clip", "(the clipping norm C) must be > 0")
+    if "sigma" in g:
+        _positive(kw["sigma"], "sigma", "(the noise multiplier) must be > 0 (for training without noise use "
+                  "algorithm='sgd')")
+    if "sigma" not in g and "target_epsilon" not in g:
+        raise ValueError("algorithm=%r needs sigma= or target_epsilon=" % what)
+    if "target_epsilon" in g:
+        _positive(kw["target_epsilon"], "target_epsilon")
+    d = float(kw["delta"])
+    if not (0 < d < 1):
+        raise ValueError("delta must be in (0, 1), got %r" % d)
+
+
+def _poisson_setup(c):
+    """cli_poisson_privacy_setup: q from sample_rate or B/N, delta < 1/N unless force."""
+    kw, cfg = c.kw, c.cfg
+    q = float(kw["sample_rate"]) if "sample_rate" in c.given else cfg.batch_size / c.N
+    if not (0 < q <= 1):
+        raise ValueError("batch_size %d: the sampling rate q = B/N = %g is outside (0, 1] (N = %d)"
+                         % (cfg.batch_size, q, c.N))
+    if kw["delta"] >= 1.0 / c.N and not kw["force"]:
+        raise ValueError("delta %g >= 1/N = %g: such a delta allows releasing a whole example; pass force=True to "
+                         "accept it" % (kw["delta"], 1.0 / c.N))
+    cfg.sample_rate = q
+    cfg.delta = kw["delta"]
+    cfg.secure = int(bool(kw["secure"]))
+    cfg.allow_ledger_mismatch = int(bool(kw["allow_ledger_mismatch"]))
+    cfg.target_epsilon = float(kw["target_epsilon"]) if ("sigma" in c.given and "target_epsilon" in c.given) else 0.0
+    return q
+
+
+def _n_params(spec):
+    pp = ffi.new("dpt_model **")
+    check(lib.dpt_model_new(cstr(spec, "model"), 1, 1, pp), "model")
+    n = int(pp[0].n_params)
+    lib.dpt_model_free(pp[0])
+    return n
+
+
+def _make_sgd(c):
+    out = ffi.new("dpt_algo **")
+    check(lib.dpt_algo_sgd_new(out))
+    return out[0]
+
+
+def _make_dpsgd(c):
+    kw, cfg = c.kw, c.cfg
+    _privacy_common(c, "poisson", "dpsgd")
+    mode = ffi.new("dpt_clip_mode *")
+    check(lib.dpt_clip_mode_parse(cstr(kw["clip_mode"], "clip_mode"), mode), "clip_mode")
+    c.sampler = "poisson"
+    cfg.sampler = lib.DPT_SAMPLER_POISSON
+    q = _poisson_setup(c)
+    sigma = float(kw["sigma"]) if "sigma" in c.given else None
+    if sigma is None:
+        spe = max(1, _llround(1.0 / q))
+        out = ffi.new("double *")
+        check(lib.dpt_calibrate_sigma(q, int(kw["epochs"]) * spe, kw["delta"], float(kw["target_epsilon"]),
+                                      lib.DPT_ACCT_RDP, lib.DPT_CONV_BALLE, 1e-4, out), "target_epsilon")
+        sigma = out[0]
+        if kw["secure"]:
+            eff = sigma
+            check(lib.dpt_privacy_secure_sigma_for(eff, _n_params(c.spec), out), "target_epsilon")
+            sigma = out[0]
+    d = lib.dpt_dpsgd_config_defaults()
+    d.sigma, d.clip, d.clip_mode, d.secure = sigma, float(kw["clip"]), mode[0], int(bool(kw["secure"]))
+    out = ffi.new("dpt_algo **")
+    check(lib.dpt_algo_dpsgd_new(ffi.new("dpt_dpsgd_config *", d), out), "algorithm dpsgd")
+    c.run.sigma = sigma if not kw["secure"] else lib.dpt_privacy_secure_sigma_eff(sigma, _n_params(c.spec))
+    c.run.accounted = True
+    return out[0]
+
+
+def _make_pdpsgd(c):
+    kw, g = c.kw, c.given
+    if "kappa" in g and "pdp_sigma" in g:
+        raise ValueError("kappa and pdp_sigma: give one of them, not both")
+    kappa = _nonneg(kw["kappa"], "kappa") if "kappa" in g else 0.0
+    if "pdp_sigma" in g:
+        kappa = lib.dpt_pdp_kappa(c.cfg.optim.lr, _nonneg(kw["pdp_sigma"], "pdp_sigma"))
+    lam = _nonneg(kw["lambda_"], "lambda_")
+    out = ffi.new("dpt_algo **")
+    check(lib.dpt_algo_pdpsgd_new(ffi.new("dpt_pdp_config *", {"lambda": lam, "kappa": kappa}), out),
+          "algorithm pdp-sgd")
+    return out[0]
+
+
+def _make_propnoise(c):
+    if "prop_sigma" not in c.given:
+        raise ValueError("algorithm='proportional-noise' needs prop_sigma=")
+    s = _positive(c.kw["prop_sigma"], "prop_sigma")
+    out = ffi.new("dpt_algo **")
+    check(lib.dpt_algo_propnoise_new(ffi.new("dpt_propnoise_config *", {"sigma": s, "lambda": 0.0}), out),
+          "prop_sigma")
+    return out[0]
+
+
+def _ulr_shared(c):
+    kw = c.kw
+    _int(kw["copies"], "copies", 1)
+    if "ulr_std" in c.given:
+        _nonneg(kw["ulr_std"], "ulr_std")
+    if kw["antithetic"] and kw["copies"] % 2:
+        raise ValueError("antithetic=True needs an even copies (pairs z, -z), got %d" % kw["copies"])
+
+
+def _ulr_config(c, std):
+    kw = c.kw
+    u = lib.dpt_dpulr_config_defaults()
+    u.copies = int(kw["copies"])
+    u.perturb_std = std
+    u.antithetic = int(bool(kw["antithetic"]))
+    u.baseline = int(bool(kw["baseline"]))
+    mod = cstr(str(kw["modules"]), "modules")
+    c.keep.append(ffi.new("char[]", mod))
+    u.modules = c.keep[-1]
+    return u
+
+
+def _make_dpulr(c):
+    kw, g, cfg = c.kw, c.given, c.cfg
+    _ulr_shared(c)
+    if "sampler" in g and kw["sampler"] not in ("poisson-reject", "shuffle"):
+        raise ValueError("sampler=%r: dpulr takes sampler='poisson-reject' (accounted) or 'shuffle' (the paper's "
+                         "fixed-size batches, NOT accounted)" % kw["sampler"])
+    c.sampler = kw["sampler"] if "sampler" in g else "poisson-reject"
+    accounted = c.sampler == "poisson-reject"
+    if "sigma" in g:
+        raise ValueError("sigma: dpulr takes its noise multiplier as sigma0=")
+    if kw["clip_mode"] != "flat":
+        raise ValueError("clip_mode: dpulr always clips module l to C_l = C / sqrt(modules)")
+    if kw["secure"]:
+        raise ValueError("secure=True is not implemented for dpulr (its perturbations and noise use the "
+                         "reproducible float stream)")
+    if "sigma0" not in g:
+        raise ValueError("algorithm='dpulr' needs sigma0= (target noise multiplier)")
+    sigma0 = _positive(kw["sigma0"], "sigma0")
+    _positive(kw["clip"], "clip", "(the clipping norm C) must be > 0")
+    if "target_epsilon" in g and not accounted:
+        raise ValueError("target_epsilon: sampler='shuffle' has no accountant, so no budget can be enforced")
+    if "target_epsilon" in g:
+        _positive(kw["target_epsilon"], "target_epsilon")
+    if not (0 < kw["delta"] < 1):
+        raise ValueError("delta must be in (0, 1), got %r" % kw["delta"])
+    if kw["ulr_noise"] not in ("controller", "explicit"):
+        raise ValueError("ulr_noise: expected 'controller' or 'explicit', got %r" % (kw["ulr_noise"],))
+    controller = kw["ulr_noise"] == "controller"
+    if controller and (kw["antithetic"] or kw["baseline"]):
+        raise ValueError("%s breaks the privacy controller's variance assumption: use ulr_noise='explicit' (or "
+                         "algorithm='ulr')" % ("antithetic" if kw["antithetic"] else "baseline"))
+    if not controller and "ulr_std" in g and not kw["ulr_std"] > 0:
+        raise ValueError("ulr_std: ulr_noise='explicit' needs a perturbation std > 0")
+    std = float(kw["ulr_std"]) if "ulr_std" in g else (0.0 if controller else 0.1)
+    if "min_batch" in g and not accounted:
+        raise ValueError("min_batch: only with sampler='poisson-reject'")
+    if "min_batch" in g:
+        _int(kw["min_batch"], "min_batch", 1)
+    cfg.delta = kw["delta"]
+    cfg.allow_ledger_mismatch = int(bool(kw["allow_ledger_mismatch"]))
+    if accounted:
+        N = c.N
+        q = float(kw["sample_rate"]) if "sample_rate" in g else cfg.batch_size / N
+        if not (0 < q < 1):
+            raise ValueError("batch_size %d: the sampling rate q = B/N = %g is outside (0, 1) (N = %d)"
+                             % (cfg.batch_size, q, N))
+        if kw["delta"] >= 1.0 / N and not kw["force"]:
+            raise ValueError("delta %g >= 1/N = %g: such a delta allows releasing a whole example; pass force=True "
+                             "to accept it" % (kw["delta"], 1.0 / N))
+        if "min_batch" in g:
+            nb = int(kw["min_batch"])
+            if nb > q * N * (1 + 1e-12):
+                raise ValueError("min_batch %d exceeds qN = %.6g (q %g, N %d): the rejection theory needs 1 <= N_B "
+                                 "<= qN" % (nb, q * N, q, N))
+            g_, rej, sgm = ffi.new("double *"), ffi.new("double *"), ffi.new("double *")
+            check(lib.dpt_dpulr_rdp(q, sigma0, N, nb, lib.DPT_DPULR_RATIO_ALPHA, g_, rej, sgm), "min_batch")
+            if rej[0] / sgm[0] > 1e-3:
+                log.warning("min_batch %d: the rejection term %.3g is %.3g x the SGM term at order %g (> 0.001): it "
+                            "adds noticeably to epsilon; a smaller N_B costs less", nb, rej[0], rej[0] / sgm[0],
+                            lib.DPT_DPULR_RATIO_ALPHA)
+        else:
+            pnb, ratio = ffi.new("uint64_t *"), ffi.new("double *")
+            check(lib.dpt_dpulr_default_min_batch(q, sigma0, N, 1e-3, pnb, ratio), "min_batch")
+            nb = int(pnb[0])
+        cfg.sample_rate = q
+        cfg.min_batch = nb
+        cfg.sampler = lib.DPT_SAMPLER_POISSON_REJECT
+        cfg.target_epsilon = float(kw["target_epsilon"]) if "target_epsilon" in g else 0.0
+        c.run.min_batch = nb
+        c.run.accounted = True
+    else:
+        log.warning("dpulr: NOT ACCOUNTED: sampler='shuffle' (fixed-size batches, as in the paper's experiments) is "
+                    "not covered by the DP-ULR analysis: no epsilon will be reported")
+    u = _ulr_config(c, std)
+    u.private_ = 1
+    u.sigma0 = sigma0
+    u.clip = float(kw["clip"])
+    u.noise = lib.DPT_ULR_CONTROLLER if controller else lib.DPT_ULR_EXPLICIT
+    u.accounted = int(accounted)
+    out = ffi.new("dpt_algo **")
+    check(lib.dpt_algo_dpulr_new(ffi.new("dpt_dpulr_config *", u), out), "algorithm dpulr")
+    c.run.sigma = sigma0
+    return out[0]
+
+
+def _make_ulr(c):
+    _ulr_shared(c)
+    kw = c.kw
+    if "ulr_std" in c.given and not kw["ulr_std"] > 0:
+        raise ValueError("ulr_std: the perturbation std must be > 0, got %r" % kw["ulr_std"])
+    u = _ulr_config(c, float(kw["ulr_std"]) if "ulr_std" in c.given else 0.1)
+    u.private_ = 0
+    out = ffi.new("dpt_algo **")
+    check(lib.dpt_algo_dpulr_new(ffi.new("dpt_dpulr_config *", u), out), "algorithm ulr")
+    return out[0]
+
+
+def _mac_check(kw):
+    _int(kw["z_steps"], "z_steps", 0, 100000)
+    _positive(kw["z_lr"], "z_lr")
+
+
+def _make_dpmac(c):
+    kw, g, cfg = c.kw, c.given, c.cfg
+    _privacy_common(c, "poisson", "dpmac")
+    if kw["clip_mode"] != "flat":
+        raise ValueError("clip_mode=%r: dpmac clips every layer's coefficient to Theta (clip); clip_mode does not "
+                         "apply" % kw["clip_mode"])
+    _mac_check(kw)
+    if kw["secure"] and "sigma" not in g:
+        raise ValueError("secure=True with target_epsilon: calibration for the secure mechanisms of dpmac is not "
+                         "implemented; give sigma=")
+    k = _int(kw["pca_dims"], "pca_dims", 0)
+    center = "center_sigma" in g
+    if k > 0 and "pca_sigma" not in g:
+        raise ValueError("pca_dims %d needs pca_sigma= (the DP-PCA noise std; the paper uses 4 / 8 / 16)" % k)
+    if "pca_sigma" in g and k == 0:
+        raise ValueError("pca_sigma needs pca_dims > 0")
+    if k > 0:
+        _positive(kw["pca_sigma"], "pca_sigma", "must be > 0 (DP-PCA without noise is not private)")
+    if ("center_clip" in g or center) and k == 0:
+        raise ValueError("center_clip/center_sigma centre the data before DP-PCA: they need pca_dims > 0")
+    if ("center_clip" in g) != center:
+        raise ValueError("%s: the DP mean needs both center_clip (row norm bound) and center_sigma (noise multiplier)"
+                         % ("center_clip" if "center_clip" in g else "center_sigma"))
+    if center:
+        _positive(kw["center_clip"], "center_clip")
+        _positive(kw["center_sigma"], "center_sigma", "must be > 0 (a mean without noise is not private)")
+    if k > 0 and kw["resume"] and kw["secure"]:
+        raise ValueError("resume with pca_dims in secure mode would release a second, different DP-PCA (its noise "
+                         "cannot be regenerated); start a new run")
+    cfg.sampler = lib.DPT_SAMPLER_POISSON
+    q = _poisson_setup(c)
+    spe = max(1, _llround(1.0 / q))
+    T = int(kw["epochs"]) * spe
+    if "sigma" in g:
+        sigma = float(kw["sigma"])
+    else:
+        # the CLI's bisection on the RDP epsilon of the composed ledger (decreasing in sigma)
+        target = float(kw["target_epsilon"])
+
+        def eps(s):  # [DP mean +] [DP-PCA +] T steps, composed in RDP
+            led = Ledger()
+            if k > 0 and center:
+                led.add_gaussian(1.0, float(kw["center_sigma"]), "dp-mean")
+            if k > 0:
+                led.add_gaussian(1.0, float(kw["pca_sigma"]), "dp-pca")
+            return led.add_sgm(q, s, T).epsilon(kw["delta"])
+        lo, hi = 0.05, 100.0
+        e = eps(hi)
+        if e > target:
+            raise ValueError("target_epsilon %g is unreachable: even sigma %g spends %.4g (the DP-PCA release alone may "
+                             "exceed it; raise pca_sigma)" % (target, hi, e))
+        it = 0
+        while it < 100 and hi - lo > 1e-4 * hi:
+            mid = 0.5 * (lo + hi)
+            if eps(mid) > target:
+                lo = mid
+            else:
+                hi = mid
+            it += 1
+        sigma = hi
+    if k > 0:
+        _dp_pca(c, k, center)
+    d = lib.dpt_dpmac_config_defaults()
+    d.sigma, d.clip, d.z_steps, d.z_lr, d.secure = sigma, float(kw["clip"]), int(kw["z_steps"]), \
+        float(kw["z_lr"]), int(bool(kw["secure"]))
+    out = ffi.new("dpt_algo **")
+    check(lib.dpt_algo_dpmac_new(ffi.new("dpt_dpmac_config *", d), out), "algorithm dpmac")
+    c.run.sigma = sigma
+    c.run.accounted = True
+    return out[0]
+
+
+def _noise_rng(c, seed_fn):
+    """A noise stream of its own for a pre-training release (the CLI's seeds)."""
+    r = ffi.new("dpt_rng *")
+    if c.kw["secure"]:
+        check(lib.dpt_rng_init_secure(r, lib.DPT_STREAM_NOISE))
+    else:
+        check(lib.dpt_rng_init(r, seed_fn(c.cfg.seed), lib.DPT_STREAM_NOISE))
+    return ffi.gc(r, lib.dpt_rng_free)
+
+
+def _dp_pca(c, k, center):
+    """dpmac's preprocessing (cli/algo_dpmac.c run_pca): [a DP mean of the training rows,
+    both splits centred by it,] DP-PCA of the training rows to k dimensions, both splits
+    projected. Each release goes into the run's ledger (c.releases) before training."""
+    kw, X, XT = c.kw, c.arrays[0], c.arrays[1]
+    n, d = X.shape
+    if k > d:
+        raise ValueError("pca_dims %d: the data have only %d features" % (k, d))
+    threads, secure = int(c.cfg.threads), int(bool(kw["secure"]))
+
+    def fp(a):
+        return ffi.cast("float *", ffi.from_buffer(a))
+
+    def dp(a):
+        return ffi.cast("double *", ffi.from_buffer(a))
+    if center:
+        X, XT = X.copy(), None if XT is None else XT.copy()  # centred in place
+        mu = np.empty(d, dtype=np.float64)
+        check(lib.dpt_dp_mean(fp(X), n, d, float(kw["center_clip"]), float(kw["center_sigma"]),
+                              _noise_rng(c, lib.dpt_dp_mean_seed), secure, threads, dp(mu), ffi.NULL),
+              "center_clip/center_sigma")
+        check(lib.dpt_dp_center(fp(X), n, d, dp(mu)))
+        if XT is not None:
+            check(lib.dpt_dp_center(fp(XT), XT.shape[0], d, dp(mu)))
+        mult = lib.dpt_privacy_secure_sigma_eff(float(kw["center_sigma"]), d) if secure else float(kw["center_sigma"])
+        c.releases.append((1.0, mult, "dp-mean"))
+    V = np.empty((d, k), dtype=np.float64)
+    check(lib.dpt_dp_pca_fit(fp(X), n, d, k, float(kw["pca_sigma"]), _noise_rng(c, lib.dpt_dp_pca_seed), secure,
+                             threads, dp(V), ffi.NULL), "pca_dims")
+    P = np.empty((n, k), dtype=np.float32)
+    check(lib.dpt_dp_pca_project(fp(X), n, d, dp(V), k, fp(P)), "pca_dims")
+    PT = None
+    if XT is not None:
+        PT = np.empty((XT.shape[0], k), dtype=np.float32)
+        check(lib.dpt_dp_pca_project(fp(XT), XT.shape[0], d, dp(V), k, fp(PT)), "pca_dims")
+    mult = lib.dpt_privacy_secure_sigma_eff(float(kw["pca_sigma"]), d * (d + 1) // 2) if secure \
+        else float(kw["pca_sigma"])
+    c.releases.append((1.0, mult, "dp-pca"))
+    c.projected = (P, PT)
+    c.pca = (mu if center else None, V)
+
+
+def _make_mac(c):
+    _mac_check(c.kw)
+    d = lib.dpt_dpmac_config_defaults()
+    d.private_ = 0
+    d.z_steps, d.z_lr = int(c.kw["z_steps"]), float(c.kw["z_lr"])
+    out = ffi.new("dpt_algo **")
+    check(lib.dpt_algo_dpmac_new(ffi.new("dpt_dpmac_config *", d), out), "algorithm mac")
+    return out[0]
+
+
+def _make_noisy_gd(c):
+    kw, g, cfg = c.kw, c.given, c.cfg
+    if "sampler" in g and kw["sampler"] != "full":
+        raise ValueError("sampler=%r: noisy-gd is full-batch gradient descent (sampler='full')" % kw["sampler"])
+    c.sampler = "full"
+    cfg.sampler = lib.DPT_SAMPLER_FULL
+    if kw["resume"]:
+        raise ValueError("resume: noisy-gd does not checkpoint its KL sums and W0; start a fresh run")
+    eta = _positive(kw["eta"], "eta", "(the step size) must be > 0")
+    if "langevin_sigma" not in g:
+        raise ValueError("algorithm='noisy-gd' needs langevin_sigma= (the noise scale sigma > 0)")
+    ls = _positive(kw["langevin_sigma"], "langevin_sigma", "must be > 0 (for noiseless training use "
+                   "algorithm='sgd')")
+    nb = kw["neighbours"]
+    if nb == "all":
+        kl = lib.DPT_KL_ALL
+    elif nb == "none":
+        kl = 0
+    else:
+        kl = 0
+        bits = {"remove": lib.DPT_KL_REMOVE, "add": lib.DPT_KL_ADD, "replace": lib.DPT_KL_REPLACE}
+        for part in (nb.split(",") if isinstance(nb, str) else list(nb)):
+            if part not in bits:
+                raise ValueError("neighbours: expected 'all', 'none' or a list of remove, add, replace, got %r"
+                                 % (nb,))
+            kl |= bits[part]
+    if kw["kl_constant"] not in ("exact", "paper"):
+        raise ValueError("kl_constant: expected 'exact' or 'paper', got %r" % (kw["kl_constant"],))
+    _int(kw["replace_candidates"], "replace_candidates", 1)
+    if "lr" in g:
+        raise ValueError("lr: noisy-gd takes its step size from eta= (got lr=%r)" % kw["lr"])
+    if kw["momentum"] != 0 or kw["weight_decay"] != 0:
+        raise ValueError("momentum/weight_decay: noisy-gd is plain gradient descent (Eq. 4)")
+    if kw["lr_schedule"] != "constant":
+        raise ValueError("lr_schedule: noisy-gd uses a constant step size")
+    cfg.optim = lib.dpt_optim_defaults(lib.DPT_OPT_SGD)
+    cfg.optim.lr = eta
+    if (kl & (lib.DPT_KL_ADD | lib.DPT_KL_REPLACE)) and c.test is None:
+        raise ValueError("neighbours=%r: the add/replace neighbours are test records (x_test, y_test), and there is "
+                         "no test set" % (nb,))
+    n = lib.dpt_noisy_gd_config_defaults()
+    n.eta, n.sigma, n.linearized, n.kl = eta, ls, int(bool(kw["linearized"])), kl
+    n.constant = lib.DPT_KL_EXACT if kw["kl_constant"] == "exact" else lib.DPT_KL_PAPER
+    n.heldout = c.test.ptr if c.test is not None else ffi.NULL
+    n.replace_candidates = int(kw["replace_candidates"])
+    out = ffi.new("dpt_algo **")
+    check(lib.dpt_algo_noisy_gd_new(ffi.new("dpt_noisy_gd_config *", n), out), "algorithm noisy-gd")
+    return out[0]
+
+
+_MAKERS = {"sgd": _make_sgd, "dpsgd": _make_dpsgd, "pdp-sgd": _make_pdpsgd, "proportional-noise": _make_propnoise,
+           "dpulr": _make_dpulr, "ulr": _make_ulr, "dpmac": _make_dpmac, "mac": _make_mac,
+           "noisy-gd": _make_noisy_gd}
+
+# the CLI's defaults (cli/cmd_train.c, cli/algo_*.c)
+_DEFAULTS = dict(
+    model="mlp:784-128-64-32-10:gelu", algorithm="sgd", x_test=None, y_test=None, n_classes=0, input_shape=None,
+    loss="ce", init="default", optimizer="adam", lr=None, momentum=0.0, weight_decay=0.0, lr_schedule="constant",
+    sampler="shuffle", batch_size=256, sample_rate=None, epochs=5, max_steps=0, seed=1, threads=0, shards=0,
+    out_dir=None, resume=False, overwrite=False,
+    sigma=None, clip=1.0, clip_mode="flat", target_epsilon=None, delta=1e-5, secure=False, force=False,
+    allow_ledger_mismatch=False,
+    kappa=0.0, pdp_sigma=0.0, lambda_=0.0, prop_sigma=0.0,
+    sigma0=None, min_batch=None, ulr_noise="controller", copies=32, ulr_std=0.0, modules="auto", antithetic=False,
+    baseline=False, z_steps=30, z_lr=0.003, pca_dims=0, pca_sigma=None, center_clip=None, center_sigma=None,
+    eta=0.01, langevin_sigma=None, linearized=False, neighbours="all", kl_constant="exact", replace_candidates=1,
+    progress=None, verbose=True, history="auto", on_epoch=None, on_interrupt="raise",
+)
+
+
+def train(x, y, **kwargs):
+    """Trains a model on features x [n, D] (or [n, C, H, W]) and labels y [n]; returns a Run.
+
+    Common: model (spec string, e.g. "mlp:784-128-10:relu" or "cnn:1x28x28:conv16k5,relu,fc10",
+    or a list of dptrain.layers objects; default the CLI's "mlp:784-128-64-32-10:gelu"),
+    algorithm (sgd | dpsgd | pdp-sgd | proportional-noise | dpulr | ulr | dpmac | mac |
+    noisy-gd), x_test / y_test, epochs=5, batch_size=256, sample_rate (Poisson q; default
+    batch_size / n), optimizer="adam" (or "sgd"), lr (adam 1e-3, sgd 0.1), momentum,
+    weight_decay, lr_schedule ("constant" | "step:GAMMA:EVERY" | "exp:GAMMA"), sampler
+    ("shuffle" | "poisson" | "full" | "poisson-reject"), loss ("ce" | "bce" | "mse"), init,
+    seed=1, threads=0 (all cores), max_steps, n_classes (0 = max label + 1), input_shape,
+    out_dir (run directory: checkpoint, ledger.json, metrics.jsonl; None = no files),
+    resume, overwrite.
+    Privacy (dpsgd, dpulr, dpmac): sigma, clip=1.0, clip_mode ("flat" | "per-layer"),
+    target_epsilon (without sigma: calibrate sigma for `epochs`; with sigma: stop before
+    exceeding it), delta=1e-5, secure, force (accept delta >= 1/n), allow_ledger_mismatch.
+    Per algorithm (as the CLI's flags): pdp-sgd kappa | pdp_sigma, lambda_; proportional-
+    noise prop_sigma; dpulr sigma0, min_batch, ulr_noise, copies=32, ulr_std, modules,
+    antithetic, baseline (ulr: copies, ulr_std, modules, antithetic, baseline); dpmac / mac
+    z_steps=30, z_lr=0.003 (dpmac: DP-PCA of the inputs first with pca_dims, pca_sigma, after an
+    optional DP mean centring with center_clip, center_sigma; both releases in the ledger);
+    noisy-gd eta=0.01, langevin_sigma, linearized, neighbours,
+    kl_constant, replace_candidates.
+    Python side: progress (None = a bar when stderr is a terminal), verbose (epoch lines on
+    stderr), history ("auto": a pandas DataFrame when pandas is installed, else a list of
+    dicts; "list"; "pandas"), on_epoch (called with each epoch's dict; a true return stops
+    the run), on_interrupt ("raise" | "return").
+    """
+    unknown = sorted(set(kwargs) - set(_DEFAULTS))
+    if unknown:
+        raise TypeError("train() got unexpected keyword argument(s): %s" % ", ".join(unknown))
+    given = {k for k, v in kwargs.items() if v is not None}
+    kw = dict(_DEFAULTS)
+    kw.update({k: v for k, v in kwargs.items() if v is not None})
+
+    algo_name = kw["algorithm"]
+    if not isinstance(algo_name, str):
+        raise TypeError("algorithm must be a str, got %r" % (algo_name,))
+    algo_name = _ALIASES.get(algo_name, algo_name)
+    if algo_name not in _MAKERS:
+        raise ValueError("algorithm: unknown algorithm %r (available: %s)" % (kw["algorithm"], ", ".join(ALGORITHMS)))
+    for k in given:
+        if k in _ALGO_OPTIONS and algo_name not in _ALGO_OPTIONS[k]:
+            raise ValueError("%s is an option of algorithm %s, not of %s" % (k, " / ".join(_ALGO_OPTIONS[k]),
+                                                                           algo_name))
+        if k in _PRIVACY_OPTIONS and algo_name not in _PRIVATE:
+            raise ValueError("%s: algorithm %r is not a differentially private algorithm (those are dpsgd, dpulr, "
+                             "dpmac)" % (k, algo_name))
+    if kw["on_interrupt"] not in ("raise", "return"):
+        raise ValueError("on_interrupt must be 'raise' or 'return', got %r" % (kw["on_interrupt"],))
+    if kw["history"] not in ("auto", "list", "pandas"):
+        raise ValueError("history must be 'auto', 'list' or 'pandas', got %r" % (kw["history"],))
+
+    # ---- data ----
+    xa = np.asarray(x) if not isinstance(x, np.ndarray) else x
+    shape = kw["input_shape"]
+    if shape is None and getattr(xa, "ndim", 0) >= 3:
+        shape = xa.shape[1:] if xa.ndim == 4 else (1,) + tuple(xa.shape[1:])
+    X = as_features(x, "x")
+    Y = as_labels(y, "y", X.shape[0])
+    if shape is None:
+        shape = (1, 1, X.shape[1])
+    shape = tuple(int(s) for s in shape)
+    if len(shape) == 1:
+        shape = (1, 1) + shape
+    if len(shape) != 3 or int(np.prod(shape)) != X.shape[1]:
+        raise ValueError("input_shape %r does not match the %d features per example" % (kw["input_shape"] or shape,
+                                                                                       X.shape[1]))
+    if (kw["x_test"] is None) != (kw["y_test"] is None):
+        raise ValueError("x_test and y_test: give both or neither")
+    _int(kw["n_classes"], "n_classes", 0)
+
+    # ---- model ----
+    model = kw["model"]
+    if isinstance(model, str):
+        spec = model
+    elif isinstance(model, (list, tuple)) and all(isinstance(m, Layer) for m in model):
+        spec = build_spec(model, shape)
+    elif isinstance(model, Layer):
+        spec = build_spec([model], shape)
+    else:
+        raise TypeError("model must be a spec string or a list of dptrain.layers objects, got %r" % (model,))
+
+    # ---- run configuration (cmd_train.c) ----
+    cfg = ffi.new("dpt_train_config *", lib.dpt_train_config_defaults())
+    keep = []
+
+    def cs(s, what):
+        b = ffi.new("char[]", cstr(s, what))
+        keep.append(b)
+        return b
+
+    opt = kw["optimizer"]
+    if opt not in ("sgd", "adam"):
+        raise ValueError("optimizer: expected 'sgd' or 'adam', got %r" % (opt,))
+    cfg.optim = lib.dpt_optim_defaults(lib.DPT_OPT_SGD if opt == "sgd" else lib.DPT_OPT_ADAM)
+    if "lr" in given:
+        cfg.optim.lr = _positive(kw["lr"], "lr")
+    cfg.optim.momentum = float(kw["momentum"])
+    cfg.optim.weight_decay = float(kw["weight_decay"])
+    check(lib.dpt_optim_validate(ffi.addressof(cfg, "optim")), "lr/momentum/weight_decay")
+    check(lib.dpt_schedule_parse(cstr(kw["lr_schedule"], "lr_schedule"), ffi.addressof(cfg, "schedule")),
+          "lr_schedule")
+    loss = ffi.new("dpt_loss_kind *")
+    check(lib.dpt_loss_parse(cstr(kw["loss"], "loss"), loss), "loss")
+    cfg.loss = loss[0]
+    init = ffi.new("dpt_init_scheme *")
+    check(lib.dpt_init_parse(cstr(kw["init"], "init"), init), "init")
+    cfg.init = init[0]
+    sampler = kw["sampler"]
+    if sampler not in _SAMPLERS or (sampler == "poisson-reject" and algo_name != "dpulr"):
+        raise ValueError("sampler: expected 'shuffle', 'poisson' or 'full' (dpulr: 'poisson-reject'), got %r"
+                         % (sampler,))
+    cfg.batch_size = _int(kw["batch_size"], "batch_size", 1)
+    cfg.epochs = _int(kw["epochs"], "epochs", 1)
+    cfg.threads = _int(kw["threads"], "threads", 0, 1024)
+    cfg.shards = _int(kw["shards"], "shards", 0, 65536)
+    cfg.seed = _int(kw["seed"], "seed", 0, 2 ** 64 - 1)
+    cfg.max_steps = _int(kw["max_steps"], "max_steps", 0, 2 ** 64 - 1)
+    if "sample_rate" in given:
+        q = float(kw["sample_rate"])
+        if not (0 < q <= 1):
+            raise ValueError("sample_rate must be in (0, 1], got %r" % q)
+        cfg.sample_rate = q
+    cfg.model_spec = cs(spec, "model")
+    out_dir = kw["out_dir"]
+    if out_dir is not None:
+        out_dir = os.fspath(out_dir)
+        if not out_dir:
+            raise ValueError("out_dir: empty directory name")
+        os.makedirs(out_dir, exist_ok=True)
+        cfg.out_dir = cs(out_dir, "out_dir")
+    if hasattr(cfg, "overwrite"):  # (a library from before run-directory locking always overwrote)
+        cfg.overwrite = int(bool(kw["overwrite"]))
+    if hasattr(cfg, "quiet"):  # a library from before the callbacks printed its epoch lines
+        cfg.quiet, cfg.progress = 1, 0
+    cfg.run_json = cs(json.dumps({"source": "python", "dptrain_python": sys.version.split()[0]}), "run_json")
+
+    train_ds = Dataset(X, Y, kw["n_classes"], shape, name="x, y")
+    test_ds = XT = YT = None
+    if kw["x_test"] is not None:
+        XT = as_features(kw["x_test"], "x_test", X.shape[1])
+        YT = as_labels(kw["y_test"], "y_test", XT.shape[0])
+        test_ds = Dataset(XT, YT, train_ds.n_classes, shape, name="x_test, y_test")
+    if algo_name not in ("dpsgd", "dpmac", "dpulr", "noisy-gd"):
+        cfg.sampler = _SAMPLERS[sampler]
+
+    c = _Ctx(cfg, kw, given, train_ds.n, test_ds, spec, (X, XT))
+    c.keep = keep
+    algo = _MAKERS[algo_name](c)
+    if c.projected is not None:  # DP-PCA: the model trains on the projected features
+        P, PT = c.projected
+        k = P.shape[1]
+        train_ds.free()
+        train_ds = Dataset(P, Y, train_ds.n_classes, (1, 1, k), name="x, y (projected)")
+        if test_ds is not None:
+            test_ds.free()
+            test_ds = Dataset(PT, YT, train_ds.n_classes, (1, 1, k), name="x_test, y_test (projected)")
+    run = c.run
+    if c.pca is not None:
+        run.pca_mean, run.pca_components = c.pca
+    run.algorithm = algo_name
+    run.out_dir = out_dir
+    if algo_name in _PRIVATE and run.accounted:
+        run.sample_rate = cfg.sample_rate
+        run.delta = cfg.delta
+
+    # ---- callbacks and the run ----
+    stream = sys.stderr
+    bar = kw["progress"] if "progress" in given else bool(getattr(stream, "isatty", lambda: False)())
+    state = _State(_Progress(stream, int(cfg.epochs), bool(bar), bool(kw["verbose"])), kw["on_epoch"])
+    handle = ffi.new_handle(state)
+    if HAVE_CALLBACKS:
+        cfg.on_step = lib._dpt_py_on_step
+        cfg.on_epoch = lib._dpt_py_on_epoch
+        cfg.log = lib._dpt_py_log
+        cfg.user = handle
+    tp = ffi.new("dpt_trainer **")
+    st = lib.dpt_trainer_new(cfg, train_ds.ptr, test_ds.ptr if test_ds else ffi.NULL, algo, tp)
+    if st != 0:  # the algorithm is owned (and freed) by dpt_trainer_new even on failure
+        raise make_error(st, "train")
+    trainer = tp[0]
+    try:
+        if kw["resume"]:
+            check(lib.dpt_trainer_resume(trainer), "resume")
+        else:  # pre-training releases (DP mean, DP-PCA) go into the fresh run's ledger
+            for sens, mult, label in c.releases:
+                check(lib.dpt_trainer_add_gaussian_release(trainer, sens, mult, cstr(label, "label")), label)
+        last = ffi.new("dpt_epoch_result *")
+        steps_before = int(lib.dpt_trainer_step(trainer))
+        status = [None]
+
+        done = threading.Event()
+
+        def work():
+            try:
+                st = lib.dpt_trainer_run(trainer, last)
+                # the library's error message is per thread: read it on this one
+                status[0] = (st, make_error(st, "train") if st != 0 else None)
+            finally:
+                done.set()
+
+        th = threading.Thread(target=work, name="dptrain-train", daemon=True)
+        interrupted = False
+        th.start()
+        # Poll an Event, not Thread.join: a KeyboardInterrupt inside join(timeout) can leave
+        # the Thread believing it has ended while it still runs (CPython issue 90882).
+        while not done.is_set():
+            try:
+                done.wait(0.05)
+            except KeyboardInterrupt:
+                if not HAVE_CALLBACKS:
+                    raise
+                interrupted = True
+                state.interrupt.set()  # the next on_step returns 1: the trainer saves and stops
+        th.join()
+        if state.progress.drawn:
+            stream.write("\r\x1b[K")
+        if status[0] is None:
+            raise RuntimeError("dptrain: the training thread ended without a result")
+        if status[0][0] != 0:
+            raise status[0][1]
+        if state.error is not None and not isinstance(state.error, KeyboardInterrupt):
+            raise state.error
+        # ---- results ----
+        m = lib.dpt_trainer_model(trainer)
+        lp = lib.dpt_trainer_ledger(trainer)
+        if lp != ffi.NULL and run.accounted:
+            run.ledger = Ledger._copy_of(lp)
+        run.model = Model._from_spec(ffi.string(m.spec).decode(), m.theta, threads=int(cfg.threads),
+                                     loss=kw["loss"], ledger=run.ledger, algorithm=algo_name, delta=run.delta,
+                                     steps=int(lib.dpt_trainer_step(trainer)))
+        run.steps = int(lib.dpt_trainer_step(trainer))
+        run.last = _epoch_dict(last)
+        if HAVE_CALLBACKS:
+            run.stop_reason = _STOP.get(int(lib.dpt_trainer_stop_reason(trainer)), "none")
+            run.run_id = ffi.string(lib.dpt_trainer_run_id(trainer)).decode()
+        else:
+            run.stop_reason = "budget" if lib.dpt_trainer_budget_stopped(trainer, ffi.NULL) else "done"
+        if interrupted or isinstance(state.error, KeyboardInterrupt):
+            run.stop_reason = "interrupted"
+        eps_next = ffi.new("double *")
+        if lib.dpt_trainer_budget_stopped(trainer, eps_next) and run.steps == steps_before:
+            raise PrivacyError("target_epsilon %g: the privacy budget refuses the first step: it would reach "
+                               "epsilon %.4g (%s)" % (cfg.target_epsilon, eps_next[0],
+                                                      "nothing was trained" if steps_before == 0 else
+                                                      "the resumed run has spent its budget"),
+                               lib.DPT_EBUDGET, ffi.string(lib.dpt_status_name(lib.DPT_EBUDGET)).decode())
+        if algo_name == "noisy-gd":
+            r = ffi.new("dpt_kl_report *")
+            if lib.dpt_noisy_gd_kl(algo, r) == 0:
+                run.kl = dict(steps=int(r.steps), c=r.c, remove=r.remove, add=r.add, replace=r.replace, worst=r.worst)
+        run.history = _history(state.history, kw["history"])
+    finally:
+        lib.dpt_trainer_free(trainer)
+        train_ds.free()
+        if test_ds is not None:
+            test_ds.free()
+    if run.stop_reason == "interrupted" and kw["on_interrupt"] == "raise":
+        e = KeyboardInterrupt("dptrain: training interrupted after %d steps%s" % (
+            run.steps, "; checkpoint and ledger saved in %s" % out_dir if out_dir else ""))
+        e.run = run
+        raise e
+    return run
+
+
+def _history(rows, mode):
+    if mode == "list":
+        return rows
+    try:
+        import pandas as pd
+    except ImportError:
+        if mode == "pandas":
+            raise
+        return rows
+    return pd.DataFrame(rows)

@@ -1,0 +1,237 @@
+"""Training from numpy arrays: every algorithm runs, a Python run equals the CLI's run on the
+same data bit for bit, model objects equal spec strings, history and epsilon are reported,
+and the C library runs with the GIL released."""
+import json
+import math
+import os
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+
+import dptrain
+from dptrain import layers as L
+from dptrain._lib import HAVE_CALLBACKS, HAVE_INFERENCE
+
+from helpers import blobs, fashion
+
+needs_inference = pytest.mark.skipif(not HAVE_INFERENCE, reason="libdptrain without dptrain/inference.h")
+
+
+def cli_train(cli, out, *args):
+    cmd = [cli, "train", "--dataset", "fashion-mnist", "--data-dir", "/usr/share/datasets", "--max-train", "1000",
+           "--max-test", "200", "--normalize", "none", "--threads", "2", "--out", out, "--quiet", *map(str, args)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@needs_inference
+@pytest.mark.parametrize("algo,args,kw", [
+    ("sgd", ["--model", "mlp:784-32-10:relu", "--epochs", "2", "--batch-size", "64"],
+     dict(model="mlp:784-32-10:relu", epochs=2, batch_size=64)),
+    ("dpsgd", ["--model", "mlp:784-32-10:gelu", "--epochs", "2", "--batch-size", "100", "--target-epsilon", "4",
+               "--delta", "1e-4", "--clip", "0.5"],
+     dict(model="mlp:784-32-10:gelu", epochs=2, batch_size=100, target_epsilon=4.0, delta=1e-4, clip=0.5)),
+    ("dpmac", ["--model", "mlp:20-16-10:relu", "--epochs", "1", "--batch-size", "100", "--target-epsilon", "6",
+               "--delta", "1e-4", "--z-steps", "3", "--pca-dims", "20", "--pca-sigma", "4", "--center-clip", "12",
+               "--center-sigma", "2"],
+     dict(model="mlp:20-16-10:relu", epochs=1, batch_size=100, target_epsilon=6.0, delta=1e-4, z_steps=3,
+          pca_dims=20, pca_sigma=4.0, center_clip=12.0, center_sigma=2.0)),
+])
+def test_python_run_equals_cli_run(cli, workdir, algo, args, kw):
+    x, y, xt, yt = fashion()
+    out_cli = os.path.join(workdir, "cli")
+    cli_train(cli, out_cli, "--algo", algo, *args)
+    run = dptrain.train(x, y, algorithm=algo, x_test=xt, y_test=yt, threads=2, verbose=False,
+                        out_dir=os.path.join(workdir, "py"), **kw)
+    ref = dptrain.Model.load(out_cli)
+    p, q = run.model.parameters(), ref.parameters()
+    assert p.keys() == q.keys()
+    for k in p:  # same data, seed and threads: bit-identical parameters
+        assert np.array_equal(p[k], q[k]), k
+    assert run.steps == ref.steps
+    if algo != "sgd":
+        assert run.epsilon == ref.ledger.epsilon(1e-4) and run.epsilon <= kw["target_epsilon"]
+        assert run.ledger.events == ref.ledger.events and run.ledger.steps == ref.ledger.steps
+    if algo == "dpmac":  # the DP mean and DP-PCA releases are in the ledger, before the steps
+        assert [e["label"] for e in run.ledger.events[:2]] == ["dp-mean", "dp-pca"]
+    # the Python run's directory holds the same kind of checkpoint and ledger
+    assert dptrain.Model.load(os.path.join(workdir, "py")).parameters()["fc1.weight"].tobytes() == \
+        p["fc1.weight"].tobytes()
+
+
+ALGOS = [
+    ("sgd", {}),
+    ("dpsgd", dict(sigma=1.0)),
+    ("pdp-sgd", dict(kappa=1e-3, lambda_=1e-4)),
+    ("proportional-noise", dict(prop_sigma=0.1)),
+    ("dpulr", dict(sigma0=1.0, copies=4, ulr_noise="explicit")),
+    ("ulr", dict(copies=4)),
+    ("dpmac", dict(sigma=1.0, z_steps=3)),
+    ("mac", dict(z_steps=3)),
+    ("noisy-gd", dict(langevin_sigma=0.01, eta=0.1, neighbours="remove")),
+]
+
+
+@pytest.mark.parametrize("algo,kw", ALGOS, ids=[a for a, _ in ALGOS])
+def test_every_algorithm_trains(algo, kw):
+    x, y = blobs(n=400)
+    xt, yt = blobs(n=100, seed=1)
+    run = dptrain.train(x, y, x_test=xt, y_test=yt, model="mlp:20-16-3:relu", algorithm=algo, epochs=2,
+                        batch_size=50, threads=1, verbose=False, history="list", **kw)
+    assert run.algorithm == algo and run.steps > 0 and run.stop_reason == "done"
+    assert np.all(np.isfinite(run.model.predict(xt)))
+    private = algo in ("dpsgd", "dpulr", "dpmac")
+    assert (run.epsilon is not None) == private
+    assert (run.ledger is not None) == private
+    if private:
+        assert run.epsilon > 0 and run.ledger.steps == run.steps
+    if algo == "noisy-gd":
+        assert run.kl is not None and run.kl["steps"] == run.steps and run.kl["remove"] > 0
+    if HAVE_CALLBACKS:
+        assert [h["epoch"] for h in run.history] == [1, 2]
+        assert run.history[-1]["step"] == run.steps
+        assert math.isnan(run.history[-1]["train_loss"]) == private
+        if private:
+            assert run.history[-1]["epsilon"] == pytest.approx(run.epsilon)
+
+
+def test_accuracy_on_easy_data():
+    x, y = blobs(n=600)
+    xt, yt = blobs(n=200, seed=2)
+    run = dptrain.train(x, y, x_test=xt, y_test=yt, model=[L.Linear(16), L.ReLU(), L.Linear(3)], epochs=3,
+                        batch_size=32, lr=0.01, verbose=False)
+    loss, acc = run.model.evaluate(xt, yt)
+    assert acc > 0.9 and acc == run.last["test_accuracy"]
+    assert np.mean(run.model.predict_classes(xt) == yt) == pytest.approx(acc)
+
+
+def test_layer_objects_give_the_canonical_spec():
+    cnn = [L.Conv2d(16, 8, stride=2, padding=3), L.ReLU(), L.MaxPool2d(2, 1), L.Conv2d(32, 4, stride=2), L.ReLU(),
+           L.MaxPool2d(2, 1), L.Flatten(), L.Linear(32), L.ReLU(), L.Linear(10)]
+    spec = L.build_spec(cnn, (1, 28, 28))
+    assert spec == "cnn:1x28x28:conv16k8s2p3,relu,maxpool2s1,conv32k4s2,relu,maxpool2s1,flatten,fc32,relu,fc10"
+    assert L.build_spec([L.Linear(128), L.GELU(), L.Linear(10)], (784,)) == "mlp:784-128-10:gelu"
+    res = [L.Conv2d(4, 3, padding=1), L.ReLU(), L.Residual([L.Conv2d(4, 3, padding=1), L.GroupNorm(2)]), L.ReLU(),
+           L.AvgPool2d(2), L.Flatten(), L.Linear(3, bias=False)]
+    s = L.build_spec(res, (2, 6, 6))
+    assert s.startswith("cnn:2x6x6:") and "[" in s and "gn2" in s
+    # a layer that does not fit is refused by the library, naming it
+    with pytest.raises(ValueError, match="kernel|larger|exceed"):
+        L.build_spec([L.Conv2d(4, 9)], (1, 5, 5))
+    with pytest.raises(TypeError, match="layer object"):
+        L.build_spec([L.Linear(3), "relu"], (4,))
+
+
+def test_cnn_from_layer_objects_equals_spec_string():
+    x, y = blobs(n=200, d=64, k=3)
+    x = x.reshape(-1, 1, 8, 8)
+    layers = [L.Conv2d(4, 3, padding=1), L.ReLU(), L.MaxPool2d(2), L.Flatten(), L.Linear(3)]
+    a = dptrain.train(x, y, model=layers, epochs=1, batch_size=50, threads=1, verbose=False)
+    b = dptrain.train(x, y, model=a.model.spec, epochs=1, batch_size=50, threads=1, verbose=False)
+    assert a.model.spec == "cnn:1x8x8:conv4k3p1,relu,maxpool2,flatten,fc3"
+    pa, pb = a.model.parameters(), b.model.parameters()
+    assert all(np.array_equal(pa[k], pb[k]) for k in pa)
+
+
+def test_target_epsilon_calibrates_and_is_not_exceeded():
+    x, y = blobs(n=1000)
+    run = dptrain.train(x, y, model="mlp:20-8-3:relu", algorithm="dpsgd", target_epsilon=2.0, epochs=2,
+                        batch_size=100, delta=1e-4, threads=1, verbose=False)
+    steps = 2 * round(1 / 0.1)
+    assert run.sigma == dptrain.accounting.calibrate_sigma(2.0, 0.1, 1e-4, steps=steps)
+    assert run.epsilon <= 2.0 and run.ledger.steps == run.steps == steps
+    # sigma and a budget: the run stops before the step that would exceed it
+    run2 = dptrain.train(x, y, model="mlp:20-8-3:relu", algorithm="dpsgd", sigma=1.5, target_epsilon=2.0, epochs=5,
+                         batch_size=100, delta=1e-4, threads=1, verbose=False)
+    assert run2.stop_reason == "budget" and 0 < run2.steps < 50 and run2.epsilon <= 2.0
+    assert dptrain.accounting.epsilon(1.5, 0.1, run2.steps + 1, 1e-4) > 2.0
+
+
+@pytest.mark.skipif(not HAVE_CALLBACKS, reason="libdptrain without trainer callbacks")
+def test_history_forms_and_on_epoch_stop():
+    x, y = blobs(n=300)
+    seen = []
+    run = dptrain.train(x, y, model="mlp:20-8-3:relu", epochs=5, batch_size=50, threads=1, verbose=False,
+                        history="list", on_epoch=lambda r: seen.append(r["epoch"]) or r["epoch"] >= 2)
+    assert seen == [1, 2] and run.stop_reason == "callback" and len(run.history) == 2
+    assert set(run.history[0]) >= {"epoch", "step", "train_loss", "test_loss", "test_accuracy", "lr", "wall_s",
+                                   "epsilon", "delta"}
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        r = dptrain.train(x, y, model="mlp:20-8-3:relu", epochs=1, threads=1, verbose=False)
+        assert isinstance(r.history, list)  # "auto" without pandas
+        with pytest.raises(ImportError):
+            dptrain.train(x, y, model="mlp:20-8-3:relu", epochs=1, threads=1, verbose=False, history="pandas")
+    else:
+        r = dptrain.train(x, y, model="mlp:20-8-3:relu", epochs=1, threads=1, verbose=False)
+        assert list(r.history["epoch"]) == [1]
+
+
+def test_training_releases_the_gil():
+    import time
+    x, y = blobs(n=4000, d=64)
+    count = [0]
+    stop = threading.Event()
+
+    def spin():  # wakes up every millisecond; each wake-up needs the GIL
+        while not stop.is_set():
+            time.sleep(0.001)
+            count[0] += 1
+
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        t0 = time.perf_counter()
+        dptrain.train(x, y, model="mlp:64-256-256-3:relu", epochs=3, batch_size=64, threads=1, verbose=False)
+        wall = time.perf_counter() - t0
+    finally:
+        stop.set()
+        t.join()
+    # with the GIL held by the C call, the thread could not wake up during the run; released,
+    # it wakes about every millisecond (a loaded machine: at least every 10 ms)
+    assert wall > 0.2 and count[0] > 100 * wall, (count[0], wall)
+
+
+def test_progress_bar_on_a_terminal(capsys):
+    import io
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+    if not HAVE_CALLBACKS:
+        pytest.skip("libdptrain without trainer callbacks")
+    import sys
+    old = sys.stderr
+    sys.stderr = tty = Tty()
+    try:
+        x, y = blobs(n=300)
+        dptrain.train(x, y, model="mlp:20-8-3:relu", epochs=2, batch_size=30, threads=1)
+    finally:
+        sys.stderr = old
+    out = tty.getvalue()
+    assert "\r" in out and "epoch 2/2 |" in out and "epoch 2  step 20" in out
+    # not a terminal: epoch lines only, no bar
+    x, y = blobs(n=300)
+    dptrain.train(x, y, model="mlp:20-8-3:relu", epochs=2, batch_size=30, threads=1)
+    err = capsys.readouterr().err
+    assert "\r" not in err and "|" not in err and "epoch 1  step 10" in err
+
+
+@needs_inference
+def test_run_directory_and_resume(workdir):
+    x, y = blobs(n=300)
+    kw = dict(model="mlp:20-8-3:relu", algorithm="dpsgd", sigma=1.0, batch_size=30, threads=1, verbose=False,
+              delta=1e-3, out_dir=workdir)
+    a = dptrain.train(x, y, epochs=1, **kw)
+    b = dptrain.train(x, y, epochs=2, resume=True, **kw)
+    assert b.steps == 2 * a.steps and b.ledger.steps == b.steps
+    led = dptrain.read_ledger(workdir)
+    assert led.to_json() == b.ledger.to_json()
+    m = dptrain.Model.load(os.path.join(workdir, "checkpoint.safetensors"))
+    assert m.steps == b.steps and m.epsilon(1e-3) == b.epsilon
+    lines = [json.loads(s) for s in open(os.path.join(workdir, "metrics.jsonl"))]
+    assert [ln["epoch"] for ln in lines] == [1, 2]
