@@ -94,7 +94,9 @@ typedef struct {
     dpt_clip_mode clip_mode; /* flat (default) or per-layer with C_l = C / sqrt(G) */
     int reference;           /* 1: materialized per-example gradients (tests, reference) */
     size_t ref_chunk;        /* reference: examples per materialized chunk (0 = 16) */
-    int secure;              /* 1: exact discrete Gaussian noise (dpt_privacy_noise_add_secure) */
+    int secure;              /* 1: discrete Gaussian noise on a lattice (dpt_privacy_noise_add_secure_ex) */
+    dpt_dgauss_method secure_sampler; /* secure: DPT_DGAUSS_TABLE (default: fast, its distance
+                                         accounted in the ledger) or DPT_DGAUSS_CKS (exact) */
 } dpt_dpsgd_config;
 dpt_dpsgd_config dpt_dpsgd_config_defaults(void);
 /* Copies cfg. DPT_EINVAL naming the flag for C <= 0 or sigma < 0. */
@@ -204,7 +206,8 @@ typedef struct {
                            at the forward pass) */
     double z_lr;        /* Adam learning rate of the z-step (> 0) */
     double z_beta1, z_beta2, z_eps; /* Adam constants of the z-step (0.9, 0.999, 1e-8) */
-    int secure;         /* 1: exact discrete Gaussian noise */
+    int secure;         /* 1: discrete Gaussian noise on a lattice */
+    dpt_dgauss_method secure_sampler; /* as in dpt_dpsgd_config */
     int private_;       /* 1 (default): DP-MAC as above. 0: the non-private MAC baseline
                            ("mac"): no clipping, no noise, no ledger (is_private 0,
                            privacy_note "non-private"), direction sum_n dT_n / (2 |B|) with
