@@ -161,6 +161,8 @@ void dpt_rng_get_state(const dpt_rng *r, dpt_rng_state *s);
 dpt_status dpt_rng_set_state(dpt_rng *r, const dpt_rng_state *s);
 
 uint32_t dpt_rng_u32(dpt_rng *r);
+/* out[0, n) = the next n words, exactly what n calls of dpt_rng_u32 would return. */
+void dpt_rng_fill_u32(dpt_rng *r, uint32_t *out, size_t n);
 uint64_t dpt_rng_u64(dpt_rng *r);
 /* Uniform double in [0, 1) with 53 random bits. */
 double dpt_rng_uniform(dpt_rng *r);

@@ -196,6 +196,16 @@ uint32_t dpt_rng_u32(dpt_rng *r) {
     return r->buf[r->pos++];
 }
 
+void dpt_rng_fill_u32(dpt_rng *r, uint32_t *out, size_t n) {
+    while (n) {
+        if (r->pos >= DPT_RNG_BUF_WORDS) refill(r);
+        size_t k = DPT_RNG_BUF_WORDS - r->pos < n ? DPT_RNG_BUF_WORDS - r->pos : n;
+        memcpy(out, r->buf + r->pos, k * sizeof *out);
+        r->pos += (unsigned)k;
+        out += k, n -= k;
+    }
+}
+
 uint64_t dpt_rng_u64(dpt_rng *r) {
     uint64_t lo = dpt_rng_u32(r);
     return lo | ((uint64_t)dpt_rng_u32(r) << 32);
