@@ -194,6 +194,13 @@ dpt_status dpt_rng_gauss_fill_scaled(dpt_rng *r, float *out, size_t n, float std
  * alone, and a fill of n' < n values is a prefix of a fill of n). */
 dpt_status dpt_rng_gauss_fill_at(const dpt_rng *r, uint64_t sub, uint64_t first_chunk, float *out, size_t n,
                                  float stddev, int threads);
+/* Not for privacy noise: out[i] = stddev * N(0, 1) with dpt_rng_gauss_fill_at's layout
+ * (chunk first_chunk + c of substream sub at out + c DPT_RNG_CHUNK), from a faster keystream, AES-128 in counter mode (AES-NI) under a key derived one way from
+ * r's key (SHA-256), so it is reproducible per seed, independent of the thread count, and
+ * independent of r's ChaCha20 values. For randomness that is not the privacy mechanism's
+ * noise, e.g. DP-ULR's explicit-mode perturbations (the estimator's own randomness). */
+dpt_status dpt_rng_gauss_fill_fast_at(const dpt_rng *r, uint64_t sub, uint64_t first_chunk, float *out, size_t n,
+                                      float stddev, int threads);
 /* Reference version of dpt_rng_gauss_fill: same layout, exact double Box-Muller per element. */
 dpt_status dpt_rng_gauss_fill_ref(dpt_rng *r, float *out, size_t n, float stddev,
                                   int accumulate);

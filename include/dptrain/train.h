@@ -152,7 +152,9 @@ dpt_status dpt_algo_propnoise_new(const dpt_propnoise_config *cfg, dpt_algo **ou
  *     Gaussian approximation every direction carries at least sigma0 C. NOT covered by a
  *     standard proof (s_l and the top-up depend on the batch).
  *   EXPLICIT (sound): s_l = perturb_std fixed; N(0, sigma0^2 C^2) is added to the clipped
- *     sum like DP-SGD. Antithetic pairs and the L0 baseline are allowed here only.
+ *     sum like DP-SGD. Antithetic pairs and the L0 baseline are allowed here only. The
+ *     perturbations are the estimator's own randomness, not privacy noise: they come from a
+ *     fast stream that need not be the noise stream (dpt_rng_gauss_fill_fast_at).
  * private = 0 is the non-private ULR baseline: no clipping, no noise, mean over |B|. */
 typedef enum { DPT_ULR_CONTROLLER = 0, DPT_ULR_EXPLICIT = 1 } dpt_ulr_noise;
 typedef struct {
@@ -168,6 +170,11 @@ typedef struct {
     const char *modules;  /* NULL or "auto", or comma-separated start layers "0,2,4" */
     int accounted;        /* private: 1 = Poisson with rejection (ledger events, epsilon);
                              0 = shuffled fixed-size batches, NO accountant (labelled) */
+    int perturb_noise_stream; /* explicit / non-private: 1 = draw the perturbations z from the
+                             noise stream's ChaCha20 as before (a comparison point for
+                             benchmarks); 0 (default) = the fast AES-128-CTR stream. The
+                             controller always draws z from the noise stream: there z is
+                             the privacy noise (docs/dpulr.md) */
 } dpt_dpulr_config;
 dpt_dpulr_config dpt_dpulr_config_defaults(void);
 /* Validates (K >= 1, C > 0, sigma0 > 0, tricks only where allowed, ...): DPT_EINVAL

@@ -46,6 +46,24 @@ static int ks_seek(EVP_CIPHER_CTX *ctx, const uint8_t key[32], uint64_t substrea
     return EVP_EncryptInit_ex(ctx, EVP_chacha20(), NULL, key, iv) == 1;
 }
 
+/* The estimator's fast stream (dpt_rng_gauss_fill_fast_at): AES-128 in counter mode, the
+ * 128-bit big-endian counter block (substream, 4 x block), so a "block" spans the same 64
+ * bytes of keystream as a ChaCha20 block and the chunk layout below is shared. Keyed once
+ * per context, as ks_seek. */
+static int aes_seek(EVP_CIPHER_CTX *ctx, const uint8_t key[16], uint64_t substream, uint64_t block) {
+    uint8_t iv[16];
+    uint64_t ctr = block << 2;
+    for (int i = 0; i < 8; i++) iv[i] = (uint8_t)(substream >> (56 - 8 * i));
+    for (int i = 0; i < 8; i++) iv[8 + i] = (uint8_t)(ctr >> (56 - 8 * i));
+#if OPENSSL_VERSION_NUMBER >= 0x30000000L
+    const EVP_CIPHER *keyed = EVP_CIPHER_CTX_get0_cipher(ctx);
+#else
+    const EVP_CIPHER *keyed = EVP_CIPHER_CTX_cipher(ctx);
+#endif
+    if (keyed) return EVP_EncryptInit_ex(ctx, NULL, NULL, NULL, iv) == 1;
+    return EVP_EncryptInit_ex(ctx, EVP_aes_128_ctr(), NULL, key, iv) == 1;
+}
+
 /* Next n_words words of keystream from ctx's current position. */
 static int ks_words(EVP_CIPHER_CTX *ctx, uint32_t *out, size_t n_words) {
     DPT_ASSERT(n_words <= DPT_RNG_BUF_WORDS);
@@ -270,6 +288,7 @@ static void zig_tables(void) {
 /* A source of words for the ziggurat: either a dpt_rng or a chunk of a bulk fill. */
 typedef struct {
     EVP_CIPHER_CTX *ctx;
+    int aes;          /* 1: the fast AES-128-CTR stream (aes_seek), 0: ChaCha20 (ks_seek) */
     uint32_t buf[DPT_RNG_BUF_WORDS];
     unsigned pos;
     uint64_t words_left; /* budget of the chunk's block range */
@@ -334,10 +353,14 @@ float dpt_rng_gauss(dpt_rng *r) {
 
 /* ==== Bulk Gaussian fill ==== */
 
-static int chunk_open(chunk_src *c, const uint8_t key[32], uint64_t substream, uint64_t chunk) {
+static int src_seek(chunk_src *c, const uint8_t *key, uint64_t substream, uint64_t block) {
+    return c->aes ? aes_seek(c->ctx, key, substream, block) : ks_seek(c->ctx, key, substream, block);
+}
+
+static int chunk_open(chunk_src *c, const uint8_t *key, uint64_t substream, uint64_t chunk) {
     c->pos = DPT_RNG_BUF_WORDS;
     c->words_left = ((uint64_t)1 << CHUNK_BLOCK_SHIFT) * (BLOCK_BYTES / 4);
-    return ks_seek(c->ctx, key, substream, chunk << CHUNK_BLOCK_SHIFT);
+    return src_seek(c, key, substream, chunk << CHUNK_BLOCK_SHIFT);
 }
 
 /* float copy of zig_w for the vectorized fast path (u < 2^23 is exact in float) */
@@ -357,7 +380,7 @@ static void zig_tables_f(void) {
  * only on words that do not depend on n: a fill of n' < n values is a prefix of a fill of
  * n (callers rely on it to couple draws across neighbouring batch sizes).
  * accumulate: out = scale * (out + stddev z); else out = stddev z. */
-static int fill_chunk(chunk_src *c, const uint8_t key[32], uint64_t substream, uint64_t chunk, float *out, size_t n,
+static int fill_chunk(chunk_src *c, const uint8_t *key, uint64_t substream, uint64_t chunk, float *out, size_t n,
                       float stddev, int accumulate, float scale) {
     uint32_t w[DPT_RNG_CHUNK];
     float v[DPT_RNG_CHUNK];
@@ -385,7 +408,7 @@ static int fill_chunk(chunk_src *c, const uint8_t key[32], uint64_t substream, u
         n_bad += b;
     }
     if (n_bad) { /* the slow path's own words: independent of n */
-        if (!ks_seek(c->ctx, key, substream, (chunk << CHUNK_BLOCK_SHIFT) + ((uint64_t)1 << (CHUNK_BLOCK_SHIFT - 1))))
+        if (!src_seek(c, key, substream, (chunk << CHUNK_BLOCK_SHIFT) + ((uint64_t)1 << (CHUNK_BLOCK_SHIFT - 1))))
             return 0;
         c->pos = DPT_RNG_BUF_WORDS;
         c->words_left = ((uint64_t)1 << (CHUNK_BLOCK_SHIFT - 1)) * (BLOCK_BYTES / 4);
@@ -431,7 +454,7 @@ static int fill_chunk(chunk_src *c, const uint8_t key[32], uint64_t substream, u
 
 /* Chunks first_chunk, first_chunk + 1, ... of substream `sub` into out[0, n) on the calling
  * thread, with its own cipher context c->ctx. */
-static int fill_range(chunk_src *c, const uint8_t key[32], uint64_t sub, uint64_t first_chunk, float *out, size_t n,
+static int fill_range(chunk_src *c, const uint8_t *key, uint64_t sub, uint64_t first_chunk, float *out, size_t n,
                       float stddev, int accumulate, float scale) {
     for (size_t lo = 0, ch = 0; lo < n; lo += DPT_RNG_CHUNK, ch++) {
         size_t len = n - lo < DPT_RNG_CHUNK ? n - lo : DPT_RNG_CHUNK;
@@ -444,7 +467,7 @@ static int fill_range(chunk_src *c, const uint8_t key[32], uint64_t sub, uint64_
 
 /* Chunks first_chunk, first_chunk + 1, ... of substream `sub` into out[0, n), chunk by
  * chunk on up to `threads` threads (each value depends on its chunk and position alone). */
-static dpt_status fill_sub(const uint8_t key[32], uint64_t sub, uint64_t first_chunk, float *out, size_t n,
+static dpt_status fill_sub(const uint8_t *key, int aes, uint64_t sub, uint64_t first_chunk, float *out, size_t n,
                            float stddev, int accumulate, float scale, int threads) {
     pthread_once(&zig_f_once, zig_tables_f);
     size_t n_chunks = (n + DPT_RNG_CHUNK - 1) / DPT_RNG_CHUNK;
@@ -455,6 +478,7 @@ static dpt_status fill_sub(const uint8_t key[32], uint64_t sub, uint64_t first_c
     {
         chunk_src c;
         c.ctx = EVP_CIPHER_CTX_new();
+        c.aes = aes;
         if (!c.ctx) failed = 1;
 #pragma omp for schedule(static)
         for (size_t ch = 0; ch < n_chunks; ch++) {
@@ -464,7 +488,7 @@ static dpt_status fill_sub(const uint8_t key[32], uint64_t sub, uint64_t first_c
         }
         if (c.ctx) EVP_CIPHER_CTX_free(c.ctx);
     }
-    DPT_CHECK(!failed, DPT_ECRYPTO, "gauss_fill: ChaCha20 keystream failed");
+    DPT_CHECK(!failed, DPT_ECRYPTO, "gauss_fill: %s keystream failed", aes ? "AES-128-CTR" : "ChaCha20");
     return DPT_OK;
 }
 
@@ -472,7 +496,7 @@ static dpt_status fill(dpt_rng *r, float *out, size_t n, float stddev, int accum
     DPT_CHECK(isfinite(stddev) && stddev >= 0, DPT_EINVAL, "gauss_fill: stddev %g must be finite and >= 0", (double)stddev);
     DPT_CHECK(isfinite(scale), DPT_EINVAL, "gauss_fill: scale %g must be finite", (double)scale);
     uint64_t sub = ++r->substreams;
-    return fill_sub(r->key, sub, 0, out, n, stddev, accumulate, scale, threads);
+    return fill_sub(r->key, 0, sub, 0, out, n, stddev, accumulate, scale, threads);
 }
 
 dpt_status dpt_rng_gauss_fill_at(const dpt_rng *r, uint64_t sub, uint64_t first_chunk, float *out, size_t n,
@@ -481,7 +505,27 @@ dpt_status dpt_rng_gauss_fill_at(const dpt_rng *r, uint64_t sub, uint64_t first_
               (double)stddev);
     DPT_CHECK(sub >= 1 && sub <= r->substreams, DPT_EINVAL, "gauss_fill_at: substream %llu was not reserved",
               (unsigned long long)sub);
-    return fill_sub(r->key, sub, first_chunk, out, n, stddev, 0, 1.0f, threads);
+    return fill_sub(r->key, 0, sub, first_chunk, out, n, stddev, 0, 1.0f, threads);
+}
+
+/* The fast stream's key: SHA-256("dptrain-fast-v1" | the stream's key), first 16 bytes (one
+ * way: the fast stream's outputs say nothing about the ChaCha20 key). */
+dpt_status dpt_rng_gauss_fill_fast_at(const dpt_rng *r, uint64_t sub, uint64_t first_chunk, float *out, size_t n,
+                                      float stddev, int threads) {
+    DPT_CHECK(isfinite(stddev) && stddev >= 0, DPT_EINVAL, "gauss_fill_fast_at: stddev %g must be finite and >= 0",
+              (double)stddev);
+    DPT_CHECK(sub >= 1 && sub <= r->substreams, DPT_EINVAL, "gauss_fill_fast_at: substream %llu was not reserved",
+              (unsigned long long)sub);
+    uint8_t msg[15 + 32], h[32];
+    memcpy(msg, "dptrain-fast-v1", 15);
+    memcpy(msg + 15, r->key, 32);
+    unsigned len = 0;
+    DPT_CHECK(EVP_Digest(msg, sizeof msg, h, &len, EVP_sha256(), NULL) == 1 && len == 32, DPT_ECRYPTO,
+              "gauss_fill_fast_at: SHA-256 failed");
+    dpt_status st = fill_sub(h, 1, sub, first_chunk, out, n, stddev, 0, 1.0f, threads);
+    memset(msg, 0, sizeof msg);
+    memset(h, 0, sizeof h);
+    return st;
 }
 
 dpt_status dpt_rng_gauss_fill(dpt_rng *r, float *out, size_t n, float stddev, int accumulate, int threads) {
@@ -498,6 +542,7 @@ dpt_status dpt_rng_gauss_fill_ref(dpt_rng *r, float *out, size_t n, float stddev
     size_t n_chunks = (n + DPT_RNG_CHUNK - 1) / DPT_RNG_CHUNK;
     chunk_src c;
     c.ctx = EVP_CIPHER_CTX_new();
+    c.aes = 0;
     DPT_CHECK(c.ctx, DPT_ECRYPTO, "gauss_fill_ref: cannot create ChaCha20 context");
     for (size_t ch = 0; ch < n_chunks; ch++) {
         if (!chunk_open(&c, r->key, sub, ch)) {
