@@ -1,6 +1,6 @@
 /* privacy/dgauss.c, the table sampler of the discrete Gaussian N_Z(0, sigma^2):
  * - its own verification (the exact pmf of each table, by enumeration) finds it within
- *   mu = 2^-45 pointwise and tv = 2^-55 at sigma from 0.5 to 2^16, and refuses broken tables;
+ *   mu = 2^-45 pointwise and tv = 2^-55 at sigma from 0.5 to 2^14, and refuses broken tables;
  * - samples pass chi-square and moment tests against the exact pmf at sigma 0.5 ... 2^14,
  *   and a table off by one entry (its selector thresholds shifted one cell) FAILS them;
  * - against the exact CKS reference (dpt_privacy_discrete_gauss) a two-sample chi-square
@@ -97,7 +97,7 @@ static int32_t *draw(const dg_table *T, uint64_t seed, size_t n) {
 /* ==== The verification ==== */
 
 static void test_verified_distance(void) {
-    const double sigmas[] = {0.5, 1.0, 3.0, 7.3, 100.0, 1000.5, 16384.0, 65536.0};
+    const double sigmas[] = {0.5, 1.0, 3.0, 7.3, 100.0, 1000.5, 16384.0};
     for (size_t i = 0; i < sizeof sigmas / sizeof *sigmas; i++) {
         dg_table T;
         CHECK_OK(dg_table_build(sigmas[i], &T));
@@ -152,7 +152,7 @@ static void test_fit(void) {
     for (size_t i = 0; i < sizeof sigmas / sizeof *sigmas; i++) {
         dg_table T;
         CHECK_OK(dg_table_build(sigmas[i], &T));
-        size_t n = 400000;
+        size_t n = 250000;
         int32_t *z = draw(&T, 100 + i, n);
         CHECK(fits_exact(z, n, sigmas[i], bins[i], "table sampler"));
         free(z);
@@ -169,7 +169,7 @@ static void test_broken_table_fails(void) {
         CHECK_OK(dg_table_build(sigmas[i], &T));
         for (int c = 1; c < T.nb; c++) T.t[c] = T.t[c + 1];
         dg_table_prepare(&T);
-        size_t n = 400000;
+        size_t n = 250000;
         int32_t *z = draw(&T, 200 + i, n);
         CHECK(!fits_exact(z, n, sigmas[i], bins[i], "table off by one entry (must not fit)"));
         free(z);
