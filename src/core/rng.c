@@ -10,6 +10,9 @@
 
 #include <math.h>
 #include <omp.h>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <pthread.h>
@@ -395,8 +398,38 @@ static int fill_chunk(chunk_src *c, const uint8_t *key, uint64_t substream, uint
 #endif
     c->words_left -= n;
     unsigned n_bad = 0;
+    size_t kv = 0;
+#if defined(__AVX2__)
+    /* the same arithmetic 8 words at a time with the two table look-ups as gathers (GCC's
+     * generic tuning will not emit gathers: it extracted every index, ~8 instructions per
+     * word); bit-identical to the loop below, which finishes the last n % 8 words */
+    {
+        const __m256i m_i = _mm256_set1_epi32(ZIG_N - 1), m_s = _mm256_set1_epi32(ZIG_N),
+                      bias = _mm256_set1_epi32(INT32_MIN);
+        __m256i nb8 = _mm256_setzero_si256();
+        for (; kv + 8 <= n; kv += 8) {
+            __m256i x = _mm256_loadu_si256((const __m256i *)(w + kv));
+            __m256i i = _mm256_and_si256(x, m_i), u = _mm256_srli_epi32(x, 9);
+            __m256 wf = _mm256_i32gather_ps(zig_wf, i, 4);
+            __m256i kk = _mm256_i32gather_epi32((const int *)zig_k, i, 4);
+            __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(u), wf); /* u < 2^23: exact conversion */
+            __m256i fb = _mm256_xor_si256(_mm256_castps_si256(f), _mm256_slli_epi32(_mm256_and_si256(x, m_s), 23));
+            _mm256_storeu_si256((__m256i *)(v + kv), fb);
+            /* u >= k (unsigned) as not (k > u), signed compare on biased values */
+            __m256i lt = _mm256_cmpgt_epi32(_mm256_xor_si256(kk, bias), _mm256_xor_si256(u, bias));
+            __m256i b = _mm256_andnot_si256(lt, _mm256_set1_epi32(1));
+            nb8 = _mm256_add_epi32(nb8, b);
+            /* 8 flag bytes from the 8 lanes' 0/1 */
+            __m128i b16 = _mm_packus_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+            _mm_storel_epi64((__m128i *)(bad + kv), _mm_packus_epi16(b16, b16));
+        }
+        uint32_t t[8];
+        _mm256_storeu_si256((__m256i *)t, nb8);
+        for (int j = 0; j < 8; j++) n_bad += t[j];
+    }
+#endif
 #pragma omp simd reduction(+ : n_bad)
-    for (size_t k = 0; k < n; k++) {
+    for (size_t k = kv; k < n; k++) {
         uint32_t x = w[k], i = x & (ZIG_N - 1), u = x >> 9;
         float f = (float)u * zig_wf[i];
         uint32_t fb;
