@@ -196,6 +196,11 @@ dpt_status dpt_keystream_open(dpt_keystream *ks, const dpt_rng *r, uint64_t sub,
     return DPT_OK;
 }
 
+dpt_status dpt_keystream_seek(dpt_keystream *ks, const dpt_rng *r, uint64_t sub, uint64_t block) {
+    DPT_CHECK(ks->ctx && ks_seek(ks->ctx, r->key, sub, block), DPT_ECRYPTO, "keystream: ChaCha20 seek failed");
+    return DPT_OK;
+}
+
 dpt_status dpt_keystream_read(dpt_keystream *ks, void *out, size_t n_bytes) {
     DPT_ASSERT(n_bytes < ((size_t)1 << 31));
     memset(out, 0, n_bytes); /* the keystream is ChaCha20 applied to zeros, in place */

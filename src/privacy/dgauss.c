@@ -277,9 +277,15 @@ int dg_group(const dg_table *T, const uint8_t *rec, int32_t *out) {
 }
 
 dpt_status dg_sample(const dg_table *T, const dpt_rng *r, uint64_t sub, int32_t *z, size_t n, int32_t *work) {
-    uint8_t buf[DG_BATCH * DG_GROUP_BYTES] __attribute__((aligned(64)));
     dpt_keystream ks;
     DPT_TRY(dpt_keystream_open(&ks, r, sub, 0));
+    dpt_status st = dg_sample_from(T, &ks, z, n, work);
+    dpt_keystream_close(&ks);
+    return st;
+}
+
+dpt_status dg_sample_from(const dg_table *T, dpt_keystream *ks, int32_t *z, size_t n, int32_t *work) {
+    uint8_t buf[DG_BATCH * DG_GROUP_BYTES] __attribute__((aligned(64)));
     /* a bound no run reaches: 4x the expected number of groups, plus a margin */
     const uint64_t cap = (uint64_t)(4.0 * (double)n / (DG_GROUP * T->p_accept)) + 64;
     size_t got = 0;
@@ -287,7 +293,7 @@ dpt_status dg_sample(const dg_table *T, const dpt_rng *r, uint64_t sub, int32_t 
     dpt_status st = DPT_OK;
     while (got < n) {
         if (g % DG_BATCH == 0) {
-            st = dpt_keystream_read(&ks, buf, sizeof buf);
+            st = dpt_keystream_read(ks, buf, sizeof buf);
             if (st != DPT_OK) break;
         }
         got += (size_t)dg_group(T, buf + (g % DG_BATCH) * DG_GROUP_BYTES, work + got);
@@ -298,7 +304,6 @@ dpt_status dg_sample(const dg_table *T, const dpt_rng *r, uint64_t sub, int32_t 
             break;
         }
     }
-    dpt_keystream_close(&ks);
     memset(buf, 0, sizeof buf); /* the keystream of a secure stream is the noise */
     if (st == DPT_OK && z != work) memcpy(z, work, n * sizeof *z);
     return st;

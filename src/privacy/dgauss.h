@@ -9,6 +9,8 @@
 
 #include <dptrain/core.h>
 
+#include "core/keystream.h"
+
 #define DG_GROUP 64        /* candidates per group: one keystream record, one tail pool */
 #define DG_MAX_CELLS 40    /* body cells (the selector table) */
 #define DG_TAIL_RECORDS 2  /* tail candidates a group can serve (more: counted in tv) */
@@ -69,6 +71,9 @@ const dg_table *dg_table_secure(void);
  * 832-byte keystream record processed without branches or memory indices that depend on
  * its values. work: [n + DG_GROUP] int32 scratch (may alias z only if z has that room). */
 dpt_status dg_sample(const dg_table *T, const dpt_rng *r, uint64_t sub, int32_t *z, size_t n, int32_t *work);
+/* The same from an open keystream reader (core/keystream.h) positioned where the draws
+ * start: a thread reuses one reader for all its chunks (dpt_keystream_seek). */
+dpt_status dg_sample_from(const dg_table *T, dpt_keystream *ks, int32_t *z, size_t n, int32_t *work);
 
 /* One group, for the tests and the constant-time check: candidates from the keystream
  * record `rec` (DG_GROUP_BYTES bytes, little-endian words), accepted values appended to

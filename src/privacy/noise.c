@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/keystream.h"
 #include "privacy/dgauss.h"
 
 static dpt_status check_args(float *sum, size_t n, double sigma, double C) {
@@ -130,11 +131,14 @@ dpt_status dpt_privacy_secure_distance(dpt_dgauss_method method, double *mu, dou
     return DPT_OK;
 }
 
-/* The lattice points k_j + Z_j of one chunk [lo, hi), Z_j from its own substream `sub`. */
-static dpt_status secure_chunk(const dg_table *T, dpt_rng *c, uint64_t sub, float *sum, size_t lo, size_t hi,
-                               double h, double scale, int32_t *zbuf) {
+/* The lattice points k_j + Z_j of one chunk [lo, hi), Z_j from its own substream `sub`:
+ * the table sampler reads it through the thread's keystream reader ks, CKS through the
+ * child stream c. */
+static dpt_status secure_chunk(const dg_table *T, const dpt_rng *noise, dpt_keystream *ks, uint64_t sub, float *sum,
+                               size_t lo, size_t hi, double h, double scale, int32_t *zbuf) {
     if (T) {
-        DPT_TRY(dg_sample(T, c, sub, zbuf, hi - lo, zbuf));
+        DPT_TRY(dpt_keystream_seek(ks, noise, sub, 0));
+        DPT_TRY(dg_sample_from(T, ks, zbuf, hi - lo, zbuf));
         for (size_t j = lo; j < hi; j++) {
             double k = nearbyint((double)sum[j] / h); /* ties to even: deterministic */
             sum[j] = (float)(scale * (h * (k + (double)zbuf[j - lo])));
@@ -142,11 +146,14 @@ static dpt_status secure_chunk(const dg_table *T, dpt_rng *c, uint64_t sub, floa
         memset(zbuf, 0, (hi - lo) * sizeof *zbuf);
         return DPT_OK;
     }
+    dpt_rng c;
+    DPT_TRY(dpt_rng_child(noise, sub, &c));
     const uint32_t s = 1u << DPT_DGAUSS_LOG2_SCALE;
     for (size_t j = lo; j < hi; j++) {
         double k = nearbyint((double)sum[j] / h);
-        sum[j] = (float)(scale * (h * (k + (double)dpt_privacy_discrete_gauss(c, s))));
+        sum[j] = (float)(scale * (h * (k + (double)dpt_privacy_discrete_gauss(&c, s))));
     }
+    dpt_rng_free(&c);
     return DPT_OK;
 }
 
@@ -189,16 +196,13 @@ dpt_status dpt_privacy_noise_add_secure_ex(dpt_rng *noise, float *sum, size_t n,
 #pragma omp parallel num_threads(nt) reduction(| : failed)
     {
         int32_t zbuf[DPT_RNG_CHUNK + DG_GROUP];
+        dpt_keystream ks = {NULL};
+        dpt_status st0 = T ? dpt_keystream_open(&ks, noise, base, 0) : DPT_OK;
 #pragma omp for schedule(dynamic)
         for (size_t ch = 0; ch < n_chunks; ch++) {
             if (failed) continue;
-            dpt_rng c;
-            dpt_status st = dpt_rng_child(noise, base + ch, &c);
             size_t lo = ch * DPT_RNG_CHUNK, hi = lo + DPT_RNG_CHUNK < n ? lo + DPT_RNG_CHUNK : n;
-            if (st == DPT_OK) {
-                st = secure_chunk(T, &c, base + ch, sum, lo, hi, h, scale, zbuf);
-                dpt_rng_free(&c);
-            }
+            dpt_status st = st0 != DPT_OK ? st0 : secure_chunk(T, noise, &ks, base + ch, sum, lo, hi, h, scale, zbuf);
             if (st != DPT_OK) {
                 failed = 1;
 #pragma omp critical(dpt_secure_noise_error)
@@ -208,6 +212,7 @@ dpt_status dpt_privacy_noise_add_secure_ex(dpt_rng *noise, float *sum, size_t n,
                 }
             }
         }
+        dpt_keystream_close(&ks);
     }
     if (failed) return dpt_set_error(first, "secure noise: %s", why);
     return DPT_OK;
