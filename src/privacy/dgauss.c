@@ -268,12 +268,13 @@ int dg_group(const dg_table *T, const uint8_t *rec, int32_t *out) {
     }
     /* 3. accepted values in order: the store position depends on the accept bits only */
     DG_DECLASSIFY(av, sizeof av);
-    int n = 0;
+    int64_t n = 0;
+#pragma GCC unroll 16
     for (int i = 0; i < DG_GROUP; i++) {
         out[n] = (int32_t)zv[i];
-        n -= (int)av[i];
+        n -= av[i];
     }
-    return n;
+    return (int)n;
 }
 
 dpt_status dg_sample(const dg_table *T, const dpt_rng *r, uint64_t sub, int32_t *z, size_t n, int32_t *work) {
