@@ -202,11 +202,16 @@ dpt_status dpt_keystream_seek(dpt_keystream *ks, const dpt_rng *r, uint64_t sub,
 }
 
 dpt_status dpt_keystream_read(dpt_keystream *ks, void *out, size_t n_bytes) {
-    DPT_ASSERT(n_bytes < ((size_t)1 << 31));
-    memset(out, 0, n_bytes); /* the keystream is ChaCha20 applied to zeros, in place */
-    int len = 0;
-    DPT_CHECK(EVP_EncryptUpdate(ks->ctx, out, &len, out, (int)n_bytes) == 1 && (size_t)len == n_bytes, DPT_ECRYPTO,
-              "keystream: ChaCha20 failed");
+    /* the keystream is ChaCha20 applied to zeros: read from a zero block (no memset of out) */
+    static const uint8_t zeros[8192];
+    uint8_t *o = out;
+    while (n_bytes) {
+        size_t k = n_bytes < sizeof zeros ? n_bytes : sizeof zeros;
+        int len = 0;
+        DPT_CHECK(EVP_EncryptUpdate(ks->ctx, o, &len, zeros, (int)k) == 1 && (size_t)len == k, DPT_ECRYPTO,
+                  "keystream: ChaCha20 failed");
+        o += k, n_bytes -= k;
+    }
     return DPT_OK;
 }
 

@@ -139,9 +139,11 @@ static dpt_status secure_chunk(const dg_table *T, const dpt_rng *noise, dpt_keys
     if (T) {
         DPT_TRY(dpt_keystream_seek(ks, noise, sub, 0));
         DPT_TRY(dg_sample_from(T, ks, zbuf, hi - lo, zbuf));
-        for (size_t j = lo; j < hi; j++) {
-            double k = nearbyint((double)sum[j] / h); /* ties to even: deterministic */
-            sum[j] = (float)(scale * (h * (k + (double)zbuf[j - lo])));
+        float *restrict sj = sum + lo;
+#pragma omp simd
+        for (size_t j = 0; j < hi - lo; j++) {
+            double k = nearbyint((double)sj[j] / h); /* ties to even: deterministic */
+            sj[j] = (float)(scale * (h * (k + (double)zbuf[j])));
         }
         memset(zbuf, 0, (hi - lo) * sizeof *zbuf);
         return DPT_OK;
@@ -180,7 +182,15 @@ dpt_status dpt_privacy_noise_add_secure_ex(dpt_rng *noise, float *sum, size_t n,
      * number. */
     const double h = sigma * C / (double)(1u << DPT_DGAUSS_LOG2_SCALE);
     const double kmax = 4503599627370496.0; /* 2^52: |k| below it, k + Z exact in double */
+    /* one vectorized pass finds whether any coordinate is off the lattice's range (NaN
+     * included: !(v < kmax) holds for it), a second names the first such coordinate */
+    int bad = 0;
+#pragma omp simd reduction(| : bad)
     for (size_t j = 0; j < n; j++) {
+        double v = fabs((double)sum[j] / h);
+        bad |= !(v < kmax);
+    }
+    for (size_t j = 0; bad && j < n; j++) {
         double v = (double)sum[j] / h;
         DPT_CHECK(isfinite(v) && fabs(v) < kmax, DPT_ERANGE,
                   "secure noise: coordinate %zu of the clipped sum (%g) is not finite or too large for the lattice "
