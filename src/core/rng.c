@@ -399,9 +399,9 @@ static int fill_chunk(chunk_src *c, const uint8_t *key, uint64_t substream, uint
     float v[DPT_RNG_CHUNK];
     uint8_t bad[DPT_RNG_CHUNK];
     DPT_ASSERT(n <= DPT_RNG_CHUNK && c->pos == DPT_RNG_BUF_WORDS && c->words_left >= (uint64_t)n + DPT_RNG_BUF_WORDS);
-    memset(w, 0, n * sizeof *w);
-    int len = 0; /* in place: the keystream XOR zeros */
-    if (EVP_EncryptUpdate(c->ctx, (uint8_t *)w, &len, (const uint8_t *)w, (int)(n * 4)) != 1 || (size_t)len != n * 4)
+    static const uint32_t zw[DPT_RNG_CHUNK]; /* the keystream is the cipher applied to zeros */
+    int len = 0;
+    if (EVP_EncryptUpdate(c->ctx, (uint8_t *)w, &len, (const uint8_t *)zw, (int)(n * 4)) != 1 || (size_t)len != n * 4)
         return 0;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     for (size_t k = 0; k < n; k++) w[k] = __builtin_bswap32(w[k]);
