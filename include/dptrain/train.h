@@ -104,7 +104,9 @@ typedef struct {
     dpt_clip_mode clip_mode; /* flat (default) or per-layer with C_l = C / sqrt(G) */
     int reference;           /* 1: materialized per-example gradients (tests, reference) */
     size_t ref_chunk;        /* reference: examples per materialized chunk (0 = 16) */
-    int secure;              /* 1: exact discrete Gaussian noise (dpt_privacy_noise_add_secure) */
+    int secure;              /* 1: discrete Gaussian noise on a lattice (dpt_privacy_noise_add_secure_ex) */
+    dpt_dgauss_method secure_sampler; /* secure: DPT_DGAUSS_TABLE (default: fast, its distance
+                                         accounted in the ledger) or DPT_DGAUSS_CKS (exact) */
 } dpt_dpsgd_config;
 dpt_dpsgd_config dpt_dpsgd_config_defaults(void);
 /* Copies cfg. DPT_EINVAL naming the flag for C <= 0 or sigma < 0. */
@@ -160,7 +162,9 @@ dpt_status dpt_algo_propnoise_new(const dpt_propnoise_config *cfg, dpt_algo **ou
  *     Gaussian approximation every direction carries at least sigma0 C. NOT covered by a
  *     standard proof (s_l and the top-up depend on the batch).
  *   EXPLICIT (sound): s_l = perturb_std fixed; N(0, sigma0^2 C^2) is added to the clipped
- *     sum like DP-SGD. Antithetic pairs and the L0 baseline are allowed here only.
+ *     sum like DP-SGD. Antithetic pairs and the L0 baseline are allowed here only. The
+ *     perturbations are the estimator's own randomness, not privacy noise: they come from a
+ *     fast stream that need not be the noise stream (dpt_rng_gauss_fill_fast_at).
  * private = 0 is the non-private ULR baseline: no clipping, no noise, mean over |B|. */
 typedef enum { DPT_ULR_CONTROLLER = 0, DPT_ULR_EXPLICIT = 1 } dpt_ulr_noise;
 typedef struct {
@@ -176,6 +180,11 @@ typedef struct {
     const char *modules;  /* NULL or "auto", or comma-separated start layers "0,2,4" */
     int accounted;        /* private: 1 = Poisson with rejection (ledger events, epsilon);
                              0 = shuffled fixed-size batches, NO accountant (labelled) */
+    int perturb_noise_stream; /* explicit / non-private: 1 = draw the perturbations z from the
+                             noise stream's ChaCha20 as before (a comparison point for
+                             benchmarks); 0 (default) = the fast AES-128-CTR stream. The
+                             controller always draws z from the noise stream: there z is
+                             the privacy noise (docs/dpulr.md) */
 } dpt_dpulr_config;
 dpt_dpulr_config dpt_dpulr_config_defaults(void);
 /* Validates (K >= 1, C > 0, sigma0 > 0, tricks only where allowed, ...): DPT_EINVAL
@@ -214,7 +223,8 @@ typedef struct {
                            at the forward pass) */
     double z_lr;        /* Adam learning rate of the z-step (> 0) */
     double z_beta1, z_beta2, z_eps; /* Adam constants of the z-step (0.9, 0.999, 1e-8) */
-    int secure;         /* 1: exact discrete Gaussian noise */
+    int secure;         /* 1: discrete Gaussian noise on a lattice */
+    dpt_dgauss_method secure_sampler; /* as in dpt_dpsgd_config */
     int private_;       /* 1 (default): DP-MAC as above. 0: the non-private MAC baseline
                            ("mac"): no clipping, no noise, no ledger (is_private 0,
                            privacy_note "non-private"), direction sum_n dT_n / (2 |B|) with

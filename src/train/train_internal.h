@@ -102,6 +102,11 @@ dpt_status dpt_eval_range(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d
  * (dpt_privacy_secure_sigma_eff), after checking the algorithm's and the run's secure
  * flags agree. */
 dpt_status dpt_algo_record_sgm(dpt_algo *a, dpt_trainer *t, size_t batch);
+/* `count` steps of those events into l: SGM(q, a->sigma), or, when the noise is secure and
+ * drawn by the table sampler, sgm_dgauss events carrying its distance for the model's
+ * n_params coordinates (dpt_privacy_secure_distance). */
+dpt_status dpt_algo_sgm_events(const dpt_algo *a, const dpt_trainer *t, dpt_ledger *l, int secure,
+                               dpt_dgauss_method sampler, uint64_t count);
 dpt_status dpt_algo_bind_sgm(dpt_algo *a, const dpt_trainer *t, const char *name, double sigma, int secure);
 
 dpt_status dpt_trainer_checkpoint_path(const dpt_trainer *t, char *buf, size_t n);
