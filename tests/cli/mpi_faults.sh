@@ -4,6 +4,7 @@
 # and ledger intact (readable, ledger steps >= checkpoint steps); the run then continues
 # with --resume on ONE rank and, separately, a 2-rank run continues on 4 ranks; both end
 # bit-identical to an uninterrupted run (the shards, not the ranks, fix the float order).
+# Without the run key (dptrain.secret) a resume is refused on every rank.
 set -u
 source "$(dirname "$0")/mpi_common.inc"
 C=(train --algo dpsgd --dataset "csv:$T/d.csv" --model mlp:4-8-3:relu --threads 1 --no-progress
