@@ -178,6 +178,14 @@ static dpt_status budget_steps_left(const dpt_trainer *t, uint64_t cap, uint64_t
     return DPT_OK;
 }
 
+/* 1 when b holds exactly a's examples (the same arrays, or equal contents). */
+static int same_data(const dpt_dataset *a, const dpt_dataset *b) {
+    if (a == b) return 1;
+    if (a->n != b->n || a->dim != b->dim) return 0;
+    return (a->x == b->x || !memcmp(a->x, b->x, a->n * a->dim * sizeof *a->x)) &&
+           (a->y == b->y || !memcmp(a->y, b->y, a->n * sizeof *a->y));
+}
+
 dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train,
                            const dpt_dataset *test, dpt_algo *algo, dpt_trainer **out) {
     *out = NULL;
@@ -268,6 +276,12 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
         t->cfg.out_dir = NULL;
     }
     if ((s = dpt_dist_check_agree(t)) != DPT_OK) goto fail;
+    /* Metrics "on the test split" computed on the training data itself are a noiseless
+     * function of the private data (CSV runs with one file for both splits, a caller passing
+     * the same arrays twice): published, but said not to be covered. */
+    if (algo && algo->is_private && test && same_data(train, test) &&
+        (s = dpt_trainer_exclude_from_guarantee(t, "test metrics computed on the training data")) != DPT_OK)
+        goto fail;
     /* One trainer per run directory: the lock is held until dpt_trainer_free. Every rank
      * learns rank 0's outcome (the others would otherwise wait in the first step). */
     int locked = 1;
