@@ -38,6 +38,7 @@ static const char *USAGE =
     "every epoch), ledger.json (private algorithms) and metrics.jsonl (one JSON object per\n"
     "epoch: epoch, step, train_loss (non-private only), test_loss, test_accuracy, lr, wall_s,\n"
     "epsilon); a result is written only after the checkpoint and ledger holding its steps.\n"
+    "dptrain.secret (mode 0600) is the run's key: --resume needs it; never publish it.\n"
     "A non-empty --out is refused unless --resume (continue the run in it exactly where its\n"
     "last checkpoint left it) or --overwrite (replace it). Ctrl-C stops after the current\n"
     "step with everything saved (continue with --resume); a second Ctrl-C kills.\n"

@@ -279,6 +279,9 @@ void dpt_format_double(double v, char out[DPT_DOUBLE_TEXT]);
  * rename over `path`, fsync the directory. Either the old or the new content is on disk
  * after a crash, never a mix; a failed call removes its temporary file. */
 dpt_status dpt_write_file_atomic(const char *path, const void *data, size_t n);
+/* dpt_write_file_atomic for a secret (a run's key): the file has mode 0600 (its owner
+ * alone may read it), from its creation on. */
+dpt_status dpt_write_file_private(const char *path, const void *data, size_t n);
 /* Reads a whole regular file into a new buffer (free with dpt_free); NUL-terminated for
  * text. Devices, FIFOs, sockets and directories are refused (DPT_EIO, never a hang or an
  * endless read); dpt_read_file_max also refuses a file larger than max_bytes (DPT_EFORMAT). */

@@ -382,11 +382,14 @@ typedef struct {
     /* Run directory (NULL: no files). The trainer holds an exclusive lock on it (the file
      * dptrain.lock inside) from dpt_trainer_new to dpt_trainer_free, and a fresh run (no
      * dpt_trainer_resume) refuses a directory that holds anything else unless `overwrite`
-     * (see docs/checkpoints.md, "The run directory"). */
+     * (see docs/checkpoints.md, "The run directory"). The run's secret key is saved there
+     * (DPT_RUN_KEY_FILE) before the first checkpoint. Without an out_dir the key lives in
+     * memory only: the data_hmac in dpt_trainer_ledger's metadata then matches no dataset
+     * anyone can check. */
     const char *out_dir;
     int overwrite;            /* 1: a fresh run first removes the files of the run in out_dir
-                                 (checkpoint.safetensors, ledger.json, metrics.jsonl and
-                                 their temporaries), and only those */
+                                 (checkpoint.safetensors, ledger.json, metrics.jsonl,
+                                 dptrain.secret and their temporaries), and only those */
     uint64_t max_steps;       /* 0 = no limit: stop after this many steps in total */
     const char *run_json;     /* optional JSON object stored verbatim in checkpoints as "run"
                                  (the CLI keeps dataset and normalization there) */
@@ -415,20 +418,22 @@ dpt_train_config dpt_train_config_defaults(void);
 
 /* Creates a trainer for train/test data (test may be NULL). The algorithm is owned by
  * the trainer afterwards (freed even when this fails). Initializes the model from
- * cfg.seed, draws a fresh random run id, and with an out_dir creates that directory (one
- * level) and locks it: DPT_EBUSY naming the directory and the holder's pid when another
- * trainer (in any process) holds it. */
+ * cfg.seed, draws a fresh random run id and run key, and with an out_dir creates that
+ * directory (one level) and locks it: DPT_EBUSY naming the directory and the holder's pid
+ * when another trainer (in any process) holds it. */
 dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train,
                            const dpt_dataset *test, dpt_algo *algo, dpt_trainer **out);
 /* Releases everything, the run directory's lock included. Accepts NULL. */
 void dpt_trainer_free(dpt_trainer *t);
 
 /* Continues from out_dir/checkpoint.safetensors: model, optimizer, step, epoch, RNG
- * streams, sampler position and run id, so the run continues bit-identically (same
- * threads). Refuses (DPT_EMISMATCH, naming the setting) a checkpoint whose model, data,
- * run settings or optimizer differ (the learning rate may change: a DPT_LOG_NOTE says so),
- * a ledger.json of another run, and a metrics.jsonl that records steps the checkpoint
- * does not hold. */
+ * streams, sampler position, run id and run key, so the run continues bit-identically
+ * (same threads). Refuses (DPT_EMISMATCH, naming the setting) a checkpoint whose model,
+ * data, run settings or optimizer differ (the learning rate may change: a DPT_LOG_NOTE says
+ * so), a run directory without its key file (the data cannot be compared; a private run
+ * with allow_ledger_mismatch continues under a new key, recorded in the ledger), a
+ * ledger.json of another run, and a metrics.jsonl that records steps the checkpoint does
+ * not hold. */
 dpt_status dpt_trainer_resume(dpt_trainer *t);
 
 /* Runs until cfg.epochs epochs are done, max_steps, the privacy budget or a callback
@@ -456,6 +461,11 @@ const char *dpt_trainer_run_id(const dpt_trainer *t);
 
 /* ==== Run directories ==== */
 #define DPT_RUN_LOCK_FILE "dptrain.lock"
+/* The run's secret key (mode 0600): checkpoints and ledger.json identify the training data
+ * only by data_hmac = HMAC-SHA256(this key, dpt_dataset_hash), so they can be published
+ * without letting anyone confirm a candidate dataset; a resume needs it (docs/checkpoints.md).
+ * Never publish this file. */
+#define DPT_RUN_KEY_FILE "dptrain.secret"
 /* Counts the entries of `dir` other than its lock file (*count = 0 when dir does not
  * exist); `names` (may be NULL) receives the first few, comma-separated, truncated to
  * names_len bytes. DPT_EIO when dir exists but cannot be read or is not a directory. */
