@@ -238,6 +238,7 @@ static int dpmac_make(cli_algo_ctx *c, dpt_algo **out) {
     d.taylor_order = (unsigned)taylor_order;
     d.clip2 = clip2_seen ? clip2 : d.clip2;
     d.w_steps = (unsigned)w_steps;
+    if ((rc = cli_secure_sampler(c, &d.secure_sampler))) return rc;
     return dpt_algo_dpmac_new(&d, out) == DPT_OK ? 0 : cli_fail("--algo dpmac");
 }
 

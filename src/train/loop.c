@@ -95,10 +95,10 @@ static dpt_status validate_config(const dpt_train_config *c, const dpt_dataset *
 /* ==== Privacy ledger ==== */
 
 /* The settings the ledger's events depend on: a resume compares them (see resume). */
-static void ledger_run_values(const dpt_trainer *t, char q[32], char sigma[32], char hash[65]) {
+static void ledger_run_values(const dpt_trainer *t, char q[32], char sigma[32], char data[65]) {
     snprintf(q, 32, "%.17g", t->cfg.sample_rate);
     snprintf(sigma, 32, "%.17g", t->algo->sigma);
-    dpt_hex(t->data_hash, 32, hash);
+    memcpy(data, t->data_tag, 65);
 }
 
 static dpt_status ledger_set_run_meta(dpt_trainer *t) {
@@ -116,7 +116,8 @@ static dpt_status ledger_set_run_meta(dpt_trainer *t) {
     }
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "q", q));
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "sigma", sigma));
-    return dpt_ledger_set_meta(t->ledger, "data_sha256", hash);
+    /* the data under the run's key, never their plain hash (rundir.c, "The run key") */
+    return dpt_ledger_set_meta(t->ledger, "data_hmac", hash);
 }
 
 static dpt_status ledger_sidecar_path(const dpt_trainer *t, char *buf, size_t n) {
@@ -175,6 +176,14 @@ static dpt_status budget_steps_left(const dpt_trainer *t, uint64_t cap, uint64_t
     }
     *left = lo;
     return DPT_OK;
+}
+
+/* 1 when b holds exactly a's examples (the same arrays, or equal contents). */
+static int same_data(const dpt_dataset *a, const dpt_dataset *b) {
+    if (a == b) return 1;
+    if (a->n != b->n || a->dim != b->dim) return 0;
+    return (a->x == b->x || !memcmp(a->x, b->x, a->n * a->dim * sizeof *a->x)) &&
+           (a->y == b->y || !memcmp(a->y, b->y, a->n * sizeof *a->y));
 }
 
 dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train,
@@ -248,6 +257,7 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
         goto fail;
     }
     if ((s = dpt_dataset_hash(train, t->data_hash)) != DPT_OK) goto fail;
+    if ((s = dpt_run_key_new(t)) != DPT_OK) goto fail;
     if ((s = dpt_run_id_new(t->run_id)) != DPT_OK) goto fail;
     if (algo && algo->bind && (s = algo->bind(algo, t)) != DPT_OK) goto fail;
     if (algo && algo->is_private) {
@@ -266,6 +276,12 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
         t->cfg.out_dir = NULL;
     }
     if ((s = dpt_dist_check_agree(t)) != DPT_OK) goto fail;
+    /* Metrics "on the test split" computed on the training data itself are a noiseless
+     * function of the private data (CSV runs with one file for both splits, a caller passing
+     * the same arrays twice): published, but said not to be covered. */
+    if (algo && algo->is_private && test && same_data(train, test) &&
+        (s = dpt_trainer_exclude_from_guarantee(t, "test metrics computed on the training data")) != DPT_OK)
+        goto fail;
     /* One trainer per run directory: the lock is held until dpt_trainer_free. Every rank
      * learns rank 0's outcome (the others would otherwise wait in the first step). */
     int locked = 1;
@@ -437,17 +453,25 @@ static dpt_status fault_point(dpt_trainer *t, const char *point) {
 
 /* ==== Checkpoint state ==== */
 
+/* Numbers in the checkpoint state and metrics read back bit for bit (a resume compares
+ * sample_rate and lr with ==; cJSON's printer may lose the last ulp). */
+static void json_add_exact(cJSON *o, const char *key, double v) {
+    char buf[DPT_DOUBLE_TEXT];
+    dpt_format_double(v, buf);
+    cJSON_AddRawToObject(o, key, buf);
+}
+
 static cJSON *rng_state_json(const dpt_rng_state *s) {
     cJSON *o = cJSON_CreateObject();
     char buf[32];
     snprintf(buf, sizeof buf, "%" PRIu64, s->seed);
     cJSON_AddStringToObject(o, "seed", buf);
-    cJSON_AddNumberToObject(o, "stream", s->stream_id);
+    json_add_exact(o, "stream", s->stream_id);
     snprintf(buf, sizeof buf, "%" PRIu64, s->substreams);
     cJSON_AddStringToObject(o, "substreams", buf);
     snprintf(buf, sizeof buf, "%" PRIu64, s->block);
     cJSON_AddStringToObject(o, "block", buf);
-    cJSON_AddNumberToObject(o, "pos", s->pos);
+    json_add_exact(o, "pos", s->pos);
     return o;
 }
 
@@ -491,40 +515,38 @@ static char *state_json(dpt_trainer *t) {
     cJSON *root = cJSON_CreateObject();
     char buf[80];
     const int priv = t->algo->is_private;
-    cJSON_AddNumberToObject(root, "version", 1);
+    json_add_exact(root, "version", 1);
     cJSON_AddStringToObject(root, "algorithm", t->algo->name);
     cJSON_AddStringToObject(root, "run_id", t->run_id);
     snprintf(buf, sizeof buf, "%" PRIu64, t->step);
     cJSON_AddStringToObject(root, "step", buf);
     snprintf(buf, sizeof buf, "%" PRIu64, t->epoch);
     cJSON_AddStringToObject(root, "epoch", buf);
-    cJSON_AddNumberToObject(root, "wall_s", t->wall_s);
+    json_add_exact(root, "wall_s", t->wall_s);
     /* A private run keeps no noiseless statistic of its data here (the checkpoint is what
      * gets shared): its loss sums and batch sizes are never accumulated (0). */
-    cJSON_AddNumberToObject(root, "epoch_loss_sum", priv ? 0.0 : t->epoch_loss_sum);
+    json_add_exact(root, "epoch_loss_sum", priv ? 0.0 : t->epoch_loss_sum);
     snprintf(buf, sizeof buf, "%" PRIu64, priv ? (uint64_t)0 : t->epoch_examples);
     cJSON_AddStringToObject(root, "epoch_examples", buf);
-    char hex[65];
-    dpt_hex(t->data_hash, 32, hex);
-    cJSON_AddStringToObject(root, "data_sha256", hex);
+    cJSON_AddStringToObject(root, "data_hmac", t->data_tag);
     cJSON *cfg = cJSON_AddObjectToObject(root, "config");
     cJSON_AddStringToObject(cfg, "model", t->cfg.model_spec);
-    cJSON_AddNumberToObject(cfg, "loss", t->cfg.loss);
-    cJSON_AddNumberToObject(cfg, "init", t->cfg.init);
-    cJSON_AddNumberToObject(cfg, "sampler", t->cfg.sampler);
+    json_add_exact(cfg, "loss", t->cfg.loss);
+    json_add_exact(cfg, "init", t->cfg.init);
+    json_add_exact(cfg, "sampler", t->cfg.sampler);
     snprintf(buf, sizeof buf, "%zu", t->cfg.batch_size);
     cJSON_AddStringToObject(cfg, "batch_size", buf);
-    cJSON_AddNumberToObject(cfg, "sample_rate", t->cfg.sample_rate);
+    json_add_exact(cfg, "sample_rate", t->cfg.sample_rate);
     snprintf(buf, sizeof buf, "%" PRIu64, t->cfg.seed);
     cJSON_AddStringToObject(cfg, "seed", buf);
-    cJSON_AddNumberToObject(cfg, "threads", t->threads);
+    json_add_exact(cfg, "threads", t->threads);
     snprintf(buf, sizeof buf, "%zu", t->shards);
     cJSON_AddStringToObject(cfg, "shards", buf);
-    cJSON_AddNumberToObject(cfg, "schedule_kind", t->cfg.schedule.kind);
-    cJSON_AddNumberToObject(cfg, "schedule_gamma", t->cfg.schedule.gamma);
-    cJSON_AddNumberToObject(cfg, "schedule_every", t->cfg.schedule.every);
-    cJSON_AddNumberToObject(cfg, "schedule_decays", t->cfg.schedule.decays);
-    cJSON_AddNumberToObject(cfg, "lr", t->cfg.optim.lr);
+    json_add_exact(cfg, "schedule_kind", t->cfg.schedule.kind);
+    json_add_exact(cfg, "schedule_gamma", t->cfg.schedule.gamma);
+    json_add_exact(cfg, "schedule_every", t->cfg.schedule.every);
+    json_add_exact(cfg, "schedule_decays", t->cfg.schedule.decays);
+    json_add_exact(cfg, "lr", t->cfg.optim.lr);
     dpt_sampler_state ss;
     dpt_sampler_get_state(t->sampler, &ss);
     cJSON *sm = cJSON_AddObjectToObject(root, "sampler");
@@ -577,6 +599,8 @@ dpt_status dpt_trainer_checkpoint_path(const dpt_trainer *t, char *buf, size_t n
 static dpt_status save_checkpoint(dpt_trainer *t) {
     char path[600];
     DPT_TRY(dpt_trainer_checkpoint_path(t, path, sizeof path));
+    /* the key first: no file that names data_hmac exists without it */
+    if (!t->key_saved) DPT_TRY(dpt_run_key_save(t));
     if (t->ledger) {
         /* The step's privacy cost reaches the disk before any parameters that depend on it:
          * sidecar first (atomic), then the checkpoint (which carries the same ledger). */
@@ -653,12 +677,16 @@ static dpt_status resume_ledger(dpt_trainer *t, const cJSON *root, const char *p
                  t->cfg.secure != 0, was ? was : "?", sigma);
         mismatch(bad, sizeof msg, "secure", ck_secure ? "1" : "0", now_s);
     }
-    const char *keys[3] = {"q", "sigma", "data_sha256"}, *now[3] = {q, sigma, hash};
-    const char *names[3] = {"sample_rate (q)", "sigma", "training data (sha256)"};
+    char lost[160];
+    snprintf(lost, sizeof lost, "unknown (the run key %s was missing; new key, data_hmac %s)", DPT_RUN_KEY_FILE,
+             hash);
+    const char *keys[3] = {"q", "sigma", "data_hmac"}, *now[3] = {q, sigma, t->key_lost ? lost : hash};
+    const char *names[3] = {"sample_rate (q)", "sigma", "training data (data_hmac)"};
     for (int k = 0; k < 3; k++) {
         if (k == 1 && ck_secure != (t->cfg.secure != 0)) continue; /* said above */
         const char *was = dpt_ledger_get_meta(l, keys[k]);
-        if (!was || strcmp(was, now[k])) mismatch(bad, sizeof msg, names[k], was ? was : "(none)", now[k]);
+        if (!was || strcmp(was, now[k]) || (k == 2 && t->key_lost))
+            mismatch(bad, sizeof msg, names[k], was ? was : "(none)", now[k]);
     }
     if (msg[0]) {
         s = dpt_set_error(DPT_EMISMATCH, "%s: cannot resume: the privacy ledger says %s (set allow_ledger_mismatch "
@@ -741,7 +769,7 @@ static dpt_status resume_local(dpt_trainer *t) {
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(root, "config");
     const cJSON *sm = cJSON_GetObjectItemCaseSensitive(root, "sampler");
     const cJSON *alg = cJSON_GetObjectItemCaseSensitive(root, "algorithm");
-    const cJSON *hash = cJSON_GetObjectItemCaseSensitive(root, "data_sha256");
+    const cJSON *hash = cJSON_GetObjectItemCaseSensitive(root, "data_hmac");
     const cJSON *rid = cJSON_GetObjectItemCaseSensitive(root, "run_id");
     const cJSON *rec = cJSON_GetObjectItemCaseSensitive(root, "record");
     const cJSON *recn = cJSON_GetObjectItemCaseSensitive(root, "record_note");
@@ -749,6 +777,12 @@ static dpt_status resume_local(dpt_trainer *t) {
     double wall, lsum, rate, threads, sk, sg, se, loss_k, init_k;
     dpt_sampler_state ss;
     dpt_rng_state ns;
+    if (!hash && cJSON_GetObjectItemCaseSensitive(root, "data_sha256")) {
+        s = dpt_set_error(DPT_EMISMATCH, "%s: cannot resume: written by an older dptrain, which stored the plain "
+                          "SHA-256 of the training data in it and in ledger.json (it identifies the data: publish "
+                          "neither file); start a new run (overwrite)", path);
+        goto out;
+    }
     if (!cJSON_IsObject(cfg) || !cJSON_IsObject(sm) || !cJSON_IsString(alg) || !cJSON_IsString(hash) ||
         !json_u64(root, "step", &step) || !json_u64(root, "epoch", &epoch) || !json_u64(root, "epoch_examples", &ex) ||
         !json_double(root, "wall_s", &wall) || !json_double(root, "epoch_loss_sum", &lsum) ||
@@ -769,14 +803,22 @@ static dpt_status resume_local(dpt_trainer *t) {
     const char *ck_run_id = rid ? rid->valuestring : NULL;
     /* secure runs never save their noise stream */
     const int ck_secure = cJSON_GetObjectItemCaseSensitive(root, "noise_rng") == NULL;
-    char hex[65];
-    dpt_hex(t->data_hash, 32, hex);
     if (strcmp(alg->valuestring, t->algo->name)) mismatch(msg, sizeof msg, "algorithm", alg->valuestring, t->algo->name);
     /* With allow_ledger_mismatch a private run may continue on other data or another q;
      * the change is then recorded in the ledger (below), never silently accepted. */
     int may_differ = t->ledger && t->cfg.allow_ledger_mismatch; /* checked against the ledger */
-    if (!may_differ && strcmp(hash->valuestring, hex))
-        mismatch(msg, sizeof msg, "training data (sha256)", hash->valuestring, hex);
+    /* the data are compared under the run's key (rundir.c, "The run key") */
+    int have_key = 0;
+    if ((s = dpt_run_key_load(t, &have_key)) != DPT_OK) goto out;
+    t->key_lost = !have_key;
+    if (!have_key && !may_differ) {
+        size_t len = strlen(msg);
+        snprintf(msg + len, sizeof msg - len, "%sthe run's key file %s/%s is missing, so the training data cannot "
+                 "be compared with the checkpoint's%s", len ? "; " : "", t->out_dir, DPT_RUN_KEY_FILE,
+                 t->ledger ? " (set allow_ledger_mismatch to continue under a new key; it is recorded in the ledger)"
+                           : "");
+    } else if (!may_differ && strcmp(hash->valuestring, t->data_tag))
+        mismatch(msg, sizeof msg, "training data (data_hmac)", hash->valuestring, t->data_tag);
     if (seed != t->cfg.seed) {
         snprintf(a, sizeof a, "%" PRIu64, seed);
         snprintf(b, sizeof b, "%" PRIu64, t->cfg.seed);
@@ -937,26 +979,26 @@ static dpt_status compute_result(dpt_trainer *t, int partial, size_t in_epoch, s
 static dpt_status record_line(dpt_trainer *t, dpt_epoch_result *r, char **line) {
     cJSON *o = cJSON_CreateObject();
     DPT_CHECK(o, DPT_ENOMEM, "metrics: out of memory");
-    cJSON_AddNumberToObject(o, "epoch", (double)r->epoch);
-    cJSON_AddNumberToObject(o, "step", (double)r->step);
-    if (!t->algo->is_private) cJSON_AddNumberToObject(o, "train_loss", r->train_loss);
+    json_add_exact(o, "epoch", (double)r->epoch);
+    json_add_exact(o, "step", (double)r->step);
+    if (!t->algo->is_private) json_add_exact(o, "train_loss", r->train_loss);
     if (t->test) {
-        cJSON_AddNumberToObject(o, "test_loss", r->test_loss);
-        cJSON_AddNumberToObject(o, "test_accuracy", r->test_accuracy);
+        json_add_exact(o, "test_loss", r->test_loss);
+        json_add_exact(o, "test_accuracy", r->test_accuracy);
     }
-    cJSON_AddNumberToObject(o, "lr", r->lr);
-    cJSON_AddNumberToObject(o, "wall_s", r->wall_s);
+    json_add_exact(o, "lr", r->lr);
+    json_add_exact(o, "wall_s", r->wall_s);
     if (r->partial) {
         cJSON_AddBoolToObject(o, "partial", 1);
-        cJSON_AddNumberToObject(o, "epoch_step", (double)r->steps_in_epoch);
-        cJSON_AddNumberToObject(o, "epoch_steps", (double)r->steps_per_epoch);
+        json_add_exact(o, "epoch_step", (double)r->steps_in_epoch);
+        json_add_exact(o, "epoch_steps", (double)r->steps_per_epoch);
     }
     if (!t->ledger && t->algo->privacy_note) cJSON_AddStringToObject(o, "privacy", t->algo->privacy_note);
     if (t->excludes[0]) cJSON_AddStringToObject(o, "privacy_excludes", t->excludes);
     if (t->ledger) {
-        cJSON_AddNumberToObject(o, "epsilon", r->epsilon);
-        if (isfinite(r->epsilon_pld)) cJSON_AddNumberToObject(o, "epsilon_pld", r->epsilon_pld);
-        cJSON_AddNumberToObject(o, "delta", r->delta);
+        json_add_exact(o, "epsilon", r->epsilon);
+        if (isfinite(r->epsilon_pld)) json_add_exact(o, "epsilon_pld", r->epsilon_pld);
+        json_add_exact(o, "delta", r->delta);
     }
     if (t->algo->epoch_metrics) {
         dpt_status se = t->algo->epoch_metrics(t->algo, t, o, r->note, sizeof r->note);
@@ -1045,6 +1087,7 @@ static dpt_status prepare_run_dir(dpt_trainer *t, int *stop) {
                       n > 6 ? ", ..." : "");
             DPT_TRY(dpt_run_dir_clear(t, t->out_dir));
         }
+        t->key_saved = 0; /* a fresh run's files start with its own key */
     }
     t->dir_ready = 1;
     if (t->republish) {
