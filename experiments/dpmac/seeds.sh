@@ -14,6 +14,8 @@
 #     z lr 0.003, lr decay never held)
 #   mnist-calib-eps8 | mnist-calib-eps2 | mnist-calib-eps0.5
 #   mnist-order2-eps0.5 (calibrated to 0.5, second-order Taylor, clip2 0.3, 5 W-steps)
+#   mnist-center-eps8 (calibrated to 8 with the rows centred by a DP mean first: clip 28 =
+#     sqrt(784), the largest norm of a preset-normalized image, multiplier 20; in the ledger)
 #   usps-preset-eps8 | usps-preset-eps4 | usps-preset-eps2 | usps-preset-eps1
 #   smoke-mnist | smoke-usps | smoke-order2 (seconds; the CI configuration)
 set -eu
@@ -45,6 +47,7 @@ row_flags() {
     mnist-calib-eps8) echo "mnist 8 0.97 | --preset dpmac-mnist-eps8 --target-epsilon 8" ;;
     mnist-calib-eps2) echo "mnist 2 0.95 | --preset dpmac-mnist-eps2 --target-epsilon 2" ;;
     mnist-calib-eps0.5) echo "mnist 0.5 0.90 | --preset dpmac-mnist-eps0.5 --target-epsilon 0.5" ;;
+    mnist-center-eps8) echo "mnist 8 0.97 | --preset dpmac-mnist-eps8 --target-epsilon 8 --center-clip 28 --center-sigma 20" ;;
     mnist-order2-eps0.5) echo "mnist 0.5 0.90 | --preset dpmac-mnist-eps0.5 --target-epsilon 0.5 --taylor-order 2 --clip2 0.3 --w-steps 5" ;;
     usps-preset-eps8) echo "usps 8 8.4 | --preset dpmac-usps-eps8" ;;
     usps-preset-eps4) echo "usps 4 9.6 | --preset dpmac-usps-eps4" ;;
