@@ -177,6 +177,21 @@ static dpt_status parse_gamma(const char *s, const char *p, char end_ch, double 
     return DPT_OK;
 }
 
+/* Parses the whole number of epochs `name` (>= 1, fits unsigned) that ends schedule `s` at `p`;
+ * `note` follows ">= 1" in the error. */
+static dpt_status parse_count(const char *s, const char *p, const char *name, const char *note,
+                              unsigned *out) {
+    char *e = NULL;
+    errno = 0;
+    unsigned long k = strtoul(p, &e, 10);
+    DPT_CHECK(*p >= '0' && *p <= '9' && e != p && *e == '\0' && errno == 0, DPT_EINVAL,
+              "schedule \"%s\": %s \"%s\" is not a whole number of epochs", s, name, p);
+    DPT_CHECK(k >= 1 && k <= 0xFFFFFFFFul, DPT_EINVAL, "schedule \"%s\": %s must be >= 1 %s, got %s", s,
+              name, note, p);
+    *out = (unsigned)k;
+    return DPT_OK;
+}
+
 dpt_status dpt_schedule_parse(const char *s, dpt_schedule *out) {
     DPT_CHECK(s && out, DPT_EINVAL, "dpt_schedule_parse: %s is NULL", s ? "out" : "s");
     memset(out, 0, sizeof *out);
@@ -191,16 +206,8 @@ dpt_status dpt_schedule_parse(const char *s, dpt_schedule *out) {
         DPT_CHECK(strchr(s + 5, ':'), DPT_EINVAL,
                   "schedule \"%s\": expected step:GAMMA:EVERY (e.g. step:0.85:10)", s);
         DPT_TRY(parse_gamma(s, s + 5, ':', &out->gamma, &next));
-        const char *p = next + 1;
-        char *e = NULL;
-        errno = 0;
-        unsigned long k = strtoul(p, &e, 10);
-        DPT_CHECK(*p >= '0' && *p <= '9' && e != p && *e == '\0' && errno == 0, DPT_EINVAL,
-                  "schedule \"%s\": EVERY \"%s\" is not a whole number of epochs", s, p);
-        DPT_CHECK(k >= 1 && k <= 0xFFFFFFFFul, DPT_EINVAL,
-                  "schedule \"%s\": EVERY must be >= 1 epoch, got %s", s, p);
+        DPT_TRY(parse_count(s, next + 1, "EVERY", "epoch", &out->every));
         out->kind = DPT_SCHED_STEP;
-        out->every = (unsigned)k;
         return DPT_OK;
     }
     if (strncmp(s, "exp:", 4) == 0) {
@@ -208,15 +215,7 @@ dpt_status dpt_schedule_parse(const char *s, dpt_schedule *out) {
         DPT_TRY(parse_gamma(s, s + 4, capped ? ':' : '\0', &out->gamma, &next));
         out->kind = DPT_SCHED_EXP;
         if (capped) { /* exp:GAMMA:DECAYS */
-            const char *p = next + 1;
-            char *e = NULL;
-            errno = 0;
-            unsigned long k = strtoul(p, &e, 10);
-            DPT_CHECK(*p >= '0' && *p <= '9' && e != p && *e == '\0' && errno == 0, DPT_EINVAL,
-                      "schedule \"%s\": DECAYS \"%s\" is not a whole number of epochs", s, p);
-            DPT_CHECK(k >= 1 && k <= 0xFFFFFFFFul, DPT_EINVAL,
-                      "schedule \"%s\": DECAYS must be >= 1 (omit it to decay every epoch), got %s", s, p);
-            out->decays = (unsigned)k;
+            DPT_TRY(parse_count(s, next + 1, "DECAYS", "(omit it to decay every epoch)", &out->decays));
         }
         return DPT_OK;
     }
