@@ -62,10 +62,11 @@ def main():
         fh.write("| row | seeds | sigma | epsilon ours, RDP (PLD) | paper's accounting | ours, mean +- std | "
                  "best epoch (mean) | paper (its stated epsilon) | ours - paper |\n|---|---|---|---|---|---|---|---|---|\n")
         for s in summ:
-            fh.write("| %s | %s | %s | %s (%s) | %s | %s +- %s | %s | %s (%s) | %s |\n" % (
+            fh.write("| %s | %s | %s | %s (%s) | %s | %s | %s | %s (%s) | %s |\n" % (
                 s["row"], s["seeds"], s["sigma"], s["eps_rdp"], s["eps_pld"],
                 s["eps_paper_accounting"] if s["eps_paper_accounting"] != "nan" else "-",
-                s["value_mean"], s["value_std"] or "-", s["best_epoch_mean"], s["paper_value"], s["paper_eps"],
+                s["value_mean"] + (" +- " + s["value_std"] if s["value_std"] else " (one seed)"),
+                s["best_epoch_mean"], s["paper_value"], s["paper_eps"],
                 s["ours_minus_paper"]))
     if not shutil.which("gnuplot"):
         return
