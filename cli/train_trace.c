@@ -110,6 +110,7 @@ int cli_trace_step(cli_trace *tr, const dpt_step_info *in) {
     fprintf(f, "}\n");
     memcpy(tr->prev, m->theta, m->n_params * sizeof(float));
     tr->prev_valid = 1;
+    fflush(f); /* whole lines for a reader watching a running (or crashed) run */
     if (ferror(f)) return cli_error("--trace %s: write failed: %s", tr->path, strerror(errno));
     return 0;
 }
