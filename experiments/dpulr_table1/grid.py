@@ -58,6 +58,9 @@ CONFIGS = {
     # the same on pixels in [0, 1] (no standardization), see docs/dpulr.md
     "dpsgd_pixels01": dict(algo="dpsgd", args=["--algo", "dpsgd", "--optimizer", "sgd", "--lr", "0.1",
                                                "--normalize", "none"] + SCHED, copies=False),
+    # SGD at a learning rate scaled down for the noise (docs/dpulr.md: lr 0.1 random-walks the weights at batch 64)
+    "dpsgd_lr0.02": dict(algo="dpsgd", args=["--algo", "dpsgd", "--optimizer", "sgd", "--lr", "0.02"] + SCHED,
+                         copies=False),
     # the paper's other DP-SGD setting (it reports SGD as better): Adam lr 0.01
     "dpsgd_adam": dict(algo="dpsgd", args=["--algo", "dpsgd", "--optimizer", "adam", "--lr", "0.01"] + SCHED,
                        copies=False),
