@@ -89,20 +89,20 @@ int dpt_cmd_account_kl(int argc, char **argv) {
     if (json) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "init", dpt_kl_init_name(ki));
-        cJSON_AddNumberToObject(j, "input_dim", (double)d);
-        cJSON_AddNumberToObject(j, "outputs", (double)o);
-        cJSON_AddNumberToObject(j, "width", (double)m);
-        cJSON_AddNumberToObject(j, "depth", (double)L);
+        cli_json_number(j, "input_dim", (double)d);
+        cli_json_number(j, "outputs", (double)o);
+        cli_json_number(j, "width", (double)m);
+        cli_json_number(j, "depth", (double)L);
         cJSON *bl = cJSON_AddArrayToObject(j, "beta");
         for (size_t l = 0; l < L; l++) cJSON_AddItemToArray(bl, cJSON_CreateNumber(beta[l]));
-        cJSON_AddNumberToObject(j, "B", B);
+        cli_json_number(j, "B", B);
         if (have) {
-            cJSON_AddNumberToObject(j, "T", r.T);
-            cJSON_AddNumberToObject(j, "kl_bound", r.kl_bound);
+            cli_json_number(j, "T", r.T);
+            cli_json_number(j, "kl_bound", r.kl_bound);
             cJSON_AddStringToObject(j, "kl_bound_constant", "exact eta/(4 sigma^2), residual factor r");
-            cJSON_AddNumberToObject(j, "residual_factor", r.r);
-            cJSON_AddNumberToObject(j, "kl_bound_paper", r.kl_bound_paper);
-            cJSON_AddNumberToObject(j, "pinsker_tv", r.pinsker_tv);
+            cli_json_number(j, "residual_factor", r.r);
+            cli_json_number(j, "kl_bound_paper", r.kl_bound_paper);
+            cli_json_number(j, "pinsker_tv", r.pinsker_tv);
         }
         cJSON_AddStringToObject(j, "note", note);
         char *s = cJSON_PrintUnformatted(j);

@@ -297,8 +297,8 @@ static void worst_of_mean(cJSON *o, int j, const char *key, long R) {
     char k1[64], k2[64];
     snprintf(k1, sizeof k1, "%s_worst_of_mean", key);
     snprintf(k2, sizeof k2, "%s_worst_of_mean_%s", key, j == 0 ? "record" : "heldout_record");
-    cJSON_AddNumberToObject(o, k1, C.sum[j][arg] / (double)R);
-    cJSON_AddNumberToObject(o, k2, (double)arg);
+    cli_json_number(o, k1, C.sum[j][arg] / (double)R);
+    cli_json_number(o, k2, (double)arg);
 }
 
 /* OUT/metrics.jsonl: per epoch, <key>_mean and <key>_std over the runs of each run's
@@ -331,7 +331,7 @@ static int write_aggregate(const cli_algo_ctx *c) {
             const cJSON *x = cJSON_GetObjectItemCaseSensitive(first, copy[j]);
             if (x) cJSON_AddItemToObject(o, copy[j], cJSON_Duplicate(x, 1));
         }
-        cJSON_AddNumberToObject(o, "runs", (double)runs);
+        cli_json_number(o, "runs", (double)runs);
         char sb[32];
         snprintf(sb, sizeof sb, "%" PRIu64, S.tcfg.seed);
         cJSON_AddStringToObject(o, "seed_first", sb);
@@ -345,8 +345,8 @@ static int write_aggregate(const cli_algo_ctx *c) {
             char k1[64], k2[64];
             snprintf(k1, sizeof k1, "%s_mean", keys[j]);
             snprintf(k2, sizeof k2, "%s_std", keys[j]);
-            cJSON_AddNumberToObject(o, k1, mu);
-            cJSON_AddNumberToObject(o, k2, sd);
+            cli_json_number(o, k1, mu);
+            cli_json_number(o, k2, sd);
         }
         if (e == E - 1) {
             worst_of_mean(o, 0, "kl_remove", runs);

@@ -4,6 +4,7 @@
 #include <dptrain/comm.h>
 
 #include <dptrain/core.h>
+#include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -92,6 +93,16 @@ static const struct {
     {"dpt_noisy_gd_config.constant", "--kl-constant"},
     {"dpt_noisy_gd_config.replace_candidates", "--replace-candidates"},
     {"dpt_noisy_gd_config.linearized", "--linearized"},
+    /* dpt_audit_config: dptrain audit */
+    {"dpt_audit_config.shadows", "--shadows"},
+    {"dpt_audit_config.jobs", "--jobs"},
+    {"dpt_audit_config.bootstrap", "--bootstrap"},
+    {"dpt_audit_config.alpha", "--alpha"},
+    {"dpt_audit_config.seed", "--seed"},
+    {"dpt_audit_config.canaries", "--canaries"},
+    {"dpt_audit_config.canary_runs", "--canary-runs"},
+    {"dpt_audit_config.one_run_guesses", "--one-run-guesses"},
+    {"dpt_audit_config.max_pairs", "--population"},
     /* function parameters */
     {"N_B", "--min-batch N_B"},
     {"data_dir", "--data-dir"},
@@ -298,3 +309,9 @@ const char *cli_given(int argc, char **argv, int first, const cli_option *opts) 
 }
 
 int cli_stderr_is_tty(void) { return isatty(STDERR_FILENO); }
+
+void cli_json_number(cJSON *o, const char *key, double v) {
+    char buf[DPT_DOUBLE_TEXT];
+    dpt_format_double(v, buf);
+    cJSON_AddRawToObject(o, key, buf);
+}

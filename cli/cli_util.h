@@ -51,4 +51,8 @@ const char *cli_given(int argc, char **argv, int first, const cli_option *opts);
 
 /* 1 when stdout / stderr is a terminal (progress bars only there). */
 int cli_stderr_is_tty(void);
+/* Adds `key`: v to a JSON object as a number that reads back bit for bit (NaN/inf: null);
+ * the machine-readable outputs (--json, run records) must equal the library's values. */
+struct cJSON;
+void cli_json_number(struct cJSON *o, const char *key, double v);
 #endif

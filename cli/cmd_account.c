@@ -92,19 +92,19 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "ledger", path);
         cJSON_AddStringToObject(o, "accountant", want_pld ? "pld" : "rdp");
-        cJSON_AddNumberToObject(o, "epsilon", want_pld ? e_pld : e_rdp);
-        cJSON_AddNumberToObject(o, "delta", delta);
+        cli_json_number(o, "epsilon", want_pld ? e_pld : e_rdp);
+        cli_json_number(o, "delta", delta);
         cJSON_AddNullToObject(o, "sigma");       /* per event in a ledger */
         cJSON_AddNullToObject(o, "sample_rate"); /* per event in a ledger */
-        cJSON_AddNumberToObject(o, "steps", (double)steps);
-        cJSON_AddNumberToObject(o, "events", (double)dpt_ledger_n_events(l));
-        cJSON_AddNumberToObject(o, "epsilon_rdp", e_rdp);
+        cli_json_number(o, "steps", (double)steps);
+        cli_json_number(o, "events", (double)dpt_ledger_n_events(l));
+        cli_json_number(o, "epsilon_rdp", e_rdp);
         cJSON_AddStringToObject(o, "conversion", conv == DPT_CONV_BALLE ? "balle" : "classic");
-        cJSON_AddNumberToObject(o, "order", order);
+        cli_json_number(o, "order", order);
         cJSON_AddBoolToObject(o, "order_at_edge", edge);
         if (excl) cJSON_AddStringToObject(o, "epsilon_excludes", excl);
         if (pld)
-            cJSON_AddNumberToObject(o, "epsilon_pld", e_pld);
+            cli_json_number(o, "epsilon_pld", e_pld);
         else
             cJSON_AddNullToObject(o, "epsilon_pld");
         print_json(o);
@@ -152,19 +152,19 @@ static int account_dpulr(const acct_result *r, uint64_t N, const char *s_nb, dpt
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "algo", "dpulr");
         cJSON_AddStringToObject(o, "accountant", "rdp");
-        cJSON_AddNumberToObject(o, "epsilon", conv == DPT_CONV_BALLE ? eb : ec);
-        cJSON_AddNumberToObject(o, "epsilon_balle", eb);
-        cJSON_AddNumberToObject(o, "epsilon_classic", ec);
-        cJSON_AddNumberToObject(o, "delta", r->delta);
-        cJSON_AddNumberToObject(o, "sigma0", r->sigma);
-        cJSON_AddNumberToObject(o, "sample_rate", r->q);
-        cJSON_AddNumberToObject(o, "dataset_size", (double)N);
-        cJSON_AddNumberToObject(o, "min_batch", (double)nb);
-        cJSON_AddNumberToObject(o, "steps", (double)r->steps);
-        cJSON_AddNumberToObject(o, "rejection_term", rej);
-        cJSON_AddNumberToObject(o, "sgm_term_at_best_order", sgm);
-        cJSON_AddNumberToObject(o, "order", best);
-        cJSON_AddNumberToObject(o, "ratio_at_order_1_1", r11 / s11);
+        cli_json_number(o, "epsilon", conv == DPT_CONV_BALLE ? eb : ec);
+        cli_json_number(o, "epsilon_balle", eb);
+        cli_json_number(o, "epsilon_classic", ec);
+        cli_json_number(o, "delta", r->delta);
+        cli_json_number(o, "sigma0", r->sigma);
+        cli_json_number(o, "sample_rate", r->q);
+        cli_json_number(o, "dataset_size", (double)N);
+        cli_json_number(o, "min_batch", (double)nb);
+        cli_json_number(o, "steps", (double)r->steps);
+        cli_json_number(o, "rejection_term", rej);
+        cli_json_number(o, "sgm_term_at_best_order", sgm);
+        cli_json_number(o, "order", best);
+        cli_json_number(o, "ratio_at_order_1_1", r11 / s11);
         print_json(o);
         return 0;
     }
@@ -345,19 +345,19 @@ int dpt_cmd_account(int argc, char **argv) {
     if (json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "accountant", acct == DPT_ACCT_RDP ? "rdp" : "pld");
-        cJSON_AddNumberToObject(o, "epsilon", r.eps);
-        cJSON_AddNumberToObject(o, "delta", r.delta);
-        cJSON_AddNumberToObject(o, "sigma", r.sigma);
-        cJSON_AddNumberToObject(o, "sample_rate", r.q);
-        cJSON_AddNumberToObject(o, "steps", (double)r.steps);
+        cli_json_number(o, "epsilon", r.eps);
+        cli_json_number(o, "delta", r.delta);
+        cli_json_number(o, "sigma", r.sigma);
+        cli_json_number(o, "sample_rate", r.q);
+        cli_json_number(o, "steps", (double)r.steps);
         if (acct == DPT_ACCT_RDP) {
             cJSON_AddStringToObject(o, "conversion", conv == DPT_CONV_BALLE ? "balle" : "classic");
-            cJSON_AddNumberToObject(o, "order", r.order);
+            cli_json_number(o, "order", r.order);
             cJSON_AddBoolToObject(o, "order_at_edge", r.at_edge);
         }
         if (s_target) {
-            cJSON_AddNumberToObject(o, "target_epsilon", r.target);
-            cJSON_AddNumberToObject(o, "tolerance", tol);
+            cli_json_number(o, "target_epsilon", r.target);
+            cli_json_number(o, "tolerance", tol);
         }
         print_json(o);
         return 0;

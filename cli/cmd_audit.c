@@ -132,22 +132,6 @@ static void progress(void *user, const dpt_audit_progress *p) {
     }
 }
 
-/* The library names its config fields; say them as the flags that set them. */
-static int audit_fail(void) {
-    static const struct { const char *field, *flag; } map[] = {
-        {"job.cfg.batch_size", "--batch-size"}, {"job.cfg.delta", "--delta"}, {"canary_runs", "--canary-runs"},
-        {"canaries", "--canaries"}, {"shadows", "--shadows"}, {"jobs", "--jobs"}, {"alpha", "--alpha"},
-    };
-    const char *e = dpt_last_error();
-    const char *p = strstr(e, "dpt_audit_run: ") == e ? e + strlen("dpt_audit_run: ") : e;
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
-        size_t n = strlen(map[i].field);
-        if (!strncmp(p, map[i].field, n) && (p[n] == ' ' || p[n] == ':'))
-            return fprintf(stderr, "dptrain: %s%s\n", map[i].flag, p + n), 1;
-    }
-    return cli_fail("audit");
-}
-
 static void print_results(const dpt_audit_config *ac, const dpt_audit_result *res, const char *ckpt, const char *algo,
                           double sigma, double delta) {
     const dpt_audit_attack *A = res->attack;
@@ -399,7 +383,7 @@ int dpt_cmd_audit(int argc, char **argv) {
     ac.progress = progress;
     ac.user = &view;
     if (dpt_audit_run(&ac, &pop, &test, &res) != DPT_OK) {
-        code = audit_fail();
+        code = cli_fail("audit");
         goto done;
     }
     print_results(&ac, &res, ckpt, algo, sigma, delta);

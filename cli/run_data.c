@@ -281,9 +281,9 @@ static dpt_status fresh_normalizer(const cli_data_opts *o, const char *r, const 
         info->dp = 1;
         info->multiplier = o->secure ? dpt_privacy_secure_sigma_eff(o->norm_sigma, 2 * K) : o->norm_sigma;
         cJSON *d = cJSON_AddObjectToObject(run, "norm_dp");
-        cJSON_AddNumberToObject(d, "clip", C);
-        cJSON_AddNumberToObject(d, "sigma", o->norm_sigma);
-        cJSON_AddNumberToObject(d, "multiplier", info->multiplier);
+        cli_json_number(d, "clip", C);
+        cli_json_number(d, "sigma", o->norm_sigma);
+        cli_json_number(d, "multiplier", info->multiplier);
         cJSON_AddBoolToObject(d, "secure", o->secure != 0);
         cJSON_AddStringToObject(d, "ledger_label", DP_LABEL);
         snprintf(info->note, sizeof info->note, "normalization: %s, DP statistics of the training data (each "
@@ -367,9 +367,9 @@ int cli_load_run_data(const cli_data_opts *o, dpt_dataset *train, dpt_dataset *t
     cJSON_AddStringToObject(run, "dataset", o->dataset);
     cJSON_AddStringToObject(run, "data_dir", o->data_dir ? o->data_dir : DPT_DEFAULT_DATA_DIR);
     cJSON_AddStringToObject(run, "classes", o->classes ? o->classes : "");
-    cJSON_AddNumberToObject(run, "max_train", (double)o->max_train);
-    cJSON_AddNumberToObject(run, "max_test", (double)o->max_test);
-    cJSON_AddNumberToObject(run, "train_examples", (double)train->n);
+    cli_json_number(run, "max_train", (double)o->max_train);
+    cli_json_number(run, "max_test", (double)o->max_test);
+    cli_json_number(run, "train_examples", (double)train->n);
     cJSON_AddStringToObject(run, "normalize", r);
     cJSON_AddStringToObject(run, "norm_source", info->source);
     dpt_normalizer nz;

@@ -1,10 +1,10 @@
-/* Load a model that train_arrays saved, evaluate it on fresh data from the same
- * distribution, and report the privacy its training spent.
+/* Open a model that train_arrays saved, evaluate it on fresh data from the same
+ * distribution, and report the privacy its training spent (the checkpoint carries its
+ * privacy ledger).
  *   cc evaluate_checkpoint.c $(pkg-config --cflags --libs dptrain) -o evaluate_checkpoint
  *   ./evaluate_checkpoint RUN_DIR */
 #include <dptrain/dptrain.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "synthetic.h"
 
@@ -18,30 +18,23 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: evaluate_checkpoint RUN_DIR (a run directory written by train_arrays)\n");
         return 2;
     }
-    char ck[4096], lp[4096];
-    snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", argv[1]);
-    snprintf(lp, sizeof lp, "%s/ledger.json", argv[1]);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/checkpoint.safetensors", argv[1]);
 
-    char *spec = NULL;
-    dpt_model *m = NULL;
-    dpt_ledger *ledger = NULL;
+    dpt_checkpoint *ck = NULL;
     dpt_dataset test;
     double loss = 0, acc = 0, eps = 0;
-    if (dpt_checkpoint_peek(ck, &spec, NULL) != DPT_OK) return fail(ck);
-    if (dpt_model_new(spec, 256, 0, &m) != DPT_OK) return fail("model");
-    if (dpt_checkpoint_load(ck, m, NULL, NULL) != DPT_OK) return fail(ck);
+    if (dpt_checkpoint_open(path, 0, &ck) != DPT_OK) return fail("opening the checkpoint");
     if (synthetic_dataset(1000, 3, &test) != DPT_OK) return fail("making the data");
-    if (dpt_evaluate(m, DPT_LOSS_SOFTMAX_CE, &test, &loss, &acc) != DPT_OK) return fail("evaluation");
-    if (dpt_ledger_load(lp, &ledger) != DPT_OK) return fail(lp);
-    if (dpt_ledger_epsilon(ledger, 1e-5, DPT_ACCT_RDP, DPT_CONV_BALLE, &eps) != DPT_OK) return fail("epsilon");
-    printf("model %s: %zu parameters\n", spec, m->n_params);
+    if (dpt_checkpoint_evaluate(ck, &test, &loss, &acc) != DPT_OK) return fail("evaluation");
+    if (dpt_checkpoint_epsilon(ck, 1e-5, &eps) != DPT_OK) return fail("epsilon");
+    printf("model %s: %zu parameters, trained by %s\n", dpt_checkpoint_spec(ck),
+           dpt_model_n_params(dpt_checkpoint_model(ck)), dpt_checkpoint_algorithm(ck));
     printf("accuracy %.2f%%, loss %.4f on 1000 new examples\n", 100 * acc, loss);
     printf("privacy: epsilon %.3f at delta 1e-05 after %llu steps\n", eps,
-           (unsigned long long)dpt_ledger_steps(ledger));
+           (unsigned long long)dpt_checkpoint_step(ck));
 
-    dpt_ledger_free(ledger);
     dpt_dataset_free(&test);
-    dpt_model_free(m);
-    free(spec);
+    dpt_checkpoint_close(ck);
     return 0;
 }

@@ -8,7 +8,6 @@
 
 #include <dptrain/dptrain.h>
 #include <stdlib.h>
-#include <string.h>
 
 #define SYN_DIM 16
 #define SYN_CLASSES 4
@@ -46,27 +45,10 @@ static dpt_status synthetic_dataset(size_t n, uint32_t stream, dpt_dataset *d) {
     float *x = NULL;
     int32_t *y = NULL;
     dpt_status s = synthetic_arrays(n, stream, &x, &y);
-    if (s != DPT_OK) return s;
-    memset(d, 0, sizeof *d);
-    d->x = dpt_alloc(n * SYN_DIM, sizeof *d->x, "features");
-    d->y = dpt_alloc(n, sizeof *d->y, "labels");
-    if (!d->x || !d->y) {
-        dpt_dataset_free(d);
-        free(x);
-        free(y);
-        return DPT_ENOMEM;
-    }
-    memcpy(d->x, x, n * SYN_DIM * sizeof *x);
-    memcpy(d->y, y, n * sizeof *y);
-    d->n = n;
-    d->dim = SYN_DIM;
-    d->n_classes = SYN_CLASSES;
-    d->shape[0] = 1;
-    d->shape[1] = 1;
-    d->shape[2] = SYN_DIM;
+    if (s == DPT_OK) s = dpt_dataset_from_arrays(x, y, n, SYN_DIM, SYN_CLASSES, d); /* copies */
     free(x);
     free(y);
-    return DPT_OK;
+    return s;
 }
 
 #endif

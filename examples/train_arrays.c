@@ -1,4 +1,5 @@
-/* Train a classifier with DP-SGD on data held in memory and report its privacy.
+/* Train a classifier with DP-SGD on data held in memory and report its privacy, epoch by
+ * epoch through the trainer's callback.
  *   cc train_arrays.c $(pkg-config --cflags --libs dptrain) -o train_arrays
  *   ./train_arrays [RUN_DIR]
  * With RUN_DIR the run directory gets checkpoint.safetensors, ledger.json and
@@ -13,13 +14,29 @@ static int fail(const char *what) {
     return 1;
 }
 
+/* Called after each epoch, once its steps are in the privacy ledger (and on disk with a
+ * RUN_DIR); returning non-zero would stop the run. */
+static int on_epoch(void *user, const dpt_epoch_result *r) {
+    (void)user;
+    printf("epoch %llu: test accuracy %.2f%%, epsilon %.3f\n", (unsigned long long)r->epoch,
+           100 * r->test_accuracy, r->epsilon);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     dpt_dataset train, test;
     if (synthetic_dataset(4000, 1, &train) != DPT_OK || synthetic_dataset(1000, 2, &test) != DPT_OK)
         return fail("making the data");
 
+    /* the model, one layer at a time: 16 inputs -> 32 ReLU units -> 4 class scores */
+    dpt_model_builder *mb = NULL;
+    if (dpt_model_builder_new(1, 1, SYN_DIM, &mb) != DPT_OK || dpt_model_builder_linear(mb, 32, 1) != DPT_OK ||
+        dpt_model_builder_activation(mb, DPT_LAYER_RELU) != DPT_OK ||
+        dpt_model_builder_linear(mb, SYN_CLASSES, 1) != DPT_OK)
+        return fail("model");
+
     dpt_train_config cfg = dpt_train_config_defaults();
-    cfg.model_spec = "mlp:16-32-4:relu";   /* SYN_DIM inputs, SYN_CLASSES outputs */
+    cfg.model_spec = dpt_model_builder_spec(mb); /* "mlp:16-32-4:relu"; stored in checkpoints */
     cfg.sampler = DPT_SAMPLER_POISSON;     /* DP-SGD's epsilon assumes Poisson sampling */
     cfg.sample_rate = 0.05;                /* each example joins a step's batch w.p. q */
     cfg.batch_size = 200;                  /* the expected batch, q * 4000 */
@@ -28,6 +45,7 @@ int main(int argc, char **argv) {
     cfg.optim.lr = 0.5;
     cfg.delta = 1e-5;
     cfg.out_dir = argc > 1 ? argv[1] : NULL;
+    cfg.on_epoch = on_epoch;
 
     dpt_dpsgd_config dp = dpt_dpsgd_config_defaults();
     dp.sigma = 1.0; /* noise multiplier */
@@ -47,6 +65,7 @@ int main(int argc, char **argv) {
     printf("privacy: epsilon %.3f at delta %g\n", eps, cfg.delta);
 
     dpt_trainer_free(t);
+    dpt_model_builder_free(mb);
     dpt_dataset_free(&train);
     dpt_dataset_free(&test);
     return 0;

@@ -381,19 +381,19 @@ static void test_audit_run(void) {
     c = small_audit();
     c.shadows = 1;
     CHECK_STATUS(dpt_audit_run(&c, &pop, &test, &r1), DPT_EINVAL);
-    CHECK(strstr(dpt_last_error(), "shadows") != NULL);
+    CHECK(strstr(dpt_last_error(), "dpt_audit_config.shadows") != NULL);
     c = small_audit();
     c.canaries = 41;
     CHECK_STATUS(dpt_audit_run(&c, &pop, &test, &r1), DPT_EINVAL);
-    CHECK(strstr(dpt_last_error(), "canaries") != NULL);
+    CHECK(strstr(dpt_last_error(), "dpt_audit_config.canaries") != NULL);
     c = small_audit();
     c.job.cfg.batch_size = 33;
     CHECK_STATUS(dpt_audit_run(&c, &pop, &test, &r1), DPT_EINVAL);
-    CHECK(strstr(dpt_last_error(), "job.cfg.batch_size") != NULL);
+    CHECK(strstr(dpt_last_error(), "dpt_train_config.batch_size") != NULL);
     c = small_audit();
     c.jobs = 0;
     CHECK_STATUS(dpt_audit_run(&c, &pop, &test, &r1), DPT_EINVAL);
-    CHECK(strstr(dpt_last_error(), "jobs") != NULL);
+    CHECK(strstr(dpt_last_error(), "dpt_audit_config.jobs") != NULL);
 
     /* sizes whose product wraps (issue 18: S x N masks and scores) are refused, not
      * allocated short: 2^58 shadows x 64 examples = 2^64 */

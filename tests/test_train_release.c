@@ -5,6 +5,7 @@
  * has taken steps, and for an empty or overlong text. */
 #include <dptrain/accounting.h>
 #include <dptrain/train.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,13 +29,18 @@ static void count_lines(const char *path, const char *needle, int *with, int *al
     fclose(f);
 }
 
+/* every file the run left in dir (checkpoint, ledger, metrics, lock, ...) */
 static void remove_run(const char *dir) {
-    const char *files[] = {"metrics.jsonl", "ledger.json", "checkpoint.safetensors"};
-    char p[256];
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char p[512];
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
         unlink(p);
     }
+    closedir(d);
 }
 
 static void run_one(const dpt_dataset *tr, int priv, const char *dir) {
@@ -91,6 +97,62 @@ static void run_one(const dpt_dataset *tr, int priv, const char *dir) {
     remove_run(dir);
 }
 
+/* A private run whose "test" set is its training set publishes metrics of the private data
+ * outside the epsilon: dpt_trainer_new records that itself (same arrays or equal contents);
+ * a held-out test set or a non-private run records nothing; notes accumulate, once each. */
+static dpt_trainer *new_run(const dpt_dataset *tr, const dpt_dataset *te, int priv) {
+    dpt_train_config c = dpt_train_config_defaults();
+    c.model_spec = "mlp:8-6-3:relu";
+    c.sampler = priv ? DPT_SAMPLER_POISSON : DPT_SAMPLER_SHUFFLE;
+    c.sample_rate = 0.1;
+    c.batch_size = 60;
+    c.threads = 1;
+    dpt_algo *a = NULL;
+    if (priv) {
+        dpt_dpsgd_config d = dpt_dpsgd_config_defaults();
+        d.sigma = 1.0, d.clip = 1.0;
+        CHECK_OK(dpt_algo_dpsgd_new(&d, &a));
+    } else {
+        CHECK_OK(dpt_algo_sgd_new(&a));
+    }
+    dpt_trainer *t = NULL;
+    CHECK_OK(dpt_trainer_new(&c, tr, te, a, &t));
+    return t;
+}
+
+static const char *excludes(const dpt_trainer *t) {
+    const dpt_ledger *l = dpt_trainer_ledger(t);
+    return l ? dpt_ledger_get_meta(l, "epsilon_excludes") : NULL;
+}
+
+static void test_metrics_on_training_data(void) {
+    static const char *SELF = "test metrics computed on the training data";
+    dpt_dataset tr, copy, held;
+    tu_make_blobs(&tr, 300, 2, 1.0f);
+    tu_make_blobs(&copy, 300, 2, 1.0f); /* equal contents, other arrays */
+    tu_make_blobs(&held, 300, 3, 1.0f);
+    dpt_trainer *t = new_run(&tr, &tr, 1);
+    CHECK(t && excludes(t) && !strcmp(excludes(t), SELF));
+    char both[512];
+    snprintf(both, sizeof both, "%s; %s", SELF, NOTE);
+    CHECK_OK(dpt_trainer_exclude_from_guarantee(t, NOTE));
+    CHECK_OK(dpt_trainer_exclude_from_guarantee(t, NOTE)); /* once */
+    CHECK(t && excludes(t) && !strcmp(excludes(t), both));
+    dpt_trainer_free(t);
+    t = new_run(&tr, &copy, 1);
+    CHECK(t && excludes(t) && !strcmp(excludes(t), SELF));
+    dpt_trainer_free(t);
+    t = new_run(&tr, &held, 1);
+    CHECK(t && excludes(t) == NULL);
+    dpt_trainer_free(t);
+    t = new_run(&tr, &tr, 0); /* non-private: no privacy statement to qualify */
+    CHECK(t && dpt_trainer_ledger(t) == NULL);
+    dpt_trainer_free(t);
+    dpt_dataset_free(&tr);
+    dpt_dataset_free(&copy);
+    dpt_dataset_free(&held);
+}
+
 int main(void) {
     char dir[] = "/tmp/dpt_release_XXXXXX";
     if (!mkdtemp(dir)) {
@@ -102,7 +164,8 @@ int main(void) {
     run_one(&tr, 1, dir);
     run_one(&tr, 0, dir);
     CHECK_STATUS(dpt_trainer_exclude_from_guarantee(NULL, NOTE), DPT_EINVAL);
+    test_metrics_on_training_data();
     dpt_dataset_free(&tr);
-    rmdir(dir);
+    CHECK(rmdir(dir) == 0); /* nothing left behind in /tmp */
     TEST_MAIN_END();
 }

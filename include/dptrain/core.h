@@ -258,6 +258,12 @@ dpt_status dpt_hash_init(dpt_hash *h);
 dpt_status dpt_hash_update(dpt_hash *h, const void *data, size_t n);
 dpt_status dpt_hash_final(dpt_hash *h, uint8_t out[32]);
 void dpt_hex(const uint8_t *bytes, size_t n, char *out /* 2n+1 */);
+/* The shortest of %.15g / %.16g / %.17g that reads back (strtod) as exactly v, as a JSON
+ * number text in out [DPT_DOUBLE_TEXT]; "null" for NaN and infinities (JSON has no such
+ * numbers). For files that must round-trip bit for bit (ledgers, checkpoint state, machine
+ * output): cJSON's own printer accepts a 1-ulp difference. */
+#define DPT_DOUBLE_TEXT 32
+void dpt_format_double(double v, char out[DPT_DOUBLE_TEXT]);
 
 /* Atomically replaces `path` with `n` bytes: write a fresh temporary file beside it
  * (`.NAME.tmp-XXXXXX`, unique per call, so concurrent writers never share one), fsync,

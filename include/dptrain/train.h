@@ -240,7 +240,10 @@ dpt_status dpt_trainer_add_gaussian_release(dpt_trainer *t, double sensitivity, 
  * statistics fitted on it without noise): the ledger metadata "epsilon_excludes"
  * (private algorithms) and every metrics.jsonl line ("privacy_excludes") carry it. Call
  * after dpt_trainer_new (and dpt_trainer_resume) and before dpt_trainer_run; what is a
- * non-empty text of < 256 bytes (DPT_EINVAL otherwise). */
+ * non-empty text; several calls keep every text ("; "-joined, a repeated text once), in at
+ * most 255 bytes together (DPT_EINVAL otherwise). dpt_trainer_new records one itself when a
+ * private run's test set is its training set ("test metrics computed on the training
+ * data"): those metrics are not covered by the epsilon. */
 dpt_status dpt_trainer_exclude_from_guarantee(dpt_trainer *t, const char *what);
 
 /* Noisy full-batch gradient descent ("Langevin" training, Ye et al., "Initialization

@@ -384,15 +384,13 @@ dpt_status dpt_ledger_epsilon(const dpt_ledger *l, double delta, dpt_accountant 
 
 /* ==== JSON ==== */
 
-/* A JSON number with the shortest of %.15g/%.16g/%.17g that reads back bit-identically.
- * (cJSON's own printer accepts a 1-ulp difference, which would make a saved ledger differ
- * from the one in memory.) */
+/* A JSON number that reads back bit-identically (dpt_format_double; cJSON's own printer
+ * accepts a 1-ulp difference, which would make a saved ledger differ from the one in
+ * memory). Non-finite values keep their C spelling, as before (the parser refuses them). */
 static cJSON *exact_number(double v) {
-    char buf[40];
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v) break;
-    }
+    char buf[DPT_DOUBLE_TEXT];
+    if (isfinite(v)) dpt_format_double(v, buf);
+    else snprintf(buf, sizeof buf, "%g", v);
     return cJSON_CreateRaw(buf);
 }
 

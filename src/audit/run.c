@@ -59,20 +59,21 @@ static dpt_status add_attack(dpt_audit_result *res, const char *name, const doub
 
 static dpt_status check_config(const dpt_audit_config *c, const dpt_dataset *pop, const dpt_dataset *test) {
     DPT_CHECK(c && pop, DPT_EINVAL, "dpt_audit_run: cfg and pop must not be NULL");
-    DPT_CHECK(c->shadows != 1, DPT_EINVAL, "dpt_audit_run: shadows must be 0 or >= 2, got 1");
-    DPT_CHECK(c->jobs >= 1 && c->jobs <= 64, DPT_EINVAL, "dpt_audit_run: jobs must be in [1, 64], got %d", c->jobs);
-    DPT_CHECK(c->alpha > 0 && c->alpha < 1, DPT_EINVAL, "dpt_audit_run: alpha must be in (0, 1), got %g", c->alpha);
-    DPT_CHECK(c->canary_runs >= 1, DPT_EINVAL, "dpt_audit_run: canary_runs must be >= 1, got 0");
+    DPT_CHECK(c->shadows != 1, DPT_EINVAL, "dpt_audit_run: dpt_audit_config.shadows must be 0 or >= 2, got 1");
+    DPT_CHECK(c->jobs >= 1 && c->jobs <= 64, DPT_EINVAL, "dpt_audit_run: dpt_audit_config.jobs must be in [1, 64], got %d", c->jobs);
+    DPT_CHECK(c->alpha > 0 && c->alpha < 1, DPT_EINVAL, "dpt_audit_run: dpt_audit_config.alpha must be in (0, 1), got %g", c->alpha);
+    DPT_CHECK(c->canary_runs >= 1, DPT_EINVAL, "dpt_audit_run: dpt_audit_config.canary_runs must be >= 1, got 0");
     DPT_CHECK(pop->n <= UINT32_MAX, DPT_EINVAL, "dpt_audit_run: pop has %zu examples, at most 2^32 - 1", pop->n);
     if (c->canaries > 0) {
         size_t trials;
-        DPT_CHECK(!c->target, DPT_EINVAL, "dpt_audit_run: canaries: a canary audit trains its own models, not with a "
-                  "given target");
+        DPT_CHECK(!c->target, DPT_EINVAL, "dpt_audit_run: dpt_audit_config.canaries: a canary audit trains its own models, "
+                  "not with a given target");
         DPT_CHECK(!dpt_mul_overflow(c->canaries, c->canary_runs, &trials) && trials >= 8, DPT_EINVAL,
-                  "dpt_audit_run: canaries x canary_runs (%zu x %zu) must be at least 8 trials", c->canaries,
+                  "dpt_audit_run: dpt_audit_config.canaries x dpt_audit_config.canary_runs (%zu x %zu) must "
+                  "be at least 8 trials", c->canaries,
                   c->canary_runs);
-        DPT_CHECK(test && c->canaries <= test->n, DPT_EINVAL, "dpt_audit_run: canaries %zu: only %zu test examples to "
-                  "make canaries from", c->canaries, test ? test->n : (size_t)0);
+        DPT_CHECK(test && c->canaries <= test->n, DPT_EINVAL, "dpt_audit_run: dpt_audit_config.canaries %zu: only %zu test "
+                  "examples to make canaries from", c->canaries, test ? test->n : (size_t)0);
     }
     if (c->target) {
         DPT_CHECK(test, DPT_EINVAL, "dpt_audit_run: a given target needs test data (its non-members)");
@@ -258,13 +259,13 @@ dpt_status dpt_audit_run(const dpt_audit_config *c, const dpt_dataset *pop_in, c
             job.cfg.sampler = DPT_SAMPLER_POISSON;
             job.cfg.sample_rate = res->sample_rate = (double)job.cfg.batch_size / (double)n_mem;
             if (!(job.cfg.sample_rate <= 1))
-                st = dpt_set_error(DPT_EINVAL, "dpt_audit_run: job.cfg.batch_size %zu is larger than the %zu members",
+                st = dpt_set_error(DPT_EINVAL, "dpt_audit_run: dpt_train_config.batch_size %zu is larger than the %zu members",
                                    job.cfg.batch_size, n_mem);
             else if (!(job.cfg.delta > 0 && job.cfg.delta < 1.0 / (double)n_mem))
-                st = dpt_set_error(DPT_EINVAL, "dpt_audit_run: job.cfg.delta must be in (0, 1/members = %g), got %g",
+                st = dpt_set_error(DPT_EINVAL, "dpt_audit_run: dpt_train_config.delta must be in (0, 1/members = %g), got %g",
                                    1.0 / (double)n_mem, job.cfg.delta);
         } else if (job.cfg.batch_size > n_mem) {
-            st = dpt_set_error(DPT_EINVAL, "dpt_audit_run: job.cfg.batch_size %zu is larger than the %zu members",
+            st = dpt_set_error(DPT_EINVAL, "dpt_audit_run: dpt_train_config.batch_size %zu is larger than the %zu members",
                                job.cfg.batch_size, n_mem);
         }
     }

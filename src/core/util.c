@@ -62,6 +62,17 @@ void dpt_hex(const uint8_t *bytes, size_t n, char *out) {
     out[2 * n] = 0;
 }
 
+void dpt_format_double(double v, char out[DPT_DOUBLE_TEXT]) {
+    if (!isfinite(v)) {
+        snprintf(out, DPT_DOUBLE_TEXT, "null");
+        return;
+    }
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(out, DPT_DOUBLE_TEXT, "%.*g", prec, v);
+        if (strtod(out, NULL) == v) return;
+    }
+}
+
 /* ==== Files ==== */
 
 static dpt_status fsync_dir_of(const char *path) {

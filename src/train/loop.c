@@ -177,6 +177,14 @@ static dpt_status budget_steps_left(const dpt_trainer *t, uint64_t cap, uint64_t
     return DPT_OK;
 }
 
+/* 1 when b holds exactly a's examples (the same arrays, or equal contents). */
+static int same_data(const dpt_dataset *a, const dpt_dataset *b) {
+    if (a == b) return 1;
+    if (a->n != b->n || a->dim != b->dim) return 0;
+    return (a->x == b->x || !memcmp(a->x, b->x, a->n * a->dim * sizeof *a->x)) &&
+           (a->y == b->y || !memcmp(a->y, b->y, a->n * sizeof *a->y));
+}
+
 dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train,
                            const dpt_dataset *test, dpt_algo *algo, dpt_trainer **out) {
     *out = NULL;
@@ -266,6 +274,12 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
         t->cfg.out_dir = NULL;
     }
     if ((s = dpt_dist_check_agree(t)) != DPT_OK) goto fail;
+    /* Metrics "on the test split" computed on the training data itself are a noiseless
+     * function of the private data (CSV runs with one file for both splits, a caller passing
+     * the same arrays twice): published, but said not to be covered. */
+    if (algo && algo->is_private && test && same_data(train, test) &&
+        (s = dpt_trainer_exclude_from_guarantee(t, "test metrics computed on the training data")) != DPT_OK)
+        goto fail;
     /* One trainer per run directory: the lock is held until dpt_trainer_free. Every rank
      * learns rank 0's outcome (the others would otherwise wait in the first step). */
     int locked = 1;
@@ -437,17 +451,25 @@ static dpt_status fault_point(dpt_trainer *t, const char *point) {
 
 /* ==== Checkpoint state ==== */
 
+/* Numbers in the checkpoint state and metrics read back bit for bit (a resume compares
+ * sample_rate and lr with ==; cJSON's printer may lose the last ulp). */
+static void json_add_exact(cJSON *o, const char *key, double v) {
+    char buf[DPT_DOUBLE_TEXT];
+    dpt_format_double(v, buf);
+    cJSON_AddRawToObject(o, key, buf);
+}
+
 static cJSON *rng_state_json(const dpt_rng_state *s) {
     cJSON *o = cJSON_CreateObject();
     char buf[32];
     snprintf(buf, sizeof buf, "%" PRIu64, s->seed);
     cJSON_AddStringToObject(o, "seed", buf);
-    cJSON_AddNumberToObject(o, "stream", s->stream_id);
+    json_add_exact(o, "stream", s->stream_id);
     snprintf(buf, sizeof buf, "%" PRIu64, s->substreams);
     cJSON_AddStringToObject(o, "substreams", buf);
     snprintf(buf, sizeof buf, "%" PRIu64, s->block);
     cJSON_AddStringToObject(o, "block", buf);
-    cJSON_AddNumberToObject(o, "pos", s->pos);
+    json_add_exact(o, "pos", s->pos);
     return o;
 }
 
@@ -491,17 +513,17 @@ static char *state_json(dpt_trainer *t) {
     cJSON *root = cJSON_CreateObject();
     char buf[80];
     const int priv = t->algo->is_private;
-    cJSON_AddNumberToObject(root, "version", 1);
+    json_add_exact(root, "version", 1);
     cJSON_AddStringToObject(root, "algorithm", t->algo->name);
     cJSON_AddStringToObject(root, "run_id", t->run_id);
     snprintf(buf, sizeof buf, "%" PRIu64, t->step);
     cJSON_AddStringToObject(root, "step", buf);
     snprintf(buf, sizeof buf, "%" PRIu64, t->epoch);
     cJSON_AddStringToObject(root, "epoch", buf);
-    cJSON_AddNumberToObject(root, "wall_s", t->wall_s);
+    json_add_exact(root, "wall_s", t->wall_s);
     /* A private run keeps no noiseless statistic of its data here (the checkpoint is what
      * gets shared): its loss sums and batch sizes are never accumulated (0). */
-    cJSON_AddNumberToObject(root, "epoch_loss_sum", priv ? 0.0 : t->epoch_loss_sum);
+    json_add_exact(root, "epoch_loss_sum", priv ? 0.0 : t->epoch_loss_sum);
     snprintf(buf, sizeof buf, "%" PRIu64, priv ? (uint64_t)0 : t->epoch_examples);
     cJSON_AddStringToObject(root, "epoch_examples", buf);
     char hex[65];
@@ -509,21 +531,21 @@ static char *state_json(dpt_trainer *t) {
     cJSON_AddStringToObject(root, "data_sha256", hex);
     cJSON *cfg = cJSON_AddObjectToObject(root, "config");
     cJSON_AddStringToObject(cfg, "model", t->cfg.model_spec);
-    cJSON_AddNumberToObject(cfg, "loss", t->cfg.loss);
-    cJSON_AddNumberToObject(cfg, "init", t->cfg.init);
-    cJSON_AddNumberToObject(cfg, "sampler", t->cfg.sampler);
+    json_add_exact(cfg, "loss", t->cfg.loss);
+    json_add_exact(cfg, "init", t->cfg.init);
+    json_add_exact(cfg, "sampler", t->cfg.sampler);
     snprintf(buf, sizeof buf, "%zu", t->cfg.batch_size);
     cJSON_AddStringToObject(cfg, "batch_size", buf);
-    cJSON_AddNumberToObject(cfg, "sample_rate", t->cfg.sample_rate);
+    json_add_exact(cfg, "sample_rate", t->cfg.sample_rate);
     snprintf(buf, sizeof buf, "%" PRIu64, t->cfg.seed);
     cJSON_AddStringToObject(cfg, "seed", buf);
-    cJSON_AddNumberToObject(cfg, "threads", t->threads);
+    json_add_exact(cfg, "threads", t->threads);
     snprintf(buf, sizeof buf, "%zu", t->shards);
     cJSON_AddStringToObject(cfg, "shards", buf);
-    cJSON_AddNumberToObject(cfg, "schedule_kind", t->cfg.schedule.kind);
-    cJSON_AddNumberToObject(cfg, "schedule_gamma", t->cfg.schedule.gamma);
-    cJSON_AddNumberToObject(cfg, "schedule_every", t->cfg.schedule.every);
-    cJSON_AddNumberToObject(cfg, "lr", t->cfg.optim.lr);
+    json_add_exact(cfg, "schedule_kind", t->cfg.schedule.kind);
+    json_add_exact(cfg, "schedule_gamma", t->cfg.schedule.gamma);
+    json_add_exact(cfg, "schedule_every", t->cfg.schedule.every);
+    json_add_exact(cfg, "lr", t->cfg.optim.lr);
     dpt_sampler_state ss;
     dpt_sampler_get_state(t->sampler, &ss);
     cJSON *sm = cJSON_AddObjectToObject(root, "sampler");
@@ -931,26 +953,26 @@ static dpt_status compute_result(dpt_trainer *t, int partial, size_t in_epoch, s
 static dpt_status record_line(dpt_trainer *t, dpt_epoch_result *r, char **line) {
     cJSON *o = cJSON_CreateObject();
     DPT_CHECK(o, DPT_ENOMEM, "metrics: out of memory");
-    cJSON_AddNumberToObject(o, "epoch", (double)r->epoch);
-    cJSON_AddNumberToObject(o, "step", (double)r->step);
-    if (!t->algo->is_private) cJSON_AddNumberToObject(o, "train_loss", r->train_loss);
+    json_add_exact(o, "epoch", (double)r->epoch);
+    json_add_exact(o, "step", (double)r->step);
+    if (!t->algo->is_private) json_add_exact(o, "train_loss", r->train_loss);
     if (t->test) {
-        cJSON_AddNumberToObject(o, "test_loss", r->test_loss);
-        cJSON_AddNumberToObject(o, "test_accuracy", r->test_accuracy);
+        json_add_exact(o, "test_loss", r->test_loss);
+        json_add_exact(o, "test_accuracy", r->test_accuracy);
     }
-    cJSON_AddNumberToObject(o, "lr", r->lr);
-    cJSON_AddNumberToObject(o, "wall_s", r->wall_s);
+    json_add_exact(o, "lr", r->lr);
+    json_add_exact(o, "wall_s", r->wall_s);
     if (r->partial) {
         cJSON_AddBoolToObject(o, "partial", 1);
-        cJSON_AddNumberToObject(o, "epoch_step", (double)r->steps_in_epoch);
-        cJSON_AddNumberToObject(o, "epoch_steps", (double)r->steps_per_epoch);
+        json_add_exact(o, "epoch_step", (double)r->steps_in_epoch);
+        json_add_exact(o, "epoch_steps", (double)r->steps_per_epoch);
     }
     if (!t->ledger && t->algo->privacy_note) cJSON_AddStringToObject(o, "privacy", t->algo->privacy_note);
     if (t->excludes[0]) cJSON_AddStringToObject(o, "privacy_excludes", t->excludes);
     if (t->ledger) {
-        cJSON_AddNumberToObject(o, "epsilon", r->epsilon);
-        if (isfinite(r->epsilon_pld)) cJSON_AddNumberToObject(o, "epsilon_pld", r->epsilon_pld);
-        cJSON_AddNumberToObject(o, "delta", r->delta);
+        json_add_exact(o, "epsilon", r->epsilon);
+        if (isfinite(r->epsilon_pld)) json_add_exact(o, "epsilon_pld", r->epsilon_pld);
+        json_add_exact(o, "delta", r->delta);
     }
     if (t->algo->epoch_metrics) {
         dpt_status se = t->algo->epoch_metrics(t->algo, t, o, r->note, sizeof r->note);

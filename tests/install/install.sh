@@ -36,9 +36,11 @@ run_examples() {
   local dir=$1 label=$2; shift 2
   expect_ok env "$@" "$dir/train_arrays" "$dir/run"
   check 'grep -q "^privacy: epsilon [0-9.]* at delta 1e-05$" <<<"$LAST_OUT"' "$label: train_arrays printed: $LAST_OUT"
+  check '[ "$(grep -c "^epoch [1-5]: test accuracy [0-9.]*%, epsilon [0-9.]*$" <<<"$LAST_OUT")" = 5 ]' \
+    "$label: train_arrays's epoch callback did not report 5 epochs: $LAST_OUT"
   local acc; acc=$(sed -n 's/^test accuracy \([0-9.]*\)%.*/\1/p' <<<"$LAST_OUT")
   check "awk -v a='$acc' 'BEGIN { exit !(a > 70) }'" "$label: train_arrays test accuracy '$acc'%, want > 70%"
-  grep -E '^(test accuracy|privacy:) ' <<<"$LAST_OUT" > "$dir/train.out"
+  grep -E '^(epoch [0-9]+:|test accuracy|privacy:) ' <<<"$LAST_OUT" > "$dir/train.out"
   local eps; eps=$(sed -n 's/^privacy: epsilon \([0-9.]*\) .*/\1/p' <<<"$LAST_OUT")
   expect_ok env "$@" "$dir/evaluate_checkpoint" "$dir/run"
   check 'grep -q "^privacy: epsilon $eps at delta 1e-05 after [1-9][0-9]* steps$" <<<"$LAST_OUT"' \
