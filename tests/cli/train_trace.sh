@@ -18,7 +18,7 @@ expect_ok "$BIN" train "${S[@]}" --algo dpsgd --sigma 1 --batch-size 60 --optimi
   --epochs 1 --out "$T/g1" --trace "$T/g1.jsonl"
 expect_ok "$BIN" train "${S[@]}" --algo dpsgd --sigma 1 --batch-size 60 --optimizer sgd --lr 0.5 --max-steps 2 \
   --epochs 1 --out "$T/g2" --trace "$T/g2.jsonl"
-check '! grep -q "does NOT cover" <<<"$LAST_OUT"' "DP-SGD trace must not warn"
+check '! grep -q "warning: --trace" <<<"$LAST_OUT"' "DP-SGD trace must not warn"
 check 'python3 - "$T" <<PY
 import json, math, struct, sys
 t = sys.argv[1]
