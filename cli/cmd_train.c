@@ -458,11 +458,8 @@ int dpt_cmd_train(int argc, char **argv) {
     }
     if (A->started && (exit_code = A->started(&ctx, t)) != 0) goto done;
     if (trace_path && rank == 0) {
+        /* warns on stderr itself when the file holds what no epsilon covers */
         if ((exit_code = cli_trace_open(trace_path, resume, t, algo_view, &ui.trace)) != 0) goto done;
-        if (cli_trace_has_private_statistics(ui.trace))
-            fprintf(stderr, "dptrain: warning: --trace %s holds unnoised statistics of the private batches (DP-ULR's "
-                            "s_l, lambda_min, clip counts, batch sizes) that the epsilon does NOT cover: a debugging "
-                            "aid, never to be released with the model\n", trace_path);
     }
     if ((exit_code = cli_norm_record(&norm, t, resume)) != 0) goto done;
     if (!quiet) {

@@ -16,8 +16,36 @@ struct cli_trace {
     const dpt_algo *algo;
     float *prev;        /* theta before the step [P] */
     int prev_valid;     /* prev holds the parameters the step started from */
-    int private_stats;  /* DP-ULR: the module statistics are unnoised statistics of private data */
+    const char *unnoised; /* non-NULL: what in the file no epsilon covers (the header and a warning say it) */
 };
+
+/* What a trace of `algo` holds, for its header. Fail-safe: only the algorithms whose
+ * direction (m->grad after the step) is known to be the noisy released gradient, and the
+ * plainly non-private ones, are exempt; every other algorithm (DP-ULR in any mode, with its
+ * unnoised module statistics; PDP-SGD and proportional noise, whose gradient is unnoised
+ * and whose noise goes onto the parameters; noisy GD; any algorithm added later) gets the
+ * warning. *unnoised is set to the warning's text or NULL. */
+static const char *trace_privacy(const dpt_algo *algo, const char **unnoised) {
+    static const char *const released[] = {"dpsgd", "dpmac"};
+    static const char *const nonprivate[] = {"sgd", "mac", "ulr"};
+    const char *name = algo && algo->name ? algo->name : "";
+    *unnoised = NULL;
+    for (size_t i = 0; i < sizeof released / sizeof *released; i++)
+        if (algo && algo->is_private && !strcmp(name, released[i]))
+            return "norms of the released parameters and of the noisy released gradient only (post-processing)";
+    for (size_t i = 0; i < sizeof nonprivate / sizeof *nonprivate; i++)
+        if (algo && !algo->is_private && !strcmp(name, nonprivate[i]))
+            return "non-private run: no privacy claim to cover";
+    if (!strncmp(name, "dpulr", 5))
+        *unnoised = "holds unnoised statistics of the private batches (DP-ULR's s_l, lambda_min, lambda_max, rank, "
+                    "clip counts and batch sizes) that NO epsilon covers: a debugging aid, never to be released "
+                    "with the model";
+    else
+        *unnoised = "holds norms that are NOT post-processing of this algorithm's noisy release (the direction norm "
+                    "is of the gradient before any noise the algorithm adds) and that NO epsilon covers: a "
+                    "debugging aid, never to be released with the model";
+    return *unnoised;
+}
 
 /* sum of squares in double, so norms of 1e5-1e6 floats keep their digits */
 static double sumsq(const float *x, size_t n) {
@@ -55,21 +83,17 @@ int cli_trace_open(const char *path, int append, dpt_trainer *t, const dpt_algo 
     }
     tr->t = t;
     tr->algo = algo;
-    /* DP-ULR knows its modules from the first step on; its statistics are unnoised */
-    tr->private_stats = algo && algo->is_private && algo->name && !strcmp(algo->name, "dpulr");
+    const char *privacy = trace_privacy(algo, &tr->unnoised);
     memcpy(tr->prev, m->theta, m->n_params * sizeof(float));
     tr->prev_valid = 1;
     fprintf(tr->f, "{\"trace\":\"dptrain per-step diagnostics\",\"algorithm\":\"%s\",\"parameters\":%zu,\"privacy\":\"%s\"}\n",
-            algo && algo->name ? algo->name : "?", m->n_params,
-            tr->private_stats ? "holds unnoised statistics of the private batches (DP-ULR's s_l, lambda_min, "
-                                "lambda_max, rank, clip counts and batch sizes) that NO epsilon covers: a debugging "
-                                "aid, never to be released with the model"
-                              : "norms of the released parameters and update directions only (post-processing)");
+            algo && algo->name ? algo->name : "?", m->n_params, privacy);
+    if (tr->unnoised) /* never silently: the run's stderr says it too */
+        fprintf(stderr, "dptrain: warning: --trace %s (algorithm %s) %s\n", path,
+                algo && algo->name ? algo->name : "?", tr->unnoised);
     *out = tr;
     return 0;
 }
-
-int cli_trace_has_private_statistics(const cli_trace *tr) { return tr && tr->private_stats; }
 
 int cli_trace_step(cli_trace *tr, const dpt_step_info *in) {
     if (!tr) return 0;

@@ -5,6 +5,9 @@
 # norms add up to the total, no DP-ULR fields, no privacy warning. DP-ULR: one entry per
 # module with s, lambda_min, rank, clip counts and the batch size, the header and a warning
 # saying these statistics are not covered by the epsilon; in explicit mode s is --ulr-std.
+# The warning is never skipped for a run that handles private data: DP-ULR on shuffled
+# batches (unaccounted, algorithm "dpulr-unaccounted") and PDP-SGD (its gradient is unnoised,
+# the noise goes onto the parameters) warn too; plain SGD says it is non-private.
 # --resume appends to the file; an unwritable path is an error naming --trace.
 set -u
 BIN=$1
@@ -48,7 +51,8 @@ PY' "DP-SGD trace does not match the checkpoints"
 
 U=(--algo dpulr --sigma0 1 --copies 4 --batch-size 60 --epochs 1)
 expect_ok "$BIN" train "${S[@]}" "${U[@]}" --out "$T/u" --trace "$T/u.jsonl"
-check 'grep -q "warning: --trace .* does NOT cover" <<<"$LAST_OUT"' "DP-ULR trace must warn"
+check 'grep -q "warning: --trace .*(algorithm dpulr) holds unnoised .* NO epsilon covers" <<<"$LAST_OUT"' \
+  "DP-ULR trace must warn"
 check 'python3 - "$T/u.jsonl" <<PY
 import json, sys
 L = [json.loads(l) for l in open(sys.argv[1])]
@@ -66,6 +70,19 @@ import json
 L = [json.loads(l) for l in open(\"$T/e.jsonl\")][1:]
 assert all(m[\"s\"] == 0.25 for r in L for m in r[\"dpulr\"]), L[0]
 "' "explicit mode: s is --ulr-std"
+# every other run on private data warns as well (fail-safe), a non-private one says so
+expect_ok "$BIN" train "${S[@]}" --algo dpulr --sigma0 1 --copies 4 --batch-size 60 --sampler shuffle --max-steps 2 \
+  --epochs 1 --out "$T/us" --trace "$T/us.jsonl"
+check 'grep -q "warning: --trace .*(algorithm dpulr-unaccounted) holds unnoised" <<<"$LAST_OUT"' \
+  "unaccounted DP-ULR trace must warn"
+check 'grep -q "NO epsilon covers" "$T/us.jsonl" && grep -q "\"dpulr\":\[" "$T/us.jsonl"' \
+  "unaccounted DP-ULR trace header must say what it holds"
+expect_ok "$BIN" train "${S[@]}" --algo pdp-sgd --pdp-sigma 1 --max-steps 2 --epochs 1 --out "$T/p" --trace "$T/p.jsonl"
+check 'grep -q "warning: --trace .*(algorithm pdp-sgd) holds norms that are NOT post-processing" <<<"$LAST_OUT"' \
+  "PDP-SGD trace must warn"
+expect_ok "$BIN" train "${S[@]}" --algo sgd --max-steps 2 --epochs 1 --out "$T/s" --trace "$T/s.jsonl"
+check '! grep -q "warning: --trace" <<<"$LAST_OUT" && grep -q "non-private run" "$T/s.jsonl"' \
+  "SGD trace: no warning, header says non-private"
 # --resume appends: a second epoch adds its steps after the first run's lines
 expect_ok "$BIN" train "${S[@]}" --algo dpulr --sigma0 1 --copies 4 --batch-size 60 --epochs 2 --out "$T/u" --resume \
   --trace "$T/u.jsonl"
