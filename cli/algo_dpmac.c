@@ -206,6 +206,7 @@ static int dpmac_make(cli_algo_ctx *c, dpt_algo **out) {
     d.z_steps = (unsigned)z_steps;
     d.z_lr = z_lr;
     d.secure = p->secure;
+    if ((rc = cli_secure_sampler(c, &d.secure_sampler))) return rc;
     return dpt_algo_dpmac_new(&d, out) == DPT_OK ? 0 : cli_fail("--algo dpmac");
 }
 

@@ -78,6 +78,7 @@ static int dpsgd_make(cli_algo_ctx *c, dpt_algo **out) {
     d.clip = p->clip;
     d.clip_mode = S.mode;
     d.secure = p->secure;
+    if ((rc = cli_secure_sampler(c, &d.secure_sampler))) return rc;
     return dpt_algo_dpsgd_new(&d, out) == DPT_OK ? 0 : cli_fail("--algo dpsgd");
 }
 

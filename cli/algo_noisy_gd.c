@@ -148,11 +148,12 @@ static int remove_if_present(const char *path) {
 static int ngd_started(cli_algo_ctx *c, dpt_trainer *t) {
     (void)t;
     if (!c->overwrite) return 0;
-    static const char *const files[] = {"checkpoint.safetensors", "ledger.json", "metrics.jsonl", "kl_candidates.csv",
-                                        DPT_RUN_LOCK_FILE, NULL};
+    /* [0, 4): a run's files; [4]: noisy-gd's own; the lock last (only in run<k>/) */
+    static const char *const files[] = {"checkpoint.safetensors", "ledger.json", "metrics.jsonl", DPT_RUN_KEY_FILE,
+                                        "kl_candidates.csv", DPT_RUN_LOCK_FILE, NULL};
     char p[1400];
     int rc = 0;
-    for (int i = runs > 1 ? 0 : 3; files[i] && i < 4 && !rc; i++) {
+    for (int i = runs > 1 ? 0 : 4; files[i] && i < 5 && !rc; i++) {
         snprintf(p, sizeof p, "%s/%s", c->out, files[i]);
         rc = remove_if_present(p);
     }

@@ -39,6 +39,7 @@ static const char *USAGE =
     "every epoch), ledger.json (private algorithms) and metrics.jsonl (one JSON object per\n"
     "epoch: epoch, step, train_loss (non-private only), test_loss, test_accuracy, lr, wall_s,\n"
     "epsilon); a result is written only after the checkpoint and ledger holding its steps.\n"
+    "dptrain.secret (mode 0600) is the run's key: --resume needs it; never publish it.\n"
     "A non-empty --out is refused unless --resume (continue the run in it exactly where its\n"
     "last checkpoint left it) or --overwrite (replace it). Ctrl-C stops after the current\n"
     "step with everything saved (continue with --resume); a second Ctrl-C kills.\n"
@@ -221,7 +222,8 @@ int dpt_cmd_train(int argc, char **argv) {
     int sampler_seen = 0, sample_rate_seen = 0, batch_seen = 0;
     double norm_sigma = 0.0, norm_clip = 0.0;
     int norm_sigma_seen = 0, norm_clip_seen = 0, norm_unaccounted = 0;
-    cli_privacy_flags pf = {.sigma = 0.0, .clip = 1.0, .target_eps = 0.0, .delta = 1e-5, .clip_mode = "flat"};
+    cli_privacy_flags pf = {.sigma = 0.0, .clip = 1.0, .target_eps = 0.0, .delta = 1e-5, .clip_mode = "flat",
+                            .secure_sampler = "table"};
     cli_option common[] = {
         {"--algo", CLI_STR, &algo_name, "NAME", "training algorithm (list above)", NULL},
         {"--dataset", CLI_STR, &dataset, "NAME", "mnist | fashion-mnist | usps | usps-pooled (zip.train + zip.test pooled, fixed permutation, 5000 train / 4298 test) | cifar10 | csv:PATH[,TEST]", NULL},
@@ -268,7 +270,11 @@ int dpt_cmd_train(int argc, char **argv) {
         {"--target-epsilon", CLI_DOUBLE, &pf.target_eps, "E", "calibrate sigma to reach E after --epochs "
                                                               "(with --sigma: stop before exceeding E)", &pf.target_eps_seen},
         {"--delta", CLI_DOUBLE, &pf.delta, "D", "delta of the reported epsilon (< 1/N unless --force)", NULL},
-        {"--secure", CLI_FLAG, &pf.secure, NULL, "OS-seeded noise (never logged), exact discrete Gaussian", NULL},
+        {"--secure", CLI_FLAG, &pf.secure, NULL, "OS-seeded noise and batches (never logged), discrete Gaussian "
+                                                 "noise on a lattice", NULL},
+        {"--secure-sampler", CLI_STR, &pf.secure_sampler, "S", "with --secure: table (fast; its tiny distance from "
+                                                               "the exact noise is in the epsilon) | cks (exact)",
+         &pf.secure_sampler_seen},
         {"--force", CLI_FLAG, &pf.force, NULL, "accept delta >= 1/N", NULL},
         {"--allow-ledger-mismatch", CLI_FLAG, &pf.allow_mismatch, NULL,
          "--resume: continue although q, sigma or data differ from the ledger (recorded in it)", NULL},
@@ -303,6 +309,10 @@ int dpt_cmd_train(int argc, char **argv) {
         if (g) return cli_error("%s: --algo %s is not a differentially private algorithm (see --help for those that are)",
                                 g, A->name);
     }
+    if (pf.secure_sampler_seen && !pf.secure) return cli_error("--secure-sampler applies only with --secure");
+    dpt_dgauss_method dgm;
+    if (dpt_dgauss_method_parse(pf.secure_sampler, &dgm) != DPT_OK)
+        return cli_error("--secure-sampler '%s': expected table or cks", pf.secure_sampler);
     dpt_train_config cfg = dpt_train_config_defaults();
     cli_algo_ctx ctx = {.cfg = &cfg, .priv = &pf, .sampler = sampler, .sampler_seen = sampler_seen,
                         .batch_seen = batch_seen, .sample_rate_seen = sample_rate_seen, .optimizer = optimizer,

@@ -79,11 +79,23 @@ int cli_poisson_privacy_setup(cli_algo_ctx *c) {
     return 0;
 }
 
+int cli_secure_sampler(const cli_algo_ctx *c, dpt_dgauss_method *out) {
+    const cli_privacy_flags *p = c->priv;
+    if (p->secure_sampler_seen && !p->secure) return cli_error("--secure-sampler applies only with --secure");
+    if (dpt_dgauss_method_parse(p->secure_sampler, out) != DPT_OK)
+        return cli_error("--secure-sampler '%s': expected table or cks", p->secure_sampler);
+    return 0;
+}
+
 void cli_print_noise_mode(const cli_algo_ctx *c) {
     if (c->quiet) return;
-    if (c->priv->secure)
+    if (c->priv->secure && !strcmp(c->priv->secure_sampler, "cks"))
         fprintf(stderr, "dptrain: secure mode: OS-seeded noise and batch sampling (never logged), exact discrete "
-                        "Gaussian noise on a lattice\n");
+                        "Gaussian noise on a lattice (CKS sampler)\n");
+    else if (c->priv->secure)
+        fprintf(stderr, "dptrain: secure mode: OS-seeded noise and batch sampling (never logged), discrete Gaussian "
+                        "noise on a lattice (table sampler; its distance from the exact one is accounted in the "
+                        "epsilon)\n");
     else
         fprintf(stderr, "dptrain: reproducible mode (seed %" PRIu64 " logged; the noise can be regenerated from "
                         "it): NOT the secure mode (--secure)\n", c->cfg->seed);

@@ -19,7 +19,8 @@
 typedef struct {
     double sigma, clip, target_eps, delta;
     const char *clip_mode;
-    int sigma_seen, target_eps_seen, secure, force, allow_mismatch;
+    const char *secure_sampler; /* --secure-sampler: table | cks */
+    int sigma_seen, target_eps_seen, secure, force, allow_mismatch, secure_sampler_seen;
 } cli_privacy_flags;
 
 /* What an algorithm sees. cmd_train fills everything before check(); train/test are set
@@ -85,6 +86,9 @@ void cli_ledger_excludes(const struct dpt_ledger *l, char *buf, size_t n);
 int cli_poisson_privacy_setup(cli_algo_ctx *c);
 /* The reproducible / secure mode notice (stderr). */
 void cli_print_noise_mode(const cli_algo_ctx *c);
+/* --secure-sampler as a dpt_dgauss_method; 0, or the exit code after the error (the flag
+ * without --secure, an unknown name). */
+int cli_secure_sampler(const cli_algo_ctx *c, dpt_dgauss_method *out);
 
 /* The algorithms (one file each). */
 extern const cli_algo CLI_ALGO_SGD;

@@ -109,6 +109,90 @@ static void test_epsilon_matches_direct(void) {
     dpt_ledger_free(h);
 }
 
+/* sgm_dgauss events (SGM whose noise came from the secure table sampler, at a per-coordinate
+ * distance (mu, tv) from the exact mechanism): the RDP epsilon is that of the SGM curve plus
+ * coords mu (2 alpha - 1) / (alpha - 1) per step, at delta minus (1 + e^eps) coords tv per
+ * step (eps bounded by its value at half the delta); the PLD epsilon is the exact
+ * mechanism's at (delta - that) e^-M plus 2 M, M = steps coords mu. mu is exaggerated here
+ * (2^-40) so the terms show; 0 gives plain SGM. */
+static void test_sgm_dgauss(void) {
+    const double q = 0.004, sg = 1.1, mu = 0x1p-40, tv = 1e-22, delta = 1e-5;
+    const uint64_t P = 795010, T = 15000;
+    dpt_ledger *l = NULL;
+    CHECK_OK(dpt_ledger_new(&l));
+    for (int i = 0; i < 3; i++) CHECK_OK(dpt_ledger_add_sgm_dgauss(l, q, sg, P, mu, tv, T / 3));
+    CHECK(dpt_ledger_n_events(l) == 1 && dpt_ledger_steps(l) == T);
+    CHECK(dpt_ledger_pld_applies(l));
+    size_t n;
+    const double *ord = dpt_rdp_default_orders(&n);
+    double *tot = malloc(n * sizeof *tot);
+    for (size_t i = 0; i < n; i++) {
+        double r = 0;
+        CHECK_OK(dpt_rdp_sgm(q, sg, ord[i], &r));
+        tot[i] = (double)T * (r + (double)P * mu * (2 * ord[i] - 1) / (ord[i] - 1));
+    }
+    double e_half = 0, e_ref = 0, e = 0, e_sgm = 0;
+    CHECK_OK(dpt_rdp_to_epsilon(ord, tot, n, delta / 2, DPT_CONV_BALLE, &e_half, NULL, NULL));
+    const double dtv = (double)T * (double)P * tv, spend = (1 + exp(e_half)) * dtv;
+    CHECK_OK(dpt_rdp_to_epsilon(ord, tot, n, delta - spend, DPT_CONV_BALLE, &e_ref, NULL, NULL));
+    CHECK_OK(dpt_ledger_epsilon(l, delta, DPT_ACCT_RDP, DPT_CONV_BALLE, &e));
+    CHECK_CLOSE(e, e_ref, 0, 1e-12);
+    CHECK_OK(dpt_rdp_sgm_epsilon(q, sg, T, delta, DPT_CONV_BALLE, NULL, 0, &e_sgm, NULL));
+    CHECK(e > e_sgm * 1.001); /* visible at mu = 2^-40 */
+    printf("sgm_dgauss at mu 2^-40: epsilon %.6f, exact mechanism %.6f\n", e, e_sgm);
+    /* PLD */
+    const double M = (double)T * (double)P * mu;
+    double p_half = 0, p_ref = 0, p = 0;
+    CHECK_OK(dpt_pld_sgm_epsilon(q, sg, T, delta / 2 * exp(-M), &p_half));
+    CHECK_OK(dpt_pld_sgm_epsilon(q, sg, T, (delta - (1 + exp(p_half + 2 * M)) * dtv) * exp(-M), &p_ref));
+    CHECK_OK(dpt_ledger_epsilon(l, delta, DPT_ACCT_PLD, DPT_CONV_BALLE, &p));
+    CHECK_CLOSE(p, p_ref + 2 * M, 0, 1e-12);
+    /* JSON round trip */
+    char *js = NULL;
+    CHECK_OK(dpt_ledger_to_json(l, &js));
+    CHECK(js && strstr(js, "\"sgm_dgauss\"") && strstr(js, "\"coords\""));
+    dpt_ledger *back = NULL;
+    CHECK_OK(dpt_ledger_from_json(js, &back));
+    double eb = 0;
+    if (back) CHECK_OK(dpt_ledger_epsilon(back, delta, DPT_ACCT_RDP, DPT_CONV_BALLE, &eb));
+    CHECK(eb == e);
+    /* an edited coords is named */
+    char *ed = js ? strstr(js, "\"coords\":") : NULL;
+    if (ed) {
+        char *bad = malloc(strlen(js) + 8);
+        size_t k = (size_t)(ed - js) + strlen("\"coords\":");
+        memcpy(bad, js, k);
+        strcpy(bad + k, "\t0.5");
+        strcat(bad, strchr(js + k, ','));
+        dpt_ledger *x = NULL;
+        CHECK_STATUS(dpt_ledger_from_json(bad, &x), DPT_EFORMAT);
+        CHECK_ERR_HAS("coords");
+        dpt_ledger_free(x);
+        free(bad);
+    }
+    free(js);
+    dpt_ledger_free(back);
+    /* mu = tv = 0: plain SGM */
+    dpt_ledger *z = NULL;
+    CHECK_OK(dpt_ledger_new(&z));
+    CHECK_OK(dpt_ledger_add_sgm_dgauss(z, q, sg, P, 0, 0, T));
+    CHECK_OK(dpt_ledger_epsilon(z, delta, DPT_ACCT_RDP, DPT_CONV_BALLE, &e));
+    CHECK_CLOSE(e, e_sgm, 0, 1e-12);
+    /* bad arguments name the parameter; a total variation eating the delta is refused */
+    CHECK_STATUS(dpt_ledger_add_sgm_dgauss(z, q, sg, P, -1e-20, 0, 1), DPT_EINVAL);
+    CHECK_ERR_HAS("mu");
+    CHECK_STATUS(dpt_ledger_add_sgm_dgauss(z, q, sg, P, 0, 1.0, 1), DPT_EINVAL);
+    CHECK_ERR_HAS("tv");
+    CHECK_STATUS(dpt_ledger_add_sgm_dgauss(z, q, sg, 0, 0, 0, 1), DPT_EINVAL);
+    CHECK_ERR_HAS("coords");
+    CHECK_OK(dpt_ledger_add_sgm_dgauss(z, q, sg, P, 0, 1e-12, T));
+    CHECK_STATUS(dpt_ledger_epsilon(z, delta, DPT_ACCT_RDP, DPT_CONV_BALLE, &e), DPT_ERANGE);
+    CHECK_ERR_HAS("total variation");
+    dpt_ledger_free(z);
+    dpt_ledger_free(l);
+    free(tot);
+}
+
 static void test_bad_events(void) {
     dpt_ledger *l = NULL;
     CHECK_OK(dpt_ledger_new(&l));
@@ -350,6 +434,7 @@ static void test_calibrate_on_prior(void) {
 }
 
 int main(void) {
+    test_sgm_dgauss();
     test_merge_and_meta();
     test_epsilon_matches_direct();
     test_bad_events();

@@ -262,6 +262,60 @@ static void test_fill_threads(void) {
     free(b);
 }
 
+/* The fast stream (dpt_rng_gauss_fill_fast_at, AES-128-CTR under a key derived from the
+ * stream's key) for the estimator's randomness: moments, KS and the binned chi-square of
+ * N(0, 1); the same values for 1 and 3 threads and for any chunk range read alone (the
+ * layout of gauss_fill_at); no correlation between neighbouring chunks, between two
+ * substreams, and with the ChaCha20 fill of the same substream; another seed differs. */
+static double corr(const float *a, const float *b, size_t n) {
+    double sab = 0, saa = 0, sbb = 0;
+    for (size_t i = 0; i < n; i++) sab += (double)a[i] * b[i], saa += (double)a[i] * a[i], sbb += (double)b[i] * b[i];
+    return sab / sqrt(saa * sbb);
+}
+
+static void test_fast_fill(void) {
+    const size_t nc = 250 * DPT_RNG_CHUNK, n = nc;
+    dpt_rng r, r2;
+    CHECK_OK(dpt_rng_init(&r, 31, DPT_STREAM_NOISE));
+    CHECK_OK(dpt_rng_init(&r2, 32, DPT_STREAM_NOISE));
+    uint64_t sub = dpt_rng_reserve_substreams(&r, 2);
+    dpt_rng_reserve_substreams(&r2, 2);
+    float *a = malloc(nc * sizeof *a), *b = malloc(nc * sizeof *b);
+    double *d = malloc(n * sizeof *d);
+    CHECK_OK(dpt_rng_gauss_fill_fast_at(&r, sub, 0, a, nc, 1.0f, 3));
+    for (size_t i = 0; i < n; i++) d[i] = a[i];
+    check_normal(d, n, "fast fill");
+    check_chi2(a, nc, "fast fill chi2");
+    CHECK_OK(dpt_rng_gauss_fill_fast_at(&r, sub, 0, b, nc, 1.0f, 1));
+    CHECK(memcmp(a, b, nc * sizeof *a) == 0); /* thread count */
+    CHECK_OK(dpt_rng_gauss_fill_fast_at(&r, sub, 7, b, DPT_RNG_CHUNK + 9, 1.0f, 1));
+    CHECK(memcmp(a + 7 * DPT_RNG_CHUNK, b, (DPT_RNG_CHUNK + 9) * sizeof *a) == 0); /* a chunk range alone */
+    /* independence: the 5 sd bound on a correlation of n pairs is 5 / sqrt(n) */
+    const size_t half = nc / 2;
+    double c_chunks = corr(a, a + DPT_RNG_CHUNK, nc - DPT_RNG_CHUNK);
+    CHECK_OK(dpt_rng_gauss_fill_fast_at(&r, sub + 1, 0, b, half, 1.0f, 2));
+    double c_subs = corr(a, b, half);
+    CHECK_OK(dpt_rng_gauss_fill_at(&r, sub, 0, b, half, 1.0f, 2));
+    double c_chacha = corr(a, b, half);
+    size_t same = 0;
+    for (size_t i = 0; i < half; i++) same += a[i] == b[i];
+    CHECK_OK(dpt_rng_gauss_fill_fast_at(&r2, sub, 0, b, half, 1.0f, 2));
+    double c_seed = corr(a, b, half);
+    printf("fast fill correlations: next chunk %.2e, next substream %.2e, ChaCha20 fill %.2e, other seed %.2e "
+           "(5 sd: %.1e)\n", c_chunks, c_subs, c_chacha, c_seed, 5 / sqrt((double)half));
+    CHECK(fabs(c_chunks) < 5 / sqrt((double)(nc - DPT_RNG_CHUNK)));
+    CHECK(fabs(c_subs) < 5 / sqrt((double)half) && fabs(c_chacha) < 5 / sqrt((double)half));
+    CHECK(fabs(c_seed) < 5 / sqrt((double)half));
+    CHECK(same < half / 1000);
+    CHECK_STATUS(dpt_rng_gauss_fill_fast_at(&r, sub + 2, 0, b, 8, 1.0f, 1), DPT_EINVAL); /* not reserved */
+    CHECK_STATUS(dpt_rng_gauss_fill_fast_at(&r, sub, 0, b, 8, NAN, 1), DPT_EINVAL);
+    dpt_rng_free(&r);
+    dpt_rng_free(&r2);
+    free(a);
+    free(b);
+    free(d);
+}
+
 static void test_blas(void) {
     dpt_rng r;
     CHECK_OK(dpt_rng_init(&r, 3, DPT_STREAM_AUX));
@@ -444,6 +498,7 @@ int main(void) {
     test_samplers();
     test_gauss_chi2();
     test_fill_threads();
+    test_fast_fill();
     test_blas();
     test_hash_files();
     test_read_regular();

@@ -241,6 +241,45 @@ static void check_resume(dpt_sampler_kind kind, size_t n, size_t B, double q, si
     dpt_sampler_free(c);
 }
 
+/* The secure Poisson sampler's exact Bernoulli(q) inclusions: at q = 0.25 (q 2^64 an
+ * integer, so P(include) is exactly q) and q = 0.0123, over 400 steps of 2000 examples,
+ * the total is within 5 standard errors of q n T, every example's count fits
+ * Binomial(T, q) (chi-square on the count histogram is replaced by its variance: within
+ * 5 standard errors), and neighbouring inclusions are uncorrelated. */
+static void test_secure_rate(double q) {
+    enum { N = 2000, T = 400 };
+    dpt_sampler *s;
+    CHECK_OK(dpt_sampler_new_secure(DPT_SAMPLER_POISSON, N, 0, q, 0, &s));
+    static uint32_t idx[N];
+    static double cnt[N];
+    memset(cnt, 0, sizeof cnt);
+    double total = 0, pairs = 0;
+    for (int t = 0; t < T; t++) {
+        size_t b = 0;
+        CHECK_OK(dpt_sampler_next(s, idx, &b));
+        static unsigned char in[N];
+        memset(in, 0, sizeof in);
+        for (size_t k = 0; k < b; k++) {
+            CHECK(idx[k] < N && (k == 0 || idx[k] > idx[k - 1]));
+            in[idx[k]] = 1, cnt[idx[k]]++;
+        }
+        for (size_t i = 0; i + 1 < N; i++) pairs += in[i] && in[i + 1];
+        total += (double)b;
+    }
+    const double nT = (double)N * T;
+    CHECK_CLOSE(total, q * nT, 5 * sqrt(nT * q * (1 - q)), 0);
+    double m = total / N, v = 0;
+    for (size_t i = 0; i < N; i++) v += (cnt[i] - m) * (cnt[i] - m);
+    v /= N - 1;
+    const double vb = T * q * (1 - q); /* Binomial(T, q) variance; its estimate has sd ~ vb sqrt(2 / N) */
+    CHECK_CLOSE(v, vb, 5 * vb * sqrt(2.0 / N), 0);
+    const double np = (double)(N - 1) * T;
+    CHECK_CLOSE(pairs, q * q * np, 5 * sqrt(np * q * q * (1 - q * q)), 0);
+    printf("secure Poisson q %g: %g included (expected %g), count variance %.2f (binomial %.2f), neighbour pairs %g "
+           "(expected %.1f)\n", q, total, q * nT, v, vb, pairs, q * q * np);
+    dpt_sampler_free(s);
+}
+
 static void test_secure(void) {
     dpt_sampler *a, *b;
     CHECK_OK(dpt_sampler_new_secure(DPT_SAMPLER_POISSON, 1000, 0, 0.1, 0, &a));
@@ -307,6 +346,8 @@ int main(void) {
     test_shuffle_full();
     test_resume();
     test_secure();
+    test_secure_rate(0.25);
+    test_secure_rate(0.0123);
     test_speed();
     TEST_MAIN_END();
 }

@@ -53,6 +53,8 @@ static void rmrf_files(const char *dir) {
     remove(p);
     snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
     remove(p);
+    snprintf(p, sizeof p, "%s/%s", dir, DPT_RUN_KEY_FILE);
+    remove(p);
 }
 
 int main(void) {

@@ -6,7 +6,9 @@
  * model's own GEMMs stay below OpenBLAS's threading threshold (larger ones round
  * differently with another thread count in every algorithm, DP-SGD included: see
  * docs/dpulr.md, "Threads"); the controller's LAPACK calls (dsyevr) round differently for
- * 2 OpenBLAS threads at any size, so this fails if they are not kept on one thread. */
+ * 2 OpenBLAS threads at any size, so this fails if they are not kept on one thread.
+ * Also: explicit mode's perturbations come from the fast stream, the controller's from the
+ * noise stream. */
 #include <dptrain/train.h>
 
 #include <math.h>
@@ -129,6 +131,27 @@ int main(void) {
     e.baseline = 1;
     compare(mlp, &lin, &e, "explicit");
     compare(cnn, &img, &e, "explicit");
+    /* where z comes from: explicit mode draws it from the fast stream (the old noise-stream
+     * path, perturb_noise_stream, gives other parameters); the controller draws it from the
+     * noise stream whatever that flag says (there z is the privacy noise) */
+    e.perturb_noise_stream = 1;
+    compare(mlp, &lin, &e, "explicit, z from the noise stream");
+    run_result f, g;
+    e.perturb_noise_stream = 0;
+    run(mlp, &lin, &e, 1, &f);
+    e.perturb_noise_stream = 1;
+    run(mlp, &lin, &e, 1, &g);
+    CHECK(f.theta && g.theta && memcmp(f.theta, g.theta, f.P * sizeof *f.theta) != 0);
+    free(f.theta);
+    free(g.theta);
+    u.perturb_std = 0;
+    u.perturb_noise_stream = 0;
+    run(mlp, &lin, &u, 1, &f);
+    u.perturb_noise_stream = 1;
+    run(mlp, &lin, &u, 1, &g);
+    CHECK(f.theta && g.theta && memcmp(f.theta, g.theta, f.P * sizeof *f.theta) == 0);
+    free(f.theta);
+    free(g.theta);
     dpt_dataset_free(&lin);
     dpt_dataset_free(&img);
     TEST_MAIN_END();

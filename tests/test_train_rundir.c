@@ -6,7 +6,8 @@
  * --secure); a stop inside an epoch publishes that partial epoch; one trainer per
  * directory (flock, across processes); a fresh run refuses a non-empty directory unless
  * told to overwrite, which removes only the run's files; run ids bind ledger and
- * checkpoint; concurrent atomic writes of one path never collide; the library prints
+ * checkpoint; the files name the training data only under the run's secret key, which a
+ * resume needs; concurrent atomic writes of one path never collide; the library prints
  * nothing (its notes go to the log callback). */
 #include <dptrain/accounting.h>
 #include <dptrain/io.h>
@@ -25,6 +26,7 @@
 #include "testutil.h"
 
 static dpt_dataset TR, TE;
+static const dpt_dataset *TRAIN = &TR; /* the training set new_trainer uses */
 
 /* ==== helpers ==== */
 
@@ -77,7 +79,7 @@ static dpt_status new_trainer(const dpt_train_config *c, int private_, int secur
     if (s != DPT_OK) return s;
     dpt_train_config cc = *c;
     cc.secure = secure;
-    return dpt_trainer_new(&cc, &TR, &TE, a, t);
+    return dpt_trainer_new(&cc, TRAIN, &TE, a, t);
 }
 
 static void append(const char *path, const char *text) {
@@ -550,6 +552,228 @@ static void test_resume_settings(void) {
     CHECK(strstr(p.log, "[1] resuming with learning rate 0.2") != NULL);
 }
 
+/* ==== the data are named only under the run's key ==== */
+
+/* SHA-256 of a dataset as dpt_dataset_hash defines it (docs/data.md), written out here:
+ * n, dim, shape[0..2], n_classes as little-endian 64-bit words, then x, then y. */
+static void plain_data_hash(const dpt_dataset *d, uint8_t out[32]) {
+    uint64_t w[6] = {d->n, d->dim, d->shape[0], d->shape[1], d->shape[2], (uint64_t)(int64_t)d->n_classes};
+    uint8_t hdr[48];
+    for (int i = 0; i < 48; i++) hdr[i] = (uint8_t)(w[i / 8] >> (8 * (i % 8)));
+    dpt_hash h;
+    CHECK_OK(dpt_hash_init(&h));
+    CHECK_OK(dpt_hash_update(&h, hdr, sizeof hdr));
+    CHECK_OK(dpt_hash_update(&h, d->x, d->n * d->dim * sizeof(float)));
+    CHECK_OK(dpt_hash_update(&h, d->y, d->n * sizeof(int32_t)));
+    CHECK_OK(dpt_hash_final(&h, out));
+}
+
+/* HMAC-SHA256 (RFC 2104) of a 32-byte message under a 32-byte key, from SHA-256 alone */
+static void hmac_sha256(const uint8_t key[32], const uint8_t msg[32], uint8_t out[32]) {
+    uint8_t pad[64], inner[32];
+    dpt_hash h;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < 64; i++) pad[i] = (uint8_t)((i < 32 ? key[i] : 0) ^ (pass ? 0x5c : 0x36));
+        CHECK_OK(dpt_hash_init(&h));
+        CHECK_OK(dpt_hash_update(&h, pad, 64));
+        CHECK_OK(dpt_hash_update(&h, pass ? inner : msg, 32));
+        CHECK_OK(dpt_hash_final(&h, pass ? out : inner));
+    }
+}
+
+/* 1 when the file holds the 32 bytes h raw, or as hex in lower or upper case */
+static int file_holds(const char *path, const uint8_t h[32]) {
+    uint8_t *b = NULL;
+    size_t n = 0;
+    if (dpt_read_file(path, &b, &n) != DPT_OK) return -1;
+    char lo[65], up[65];
+    dpt_hex(h, 32, lo);
+    for (int i = 0; i < 65; i++) up[i] = (char)(lo[i] >= 'a' && lo[i] <= 'f' ? lo[i] - 32 : lo[i]);
+    int found = 0;
+    for (size_t i = 0; i + 32 <= n && !found; i++)
+        found = !memcmp(b + i, h, 32) || (i + 64 <= n && (!memcmp(b + i, lo, 64) || !memcmp(b + i, up, 64)));
+    dpt_free(b);
+    return found;
+}
+
+/* the run key in dir (0: no valid key file) and its mode */
+static int read_key(const char *dir, uint8_t key[32], unsigned *mode) {
+    const char *p = path_in(dir, DPT_RUN_KEY_FILE);
+    struct stat st;
+    FILE *f = fopen(p, "rb");
+    char text[128] = "";
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    if (mode) *mode = stat(p, &st) == 0 ? (unsigned)(st.st_mode & 0777) : 0;
+    const char *magic = "dptrain-run-key 1\n";
+    if (n != strlen(magic) + 65 || strncmp(text, magic, strlen(magic)) || text[n - 1] != '\n') return 0;
+    for (int i = 0; i < 32; i++) {
+        unsigned v;
+        if (sscanf(text + strlen(magic) + 2 * i, "%2x", &v) != 1) return 0;
+        key[i] = (uint8_t)v;
+    }
+    return 1;
+}
+
+static void ledger_meta(const char *dir, const char *key, char *out, size_t n) {
+    out[0] = 0;
+    dpt_ledger *l = NULL;
+    if (dpt_ledger_load(path_in(dir, "ledger.json"), &l) != DPT_OK) return;
+    const char *v = dpt_ledger_get_meta(l, key);
+    snprintf(out, n, "%s", v ? v : "");
+    dpt_ledger_free(l);
+}
+
+static void test_data_key(void) {
+    uint8_t plain[32], key[32], mac[32];
+    char want[65], got[512];
+    plain_data_hash(&TR, plain);
+    const char *files[] = {"checkpoint.safetensors", "ledger.json", "metrics.jsonl"};
+    /* two private runs on the same data */
+    const char *da = new_dir("key_a"), *db = new_dir("key_b");
+    char hm_a[65] = "";
+    for (int r = 0; r < 2; r++) {
+        const char *dir = r ? db : da;
+        dpt_train_config c = cfg_for(dir, 1);
+        c.epochs = 1;
+        CHECK_OK(session(&c, 1, 0, 0, NULL, NULL, NULL));
+        /* nothing the run shares holds the plain hash of its data */
+        for (int i = 0; i < 3; i++) CHECK(file_holds(path_in(dir, files[i]), plain) == 0);
+        /* the key: its own file, owner-only, and what data_hmac is keyed with */
+        unsigned mode = 0;
+        CHECK(read_key(dir, key, &mode) && mode == 0600);
+        hmac_sha256(key, plain, mac);
+        dpt_hex(mac, 32, want);
+        ckpt_field(dir, "data_hmac", got, sizeof got);
+        CHECK(!strcmp(got, want));
+        ledger_meta(dir, "data_hmac", got, sizeof got);
+        CHECK(!strcmp(got, want));
+        CHECK(file_holds(path_in(dir, DPT_RUN_KEY_FILE), key) == 1); /* file_holds finds what is there */
+        for (int i = 0; i < 3; i++) CHECK(file_holds(path_in(dir, files[i]), key) == 0);
+        if (r) CHECK(strcmp(hm_a, want) != 0); /* another run, another key */
+        else snprintf(hm_a, sizeof hm_a, "%s", want);
+    }
+
+    /* resume: the same data continue under the same key ... */
+    dpt_train_config c = cfg_for(da, 1);
+    c.epochs = 2;
+    c.max_steps = 25;
+    CHECK_OK(session(&c, 1, 0, 1, NULL, NULL, NULL));
+    ckpt_field(da, "data_hmac", got, sizeof got);
+    CHECK(!strcmp(got, hm_a) && ckpt_step(da) == 25);
+    /* ... other data (one label changed) are refused */
+    dpt_dataset other;
+    tu_make_blobs(&other, 600, 1, 1.0f);
+    other.y[17] = (other.y[17] + 1) % 3;
+    TRAIN = &other;
+    c.max_steps = 30;
+    CHECK_STATUS(session(&c, 1, 0, 1, NULL, NULL, NULL), DPT_EMISMATCH);
+    CHECK_ERR_HAS("training data (data_hmac) was ");
+    TRAIN = &TR;
+    /* ... and so is a run directory without its key (nothing to compare the data with) */
+    char moved[700];
+    snprintf(moved, sizeof moved, "%s/moved.secret", tu_tmpdir());
+    CHECK(rename(path_in(da, DPT_RUN_KEY_FILE), moved) == 0);
+    CHECK_STATUS(session(&c, 1, 0, 1, NULL, NULL, NULL), DPT_EMISMATCH);
+    CHECK_ERR_HAS(DPT_RUN_KEY_FILE " is missing");
+    CHECK_ERR_HAS("allow_ledger_mismatch");
+    CHECK(ckpt_step(da) == 25 && ledger_file_steps(da) == 25);
+    /* a malformed key file is refused as such */
+    append(path_in(da, DPT_RUN_KEY_FILE), "dptrain-run-key 1\n0123\n");
+    CHECK_STATUS(session(&c, 1, 0, 1, NULL, NULL, NULL), DPT_EFORMAT);
+    CHECK_ERR_HAS("not a run key file");
+    /* allowed: the run continues under a new key and the ledger records why */
+    unlink(path_in(da, DPT_RUN_KEY_FILE));
+    c.allow_ledger_mismatch = 1;
+    CHECK_OK(session(&c, 1, 0, 1, NULL, NULL, NULL));
+    CHECK(read_key(da, key, NULL));
+    hmac_sha256(key, plain, mac);
+    dpt_hex(mac, 32, want);
+    ckpt_field(da, "data_hmac", got, sizeof got);
+    CHECK(!strcmp(got, want) && strcmp(want, hm_a));
+    ledger_meta(da, "mismatch_allowed_at_step_25", got, sizeof got);
+    CHECK(strstr(got, "was missing") && strstr(got, hm_a) && strstr(got, want));
+    for (int i = 0; i < 3; i++) CHECK(file_holds(path_in(da, files[i]), plain) == 0);
+
+    /* the key reaches the disk before the first file that names data_hmac */
+    const char *dk = new_dir("key_order");
+    c = cfg_for(dk, 1);
+    setenv("DPTRAIN_FAULT", "after-ledger", 1);
+    CHECK_STATUS(session(&c, 1, 0, 0, NULL, NULL, NULL), DPT_EIO);
+    unsetenv("DPTRAIN_FAULT");
+    CHECK(read_key(dk, key, NULL) && ledger_file_steps(dk) == 20);
+    /* overwrite removes it with the run's other files: a fresh run has a fresh key */
+    c.overwrite = 1;
+    c.epochs = 1;
+    probe p;
+    probe_attach(&p, &c, dk, 1);
+    CHECK_OK(session(&c, 1, 0, 0, NULL, NULL, NULL));
+    CHECK(strstr(p.log, "removed the previous run's") && strstr(p.log, DPT_RUN_KEY_FILE));
+    uint8_t key2[32];
+    CHECK(read_key(dk, key2, NULL) && memcmp(key, key2, 32));
+
+    /* a non-private run: the same rule for its checkpoint */
+    const char *dn = new_dir("key_sgd");
+    c = cfg_for(dn, 0);
+    c.epochs = 1;
+    CHECK_OK(session(&c, 0, 0, 0, NULL, NULL, NULL));
+    CHECK(file_holds(path_in(dn, "checkpoint.safetensors"), plain) == 0);
+    CHECK(read_key(dn, key, NULL));
+    hmac_sha256(key, plain, mac);
+    dpt_hex(mac, 32, want);
+    ckpt_field(dn, "data_hmac", got, sizeof got);
+    CHECK(!strcmp(got, want));
+    unlink(path_in(dn, DPT_RUN_KEY_FILE));
+    c.epochs = 2;
+    c.allow_ledger_mismatch = 1; /* changes nothing for a run without a ledger */
+    CHECK_STATUS(session(&c, 0, 0, 1, NULL, NULL, NULL), DPT_EMISMATCH);
+    CHECK_ERR_HAS(DPT_RUN_KEY_FILE " is missing");
+
+    /* without an out_dir nothing is written and the ledger's data_hmac is under a key
+     * that exists in the trainer's memory only */
+    c = cfg_for(NULL, 1);
+    c.epochs = 1;
+    dpt_trainer *t = NULL;
+    CHECK_OK(new_trainer(&c, 1, 0, &t));
+    if (t) {
+        CHECK_OK(dpt_trainer_run(t, NULL));
+        const char *v = dpt_ledger_get_meta(dpt_trainer_ledger(t), "data_hmac");
+        dpt_hex(plain, 32, want);
+        CHECK(v && strlen(v) == 64 && strcmp(v, want) && strcmp(v, hm_a));
+        CHECK(dpt_ledger_get_meta(dpt_trainer_ledger(t), "data_sha256") == NULL);
+    }
+    dpt_trainer_free(t);
+    dpt_dataset_free(&other);
+
+    /* a checkpoint of an older dptrain, which stored the plain hash: refused, saying why */
+    const char *ck = path_in(db, "checkpoint.safetensors");
+    dpt_model *m = NULL;
+    dpt_optim o;
+    dpt_optim_config oc = dpt_optim_defaults(DPT_OPT_SGD);
+    char *state = NULL;
+    CHECK_OK(dpt_model_new("mlp:8-16-3:gelu", 1, 1, &m));
+    CHECK_OK(dpt_optim_init(&o, &oc, m->n_params));
+    CHECK_OK(dpt_checkpoint_load(ck, m, &o, &state));
+    char *at = state ? strstr(state, "\"data_hmac\"") : NULL, *old_state = NULL;
+    CHECK(at != NULL);
+    if (at) {
+        size_t n = strlen(state) + 8;
+        old_state = malloc(n);
+        *at = 0;
+        snprintf(old_state, n, "%s\"data_sha256\"%s", state, at + strlen("\"data_hmac\""));
+        CHECK_OK(dpt_checkpoint_save(ck, m, &o, old_state));
+        c = cfg_for(db, 1);
+        c.epochs = 2;
+        c.allow_ledger_mismatch = 1;
+        CHECK_STATUS(session(&c, 1, 0, 1, NULL, NULL, NULL), DPT_EMISMATCH);
+        CHECK_ERR_HAS("older dptrain, which stored the plain SHA-256");
+    }
+    free(old_state);
+    free(state);
+    dpt_optim_free(&o);
+    dpt_model_free(m);
+}
+
 /* ==== step counts that cannot be counted ==== */
 static void test_overflow(void) {
     dpt_train_config c = cfg_for(NULL, 0);
@@ -644,6 +868,7 @@ int main(void) {
     test_lock();
     test_fresh_overwrite_run_id();
     test_resume_settings();
+    test_data_key();
     test_overflow();
     test_atomic_writes();
     test_silence();

@@ -124,7 +124,15 @@ dpt_status dpt_ledger_add_rdp_curve(dpt_ledger *l, const double *orders, const d
 /* An (eps, delta)-DP release (eps >= 0, delta in [0, 1)). Composed with the rest by basic
  * composition: eps adds, delta adds (so the RDP part gets delta - sum of these deltas). */
 dpt_status dpt_ledger_add_eps_delta(dpt_ledger *l, double eps, double delta, const char *label);
-uint64_t dpt_ledger_steps(const dpt_ledger *l); /* total SGM and DP-ULR steps recorded */
+/* `count` steps of SGM(q, sigma) whose noise came from a sampler at a per-coordinate
+ * distance (mu, tv) from the exact mechanism's (dpt_privacy_secure_distance), on `coords`
+ * coordinates per step: RDP adds count coords mu (2 alpha - 1) / (alpha - 1) at each order,
+ * the conversion to (eps, delta) spends (1 + e^eps) count coords tv of delta, and the PLD
+ * accountant reports eps + 2 count coords mu at delta e^(count coords mu) (docs/dpsgd.md).
+ * mu and tv in [0, 1), coords >= 1. Merged when identical. */
+dpt_status dpt_ledger_add_sgm_dgauss(dpt_ledger *l, double q, double sigma, uint64_t coords, double mu,
+                                     double tv, uint64_t count);
+uint64_t dpt_ledger_steps(const dpt_ledger *l); /* total SGM (incl. sgm_dgauss) and DP-ULR steps recorded */
 size_t dpt_ledger_n_events(const dpt_ledger *l); /* stored (merged) events */
 /* Free-form metadata; set replaces; key non-empty. The returned pointer is owned by the
  * ledger, valid until the key is set again or the ledger is freed. */
@@ -132,7 +140,7 @@ dpt_status dpt_ledger_set_meta(dpt_ledger *l, const char *key, const char *value
 const char *dpt_ledger_get_meta(const dpt_ledger *l, const char *key); /* NULL if absent */
 
 /* epsilon of everything recorded, for a target delta in (0, 1). PLD applies only when all
- * events are SGM or Gaussian (else DPT_ENOTSUP). An empty ledger has epsilon 0. */
+ * events are SGM, sgm_dgauss or Gaussian (else DPT_ENOTSUP). An empty ledger has epsilon 0. */
 dpt_status dpt_ledger_epsilon(const dpt_ledger *l, double delta, dpt_accountant acct,
                               dpt_conversion conv, double *eps);
 /* RDP version with an explicit order grid (NULL = default) and the best order / edge flag
@@ -140,7 +148,7 @@ dpt_status dpt_ledger_epsilon(const dpt_ledger *l, double delta, dpt_accountant 
 dpt_status dpt_ledger_epsilon_rdp(const dpt_ledger *l, double delta, dpt_conversion conv,
                                   const double *orders, size_t n_orders, double *eps,
                                   double *best_order, int *at_edge);
-/* 1 when the PLD accountant applies (only SGM / Gaussian events). */
+/* 1 when the PLD accountant applies (only SGM, sgm_dgauss and Gaussian events). */
 int dpt_ledger_pld_applies(const dpt_ledger *l);
 /* *out = an independent copy of l (events and metadata); dpt_ledger_free it. */
 dpt_status dpt_ledger_copy(const dpt_ledger *l, dpt_ledger **out);

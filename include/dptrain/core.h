@@ -172,6 +172,8 @@ void dpt_rng_get_state(const dpt_rng *r, dpt_rng_state *s);
 dpt_status dpt_rng_set_state(dpt_rng *r, const dpt_rng_state *s);
 
 uint32_t dpt_rng_u32(dpt_rng *r);
+/* out[0, n) = the next n words, exactly what n calls of dpt_rng_u32 would return. */
+void dpt_rng_fill_u32(dpt_rng *r, uint32_t *out, size_t n);
 uint64_t dpt_rng_u64(dpt_rng *r);
 /* Uniform double in [0, 1) with 53 random bits. */
 double dpt_rng_uniform(dpt_rng *r);
@@ -203,6 +205,13 @@ dpt_status dpt_rng_gauss_fill_scaled(dpt_rng *r, float *out, size_t n, float std
  * alone, and a fill of n' < n values is a prefix of a fill of n). */
 dpt_status dpt_rng_gauss_fill_at(const dpt_rng *r, uint64_t sub, uint64_t first_chunk, float *out, size_t n,
                                  float stddev, int threads);
+/* Not for privacy noise: out[i] = stddev * N(0, 1) with dpt_rng_gauss_fill_at's layout
+ * (chunk first_chunk + c of substream sub at out + c DPT_RNG_CHUNK), from a faster keystream, AES-128 in counter mode (AES-NI) under a key derived one way from
+ * r's key (SHA-256), so it is reproducible per seed, independent of the thread count, and
+ * independent of r's ChaCha20 values. For randomness that is not the privacy mechanism's
+ * noise, e.g. DP-ULR's explicit-mode perturbations (the estimator's own randomness). */
+dpt_status dpt_rng_gauss_fill_fast_at(const dpt_rng *r, uint64_t sub, uint64_t first_chunk, float *out, size_t n,
+                                      float stddev, int threads);
 /* Reference version of dpt_rng_gauss_fill: same layout, exact double Box-Muller per element. */
 dpt_status dpt_rng_gauss_fill_ref(dpt_rng *r, float *out, size_t n, float stddev,
                                   int accumulate);
@@ -270,6 +279,9 @@ void dpt_format_double(double v, char out[DPT_DOUBLE_TEXT]);
  * rename over `path`, fsync the directory. Either the old or the new content is on disk
  * after a crash, never a mix; a failed call removes its temporary file. */
 dpt_status dpt_write_file_atomic(const char *path, const void *data, size_t n);
+/* dpt_write_file_atomic for a secret (a run's key): the file has mode 0600 (its owner
+ * alone may read it), from its creation on. */
+dpt_status dpt_write_file_private(const char *path, const void *data, size_t n);
 /* Reads a whole regular file into a new buffer (free with dpt_free); NUL-terminated for
  * text. Devices, FIFOs, sockets and directories are refused (DPT_EIO, never a hang or an
  * endless read); dpt_read_file_max also refuses a file larger than max_bytes (DPT_EFORMAT). */

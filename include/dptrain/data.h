@@ -197,7 +197,11 @@ typedef struct dpt_sampler dpt_sampler; /* opaque */
 dpt_status dpt_sampler_new(dpt_sampler_kind kind, size_t n, size_t batch_size, double q,
                            size_t min_batch, uint64_t seed, dpt_sampler **out);
 /* Same, on an OS-seeded stream (secure mode): the batches are unpredictable, as the
- * amplification-by-subsampling argument assumes. dpt_sampler_set_state restores only the
+ * amplification-by-subsampling argument assumes, and a Poisson sampler includes each
+ * example by comparing a 64-bit uniform with floor(q 2^64) (no floating point, no branch on
+ * the outcome): P(include) is exactly q for q >= 2^-11, below q by < 2^-64 otherwise.
+ * The reproducible sampler draws geometric gaps instead (q n + 1 draws per step, exact up
+ * to the rounding of log). dpt_sampler_set_state restores only the
  * counters of a secure Poisson sampler (it keeps its fresh OS stream: Poisson batches are
  * independent) and refuses a secure shuffle. */
 dpt_status dpt_sampler_new_secure(dpt_sampler_kind kind, size_t n, size_t batch_size, double q,

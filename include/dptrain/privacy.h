@@ -56,7 +56,9 @@ dpt_status dpt_privacy_clip_rows_ref(float *g, size_t B, size_t P, size_t ld, do
  *   fast:   ziggurat over disjoint counter chunks on `threads` threads (dpt_rng_gauss_fill);
  *           the result does not depend on the thread count.
  *   secure: the sum is first rounded to the lattice h Z, h = sigma C 2^-k, then exact
- *           discrete Gaussian lattice noise (Canonne, Kamath and Steinke 2020), sampled
+ *           discrete Gaussian lattice noise (Canonne, Kamath and Steinke 2020: this
+ *           function is always exact; dpt_privacy_noise_add_secure_ex offers the fast
+ *           table sampler with its accounted distance), sampled
  *           with integer arithmetic only from the ChaCha20 stream, is added: the output
  *           h (round(sum / h) + Z) is a function of a lattice point, so neither the
  *           sampler's floating-point artefacts (Mironov 2012; Jin et al. 2022) nor the
@@ -88,7 +90,7 @@ dpt_status dpt_privacy_secure_sigma_for(double sigma_eff, size_t n, double *sigm
 /* One sample of the discrete Gaussian N_Z(0, s^2) on the integers for an integer scale
  * 1 <= s <= 2^14 (Canonne, Kamath and Steinke 2020, Algorithm 3), exact: integer
  * arithmetic and Bernoulli(exp(-gamma)) trials on unbiased uniform integers only. */
-#define DPT_DGAUSS_LOG2_SCALE 14 /* the secure grid is (sigma C) 2^-14 Z (the sampler's maximum) */
+#define DPT_DGAUSS_LOG2_SCALE 14 /* the secure grid is (sigma C) 2^-14 Z (the CKS sampler's maximum) */
 int64_t dpt_privacy_discrete_gauss(dpt_rng *r, uint32_t s);
 
 /* sum[j] += N(0, (sigma C)^2) for j < n on a double-precision released sum (the DP mean's,
@@ -98,6 +100,30 @@ int64_t dpt_privacy_discrete_gauss(dpt_rng *r, uint32_t s);
  * noise may then be NULL), C > 0. */
 dpt_status dpt_privacy_noise_add_sum(dpt_rng *noise, double *sum, size_t n, double sigma, double C, int secure,
                                      int threads);
+/* The samplers of the secure noise Z ~ N_Z(0, s^2), s = 2^DPT_DGAUSS_LOG2_SCALE:
+ *   DPT_DGAUSS_TABLE ("table", the trainers' default): rejection from a table-driven
+ *     proposal in constant time, ~40x faster than CKS; its distribution is not exactly
+ *     N_Z(0, s^2) but within a distance computed exactly at start-up (see
+ *     dpt_privacy_secure_distance) that the ledger accounts (dpt_ledger_add_sgm_dgauss);
+ *   DPT_DGAUSS_CKS ("cks"): the exact sampler above, the reference (distance 0). */
+typedef enum { DPT_DGAUSS_TABLE = 0, DPT_DGAUSS_CKS = 1 } dpt_dgauss_method;
+/* "table" | "cks"; DPT_EINVAL naming the accepted names otherwise. */
+dpt_status dpt_dgauss_method_parse(const char *name, dpt_dgauss_method *out);
+const char *dpt_dgauss_method_name(dpt_dgauss_method m); /* static string */
+/* Per coordinate of the secure noise of `method`, against the exact N_Z(0, s^2):
+ * *mu = max over z of |ln(P_method(z) / P_exact(z))| on the method's support (after moving
+ * the truncated mass tv, see docs/dpsgd.md), *tv = total variation not covered by mu. Both
+ * 0 for CKS. The accountant turns them into an RDP and a delta term per coordinate and step.
+ * Errors: DPT_EINVAL (unknown method), DPT_ERANGE (the table failed its own check). */
+dpt_status dpt_privacy_secure_distance(dpt_dgauss_method method, double *mu, double *tv);
+/* sum[j] = scale * h (round(sum[j] / h) + Z_j), the secure mechanism of
+ * dpt_privacy_noise_add_secure with the sampler `method` and the division by the expected
+ * batch size fused (scale finite; 1 = plain). Chunks of DPT_RNG_CHUNK coordinates read
+ * their own reserved substreams: the result does not depend on the thread count. With
+ * DPT_DGAUSS_TABLE the caller must account dpt_privacy_secure_distance's (mu, tv) for the
+ * n coordinates (the trainers do, through dpt_ledger_add_sgm_dgauss). */
+dpt_status dpt_privacy_noise_add_secure_ex(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
+                                           double scale, dpt_dgauss_method method, int threads);
 
 /* ==== DP-PCA (Analyze Gauss; Dwork et al. 2014) ====
  * Rows x_i of X [n, d] are scaled to unit L2 norm (zero rows stay zero). With add/remove

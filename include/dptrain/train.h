@@ -104,7 +104,9 @@ typedef struct {
     dpt_clip_mode clip_mode; /* flat (default) or per-layer with C_l = C / sqrt(G) */
     int reference;           /* 1: materialized per-example gradients (tests, reference) */
     size_t ref_chunk;        /* reference: examples per materialized chunk (0 = 16) */
-    int secure;              /* 1: exact discrete Gaussian noise (dpt_privacy_noise_add_secure) */
+    int secure;              /* 1: discrete Gaussian noise on a lattice (dpt_privacy_noise_add_secure_ex) */
+    dpt_dgauss_method secure_sampler; /* secure: DPT_DGAUSS_TABLE (default: fast, its distance
+                                         accounted in the ledger) or DPT_DGAUSS_CKS (exact) */
 } dpt_dpsgd_config;
 dpt_dpsgd_config dpt_dpsgd_config_defaults(void);
 /* Copies cfg. DPT_EINVAL naming the flag for C <= 0 or sigma < 0. */
@@ -160,7 +162,9 @@ dpt_status dpt_algo_propnoise_new(const dpt_propnoise_config *cfg, dpt_algo **ou
  *     Gaussian approximation every direction carries at least sigma0 C. NOT covered by a
  *     standard proof (s_l and the top-up depend on the batch).
  *   EXPLICIT (sound): s_l = perturb_std fixed; N(0, sigma0^2 C^2) is added to the clipped
- *     sum like DP-SGD. Antithetic pairs and the L0 baseline are allowed here only.
+ *     sum like DP-SGD. Antithetic pairs and the L0 baseline are allowed here only. The
+ *     perturbations are the estimator's own randomness, not privacy noise: they come from a
+ *     fast stream that need not be the noise stream (dpt_rng_gauss_fill_fast_at).
  * private = 0 is the non-private ULR baseline: no clipping, no noise, mean over |B|. */
 typedef enum { DPT_ULR_CONTROLLER = 0, DPT_ULR_EXPLICIT = 1 } dpt_ulr_noise;
 typedef struct {
@@ -176,6 +180,11 @@ typedef struct {
     const char *modules;  /* NULL or "auto", or comma-separated start layers "0,2,4" */
     int accounted;        /* private: 1 = Poisson with rejection (ledger events, epsilon);
                              0 = shuffled fixed-size batches, NO accountant (labelled) */
+    int perturb_noise_stream; /* explicit / non-private: 1 = draw the perturbations z from the
+                             noise stream's ChaCha20 as before (a comparison point for
+                             benchmarks); 0 (default) = the fast AES-128-CTR stream. The
+                             controller always draws z from the noise stream: there z is
+                             the privacy noise (docs/dpulr.md) */
 } dpt_dpulr_config;
 dpt_dpulr_config dpt_dpulr_config_defaults(void);
 /* Validates (K >= 1, C > 0, sigma0 > 0, tricks only where allowed, ...): DPT_EINVAL
@@ -218,7 +227,8 @@ typedef struct {
                            at the forward pass) */
     double z_lr;        /* Adam learning rate of the z-step (> 0) */
     double z_beta1, z_beta2, z_eps; /* Adam constants of the z-step (0.9, 0.999, 1e-8) */
-    int secure;         /* 1: exact discrete Gaussian noise */
+    int secure;         /* 1: discrete Gaussian noise on a lattice */
+    dpt_dgauss_method secure_sampler; /* as in dpt_dpsgd_config */
     int private_;       /* 1 (default): DP-MAC as above. 0: the non-private MAC baseline
                            ("mac"): no clipping, no noise, no ledger (is_private 0,
                            privacy_note "non-private"), direction sum_n dT_n / (2 |B|) with
@@ -376,11 +386,14 @@ typedef struct {
     /* Run directory (NULL: no files). The trainer holds an exclusive lock on it (the file
      * dptrain.lock inside) from dpt_trainer_new to dpt_trainer_free, and a fresh run (no
      * dpt_trainer_resume) refuses a directory that holds anything else unless `overwrite`
-     * (see docs/checkpoints.md, "The run directory"). */
+     * (see docs/checkpoints.md, "The run directory"). The run's secret key is saved there
+     * (DPT_RUN_KEY_FILE) before the first checkpoint. Without an out_dir the key lives in
+     * memory only: the data_hmac in dpt_trainer_ledger's metadata then matches no dataset
+     * anyone can check. */
     const char *out_dir;
     int overwrite;            /* 1: a fresh run first removes the files of the run in out_dir
-                                 (checkpoint.safetensors, ledger.json, metrics.jsonl and
-                                 their temporaries), and only those */
+                                 (checkpoint.safetensors, ledger.json, metrics.jsonl,
+                                 dptrain.secret and their temporaries), and only those */
     uint64_t max_steps;       /* 0 = no limit: stop after this many steps in total */
     const char *run_json;     /* optional JSON object stored verbatim in checkpoints as "run"
                                  (the CLI keeps dataset and normalization there) */
@@ -409,20 +422,22 @@ dpt_train_config dpt_train_config_defaults(void);
 
 /* Creates a trainer for train/test data (test may be NULL). The algorithm is owned by
  * the trainer afterwards (freed even when this fails). Initializes the model from
- * cfg.seed, draws a fresh random run id, and with an out_dir creates that directory (one
- * level) and locks it: DPT_EBUSY naming the directory and the holder's pid when another
- * trainer (in any process) holds it. */
+ * cfg.seed, draws a fresh random run id and run key, and with an out_dir creates that
+ * directory (one level) and locks it: DPT_EBUSY naming the directory and the holder's pid
+ * when another trainer (in any process) holds it. */
 dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train,
                            const dpt_dataset *test, dpt_algo *algo, dpt_trainer **out);
 /* Releases everything, the run directory's lock included. Accepts NULL. */
 void dpt_trainer_free(dpt_trainer *t);
 
 /* Continues from out_dir/checkpoint.safetensors: model, optimizer, step, epoch, RNG
- * streams, sampler position and run id, so the run continues bit-identically (same
- * threads). Refuses (DPT_EMISMATCH, naming the setting) a checkpoint whose model, data,
- * run settings or optimizer differ (the learning rate may change: a DPT_LOG_NOTE says so),
- * a ledger.json of another run, and a metrics.jsonl that records steps the checkpoint
- * does not hold. */
+ * streams, sampler position, run id and run key, so the run continues bit-identically
+ * (same threads). Refuses (DPT_EMISMATCH, naming the setting) a checkpoint whose model,
+ * data, run settings or optimizer differ (the learning rate may change: a DPT_LOG_NOTE says
+ * so), a run directory without its key file (the data cannot be compared; a private run
+ * with allow_ledger_mismatch continues under a new key, recorded in the ledger), a
+ * ledger.json of another run, and a metrics.jsonl that records steps the checkpoint does
+ * not hold. */
 dpt_status dpt_trainer_resume(dpt_trainer *t);
 
 /* Runs until cfg.epochs epochs are done, max_steps, the privacy budget or a callback
@@ -450,6 +465,11 @@ const char *dpt_trainer_run_id(const dpt_trainer *t);
 
 /* ==== Run directories ==== */
 #define DPT_RUN_LOCK_FILE "dptrain.lock"
+/* The run's secret key (mode 0600): checkpoints and ledger.json identify the training data
+ * only by data_hmac = HMAC-SHA256(this key, dpt_dataset_hash), so they can be published
+ * without letting anyone confirm a candidate dataset; a resume needs it (docs/checkpoints.md).
+ * Never publish this file. */
+#define DPT_RUN_KEY_FILE "dptrain.secret"
 /* Counts the entries of `dir` other than its lock file (*count = 0 when dir does not
  * exist); `names` (may be NULL) receives the first few, comma-separated, truncated to
  * names_len bytes. DPT_EIO when dir exists but cannot be read or is not a directory. */

@@ -713,7 +713,8 @@ def train(x, y, **kwargs):
     weight_decay, lr_schedule ("constant" | "step:GAMMA:EVERY" | "exp:GAMMA"), sampler
     ("shuffle" | "poisson" | "full" | "poisson-reject"), loss ("ce" | "bce" | "mse"), init,
     seed=1, threads=0 (all cores), max_steps, n_classes (0 = max label + 1), input_shape,
-    out_dir (run directory: checkpoint, ledger.json, metrics.jsonl; None = no files),
+    out_dir (run directory: checkpoint, ledger.json, metrics.jsonl and the run's secret key
+    dptrain.secret, which resume needs and which is never to be published; None = no files),
     resume, overwrite.
     Privacy (dpsgd, dpulr, dpmac): sigma, clip=1.0, clip_mode ("flat" | "per-layer"),
     target_epsilon (without sigma: calibrate sigma for `epochs`; with sigma: stop before

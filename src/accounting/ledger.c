@@ -17,8 +17,8 @@ dpt_status dpt_acct_pld_eval(const double *qs, const double *sigmas, const uint6
 #define LEDGER_VERSION 1
 #define MAX_COUNT 9007199254740992.0 /* 2^53: counts are stored as JSON numbers */
 
-typedef enum { EV_SGM = 0, EV_GAUSSIAN, EV_RDP_CURVE, EV_EPS_DELTA, EV_DPULR } ev_kind;
-static const char *const EV_NAMES[] = {"sgm", "gaussian", "rdp_curve", "eps_delta", "dpulr"};
+typedef enum { EV_SGM = 0, EV_GAUSSIAN, EV_RDP_CURVE, EV_EPS_DELTA, EV_DPULR, EV_SGM_DGAUSS } ev_kind;
+static const char *const EV_NAMES[] = {"sgm", "gaussian", "rdp_curve", "eps_delta", "dpulr", "sgm_dgauss"};
 
 typedef struct {
     ev_kind kind;
@@ -29,6 +29,8 @@ typedef struct {
     double *orders, *rdp;     /* RDP_CURVE: [n] each, per step */
     size_t n;
     uint64_t n_data, n_b;     /* DPULR: dataset size N and rejection threshold N_B (q, sigma above) */
+    uint64_t coords;          /* SGM_DGAUSS: noise coordinates per step (q, sigma above) */
+    double mu, tv;            /* SGM_DGAUSS: per-coordinate distance of the noise sampler */
     char *label;              /* may be NULL */
 } ledger_event;
 
@@ -98,6 +100,10 @@ static dpt_status push_event(dpt_ledger *l, ledger_event *e) {
             case EV_DPULR:
                 same = last->q == e->q && last->sigma == e->sigma && last->n_data == e->n_data &&
                        last->n_b == e->n_b;
+                break;
+            case EV_SGM_DGAUSS:
+                same = last->q == e->q && last->sigma == e->sigma && last->coords == e->coords &&
+                       last->mu == e->mu && last->tv == e->tv;
                 break;
             case EV_RDP_CURVE:
                 same = last->n == e->n && !memcmp(last->orders, e->orders, e->n * sizeof(double)) &&
@@ -212,11 +218,26 @@ dpt_status dpt_ledger_add_dpulr(dpt_ledger *l, double q, double sigma0, uint64_t
     return push_event(l, &e);
 }
 
+dpt_status dpt_ledger_add_sgm_dgauss(dpt_ledger *l, double q, double sigma, uint64_t coords, double mu, double tv,
+                                     uint64_t count) {
+    DPT_CHECK(l != NULL, DPT_EINVAL, "ledger is NULL");
+    DPT_CHECK(isfinite(q) && q > 0 && q <= 1, DPT_EINVAL, "sampling rate q must be in (0, 1], got %g", q);
+    DPT_CHECK(isfinite(sigma) && sigma > 0, DPT_EINVAL, "noise multiplier sigma must be > 0, got %g", sigma);
+    DPT_CHECK(coords >= 1 && (double)coords <= MAX_COUNT, DPT_EINVAL, "coords must be in [1, 2^53], got %llu",
+              (unsigned long long)coords);
+    DPT_CHECK(isfinite(mu) && mu >= 0 && mu < 1, DPT_EINVAL, "mu must be in [0, 1), got %g", mu);
+    DPT_CHECK(isfinite(tv) && tv >= 0 && tv < 1, DPT_EINVAL, "tv must be in [0, 1), got %g", tv);
+    DPT_TRY(check_count(count));
+    ledger_event e = {.kind = EV_SGM_DGAUSS, .count = count, .q = q, .sigma = sigma, .coords = coords, .mu = mu, .tv = tv};
+    return push_event(l, &e);
+}
+
 uint64_t dpt_ledger_steps(const dpt_ledger *l) {
     uint64_t s = 0;
     if (!l) return 0;
     for (size_t i = 0; i < l->n_ev; i++)
-        if (l->ev[i].kind == EV_SGM || l->ev[i].kind == EV_DPULR) s += l->ev[i].count;
+        if (l->ev[i].kind == EV_SGM || l->ev[i].kind == EV_DPULR || l->ev[i].kind == EV_SGM_DGAUSS)
+            s += l->ev[i].count;
     return s;
 }
 
@@ -270,8 +291,22 @@ const char *dpt_ledger_get_meta(const dpt_ledger *l, const char *key) {
 int dpt_ledger_pld_applies(const dpt_ledger *l) {
     if (!l) return 0;
     for (size_t i = 0; i < l->n_ev; i++)
-        if (l->ev[i].kind != EV_SGM && l->ev[i].kind != EV_GAUSSIAN) return 0;
+        if (l->ev[i].kind != EV_SGM && l->ev[i].kind != EV_GAUSSIAN && l->ev[i].kind != EV_SGM_DGAUSS) return 0;
     return 1;
+}
+
+/* The sampler distance of the SGM_DGAUSS events (docs/dpsgd.md, "Secure noise"): the run's
+ * output is within total variation dtv of a mechanism whose every probability is within a
+ * factor e^(+-mtot) of the exact discrete Gaussian's, mtot = sum count coords mu,
+ * dtv = sum count coords tv. */
+static void dgauss_totals(const dpt_ledger *l, double *mtot, double *dtv) {
+    *mtot = *dtv = 0;
+    for (size_t i = 0; i < l->n_ev; i++)
+        if (l->ev[i].kind == EV_SGM_DGAUSS) {
+            double k = (double)l->ev[i].count * (double)l->ev[i].coords;
+            *mtot += k * l->ev[i].mu;
+            *dtv += k * l->ev[i].tv;
+        }
 }
 
 /* Value of a curve event at `alpha`: the value at the smallest curve order >= alpha (RDP is
@@ -312,6 +347,8 @@ dpt_status dpt_ledger_epsilon_rdp(const dpt_ledger *l, double delta, dpt_convers
     double delta_rdp = delta - delta_pure;
     DPT_CHECK(delta_rdp > 0, DPT_ERANGE,
               "the (eps, delta) events spend delta %g, leaving nothing of target %g", delta_pure, delta);
+    double mtot, dtv;
+    dgauss_totals(l, &mtot, &dtv);
     double *total = dpt_alloc2(2, n_orders, sizeof(double), "ledger RDP");
     if (!total) return DPT_ENOMEM;
     double *tmp = total + n_orders;
@@ -339,10 +376,30 @@ dpt_status dpt_ledger_epsilon_rdp(const dpt_ledger *l, double delta, dpt_convers
             for (size_t j = 0; j < n_orders && st == DPT_OK; j++) total[j] += c * (rej + tmp[j]);
             break;
         }
+        case EV_SGM_DGAUSS: {
+            /* SGM, plus the sampler: every output probability within e^(+-coords mu) of the
+             * exact mechanism's adds coords mu (2 alpha - 1) / (alpha - 1) to D_alpha */
+            st = dpt_acct_rdp_curve(e->q, e->sigma, orders, n_orders, tmp);
+            double cm = (double)e->coords * e->mu;
+            for (size_t j = 0; j < n_orders && st == DPT_OK; j++)
+                total[j] += c * (tmp[j] + cm * (2 * orders[j] - 1) / (orders[j] - 1));
+            break;
+        }
         case EV_EPS_DELTA: break;
         }
     }
     double e_rdp = 0;
+    if (st == DPT_OK && dtv > 0) {
+        /* total variation dtv costs (1 + e^eps) dtv of delta: bound eps by its value at half
+         * the budget, which is larger than the final one */
+        double e_half = 0;
+        st = dpt_rdp_to_epsilon(orders, total, n_orders, delta_rdp / 2, conv, &e_half, NULL, NULL);
+        double spend = (1 + exp(e_half + eps_pure)) * dtv;
+        if (st == DPT_OK && !(spend <= delta_rdp / 2))
+            st = dpt_set_error(DPT_ERANGE, "the secure sampler's total variation %g (times 1 + e^eps) exceeds half of "
+                                           "delta %g", dtv, delta_rdp);
+        delta_rdp -= spend;
+    }
     if (st == DPT_OK) st = dpt_rdp_to_epsilon(orders, total, n_orders, delta_rdp, conv, &e_rdp, best_order, at_edge);
     dpt_free(total);
     if (st == DPT_OK) *eps = e_rdp + eps_pure;
@@ -372,11 +429,28 @@ dpt_status dpt_ledger_epsilon(const dpt_ledger *l, double delta, dpt_accountant 
     double *sg = qs + l->n_ev;
     for (size_t i = 0; i < l->n_ev; i++) {
         const ledger_event *e = &l->ev[i];
-        qs[i] = e->kind == EV_SGM ? e->q : 1.0;
-        sg[i] = e->kind == EV_SGM ? e->sigma : e->sigma / e->sensitivity;
+        int sgm = e->kind == EV_SGM || e->kind == EV_SGM_DGAUSS;
+        qs[i] = sgm ? e->q : 1.0;
+        sg[i] = sgm ? e->sigma : e->sigma / e->sensitivity;
         cnt[i] = e->count;
     }
-    dpt_status st = dpt_acct_pld_eval(qs, sg, cnt, l->n_ev, 1, delta, NULL, eps);
+    /* the secure sampler (SGM_DGAUSS): the exact mechanism's (eps, d) becomes
+     * (eps + 2 mtot, e^mtot d) pointwise, then + (1 + e^eps) dtv in total variation */
+    double mtot, dtv;
+    dgauss_totals(l, &mtot, &dtv);
+    double d = delta;
+    dpt_status st = DPT_OK;
+    if (dtv > 0) {
+        double e_half = 0;
+        st = dpt_acct_pld_eval(qs, sg, cnt, l->n_ev, 1, delta / 2 * exp(-mtot), NULL, &e_half);
+        double spend = (1 + exp(e_half + 2 * mtot)) * dtv;
+        if (st == DPT_OK && !(spend <= delta / 2))
+            st = dpt_set_error(DPT_ERANGE, "the secure sampler's total variation %g (times 1 + e^eps) exceeds half of "
+                                           "delta %g", dtv, delta);
+        d -= spend;
+    }
+    if (st == DPT_OK) st = dpt_acct_pld_eval(qs, sg, cnt, l->n_ev, 1, d * exp(-mtot), NULL, eps);
+    if (st == DPT_OK) *eps += 2 * mtot;
     dpt_free(qs);
     dpt_free(cnt);
     return st;
@@ -452,6 +526,10 @@ static cJSON *ledger_to_cjson(const dpt_ledger *l) {
         case EV_DPULR:
             k = k && add_num(o, "q", e->q) && add_num(o, "sigma", e->sigma) &&
                 add_num(o, "n", (double)e->n_data) && add_num(o, "min_batch", (double)e->n_b);
+            break;
+        case EV_SGM_DGAUSS:
+            k = k && add_num(o, "q", e->q) && add_num(o, "sigma", e->sigma) &&
+                add_num(o, "coords", (double)e->coords) && add_num(o, "mu", e->mu) && add_num(o, "tv", e->tv);
             break;
         case EV_RDP_CURVE: {
             cJSON *a = num_array(e->orders, e->n), *b = num_array(e->rdp, e->n);
@@ -632,6 +710,18 @@ static dpt_status parse_event(dpt_ledger *l, const cJSON *o, size_t idx) {
         DPT_CHECK(nd >= 2 && nd <= MAX_COUNT && nd == floor(nd) && nb >= 1 && nb == floor(nb) && nb <= nd, DPT_EFORMAT,
                   "%s: n and min_batch must be integers with 1 <= min_batch <= n, n >= 2", where);
         st = dpt_ledger_add_dpulr(l, q, sg, (uint64_t)nd, (uint64_t)nb, count);
+        if (st != DPT_OK) return dpt_error_context(DPT_EFORMAT, "%s", where);
+    } else if (!strcmp(t->valuestring, "sgm_dgauss")) {
+        double q, sg, co, mu, tv;
+        DPT_TRY(get_num(o, "q", where, &q));
+        DPT_TRY(get_num(o, "sigma", where, &sg));
+        DPT_TRY(get_num(o, "coords", where, &co));
+        DPT_TRY(get_num(o, "mu", where, &mu));
+        DPT_TRY(get_num(o, "tv", where, &tv));
+        DPT_CHECK(label == NULL, DPT_EFORMAT, "%s: sgm_dgauss events carry no label", where);
+        DPT_CHECK(co >= 1 && co <= MAX_COUNT && co == floor(co), DPT_EFORMAT, "%s: coords must be an integer >= 1",
+                  where);
+        st = dpt_ledger_add_sgm_dgauss(l, q, sg, (uint64_t)co, mu, tv, count);
         if (st != DPT_OK) return dpt_error_context(DPT_EFORMAT, "%s", where);
     } else if (!strcmp(t->valuestring, "rdp_curve")) {
         ledger_event e = {.kind = EV_RDP_CURVE, .count = count};

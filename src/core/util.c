@@ -96,7 +96,7 @@ static dpt_status fsync_dir_of(const char *path) {
  * (O_EXCL, a fresh name per call): two writers of the same PATH never share or truncate
  * each other's temporary file, so the last rename wins with a complete file and a failed
  * write removes only its own temporary. */
-dpt_status dpt_write_file_atomic(const char *path, const void *data, size_t n) {
+static dpt_status write_atomic(const char *path, const void *data, size_t n, mode_t mode) {
     char *copy_d = strdup(path), *copy_b = strdup(path);
     size_t len = strlen(path) + 32;
     char *tmp = malloc(len);
@@ -118,7 +118,7 @@ dpt_status dpt_write_file_atomic(const char *path, const void *data, size_t n) {
     }
     (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
     const char *why = NULL;
-    if (fchmod(fd, 0644) != 0) why = "chmod";
+    if (fchmod(fd, mode) != 0) why = "chmod";
     const uint8_t *p = data;
     size_t left = n;
     while (!why && left > 0) {
@@ -149,6 +149,16 @@ dpt_status dpt_write_file_atomic(const char *path, const void *data, size_t n) {
     }
     free(tmp);
     return fsync_dir_of(path);
+}
+
+dpt_status dpt_write_file_atomic(const char *path, const void *data, size_t n) {
+    return write_atomic(path, data, n, 0644);
+}
+
+/* mkstemp creates the temporary with mode 0600 and the mode never widens, so the secret is
+ * readable by its owner alone from its first byte on */
+dpt_status dpt_write_file_private(const char *path, const void *data, size_t n) {
+    return write_atomic(path, data, n, 0600);
 }
 
 dpt_status dpt_open_regular(const char *path, FILE **out, size_t *size) {

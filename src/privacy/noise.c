@@ -1,10 +1,15 @@
 /* The Gaussian mechanism of DP-SGD: noise N(0, sigma^2 C^2) added once to the clipped sum
- * (Abadi et al. 2016, Algorithm 1, "add noise"). Three samplers over the ChaCha20 noise
- * stream: the fast ziggurat fill, the exact discrete Gaussian for --secure (Canonne,
- * Kamath and Steinke 2020), and the Box-Muller reference. */
+ * (Abadi et al. 2016, Algorithm 1, "add noise"). Samplers over the ChaCha20 noise stream:
+ * the fast ziggurat fill, the Box-Muller reference, and for --secure the discrete Gaussian
+ * on a lattice, either the exact one of Canonne, Kamath and Steinke 2020 (the reference) or
+ * the constant-time table sampler of dgauss.c (fast, at an accounted distance). */
 #include <dptrain/privacy.h>
 
 #include <math.h>
+#include <string.h>
+
+#include "core/keystream.h"
+#include "privacy/dgauss.h"
 
 static dpt_status check_args(float *sum, size_t n, double sigma, double C) {
     DPT_CHECK(isfinite(sigma) && sigma >= 0, DPT_EINVAL, "sigma: the noise multiplier must be >= 0, got %g", sigma);
@@ -98,21 +103,94 @@ int64_t dpt_privacy_discrete_gauss(dpt_rng *r, uint32_t s) {
     }
 }
 
-dpt_status dpt_privacy_noise_add_secure(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
-                                        int threads) {
+/* ==== Secure: the lattice mechanism ==== */
+
+dpt_status dpt_dgauss_method_parse(const char *name, dpt_dgauss_method *out) {
+    DPT_CHECK(name && out, DPT_EINVAL, "dpt_dgauss_method_parse: NULL argument");
+    if (!strcmp(name, "table")) *out = DPT_DGAUSS_TABLE;
+    else if (!strcmp(name, "cks")) *out = DPT_DGAUSS_CKS;
+    else return dpt_set_error(DPT_EINVAL, "secure sampler '%s': expected 'table' or 'cks'", name);
+    return DPT_OK;
+}
+
+const char *dpt_dgauss_method_name(dpt_dgauss_method m) {
+    return m == DPT_DGAUSS_TABLE ? "table" : m == DPT_DGAUSS_CKS ? "cks" : "unknown";
+}
+
+dpt_status dpt_privacy_secure_distance(dpt_dgauss_method method, double *mu, double *tv) {
+    DPT_CHECK(mu && tv, DPT_EINVAL, "dpt_privacy_secure_distance: NULL argument");
+    if (method == DPT_DGAUSS_CKS) {
+        *mu = *tv = 0;
+        return DPT_OK;
+    }
+    DPT_CHECK(method == DPT_DGAUSS_TABLE, DPT_EINVAL, "method: unknown secure sampler %d", (int)method);
+    const dg_table *T = dg_table_secure();
+    if (!T) return DPT_ERANGE;
+    *mu = T->mu;
+    *tv = T->tv;
+    return DPT_OK;
+}
+
+/* The lattice points k_j + Z_j of one chunk [lo, hi), Z_j from its own substream `sub`:
+ * the table sampler reads it through the thread's keystream reader ks, CKS through the
+ * child stream c. */
+static dpt_status secure_chunk(const dg_table *T, const dpt_rng *noise, dpt_keystream *ks, uint64_t sub, float *sum,
+                               size_t lo, size_t hi, double h, double scale, int32_t *zbuf) {
+    if (T) {
+        DPT_TRY(dpt_keystream_seek(ks, noise, sub, 0));
+        DPT_TRY(dg_sample_from(T, ks, zbuf, hi - lo, zbuf));
+        float *restrict sj = sum + lo;
+#pragma omp simd
+        for (size_t j = 0; j < hi - lo; j++) {
+            double k = nearbyint((double)sj[j] / h); /* ties to even: deterministic */
+            sj[j] = (float)(scale * (h * (k + (double)zbuf[j])));
+        }
+        memset(zbuf, 0, (hi - lo) * sizeof *zbuf);
+        return DPT_OK;
+    }
+    dpt_rng c;
+    DPT_TRY(dpt_rng_child(noise, sub, &c));
+    const uint32_t s = 1u << DPT_DGAUSS_LOG2_SCALE;
+    for (size_t j = lo; j < hi; j++) {
+        double k = nearbyint((double)sum[j] / h);
+        sum[j] = (float)(scale * (h * (k + (double)dpt_privacy_discrete_gauss(&c, s))));
+    }
+    dpt_rng_free(&c);
+    return DPT_OK;
+}
+
+dpt_status dpt_privacy_noise_add_secure_ex(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
+                                           double scale, dpt_dgauss_method method, int threads) {
     DPT_TRY(check_args(sum, n, sigma, C));
-    if (sigma == 0 || n == 0) return DPT_OK;
+    DPT_CHECK(isfinite(scale), DPT_EINVAL, "scale must be finite, got %g", scale);
+    DPT_CHECK(method == DPT_DGAUSS_TABLE || method == DPT_DGAUSS_CKS, DPT_EINVAL,
+              "method: unknown secure sampler %d", (int)method);
+    if (n == 0) return DPT_OK;
+    if (sigma == 0) {
+        for (size_t j = 0; j < n; j++) sum[j] = (float)(scale * sum[j]);
+        return DPT_OK;
+    }
     DPT_CHECK(noise && noise->stream_id == DPT_STREAM_NOISE, DPT_EINVAL, "noise: not drawn from the noise stream");
+    const dg_table *T = NULL;
+    if (method == DPT_DGAUSS_TABLE && !(T = dg_table_secure())) return DPT_ERANGE;
     /* out = h (k + Z): k = round(sum / h) the sum on the lattice h Z (L2 sensitivity at
      * most C/h + sqrt(n) lattice units), Z ~ N_Z(0, s^2), s = 2^DPT_DGAUSS_LOG2_SCALE,
      * h = sigma C / s. The output is a deterministic function of the lattice point k + Z,
-     * whose every value has its exact probability. Chunks of DPT_RNG_CHUNK coordinates
-     * each read their own reserved substream, so the threads share nothing and the result
-     * does not depend on their number. */
-    const uint32_t s = 1u << DPT_DGAUSS_LOG2_SCALE;
-    const double h = sigma * C / (double)s;
+     * whose every value has its exact probability (CKS) or one within the table's
+     * accounted distance. Chunks of DPT_RNG_CHUNK coordinates each read their own reserved
+     * substream, so the threads share nothing and the result does not depend on their
+     * number. */
+    const double h = sigma * C / (double)(1u << DPT_DGAUSS_LOG2_SCALE);
     const double kmax = 4503599627370496.0; /* 2^52: |k| below it, k + Z exact in double */
+    /* one vectorized pass finds whether any coordinate is off the lattice's range (NaN
+     * included: !(v < kmax) holds for it), a second names the first such coordinate */
+    int bad = 0;
+#pragma omp simd reduction(| : bad)
     for (size_t j = 0; j < n; j++) {
+        double v = fabs((double)sum[j] / h);
+        bad |= !(v < kmax);
+    }
+    for (size_t j = 0; bad && j < n; j++) {
         double v = (double)sum[j] / h;
         DPT_CHECK(isfinite(v) && fabs(v) < kmax, DPT_ERANGE,
                   "secure noise: coordinate %zu of the clipped sum (%g) is not finite or too large for the lattice "
@@ -123,22 +201,36 @@ dpt_status dpt_privacy_noise_add_secure(dpt_rng *noise, float *sum, size_t n, do
     int nt = dpt_threads_resolve(threads);
     if ((size_t)nt > n_chunks) nt = (int)n_chunks;
     int failed = 0;
-#pragma omp parallel for num_threads(nt) schedule(dynamic) reduction(| : failed)
-    for (size_t ch = 0; ch < n_chunks; ch++) {
-        dpt_rng c;
-        if (dpt_rng_child(noise, base + ch, &c) != DPT_OK) {
-            failed = 1;
-            continue;
+    dpt_status first = DPT_OK;
+    char why[256] = "";
+#pragma omp parallel num_threads(nt) reduction(| : failed)
+    {
+        int32_t zbuf[DPT_RNG_CHUNK + DG_GROUP];
+        dpt_keystream ks = {NULL};
+        dpt_status st0 = T ? dpt_keystream_open(&ks, noise, base, 0) : DPT_OK;
+#pragma omp for schedule(dynamic)
+        for (size_t ch = 0; ch < n_chunks; ch++) {
+            if (failed) continue;
+            size_t lo = ch * DPT_RNG_CHUNK, hi = lo + DPT_RNG_CHUNK < n ? lo + DPT_RNG_CHUNK : n;
+            dpt_status st = st0 != DPT_OK ? st0 : secure_chunk(T, noise, &ks, base + ch, sum, lo, hi, h, scale, zbuf);
+            if (st != DPT_OK) {
+                failed = 1;
+#pragma omp critical(dpt_secure_noise_error)
+                if (first == DPT_OK) {
+                    first = st;
+                    snprintf(why, sizeof why, "%s", dpt_last_error());
+                }
+            }
         }
-        size_t lo = ch * DPT_RNG_CHUNK, hi = lo + DPT_RNG_CHUNK < n ? lo + DPT_RNG_CHUNK : n;
-        for (size_t j = lo; j < hi; j++) {
-            double k = nearbyint((double)sum[j] / h); /* ties to even: deterministic */
-            sum[j] = (float)(h * (k + (double)dpt_privacy_discrete_gauss(&c, s)));
-        }
-        dpt_rng_free(&c);
+        dpt_keystream_close(&ks);
     }
-    DPT_CHECK(!failed, DPT_ECRYPTO, "noise: cannot create a ChaCha20 context for the secure sampler");
+    if (failed) return dpt_set_error(first, "secure noise: %s", why);
     return DPT_OK;
+}
+
+dpt_status dpt_privacy_noise_add_secure(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
+                                        int threads) {
+    return dpt_privacy_noise_add_secure_ex(noise, sum, n, sigma, C, 1.0, DPT_DGAUSS_CKS, threads);
 }
 
 double dpt_privacy_secure_sigma_eff(double sigma, size_t n) {

@@ -309,15 +309,27 @@ static dpt_status dpmac_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
     DPT_TRY(reserve(s, t)); /* K is known even if no chunk ran */
     const double C = sqrt((double)s->K) * s->cfg.clip; /* sensitivity of the stacked sum */
     dpt_rng *noise = dpt_trainer_noise_rng(t);
-    if (s->cfg.secure)
-        DPT_TRY(dpt_privacy_noise_add_secure(noise, m->grad, m->n_params, s->cfg.sigma, C, t->threads));
-    else
-        DPT_TRY(dpt_privacy_noise_add(noise, m->grad, m->n_params, s->cfg.sigma, C, t->threads));
     const double qN = expected_batch(t);
     DPT_CHECK(qN > 0, DPT_EINVAL, "dpmac: expected batch size qN = %g must be > 0", qN);
+    if (s->cfg.secure) /* the division by 2 qN fused into the release */
+        return dpt_privacy_noise_add_secure_ex(noise, m->grad, m->n_params, s->cfg.sigma, C, 1.0 / (2.0 * qN),
+                                               s->cfg.secure_sampler, t->threads);
+    DPT_TRY(dpt_privacy_noise_add(noise, m->grad, m->n_params, s->cfg.sigma, C, t->threads));
     const float inv = (float)(1.0 / (2.0 * qN));
     for (size_t j = 0; j < m->n_params; j++) m->grad[j] *= inv;
     return DPT_OK;
+}
+
+/* SGM events, with the secure table sampler's distance when it drew the noise */
+static dpt_status dpmac_add_events(dpt_algo *a, const dpt_trainer *t, dpt_ledger *l, uint64_t count) {
+    const dpmac_state *s = a->state;
+    return dpt_algo_sgm_events(a, t, l, s->cfg.secure, s->cfg.secure_sampler, count);
+}
+
+static dpt_status dpmac_record(dpt_algo *a, dpt_trainer *t, size_t batch) {
+    (void)batch;
+    DPT_ASSERT(t->ledger);
+    return dpmac_add_events(a, t, t->ledger, 1);
 }
 
 /* One SGM event per step; a->sigma as DP-SGD's (dpt_algo_bind_sgm). */
@@ -342,6 +354,8 @@ dpt_status dpt_algo_dpmac_new(const dpt_dpmac_config *cfg, dpt_algo **out) {
     DPT_CHECK(cfg, DPT_EINVAL, "dpt_algo_dpmac_new: cfg is NULL");
     DPT_CHECK(!cfg->private_ || (isfinite(cfg->clip) && cfg->clip > 0), DPT_EINVAL,
               "dpt_dpmac_config.clip: the coefficient bound Theta must be > 0, got %g", cfg->clip);
+    DPT_CHECK(cfg->secure_sampler == DPT_DGAUSS_TABLE || cfg->secure_sampler == DPT_DGAUSS_CKS, DPT_EINVAL,
+              "dpt_dpmac_config.secure_sampler: unknown discrete Gaussian sampler %d", (int)cfg->secure_sampler);
     DPT_CHECK(!cfg->private_ || (isfinite(cfg->sigma) && cfg->sigma > 0), DPT_EINVAL,
               "dpt_dpmac_config.sigma: the noise multiplier must be > 0, got %g (DP-MAC without noise has no finite "
               "epsilon)",
@@ -368,7 +382,8 @@ dpt_status dpt_algo_dpmac_new(const dpt_dpmac_config *cfg, dpt_algo **out) {
     a->begin = dpmac_begin;
     a->accumulate = dpmac_accumulate;
     a->finish = dpmac_finish;
-    a->record = priv ? dpt_algo_record_sgm : NULL;
+    a->record = priv ? dpmac_record : NULL;
+    a->add_events = priv ? dpmac_add_events : NULL;
     a->bind = priv ? dpmac_bind : NULL;
     a->privacy_note = priv ? NULL : "non-private: MAC without clipping or noise, no privacy guarantee";
     a->free = dpmac_free;

@@ -142,13 +142,25 @@ static dpt_status dpsgd_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
     dpt_rng *noise = dpt_trainer_noise_rng(t);
     double qN = t->cfg.sample_rate * (double)t->train->n;
     DPT_CHECK(qN > 0, DPT_EINVAL, "dpsgd: expected batch size qN = %g must be > 0", qN);
-    if (!s->cfg.secure) /* (sum + noise) / qN in one pass over the gradient */
+    /* (sum + noise) / qN in one pass over the gradient */
+    if (!s->cfg.secure)
         return dpt_privacy_noise_add_scaled(noise, m->grad, m->n_params, s->cfg.sigma, s->cfg.clip, 1.0 / qN,
                                             t->threads);
-    DPT_TRY(dpt_privacy_noise_add_secure(noise, m->grad, m->n_params, s->cfg.sigma, s->cfg.clip, t->threads));
-    float inv = (float)(1.0 / qN);
-    for (size_t j = 0; j < m->n_params; j++) m->grad[j] *= inv;
-    return DPT_OK;
+    return dpt_privacy_noise_add_secure_ex(noise, m->grad, m->n_params, s->cfg.sigma, s->cfg.clip, 1.0 / qN,
+                                           s->cfg.secure_sampler, t->threads);
+}
+
+/* The step's privacy event: SGM, or in secure mode with the table sampler SGM with the
+ * sampler's distance (dpt_algo_sgm_events); add_events gives the budget look-ahead the same. */
+static dpt_status dpsgd_add_events(dpt_algo *a, const dpt_trainer *t, dpt_ledger *l, uint64_t count) {
+    const dpsgd_state *s = a->state;
+    return dpt_algo_sgm_events(a, t, l, s->cfg.secure, s->cfg.secure_sampler, count);
+}
+
+static dpt_status dpsgd_record(dpt_algo *a, dpt_trainer *t, size_t batch) {
+    (void)batch;
+    DPT_ASSERT(t->ledger);
+    return dpsgd_add_events(a, t, t->ledger, 1);
 }
 
 /* One SGM event (q, a->sigma) per step, before the optimizer changes the parameters;
@@ -186,6 +198,8 @@ dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out) {
               cfg->sigma);
     DPT_CHECK(cfg->clip_mode == DPT_CLIP_FLAT || cfg->clip_mode == DPT_CLIP_PER_LAYER, DPT_EINVAL,
               "dpt_dpsgd_config.clip_mode: unknown mode %d", (int)cfg->clip_mode);
+    DPT_CHECK(cfg->secure_sampler == DPT_DGAUSS_TABLE || cfg->secure_sampler == DPT_DGAUSS_CKS, DPT_EINVAL,
+              "dpt_dpsgd_config.secure_sampler: unknown discrete Gaussian sampler %d", (int)cfg->secure_sampler);
     dpt_algo *a = calloc(1, sizeof *a);
     dpsgd_state *s = calloc(1, sizeof *s);
     if (!a || !s) {
@@ -201,7 +215,8 @@ dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out) {
     a->begin = dpsgd_begin;
     a->accumulate = dpsgd_accumulate;
     a->finish = dpsgd_finish;
-    a->record = dpt_algo_record_sgm;
+    a->record = dpsgd_record;
+    a->add_events = dpsgd_add_events;
     a->bind = dpsgd_bind;
     a->distributable = 1; /* accumulate only adds into model->grad (docs/distributed.md) */
     a->free = dpsgd_free;

@@ -736,6 +736,22 @@ static dpt_status noisy_rows(ulr_state *s, const dpt_trainer *t, const ulr_modul
     return DPT_OK;
 }
 
+/* The perturbations z: where they come from depends on what they are.
+ *   Controller mode: z IS the privacy noise (s_l is calibrated so that the LR estimate's
+ *     own randomness supplies sigma0 C in every direction, Eq. 7): drawn from the noise
+ *     stream's ChaCha20 keystream, like every privacy noise.
+ *   Explicit mode and the non-private ULR: the privacy comes from the explicit noise added
+ *     to the clipped sum alone (each clipped contribution has norm <= C_l whatever z is), so
+ *     z is the estimator's own randomness: drawn from the fast AES-128-CTR stream
+ *     (dpt_rng_gauss_fill_fast_at), reproducible per seed and thread count, keyed one way
+ *     from the noise key. */
+static dpt_status perturb_fill(const ulr_state *s, const dpt_rng *rng, uint64_t sub, uint64_t chunk0, float *z,
+                               size_t n, float sd, int threads) {
+    if ((s->cfg.private_ && s->cfg.noise == DPT_ULR_CONTROLLER) || s->cfg.perturb_noise_stream)
+        return dpt_rng_gauss_fill_at(rng, sub, chunk0, z, n, sd, threads);
+    return dpt_rng_gauss_fill_fast_at(rng, sub, chunk0, z, n, sd, threads);
+}
+
 /* One task of module u's noisy passes: examples [i0, i1) (or, when one example's copies
  * exceed a task, example i0 alone in passes of `rows` rows). Its z [i1 - i0][K][Kl] ~
  * N(0, s^2) go to zbuf from chunks chunk0, chunk0 + 1, ... of substream `sub`
@@ -746,7 +762,7 @@ static dpt_status noisy_task(ulr_state *s, const dpt_trainer *t, const ulr_modul
     const size_t K = s->cfg.copies, Kl = u->vdim, ne = i1 - i0;
     if (s->cfg.antithetic) {
         size_t half = K / 2;
-        DPT_TRY(dpt_rng_gauss_fill_at(rng, sub, chunk0, zbuf, ne * half * Kl, (float)u->s, threads));
+        DPT_TRY(perturb_fill(s, rng, sub, chunk0, zbuf, ne * half * Kl, (float)u->s, threads));
         for (size_t i = ne; i-- > 0;) /* spread in place, from the back */
             for (size_t j = half; j-- > 0;) {
                 const float *src = zbuf + (i * half + j) * Kl;
@@ -758,7 +774,7 @@ static dpt_status noisy_task(ulr_state *s, const dpt_trainer *t, const ulr_modul
                 }
             }
     } else {
-        DPT_TRY(dpt_rng_gauss_fill_at(rng, sub, chunk0, zbuf, ne * K * Kl, (float)u->s, threads));
+        DPT_TRY(perturb_fill(s, rng, sub, chunk0, zbuf, ne * K * Kl, (float)u->s, threads));
     }
     for (size_t r0 = i0 * K; r0 < i1 * K; r0 += rows) {
         size_t nr = i1 * K - r0 < rows ? i1 * K - r0 : rows;

@@ -47,6 +47,16 @@ dpt_status dpt_algo_record_sgm(dpt_algo *a, dpt_trainer *t, size_t batch) {
     return dpt_ledger_add_sgm(t->ledger, t->cfg.sample_rate, a->sigma, 1);
 }
 
+dpt_status dpt_algo_sgm_events(const dpt_algo *a, const dpt_trainer *t, dpt_ledger *l, int secure,
+                               dpt_dgauss_method sampler, uint64_t count) {
+    if (secure && sampler == DPT_DGAUSS_TABLE) {
+        double mu, tv;
+        DPT_TRY(dpt_privacy_secure_distance(sampler, &mu, &tv));
+        return dpt_ledger_add_sgm_dgauss(l, t->cfg.sample_rate, a->sigma, t->model->n_params, mu, tv, count);
+    }
+    return dpt_ledger_add_sgm(l, t->cfg.sample_rate, a->sigma, count);
+}
+
 dpt_status dpt_algo_bind_sgm(dpt_algo *a, const dpt_trainer *t, const char *name, double sigma, int secure) {
     DPT_CHECK(secure == t->cfg.secure, DPT_EINVAL, "%s: the algorithm's secure flag (%d) differs from the run's (%d)",
               name, secure, t->cfg.secure);

@@ -14,6 +14,7 @@
 #include <dptrain/train.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,8 +249,11 @@ static dpt_status agree_all_ok(const dpt_trainer *t, int ok, int *all_ok) {
     return DPT_OK;
 }
 
+/* mode 0600: the copies include the run's secret key */
 static dpt_status write_all(const char *path, const uint8_t *data, size_t n) {
-    FILE *f = fopen(path, "wb");
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (fd >= 0 && !f) close(fd);
     DPT_CHECK(f, DPT_EIO, "%s: cannot create: %s", path, strerror(errno));
     size_t w = n ? fwrite(data, 1, n, f) : 0;
     int bad = w != n;
@@ -258,79 +262,70 @@ static dpt_status write_all(const char *path, const uint8_t *data, size_t n) {
     return DPT_OK;
 }
 
+/* What a rank needs to resume, sent by rank 0: the checkpoint, then (when present) the
+ * ledger and the run key (without it the resume refuses or, when allowed, draws a new one) */
+#define RESUME_FILES 3
+static const char *const RESUME_NAME[RESUME_FILES] = {"checkpoint.safetensors", "ledger.json", DPT_RUN_KEY_FILE};
+
 dpt_status dpt_dist_resume(dpt_trainer *t, dpt_status (*local)(dpt_trainer *t)) {
     if (t->nranks == 1) return local(t);
-    /* header: [0] ok, [1] checkpoint bytes, [2] ledger present, [3] ledger bytes */
-    uint64_t hdr[4] = {0, 0, 0, 0};
-    uint8_t *ck = NULL, *lg = NULL;
-    size_t nck = 0, nlg = 0;
+    /* header: [0] ok (the checkpoint was read), then per file: present, bytes */
+    uint64_t hdr[1 + 2 * RESUME_FILES] = {0};
+    uint8_t *buf[RESUME_FILES] = {NULL, NULL, NULL};
     dpt_status s = DPT_OK;
-    char path[600];
     if (t->rank == 0) {
-        int present = 0, lpresent = 0;
-        s = dpt_trainer_checkpoint_path(t, path, sizeof path);
-        if (s == DPT_OK) s = read_opt(path, &ck, &nck, &present);
-        if (s == DPT_OK && present) {
-            char lp[600];
-            snprintf(lp, sizeof lp, "%s/ledger.json", t->out_dir);
-            s = read_opt(lp, &lg, &nlg, &lpresent);
+        for (int i = 0; i < RESUME_FILES && s == DPT_OK; i++) {
+            char path[600];
+            int present = 0;
+            size_t n = 0;
+            snprintf(path, sizeof path, "%s/%s", t->out_dir, RESUME_NAME[i]);
+            s = read_opt(path, &buf[i], &n, &present);
+            hdr[1 + 2 * i] = (uint64_t)present;
+            hdr[2 + 2 * i] = n;
+            if (i == 0 && !present) break;
         }
-        hdr[0] = s == DPT_OK && present;
-        hdr[1] = nck;
-        hdr[2] = (uint64_t)lpresent;
-        hdr[3] = nlg;
+        hdr[0] = s == DPT_OK && hdr[1];
     }
     dpt_status cs = dpt_comm_bcast(hdr, sizeof hdr, 0);
     if (cs == DPT_OK && hdr[0]) {
-        if (t->rank != 0) {
-            ck = malloc(hdr[1] ? hdr[1] : 1);
-            lg = malloc(hdr[3] ? hdr[3] : 1);
-        }
+        int have = 1;
+        for (int i = 0; i < RESUME_FILES && t->rank != 0; i++)
+            if (!(buf[i] = malloc(hdr[2 + 2 * i] ? hdr[2 + 2 * i] : 1))) have = 0;
         /* an allocation failure must not leave the other ranks waiting in the broadcast */
         int all_ok = 0;
-        cs = agree_all_ok(t, t->rank == 0 || (ck && lg), &all_ok);
+        cs = agree_all_ok(t, have, &all_ok);
         if (cs == DPT_OK && !all_ok)
             cs = dpt_set_error(DPT_ENOMEM, "rank %d: resume: %s", t->rank,
-                               t->rank != 0 && !(ck && lg) ? "out of memory for the checkpoint copy"
-                                                           : "another rank ran out of memory for the checkpoint copy");
-        if (cs == DPT_OK) cs = dpt_comm_bcast(ck, hdr[1], 0);
-        if (cs == DPT_OK) cs = dpt_comm_bcast(lg, hdr[3], 0);
+                               !have ? "out of memory for the checkpoint copy"
+                                     : "another rank ran out of memory for the checkpoint copy");
+        for (int i = 0; i < RESUME_FILES && cs == DPT_OK; i++) cs = dpt_comm_bcast(buf[i], hdr[2 + 2 * i], 0);
     }
-    if (cs != DPT_OK) {
-        free(ck);
-        free(lg);
-        return cs;
-    }
-    if (t->rank == 0) {
-        free(ck);
-        free(lg);
-        return local(t); /* also reports a missing or unreadable checkpoint */
+    if (cs != DPT_OK || t->rank == 0) {
+        for (int i = 0; i < RESUME_FILES; i++) free(buf[i]);
+        /* rank 0's local also reports a missing or unreadable checkpoint */
+        return cs != DPT_OK ? cs : local(t);
     }
     if (!hdr[0]) return dpt_set_error(DPT_EIO, "rank %d: resume: rank 0 could not read the run's checkpoint", t->rank);
     /* Other ranks (possibly on other hosts) resume from a private copy of rank 0's files. */
     const char *tmpdir = getenv("TMPDIR");
-    char dir[512];
+    char dir[512], path[RESUME_FILES][600];
     snprintf(dir, sizeof dir, "%s/dptrain-resume-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
     if (!mkdtemp(dir)) {
-        free(ck);
-        free(lg);
+        for (int i = 0; i < RESUME_FILES; i++) free(buf[i]);
         return dpt_set_error(DPT_EIO, "rank %d: resume: cannot create a temporary directory in %s: %s", t->rank,
                              tmpdir && *tmpdir ? tmpdir : "/tmp", strerror(errno));
     }
-    char cp[600], lp[600];
-    snprintf(cp, sizeof cp, "%s/checkpoint.safetensors", dir);
-    snprintf(lp, sizeof lp, "%s/ledger.json", dir);
-    s = write_all(cp, ck, hdr[1]);
-    if (s == DPT_OK && hdr[2]) s = write_all(lp, lg, hdr[3]);
-    free(ck);
-    free(lg);
+    for (int i = 0; i < RESUME_FILES; i++) {
+        snprintf(path[i], sizeof path[i], "%s/%s", dir, RESUME_NAME[i]);
+        if (s == DPT_OK && hdr[1 + 2 * i]) s = write_all(path[i], buf[i], hdr[2 + 2 * i]);
+        free(buf[i]);
+    }
     if (s == DPT_OK) {
         snprintf(t->out_dir, sizeof t->out_dir, "%s", dir);
         s = local(t);
         t->out_dir[0] = 0; /* rank 0 alone writes files */
     }
-    unlink(cp);
-    unlink(lp);
+    for (int i = 0; i < RESUME_FILES; i++) unlink(path[i]);
     rmdir(dir);
     return s;
 }

@@ -95,10 +95,10 @@ static dpt_status validate_config(const dpt_train_config *c, const dpt_dataset *
 /* ==== Privacy ledger ==== */
 
 /* The settings the ledger's events depend on: a resume compares them (see resume). */
-static void ledger_run_values(const dpt_trainer *t, char q[32], char sigma[32], char hash[65]) {
+static void ledger_run_values(const dpt_trainer *t, char q[32], char sigma[32], char data[65]) {
     snprintf(q, 32, "%.17g", t->cfg.sample_rate);
     snprintf(sigma, 32, "%.17g", t->algo->sigma);
-    dpt_hex(t->data_hash, 32, hash);
+    memcpy(data, t->data_tag, 65);
 }
 
 static dpt_status ledger_set_run_meta(dpt_trainer *t) {
@@ -116,7 +116,8 @@ static dpt_status ledger_set_run_meta(dpt_trainer *t) {
     }
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "q", q));
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "sigma", sigma));
-    return dpt_ledger_set_meta(t->ledger, "data_sha256", hash);
+    /* the data under the run's key, never their plain hash (rundir.c, "The run key") */
+    return dpt_ledger_set_meta(t->ledger, "data_hmac", hash);
 }
 
 static dpt_status ledger_sidecar_path(const dpt_trainer *t, char *buf, size_t n) {
@@ -256,6 +257,7 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
         goto fail;
     }
     if ((s = dpt_dataset_hash(train, t->data_hash)) != DPT_OK) goto fail;
+    if ((s = dpt_run_key_new(t)) != DPT_OK) goto fail;
     if ((s = dpt_run_id_new(t->run_id)) != DPT_OK) goto fail;
     if (algo && algo->bind && (s = algo->bind(algo, t)) != DPT_OK) goto fail;
     if (algo && algo->is_private) {
@@ -526,9 +528,7 @@ static char *state_json(dpt_trainer *t) {
     json_add_exact(root, "epoch_loss_sum", priv ? 0.0 : t->epoch_loss_sum);
     snprintf(buf, sizeof buf, "%" PRIu64, priv ? (uint64_t)0 : t->epoch_examples);
     cJSON_AddStringToObject(root, "epoch_examples", buf);
-    char hex[65];
-    dpt_hex(t->data_hash, 32, hex);
-    cJSON_AddStringToObject(root, "data_sha256", hex);
+    cJSON_AddStringToObject(root, "data_hmac", t->data_tag);
     cJSON *cfg = cJSON_AddObjectToObject(root, "config");
     cJSON_AddStringToObject(cfg, "model", t->cfg.model_spec);
     json_add_exact(cfg, "loss", t->cfg.loss);
@@ -598,6 +598,8 @@ dpt_status dpt_trainer_checkpoint_path(const dpt_trainer *t, char *buf, size_t n
 static dpt_status save_checkpoint(dpt_trainer *t) {
     char path[600];
     DPT_TRY(dpt_trainer_checkpoint_path(t, path, sizeof path));
+    /* the key first: no file that names data_hmac exists without it */
+    if (!t->key_saved) DPT_TRY(dpt_run_key_save(t));
     if (t->ledger) {
         /* The step's privacy cost reaches the disk before any parameters that depend on it:
          * sidecar first (atomic), then the checkpoint (which carries the same ledger). */
@@ -674,12 +676,16 @@ static dpt_status resume_ledger(dpt_trainer *t, const cJSON *root, const char *p
                  t->cfg.secure != 0, was ? was : "?", sigma);
         mismatch(bad, sizeof msg, "secure", ck_secure ? "1" : "0", now_s);
     }
-    const char *keys[3] = {"q", "sigma", "data_sha256"}, *now[3] = {q, sigma, hash};
-    const char *names[3] = {"sample_rate (q)", "sigma", "training data (sha256)"};
+    char lost[160];
+    snprintf(lost, sizeof lost, "unknown (the run key %s was missing; new key, data_hmac %s)", DPT_RUN_KEY_FILE,
+             hash);
+    const char *keys[3] = {"q", "sigma", "data_hmac"}, *now[3] = {q, sigma, t->key_lost ? lost : hash};
+    const char *names[3] = {"sample_rate (q)", "sigma", "training data (data_hmac)"};
     for (int k = 0; k < 3; k++) {
         if (k == 1 && ck_secure != (t->cfg.secure != 0)) continue; /* said above */
         const char *was = dpt_ledger_get_meta(l, keys[k]);
-        if (!was || strcmp(was, now[k])) mismatch(bad, sizeof msg, names[k], was ? was : "(none)", now[k]);
+        if (!was || strcmp(was, now[k]) || (k == 2 && t->key_lost))
+            mismatch(bad, sizeof msg, names[k], was ? was : "(none)", now[k]);
     }
     if (msg[0]) {
         s = dpt_set_error(DPT_EMISMATCH, "%s: cannot resume: the privacy ledger says %s (set allow_ledger_mismatch "
@@ -762,7 +768,7 @@ static dpt_status resume_local(dpt_trainer *t) {
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(root, "config");
     const cJSON *sm = cJSON_GetObjectItemCaseSensitive(root, "sampler");
     const cJSON *alg = cJSON_GetObjectItemCaseSensitive(root, "algorithm");
-    const cJSON *hash = cJSON_GetObjectItemCaseSensitive(root, "data_sha256");
+    const cJSON *hash = cJSON_GetObjectItemCaseSensitive(root, "data_hmac");
     const cJSON *rid = cJSON_GetObjectItemCaseSensitive(root, "run_id");
     const cJSON *rec = cJSON_GetObjectItemCaseSensitive(root, "record");
     const cJSON *recn = cJSON_GetObjectItemCaseSensitive(root, "record_note");
@@ -770,6 +776,12 @@ static dpt_status resume_local(dpt_trainer *t) {
     double wall, lsum, rate, threads, sk, sg, se, loss_k, init_k;
     dpt_sampler_state ss;
     dpt_rng_state ns;
+    if (!hash && cJSON_GetObjectItemCaseSensitive(root, "data_sha256")) {
+        s = dpt_set_error(DPT_EMISMATCH, "%s: cannot resume: written by an older dptrain, which stored the plain "
+                          "SHA-256 of the training data in it and in ledger.json (it identifies the data: publish "
+                          "neither file); start a new run (overwrite)", path);
+        goto out;
+    }
     if (!cJSON_IsObject(cfg) || !cJSON_IsObject(sm) || !cJSON_IsString(alg) || !cJSON_IsString(hash) ||
         !json_u64(root, "step", &step) || !json_u64(root, "epoch", &epoch) || !json_u64(root, "epoch_examples", &ex) ||
         !json_double(root, "wall_s", &wall) || !json_double(root, "epoch_loss_sum", &lsum) ||
@@ -790,14 +802,22 @@ static dpt_status resume_local(dpt_trainer *t) {
     const char *ck_run_id = rid ? rid->valuestring : NULL;
     /* secure runs never save their noise stream */
     const int ck_secure = cJSON_GetObjectItemCaseSensitive(root, "noise_rng") == NULL;
-    char hex[65];
-    dpt_hex(t->data_hash, 32, hex);
     if (strcmp(alg->valuestring, t->algo->name)) mismatch(msg, sizeof msg, "algorithm", alg->valuestring, t->algo->name);
     /* With allow_ledger_mismatch a private run may continue on other data or another q;
      * the change is then recorded in the ledger (below), never silently accepted. */
     int may_differ = t->ledger && t->cfg.allow_ledger_mismatch; /* checked against the ledger */
-    if (!may_differ && strcmp(hash->valuestring, hex))
-        mismatch(msg, sizeof msg, "training data (sha256)", hash->valuestring, hex);
+    /* the data are compared under the run's key (rundir.c, "The run key") */
+    int have_key = 0;
+    if ((s = dpt_run_key_load(t, &have_key)) != DPT_OK) goto out;
+    t->key_lost = !have_key;
+    if (!have_key && !may_differ) {
+        size_t len = strlen(msg);
+        snprintf(msg + len, sizeof msg - len, "%sthe run's key file %s/%s is missing, so the training data cannot "
+                 "be compared with the checkpoint's%s", len ? "; " : "", t->out_dir, DPT_RUN_KEY_FILE,
+                 t->ledger ? " (set allow_ledger_mismatch to continue under a new key; it is recorded in the ledger)"
+                           : "");
+    } else if (!may_differ && strcmp(hash->valuestring, t->data_tag))
+        mismatch(msg, sizeof msg, "training data (data_hmac)", hash->valuestring, t->data_tag);
     if (seed != t->cfg.seed) {
         snprintf(a, sizeof a, "%" PRIu64, seed);
         snprintf(b, sizeof b, "%" PRIu64, t->cfg.seed);
@@ -1061,6 +1081,7 @@ static dpt_status prepare_run_dir(dpt_trainer *t, int *stop) {
                       n > 6 ? ", ..." : "");
             DPT_TRY(dpt_run_dir_clear(t, t->out_dir));
         }
+        t->key_saved = 0; /* a fresh run's files start with its own key */
     }
     t->dir_ready = 1;
     if (t->republish) {

@@ -3,7 +3,8 @@
  * holder's pid); a fresh run refuses a directory that holds anything else unless asked to
  * overwrite, and then removes the previous run's files and only those; every run has a
  * random id stored in its checkpoints and in its ledger's metadata, so a ledger can be
- * matched with the checkpoint beside it. */
+ * matched with the checkpoint beside it; every run has a secret key (DIR/dptrain.secret)
+ * under which its checkpoints and ledger identify the training data (data_hmac). */
 #include <dptrain/io.h>
 #include <dptrain/train.h>
 
@@ -12,6 +13,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +27,10 @@
 
 /* The files a run writes into its directory (removed by overwrite), and the prefixes of
  * their temporaries (dpt_write_file_atomic: .NAME.tmp-XXXXXX). */
-static const char *const RUN_FILES[] = {"checkpoint.safetensors", "ledger.json", "metrics.jsonl", NULL};
-static const char *const RUN_TEMPS[] = {".checkpoint.safetensors.tmp-", ".ledger.json.tmp-", NULL};
+static const char *const RUN_FILES[] = {"checkpoint.safetensors", "ledger.json", "metrics.jsonl", DPT_RUN_KEY_FILE,
+                                        NULL};
+static const char *const RUN_TEMPS[] = {".checkpoint.safetensors.tmp-", ".ledger.json.tmp-",
+                                        "." DPT_RUN_KEY_FILE ".tmp-", NULL};
 
 void dpt_trainer_log(const dpt_trainer *t, dpt_log_level level, const char *fmt, ...) {
     if (!t->cfg.log) return;
@@ -41,6 +47,82 @@ dpt_status dpt_run_id_new(char id[33]) {
     DPT_TRY(dpt_os_random_u64(&a));
     DPT_TRY(dpt_os_random_u64(&b));
     snprintf(id, 33, "%016" PRIx64 "%016" PRIx64, a, b);
+    return DPT_OK;
+}
+
+/* ==== The run key ====
+ * A plain SHA-256 of the training set in a shared file would let anyone holding a
+ * candidate dataset confirm it, and an adversary knowing all records but one test
+ * candidates for the last: a release no accountant covers. Files that leave the run carry
+ * data_hmac = HMAC-SHA256(key, dpt_dataset_hash) instead, under a 32-byte key drawn from
+ * the OS for each run and kept only in DIR/dptrain.secret (mode 0600):
+ *     dptrain-run-key 1\n<64 lowercase hex digits>\n                                   */
+
+#define KEY_MAGIC "dptrain-run-key 1\n"
+#define KEY_FILE_LEN (sizeof KEY_MAGIC - 1 + 64 + 1)
+
+static dpt_status run_key_set(dpt_trainer *t, const uint8_t key[32]) {
+    memcpy(t->run_key, key, 32);
+    uint8_t mac[32];
+    unsigned len = 0;
+    DPT_CHECK(HMAC(EVP_sha256(), key, 32, t->data_hash, 32, mac, &len) && len == 32, DPT_ECRYPTO,
+              "HMAC-SHA256 of the training data failed");
+    dpt_hex(mac, 32, t->data_tag);
+    return DPT_OK;
+}
+
+dpt_status dpt_run_key_new(dpt_trainer *t) {
+    uint8_t key[32];
+    DPT_CHECK(RAND_bytes(key, 32) == 1, DPT_ECRYPTO, "RAND_bytes failed (no OS randomness for the run key)");
+    t->key_saved = 0;
+    return run_key_set(t, key);
+}
+
+static dpt_status key_path(const dpt_trainer *t, char *buf, size_t n) {
+    int w = snprintf(buf, n, "%s/%s", t->out_dir, DPT_RUN_KEY_FILE);
+    DPT_CHECK(w > 0 && (size_t)w < n, DPT_EINVAL, "out_dir: path too long");
+    return DPT_OK;
+}
+
+dpt_status dpt_run_key_save(dpt_trainer *t) {
+    char path[600], text[KEY_FILE_LEN + 1];
+    DPT_TRY(key_path(t, path, sizeof path));
+    memcpy(text, KEY_MAGIC, sizeof KEY_MAGIC - 1);
+    dpt_hex(t->run_key, 32, text + sizeof KEY_MAGIC - 1);
+    text[KEY_FILE_LEN - 1] = '\n';
+    DPT_TRY(dpt_write_file_private(path, text, KEY_FILE_LEN));
+    t->key_saved = 1;
+    return DPT_OK;
+}
+
+static int hex_nibble(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+dpt_status dpt_run_key_load(dpt_trainer *t, int *found) {
+    char path[600];
+    DPT_TRY(key_path(t, path, sizeof path));
+    struct stat st;
+    *found = stat(path, &st) == 0;
+    if (!*found) {
+        DPT_CHECK(errno == ENOENT, DPT_EIO, "%s: cannot read it: %s", path, strerror(errno));
+        return DPT_OK;
+    }
+    uint8_t *b = NULL, key[32];
+    size_t n = 0;
+    DPT_TRY(dpt_read_file_max(path, KEY_FILE_LEN, &b, &n));
+    int ok = n == KEY_FILE_LEN && !memcmp(b, KEY_MAGIC, sizeof KEY_MAGIC - 1) && b[KEY_FILE_LEN - 1] == '\n';
+    const char *hex = (const char *)b + sizeof KEY_MAGIC - 1;
+    for (int i = 0; ok && i < 32; i++) {
+        int hi = hex_nibble(hex[2 * i]), lo = hex_nibble(hex[2 * i + 1]);
+        ok = hi >= 0 && lo >= 0;
+        key[i] = (uint8_t)(hi << 4 | lo);
+    }
+    dpt_free(b);
+    DPT_CHECK(ok, DPT_EFORMAT, "%s: not a run key file (expected \"dptrain-run-key 1\" and a line of 64 lowercase "
+              "hex digits)", path);
+    DPT_TRY(run_key_set(t, key));
+    t->key_saved = 1;
     return DPT_OK;
 }
 

@@ -25,7 +25,16 @@ struct dpt_trainer {
     double wall_s;  /* training time (all sessions of the run) */
     double epoch_loss_sum;
     uint64_t epoch_examples;
+    /* The training set's SHA-256 (dpt_dataset_hash) stays in memory (the ranks compare
+     * it); files hold only data_tag = hex HMAC-SHA256(run_key, data_hash), whose key is
+     * in out_dir/dptrain.secret (rundir.c, "The run key"). */
     uint8_t data_hash[32];
+    uint8_t run_key[32];  /* drawn from the OS by dpt_trainer_new; a resume reads the run's */
+    char data_tag[65];
+    int key_saved;        /* run_key is in out_dir/dptrain.secret (saved before the first
+                             checkpoint, or read back by resume) */
+    int key_lost;         /* resumed without the run's key (allow_ledger_mismatch): the
+                             data could not be compared, and the run has a new key */
     dpt_metrics metrics;
     int metrics_open;
     int resumed;
@@ -102,6 +111,11 @@ dpt_status dpt_eval_range(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d
  * (dpt_privacy_secure_sigma_eff), after checking the algorithm's and the run's secure
  * flags agree. */
 dpt_status dpt_algo_record_sgm(dpt_algo *a, dpt_trainer *t, size_t batch);
+/* `count` steps of those events into l: SGM(q, a->sigma), or, when the noise is secure and
+ * drawn by the table sampler, sgm_dgauss events carrying its distance for the model's
+ * n_params coordinates (dpt_privacy_secure_distance). */
+dpt_status dpt_algo_sgm_events(const dpt_algo *a, const dpt_trainer *t, dpt_ledger *l, int secure,
+                               dpt_dgauss_method sampler, uint64_t count);
 dpt_status dpt_algo_bind_sgm(dpt_algo *a, const dpt_trainer *t, const char *name, double sigma, int secure);
 
 dpt_status dpt_trainer_checkpoint_path(const dpt_trainer *t, char *buf, size_t n);
@@ -119,6 +133,12 @@ dpt_status dpt_run_id_new(char id[33]);
  * directory and the holder's pid when another process (or trainer) holds it. */
 dpt_status dpt_run_dir_lock(const char *dir, int *fd);
 void dpt_run_dir_unlock(int fd);
+/* The run key: a fresh one from the OS (sets data_tag; not yet saved); written to
+ * out_dir/dptrain.secret (mode 0600, atomically); read back from there (*found = 0 when the
+ * file is absent, DPT_EFORMAT when it is malformed). */
+dpt_status dpt_run_key_new(dpt_trainer *t);
+dpt_status dpt_run_key_save(dpt_trainer *t);
+dpt_status dpt_run_key_load(dpt_trainer *t, int *found);
 /* Removes the files of a previous run (and their temporaries) from dir, only those;
  * says what it removed and what it left through the trainer's log. */
 dpt_status dpt_run_dir_clear(const dpt_trainer *t, const char *dir);
