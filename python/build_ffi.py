@@ -64,6 +64,9 @@ dpt_status dpt_pld_sgm_epsilon_ex(double q, double sigma, uint64_t steps, double
                                   const dpt_pld_options *opt, double *eps);
 dpt_status dpt_calibrate_sigma(double q, uint64_t steps, double delta, double target_eps,
                                dpt_accountant acct, dpt_conversion conv, double tol, double *sigma);
+dpt_status dpt_calibrate_sigma_ex(double q, uint64_t steps, double delta, double target_eps,
+                                  dpt_accountant acct, dpt_conversion conv, const double *orders,
+                                  size_t n_orders, double tol, double *sigma);
 
 typedef struct dpt_ledger dpt_ledger;
 dpt_status dpt_ledger_new(dpt_ledger **out);

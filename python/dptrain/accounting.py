@@ -223,21 +223,26 @@ def steps_for_epochs(epochs, sample_rate):
 
 
 def calibrate_sigma(target_epsilon, sample_rate, delta, steps=None, epochs=None, accountant="rdp",
-                    conversion="balle", tol=1e-4):
+                    conversion="balle", tol=1e-4, orders=None):
     """The smallest noise multiplier, to within `tol`, whose epsilon after `steps` steps (or
     `epochs` epochs: ceil(epochs / q) steps) is at most target_epsilon: the result never
-    overshoots the target, and sigma - tol does. Raises OutOfRangeError (a ValueError)
-    when the target cannot be reached for sigma in [0.05, 1e4]."""
+    overshoots the target, and sigma - tol does. `orders` (RDP only): the order grid of the
+    epsilon that will be reported, the same as epsilon(..., orders=) takes (default: the
+    library's grid). Raises OutOfRangeError (a ValueError) when the target cannot be
+    reached for sigma in [0.05, 1e4]."""
     if (steps is None) == (epochs is None):
         raise ValueError("calibrate_sigma: give exactly one of steps= and epochs=")
     if steps is None:
         steps = steps_for_epochs(epochs, sample_rate)
     acct, conv = _accountant(accountant), _conversion(conversion)
+    if acct == lib.DPT_ACCT_PLD and orders is not None:
+        raise ValueError("orders: only used by the RDP accountant")
+    oc = _orders(orders)
 
     def one(e, q, d, t):
         out = ffi.new("double *")
-        check(lib.dpt_calibrate_sigma(_f(q, "sample_rate"), _u64(t, "steps"), _f(d, "delta"),
-                                      _f(e, "target_epsilon"), acct, conv, _f(tol, "tol"), out))
+        check(lib.dpt_calibrate_sigma_ex(_f(q, "sample_rate"), _u64(t, "steps"), _f(d, "delta"),
+                                         _f(e, "target_epsilon"), acct, conv, oc[1], oc[2], _f(tol, "tol"), out))
         return out[0]
     args = (target_epsilon, sample_rate, delta, steps)
     if any(_is_array(a) for a in args):

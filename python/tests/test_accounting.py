@@ -107,6 +107,26 @@ def test_calibrate_equals_c_and_cli_and_never_overshoots(cli, accountant):
     assert acc.epsilon(s - 1e-4, q, steps, delta, accountant=accountant) > target
 
 
+def test_calibrate_with_orders_reports_on_the_same_grid():
+    # the calibration must use exactly the order grid that reports the epsilon (issue 18.7):
+    # on a coarse grid the default grid's sigma would overshoot the target
+    q, delta, target, steps = 0.01, 1e-5, 10.0, 1000
+    grid = [1.25, 1.5, 2.0, 3.0, 4.0, 8.0, 16.0, 32.0, 64.0]
+    s = acc.calibrate_sigma(target, q, delta, steps=steps, orders=grid)
+    out = ffi.new("double *")
+    g = np.asarray(grid, dtype=np.float64)
+    assert lib.dpt_calibrate_sigma_ex(q, steps, delta, target, lib.DPT_ACCT_RDP, lib.DPT_CONV_BALLE,
+                                      ffi.cast("const double *", ffi.from_buffer(g)), g.size, 1e-4, out) == 0
+    assert s == out[0]
+    assert acc.epsilon(s, q, steps, delta, orders=grid) <= target
+    assert acc.epsilon(s - 1e-4, q, steps, delta, orders=grid) > target
+    assert s != acc.calibrate_sigma(target, q, delta, steps=steps)
+    with pytest.raises(ValueError, match="orders"):
+        acc.calibrate_sigma(target, q, delta, steps=steps, accountant="pld", orders=grid)
+    with pytest.raises(ValueError, match="orders"):
+        acc.calibrate_sigma(target, q, delta, steps=steps, orders=[])
+
+
 def test_calibrate_unreachable_is_value_error():
     with pytest.raises(ValueError, match="unreachable|range|target"):
         acc.calibrate_sigma(1e-9, 1.0, 1e-5, steps=10 ** 6)

@@ -37,16 +37,20 @@ static void make_iv(uint8_t iv[16], uint64_t substream, uint64_t block) {
  * context here serves one key for its whole life: rng_common and the fills create a fresh
  * one per key); later seeks only load the IV, which sets ChaCha20's counter and nonce: the
  * same keystream, without OpenSSL 3's cipher fetch (a full init costs ~8x an IV load). */
-static int ks_seek(EVP_CIPHER_CTX *ctx, const uint8_t key[32], uint64_t substream, uint64_t block) {
-    uint8_t iv[16];
-    make_iv(iv, substream, block);
+static int cipher_seek(EVP_CIPHER_CTX *ctx, const EVP_CIPHER *cipher, const uint8_t *key, const uint8_t iv[16]) {
 #if OPENSSL_VERSION_NUMBER >= 0x30000000L
     const EVP_CIPHER *keyed = EVP_CIPHER_CTX_get0_cipher(ctx);
 #else
     const EVP_CIPHER *keyed = EVP_CIPHER_CTX_cipher(ctx);
 #endif
     if (keyed) return EVP_EncryptInit_ex(ctx, NULL, NULL, NULL, iv) == 1;
-    return EVP_EncryptInit_ex(ctx, EVP_chacha20(), NULL, key, iv) == 1;
+    return EVP_EncryptInit_ex(ctx, cipher, NULL, key, iv) == 1;
+}
+
+static int ks_seek(EVP_CIPHER_CTX *ctx, const uint8_t key[32], uint64_t substream, uint64_t block) {
+    uint8_t iv[16];
+    make_iv(iv, substream, block);
+    return cipher_seek(ctx, EVP_chacha20(), key, iv);
 }
 
 /* The estimator's fast stream (dpt_rng_gauss_fill_fast_at): AES-128 in counter mode, the
@@ -58,13 +62,7 @@ static int aes_seek(EVP_CIPHER_CTX *ctx, const uint8_t key[16], uint64_t substre
     uint64_t ctr = block << 2;
     for (int i = 0; i < 8; i++) iv[i] = (uint8_t)(substream >> (56 - 8 * i));
     for (int i = 0; i < 8; i++) iv[8 + i] = (uint8_t)(ctr >> (56 - 8 * i));
-#if OPENSSL_VERSION_NUMBER >= 0x30000000L
-    const EVP_CIPHER *keyed = EVP_CIPHER_CTX_get0_cipher(ctx);
-#else
-    const EVP_CIPHER *keyed = EVP_CIPHER_CTX_cipher(ctx);
-#endif
-    if (keyed) return EVP_EncryptInit_ex(ctx, NULL, NULL, NULL, iv) == 1;
-    return EVP_EncryptInit_ex(ctx, EVP_aes_128_ctr(), NULL, key, iv) == 1;
+    return cipher_seek(ctx, EVP_aes_128_ctr(), key, iv);
 }
 
 /* Next n_words words of keystream from ctx's current position. */
