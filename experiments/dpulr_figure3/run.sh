@@ -12,19 +12,8 @@
 # EPOCHS (25). --smoke: batch 500, sigma0 4, 2 epochs.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-SMOKE=${SMOKE:-0}
-OUT=""
-for a in "$@"; do
-  case $a in
-    --smoke) SMOKE=1 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
-    -*) echo "run.sh: unknown option '$a' (expected --smoke or OUT_DIR)" >&2; exit 2 ;;
-    *) OUT=$a ;;
-  esac
-done
-OUT=${OUT:-$HERE/results}
-DPTRAIN=${DPTRAIN:-$ROOT/build/dptrain}
+source "$(cd "$HERE/.." && pwd)/dpulr_table1/args.sh"
+dpulr_args 2,12 "$HERE/results" "$@"
 if [ "$SMOKE" = 1 ]; then BATCHES=${BATCHES:-500}; SIGMAS=${SIGMAS:-4}; EPOCHS=${EPOCHS:-2}
 else BATCHES=${BATCHES:-"64 200 500"}; SIGMAS=${SIGMAS:-"1 4 8"}; EPOCHS=${EPOCHS:-25}; fi
 [ -x "$DPTRAIN" ] || { echo "run.sh: $DPTRAIN not built (set DPTRAIN)" >&2; exit 2; }

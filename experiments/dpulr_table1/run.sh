@@ -24,20 +24,8 @@
 #   configurations dpulr_explicit dpsgd, a 3 x 3 Figure 2.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-SMOKE=${SMOKE:-0}
-OUT=""
-for a in "$@"; do
-  case $a in
-    --smoke) SMOKE=1 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
-    -*) echo "run.sh: unknown option '$a' (expected --smoke or OUT_DIR)" >&2; exit 2 ;;
-    *) OUT=$a ;;
-  esac
-done
-OUT=${OUT:-$HERE/out}
-DPTRAIN=${DPTRAIN:-$ROOT/build/dptrain}
-DATA_DIR=${DATA_DIR:-${DPT_SHARED_DATASETS:-/usr/share/datasets}}
+source "$(cd "$HERE/.." && pwd)/dpulr_table1/args.sh"
+dpulr_args 2,27 "$HERE/out" "$@"
 if [ "$SMOKE" = 1 ]; then
   CONFIGS=${CONFIGS-"dpulr_explicit dpsgd"}; BATCHES=${BATCHES:-100}; SIGMAS=${SIGMAS:-1}
   SEEDS=${SEEDS:-"1 2"}; EPOCHS=${EPOCHS:-2}; K=${K:-4}; MAX_TRAIN=${MAX_TRAIN:-1000}; MAX_TEST=${MAX_TEST:-300}

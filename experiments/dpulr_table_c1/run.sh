@@ -16,20 +16,8 @@
 # --smoke: 1000 / 300 examples, models small and medium, batch 128, 1 seed, 1 epoch, K 4.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-SMOKE=${SMOKE:-0}
-OUT=""
-for a in "$@"; do
-  case $a in
-    --smoke) SMOKE=1 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
-    -*) echo "run.sh: unknown option '$a' (expected --smoke or OUT_DIR)" >&2; exit 2 ;;
-    *) OUT=$a ;;
-  esac
-done
-OUT=${OUT:-$HERE/out}
-DPTRAIN=${DPTRAIN:-$ROOT/build/dptrain}
-DATA_DIR=${DATA_DIR:-${DPT_SHARED_DATASETS:-/usr/share/datasets}}
+source "$(cd "$HERE/.." && pwd)/dpulr_table1/args.sh"
+dpulr_args 2,18 "$HERE/out" "$@"
 if [ "$SMOKE" = 1 ]; then
   CONFIGS=${CONFIGS:-"dpulr_explicit dpsgd"}; MODELS=${MODELS:-"small medium"}; BATCHES=${BATCHES:-128}
   SIGMAS=${SIGMAS:-8}; SEEDS=${SEEDS:-1}; EPOCHS=${EPOCHS:-1}; K=${K:-4}; MAX_TRAIN=${MAX_TRAIN:-1000}; MAX_TEST=${MAX_TEST:-300}
