@@ -6,11 +6,7 @@
 # fractions in [0, 1] for the 4 modules; the plots exist. Skips (77) without MNIST.
 set -u
 BIN=$1
-SRC=${DPT_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-D=${DPT_SHARED_DATASETS:-}
-if [ -z "$D" ] || [ ! -e "$D/mnist" ]; then echo "SKIP: no shared MNIST (DPT_SHARED_DATASETS)"; exit 77; fi
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+source "$(dirname "$0")/lib/experiment_mnist.sh"
 for part in dpsgd controller; do
   if ! DPTRAIN=$BIN DATA_DIR=$D "$SRC/experiments/dpulr_table1/diagnose.sh" --smoke $part "$T/out" > "$T/log" 2>&1; then
     cat "$T/log"; echo "FAIL: diagnose.sh --smoke $part"; exit 1

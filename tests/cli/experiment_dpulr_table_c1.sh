@@ -5,11 +5,7 @@
 # without the shared MNIST.
 set -u
 BIN=$1
-SRC=${DPT_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-D=${DPT_SHARED_DATASETS:-}
-if [ -z "$D" ] || [ ! -e "$D/mnist" ]; then echo "SKIP: no shared MNIST (DPT_SHARED_DATASETS)"; exit 77; fi
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+source "$(dirname "$0")/lib/experiment_mnist.sh"
 if ! DPTRAIN=$BIN DATA_DIR=$D "$SRC/experiments/dpulr_table_c1/run.sh" --smoke "$T/out" > "$T/log" 2>&1; then
   cat "$T/log"; echo "FAIL: run.sh --smoke"; exit 1
 fi
