@@ -2,7 +2,9 @@
 #include <dptrain/core.h>
 
 /* Messages longer than the buffer are cut on purpose: a long path must not lose the error. */
+#if !defined(__clang__) /* clang has no such warning */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>

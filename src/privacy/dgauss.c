@@ -61,6 +61,24 @@ typedef double v4d __attribute__((vector_size(32)));
 #define BC4Q(x) ((v4q){(x), (x), (x), (x)})
 #define BC8I(x) ((v8i){(x), (x), (x), (x), (x), (x), (x), (x)})
 
+/* v[idx[k]] in every lane k (idx in [0, 8)): a register permute, never a memory index, so
+ * constant time. GCC's __builtin_shuffle takes a variable index vector; clang (the fuzz
+ * build) has no such builtin: AVX2's vpermps there, or a select over the 8 lanes. */
+#if defined(__clang__) && defined(__AVX2__)
+#include <immintrin.h>
+#endif
+static inline v8f perm8f(v8f v, v8i idx) {
+#if !defined(__clang__)
+    return __builtin_shuffle(v, idx);
+#elif defined(__AVX2__)
+    return (v8f)_mm256_permutevar8x32_ps((__m256)v, (__m256i)idx);
+#else
+    v8i r = BC8I(0), vi = (v8i)v;
+    for (int j = 0; j < 8; j++) r |= (idx == BC8I(j)) & BC8I(vi[j]);
+    return (v8f)r;
+#endif
+}
+
 #define LOG2E 0x1.71547652b82fep0
 #define LN2_HI 0x1.62e42fefa3800p-1 /* 42 significant bits: n LN2_HI is exact for |n| < 2^11 */
 #define LN2_LO 0x1.ef35793c7673p-45
@@ -214,12 +232,12 @@ int dg_group(const dg_table *T, const uint8_t *rec, int32_t *out) {
         v8i tail = (c == BC8I(nb)), cl = c + tail;
         v8i blk = cl >> 3, idx = cl & BC8I(7);
         v8f lh = Lh[0], ll = Ll[0];
-        lh = __builtin_shuffle(lh, idx);
-        ll = __builtin_shuffle(ll, idx);
+        lh = perm8f(lh, idx);
+        ll = perm8f(ll, idx);
         for (int r = 1; r < nreg; r++) {
             v8i sel = (blk == BC8I(r));
-            lh = (v8f)(((v8i)lh & ~sel) | ((v8i)__builtin_shuffle(Lh[r], idx) & sel));
-            ll = (v8f)(((v8i)ll & ~sel) | ((v8i)__builtin_shuffle(Ll[r], idx) & sel));
+            lh = (v8f)(((v8i)lh & ~sel) | ((v8i)perm8f(Lh[r], idx) & sel));
+            ll = (v8f)(((v8i)ll & ~sel) | ((v8i)perm8f(Ll[r], idx) & sel));
         }
         v8i s = c << kw;
         memcpy(Lhf + 8 * v, &lh, sizeof lh);
@@ -235,6 +253,7 @@ int dg_group(const dg_table *T, const uint8_t *rec, int32_t *out) {
     const uint64_t wmask = ((uint64_t)1 << kw) - 1;
     int64_t zv[DG_GROUP] __attribute__((aligned(32))), av[DG_GROUP] __attribute__((aligned(32)));
     v4l earlier = {0, 0, 0, 0};
+    const v4l zero4 = {0, 0, 0, 0};
     for (int q = 0; q < DG_GROUP / 4; q++) {
         v4q bw;
         v4i s4, t4;
@@ -255,9 +274,9 @@ int dg_group(const dg_table *T, const uint8_t *rec, int32_t *out) {
         v4d ah = dg_body_ahat(L, __builtin_convertvector(s4, v4d), x, inv2s2);
         v4l acc = (u < ah * BC4D(scale_u));
         v4l z = (__builtin_convertvector(s4, v4l) + (v4l)offq) ^ -(v4l)sign;
-        v4l t = __builtin_convertvector(t4, v4l), pre = t | __builtin_shuffle(t, (v4l){0}, (v4l){4, 0, 1, 2});
-        pre |= __builtin_shuffle(pre, (v4l){0}, (v4l){4, 4, 0, 1});
-        v4l before = __builtin_shuffle(pre, (v4l){0}, (v4l){4, 0, 1, 2}) | earlier;
+        v4l t = __builtin_convertvector(t4, v4l), pre = t | __builtin_shufflevector(t, zero4, 4, 0, 1, 2);
+        pre |= __builtin_shufflevector(pre, zero4, 4, 4, 0, 1);
+        v4l before = __builtin_shufflevector(pre, zero4, 4, 0, 1, 2) | earlier;
         v4l ztl = ((v4l){zt0, zt0, zt0, zt0} & ~before) | ((v4l){zt1, zt1, zt1, zt1} & before);
         v4l atl = ((v4l){at0, at0, at0, at0} & ~before) | ((v4l){at1, at1, at1, at1} & before);
         z = (z & ~t) | (ztl & t);
