@@ -19,6 +19,7 @@
 #include "presets.h"
 #include "run_data.h"
 #include "train_algos.h"
+#include "train_trace.h"
 
 /* mkdir -p */
 static int make_dirs(const char *path) {
@@ -95,6 +96,8 @@ typedef struct {
     double t_start, last_draw;
     uint64_t step_start;  /* the run's step when this session started (at t_start) */
     uint64_t examples;    /* non-private: examples seen this session */
+    cli_trace *trace;     /* --trace: one line per step */
+    int trace_failed;     /* a trace line could not be written: stop the run */
 } train_ui;
 
 /* SIGINT: the first asks the trainer to stop after the current step (everything saved);
@@ -127,6 +130,10 @@ static void fmt_duration(double s, char *buf, size_t n) {
  * data): its bar shows steps per second instead. */
 static int ui_on_step(void *user, const dpt_step_info *in) {
     train_ui *ui = user;
+    if (ui->trace && cli_trace_step(ui->trace, in) != 0) {
+        ui->trace_failed = 1;
+        return 1;
+    }
     if (!ui->progress) return g_interrupted != 0;
     double now = dpt_now();
     ui->examples += in->batch;
@@ -209,6 +216,7 @@ static int cmd_train(int argc, char **argv) {
     const char *dataset = "fashion-mnist", *data_dir = DPT_DEFAULT_DATA_DIR, *model = "mlp:784-128-64-32-10:gelu";
     const char *algo_name = "sgd", *optimizer = "adam", *schedule = "constant", *sampler = "shuffle";
     const char *loss = "ce", *init = "default", *normalize = "auto", *out = "runs/latest", *classes = NULL;
+    const char *trace_path = NULL;
     double lr = 1e-3, momentum = 0.0, weight_decay = 0.0, sample_rate = 0.0;
     long batch = 256, epochs = 5, threads = 0, max_train = 0, max_test = 0, shards = 0;
     uint64_t seed = 1, max_steps = 0;
@@ -255,6 +263,9 @@ static int cmd_train(int argc, char **argv) {
         {"--overwrite", CLI_FLAG, &overwrite, NULL, "replace the run in --out (its files are removed first)", NULL},
         {"--quiet", CLI_FLAG, &quiet, NULL, "print only the final summary", NULL},
         {"--no-progress", CLI_FLAG, &no_progress, NULL, "no progress bar even on a terminal", NULL},
+        {"--trace", CLI_STR, &trace_path, "FILE", "write one JSON line per step: parameter, update and direction norms "
+                                                  "per layer; dpulr: s_l, lambda_min, clip counts (unnoised statistics "
+                                                  "of the private batches: a debugging aid, never to be released)", NULL},
         {NULL, 0, NULL, NULL, NULL, NULL},
     };
     cli_option priv[] = {
@@ -399,6 +410,8 @@ static int cmd_train(int argc, char **argv) {
     struct dpt_ledger *prior = NULL;
     dpt_algo *algo = NULL;
     dpt_trainer *t = NULL;
+    train_ui ui;
+    memset(&ui, 0, sizeof ui);
     int exit_code = 0;
     {
         /* epochs x steps per epoch must fit the step counters (the trainer checks it too, but
@@ -429,8 +442,10 @@ static int cmd_train(int argc, char **argv) {
     cfg.max_steps = max_steps;
     cfg.shards = (size_t)shards;
     cfg.overwrite = overwrite;
-    train_ui ui = {.progress = !no_progress && !quiet && cli_stderr_is_tty(), .quiet = quiet,
-                   .epochs = (uint64_t)epochs, .max_steps = max_steps};
+    ui.progress = !no_progress && !quiet && cli_stderr_is_tty();
+    ui.quiet = quiet;
+    ui.epochs = (uint64_t)epochs;
+    ui.max_steps = max_steps;
     cfg.on_step = ui_on_step;
     cfg.on_epoch = ui_on_epoch;
     cfg.log = ui_log;
@@ -441,6 +456,7 @@ static int cmd_train(int argc, char **argv) {
     if ((exit_code = cli_norm_prior(&norm, &prior)) != 0) goto done;
     ctx.prior = prior;
     if ((exit_code = A->make(&ctx, &algo)) != 0) goto done;
+    const dpt_algo *algo_view = algo; /* for --trace; owned by the trainer from here on */
     if (dpt_trainer_new(&cfg, &train, &test, algo, &t) != DPT_OK) {
         algo = NULL; /* owned (and freed) by dpt_trainer_new even on failure */
         exit_code = cli_fail("train");
@@ -458,6 +474,10 @@ static int cmd_train(int argc, char **argv) {
         goto done;
     }
     if (A->started && (exit_code = A->started(&ctx, t)) != 0) goto done;
+    if (trace_path && rank == 0) {
+        /* warns on stderr itself when the file holds what no epsilon covers */
+        if ((exit_code = cli_trace_open(trace_path, resume, t, algo_view, &ui.trace)) != 0) goto done;
+    }
     if ((exit_code = cli_norm_record(&norm, t, resume)) != 0) goto done;
     if (!quiet) {
         dpt_model *m = dpt_trainer_model(t);
@@ -483,6 +503,10 @@ static int cmd_train(int argc, char **argv) {
     dpt_status rs = dpt_trainer_run(t, &r);
     if (sig_set) sigaction(SIGINT, &old_sa, NULL);
     ui_clear_bar(&ui);
+    if (ui.trace_failed) {
+        exit_code = 1; /* cli_trace_step said why; the trainer stopped after saving the step */
+        goto done;
+    }
     if (rs != DPT_OK) {
         exit_code = cli_fail("train");
         goto done;
@@ -496,6 +520,7 @@ static int cmd_train(int argc, char **argv) {
         exit_code = 130;
     }
 done:
+    if (cli_trace_close(ui.trace) != 0 && !exit_code) exit_code = 1;
     if (algo && algo->free) algo->free(algo);
     dpt_trainer_free(t);
     dpt_dataset_free(&train);

@@ -155,6 +155,10 @@ static void test_sensitivity(dpt_ulr_noise mode) {
     CHECK_OK(dpt_algo_dpulr_module_info(a, 0, &info));
     CHECK(info.clipped > 0 && info.examples == b - 1);
     if (mode == DPT_ULR_CONTROLLER) CHECK_CLOSE(info.s, 50.0, 0, 1e-12);
+    CHECK(dpt_algo_dpulr_n_modules(a) == 2);
+    CHECK_OK(dpt_algo_dpulr_module_info(a, 1, &info));
+    CHECK_STATUS(dpt_algo_dpulr_module_info(a, 2, &info), DPT_EINVAL);
+    CHECK_ERR_HAS("l = 2 is out of range [0, 2)");
     free(s1);
     free(s2);
     dpt_trainer_free(t);
@@ -401,6 +405,24 @@ static void test_errors(void) {
     CHECK(dpt_trainer_run(t, NULL) != DPT_OK);
     CHECK_ERR_HAS("DPT_SAMPLER_POISSON_REJECT");
     dpt_trainer_free(t);
+    /* the diagnostics refuse an algorithm that is not DP-ULR (its state is not ours) and
+     * report no modules before the first step */
+    dpt_dpsgd_config g = dpt_dpsgd_config_defaults();
+    g.sigma = 1;
+    CHECK_OK(dpt_algo_dpsgd_new(&g, &a));
+    dpt_dpulr_module_info mi;
+    CHECK(dpt_algo_dpulr_n_modules(a) == 0);
+    CHECK_STATUS(dpt_algo_dpulr_module_info(a, 0, &mi), DPT_EINVAL);
+    CHECK_ERR_HAS("a is a 'dpsgd' algorithm, not dpulr or ulr");
+    dpt_algo_free(a);
+    u = dpt_dpulr_config_defaults();
+    CHECK_OK(dpt_algo_dpulr_new(&u, &a));
+    CHECK(dpt_algo_dpulr_n_modules(a) == 0);
+    CHECK_STATUS(dpt_algo_dpulr_module_info(a, 0, &mi), DPT_EINVAL);
+    CHECK_ERR_HAS("no modules yet");
+    CHECK_STATUS(dpt_algo_dpulr_module_info(a, 0, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("NULL out");
+    dpt_algo_free(a);
     dpt_dataset_free(&d);
 }
 

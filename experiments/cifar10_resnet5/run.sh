@@ -18,9 +18,13 @@
 # baseline, --ulr-std 0.1, Adam lr 0.001 as in our MNIST run; NOISE=controller runs the
 # paper's controller with the same optimizer and no tricks).
 # Writes out/<row>/ (the run), out/results.csv (run,epoch,step,train_loss,test_accuracy,
-# epsilon_rdp,epsilon_pld,delta; epsilon_pld is empty for DP-ULR: the rejection sampler has
-# no PLD accountant) and out/cifar10_resnet5.png.
-#   usage: run.sh [--smoke] [--epochs E] [--rows LIST]   env: DPTRAIN, DATA_DIR, OUT, THREADS, COPIES, NOISE
+# epsilon_rdp,epsilon_pld,delta,wall_s,noise,seed; epsilon_pld is empty for DP-ULR: the
+# rejection sampler has no PLD accountant; wall_s is the run's training time so far, so
+# its differences are the seconds per epoch) and out/cifar10_resnet5.png. Every curve in
+# the plot, DP-SGD's included, is read from results.csv, i.e. from the runs' metrics.
+# A row name may carry a suffix after "+" to keep runs of other settings apart in one OUT
+# (e.g. NOISE=controller ... --rows dpulr-q50-s5+ctrl writes out/dpulr-q50-s5+ctrl/).
+#   usage: run.sh [--smoke] [--epochs E] [--rows LIST]   env: DPTRAIN, DATA_DIR, OUT, THREADS, COPIES, NOISE, SEED
 #   --smoke: 1000 training / 300 test examples, 1 epoch, rows dpsgd and dpulr-q50-s5 unless
 #            --rows is given, q = 0.1 (DP-SGD) / 5 q (DP-ULR) with K = 2; a ctest runs it
 # The shared CIFAR-10 copy was rebuilt from JPEG (quality 75) copies of the images (see
@@ -34,6 +38,7 @@ OUT=${OUT:-$HERE/out}
 THREADS=${THREADS:-1}
 COPIES=${COPIES:-4}
 NOISE=${NOISE:-explicit}
+SEED=${SEED:-1}
 EPOCHS=20
 ROWS=
 SIZE=()
@@ -58,17 +63,17 @@ case $NOISE in
   *) echo "run.sh: NOISE must be explicit or controller, got '$NOISE'" >&2; exit 2 ;;
 esac
 mkdir -p "$OUT"
-: > "$OUT/command.txt"
-echo "run,epoch,step,train_loss,test_accuracy,epsilon_rdp,epsilon_pld,delta" > "$OUT/results.csv"
+touch "$OUT/command.txt"
+[ -s "$OUT/results.csv" ] || echo "run,epoch,step,train_loss,test_accuracy,epsilon_rdp,epsilon_pld,delta,wall_s,noise,seed" > "$OUT/results.csv"
 COMMON=(--dataset cifar10 --data-dir "$DATA_DIR" --normalize public --model resnet5 --init lecun --clip 1.0
-        --delta 1e-5 --epochs "$EPOCHS" --threads "$THREADS" --seed 1 --no-progress)
+        --delta 1e-5 --epochs "$EPOCHS" --threads "$THREADS" --seed "$SEED" --no-progress)
 IFS=, read -r -a ROW_LIST <<< "$ROWS"
 for row in "${ROW_LIST[@]}"; do
-  case $row in
+  case ${row%%+*} in
     dpsgd) Q=0.00128; [ "$SMOKE" = 1 ] && Q=0.1
            ARGS=(--algo dpsgd --optimizer sgd --lr 0.1 --sample-rate "$Q" --sigma 1.0) ;;
     dpulr-q50-s5|dpulr-q25-s8|dpulr-q25-s4)
-           case $row in
+           case ${row%%+*} in
              dpulr-q50-s5) Q=0.02; S0=5 ;;
              dpulr-q25-s8) Q=0.04; S0=8 ;;
              *) Q=0.04; S0=4 ;;
@@ -78,15 +83,19 @@ for row in "${ROW_LIST[@]}"; do
                  --sampler poisson-reject "${ULR_NOISE[@]}") ;;
     *) echo "run.sh: unknown row '$row' (dpsgd, dpulr-q50-s5, dpulr-q25-s8, dpulr-q25-s4)" >&2; exit 2 ;;
   esac
-  CMD=("$DPTRAIN" train "${ARGS[@]}" "${COMMON[@]}" --out "$OUT/$row" "${SIZE[@]}")
+  CMD=("$DPTRAIN" train "${ARGS[@]}" "${COMMON[@]}" --out "$OUT/$row" --overwrite "${SIZE[@]}")
   echo "$row: ${CMD[*]}" >> "$OUT/command.txt"
   "${CMD[@]}" | tee "$OUT/$row.log"
-  awk -v run="$row" 'function num(k,  m) { if (match($0, "\"" k "\":[-0-9.eE+]+")) { m = substr($0, RSTART, RLENGTH); sub(/^"[^"]*":/, "", m); return m } return "" }
-       { print run "," num("epoch") "," num("step") "," num("train_loss") "," num("test_accuracy") "," num("epsilon") "," num("epsilon_pld") "," num("delta") }' \
-    "$OUT/$row/metrics.jsonl" >> "$OUT/results.csv"
+  noise=$([ "${row%%+*}" = dpsgd ] && echo dpsgd || echo "$NOISE")
+  grep -v "^$row," "$OUT/results.csv" > "$OUT/results.csv.tmp" || true  # a re-run replaces its rows
+  awk -v run="$row" -v noise="$noise" -v seed="$SEED" 'function num(k,  m) { if (match($0, "\"" k "\":[-0-9.eE+]+")) { m = substr($0, RSTART, RLENGTH); sub(/^"[^"]*":/, "", m); return m } return "" }
+       { print run "," num("epoch") "," num("step") "," num("train_loss") "," num("test_accuracy") "," num("epsilon") "," num("epsilon_pld") "," num("delta") "," num("wall_s") "," noise "," seed }' \
+    "$OUT/$row/metrics.jsonl" >> "$OUT/results.csv.tmp"
+  mv "$OUT/results.csv.tmp" "$OUT/results.csv"
 done
 PLOT=""
-for row in "${ROW_LIST[@]}"; do
+mapfile -t ALL_ROWS < <(tail -n +2 "$OUT/results.csv" | cut -d, -f1 | awk '!seen[$0]++')
+for row in "${ALL_ROWS[@]}"; do
   awk -F, -v r="$row" 'NR > 1 && $1 == r' "$OUT/results.csv" > "$OUT/$row.dat"
   PLOT="$PLOT${PLOT:+, }\"$OUT/$row.dat\" using 2:(100*\$5) with linespoints title \"$row\""
   PLOT="$PLOT, \"$OUT/$row.dat\" using 2:6 axes x1y2 with lines dashtype 2 title \"$row epsilon (RDP)\""
@@ -101,7 +110,7 @@ set ylabel "test accuracy (%)"
 set y2label "epsilon (delta 1e-5)"
 set y2tics
 set ytics nomirror
-set title "CIFAR-10 ResNet-5: DP-SGD (q 0.00128, sigma 1) and DP-ULR ($NOISE noise, K $COPIES), C 1"
+set title "CIFAR-10 ResNet-5: DP-SGD (q 0.00128, sigma 1) and DP-ULR (K $COPIES), C 1, curves from results.csv"
 plot $PLOT
 GP
 echo "wrote $OUT/results.csv and $OUT/cifar10_resnet5.png"

@@ -193,7 +193,11 @@ dpt_dpulr_config dpt_dpulr_config_defaults(void);
 dpt_status dpt_algo_dpulr_new(const dpt_dpulr_config *cfg, dpt_algo **out);
 /* Diagnostics of the last step, module l: the perturbation std s_l, the controller's
  * lambda_min of A_l (0 when rank deficient), the rank used and the number of examples
- * whose estimate was clipped. DPT_EINVAL when l is out of range. */
+ * whose estimate was clipped. These are unnoised statistics of the private batch (no
+ * epsilon covers them): for debugging, never for release. dpt_algo_dpulr_n_modules is 0
+ * for an algorithm that is not DP-ULR / ULR and before the first step (the modules are
+ * resolved against the model then); module_info gives DPT_EINVAL for such an algorithm
+ * and when l is out of range. */
 typedef struct {
     double s, lambda_min, lambda_max;
     size_t rank, dim, clipped, examples;

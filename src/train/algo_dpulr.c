@@ -1116,14 +1116,24 @@ dpt_status dpt_algo_dpulr_new(const dpt_dpulr_config *cfg, dpt_algo **out) {
     return DPT_OK;
 }
 
+/* The state of a DP-ULR / ULR algorithm, NULL for any other (whose state is not ours). */
+static const ulr_state *ulr_state_of(const dpt_algo *a) {
+    return a && a->free == ulr_free && a->state ? a->state : NULL;
+}
+
 size_t dpt_algo_dpulr_n_modules(const dpt_algo *a) {
-    const ulr_state *s = a && a->state ? a->state : NULL;
+    const ulr_state *s = ulr_state_of(a);
     return s ? s->L : 0;
 }
 
 dpt_status dpt_algo_dpulr_module_info(const dpt_algo *a, size_t l, dpt_dpulr_module_info *out) {
-    const ulr_state *s = a && a->state ? a->state : NULL;
-    DPT_CHECK(s && l < s->L && out, DPT_EINVAL, "dpulr: module %zu out of range", l);
+    const ulr_state *s = ulr_state_of(a);
+    DPT_CHECK(a && out, DPT_EINVAL, "dpt_algo_dpulr_module_info: NULL %s", a ? "out" : "a");
+    DPT_CHECK(s, DPT_EINVAL, "dpt_algo_dpulr_module_info: a is a '%s' algorithm, not dpulr or ulr",
+              a->name ? a->name : "?");
+    DPT_CHECK(s->L, DPT_EINVAL, "dpt_algo_dpulr_module_info: no modules yet (they are resolved against the model "
+              "at the first step)");
+    DPT_CHECK(l < s->L, DPT_EINVAL, "dpt_algo_dpulr_module_info: l = %zu is out of range [0, %zu)", l, s->L);
     const ulr_module *u = &s->mod[l];
     out->s = u->s;
     out->lambda_min = u->lmin;

@@ -1,28 +1,35 @@
 #!/usr/bin/env bash
-# The DP-ULR Table 1 / Figure 2 experiment in its smoke configuration: the CSVs have one
-# row per run (DP-ULR accounted with an epsilon, DP-ULR shuffled with "none", DP-SGD) and
-# the Figure 2 grid, and the PNGs exist. Skips (77) without the shared MNIST.
+# The DP-ULR Table 1 / Figure 2 experiment in its smoke configuration: runs.csv has one row
+# per (configuration, seed) with final and best accuracy and the ledger's epsilon, the
+# summary has mean +- std over the two seeds, the Figure 2 grid is there, and the PNGs
+# exist. Skips (77) without the shared MNIST.
 set -u
 BIN=$1
-SRC=${DPT_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-D=${DPT_SHARED_DATASETS:-}
-if [ -z "$D" ] || [ ! -e "$D/mnist" ]; then echo "SKIP: no shared MNIST (DPT_SHARED_DATASETS)"; exit 77; fi
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+source "$(dirname "$0")/lib/experiment_mnist.sh"
 if ! DPTRAIN=$BIN DATA_DIR=$D THREADS=1 "$SRC/experiments/dpulr_table1/run.sh" --smoke "$T/out" > "$T/log" 2>&1; then
   cat "$T/log"; echo "FAIL: run.sh --smoke"; exit 1
 fi
 python3 - "$T/out" <<'PY' || exit 1
-import csv, os, sys
+import csv, math, os, statistics, sys
 out = sys.argv[1]
-rows = list(csv.DictReader(open(os.path.join(out, "table1.csv"))))
-assert len(rows) == 3, rows
-acc = {(r["algorithm"], r["sampling"]): r for r in rows}
-r = acc[("dpulr", "poisson_reject")]
-assert float(r["epsilon_balle"]) > 0 and float(r["epsilon_classic"]) > float(r["epsilon_balle"]) and int(r["min_batch"]) >= 1, r
-assert acc[("dpulr", "shuffle")]["epsilon_balle"] == "none", acc[("dpulr", "shuffle")]
-assert float(acc[("dpsgd", "poisson")]["epsilon_balle"]) > 0
-assert all(r["paper_acc"] for r in rows)
+runs = list(csv.DictReader(open(os.path.join(out, "runs.csv"))))
+assert len(runs) == 4, runs
+for r in runs:
+    assert 0 <= float(r["final_acc"]) <= float(r["best_acc"]) <= 100, r
+    assert 1 <= int(r["best_epoch"]) <= int(r["epochs"]) == 2, r
+    assert float(r["epsilon_balle"]) > 0 and float(r["epsilon_classic"]) > float(r["epsilon_balle"]), r
+    assert r["command"].startswith("dptrain train ") and "--seed %s" % r["seed"] in r["command"], r
+ulr = [r for r in runs if r["config"] == "dpulr_explicit"]
+assert all(int(r["min_batch"]) >= 1 for r in ulr), ulr
+# same q, sigma and steps: the same epsilon for DP-ULR (rejection term ~0) and DP-SGD
+assert abs(float(ulr[0]["epsilon_balle"]) - float(runs[1]["epsilon_balle"])) < 1e-3, runs
+summ = {r["config"]: r for r in csv.DictReader(open(os.path.join(out, "summary.csv")))}
+assert set(summ) == {"dpulr_explicit", "dpsgd"}, summ
+for c, s in summ.items():
+    accs = [float(r["final_acc"]) for r in runs if r["config"] == c]
+    assert s["seeds"] == "2", s
+    assert abs(float(s["final_mean"]) - statistics.mean(accs)) < 0.006, (s, accs)
+    assert abs(float(s["final_std"]) - statistics.stdev(accs)) < 0.006, (s, accs)
 fig = list(csv.DictReader(open(os.path.join(out, "figure2.csv"))))
 assert len(fig) == 9 and all(float(f["ratio"]) >= 0 for f in fig), fig
 # the ratio grows with N_B at fixed N and is tiny for a large N with N_B well below qN

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# DP-ULR Table C1 ("Forward Learning with Differential Privacy", ICML, Appendix C.1): MLPs of
+# three sizes on MNIST at sigma0 = 8 and batches 64 / 128 / 256, DP-ULR against DP-SGD, all
+# other settings as Table 1 (experiments/dpulr_table1). The paper gives only the parameter
+# ratios (medium ~2.5x, large ~5x small); the widths are ours (grid.py MODELS):
+#   small  784-128-64-32-10 (111146 parameters, Table 1's), medium 784-288-144-72-10 (2.51x),
+#   large  784-512-256-128-10 (5.11x), GELU.
+#
+#   experiments/dpulr_table_c1/run.sh [--smoke] [OUT_DIR]        (default OUT_DIR: out/)
+#
+# Writes OUT_DIR/runs.csv and summary.csv (as experiments/dpulr_table1/grid.py describes,
+# the paper's Table C1 beside ours) and OUT_DIR/table_c1.png. Runs already in runs.csv are
+# skipped. Environment: DPTRAIN, DATA_DIR, THREADS (1), CONFIGS ("dpulr_explicit dpsgd
+# dpsgd_pixels01"), MODELS ("small medium large"), BATCHES ("64 128 256"), SIGMAS (8),
+# SEEDS ("1 2 3"), EPOCHS (25), K (32), MAX_TRAIN / MAX_TEST (0 = all).
+# --smoke: 1000 / 300 examples, models small and medium, batch 128, 1 seed, 1 epoch, K 4.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$(cd "$HERE/.." && pwd)/dpulr_table1/args.sh"
+dpulr_args 2,18 "$HERE/out" "$@"
+if [ "$SMOKE" = 1 ]; then
+  CONFIGS=${CONFIGS:-"dpulr_explicit dpsgd"}; MODELS=${MODELS:-"small medium"}; BATCHES=${BATCHES:-128}
+  SIGMAS=${SIGMAS:-8}; SEEDS=${SEEDS:-1}; EPOCHS=${EPOCHS:-1}; K=${K:-4}; MAX_TRAIN=${MAX_TRAIN:-1000}; MAX_TEST=${MAX_TEST:-300}
+else
+  CONFIGS=${CONFIGS:-"dpulr_explicit dpsgd dpsgd_pixels01"}; MODELS=${MODELS:-"small medium large"}
+  BATCHES=${BATCHES:-"64 128 256"}; SIGMAS=${SIGMAS:-8}; SEEDS=${SEEDS:-"1 2 3"}; EPOCHS=${EPOCHS:-25}; K=${K:-32}
+  MAX_TRAIN=${MAX_TRAIN:-0}; MAX_TEST=${MAX_TEST:-0}
+fi
+THREADS=${THREADS:-1}
+[ -x "$DPTRAIN" ] || { echo "run.sh: $DPTRAIN not built (set DPTRAIN)" >&2; exit 2; }
+[ -e "$DATA_DIR/mnist" ] || { echo "run.sh: no MNIST under $DATA_DIR (set DATA_DIR)" >&2; exit 2; }
+mkdir -p "$OUT"
+GRID=$ROOT/experiments/dpulr_table1/grid.py
+python3 "$GRID" run --dptrain "$DPTRAIN" --data-dir "$DATA_DIR" --out "$OUT" --configs "$CONFIGS" --models "$MODELS" \
+  --batches "$BATCHES" --sigmas "$SIGMAS" --seeds "$SEEDS" --epochs "$EPOCHS" --copies "$K" \
+  --max-train "$MAX_TRAIN" --max-test "$MAX_TEST" --threads "$THREADS"
+python3 "$GRID" summary --out "$OUT" --table c1
+command -v gnuplot >/dev/null || { echo "wrote $OUT/summary.csv (no gnuplot: no plot)"; exit 0; }
+# one block per (configuration, batch): model index, final mean, std, paper
+python3 - "$OUT/summary.csv" "$OUT/table_c1.dat" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+order = {"small": 1, "medium": 2, "large": 3}
+groups = []
+for r in rows:
+    g = (r["config"], r["batch"])
+    if g not in groups: groups.append(g)
+with open(sys.argv[2], "w") as f:
+    for g in groups:
+        f.write('"%s batch %s" a b c\n' % g)
+        for r in sorted((r for r in rows if (r["config"], r["batch"]) == g), key=lambda r: order[r["model"]]):
+            f.write("%d %s %s %s\n" % (order[r["model"]], r["final_mean"], r["final_std"] or "0", r["paper_valid_acc"] or "NaN"))
+        f.write("\n\n")
+PY
+nblk=$(grep -c '^"' "$OUT/table_c1.dat" || true)
+gnuplot <<GP
+set terminal pngcairo size 900,600 noenhanced
+set output "$OUT/table_c1.png"
+set title "Table C1: MNIST, sigma0 8, final-epoch test accuracy (mean +- std over seeds; dashed: the paper)"
+set xtics ("small" 1, "medium" 2, "large" 3); set xrange [0.7:3.3]; set yrange [0:100]
+set ylabel "accuracy (%)"; set key outside right
+set datafile missing "NaN"
+plot for [i=0:$((nblk - 1))] "$OUT/table_c1.dat" index i using 1:2:3 with yerrorlines lt i+1 title columnheader(1), \
+     for [i=0:$((nblk - 1))] "$OUT/table_c1.dat" index i using 1:4 with lines lt i+1 dt 2 notitle
+GP
+echo "wrote $OUT/runs.csv, $OUT/summary.csv, $OUT/table_c1.png"
