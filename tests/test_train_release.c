@@ -43,7 +43,9 @@ static void remove_run(const char *dir) {
     closedir(d);
 }
 
-static void run_one(const dpt_dataset *tr, int priv, const char *dir) {
+/* A small DP-SGD (priv) or SGD run on tr, evaluated on te (NULL: none), writing into
+ * out_dir (NULL: nowhere). */
+static dpt_trainer *new_run(const dpt_dataset *tr, const dpt_dataset *te, int priv, const char *out_dir) {
     dpt_train_config c = dpt_train_config_defaults();
     c.model_spec = "mlp:8-6-3:relu";
     c.sampler = priv ? DPT_SAMPLER_POISSON : DPT_SAMPLER_SHUFFLE;
@@ -52,7 +54,7 @@ static void run_one(const dpt_dataset *tr, int priv, const char *dir) {
     c.epochs = 2;
     c.seed = 4;
     c.threads = 1;
-    c.out_dir = dir;
+    c.out_dir = out_dir;
     c.optim = dpt_optim_defaults(DPT_OPT_SGD);
     dpt_algo *a = NULL;
     if (priv) {
@@ -63,7 +65,12 @@ static void run_one(const dpt_dataset *tr, int priv, const char *dir) {
         CHECK_OK(dpt_algo_sgd_new(&a));
     }
     dpt_trainer *t = NULL;
-    CHECK_OK(dpt_trainer_new(&c, tr, NULL, a, &t));
+    CHECK_OK(dpt_trainer_new(&c, tr, te, a, &t));
+    return t;
+}
+
+static void run_one(const dpt_dataset *tr, int priv, const char *dir) {
+    dpt_trainer *t = new_run(tr, NULL, priv, dir);
     if (!t) return;
     CHECK_STATUS(dpt_trainer_exclude_from_guarantee(t, ""), DPT_EINVAL);
     char longer[400];
@@ -100,26 +107,6 @@ static void run_one(const dpt_dataset *tr, int priv, const char *dir) {
 /* A private run whose "test" set is its training set publishes metrics of the private data
  * outside the epsilon: dpt_trainer_new records that itself (same arrays or equal contents);
  * a held-out test set or a non-private run records nothing; notes accumulate, once each. */
-static dpt_trainer *new_run(const dpt_dataset *tr, const dpt_dataset *te, int priv) {
-    dpt_train_config c = dpt_train_config_defaults();
-    c.model_spec = "mlp:8-6-3:relu";
-    c.sampler = priv ? DPT_SAMPLER_POISSON : DPT_SAMPLER_SHUFFLE;
-    c.sample_rate = 0.1;
-    c.batch_size = 60;
-    c.threads = 1;
-    dpt_algo *a = NULL;
-    if (priv) {
-        dpt_dpsgd_config d = dpt_dpsgd_config_defaults();
-        d.sigma = 1.0, d.clip = 1.0;
-        CHECK_OK(dpt_algo_dpsgd_new(&d, &a));
-    } else {
-        CHECK_OK(dpt_algo_sgd_new(&a));
-    }
-    dpt_trainer *t = NULL;
-    CHECK_OK(dpt_trainer_new(&c, tr, te, a, &t));
-    return t;
-}
-
 static const char *excludes(const dpt_trainer *t) {
     const dpt_ledger *l = dpt_trainer_ledger(t);
     return l ? dpt_ledger_get_meta(l, "epsilon_excludes") : NULL;
@@ -131,7 +118,7 @@ static void test_metrics_on_training_data(void) {
     tu_make_blobs(&tr, 300, 2, 1.0f);
     tu_make_blobs(&copy, 300, 2, 1.0f); /* equal contents, other arrays */
     tu_make_blobs(&held, 300, 3, 1.0f);
-    dpt_trainer *t = new_run(&tr, &tr, 1);
+    dpt_trainer *t = new_run(&tr, &tr, 1, NULL);
     CHECK(t && excludes(t) && !strcmp(excludes(t), SELF));
     char both[512];
     snprintf(both, sizeof both, "%s; %s", SELF, NOTE);
@@ -139,13 +126,13 @@ static void test_metrics_on_training_data(void) {
     CHECK_OK(dpt_trainer_exclude_from_guarantee(t, NOTE)); /* once */
     CHECK(t && excludes(t) && !strcmp(excludes(t), both));
     dpt_trainer_free(t);
-    t = new_run(&tr, &copy, 1);
+    t = new_run(&tr, &copy, 1, NULL);
     CHECK(t && excludes(t) && !strcmp(excludes(t), SELF));
     dpt_trainer_free(t);
-    t = new_run(&tr, &held, 1);
+    t = new_run(&tr, &held, 1, NULL);
     CHECK(t && excludes(t) == NULL);
     dpt_trainer_free(t);
-    t = new_run(&tr, &tr, 0); /* non-private: no privacy statement to qualify */
+    t = new_run(&tr, &tr, 0, NULL); /* non-private: no privacy statement to qualify */
     CHECK(t && dpt_trainer_ledger(t) == NULL);
     dpt_trainer_free(t);
     dpt_dataset_free(&tr);
