@@ -1,4 +1,5 @@
 /* Dataset operations: validation, class filtering, take, gather, hashing, normalization. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -60,7 +61,13 @@ static dpt_status check_arrays(const float *x, const int32_t *y, size_t n, size_
                       F, i, (int)y[i], (int)INT32_MAX);
         if (y[i] > top) top = y[i];
     }
-    for (size_t i = 0; i < nd; i++)
+    /* one vectorized pass finds whether any feature is NaN or infinite (!(|v| <= FLT_MAX)
+     * holds for both), a second names the first: a branch per element made this check cost
+     * more than the copy (0.25 s for MNIST's 47M features) */
+    int bad = 0;
+#pragma omp simd reduction(| : bad)
+    for (size_t i = 0; i < nd; i++) bad |= !(fabsf(x[i]) <= FLT_MAX);
+    for (size_t i = 0; bad && i < nd; i++)
         DPT_CHECK(isfinite(x[i]), DPT_EINVAL, "%s: x[%zu] = %g (example %zu, feature %zu) is not finite", F, i,
                   (double)x[i], i / dim, i % dim);
     *classes_out = n_classes > 0 ? n_classes : (int)top + 1;
