@@ -39,17 +39,23 @@ static dpt_train_config cfg_for(const char *spec, dpt_loss_kind loss, double q) 
     return c;
 }
 
-static dpt_trainer *make_trainer(const dpt_train_config *c, const dpt_dataset *tr, double sigma, double theta,
-                                 unsigned zsteps, double zlr, dpt_algo **algo) {
-    dpt_dpmac_config d = dpt_dpmac_config_defaults();
-    d.sigma = sigma, d.clip = theta, d.z_steps = zsteps, d.z_lr = zlr;
+/* A trainer for DP-MAC with configuration d (the algorithm is owned by the trainer). */
+static dpt_trainer *trainer_with(const dpt_train_config *c, const dpt_dataset *tr, const dpt_dpmac_config *d,
+                                 dpt_algo **algo) {
     dpt_algo *a = NULL;
     dpt_trainer *t = NULL;
-    CHECK_OK(dpt_algo_dpmac_new(&d, &a));
+    CHECK_OK(dpt_algo_dpmac_new(d, &a));
     if (!a) return NULL;
     CHECK_OK(dpt_trainer_new(c, tr, NULL, a, &t));
     if (algo) *algo = a;
     return t;
+}
+
+static dpt_trainer *make_trainer(const dpt_train_config *c, const dpt_dataset *tr, double sigma, double theta,
+                                 unsigned zsteps, double zlr, dpt_algo **algo) {
+    dpt_dpmac_config d = dpt_dpmac_config_defaults();
+    d.sigma = sigma, d.clip = theta, d.z_steps = zsteps, d.z_lr = zlr;
+    return trainer_with(c, tr, &d, algo);
 }
 
 /* ==== Taylor coefficient vs finite differences ==== */
@@ -167,9 +173,7 @@ static void test_z_gradient_fd(const char *spec, dpt_loss_kind loss, size_t dim,
         dpt_dpmac_config dc = dpt_dpmac_config_defaults();
         dc.z_mu = mu;
         dpt_algo *a = NULL;
-        dpt_trainer *t = NULL;
-        CHECK_OK(dpt_algo_dpmac_new(&dc, &a));
-        CHECK_OK(dpt_trainer_new(&c, &d, NULL, a, &t));
+        dpt_trainer *t = trainer_with(&c, &d, &dc, &a);
         if (!t) return;
         dpt_model *m = dpt_trainer_model(t);
         const size_t bc = 5;
@@ -398,13 +402,7 @@ static dpt_trainer *make_trainer2(const dpt_train_config *c, const dpt_dataset *
     dpt_dpmac_config d = dpt_dpmac_config_defaults();
     d.sigma = sigma, d.clip = theta, d.z_steps = 6, d.z_lr = 0.05;
     d.taylor_order = 2, d.clip2 = theta2, d.w_steps = w_steps;
-    dpt_algo *a = NULL;
-    dpt_trainer *t = NULL;
-    CHECK_OK(dpt_algo_dpmac_new(&d, &a));
-    if (!a) return NULL;
-    CHECK_OK(dpt_trainer_new(c, tr, NULL, a, &t));
-    *algo = a;
-    return t;
+    return trainer_with(c, tr, &d, algo);
 }
 
 /* One example's Hessian coefficient (clip2 huge: unclipped) equals the central second
@@ -683,8 +681,7 @@ static void test_hessian_steps_and_errors(void) {
         c = cfg_for(bad_spec[i], bad_loss[i], 0.1);
         dc = dpt_dpmac_config_defaults();
         dc.taylor_order = 2;
-        CHECK_OK(dpt_algo_dpmac_new(&dc, &a));
-        CHECK_OK(dpt_trainer_new(&c, &tr, NULL, a, &t2));
+        t2 = trainer_with(&c, &tr, &dc, &a);
         if (!t2) continue;
         CHECK_STATUS(a->begin(a, t2, 5), DPT_EINVAL);
         CHECK_ERR_HAS(bad_msg[i]);
