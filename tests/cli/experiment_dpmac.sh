@@ -4,13 +4,9 @@
 # epsilons and metrics, and both plots.
 set -u
 BIN=$1
-ROOT=${DPT_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-DATA=${DPT_SHARED_DATASETS:-}
-if [ -z "$DATA" ] || [ ! -d "$DATA/mnist" ] || [ ! -d "$DATA/usps" ]; then
-  echo "skipped: DPT_SHARED_DATASETS with mnist/ and usps/ not available"; exit 77
-fi
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+NEED_DATASETS="mnist usps"
+source "$(dirname "$0")/lib/experiment_shared.sh"
+ROOT=$SRC DATA=$D
 if ! DPTRAIN=$BIN DATA_DIR=$DATA SMOKE=1 bash "$ROOT/experiments/dpmac/run.sh" "$T/out" > "$T/log" 2>&1; then
   cat "$T/log"; echo "FAIL: run.sh --smoke failed"; exit 1
 fi

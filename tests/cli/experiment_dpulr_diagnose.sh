@@ -6,7 +6,7 @@
 # fractions in [0, 1] for the 4 modules; the plots exist. Skips (77) without MNIST.
 set -u
 BIN=$1
-source "$(dirname "$0")/lib/experiment_mnist.sh"
+source "$(dirname "$0")/lib/experiment_shared.sh"
 for part in dpsgd controller; do
   if ! DPTRAIN=$BIN DATA_DIR=$D "$SRC/experiments/dpulr_table1/diagnose.sh" --smoke $part "$T/out" > "$T/log" 2>&1; then
     cat "$T/log"; echo "FAIL: diagnose.sh --smoke $part"; exit 1

@@ -5,7 +5,7 @@
 # without the shared MNIST.
 set -u
 BIN=$1
-source "$(dirname "$0")/lib/experiment_mnist.sh"
+source "$(dirname "$0")/lib/experiment_shared.sh"
 if ! DPTRAIN=$BIN DATA_DIR=$D "$SRC/experiments/dpulr_table_c1/run.sh" --smoke "$T/out" > "$T/log" 2>&1; then
   cat "$T/log"; echo "FAIL: run.sh --smoke"; exit 1
 fi
