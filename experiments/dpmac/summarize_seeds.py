@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Mean and sample std over seeds of every row of experiments/dpmac/seeds.sh's results.csv.
 
-    summarize_seeds.py RESULTS_CSV[,RESULTS_CSV...] OUTDIR
+    summarize_seeds.py RESULTS_CSV[,RESULTS_CSV...] OUTDIR [ROW_REGEX]
 
 (several CSVs, e.g. of two seeds.sh output directories that ran side by side, are read as
-one, in the order given)
+one, in the order given; ROW_REGEX keeps only the rows whose name it matches in full, e.g.
+'usps-preset-eps8|usps-init-.*' to put the search cells of out_search/ beside the preset's
+row of out_paper/)
 
 Writes OUTDIR/summary.csv and OUTDIR/summary.md (the same as a markdown table) (row, task, seeds, epsilon RDP / PLD / paper's accounting,
 value mean and std, best-epoch value mean, the paper's value and stated epsilon, the
@@ -15,6 +17,7 @@ its stated epsilon). Every number comes from results.csv.
 import csv
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,7 +31,9 @@ def mean_std(v):
 
 def main():
     src, out = sys.argv[1], sys.argv[2]
-    rows = [r for path in src.split(",") for r in csv.DictReader(open(path))]
+    keep = re.compile(sys.argv[3]) if len(sys.argv) > 3 else None
+    rows = [r for path in src.split(",") for r in csv.DictReader(open(path))
+            if keep is None or keep.fullmatch(r["row"])]
     order, by = [], {}
     for r in rows:
         if r["row"] not in by:

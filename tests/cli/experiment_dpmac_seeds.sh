@@ -2,7 +2,8 @@
 # The smoke configuration of experiments/dpmac/seeds.sh (the authors' presets, tiny sizes:
 # a USPS autoencoder row and a second-order MNIST row, two seeds each): one CSV line per
 # run with finite epsilons and metrics, summary.csv whose mean and sample std equal those
-# recomputed here from results.csv, both plots; a second call adds nothing (runs are reused).
+# recomputed here from results.csv, both plots; a second call adds nothing (runs are reused);
+# summarize_seeds.py's row filter keeps only the rows it matches.
 set -u
 BIN=$1
 NEED_DATASETS="mnist usps"
@@ -31,6 +32,14 @@ PY
 for f in mnist.png usps.png; do
   [ -s "$T/out/$f" ] || { echo "FAIL: $f missing"; exit 1; }
 done
+# a row filter (full match) keeps only the rows it names: smoke-usps, not smoke-order2
+mkdir -p "$T/filt"
+python3 "$ROOT/experiments/dpmac/summarize_seeds.py" "$T/out/results.csv,$T/out/results.csv" "$T/filt" 'smoke-u.*' || exit 1
+python3 - "$T/filt/summary.csv" <<'PY' || { echo "FAIL: the row filter of summarize_seeds.py"; exit 1; }
+import csv, sys
+s = list(csv.DictReader(open(sys.argv[1])))
+assert [r["row"] for r in s] == ["smoke-usps"] and s[0]["seeds"] == "1 2 1 2", s
+PY
 grep -q "second order" "$T/out/runs/smoke-order2-s1.log" || { echo "FAIL: the order-2 row did not run second order"; exit 1; }
 DPTRAIN=$BIN DATA_DIR=$DATA bash "$ROOT/experiments/dpmac/seeds.sh" --smoke "$T/out" > "$T/log2" 2>&1 || { cat "$T/log2"; exit 1; }
 if grep -q "^== " "$T/log2"; then echo "FAIL: a second call reran finished runs"; cat "$T/log2"; exit 1; fi
