@@ -609,6 +609,9 @@ int main(void) {
     /* each layer alone, then small models with every layer kind and a residual group */
     check_model("cnn:2x7x6:conv3k3s2p1", 3, 100);
     check_model("cnn:2x5x5:conv2k2", 2, 101);
+    /* padding cut on both sides of a row, stride 2 and 3 (im2col's valid column ranges) */
+    check_model("cnn:2x6x7:conv3k3s2p1", 2, 112);
+    check_model("cnn:1x5x9:conv2k5s3p2", 2, 113);
     check_model("cnn:2x6x5:conv3k3:nobias", 2, 102);
     check_model("cnn:2x6x6:conv2k1,maxpool2", 3, 103);
     check_model("cnn:2x7x7:conv2k1,maxpool3s2", 2, 104);
