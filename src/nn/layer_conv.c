@@ -103,8 +103,13 @@ static void col2im(const dpt_layer *L, const float *cols, size_t ldc, float *dx)
                     const float *restrict r = row + oh * Wo + lo;
                     /* within one row the targets are distinct (s >= 1), so the order of
                      * these additions is the same as the element-wise loop's */
+                    if (s == 1) {
 #pragma omp simd
-                    for (size_t j = 0; j < hi - lo; j++) xr[j * s] += r[j];
+                        for (size_t j = 0; j < hi - lo; j++) xr[j] += r[j];
+                    } else {
+#pragma omp simd
+                        for (size_t j = 0; j < hi - lo; j++) xr[j * s] += r[j];
+                    }
                 }
             }
 }
