@@ -431,10 +431,10 @@ int main(void) {
     test_fast_vs_reference(&tr, DPT_CLIP_PER_LAYER, 0.2, "mlp:8-16-16-3:gelu", KEEP_DEFAULT);
     /* a CNN on the 8 features seen as 2x2x2: materialized convs (conv1: T (C k^2 + O) = 99 >
      * O C k^2 = 24; conv3: 1323 > 432), a ghost conv (conv2: 387 < 432), GroupNorm, a
-     * residual group. Flat clipping keeps the convs' per-example gradients (all three, or
-     * with a budget of 27 floats per example only conv1's 27 parameters, conv2 and conv3
-     * having 448 and 435) or, with no budget, takes SQNORM + WEIGHTED for every layer: each
-     * equals the reference. */
+     * residual group. Flat clipping keeps the per-example gradients of the convs with O <= T
+     * (conv1, O = 3 <= T = 9, and conv3, O = 3 <= 9; not conv2, O = 16 > 9), or with a budget
+     * of 27 floats per example only conv1's 27 parameters (conv3 has 435), or, with no
+     * budget, takes SQNORM + WEIGHTED for every layer: each equals the reference. */
     const char *cnn = "cnn:2x2x2:conv3k2p1,relu,[conv16k3p1,gn2,relu,conv3k3p1],relu,maxpool2s1,fc3";
     test_fast_vs_reference(&tr, DPT_CLIP_FLAT, 0.05, cnn, KEEP_DEFAULT);
     test_fast_vs_reference(&tr, DPT_CLIP_FLAT, 0.05, cnn, 27);

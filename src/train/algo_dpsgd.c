@@ -9,12 +9,13 @@
  * every batch, empty ones included. Per-layer clipping (McMahan et al. 2018) clips layer
  * l to C_l = C / sqrt(G), so the whole clipped gradient still has norm <= C.
  * A convolution's per-example gradient is small (O C k^2 values) while its weighted GEMM
- * costs as much as its whole weight gradient; with flat clipping its per-example
- * gradients are therefore materialized once (PER_EXAMPLE, kept in s->keep), their squared
- * norms read off the rows, and the clipped sum taken from the same rows (sum_i c_i g_i,
- * a pass over memory), instead of SQNORM and then a WEIGHTED GEMM over the unfolded
- * input. Linear layers keep the ghost norms. The kept rows live only inside one
- * accumulate call, so they can never be stale.
+ * costs as much as its whole weight gradient; with flat clipping the per-example gradients
+ * of a Conv2d layer with O <= T (rows no longer than its unfold cache, C k^2 T per example)
+ * are therefore materialized once (PER_EXAMPLE, kept in s->keep), their squared norms read
+ * off the rows, and the clipped sum taken from the same rows (sum_i c_i g_i, a pass over
+ * memory), instead of SQNORM and then a WEIGHTED GEMM over the unfolded input. Linear
+ * layers and wide convolutions on small maps keep the ghost norms. The kept rows live
+ * only inside one accumulate call, so they can never be stale.
  * The reference path materializes per-example gradients in chunks of ref_chunk examples
  * (memory ref_chunk x P), clips them in double and sums them: the tests compare the two. */
 #include <dptrain/train.h>
@@ -93,7 +94,10 @@ static dpt_status dpsgd_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
             for (size_t l = 0; l < m->n_layers; l++) {
                 const dpt_layer *L = &m->layers[l];
                 if (!L->n_params) continue;
-                if (L->kind == DPT_LAYER_CONV2D && L->n_params <= (s->keep_budget - used) / cap) {
+                /* rows of O C k^2 no longer than the layer's unfold (C k^2 T, which the model
+                 * keeps per example anyway): O <= T */
+                const int small = L->kind == DPT_LAYER_CONV2D && L->out_shape[0] <= L->out_shape[1] * L->out_shape[2];
+                if (small && L->n_params <= (s->keep_budget - used) / cap) {
                     s->keep[g] = dpt_alloc2(cap, L->n_params, sizeof(float), "dpsgd kept per-example gradients");
                     if (!s->keep[g]) {
                         s->G = G; /* keep_free walks G entries */
