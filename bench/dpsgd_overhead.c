@@ -11,7 +11,7 @@
  * Secure noise: the table sampler (the default), and with --cks also the old exact CKS
  * sampler, each in the same rounds as the non-private run it is compared with.
  * usage: dpsgd_overhead [epochs=1] [threads=0] [repeats=3] [--steps S] [--no-secure] [--cks]
- *                       [--mlp|--cnn] */
+ *                       [--mlp|--cnn|--model SPEC] */
 #include <dptrain/train.h>
 
 #include <math.h>
@@ -112,18 +112,21 @@ static int measure(const char *spec, int mode, uint64_t epochs, uint64_t steps, 
  * round, and the medians over the rounds are printed with their range. */
 int main(int argc, char **argv) {
     int want[N_MODES] = {1, 1, 1, 0}, want_mlp = 1, want_cnn = 1, pos = 0;
+    const char *only = NULL; /* --model SPEC: that model alone */
     uint64_t epochs = 1, steps = 0;
     int threads = 0, repeats = 3;
     const char *usage = "usage: dpsgd_overhead [epochs=1] [threads=0] [repeats=3] [--steps S] [--no-secure] [--cks] "
-                        "[--mlp|--cnn]\n"
+                        "[--mlp|--cnn|--model SPEC]\n"
                         "  DP-SGD / non-private time and peak memory per epoch, MLPs and CNNs (batch 256);\n"
-                        "  --steps S: S steps per run, scaled to an epoch; --cks: also the old exact CKS sampler\n";
+                        "  --steps S: S steps per run, scaled to an epoch; --cks: also the old exact CKS sampler;\n"
+                        "  --model SPEC: only this model (one of the four, or any spec of 784 inputs)\n";
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--no-secure")) want[M_TABLE] = 0;
         else if (!strcmp(argv[a], "--cks")) want[M_CKS] = 1;
         else if (!strcmp(argv[a], "--mlp")) want_cnn = 0;
         else if (!strcmp(argv[a], "--cnn")) want_mlp = 0;
         else if (!strcmp(argv[a], "--steps") && a + 1 < argc) steps = strtoull(argv[++a], NULL, 10);
+        else if (!strcmp(argv[a], "--model") && a + 1 < argc) only = argv[++a];
         else if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
             printf("%s", usage);
             return 0;
@@ -137,6 +140,8 @@ int main(int argc, char **argv) {
     if (epochs < 1) epochs = 1;
     if (repeats < 1 || repeats > MAX_REPEATS) repeats = 3;
     const char *specs[4] = {"mlp:784-128-64-32-10:gelu", "mlp:784-1000-10:relu", "mnist_cnn", "resnet5"};
+    const int n_specs = only ? 1 : 4;
+    if (only) specs[0] = only, want_mlp = want_cnn = 1;
     if (steps)
         printf("dpsgd_overhead: %llu steps per run scaled to an epoch, %d threads, %d interleaved rounds\n",
                (unsigned long long)steps, threads, repeats);
@@ -145,7 +150,7 @@ int main(int argc, char **argv) {
                threads, repeats);
     printf("%-28s %-16s %9s %7s %15s %7s %9s %7s %8s %7s\n", "model", "algorithm", "s/epoch", "ratio", "(rounds)",
            "CPU", "peak MB", "ratio", "train MB", "ratio");
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < n_specs; k++) {
         if ((k < 2 && !want_mlp) || (k >= 2 && !want_cnn)) continue;
         static double v[N_MODES][MAX_REPEATS][4], ratio[N_MODES][MAX_REPEATS], cratio[N_MODES][MAX_REPEATS];
         int ok = 1;

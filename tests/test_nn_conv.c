@@ -4,10 +4,12 @@
  * differences of that reference, every per-example mode against per-example finite
  * differences, both SQNORM paths of a convolution (ghost Gram matrices and materialized)
  * against the naive per-example gradient, the clipped sum (WEIGHTED) against the naive
- * sum c_i g_i, GroupNorm's per-example independence, chunked unfolding, and spec errors. */
+ * sum c_i g_i, max-pooling's route to the first maximum (ties, NaN) bit for bit against a
+ * plain scan, GroupNorm's per-example independence, chunked unfolding, and spec errors. */
 #include <dptrain/nn.h>
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -439,6 +441,72 @@ static void check_unfold_cache(const char *spec, size_t maxB, size_t chunk, uint
     dpt_model_free(b);
 }
 
+/* ==== max-pooling: the first maximum, ties and NaN ==== */
+
+/* The rule the layer documents, as a plain scan of one window: index into x_i of its first
+ * maximum (row-major order, replaced only by a strictly greater value). */
+static size_t ref_max_at(const dpt_layer *L, const float *xi, size_t c, size_t oh, size_t ow) {
+    const size_t H = L->in_shape[1], W = L->in_shape[2], k = L->k, s = L->stride;
+    size_t best = (c * H + oh * s) * W + ow * s;
+    for (size_t a = 0; a < k; a++)
+        for (size_t b = 0; b < k; b++) {
+            size_t idx = (c * H + oh * s + a) * W + ow * s + b;
+            if (xi[idx] > xi[best]) best = idx;
+        }
+    return best;
+}
+
+/* Inputs of few distinct values (many ties) and some NaN: forward, backward_input and jvp
+ * bit for bit against the plain scan, including rows wider than the layer's column block. */
+static void check_maxpool_routing(const char *spec, size_t B, uint64_t seed) {
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new(spec, B, 1, &m));
+    if (!m) return;
+    const dpt_layer *L = &m->layers[0];
+    CHECK(L->kind == DPT_LAYER_MAXPOOL);
+    const size_t C = L->in_shape[0], Ho = L->out_shape[1], Wo = L->out_shape[2], D = L->in_dim, K = L->out_dim;
+    float *x = malloc(B * D * sizeof *x), *t = malloc(B * D * sizeof *t), *g = malloc(B * K * sizeof *g);
+    float *v = malloc(B * K * sizeof *v), *dx = malloc(B * D * sizeof *dx), *ref = malloc(B * D * sizeof *ref);
+    uint64_t z = seed;
+    for (size_t j = 0; j < B * D; j++) {
+        z = z * 6364136223846793005ull + 1442695040888963407ull;
+        const unsigned r = (unsigned)(z >> 33) % 64;
+        x[j] = r == 0 ? NAN : (float)(r % 3); /* values 0, 1, 2 and about 1.6% NaN */
+        t[j] = (float)j * 0.25f - 7.0f;        /* distinct, so a wrong route shows */
+    }
+    fill_gauss(g, B * K, 1.0, seed + 1);
+    size_t bad_fwd = 0, bad_jvp = 0, bad_bwd = 0;
+    CHECK_OK(L->ops->forward(L, x, v, B));
+    for (size_t i = 0; i < B; i++)
+        for (size_t c = 0; c < C; c++)
+            for (size_t oh = 0; oh < Ho; oh++)
+                for (size_t ow = 0; ow < Wo; ow++) {
+                    const float want = x[i * D + ref_max_at(L, x + i * D, c, oh, ow)];
+                    const float got = v[i * K + (c * Ho + oh) * Wo + ow];
+                    bad_fwd += memcmp(&want, &got, sizeof want) != 0;
+                }
+    CHECK_OK(L->ops->jvp(L, x, v, t, NULL, v, B));
+    for (size_t i = 0; i < B; i++)
+        for (size_t c = 0; c < C; c++)
+            for (size_t oh = 0; oh < Ho; oh++)
+                for (size_t ow = 0; ow < Wo; ow++)
+                    bad_jvp += v[i * K + (c * Ho + oh) * Wo + ow] != t[i * D + ref_max_at(L, x + i * D, c, oh, ow)];
+    CHECK_OK(L->ops->backward_input(L, x, v, g, dx, B));
+    memset(ref, 0, B * D * sizeof *ref);
+    for (size_t i = 0; i < B; i++) /* the same (c, oh, ow) order of the additions */
+        for (size_t c = 0; c < C; c++)
+            for (size_t oh = 0; oh < Ho; oh++)
+                for (size_t ow = 0; ow < Wo; ow++)
+                    ref[i * D + ref_max_at(L, x + i * D, c, oh, ow)] += g[i * K + (c * Ho + oh) * Wo + ow];
+    for (size_t j = 0; j < B * D; j++) bad_bwd += memcmp(&dx[j], &ref[j], sizeof *dx) != 0;
+    CHECK(bad_fwd == 0 && bad_jvp == 0 && bad_bwd == 0);
+    if (bad_fwd || bad_jvp || bad_bwd)
+        fprintf(stderr, "  %s: %zu forward, %zu jvp, %zu backward values differ from the plain scan\n", spec, bad_fwd,
+                bad_jvp, bad_bwd);
+    free(x), free(t), free(g), free(v), free(dx), free(ref);
+    dpt_model_free(m);
+}
+
 /* ==== GroupNorm: per-example independence ==== */
 
 static void test_groupnorm_independence(void) {
@@ -541,6 +609,9 @@ int main(void) {
     /* each layer alone, then small models with every layer kind and a residual group */
     check_model("cnn:2x7x6:conv3k3s2p1", 3, 100);
     check_model("cnn:2x5x5:conv2k2", 2, 101);
+    /* padding cut on both sides of a row, stride 2 and 3 (im2col's valid column ranges) */
+    check_model("cnn:2x6x7:conv3k3s2p1", 2, 112);
+    check_model("cnn:1x5x9:conv2k5s3p2", 2, 113);
     check_model("cnn:2x6x5:conv3k3:nobias", 2, 102);
     check_model("cnn:2x6x6:conv2k1,maxpool2", 3, 103);
     check_model("cnn:2x7x7:conv2k1,maxpool3s2", 2, 104);
@@ -557,6 +628,13 @@ int main(void) {
     /* the unfold cache: ghost and materialized convs, residual group, GroupNorm, chunk < B */
     check_unfold_cache("cnn:8x3x3:conv16k3p1,relu,[conv16k3p1],gn4,relu,flatten,fc3", 5, 0, 120);
     check_unfold_cache("cnn:2x9x9:conv3k3,tanh,[conv3k3p1],maxpool2,conv4k2,flatten,fc3", 5, 2, 121);
+    /* max-pooling's route: overlapping (s < k) and strided windows, a row of 100 outputs
+     * (wider than one column block) */
+    check_maxpool_routing("cnn:3x7x9:maxpool2s1", 4, 130);
+    check_maxpool_routing("cnn:2x9x9:maxpool3s2", 3, 131);
+    check_maxpool_routing("cnn:2x6x8:maxpool2", 3, 132);
+    check_maxpool_routing("cnn:1x3x101:maxpool2s1", 2, 133);
+    check_maxpool_routing("cnn:2x5x5:maxpool1", 2, 134);
     test_groupnorm_independence();
     test_specs();
     TEST_MAIN_END();

@@ -44,12 +44,18 @@ static dpt_trainer *make_trainer(const dpt_train_config *c, const dpt_dataset *t
 }
 
 /* ==== fast path == reference path ==== */
-static void test_fast_vs_reference(const dpt_dataset *tr, dpt_clip_mode mode, double C, const char *spec) {
+#define KEEP_DEFAULT ((size_t)-1)
+/* keep: the budget of kept per-example conv gradients in floats per example of the model's
+ * batch capacity (0 forces SQNORM + WEIGHTED for every layer; KEEP_DEFAULT leaves the
+ * library's) */
+static void test_fast_vs_reference(const dpt_dataset *tr, dpt_clip_mode mode, double C, const char *spec,
+                                   size_t keep) {
     dpt_train_config c = dp_cfg(spec, 0.1);
     dpt_algo *af, *ar;
     dpt_trainer *tf = make_trainer(&c, tr, 1.0, C, mode, 0, &af);
     dpt_trainer *tref = make_trainer(&c, tr, 1.0, C, mode, 1, &ar);
     if (!tf || !tref) return;
+    if (keep != KEEP_DEFAULT) dpt_dpsgd_set_keep_budget(af, keep * dpt_trainer_model(tf)->max_batch);
     size_t P = dpt_trainer_model(tf)->n_params, b = 57;
     float *gf = malloc(P * sizeof(float)), *gr = malloc(P * sizeof(float));
     tu_algo_grad(tf, af, tr->x, tr->y, b, 0, gf);
@@ -64,8 +70,9 @@ static void test_fast_vs_reference(const dpt_dataset *tr, dpt_clip_mode mode, do
     c2.max_steps = 4;
     dpt_trainer_free(tf);
     dpt_trainer_free(tref);
-    tf = make_trainer(&c2, tr, 1.0, C, mode, 0, NULL);
+    tf = make_trainer(&c2, tr, 1.0, C, mode, 0, &af);
     tref = make_trainer(&c2, tr, 1.0, C, mode, 1, NULL);
+    if (keep != KEEP_DEFAULT) dpt_dpsgd_set_keep_budget(af, keep * dpt_trainer_model(tf)->max_batch);
     CHECK_OK(dpt_trainer_run(tf, NULL));
     CHECK_OK(dpt_trainer_run(tref, NULL));
     const float *a = dpt_trainer_model(tf)->theta, *r = dpt_trainer_model(tref)->theta;
@@ -77,7 +84,7 @@ static void test_fast_vs_reference(const dpt_dataset *tr, dpt_clip_mode mode, do
 }
 
 /* ==== sensitivity: neighbouring datasets ==== */
-static void test_sensitivity(const dpt_dataset *tr, double C, int reference, dpt_clip_mode mode) {
+static void test_sensitivity(const dpt_dataset *tr, const char *spec, double C, int reference, dpt_clip_mode mode) {
     /* D = tr, D' = tr without its last example. The Poisson sampler decides example by
      * example, in order, from the data stream: with the same seed, D' samples exactly the
      * remaining examples of D's first batch. Find a seed whose first batch contains the
@@ -102,7 +109,7 @@ static void test_sensitivity(const dpt_dataset *tr, double C, int reference, dpt
     float *x = malloc(b * 8 * sizeof(float));
     int32_t *y = malloc(b * sizeof(int32_t));
     dpt_dataset_gather(tr, idx, b, x, y);
-    dpt_train_config c = dp_cfg("mlp:8-16-3:tanh", 0.1);
+    dpt_train_config c = dp_cfg(spec, 0.1);
     dpt_algo *a;
     dpt_trainer *t = make_trainer(&c, tr, 1.0, C, mode, reference, &a);
     size_t P = dpt_trainer_model(t)->n_params;
@@ -419,17 +426,24 @@ int main(void) {
     dpt_dataset tr, te;
     tu_make_blobs(&tr, 600, 1, 1.0f);
     tu_make_blobs(&te, 300, 2, 1.0f);
-    test_fast_vs_reference(&tr, DPT_CLIP_FLAT, 0.05, "mlp:8-16-16-3:gelu");
-    test_fast_vs_reference(&tr, DPT_CLIP_FLAT, 5.0, "mlp:8-16-16-3:gelu");
-    test_fast_vs_reference(&tr, DPT_CLIP_PER_LAYER, 0.2, "mlp:8-16-16-3:gelu");
+    test_fast_vs_reference(&tr, DPT_CLIP_FLAT, 0.05, "mlp:8-16-16-3:gelu", KEEP_DEFAULT);
+    test_fast_vs_reference(&tr, DPT_CLIP_FLAT, 5.0, "mlp:8-16-16-3:gelu", KEEP_DEFAULT);
+    test_fast_vs_reference(&tr, DPT_CLIP_PER_LAYER, 0.2, "mlp:8-16-16-3:gelu", KEEP_DEFAULT);
     /* a CNN on the 8 features seen as 2x2x2: materialized convs (conv1: T (C k^2 + O) = 99 >
      * O C k^2 = 24; conv3: 1323 > 432), a ghost conv (conv2: 387 < 432), GroupNorm, a
-     * residual group */
-    test_fast_vs_reference(&tr, DPT_CLIP_FLAT, 0.05, "cnn:2x2x2:conv3k2p1,relu,[conv16k3p1,gn2,relu,conv3k3p1],relu,maxpool2s1,fc3");
-    test_fast_vs_reference(&tr, DPT_CLIP_PER_LAYER, 0.2, "cnn:2x2x2:conv3k2p1,relu,[conv16k3p1,gn2,relu,conv3k3p1],relu,maxpool2s1,fc3");
-    test_sensitivity(&tr, 0.05, 1, DPT_CLIP_FLAT);
-    test_sensitivity(&tr, 0.05, 0, DPT_CLIP_FLAT);
-    test_sensitivity(&tr, 0.3, 0, DPT_CLIP_PER_LAYER);
+     * residual group. Flat clipping keeps the per-example gradients of the convs with O <= T
+     * (conv1, O = 3 <= T = 9, and conv3, O = 3 <= 9; not conv2, O = 16 > 9), or with a budget
+     * of 27 floats per example only conv1's 27 parameters (conv3 has 435), or, with no
+     * budget, takes SQNORM + WEIGHTED for every layer: each equals the reference. */
+    const char *cnn = "cnn:2x2x2:conv3k2p1,relu,[conv16k3p1,gn2,relu,conv3k3p1],relu,maxpool2s1,fc3";
+    test_fast_vs_reference(&tr, DPT_CLIP_FLAT, 0.05, cnn, KEEP_DEFAULT);
+    test_fast_vs_reference(&tr, DPT_CLIP_FLAT, 0.05, cnn, 27);
+    test_fast_vs_reference(&tr, DPT_CLIP_FLAT, 0.05, cnn, 0);
+    test_fast_vs_reference(&tr, DPT_CLIP_PER_LAYER, 0.2, cnn, KEEP_DEFAULT);
+    test_sensitivity(&tr, "mlp:8-16-3:tanh", 0.05, 1, DPT_CLIP_FLAT);
+    test_sensitivity(&tr, "mlp:8-16-3:tanh", 0.05, 0, DPT_CLIP_FLAT);
+    test_sensitivity(&tr, "mlp:8-16-3:tanh", 0.3, 0, DPT_CLIP_PER_LAYER);
+    test_sensitivity(&tr, cnn, 0.05, 0, DPT_CLIP_FLAT); /* kept conv gradients */
     test_noise_only();
     test_empty_batches_and_learning(&tr, &te);
     test_bad_config();

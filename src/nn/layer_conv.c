@@ -35,6 +35,19 @@ static size_t conv_Dk(const dpt_layer *L) { return L->in_shape[0] * L->k * L->k;
 
 /* ==== im2col / col2im ==== */
 
+/* The output columns ow whose input column iw = ow s - p + kj lies inside [0, W): the range
+ * [*lo, *hi) (empty when *lo == *hi). Found once per kernel column, so the loops below copy
+ * or add a contiguous (s = 1) or strided run without a bounds test per element. */
+static void valid_cols(const dpt_layer *L, size_t kj, size_t *lo, size_t *hi) {
+    const size_t W = L->in_shape[2], s = L->stride, Wo = L->out_shape[2], p = L->pad;
+    /* ow s + kj >= p  and  ow s + kj <= p + W - 1 */
+    size_t a = kj >= p ? 0 : (p - kj + s - 1) / s;
+    size_t b = p + W - 1 >= kj ? (p + W - 1 - kj) / s + 1 : 0;
+    if (b > Wo) b = Wo;
+    if (a > b) a = b;
+    *lo = a, *hi = b;
+}
+
 /* cols[r, t] (row stride ldc) = x[c, oh s - p + ki, ow s - p + kj] or 0 outside. */
 static void im2col(const dpt_layer *L, const float *x, float *cols, size_t ldc) {
     const size_t C = L->in_shape[0], H = L->in_shape[1], W = L->in_shape[2], k = L->k, s = L->stride;
@@ -44,18 +57,27 @@ static void im2col(const dpt_layer *L, const float *x, float *cols, size_t ldc) 
         for (size_t ki = 0; ki < k; ki++)
             for (size_t kj = 0; kj < k; kj++) {
                 float *row = cols + ((c * k + ki) * k + kj) * ldc;
+                size_t lo, hi;
+                valid_cols(L, kj, &lo, &hi);
                 for (size_t oh = 0; oh < Ho; oh++) {
                     const long ih = (long)(oh * s) - p + (long)ki;
-                    float *r = row + oh * Wo;
-                    if (ih < 0 || ih >= (long)H) {
+                    float *restrict r = row + oh * Wo;
+                    if (ih < 0 || ih >= (long)H || lo == hi) {
                         memset(r, 0, Wo * sizeof *r);
                         continue;
                     }
-                    const float *xr = x + (c * H + (size_t)ih) * W;
-                    for (size_t ow = 0; ow < Wo; ow++) {
-                        const long iw = (long)(ow * s) - p + (long)kj;
-                        r[ow] = iw >= 0 && iw < (long)W ? xr[iw] : 0.0f;
+                    /* xr[j] = x[c, ih, (lo + j) s - p + kj] for j in [0, hi - lo); the rows are
+                     * short (Wo = 5-32 in our models), so plain loops, no library calls */
+                    const float *restrict xr = x + (c * H + (size_t)ih) * W + (lo * s + kj - (size_t)p);
+                    for (size_t ow = 0; ow < lo; ow++) r[ow] = 0.0f;
+                    if (s == 1) {
+#pragma omp simd
+                        for (size_t j = 0; j < hi - lo; j++) r[lo + j] = xr[j];
+                    } else {
+#pragma omp simd
+                        for (size_t j = 0; j < hi - lo; j++) r[lo + j] = xr[j * s];
                     }
+                    for (size_t ow = hi; ow < Wo; ow++) r[ow] = 0.0f;
                 }
             }
 }
@@ -71,14 +93,22 @@ static void col2im(const dpt_layer *L, const float *cols, size_t ldc, float *dx)
         for (size_t ki = 0; ki < k; ki++)
             for (size_t kj = 0; kj < k; kj++) {
                 const float *row = cols + ((c * k + ki) * k + kj) * ldc;
+                size_t lo, hi;
+                valid_cols(L, kj, &lo, &hi);
+                if (lo == hi) continue;
                 for (size_t oh = 0; oh < Ho; oh++) {
                     const long ih = (long)(oh * s) - p + (long)ki;
                     if (ih < 0 || ih >= (long)H) continue;
-                    float *xr = dx + (c * H + (size_t)ih) * W;
-                    const float *r = row + oh * Wo;
-                    for (size_t ow = 0; ow < Wo; ow++) {
-                        const long iw = (long)(ow * s) - p + (long)kj;
-                        if (iw >= 0 && iw < (long)W) xr[iw] += r[ow];
+                    float *restrict xr = dx + (c * H + (size_t)ih) * W + (lo * s + kj - (size_t)p);
+                    const float *restrict r = row + oh * Wo + lo;
+                    /* within one row the targets are distinct (s >= 1), so the order of
+                     * these additions is the same as the element-wise loop's */
+                    if (s == 1) {
+#pragma omp simd
+                        for (size_t j = 0; j < hi - lo; j++) xr[j] += r[j];
+                    } else {
+#pragma omp simd
+                        for (size_t j = 0; j < hi - lo; j++) xr[j * s] += r[j];
                     }
                 }
             }

@@ -116,6 +116,10 @@ dpt_status dpt_algo_record_sgm(dpt_algo *a, dpt_trainer *t, size_t batch);
  * n_params coordinates (dpt_privacy_secure_distance). */
 dpt_status dpt_algo_sgm_events(const dpt_algo *a, const dpt_trainer *t, dpt_ledger *l, int secure,
                                dpt_dgauss_method sampler, uint64_t count);
+/* DP-SGD keeps a Conv2d layer's per-example gradients between its norms and its clipped
+ * sum while all kept layers fit `floats` (default 32 M); tests set 0 to force the
+ * SQNORM + WEIGHTED path. `a` must come from dpt_algo_dpsgd_new. */
+void dpt_dpsgd_set_keep_budget(dpt_algo *a, size_t floats);
 dpt_status dpt_algo_bind_sgm(dpt_algo *a, const dpt_trainer *t, const char *name, double sigma, int secure);
 
 dpt_status dpt_trainer_checkpoint_path(const dpt_trainer *t, char *buf, size_t n);

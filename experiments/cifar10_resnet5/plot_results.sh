@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Draws the committed comparison plot results/dpulr.png (docs/cnn.md, docs/dpulr.md Section
+# 4.3) from the committed CSVs only: DP-SGD from results/results.csv (written by run.sh) and
+# the DP-ULR rows from results/dpulr_results.csv (issue 10's runs of run.sh; that file has
+# no wall_s column). Test accuracy against epoch, epsilon (RDP) on the right axis.
+#   usage: plot_results.sh [OUT_PNG]   env: RESULTS (default: this directory's results/)
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+RESULTS=${RESULTS:-$HERE/results}
+PNG=${1:-$RESULTS/dpulr.png}
+for f in results.csv dpulr_results.csv; do
+  [ -s "$RESULTS/$f" ] || { echo "plot_results.sh: $RESULTS/$f is missing or empty" >&2; exit 2; }
+done
+command -v gnuplot > /dev/null || { echo "plot_results.sh: gnuplot not found (scripts/setup.sh installs it)" >&2; exit 2; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+PLOT=""
+for csv in results.csv dpulr_results.csv; do
+  mapfile -t ROWS < <(tail -n +2 "$RESULTS/$csv" | cut -d, -f1 | awk '!seen[$0]++')
+  for row in "${ROWS[@]}"; do
+    awk -F, -v r="$row" 'NR > 1 && $1 == r' "$RESULTS/$csv" > "$T/$row.dat"
+    PLOT="$PLOT${PLOT:+, }\"$T/$row.dat\" using 2:(100*\$5) with linespoints title \"$row\""
+    PLOT="$PLOT, \"$T/$row.dat\" using 2:6 axes x1y2 with lines dashtype 2 title \"$row epsilon (RDP)\""
+  done
+done
+[ -n "$PLOT" ] || { echo "plot_results.sh: no rows in $RESULTS/*.csv" >&2; exit 2; }
+gnuplot <<GP
+set terminal pngcairo size 1000,650 noenhanced
+set output "$PNG"
+set datafile separator ","
+set key below maxrows 3
+set xlabel "epoch"
+set ylabel "test accuracy (%)"
+set y2label "epsilon (RDP, delta 1e-5)"
+set y2tics
+set ytics nomirror
+set title "CIFAR-10 ResNet-5: DP-SGD (q 0.00128, sigma 1, SGD lr 0.1) and DP-ULR (K 4, explicit, Adam 0.001), C 1"
+plot $PLOT
+GP
+echo "wrote $PNG"
