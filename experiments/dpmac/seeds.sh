@@ -17,6 +17,8 @@
 #   mnist-center-eps8 (calibrated to 8 with the rows centred by a DP mean first: clip 28 =
 #     sqrt(784), the largest norm of a preset-normalized image, multiplier 20; in the ledger)
 #   usps-preset-eps8 | usps-preset-eps4 | usps-preset-eps2 | usps-preset-eps1
+#   usps-init-NAME-eps8 | usps-init-NAME-eps1 (the preset with --init NAME: the paper does
+#     not state the initialization; the preset takes the authors' code's Glorot = xavier)
 #   smoke-mnist | smoke-usps | smoke-order2 (seconds; the CI configuration)
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -27,7 +29,7 @@ THREADS=${THREADS:-1}
 SEEDS=${SEEDS:-1 2 3}
 SMOKE=0
 [ "${1:-}" = --smoke ] && { SMOKE=1; shift; }
-[ $# -ge 1 ] || { sed -n 2,20p "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,22p "$0"; exit 2; }
 OUT=$1; shift
 ROWS=("$@")
 [ ${#ROWS[@]} -gt 0 ] || [ "$SMOKE" = 1 ] || { echo "seeds.sh: name at least one row" >&2; exit 2; }
@@ -53,6 +55,10 @@ row_flags() {
     usps-preset-eps4) echo "usps 4 9.6 | --preset dpmac-usps-eps4" ;;
     usps-preset-eps2) echo "usps 2 10.9 | --preset dpmac-usps-eps2" ;;
     usps-preset-eps1) echo "usps 1 12.7 | --preset dpmac-usps-eps1" ;;
+    # the initialization the paper leaves open (the preset uses the authors' Glorot/xavier):
+    # usps-init-NAME-eps8 / -eps1 = the preset with --init NAME (lecun, he, xavier, ...)
+    usps-init-*-eps8) i=${1#usps-init-}; echo "usps 8 8.4 | --preset dpmac-usps-eps8 --init ${i%-eps8}" ;;
+    usps-init-*-eps1) i=${1#usps-init-}; echo "usps 1 12.7 | --preset dpmac-usps-eps1 --init ${i%-eps1}" ;;
     smoke-mnist) echo "mnist 8 0.97 | --preset dpmac-mnist-eps8 --max-train 2000 --max-test 500 --model mlp:20-50-10:relu --pca-dims 20 --z-steps 5 --batch-size 200 --epochs 1" ;;
     smoke-usps) echo "usps 8 8.4 | --preset dpmac-usps-eps8 --max-train 500 --max-test 300 --model ae:256-30-10-4-10-30-256:relu --z-steps 5 --batch-size 100 --epochs 1" ;;
     smoke-order2) echo "mnist 0.5 0.90 | --preset dpmac-mnist-eps0.5 --max-train 2000 --max-test 500 --model mlp:20-50-10:relu --pca-dims 20 --z-steps 5 --batch-size 200 --epochs 1 --taylor-order 2 --clip2 0.3 --w-steps 3" ;;

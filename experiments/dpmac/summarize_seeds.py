@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Mean and sample std over seeds of every row of experiments/dpmac/seeds.sh's results.csv.
 
-    summarize_seeds.py RESULTS_CSV[,RESULTS_CSV...] OUTDIR
+    summarize_seeds.py RESULTS_CSV[,RESULTS_CSV...] OUTDIR [ROW_REGEX]
 
 (several CSVs, e.g. of two seeds.sh output directories that ran side by side, are read as
-one, in the order given)
+one, in the order given; ROW_REGEX keeps only the rows whose name it matches in full, e.g.
+'usps-preset-eps8|usps-init-.*' to put the search cells of out_search/ beside the preset's
+row of out_paper/)
 
-Writes OUTDIR/summary.csv and OUTDIR/summary.md (the same as a markdown table) (row, task, seeds, epsilon RDP / PLD / paper's accounting,
+Writes OUTDIR/summary.csv and OUTDIR/summary.md (the same as a markdown table), OUTDIR/cells_mnist.md
+and cells_usps.md (the paper's Tables 1a and 1b cell by cell, for the rows present) (row, task, seeds, epsilon RDP / PLD / paper's accounting,
 value mean and std, best-epoch value mean, the paper's value and stated epsilon, the
 difference to the paper) and, when gnuplot exists, OUTDIR/mnist.png and OUTDIR/usps.png
 (ours at the epsilon our accountant computed, with error bars, beside the paper's values at
@@ -15,6 +18,7 @@ its stated epsilon). Every number comes from results.csv.
 import csv
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,9 +30,64 @@ def mean_std(v):
     return m, s
 
 
+def cell(s):
+    """'mean +- std (N seeds)' of a summary row; None when the row was not run."""
+    if s is None:
+        return None
+    n = len(s["seeds"].split())
+    return "%s%s (%d seed%s" % (s["value_mean"], " +- " + s["value_std"] if s["value_std"] else "",
+                                 n, "" if n == 1 else "s")
+
+
+def write_cells(summ, out):
+    """OUTDIR/cells_mnist.md: the paper's Table 1a (calibrated rows, with and without DP-mean
+    centring) and OUTDIR/cells_usps.md: Table 1b (the authors' settings), cell by cell; a
+    file is empty when none of its rows is present."""
+    by = {s["row"]: s for s in summ}
+    lines = []
+    if any(("mnist-calib-eps" + e) in by for e in ("8", "2", "0.5")):
+        lines += ["| paper row (Table 1a) | paper | ours, calibrated to the paper's epsilon (epsilon ours) | "
+                  "ours - paper (points) | ours, calibrated + DP-mean centring (epsilon ours) | ours - paper "
+                  "(points) | within 0.5 point? |", "|---|---|---|---|---|---|---|"]
+        for e in ("8", "2", "0.5"):
+            c, m = by.get("mnist-calib-eps" + e), by.get("mnist-center-eps" + e)
+            pv = float((c or m)["paper_value"]) if (c or m) else None
+            txt, ok = [], []
+            for r in (c, m):
+                if r is None:
+                    txt += ["not run", "-"]
+                    ok.append(False)
+                    continue
+                d = float(r["value_mean"]) - pv
+                txt += [cell(r) + "; eps %s)" % r["eps_rdp"], "%+.2f" % (100 * d)]
+                ok.append(d >= -0.005)
+            verdict = "yes" if ok[0] else ("with centring only" if ok[1] else "no")
+            lines.append("| epsilon %s | %s | %s | %s | %s | %s | %s |" % (
+                e, (c or m)["paper_value"] if (c or m) else "-", txt[0], txt[1], txt[2], txt[3], verdict))
+    with open(os.path.join(out, "cells_mnist.md"), "w") as fh:
+        fh.write("\n".join(lines))
+    lines = []
+    paper_usps = {"8": "8.4", "4": "9.6", "2": "10.9", "1": "12.7"}  # Table 1b, DP-MAC column
+    if any(("usps-preset-eps" + e) in by for e in paper_usps):
+        lines += ["| paper row (Table 1b, DP-MAC) | paper | ours, the authors' settings (mean +- std) | "
+                  "epsilon ours, RDP (PLD) | ours - paper | at or below the paper? |", "|---|---|---|---|---|---|"]
+        for e, pv in paper_usps.items():
+            r = by.get("usps-preset-eps" + e)
+            if r is None:
+                lines.append("| epsilon %s | %s | not run | - | - | - |" % (e, pv))
+                continue
+            d = float(r["value_mean"]) - float(r["paper_value"])
+            lines.append("| epsilon %s | %s | %s) | %s (%s) | %+.2f | %s |" % (
+                e, r["paper_value"], cell(r), r["eps_rdp"], r["eps_pld"], d, "yes" if d <= 0 else "no"))
+    with open(os.path.join(out, "cells_usps.md"), "w") as fh:
+        fh.write("\n".join(lines))
+
+
 def main():
     src, out = sys.argv[1], sys.argv[2]
-    rows = [r for path in src.split(",") for r in csv.DictReader(open(path))]
+    keep = re.compile(sys.argv[3]) if len(sys.argv) > 3 else None
+    rows = [r for path in src.split(",") for r in csv.DictReader(open(path))
+            if keep is None or keep.fullmatch(r["row"])]
     order, by = [], {}
     for r in rows:
         if r["row"] not in by:
@@ -68,6 +127,7 @@ def main():
                 s["value_mean"] + (" +- " + s["value_std"] if s["value_std"] else " (one seed)"),
                 s["best_epoch_mean"], s["paper_value"], s["paper_eps"],
                 s["ours_minus_paper"]))
+    write_cells(summ, out)
     if not shutil.which("gnuplot"):
         return
     for task, ylabel in (("mnist", "test accuracy"), ("usps", "test MSE (half SSE per image, [0,1] pixels)")):
