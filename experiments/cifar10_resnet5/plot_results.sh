@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
-# Draws the committed comparison plot results/dpulr.png (docs/cnn.md, docs/dpulr.md Section
-# 4.3) from the committed CSVs only: DP-SGD from results/results.csv (written by run.sh) and
-# the DP-ULR rows from results/dpulr_results.csv (issue 10's runs of run.sh; that file has
-# no wall_s column). Test accuracy against epoch, epsilon (RDP) on the right axis.
-#   usage: plot_results.sh [OUT_PNG]   env: RESULTS (default: this directory's results/)
+# Test accuracy against epoch, epsilon (RDP) on the right axis, one curve per run (first
+# column) of each CSV in $CSVS (columns run,epoch,step,train_loss,test_accuracy,epsilon_rdp,
+# ...). By default it draws the committed comparison plot results/dpulr.png (docs/cnn.md,
+# docs/dpulr.md Section 4.3) from the committed CSVs only: DP-SGD from results/results.csv
+# and the DP-ULR rows from results/dpulr_results.csv (issue 10's runs); run.sh calls it for
+# the plot of its own OUT.
+#   usage: plot_results.sh [OUT_PNG]
+#   env: RESULTS (default: this directory's results/), CSVS (default "results.csv
+#        dpulr_results.csv"), TITLE
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 RESULTS=${RESULTS:-$HERE/results}
 PNG=${1:-$RESULTS/dpulr.png}
-for f in results.csv dpulr_results.csv; do
+CSVS=${CSVS:-results.csv dpulr_results.csv}
+TITLE=${TITLE:-CIFAR-10 ResNet-5: DP-SGD (q 0.00128, sigma 1, SGD lr 0.1) and DP-ULR (K 4, explicit, Adam 0.001), C 1}
+for f in $CSVS; do
   [ -s "$RESULTS/$f" ] || { echo "plot_results.sh: $RESULTS/$f is missing or empty" >&2; exit 2; }
 done
 command -v gnuplot > /dev/null || { echo "plot_results.sh: gnuplot not found (scripts/setup.sh installs it)" >&2; exit 2; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 PLOT=""
-for csv in results.csv dpulr_results.csv; do
+for csv in $CSVS; do
   mapfile -t ROWS < <(tail -n +2 "$RESULTS/$csv" | cut -d, -f1 | awk '!seen[$0]++')
   for row in "${ROWS[@]}"; do
     awk -F, -v r="$row" 'NR > 1 && $1 == r' "$RESULTS/$csv" > "$T/$row.dat"
@@ -34,7 +40,7 @@ set ylabel "test accuracy (%)"
 set y2label "epsilon (RDP, delta 1e-5)"
 set y2tics
 set ytics nomirror
-set title "CIFAR-10 ResNet-5: DP-SGD (q 0.00128, sigma 1, SGD lr 0.1) and DP-ULR (K 4, explicit, Adam 0.001), C 1"
+set title "$TITLE"
 plot $PLOT
 GP
 echo "wrote $PNG"

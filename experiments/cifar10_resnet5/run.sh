@@ -93,24 +93,7 @@ for row in "${ROW_LIST[@]}"; do
     "$OUT/$row/metrics.jsonl" >> "$OUT/results.csv.tmp"
   mv "$OUT/results.csv.tmp" "$OUT/results.csv"
 done
-PLOT=""
-mapfile -t ALL_ROWS < <(tail -n +2 "$OUT/results.csv" | cut -d, -f1 | awk '!seen[$0]++')
-for row in "${ALL_ROWS[@]}"; do
-  awk -F, -v r="$row" 'NR > 1 && $1 == r' "$OUT/results.csv" > "$OUT/$row.dat"
-  PLOT="$PLOT${PLOT:+, }\"$OUT/$row.dat\" using 2:(100*\$5) with linespoints title \"$row\""
-  PLOT="$PLOT, \"$OUT/$row.dat\" using 2:6 axes x1y2 with lines dashtype 2 title \"$row epsilon (RDP)\""
-done
-gnuplot <<GP
-set terminal pngcairo size 900,550 noenhanced
-set output "$OUT/cifar10_resnet5.png"
-set datafile separator ","
-set key bottom right
-set xlabel "epoch"
-set ylabel "test accuracy (%)"
-set y2label "epsilon (delta 1e-5)"
-set y2tics
-set ytics nomirror
-set title "CIFAR-10 ResNet-5: DP-SGD (q 0.00128, sigma 1) and DP-ULR (K $COPIES), C 1, curves from results.csv"
-plot $PLOT
-GP
+RESULTS=$OUT CSVS=results.csv \
+  TITLE="CIFAR-10 ResNet-5: DP-SGD (q 0.00128, sigma 1) and DP-ULR (K $COPIES, $NOISE), C 1, curves from results.csv" \
+  bash "$HERE/plot_results.sh" "$OUT/cifar10_resnet5.png" > /dev/null
 echo "wrote $OUT/results.csv and $OUT/cifar10_resnet5.png"
