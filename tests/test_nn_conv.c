@@ -5,7 +5,9 @@
  * differences, both SQNORM paths of a convolution (ghost Gram matrices and materialized)
  * against the naive per-example gradient, the clipped sum (WEIGHTED) against the naive
  * sum c_i g_i, max-pooling's route to the first maximum (ties, NaN) bit for bit against a
- * plain scan, GroupNorm's per-example independence, chunked unfolding, and spec errors. */
+ * plain scan, GroupNorm's per-example independence, chunked unfolding, spec errors, and
+ * the unpacked small product behind the per-example gradients (dpt_small_gemm) against a
+ * double loop over every block and tail shape. */
 #include <dptrain/nn.h>
 
 #include <math.h>
@@ -13,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/nn_internal.h"
 #include "testutil.h"
 
 /* ==== double references ==== */
@@ -605,6 +608,51 @@ static void test_specs(void) {
     dpt_model_free(m);
 }
 
+/* dpt_small_gemm against a double-precision loop: row counts around its 6-row blocks,
+ * column counts around its 8- and 16-wide vectors (masked tails), A read through both
+ * orientations, C stored by rows and transposed, accumulate on and off. B is allocated to
+ * end exactly at its last used element, so a read past column N shows under ASan. */
+static void test_small_gemm(void) {
+    static const size_t Ms[] = {1, 5, 6, 7, 13}, Ns[] = {1, 7, 8, 9, 16, 17, 31}, Ks[] = {0, 1, 3, 50};
+    uint64_t seed = 900;
+    size_t bad = 0, cases = 0;
+    for (size_t im = 0; im < sizeof Ms / sizeof *Ms; im++)
+        for (size_t in = 0; in < sizeof Ns / sizeof *Ns; in++)
+            for (size_t ik = 0; ik < sizeof Ks / sizeof *Ks; ik++)
+                for (int layout = 0; layout < 4; layout++) {
+                    const size_t M = Ms[im], N = Ns[in], K = Ks[ik], ldb = N + 3;
+                    const int a_rows = layout & 1, c_rows = (layout >> 1) & 1, accumulate = layout == 3;
+                    /* A(m, k): [M, K] with row stride K + 2, or [K, M] with row stride M + 1 */
+                    const size_t ars = a_rows ? K + 2 : 1, acs = a_rows ? 1 : M + 1;
+                    const size_t na = a_rows ? M * (K + 2) : (K ? K : 1) * (M + 1);
+                    const size_t nb = K ? (K - 1) * ldb + N : 1;
+                    const size_t crs = c_rows ? N + 1 : 1, ccs = c_rows ? 1 : M + 2;
+                    const size_t nc = c_rows ? M * (N + 1) : N * (M + 2);
+                    float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b), *c = malloc(nc * sizeof *c);
+                    double *ref = malloc(M * N * sizeof *ref);
+                    fill_gauss(a, na, 1.0, seed++);
+                    fill_gauss(b, nb, 1.0, seed++);
+                    fill_gauss(c, nc, 1.0, seed++);
+                    for (size_t m = 0; m < M; m++)
+                        for (size_t n = 0; n < N; n++) {
+                            double r = accumulate ? c[m * crs + n * ccs] : 0.0;
+                            for (size_t k = 0; k < K; k++) r += (double)a[m * ars + k * acs] * b[k * ldb + n];
+                            ref[m * N + n] = r;
+                        }
+                    dpt_small_gemm(M, N, K, a, ars, acs, b, ldb, c, crs, ccs, accumulate);
+                    for (size_t m = 0; m < M; m++)
+                        for (size_t n = 0; n < N; n++) {
+                            const double got = c[m * crs + n * ccs], want = ref[m * N + n];
+                            bad += !(fabs(got - want) <= 1e-5 * (1.0 + sqrt((double)K)) + 1e-5 * fabs(want));
+                        }
+                    cases++;
+                    free(a), free(b), free(c), free(ref);
+                }
+    CHECK(cases == 5 * 7 * 4 * 4);
+    if (bad) fprintf(stderr, "dpt_small_gemm: %zu entries off the double loop\n", bad);
+    CHECK(bad == 0);
+}
+
 int main(void) {
     /* each layer alone, then small models with every layer kind and a residual group */
     check_model("cnn:2x7x6:conv3k3s2p1", 3, 100);
@@ -613,6 +661,10 @@ int main(void) {
     check_model("cnn:2x6x7:conv3k3s2p1", 2, 112);
     check_model("cnn:1x5x9:conv2k5s3p2", 2, 113);
     check_model("cnn:2x6x5:conv3k3:nobias", 2, 102);
+    /* T >= 32 positions: per-example products through dpt_small_gemm (O = 3: one masked
+     * vector; O = 17: two vectors and a tail) */
+    check_model("cnn:2x8x8:conv3k3p1", 2, 114);
+    check_model("cnn:1x6x9:conv17k2s1p1", 2, 115);
     check_model("cnn:2x6x6:conv2k1,maxpool2", 3, 103);
     check_model("cnn:2x7x7:conv2k1,maxpool3s2", 2, 104);
     check_model("cnn:2x6x6:conv2k1,avgpool2s1", 2, 105);
@@ -637,5 +689,6 @@ int main(void) {
     check_maxpool_routing("cnn:2x5x5:maxpool1", 2, 134);
     test_groupnorm_independence();
     test_specs();
+    test_small_gemm();
     TEST_MAIN_END();
 }

@@ -242,6 +242,29 @@ static void bias_rows(const float *dvi, size_t O, size_t T, float *out, int accu
     }
 }
 
+/* Positions from which one example's product goes through dpt_small_gemm: it stores its
+ * O Dk outputs one float at a time (transposed), which a sum over fewer positions does not
+ * repay (T = 25 at O 32, Dk 256 measured slower than OpenBLAS; 36, 49, 196 and 1024
+ * faster, a throwaway loop over 128-256 examples, 2026-11-25). */
+#define SMALL_GEMM_MIN_T 32
+
+/* g_i [O, Dk] (+)= dV_i [O, T] U_i^T, U_i = cols [Dk, T] with row stride ldu. From
+ * SMALL_GEMM_MIN_T positions on, through dvt [T, O] = dV_i^T (scratch of O T floats): as
+ * g_i^T [Dk, O] = U_i dV_i^T by dpt_small_gemm (elements of U_i broadcast, rows of dvt
+ * read as vectors), stored transposed into g_i. OpenBLAS packs both operands on every
+ * call, which at one example's size costs as much as the product (small_gemm.c). */
+static void per_example_product(const dpt_layer *L, const float *dvi, const float *Ui, size_t ldu, float *dvt,
+                                float *gi, int accumulate) {
+    const size_t O = L->out_shape[0], T = conv_T(L), Dk = conv_Dk(L);
+    if (T < SMALL_GEMM_MIN_T) {
+        dpt_sgemm(0, 1, O, Dk, T, 1.0f, dvi, T, Ui, ldu, accumulate ? 1.0f : 0.0f, gi, Dk);
+        return;
+    }
+    for (size_t o = 0; o < O; o++)
+        for (size_t t = 0; t < T; t++) dvt[t * O + o] = dvi[o * T + t];
+    dpt_small_gemm(Dk, O, T, Ui, ldu, 1, dvt, O, gi, 1, Dk, accumulate);
+}
+
 static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const float *dv, size_t B,
                                        dpt_grad_mode mode, const float *weights, float *out, size_t ld,
                                        int accumulate) {
@@ -277,11 +300,14 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
         for (size_t lo = 0; lo < B; lo += L->chunk) {
             const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
             const float *cols = chunk_cols(L, x, lo, n, hit);
-            for (size_t j = 0; j < n; j++) {
+            const long long nn = (long long)n;
+            /* each example on one thread, its dV_i^T in its own [T, O] slice of Y */
+#pragma omp parallel for num_threads(L->threads) if (n * ODk * T > DPT_NN_PAR_MIN)
+            for (long long jj = 0; jj < nn; jj++) {
+                const size_t j = (size_t)jj;
                 const float *dvi = dv + (lo + j) * K;
                 float *gi = out + (lo + j) * ld;
-                /* dW_i [O, Dk] = dV_i [O, T] U_i^T [T, Dk] */
-                dpt_sgemm(0, 1, O, Dk, T, 1.0f, dvi, T, cols + j * T, nT, accumulate ? 1.0f : 0.0f, gi, Dk);
+                per_example_product(L, dvi, cols + j * T, nT, Y + j * O * T, gi, accumulate);
                 if (L->has_bias) bias_rows(dvi, O, T, gi + ODk, accumulate);
             }
         }
@@ -302,7 +328,7 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
                     for (size_t e = 0; e < T * T; e++) s += (double)Gu[e] * Gv[e];
                 } else {
                     /* g_i = dV_i U_i^T [O, Dk], then its squared entries */
-                    dpt_sgemm(0, 1, O, Dk, T, 1.0f, dvi, T, Ui, nT, 0.0f, aux, Dk);
+                    per_example_product(L, dvi, Ui, nT, Y, aux, 0);
                     for (size_t e = 0; e < ODk; e++) s += (double)aux[e] * aux[e];
                 }
                 if (L->has_bias)

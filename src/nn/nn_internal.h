@@ -22,6 +22,13 @@ struct dpt_unfold_cache {
 /* Floats a Conv2d layer's unfold cache needs per example (0 for other layers). */
 size_t dpt_layer_conv_unfold_floats(const dpt_layer *L);
 
+/* C (+)= A B for small products, without packing (src/nn/small_gemm.c): M x N outputs
+ * C(m, n) = sum_k A(m, k) B(k, n) with A(m, k) = a[m ars + k acs] (any strides), B's rows
+ * contiguous (B(k, n) = b[k ldb + n]; nothing past column N is read) and C(m, n) stored at
+ * c[m crs + n ccs]; accumulate = 1 adds to C. Sums run over k in order, in float. */
+void dpt_small_gemm(size_t M, size_t N, size_t K, const float *a, size_t ars, size_t acs, const float *b,
+                    size_t ldb, float *c, size_t crs, size_t ccs, int accumulate);
+
 /* Sets up L as a Linear layer D -> K (weights and scratch are attached by the model). */
 void dpt_layer_linear_setup(dpt_layer *L, size_t D, size_t K, int has_bias);
 /* Sets up L as an elementwise activation on n features; kind is not LINEAR. */

@@ -1,0 +1,105 @@
+/* Small matrix products without packing, for the per-example gradients of a convolution
+ * (dpt_small_gemm in nn_internal.h). OpenBLAS packs both operands into its own layout on
+ * every call; at one example's size (mnist_cnn's conv1: 64 x 16 outputs over 196
+ * positions) that packing costs more than the multiply-adds (perf of a DP-SGD and a
+ * non-private mnist_cnn run, 2026-11-25: of the samples DP-SGD added, 231 were OpenBLAS
+ * packing operands and 183 its multiply kernel). Here B is read in place (its rows are already
+ * contiguous in n) and A is broadcast one element at a time, so nothing is copied.
+ * Register blocks of MR x 16 (two 8-float vectors per row); the last column block is read
+ * with masked loads, so no element past column N of B is touched. */
+#include "nn_internal.h"
+
+#include <string.h>
+
+#define MR 6
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+typedef __m256 vf;
+typedef __m256i vmask;
+#define V_ZERO() _mm256_setzero_ps()
+#define V_BCAST(p) _mm256_broadcast_ss(p)
+#define V_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define V_LOAD(p) _mm256_loadu_ps(p)
+#define V_LOADN(dst, p, m, n) ((dst) = _mm256_maskload_ps((p), (m))) /* lanes >= n not read */
+#define V_STORE(p, v) _mm256_storeu_ps(p, v)
+static inline vmask v_mask(size_t n) { /* lanes [0, n) on, n <= 8 */
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), lane);
+}
+#else
+/* Portable vectors (GCC/Clang extensions), as macros: a function taking or returning a
+ * 32-byte vector draws GCC's ABI note when AVX is off. Without FMA each product is rounded
+ * before the sum, as a scalar loop under -ffp-contract=off. */
+typedef float vf __attribute__((vector_size(32)));
+typedef float vf_u __attribute__((vector_size(32), aligned(4), may_alias)); /* unaligned */
+typedef size_t vmask;
+#define V_ZERO() ((vf){0})
+#define V_BCAST(p) ((vf){0} + *(p))
+#define V_FMA(a, b, c) ((a) * (b) + (c))
+#define V_LOAD(p) (*(const vf_u *)(p))
+#define V_LOADN(dst, p, m, n)                         \
+    do {                                              \
+        (void)(m);                                    \
+        (dst) = (vf){0};                              \
+        memcpy(&(dst), (p), (n) * sizeof(float));     \
+    } while (0)
+#define V_STORE(p, v) (*(vf_u *)(p) = (v))
+static inline vmask v_mask(size_t n) { return n; }
+#endif
+
+/* One block: rows m0 .. m0 + mr - 1 (mr <= MR), columns n0 .. n0 + nc - 1 (nc <= 16).
+ * Rows past mr repeat the last row (their sums are dropped), so every block runs the same
+ * MR = 6 rows, written out so that the 12 accumulators stay in registers. */
+static inline __attribute__((always_inline)) void block(size_t mr, size_t nc, size_t K, const float *a, size_t ars,
+                                                        size_t acs, const float *b, size_t ldb, float *c,
+                                                        size_t crs, size_t ccs, int accumulate) {
+    vf c00 = V_ZERO(), c01 = V_ZERO(), c10 = V_ZERO(), c11 = V_ZERO(), c20 = V_ZERO(), c21 = V_ZERO();
+    vf c30 = V_ZERO(), c31 = V_ZERO(), c40 = V_ZERO(), c41 = V_ZERO(), c50 = V_ZERO(), c51 = V_ZERO();
+    const size_t n1 = nc > 8 ? nc - 8 : 0, n0 = nc > 8 ? 8 : nc;
+    const vmask m0 = v_mask(n0), m1 = v_mask(n1);
+    const float *a0 = a, *a1 = a + (mr > 1 ? 1 : 0) * ars, *a2 = a + (mr > 2 ? 2 : mr - 1) * ars,
+                *a3 = a + (mr > 3 ? 3 : mr - 1) * ars, *a4 = a + (mr > 4 ? 4 : mr - 1) * ars,
+                *a5 = a + (mr > 5 ? 5 : mr - 1) * ars;
+    for (size_t k = 0; k < K; k++) {
+        const float *bk = b + k * ldb;
+        vf b0, b1 = V_ZERO();
+        if (n0 == 8) b0 = V_LOAD(bk);
+        else V_LOADN(b0, bk, m0, n0);
+        if (n1 == 8) b1 = V_LOAD(bk + 8);
+        else if (n1) V_LOADN(b1, bk + 8, m1, n1);
+        const size_t ko = k * acs;
+        vf t;
+        t = V_BCAST(a0 + ko), c00 = V_FMA(t, b0, c00), c01 = V_FMA(t, b1, c01);
+        t = V_BCAST(a1 + ko), c10 = V_FMA(t, b0, c10), c11 = V_FMA(t, b1, c11);
+        t = V_BCAST(a2 + ko), c20 = V_FMA(t, b0, c20), c21 = V_FMA(t, b1, c21);
+        t = V_BCAST(a3 + ko), c30 = V_FMA(t, b0, c30), c31 = V_FMA(t, b1, c31);
+        t = V_BCAST(a4 + ko), c40 = V_FMA(t, b0, c40), c41 = V_FMA(t, b1, c41);
+        t = V_BCAST(a5 + ko), c50 = V_FMA(t, b0, c50), c51 = V_FMA(t, b1, c51);
+    }
+    float out[MR][16];
+    V_STORE(out[0], c00), V_STORE(out[0] + 8, c01), V_STORE(out[1], c10), V_STORE(out[1] + 8, c11);
+    V_STORE(out[2], c20), V_STORE(out[2] + 8, c21), V_STORE(out[3], c30), V_STORE(out[3] + 8, c31);
+    V_STORE(out[4], c40), V_STORE(out[4] + 8, c41), V_STORE(out[5], c50), V_STORE(out[5] + 8, c51);
+    for (size_t r = 0; r < mr; r++) {
+        float *cr = c + r * crs;
+        if (accumulate)
+            for (size_t j = 0; j < nc; j++) cr[j * ccs] += out[r][j];
+        else
+            for (size_t j = 0; j < nc; j++) cr[j * ccs] = out[r][j];
+    }
+}
+
+void dpt_small_gemm(size_t M, size_t N, size_t K, const float *a, size_t ars, size_t acs, const float *b,
+                    size_t ldb, float *c, size_t crs, size_t ccs, int accumulate) {
+    for (size_t i = 0; i < M; i += MR) {
+        const size_t mr = M - i < MR ? M - i : MR;
+        for (size_t j = 0; j < N; j += 16) {
+            const size_t nc = N - j < 16 ? N - j : 16;
+            if (mr == MR && nc == 16)
+                block(MR, 16, K, a + i * ars, ars, acs, b + j, ldb, c + i * crs + j * ccs, crs, ccs, accumulate);
+            else
+                block(mr, nc, K, a + i * ars, ars, acs, b + j, ldb, c + i * crs + j * ccs, crs, ccs, accumulate);
+        }
+    }
+}
