@@ -24,7 +24,12 @@
 # the plot, DP-SGD's included, is read from results.csv, i.e. from the runs' metrics.
 # A row name may carry a suffix after "+" to keep runs of other settings apart in one OUT
 # (e.g. NOISE=controller ... --rows dpulr-q50-s5+ctrl writes out/dpulr-q50-s5+ctrl/).
-#   usage: run.sh [--smoke] [--epochs E] [--rows LIST]   env: DPTRAIN, DATA_DIR, OUT, THREADS, COPIES, NOISE, SEED
+# LR (default 0.001) is the DP-ULR rows' Adam learning rate.
+# --collect writes results.csv rows and the plot from the runs already in OUT (for example
+# runs stopped with Ctrl-C, which saves their last epoch; they continue with dptrain's
+# --resume), with the same env as the runs (NOISE, SEED), and trains nothing.
+#   usage: run.sh [--smoke] [--epochs E] [--rows LIST] [--collect]
+#   env: DPTRAIN, DATA_DIR, OUT, THREADS, COPIES, NOISE, SEED, LR
 #   --smoke: 1000 training / 300 test examples, 1 epoch, rows dpsgd and dpulr-q50-s5 unless
 #            --rows is given, q = 0.1 (DP-SGD) / 5 q (DP-ULR) with K = 2; a ctest runs it
 # The shared CIFAR-10 copy was rebuilt from JPEG (quality 75) copies of the images (see
@@ -39,7 +44,9 @@ THREADS=${THREADS:-1}
 COPIES=${COPIES:-4}
 NOISE=${NOISE:-explicit}
 SEED=${SEED:-1}
+LR=${LR:-0.001}
 EPOCHS=20
+COLLECT=0
 ROWS=
 SIZE=()
 SMOKE=${SMOKE:-0}
@@ -48,7 +55,8 @@ while [ $# -gt 0 ]; do
     --smoke) SMOKE=1 ;;
     --epochs) EPOCHS=$2; shift ;;
     --rows) ROWS=$2; shift ;;
-    *) echo "run.sh: unknown argument '$1' (expected --smoke, --epochs E or --rows LIST)" >&2; exit 2 ;;
+    --collect) COLLECT=1 ;;
+    *) echo "run.sh: unknown argument '$1' (expected --smoke, --epochs E, --rows LIST or --collect)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -79,13 +87,17 @@ for row in "${ROW_LIST[@]}"; do
              *) Q=0.04; S0=4 ;;
            esac
            [ "$SMOKE" = 1 ] && Q=$(awk -v q="$Q" 'BEGIN { print q * 5 }')
-           ARGS=(--algo dpulr --optimizer adam --lr 0.001 --sample-rate "$Q" --sigma0 "$S0" --copies "$COPIES"
+           ARGS=(--algo dpulr --optimizer adam --lr "$LR" --sample-rate "$Q" --sigma0 "$S0" --copies "$COPIES"
                  --sampler poisson-reject "${ULR_NOISE[@]}") ;;
     *) echo "run.sh: unknown row '$row' (dpsgd, dpulr-q50-s5, dpulr-q25-s8, dpulr-q25-s4)" >&2; exit 2 ;;
   esac
   CMD=("$DPTRAIN" train "${ARGS[@]}" "${COMMON[@]}" --out "$OUT/$row" --overwrite "${SIZE[@]}")
-  echo "$row: ${CMD[*]}" >> "$OUT/command.txt"
-  "${CMD[@]}" | tee "$OUT/$row.log"
+  if [ "$COLLECT" = 1 ]; then
+    [ -s "$OUT/$row/metrics.jsonl" ] || { echo "run.sh: --collect: no $OUT/$row/metrics.jsonl" >&2; exit 2; }
+  else
+    echo "$row: ${CMD[*]}" >> "$OUT/command.txt"
+    "${CMD[@]}" | tee "$OUT/$row.log"
+  fi
   noise=$([ "${row%%+*}" = dpsgd ] && echo dpsgd || echo "$NOISE")
   grep -v "^$row," "$OUT/results.csv" > "$OUT/results.csv.tmp" || true  # a re-run replaces its rows
   awk -v run="$row" -v noise="$noise" -v seed="$SEED" 'function num(k,  m) { if (match($0, "\"" k "\":[-0-9.eE+]+")) { m = substr($0, RSTART, RLENGTH); sub(/^"[^"]*":/, "", m); return m } return "" }

@@ -1,6 +1,7 @@
 # Shared by tests/cli/experiment_{mnist_cnn,cifar10_resnet5}.sh: experiments/$NAME/run.sh --smoke
 # runs end to end: a CSV with one row per epoch (accuracy in [0, 1], a positive epsilon that
-# grows), $NAME.png and command.txt. Exits 77 without the shared datasets. Needs NAME and BIN.
+# grows), $NAME.png and command.txt. Exits 77 without the shared datasets. Needs NAME and BIN;
+# CHECK_COLLECT=1 also checks run.sh --collect.
 set -u
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -23,5 +24,12 @@ for r in ${EXPECT_RUNS:-}; do # runs (first column) that must have rows
 done
 [ -s "$T/$NAME.png" ] || { echo "FAIL: no $NAME.png"; fail=1; }
 grep -q -- "--model" "$T/command.txt" || { echo "FAIL: command.txt does not hold the command"; fail=1; }
+# CHECK_COLLECT=1: run.sh --collect rebuilds the same results.csv from the runs' metrics
+if [ "${CHECK_COLLECT:-0}" = 1 ]; then
+  cp "$T/results.csv" "$T/first.csv"
+  DATA_DIR=${DPT_SHARED_DATASETS:-/nonexistent} DPTRAIN=$BIN OUT=$T bash "$SRC/experiments/$NAME/run.sh" --smoke --collect \
+    > "$T/collect.txt" 2>&1 && cmp -s "$T/first.csv" "$T/results.csv" \
+    || { echo "FAIL: run.sh --collect did not rebuild the same results.csv"; cat "$T/collect.txt"; diff "$T/first.csv" "$T/results.csv"; fail=1; }
+fi
 [ $fail -eq 0 ] && echo "ok: $rows epochs"
 exit $fail
