@@ -10,8 +10,11 @@
  * once the data exist), which the data set (188 MB, 614 MB) would otherwise dilute.
  * Secure noise: the table sampler (the default), and with --cks also the old exact CKS
  * sampler, each in the same rounds as the non-private run it is compared with.
+ * --interleave N: the time ratios only, every configuration of a model in one process taking
+ * turns of N steps (see interleaved()), which a changing load on the shared machine moves
+ * far less than the forked runs.
  * usage: dpsgd_overhead [epochs=1] [threads=0] [repeats=3] [--steps S] [--no-secure] [--cks]
- *                       [--mlp|--cnn|--model SPEC] */
+ *                       [--mlp|--cnn|--model SPEC] [--interleave N] */
 #include <dptrain/train.h>
 
 #include <math.h>
@@ -85,6 +88,106 @@ static int child(const char *spec, int mode, uint64_t epochs, uint64_t steps, in
     return 0;
 }
 
+#define MAX_REPEATS 64
+
+/* ==== --interleave N: all configurations of a model in ONE process, taking turns ====
+ * Each configuration's trainer runs N steps, then the next one's, round after round, so a
+ * change of load on the shared machine falls on every configuration alike (the forked
+ * runs above take seconds each, and the load changes between them). Only whole steps
+ * are timed: an on_step callback reads the clocks after every step, and a turn's first
+ * step (which follows the other trainers' turns and dpt_trainer_run's re-entry) is not
+ * counted. No memory figures: the trainers share the process. */
+typedef struct {
+    uint64_t left;              /* steps left in this turn */
+    double cpu, wall;           /* clocks at the last step's end; cpu < 0: turn start */
+    double cpu_sum, wall_sum;   /* this turn's timed steps */
+    uint64_t timed;
+} turn_clock;
+
+static int turn_step(void *user, const dpt_step_info *info) {
+    (void)info;
+    turn_clock *c = user;
+    const double cpu = bench_cpu_now(), wall = bench_wall_now();
+    if (c->cpu >= 0) {
+        c->cpu_sum += cpu - c->cpu;
+        c->wall_sum += wall - c->wall;
+        c->timed++;
+    }
+    c->cpu = cpu;
+    c->wall = wall;
+    return --c->left == 0;
+}
+
+/* Turns of `block` steps, `rounds` rounds, of the wanted configurations of spec: prints
+ * CPU and wall ms per step and the ratios to non-private (median over rounds of the
+ * ratio within a round, with the range). */
+static int interleaved(const char *spec, const int want[N_MODES], uint64_t block, int rounds, int threads) {
+    dpt_dataset d;
+    if (!strcmp(spec, "resnet5"))
+        bench_images_like(&d, 50000, 3, 32, 32);
+    else
+        bench_mnist_like(&d, 60000);
+    dpt_trainer *t[N_MODES] = {NULL};
+    turn_clock clk[N_MODES];
+    static double cpu[N_MODES][MAX_REPEATS], wall[N_MODES][MAX_REPEATS];
+    int ok = 1;
+    for (int m = 0; m < N_MODES && ok; m++) {
+        if (!want[m] && m != M_SGD) continue;
+        memset(&clk[m], 0, sizeof clk[m]);
+        dpt_train_config c = dpt_train_config_defaults();
+        c.model_spec = spec, c.epochs = 1000000, c.threads = threads, c.batch_size = 256;
+        c.optim = dpt_optim_defaults(DPT_OPT_SGD);
+        c.optim.lr = 0.1;
+        c.on_step = turn_step, c.user = &clk[m];
+        dpt_algo *a = NULL;
+        if (m == M_SGD) {
+            dpt_algo_sgd_new(&a);
+        } else {
+            c.sampler = DPT_SAMPLER_POISSON;
+            c.sample_rate = 256.0 / (double)d.n;
+            dpt_dpsgd_config dc = dpt_dpsgd_config_defaults();
+            dc.sigma = 1.0, dc.clip = 1.0, dc.secure = m >= M_TABLE;
+            dc.secure_sampler = m == M_CKS ? DPT_DGAUSS_CKS : DPT_DGAUSS_TABLE;
+            c.secure = m >= M_TABLE;
+            dpt_algo_dpsgd_new(&dc, &a);
+        }
+        if (dpt_trainer_new(&c, &d, NULL, a, &t[m]) != DPT_OK) ok = 0;
+    }
+    for (int r = 0; r < rounds && ok; r++)
+        for (int m = 0; m < N_MODES && ok; m++) {
+            if (!t[m]) continue;
+            turn_clock *c = &clk[m];
+            c->left = block + 1, c->cpu = -1, c->cpu_sum = c->wall_sum = 0, c->timed = 0;
+            if (dpt_trainer_run(t[m], NULL) != DPT_OK || c->timed == 0) {
+                ok = 0;
+            } else {
+                cpu[m][r] = c->cpu_sum / (double)c->timed;
+                wall[m][r] = c->wall_sum / (double)c->timed;
+            }
+        }
+    if (!ok) fprintf(stderr, "dpsgd_overhead: %s: %s\n", spec, dpt_last_error());
+    for (int m = 0; m < N_MODES && ok; m++) {
+        if (!t[m]) continue;
+        double cr[MAX_REPEATS], wr[MAX_REPEATS], cm[MAX_REPEATS], wm[MAX_REPEATS];
+        for (int r = 0; r < rounds; r++) {
+            cr[r] = cpu[m][r] / cpu[M_SGD][r];
+            wr[r] = wall[m][r] / wall[M_SGD][r];
+            cm[r] = cpu[m][r];
+            wm[r] = wall[m][r];
+        }
+        const double c_ms = 1e3 * bench_median(cm, rounds), w_ms = 1e3 * bench_median(wm, rounds);
+        const double c_ratio = bench_median(cr, rounds), w_ratio = bench_median(wr, rounds);
+        char range[32];
+        snprintf(range, sizeof range, "%.2f..%.2f", cr[0], cr[rounds - 1]); /* sorted by bench_median */
+        printf("%-28s %-16s %9.2f %6.2fx %15s %9.2f %6.2fx\n", spec, MODE_NAMES[m], c_ms, c_ratio, range, w_ms,
+               w_ratio);
+    }
+    for (int m = 0; m < N_MODES; m++) dpt_trainer_free(t[m]);
+    dpt_dataset_free(&d);
+    fflush(stdout);
+    return ok ? 0 : 1;
+}
+
 /* out: {wall s/epoch, peak MB, CPU s/epoch, train MB} of one configuration, in a fresh
  * process (so the peaks do not mix) */
 static int measure(const char *spec, int mode, uint64_t epochs, uint64_t steps, int threads, double out[4]) {
@@ -105,21 +208,21 @@ static int measure(const char *spec, int mode, uint64_t epochs, uint64_t steps, 
     return 0;
 }
 
-#define MAX_REPEATS 64
-
 /* On a shared machine one run can land on a busy moment: every round runs all the
  * configurations of a model back to back (interleaved), each ratio is taken within its
  * round, and the medians over the rounds are printed with their range. */
 int main(int argc, char **argv) {
     int want[N_MODES] = {1, 1, 1, 0}, want_mlp = 1, want_cnn = 1, pos = 0;
     const char *only = NULL; /* --model SPEC: that model alone */
-    uint64_t epochs = 1, steps = 0;
+    uint64_t epochs = 1, steps = 0, block = 0;
     int threads = 0, repeats = 3;
     const char *usage = "usage: dpsgd_overhead [epochs=1] [threads=0] [repeats=3] [--steps S] [--no-secure] [--cks] "
-                        "[--mlp|--cnn|--model SPEC]\n"
+                        "[--mlp|--cnn|--model SPEC] [--interleave N]\n"
                         "  DP-SGD / non-private time and peak memory per epoch, MLPs and CNNs (batch 256);\n"
                         "  --steps S: S steps per run, scaled to an epoch; --cks: also the old exact CKS sampler;\n"
-                        "  --model SPEC: only this model (one of the four, or any spec of 784 inputs)\n";
+                        "  --model SPEC: only this model (one of the four, or any spec of 784 inputs);\n"
+                        "  --interleave N: time only, every configuration in one process taking turns of N\n"
+                        "    steps, `repeats` rounds (robust to a changing load; no memory figures)\n";
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--no-secure")) want[M_TABLE] = 0;
         else if (!strcmp(argv[a], "--cks")) want[M_CKS] = 1;
@@ -127,6 +230,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[a], "--cnn")) want_mlp = 0;
         else if (!strcmp(argv[a], "--steps") && a + 1 < argc) steps = strtoull(argv[++a], NULL, 10);
         else if (!strcmp(argv[a], "--model") && a + 1 < argc) only = argv[++a];
+        else if (!strcmp(argv[a], "--interleave") && a + 1 < argc) block = strtoull(argv[++a], NULL, 10);
         else if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
             printf("%s", usage);
             return 0;
@@ -142,6 +246,22 @@ int main(int argc, char **argv) {
     const char *specs[4] = {"mlp:784-128-64-32-10:gelu", "mlp:784-1000-10:relu", "mnist_cnn", "resnet5"};
     const int n_specs = only ? 1 : 4;
     if (only) specs[0] = only, want_mlp = want_cnn = 1;
+    if (block) {
+        printf("dpsgd_overhead --interleave: turns of %llu steps (the first of each not timed), %d rounds, %d "
+               "threads, one process per model\n",
+               (unsigned long long)block, repeats, threads);
+        printf("%-28s %-16s %9s %7s %15s %9s %7s\n", "model", "algorithm", "CPU ms", "ratio", "(rounds)", "wall ms",
+               "ratio");
+        int rc = 0;
+        for (int k = 0; k < n_specs; k++) {
+            if ((k < 2 && !want_mlp) || (k >= 2 && !want_cnn)) continue;
+            if (interleaved(specs[k], want, block, repeats, threads)) {
+                printf("%-28s failed\n", specs[k]);
+                rc = 1;
+            }
+        }
+        return rc;
+    }
     if (steps)
         printf("dpsgd_overhead: %llu steps per run scaled to an epoch, %d threads, %d interleaved rounds\n",
                (unsigned long long)steps, threads, repeats);
