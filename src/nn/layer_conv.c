@@ -301,8 +301,10 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
             const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
             const float *cols = chunk_cols(L, x, lo, n, hit);
             const long long nn = (long long)n;
-            /* each example on one thread, its dV_i^T in its own [T, O] slice of Y */
-#pragma omp parallel for num_threads(L->threads) if (n * ODk * T > DPT_NN_PAR_MIN)
+            /* each example on one thread, its dV_i^T in its own [T, O] slice of Y; below
+             * SMALL_GEMM_MIN_T positions the products are OpenBLAS calls, which thread
+             * themselves, so the loop stays serial */
+#pragma omp parallel for num_threads(L->threads) if (T >= SMALL_GEMM_MIN_T && n * ODk * T > DPT_NN_PAR_MIN)
             for (long long jj = 0; jj < nn; jj++) {
                 const size_t j = (size_t)jj;
                 const float *dvi = dv + (lo + j) * K;
