@@ -26,11 +26,14 @@
 # (e.g. NOISE=controller ... --rows dpulr-q50-s5+ctrl writes out/dpulr-q50-s5+ctrl/).
 # LR (default 0.001) is the DP-ULR rows' Adam learning rate.
 # --collect writes results.csv rows and the plot from the runs already in OUT (for example
-# runs stopped with Ctrl-C, which saves their last epoch; they continue with dptrain's
-# --resume), with the same env as the runs (NOISE, SEED), and trains nothing.
-#   usage: run.sh [--smoke] [--epochs E] [--rows LIST] [--collect]
+# runs stopped with Ctrl-C, which saves them where they stopped), with the same env as the
+# runs (NOISE, SEED, LR), and trains nothing. --resume continues the runs in OUT from their
+# checkpoints (dptrain --resume, same settings) until E epochs in all: DP-ULR takes minutes
+# per epoch, so its runs go on over several sittings. A row of a run stopped inside an
+# epoch is kept only while it is the run's last (a resumed run supersedes it).
+#   usage: run.sh [--smoke] [--epochs E] [--rows LIST] [--collect | --resume]
 #   env: DPTRAIN, DATA_DIR, OUT, THREADS, COPIES, NOISE, SEED, LR
-#   --smoke: 1000 training / 300 test examples, 1 epoch, rows dpsgd and dpulr-q50-s5 unless
+#   --smoke: 1000 training / 300 test examples, 1 epoch (unless --epochs), rows dpsgd and dpulr-q50-s5 unless
 #            --rows is given, q = 0.1 (DP-SGD) / 5 q (DP-ULR) with K = 2; a ctest runs it
 # The shared CIFAR-10 copy was rebuilt from JPEG (quality 75) copies of the images (see
 # its SOURCES.md): pixels differ slightly from the official release.
@@ -47,20 +50,22 @@ SEED=${SEED:-1}
 LR=${LR:-0.001}
 EPOCHS=20
 COLLECT=0
+RESUME=0
 ROWS=
 SIZE=()
 SMOKE=${SMOKE:-0}
 while [ $# -gt 0 ]; do
   case $1 in
     --smoke) SMOKE=1 ;;
-    --epochs) EPOCHS=$2; shift ;;
+    --epochs) EPOCHS=$2; EPOCHS_SET=1; shift ;;
     --rows) ROWS=$2; shift ;;
     --collect) COLLECT=1 ;;
-    *) echo "run.sh: unknown argument '$1' (expected --smoke, --epochs E, --rows LIST or --collect)" >&2; exit 2 ;;
+    --resume) RESUME=1 ;;
+    *) echo "run.sh: unknown argument '$1' (expected --smoke, --epochs E, --rows LIST, --collect or --resume)" >&2; exit 2 ;;
   esac
   shift
 done
-if [ "$SMOKE" = 1 ]; then EPOCHS=1; COPIES=2; SIZE=(--max-train 1000 --max-test 300); ROWS=${ROWS:-dpsgd,dpulr-q50-s5}; fi
+if [ "$SMOKE" = 1 ]; then [ -n "${EPOCHS_SET:-}" ] || EPOCHS=1; COPIES=2; SIZE=(--max-train 1000 --max-test 300); ROWS=${ROWS:-dpsgd,dpulr-q50-s5}; fi
 ROWS=${ROWS:-dpsgd,dpulr-q50-s5,dpulr-q25-s8,dpulr-q25-s4}
 if [ ! -f "$DATA_DIR/cifar10/data_batch_1.bin.gz" ] && [ ! -f "$DATA_DIR/cifar10/data_batch_1.bin" ]; then
   echo "SKIP: CIFAR-10 not found under $DATA_DIR/cifar10 (set DATA_DIR)"; exit 77
@@ -91,7 +96,12 @@ for row in "${ROW_LIST[@]}"; do
                  --sampler poisson-reject "${ULR_NOISE[@]}") ;;
     *) echo "run.sh: unknown row '$row' (dpsgd, dpulr-q50-s5, dpulr-q25-s8, dpulr-q25-s4)" >&2; exit 2 ;;
   esac
-  CMD=("$DPTRAIN" train "${ARGS[@]}" "${COMMON[@]}" --out "$OUT/$row" --overwrite "${SIZE[@]}")
+  START=--overwrite
+  if [ "$RESUME" = 1 ]; then
+    START=--resume
+    [ -s "$OUT/$row/checkpoint.safetensors" ] || { echo "run.sh: --resume: no run in $OUT/$row" >&2; exit 2; }
+  fi
+  CMD=("$DPTRAIN" train "${ARGS[@]}" "${COMMON[@]}" --out "$OUT/$row" "$START" "${SIZE[@]}")
   if [ "$COLLECT" = 1 ]; then
     [ -s "$OUT/$row/metrics.jsonl" ] || { echo "run.sh: --collect: no $OUT/$row/metrics.jsonl" >&2; exit 2; }
   else
@@ -100,8 +110,13 @@ for row in "${ROW_LIST[@]}"; do
   fi
   noise=$([ "${row%%+*}" = dpsgd ] && echo dpsgd || echo "$NOISE")
   grep -v "^$row," "$OUT/results.csv" > "$OUT/results.csv.tmp" || true  # a re-run replaces its rows
+  # a partial epoch's row ("partial":true) is held back until the next line shows whether
+  # the run went on past it
   awk -v run="$row" -v noise="$noise" -v seed="$SEED" 'function num(k,  m) { if (match($0, "\"" k "\":[-0-9.eE+]+")) { m = substr($0, RSTART, RLENGTH); sub(/^"[^"]*":/, "", m); return m } return "" }
-       { print run "," num("epoch") "," num("step") "," num("train_loss") "," num("test_accuracy") "," num("epsilon") "," num("epsilon_pld") "," num("delta") "," num("wall_s") "," noise "," seed }' \
+       { line = run "," num("epoch") "," num("step") "," num("train_loss") "," num("test_accuracy") "," num("epsilon") "," num("epsilon_pld") "," num("delta") "," num("wall_s") "," noise "," seed
+         held = ""
+         if ($0 ~ /"partial":true/) held = line; else print line }
+       END { if (held != "") print held }' \
     "$OUT/$row/metrics.jsonl" >> "$OUT/results.csv.tmp"
   mv "$OUT/results.csv.tmp" "$OUT/results.csv"
 done

@@ -8,5 +8,5 @@ bash "${DPT_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}/experiments/cifar1
   > "$P/out.txt" 2>&1 && [ -s "$P/dpulr.png" ] \
   || { echo "FAIL: plot_results.sh did not draw the plot"; cat "$P/out.txt"; rm -rf "$P"; exit 1; }
 rm -rf "$P"
-BIN=$1 NAME=cifar10_resnet5 EXPECT_RUNS="dpsgd dpulr-q50-s5" CHECK_COLLECT=1
+BIN=$1 NAME=cifar10_resnet5 EXPECT_RUNS="dpsgd dpulr-q50-s5" CHECK_COLLECT=1 CHECK_RESUME=dpsgd
 source "$(dirname "$0")/lib/experiment_cnn.sh"

@@ -1,7 +1,7 @@
 # Shared by tests/cli/experiment_{mnist_cnn,cifar10_resnet5}.sh: experiments/$NAME/run.sh --smoke
 # runs end to end: a CSV with one row per epoch (accuracy in [0, 1], a positive epsilon that
 # grows), $NAME.png and command.txt. Exits 77 without the shared datasets. Needs NAME and BIN;
-# CHECK_COLLECT=1 also checks run.sh --collect.
+# CHECK_COLLECT=1 also checks run.sh --collect, CHECK_RESUME=ROW run.sh --resume.
 set -u
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -30,6 +30,15 @@ if [ "${CHECK_COLLECT:-0}" = 1 ]; then
   DATA_DIR=${DPT_SHARED_DATASETS:-/nonexistent} DPTRAIN=$BIN OUT=$T bash "$SRC/experiments/$NAME/run.sh" --smoke --collect \
     > "$T/collect.txt" 2>&1 && cmp -s "$T/first.csv" "$T/results.csv" \
     || { echo "FAIL: run.sh --collect did not rebuild the same results.csv"; cat "$T/collect.txt"; diff "$T/first.csv" "$T/results.csv"; fail=1; }
+fi
+# CHECK_RESUME=ROW: run.sh --resume --epochs 2 continues that run to a second epoch; its
+# first epoch's row (wall time included) is the one the first run wrote, not a re-run's
+if [ -n "${CHECK_RESUME:-}" ]; then
+  first=$(grep "^$CHECK_RESUME,1," "$T/results.csv")
+  DATA_DIR=${DPT_SHARED_DATASETS:-/nonexistent} DPTRAIN=$BIN OUT=$T bash "$SRC/experiments/$NAME/run.sh" --smoke --resume \
+    --epochs 2 --rows "$CHECK_RESUME" > "$T/resume.txt" 2>&1 && grep -q "^$CHECK_RESUME,2," "$T/results.csv" \
+    && [ "$(grep "^$CHECK_RESUME,1," "$T/results.csv")" = "$first" ] \
+    || { echo "FAIL: run.sh --resume did not continue $CHECK_RESUME to epoch 2"; echo "first run: $first"; cat "$T/resume.txt" "$T/results.csv"; fail=1; }
 fi
 [ $fail -eq 0 ] && echo "ok: $rows epochs"
 exit $fail
