@@ -36,40 +36,60 @@ static const char *const MODE_NAMES[N_MODES] = {"non-private", "DP-SGD", "DP-SGD
  * and writes {wall s/epoch, peak MB, CPU s/epoch, train MB} to fd. Times are scaled from
  * the steps run to an epoch (the cost per step does not depend on the step). The secure
  * table is built before the clock starts (once per process, ~0.1 s: not a per-epoch cost). */
-static int child(const char *spec, int mode, uint64_t epochs, uint64_t steps, int threads, int fd) {
-    dpt_dataset d;
+/* The synthetic data set of a model: CIFAR-10-shaped for resnet5, MNIST-shaped otherwise. */
+static void bench_data(const char *spec, dpt_dataset *d) {
     if (!strcmp(spec, "resnet5"))
-        bench_images_like(&d, 50000, 3, 32, 32); /* CIFAR-10-shaped */
+        bench_images_like(d, 50000, 3, 32, 32);
     else
-        bench_mnist_like(&d, 60000);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    const double data_mb = ru.ru_maxrss / 1024.0;
-    const double n = (double)d.n;
+        bench_mnist_like(d, 60000);
+}
+
+/* A trainer of configuration `mode` on d at batch 256 (expected batch for DP-SGD), SGD lr
+ * 0.1, sigma 1, C 1; epochs and max_steps as dpt_train_config's, on_step / user as given.
+ * Prints the library's message on failure. The secure table is built here (once per
+ * process, ~0.1 s), before any clock starts. */
+static int make_trainer(const char *spec, int mode, const dpt_dataset *d, uint64_t epochs, uint64_t max_steps,
+                        int threads, dpt_step_fn on_step, void *user, dpt_trainer **out) {
     dpt_train_config c = dpt_train_config_defaults();
-    c.model_spec = spec, c.epochs = steps ? 1000000 : epochs, c.max_steps = steps, c.threads = threads;
+    c.model_spec = spec, c.epochs = epochs, c.max_steps = max_steps, c.threads = threads;
     c.batch_size = 256;
     c.optim = dpt_optim_defaults(DPT_OPT_SGD);
     c.optim.lr = 0.1;
+    c.on_step = on_step, c.user = user;
     dpt_algo *a = NULL;
     if (mode == M_SGD) {
         dpt_algo_sgd_new(&a);
     } else {
         c.sampler = DPT_SAMPLER_POISSON;
-        c.sample_rate = 256.0 / n;
+        c.sample_rate = 256.0 / (double)d->n;
         dpt_dpsgd_config dc = dpt_dpsgd_config_defaults();
         dc.sigma = 1.0, dc.clip = 1.0, dc.secure = mode >= M_TABLE;
         dc.secure_sampler = mode == M_CKS ? DPT_DGAUSS_CKS : DPT_DGAUSS_TABLE;
         c.secure = mode >= M_TABLE;
         dpt_algo_dpsgd_new(&dc, &a);
         double mu, tv;
-        if (mode == M_TABLE && dpt_privacy_secure_distance(DPT_DGAUSS_TABLE, &mu, &tv) != DPT_OK) return 1;
+        if (mode == M_TABLE && dpt_privacy_secure_distance(DPT_DGAUSS_TABLE, &mu, &tv) != DPT_OK) {
+            fprintf(stderr, "%s\n", dpt_last_error());
+            dpt_algo_free(a);
+            return 1;
+        }
     }
-    dpt_trainer *t;
-    if (dpt_trainer_new(&c, &d, NULL, a, &t) != DPT_OK) {
+    if (dpt_trainer_new(&c, d, NULL, a, out) != DPT_OK) {
         fprintf(stderr, "%s\n", dpt_last_error());
         return 1;
     }
+    return 0;
+}
+
+static int child(const char *spec, int mode, uint64_t epochs, uint64_t steps, int threads, int fd) {
+    dpt_dataset d;
+    bench_data(spec, &d);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    const double data_mb = ru.ru_maxrss / 1024.0;
+    const double n = (double)d.n;
+    dpt_trainer *t;
+    if (make_trainer(spec, mode, &d, steps ? 1000000 : epochs, steps, threads, NULL, NULL, &t)) return 1;
     dpt_epoch_result r;
     double cpu0 = bench_cpu_now(), w0 = bench_wall_now();
     if (dpt_trainer_run(t, &r) != DPT_OK) {
@@ -123,10 +143,7 @@ static int turn_step(void *user, const dpt_step_info *info) {
  * ratio within a round, with the range). */
 static int interleaved(const char *spec, const int want[N_MODES], uint64_t block, int rounds, int threads) {
     dpt_dataset d;
-    if (!strcmp(spec, "resnet5"))
-        bench_images_like(&d, 50000, 3, 32, 32);
-    else
-        bench_mnist_like(&d, 60000);
+    bench_data(spec, &d);
     dpt_trainer *t[N_MODES] = {NULL};
     turn_clock clk[N_MODES];
     static double cpu[N_MODES][MAX_REPEATS], wall[N_MODES][MAX_REPEATS];
@@ -134,24 +151,7 @@ static int interleaved(const char *spec, const int want[N_MODES], uint64_t block
     for (int m = 0; m < N_MODES && ok; m++) {
         if (!want[m] && m != M_SGD) continue;
         memset(&clk[m], 0, sizeof clk[m]);
-        dpt_train_config c = dpt_train_config_defaults();
-        c.model_spec = spec, c.epochs = 1000000, c.threads = threads, c.batch_size = 256;
-        c.optim = dpt_optim_defaults(DPT_OPT_SGD);
-        c.optim.lr = 0.1;
-        c.on_step = turn_step, c.user = &clk[m];
-        dpt_algo *a = NULL;
-        if (m == M_SGD) {
-            dpt_algo_sgd_new(&a);
-        } else {
-            c.sampler = DPT_SAMPLER_POISSON;
-            c.sample_rate = 256.0 / (double)d.n;
-            dpt_dpsgd_config dc = dpt_dpsgd_config_defaults();
-            dc.sigma = 1.0, dc.clip = 1.0, dc.secure = m >= M_TABLE;
-            dc.secure_sampler = m == M_CKS ? DPT_DGAUSS_CKS : DPT_DGAUSS_TABLE;
-            c.secure = m >= M_TABLE;
-            dpt_algo_dpsgd_new(&dc, &a);
-        }
-        if (dpt_trainer_new(&c, &d, NULL, a, &t[m]) != DPT_OK) ok = 0;
+        if (make_trainer(spec, m, &d, 1000000, 0, threads, turn_step, &clk[m], &t[m])) ok = 0;
     }
     for (int r = 0; r < rounds && ok; r++)
         for (int m = 0; m < N_MODES && ok; m++) {
@@ -165,7 +165,7 @@ static int interleaved(const char *spec, const int want[N_MODES], uint64_t block
                 wall[m][r] = c->wall_sum / (double)c->timed;
             }
         }
-    if (!ok) fprintf(stderr, "dpsgd_overhead: %s: %s\n", spec, dpt_last_error());
+    if (!ok && t[M_SGD]) fprintf(stderr, "dpsgd_overhead: %s: %s\n", spec, dpt_last_error());
     for (int m = 0; m < N_MODES && ok; m++) {
         if (!t[m]) continue;
         double cr[MAX_REPEATS], wr[MAX_REPEATS], cm[MAX_REPEATS], wm[MAX_REPEATS];
@@ -230,7 +230,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[a], "--cnn")) want_mlp = 0;
         else if (!strcmp(argv[a], "--steps") && a + 1 < argc) steps = strtoull(argv[++a], NULL, 10);
         else if (!strcmp(argv[a], "--model") && a + 1 < argc) only = argv[++a];
-        else if (!strcmp(argv[a], "--interleave") && a + 1 < argc) block = strtoull(argv[++a], NULL, 10);
+        else if (!strcmp(argv[a], "--interleave") && a + 1 < argc) {
+            block = strtoull(argv[++a], NULL, 10);
+            if (block < 1 || block > 1000000) {
+                fprintf(stderr, "dpsgd_overhead: --interleave needs a step count in [1, 1000000], got '%s'\n", argv[a]);
+                return 2;
+            }
+        }
         else if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
             printf("%s", usage);
             return 0;
