@@ -3,17 +3,17 @@
 # column) of each CSV in $CSVS (columns run,epoch,step,train_loss,test_accuracy,epsilon_rdp,
 # ...). By default it draws the committed comparison plot results/dpulr.png (docs/cnn.md,
 # docs/dpulr.md Section 4.3) from the committed CSVs only: DP-SGD from results/results.csv
-# and the DP-ULR rows from results/dpulr_results.csv (issue 10's runs); run.sh calls it for
-# the plot of its own OUT.
+# and DP-ULR from results/dpulr_long.csv (session 28's long runs; issue 10's short ones are
+# in results/dpulr_results.csv); run.sh calls it for the plot of its own OUT.
 #   usage: plot_results.sh [OUT_PNG]
 #   env: RESULTS (default: this directory's results/), CSVS (default "results.csv
-#        dpulr_results.csv"), TITLE
+#        dpulr_long.csv"), TITLE
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 RESULTS=${RESULTS:-$HERE/results}
 PNG=${1:-$RESULTS/dpulr.png}
-CSVS=${CSVS:-results.csv dpulr_results.csv}
-TITLE=${TITLE:-CIFAR-10 ResNet-5: DP-SGD (q 0.00128, sigma 1, SGD lr 0.1) and DP-ULR (K 4, explicit, Adam 0.001), C 1}
+CSVS=${CSVS:-results.csv dpulr_long.csv}
+TITLE=${TITLE:-CIFAR-10 ResNet-5, C 1: DP-SGD (q 0.00128, sigma 1, SGD 0.1) and DP-ULR (q 0.02, sigma0 5, K 4, Adam)}
 for f in $CSVS; do
   [ -s "$RESULTS/$f" ] || { echo "plot_results.sh: $RESULTS/$f is missing or empty" >&2; exit 2; }
 done
@@ -21,12 +21,15 @@ command -v gnuplot > /dev/null || { echo "plot_results.sh: gnuplot not found (sc
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 PLOT=""
+i=0
 for csv in $CSVS; do
+  i=$((i + 1))
   mapfile -t ROWS < <(tail -n +2 "$RESULTS/$csv" | cut -d, -f1 | awk '!seen[$0]++')
   for row in "${ROWS[@]}"; do
-    awk -F, -v r="$row" 'NR > 1 && $1 == r' "$RESULTS/$csv" > "$T/$row.dat"
-    PLOT="$PLOT${PLOT:+, }\"$T/$row.dat\" using 2:(100*\$5) with linespoints title \"$row\""
-    PLOT="$PLOT, \"$T/$row.dat\" using 2:6 axes x1y2 with lines dashtype 2 title \"$row epsilon (RDP)\""
+    dat="$T/$i-$row.dat" # the same run name may appear in two CSVs
+    awk -F, -v r="$row" 'NR > 1 && $1 == r' "$RESULTS/$csv" > "$dat"
+    PLOT="$PLOT${PLOT:+, }\"$dat\" using 2:(100*\$5) with linespoints title \"$row\""
+    PLOT="$PLOT, \"$dat\" using 2:6 axes x1y2 with lines dashtype 2 title \"$row epsilon (RDP)\""
   done
 done
 [ -n "$PLOT" ] || { echo "plot_results.sh: no rows in $RESULTS/*.csv" >&2; exit 2; }
