@@ -444,6 +444,12 @@ int main(void) {
     test_sensitivity(&tr, "mlp:8-16-3:tanh", 0.05, 0, DPT_CLIP_FLAT);
     test_sensitivity(&tr, "mlp:8-16-3:tanh", 0.3, 0, DPT_CLIP_PER_LAYER);
     test_sensitivity(&tr, cnn, 0.05, 0, DPT_CLIP_FLAT); /* kept conv gradients */
+    /* a conv with T = 81 >= 32 positions (padding 7 around 2x2): its per-example gradients
+     * come from the unpacked product (dpt_small_gemm), kept (O = 2 <= 81) or not */
+    const char *wide = "cnn:2x2x2:conv2k8p7,relu,maxpool2s1,fc3";
+    test_fast_vs_reference(&tr, DPT_CLIP_FLAT, 0.05, wide, KEEP_DEFAULT);
+    test_fast_vs_reference(&tr, DPT_CLIP_FLAT, 0.05, wide, 0);
+    test_sensitivity(&tr, wide, 0.05, 0, DPT_CLIP_FLAT);
     test_noise_only();
     test_empty_batches_and_learning(&tr, &te);
     test_bad_config();
