@@ -72,19 +72,19 @@ class Data:
                            ("algorithm", "batch", "sigma0"), paper, "paper CSV")
         self._earlier = None
 
-    def cell(self, cfg, batch, sigma):
-        r = self.ours.get((cfg, batch, sigma))
+    @staticmethod
+    def _row(table, key, path, what, first):
+        """table[key], or a ProseError naming the file and the missing row"""
+        r = table.get(key)
         if r is None:
-            raise ProseError("%s has no row for config=%s model=small batch=%s sigma0=%s" % (
-                self.summary_path, cfg, batch, sigma))
+            raise ProseError("%s has no %srow for %s=%s model=small batch=%s sigma0=%s" % ((path, what, first) + key))
         return r
 
+    def cell(self, cfg, batch, sigma):
+        return self._row(self.ours, (cfg, batch, sigma), self.summary_path, "", "config")
+
     def paper_cell(self, algo, batch, sigma):
-        r = self.paper.get((algo, batch, sigma))
-        if r is None:
-            raise ProseError("%s has no table1 row for algorithm=%s model=small batch=%s sigma0=%s" % (
-                self.paper_path, algo, batch, sigma))
-        return r
+        return self._row(self.paper, (algo, batch, sigma), self.paper_path, "table1 ", "algorithm")
 
     def earlier(self, algo, sampling, batch, sigma):
         if self._earlier is None:
