@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Markdown tables for docs/dpulr.md from the CSVs the experiment scripts write (so the
-numbers in the docs are copied by a program, not by hand):
+"""Markdown tables for docs/dpulr.md from the CSVs the experiment scripts write, so that no
+number of our runs in the doc's tables is typed by hand:
 
   md_tables.py summary SUMMARY_CSV [CONFIG ...]   grid.py's summary.csv (Table 1, Table C1)
   md_tables.py grid table1|c1 SUMMARY_CSV CONFIG ...
@@ -10,46 +10,110 @@ numbers in the docs are copied by a program, not by hand):
   md_tables.py figure3 FIGURE3_CSV                 epsilon after the last epoch per panel
   md_tables.py dpsgd DPSGD_B64_CSV                 diagnose.sh dpsgd, epochs 1, 2, 5, 10
   md_tables.py controller CONTROLLER_CSV STEP ...  diagnose.sh controller at the given steps
-  md_tables.py cifar RESULTS_CSV                   cifar10_resnet5/run.sh results.csv
+  md_tables.py cifar RESULTS_CSV                   cifar10_resnet5/run.sh results.csv, every row
+  md_tables.py cifar_run CSV RUN EPOCHS            one run of such a CSV at the epochs EPOCHS
+                                                   (comma-separated) and its best epoch
+  md_tables.py cifar_seeds CSV EPOCH RUN ...       best epoch and epoch EPOCH of several runs (one
+                                                   per seed) with mean +- sample std
+  md_tables.py cifar_curves CSV STEPS_PER_EPOCH EPOCHS RUN=LABEL ...
+                                                   test accuracy of several runs side by side at the
+                                                   epochs EPOCHS, each run's best epoch and its last
+                                                   (a partial epoch says how many steps it had)
+
+  md_tables.py check DOC    every table in DOC that follows a marker line
+                            <!-- md_tables.py KIND ARGS --> (paths relative to the source tree)
+                            must equal what that command prints now; exit 1 with a diff if not
+  md_tables.py write DOC    rewrite those tables in DOC from the CSVs
+
+Exit status: 0 done (check: every marked table equal); 1 check found a difference; 2 bad
+input (an unknown table or argument, a missing file or column, a doc without markers).
 """
 import csv
+import difflib
+import math
 import os
+import re
+import shlex
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+MARKER = re.compile(r"^<!-- md_tables\.py (.*) -->$")
+
+
+class TableError(Exception):
+    pass
+
+
+def rows_of(path, columns):
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(l for l in f if not l.startswith("#"))
+            rows = list(reader)
+            fields = reader.fieldnames or []
+    except OSError as e:
+        raise TableError("cannot read %s: %s" % (path, e.strerror))
+    missing = [c for c in columns if c not in fields]
+    if missing:
+        raise TableError("%s has no column %s" % (path, ", ".join(missing)))
+    return rows
+
+
+def num(r, col, path):
+    try:
+        return float(r[col])
+    except (TypeError, ValueError):
+        raise TableError("%s: %s is '%s', not a number (run %s, epoch %s)" % (
+            path, col, r.get(col), r.get("run", "?"), r.get("epoch", "?")))
+
+
+def mean_std(xs):
+    m = sum(xs) / len(xs)
+    s = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else float("nan")
+    return m, s
+
+
+pm = lambda m, s: m + (" +- " + s if s else "")
+
+SUMMARY_HEAD = ["| configuration | model | batch | sigma0 | seeds | final epoch | best epoch (which) "
+                "| epsilon (Balle / classic) | paper | s/epoch |", "|---|---|---|---|---|---|---|---|---|---|"]
+SUMMARY_COLS = ["config", "model", "batch", "sigma0", "seeds", "final_mean", "final_std", "best_mean", "best_std",
+                "best_epochs", "epsilon_balle", "epsilon_classic", "s_per_epoch"]
+
+
+def summary_row(r, paper):
+    eps = "not accounted" if r["epsilon_balle"] == "none" else "%s / %s" % (r["epsilon_balle"], r["epsilon_classic"])
+    return "| %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s | %s |" % (
+        r["config"], r["model"], r["batch"], r["sigma0"], r["seeds"], pm(r["final_mean"], r["final_std"]),
+        pm(r["best_mean"], r["best_std"]), r["best_epochs"], eps, paper, r["s_per_epoch"])
 
 
 def summary(path, want):
-    rows = list(csv.DictReader(open(path)))
-    print("| configuration | model | batch | sigma0 | seeds | final epoch | best epoch (which) "
-          "| epsilon (Balle / classic) | paper | s/epoch |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    pm = lambda m, s: m + (" +- " + s if s else "")
-    for r in rows:
+    out = list(SUMMARY_HEAD)
+    for r in rows_of(path, SUMMARY_COLS + ["paper_valid_acc", "paper_std"]):
         if want and r["config"] not in want:
             continue
-        eps = "not accounted" if r["epsilon_balle"] == "none" else "%s / %s" % (r["epsilon_balle"], r["epsilon_classic"])
-        paper = pm(r["paper_valid_acc"], r["paper_std"]) if r["paper_valid_acc"] else ""
-        print("| %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s | %s |" % (
-            r["config"], r["model"], r["batch"], r["sigma0"], r["seeds"], pm(r["final_mean"], r["final_std"]),
-            pm(r["best_mean"], r["best_std"]), r["best_epochs"], eps, paper, r["s_per_epoch"]))
+        out.append(summary_row(r, pm(r["paper_valid_acc"], r["paper_std"]) if r["paper_valid_acc"] else ""))
+    return out
 
 
 def grid(table, path, configs):
+    if table not in ("table1", "c1"):
+        raise TableError("grid: the table is table1 or c1, not '%s'" % table)
+    if not configs:
+        raise TableError("grid: name at least one configuration")
     paper = {}
-    for r in csv.DictReader(l for l in open(os.path.join(HERE, "paper.csv")) if not l.startswith("#")):
+    for r in rows_of(os.path.join(HERE, "paper.csv"), ["table", "algorithm", "model", "batch", "sigma0",
+                                                       "valid_acc", "valid_std"]):
         if r["table"] == table:
             paper[(r["algorithm"], r["model"], r["batch"], r["sigma0"])] = r
-    ours = {(r["config"], r["model"], r["batch"], r["sigma0"]): r for r in csv.DictReader(open(path))}
+    ours = {(r["config"], r["model"], r["batch"], r["sigma0"]): r for r in rows_of(path, SUMMARY_COLS)}
     # the paper's cells in its own order of models, batches and noise levels
     cells = []
     for (_, model, batch, sigma) in paper:
         if (model, batch, sigma) not in cells:
             cells.append((model, batch, sigma))
-    pm = lambda m, s: m + (" +- " + s if s else "")
-    print("| configuration | model | batch | sigma0 | seeds | final epoch | best epoch (which) "
-          "| epsilon (Balle / classic) | paper | s/epoch |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    out = list(SUMMARY_HEAD)
     for cfg in configs:
         algo = "dpulr" if cfg.startswith("dpulr") else "dpsgd"
         for model, batch, sigma in cells:
@@ -57,83 +121,294 @@ def grid(table, path, configs):
             pp = pm(p["valid_acc"], p["valid_std"]) if p else ""
             r = ours.get((cfg, model, batch, sigma))
             if r is None:
-                print("| %s | %s | %s | %s | 0 | not run | | | %s | |" % (cfg, model, batch, sigma, pp))
-                continue
-            eps = "not accounted" if r["epsilon_balle"] == "none" else "%s / %s" % (r["epsilon_balle"],
-                                                                                     r["epsilon_classic"])
-            print("| %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s | %s |" % (
-                cfg, model, batch, sigma, r["seeds"], pm(r["final_mean"], r["final_std"]),
-                pm(r["best_mean"], r["best_std"]), r["best_epochs"], eps, pp, r["s_per_epoch"]))
+                out.append("| %s | %s | %s | %s | 0 | not run | | | %s | |" % (cfg, model, batch, sigma, pp))
+            else:
+                out.append(summary_row(r, pp))
+    return out
 
 
 def figure3(path):
-    rows = list(csv.DictReader(open(path)))
+    rows = rows_of(path, ["epoch", "batch", "sigma0", "curve", "steps", "epsilon_balle", "epsilon_classic",
+                          "epsilon_pld", "min_batch"])
+    if not rows:
+        raise TableError("%s has no rows" % path)
     last = max(int(r["epoch"]) for r in rows)
     cells = {}
     for r in rows:
         if int(r["epoch"]) == last:
             cells.setdefault((int(r["batch"]), r["sigma0"]), {})[r["curve"]] = r
-    print("| batch | sigma0 | steps | DP-SGD RDP (Balle / classic) | DP-SGD PLD | DP-ULR default N_B (N_B) | DP-ULR N_B = qN |")
-    print("|---|---|---|---|---|---|---|")
+    out = ["| batch | sigma0 | steps | DP-SGD RDP (Balle / classic) | DP-SGD PLD | DP-ULR default N_B (N_B) "
+           "| DP-ULR N_B = qN |", "|---|---|---|---|---|---|---|"]
     for (b, s), c in sorted(cells.items(), key=lambda kv: (kv[0][0], float(kv[0][1]))):
+        if any(k not in c for k in ("dpsgd", "dpulr", "dpulr_nb_qn")):
+            raise TableError("%s: batch %d sigma0 %s lacks one of the curves dpsgd, dpulr, dpulr_nb_qn" % (path, b, s))
         g, u, w = c["dpsgd"], c["dpulr"], c["dpulr_nb_qn"]
-        print("| %d | %s | %s | %s / %s | %s | %s (%s) | %s (%s) |" % (
+        out.append("| %d | %s | %s | %s / %s | %s | %s (%s) | %s (%s) |" % (
             b, s, g["steps"], g["epsilon_balle"], g["epsilon_classic"], g["epsilon_pld"], u["epsilon_classic"],
             u["min_batch"], w["epsilon_classic"], w["min_batch"]))
+    return out
 
 
 def dpsgd(path):
-    rows = list(csv.DictReader(open(path)))
-    print("| run | epoch | test acc | test loss | update norm per step | direction norm | parameter norm |")
-    print("|---|---|---|---|---|---|---|")
-    for r in rows:
+    out = ["| run | epoch | test acc | test loss | update norm per step | direction norm | parameter norm |",
+           "|---|---|---|---|---|---|---|"]
+    for r in rows_of(path, ["run", "epoch", "test_acc", "test_loss", "update_norm_mean", "direction_norm_mean",
+                            "param_norm"]):
         if r["epoch"] in ("1", "2", "5", "10"):
-            print("| %s | %s | %s | %s | %s | %s | %s |" % (r["run"], r["epoch"], r["test_acc"], r["test_loss"],
-                                                           r["update_norm_mean"], r["direction_norm_mean"],
-                                                           r["param_norm"]))
+            out.append("| %s | %s | %s | %s | %s | %s | %s |" % (r["run"], r["epoch"], r["test_acc"], r["test_loss"],
+                                                                r["update_norm_mean"], r["direction_norm_mean"],
+                                                                r["param_norm"]))
+    return out
 
 
 def controller(path, steps):
-    rows = list(csv.DictReader(open(path)))
+    rows = rows_of(path, ["run", "step_last", "epoch", "test_acc", "param_norm", "update_norm_mean"])
+    if not rows:
+        raise TableError("%s has no rows" % path)
     nm = sum(1 for k in rows[0] if k.endswith("_s_median"))
-    print("| run | step | epoch | test acc | parameter norm | update norm | s_l median (modules 0-%d) "
-          "| fraction clipped (modules 0-%d) |" % (nm - 1, nm - 1))
-    print("|---|---|---|---|---|---|---|---|")
+    out = ["| run | step | epoch | test acc | parameter norm | update norm | s_l median (modules 0-%d) "
+           "| fraction clipped (modules 0-%d) |" % (nm - 1, nm - 1), "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["step_last"] in steps:
-            print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 r["run"], r["step_last"], r["epoch"], r["test_acc"], r["param_norm"], r["update_norm_mean"],
                 " / ".join(r["m%d_s_median" % m] for m in range(nm)),
                 " / ".join(r["m%d_clipped_frac" % m] for m in range(nm))))
+    return out
+
+
+CIFAR_COLS = ["run", "epoch", "step", "test_accuracy", "epsilon_rdp", "epsilon_pld", "wall_s"]
 
 
 def cifar(path):
-    rows = list(csv.DictReader(open(path)))
-    print("| run | noise | epoch | steps | test acc | epsilon RDP | epsilon PLD | s/epoch |")
-    print("|---|---|---|---|---|---|---|---|")
+    out = ["| run | noise | epoch | steps | test acc | epsilon RDP | epsilon PLD | s/epoch |",
+           "|---|---|---|---|---|---|---|---|"]
     prev = {}
-    for r in rows:
-        w = float(r["wall_s"]) if r.get("wall_s") else float("nan")
+    for r in rows_of(path, CIFAR_COLS):
+        w = num(r, "wall_s", path) if r["wall_s"] else float("nan")
         dt = w - prev.get(r["run"], 0.0)
         prev[r["run"]] = w
-        print("| %s | %s | %s | %s | %.2f%% | %.4g | %s | %.0f |" % (
-            r["run"], r.get("noise", ""), r["epoch"], r["step"], 100 * float(r["test_accuracy"]),
-            float(r["epsilon_rdp"]), ("%.4g" % float(r["epsilon_pld"])) if r["epsilon_pld"] else "", dt))
+        out.append("| %s | %s | %s | %s | %.2f%% | %.4g | %s | %.0f |" % (
+            r["run"], r.get("noise", ""), r["epoch"], r["step"], 100 * num(r, "test_accuracy", path),
+            num(r, "epsilon_rdp", path), ("%.4g" % num(r, "epsilon_pld", path)) if r["epsilon_pld"] else "", dt))
+    return out
+
+
+def run_rows(path, rows, run):
+    """The rows of one run, by epoch (ints), in order."""
+    by = {}
+    for r in rows:
+        if r["run"] == run:
+            try:
+                by[int(r["epoch"])] = r
+            except ValueError:
+                raise TableError("%s: run %s has epoch '%s', not an integer" % (path, run, r["epoch"]))
+    if not by:
+        raise TableError("%s has no run '%s' (its runs: %s)" % (path, run, ", ".join(sorted({r["run"] for r in rows}))))
+    return by
+
+
+def best_epoch(path, by):
+    return max(sorted(by), key=lambda e: num(by[e], "test_accuracy", path))  # the first of equal maxima
+
+
+def epoch_list(s):
+    try:
+        return [int(e) for e in s.split(",") if e]
+    except ValueError:
+        raise TableError("the epochs are integers separated by commas, not '%s'" % s)
+
+
+def cifar_run(path, run, epochs):
+    """One run at the given epochs and its best epoch: steps, accuracy, epsilon, seconds for that epoch."""
+    by = run_rows(path, rows_of(path, CIFAR_COLS), run)
+    best = best_epoch(path, by)
+    out = ["| epoch | steps | test acc | epsilon RDP | epsilon PLD | s/epoch |", "|---|---|---|---|---|---|"]
+    for e in sorted(set(epoch_list(epochs)) | {best}):
+        if e not in by:
+            raise TableError("%s: run %s has no epoch %d (it has %d-%d)" % (path, run, e, min(by), max(by)))
+        r = by[e]
+        acc = "%.2f%%" % (100 * num(r, "test_accuracy", path))
+        secs = num(r, "wall_s", path) - (num(by[e - 1], "wall_s", path) if e - 1 in by else 0.0)
+        pld = "%.4f" % num(r, "epsilon_pld", path) if r["epsilon_pld"] else ""
+        out.append("| %s | %s | %s | %.4f | %s | %.0f |" % (
+            "%d (best)" % e if e == best else e, r["step"], "**%s**" % acc if e == best else acc,
+            num(r, "epsilon_rdp", path), pld, secs))
+    return out
+
+
+def cifar_seeds(path, epoch, runs):
+    """Several runs of one setting (one per seed): best epoch, epoch EPOCH, mean +- sample std."""
+    try:
+        ep = int(epoch)
+    except ValueError:
+        raise TableError("cifar_seeds: the epoch is an integer, not '%s'" % epoch)
+    if not runs:
+        raise TableError("cifar_seeds: name at least one run")
+    rows = rows_of(path, CIFAR_COLS + ["seed"])
+    out = ["| seed | epochs | best epoch (test acc) | epoch %d | epsilon after %d epochs (RDP / PLD) |" % (ep, ep),
+           "|---|---|---|---|---|"]
+    bests, ats = [], []
+    for run in runs:
+        by = run_rows(path, rows, run)
+        if ep not in by:
+            raise TableError("%s: run %s has no epoch %d" % (path, run, ep))
+        b = best_epoch(path, by)
+        bests.append(100 * num(by[b], "test_accuracy", path))
+        ats.append(100 * num(by[ep], "test_accuracy", path))
+        pld = "%.4f" % num(by[ep], "epsilon_pld", path) if by[ep]["epsilon_pld"] else "-"
+        out.append("| %s | %d | %d (%.2f%%) | %.2f%% | %.4f / %s |" % (
+            by[ep]["seed"], max(by), b, bests[-1], ats[-1], num(by[ep], "epsilon_rdp", path), pld))
+    if len(runs) > 1:
+        (bm, bs), (am, as_) = mean_std(bests), mean_std(ats)
+        out.append("| mean +- std | | %.2f +- %.2f%% | %.2f +- %.2f%% | |" % (bm, bs, am, as_))
+    return out
+
+
+def cifar_curves(path, steps_per_epoch, epochs, runs):
+    """Test accuracy of several runs side by side. Rows: EPOCHS, every run's best epoch and last
+    row. A run's best is bold; a last row with fewer than STEPS_PER_EPOCH steps in its epoch (a
+    run stopped with Ctrl-C) says so. The epsilon column is that of the first run (in the order
+    given) with a whole epoch there: runs of equal q and sigma0 spend the same per step."""
+    try:
+        spe = int(steps_per_epoch)
+    except ValueError:
+        raise TableError("cifar_curves: the steps per epoch are an integer, not '%s'" % steps_per_epoch)
+    if not runs or any("=" not in r for r in runs):
+        raise TableError("cifar_curves: name the runs as RUN=LABEL")
+    rows = rows_of(path, CIFAR_COLS)
+    cols = []
+    for spec in runs:
+        run, label = spec.split("=", 1)
+        by = run_rows(path, rows, run)
+        last = max(by)
+        partial = int(by[last]["step"]) - spe * (last - 1)
+        cols.append((label, by, best_epoch(path, by), last, partial if partial < spe else None))
+    want = set(epoch_list(epochs))
+    for _, by, best, last, _ in cols:
+        want |= {best, last}
+    out = ["| epoch | %s | epsilon RDP (Balle) |" % " | ".join(c[0] for c in cols),
+           "|---|%s---|" % ("---|" * len(cols))]
+    for e in sorted(want):
+        cells, eps = [], None
+        for label, by, best, last, partial in cols:
+            r = by.get(e)
+            if r is None:
+                cells.append("")
+                continue
+            acc = "%.2f%%" % (100 * num(r, "test_accuracy", path))
+            if e == best:
+                acc = "**%s** (its best)" % acc
+            if e == last and partial is not None:
+                acc += " (%d of %d steps; stopped)" % (partial, spe)
+            elif eps is None:
+                eps = "%.4f" % num(r, "epsilon_rdp", path)
+            cells.append(acc)
+        if eps is None:  # only partial epochs here: the first run's epsilon after its steps
+            r = next(c[1][e] for c in cols if e in c[1])
+            eps = "%.4f (after %s steps)" % (num(r, "epsilon_rdp", path), r["step"])
+        out.append("| %d | %s | %s |" % (e, " | ".join(cells), eps))
+    return out
+
+
+def table(args):
+    """The table that `md_tables.py ARGS` prints, as a list of lines."""
+    if not args:
+        raise TableError("name a table (see --help)")
+    kind, a = args[0], args[1:]
+    need = {"summary": (1, None), "grid": (3, None), "figure3": (1, 1), "dpsgd": (1, 1), "controller": (2, None),
+            "cifar": (1, 1), "cifar_run": (3, 3), "cifar_seeds": (3, None), "cifar_curves": (4, None)}
+    if kind not in need:
+        raise TableError("unknown table '%s' (known: %s)" % (kind, ", ".join(need)))
+    lo, hi = need[kind]
+    if len(a) < lo or (hi is not None and len(a) > hi):
+        raise TableError("'%s' takes %s arguments, got %d (see --help)" % (
+            kind, lo if lo == hi else "%d or more" % lo if hi is None else "%d-%d" % (lo, hi), len(a)))
+    if kind == "summary":
+        return summary(a[0], a[1:])
+    if kind == "grid":
+        return grid(a[0], a[1], a[2:])
+    if kind == "figure3":
+        return figure3(a[0])
+    if kind == "dpsgd":
+        return dpsgd(a[0])
+    if kind == "controller":
+        return controller(a[0], a[1:])
+    if kind == "cifar":
+        return cifar(a[0])
+    if kind == "cifar_run":
+        return cifar_run(a[0], a[1], a[2])
+    if kind == "cifar_seeds":
+        return cifar_seeds(a[0], a[1], a[2:])
+    return cifar_curves(a[0], a[1], a[2], a[3:])
+
+
+def from_root(args):
+    """A marker's arguments with its CSV paths (relative to the source tree) made absolute."""
+    out = [args[0]]
+    for x in args[1:]:
+        out.append(os.path.join(ROOT, x) if x.endswith(".csv") and not os.path.isabs(x) else x)
+    return out
+
+
+def sync(doc, write):
+    """Check (or rewrite) every marked table of DOC. Returns the exit status."""
+    try:
+        with open(doc) as f:
+            lines = f.read().split("\n")
+    except OSError as e:
+        raise TableError("cannot read the doc %s: %s" % (doc, e.strerror))
+    out, diffs, marks, i = [], [], 0, 0
+    while i < len(lines):
+        out.append(lines[i])
+        m = MARKER.match(lines[i])
+        i += 1
+        if not m:
+            continue
+        marks += 1
+        try:
+            want = table(from_root(shlex.split(m.group(1))))
+        except (TableError, ValueError) as e:
+            raise TableError("%s line %d: %s" % (doc, i, e))
+        j = i
+        while j < len(lines) and lines[j].startswith("|"):
+            j += 1
+        have = lines[i:j]
+        if have != want:
+            diffs += list(difflib.unified_diff(have, want, "%s line %d" % (doc, i + 1), m.group(1), lineterm=""))
+        out.extend(want)
+        i = j
+    if not marks:
+        raise TableError("%s has no line '<!-- md_tables.py KIND ARGS -->' marking a table" % doc)
+    if write:
+        if diffs:
+            with open(doc, "w") as f:
+                f.write("\n".join(out))
+        print("md_tables.py: %d marked tables in %s, %s" % (marks, doc, "rewritten" if diffs else "all up to date"))
+        return 0
+    if diffs:
+        print("\n".join(diffs))
+        print("md_tables.py: a marked table of %s differs from what its command prints from the CSVs now "
+              "(run experiments/dpulr_table1/md_tables.py write %s)" % (doc, doc), file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv):
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0 if argv else 2
+    try:
+        if argv[0] in ("check", "write"):
+            if len(argv) != 2:
+                raise TableError("%s takes one argument, the doc" % argv[0])
+            return sync(argv[1], argv[0] == "write")
+        print("\n".join(table(argv)))
+        return 0
+    except TableError as e:
+        print("md_tables.py: %s" % e, file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
-    kind, path = sys.argv[1], sys.argv[2]
-    if kind == "summary":
-        summary(path, sys.argv[3:])
-    elif kind == "grid":
-        grid(path, sys.argv[3], sys.argv[4:])
-    elif kind == "figure3":
-        figure3(path)
-    elif kind == "dpsgd":
-        dpsgd(path)
-    elif kind == "controller":
-        controller(path, sys.argv[3:])
-    elif kind == "cifar":
-        cifar(path)
-    else:
-        sys.exit("md_tables.py: unknown table '%s'" % kind)
+    sys.exit(main(sys.argv[1:]))

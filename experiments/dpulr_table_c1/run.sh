@@ -6,34 +6,41 @@
 #   small  784-128-64-32-10 (111146 parameters, Table 1's), medium 784-288-144-72-10 (2.51x),
 #   large  784-512-256-128-10 (5.11x), GELU.
 #
-#   experiments/dpulr_table_c1/run.sh [--smoke] [OUT_DIR]        (default OUT_DIR: out/)
+#   experiments/dpulr_table_c1/run.sh [--smoke] [--summary-only] [OUT_DIR]   (default OUT_DIR: out/)
 #
 # Writes OUT_DIR/runs.csv and summary.csv (as experiments/dpulr_table1/grid.py describes,
 # the paper's Table C1 beside ours) and OUT_DIR/table_c1.png. Runs already in runs.csv are
-# skipped. Environment: DPTRAIN, DATA_DIR, THREADS (1), CONFIGS ("dpulr_explicit dpsgd
-# dpsgd_pixels01"), MODELS ("small medium large"), BATCHES ("64 128 256"), SIGMAS (8),
-# SEEDS ("1 2 3"), EPOCHS (25), K (32), MAX_TRAIN / MAX_TEST (0 = all).
+# skipped (several processes may share OUT_DIR). --summary-only runs nothing: it rebuilds
+# summary.csv and the plot from OUT_DIR/runs.csv (results/ was written so from the runs').
+# Environment: DPTRAIN, DATA_DIR, THREADS (1), CONFIGS ("dpulr_explicit dpsgd dpsgd_lr0.02":
+# DP-ULR, the paper's DP-SGD protocol, DP-SGD at the lr scaled to the noise; grid.py names
+# them), MODELS ("small medium large"), BATCHES ("64 128 256"), SIGMAS (8), SEEDS ("1 2 3"),
+# EPOCHS (25), K (32), MAX_TRAIN / MAX_TEST (0 = all).
 # --smoke: 1000 / 300 examples, models small and medium, batch 128, 1 seed, 1 epoch, K 4.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$(cd "$HERE/.." && pwd)/dpulr_table1/args.sh"
-dpulr_args 2,18 "$HERE/out" "$@"
+ALLOW_SUMMARY_ONLY=1 dpulr_args 2,19 "$HERE/out" "$@"
 if [ "$SMOKE" = 1 ]; then
   CONFIGS=${CONFIGS:-"dpulr_explicit dpsgd"}; MODELS=${MODELS:-"small medium"}; BATCHES=${BATCHES:-128}
   SIGMAS=${SIGMAS:-8}; SEEDS=${SEEDS:-1}; EPOCHS=${EPOCHS:-1}; K=${K:-4}; MAX_TRAIN=${MAX_TRAIN:-1000}; MAX_TEST=${MAX_TEST:-300}
 else
-  CONFIGS=${CONFIGS:-"dpulr_explicit dpsgd dpsgd_pixels01"}; MODELS=${MODELS:-"small medium large"}
+  CONFIGS=${CONFIGS:-"dpulr_explicit dpsgd dpsgd_lr0.02"}; MODELS=${MODELS:-"small medium large"}
   BATCHES=${BATCHES:-"64 128 256"}; SIGMAS=${SIGMAS:-8}; SEEDS=${SEEDS:-"1 2 3"}; EPOCHS=${EPOCHS:-25}; K=${K:-32}
   MAX_TRAIN=${MAX_TRAIN:-0}; MAX_TEST=${MAX_TEST:-0}
 fi
 THREADS=${THREADS:-1}
-[ -x "$DPTRAIN" ] || { echo "run.sh: $DPTRAIN not built (set DPTRAIN)" >&2; exit 2; }
-[ -e "$DATA_DIR/mnist" ] || { echo "run.sh: no MNIST under $DATA_DIR (set DATA_DIR)" >&2; exit 2; }
-mkdir -p "$OUT"
 GRID=$ROOT/experiments/dpulr_table1/grid.py
-python3 "$GRID" run --dptrain "$DPTRAIN" --data-dir "$DATA_DIR" --out "$OUT" --configs "$CONFIGS" --models "$MODELS" \
-  --batches "$BATCHES" --sigmas "$SIGMAS" --seeds "$SEEDS" --epochs "$EPOCHS" --copies "$K" \
-  --max-train "$MAX_TRAIN" --max-test "$MAX_TEST" --threads "$THREADS"
+if [ "$SUMMARY_ONLY" = 1 ]; then
+  [ -s "$OUT/runs.csv" ] || { echo "run.sh: --summary-only: no $OUT/runs.csv to summarize" >&2; exit 2; }
+else
+  [ -x "$DPTRAIN" ] || { echo "run.sh: $DPTRAIN not built (set DPTRAIN)" >&2; exit 2; }
+  [ -e "$DATA_DIR/mnist" ] || { echo "run.sh: no MNIST under $DATA_DIR (set DATA_DIR)" >&2; exit 2; }
+  mkdir -p "$OUT"
+  python3 "$GRID" run --dptrain "$DPTRAIN" --data-dir "$DATA_DIR" --out "$OUT" --configs "$CONFIGS" --models "$MODELS" \
+    --batches "$BATCHES" --sigmas "$SIGMAS" --seeds "$SEEDS" --epochs "$EPOCHS" --copies "$K" \
+    --max-train "$MAX_TRAIN" --max-test "$MAX_TEST" --threads "$THREADS"
+fi
 python3 "$GRID" summary --out "$OUT" --table c1
 command -v gnuplot >/dev/null || { echo "wrote $OUT/summary.csv (no gnuplot: no plot)"; exit 0; }
 # one block per (configuration, batch): model index, final mean, std, paper

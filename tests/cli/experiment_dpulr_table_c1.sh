@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # experiments/dpulr_table_c1/run.sh --smoke: DP-ULR and DP-SGD on two MLP sizes (tiny MNIST
 # subset, 1 epoch): one run per (configuration, model), the models are the named widths, the
-# summary has the paper's Table C1 number beside each cell, and the plot exists. Skips (77)
-# without the shared MNIST.
+# summary has the paper's Table C1 number beside each cell, and the plot exists; --summary-only
+# rebuilds the same summary without running. Skips (77) without the shared MNIST.
 set -u
 BIN=$1
 source "$(dirname "$0")/lib/experiment_shared.sh"
@@ -27,3 +27,21 @@ for s in summ:
 assert os.path.getsize(os.path.join(out, "table_c1.png")) > 1000
 print("experiment smoke ok")
 PY
+# --summary-only rebuilds the same summary (and the plot) from runs.csv without running anything
+cp "$T/out/summary.csv" "$T/summary.before"
+rm "$T/out/summary.csv" "$T/out/table_c1.png"
+DPTRAIN=/nonexistent "$SRC/experiments/dpulr_table_c1/run.sh" --summary-only "$T/out" > "$T/log" 2>&1 \
+  || { cat "$T/log"; echo "FAIL: run.sh --summary-only"; exit 1; }
+cmp -s "$T/summary.before" "$T/out/summary.csv" || { echo "FAIL: --summary-only wrote another summary"; exit 1; }
+[ -s "$T/out/table_c1.png" ] || { echo "FAIL: --summary-only drew no plot"; exit 1; }
+mkdir "$T/empty"
+if "$SRC/experiments/dpulr_table_c1/run.sh" --summary-only "$T/empty" > "$T/log" 2>&1; then
+  echo "FAIL: --summary-only without runs.csv succeeded"; exit 1
+fi
+grep -q "no $T/empty/runs.csv to summarize" "$T/log" || { cat "$T/log"; echo "FAIL: message"; exit 1; }
+# the scripts that do not take it say so instead of running
+if "$SRC/experiments/dpulr_figure3/run.sh" --summary-only "$T/empty" > "$T/log" 2>&1; then
+  echo "FAIL: figure3 run.sh accepted --summary-only"; exit 1
+fi
+grep -q "unknown option '--summary-only' (expected --smoke or OUT_DIR)" "$T/log" || { cat "$T/log"; echo "FAIL: message"; exit 1; }
+echo "summary-only ok"

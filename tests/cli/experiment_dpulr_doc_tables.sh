@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Every results table of docs/dpulr.md that follows a marker <!-- md_tables.py KIND ARGS --> is
+# what experiments/dpulr_table1/md_tables.py prints from the committed CSVs now (no number in
+# it typed by hand), the check notices a changed number in the doc or in a CSV, `write` puts
+# the CSVs' numbers back, and bad input names the doc line and the problem. Needs neither the
+# binary nor the datasets; about a second.
+set -u
+SRC=${DPT_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+M=$SRC/experiments/dpulr_table1/md_tables.py
+PY=/usr/bin/python3                  # not the pyenv shim on PATH: it costs 0.4 s a call
+[ -x "$PY" ] || PY=python3
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+# run md_tables.py with ARGS, want exit status WANT; output in $T/out, messages in $T/err
+run() {
+  local want=$1; shift
+  "$PY" "$M" "$@" > "$T/out" 2> "$T/err"
+  local rc=$?
+  [ $rc -eq "$want" ] || { cat "$T/out" "$T/err"; fail "md_tables.py $* exited $rc, want $want"; }
+}
+has() { grep -qF -- "$2" "$T/$1" || { cat "$T/out" "$T/err"; fail "no '$2' in $1"; }; }
+
+# the doc's marked tables are what the CSVs give, and there are as many as we put there
+run 0 check "$SRC/docs/dpulr.md"
+n=$(grep -c '^<!-- md_tables\.py ' "$SRC/docs/dpulr.md")
+[ "$n" -ge 8 ] || fail "docs/dpulr.md has $n marked tables, expected at least 8"
+
+# a number changed in (a copy of) the doc: exit 1, a diff naming the doc line; write repairs it
+sed 's/^| 19 (best) | 14839 | \*\*48.40%\*\* |/| 19 (best) | 14839 | **48.41%** |/' "$SRC/docs/dpulr.md" > "$T/doc.md"
+cmp -s "$T/doc.md" "$SRC/docs/dpulr.md" && fail "the sed did not change the doc copy"
+run 1 check "$T/doc.md"
+has out "-| 19 (best) | 14839 | **48.41%** |"
+has out "+| 19 (best) | 14839 | **48.40%** |"
+has out "--- $T/doc.md line "
+has err "differs from what its command prints from the CSVs"
+run 0 write "$T/doc.md"
+cmp -s "$T/doc.md" "$SRC/docs/dpulr.md" || fail "write did not restore the doc"
+# a row dropped from a table is noticed too
+awk '!/^\| dpsgd \| small \| 500 \| 8 \| 3 \|/ || done++' "$SRC/docs/dpulr.md" > "$T/doc.md"
+run 1 check "$T/doc.md"
+has out "+| dpsgd | small | 500 | 8 | 3 |"
+
+# a changed CSV reaches the table: a copy of the CIFAR results with seed 2's best epoch raised
+R=$SRC/experiments/cifar10_resnet5/results/results.csv
+sed 's/^\(dpsgd+seed2,25,[0-9]*,,\)0.4879,/\10.4979,/' "$R" > "$T/r.csv"
+cmp -s "$T/r.csv" "$R" && fail "the sed did not change the CSV copy"
+run 0 cifar_seeds "$R" 25 dpsgd dpsgd+seed2 dpsgd+seed3
+printf '# x\n\n<!-- md_tables.py cifar_seeds %s 25 dpsgd dpsgd+seed2 dpsgd+seed3 -->\n' "$T/r.csv" > "$T/d.md"
+cat "$T/out" >> "$T/d.md"
+run 1 check "$T/d.md"
+has out "+| 2 | 25 | 25 (49.79%) | 49.79% | 1.0777 / 0.8888 |"
+has out "+| mean +- std | | 48.71 +- 0.96% | 48.26 +- 1.33% | |"   # by hand: best 48.40 49.79 47.95, epoch 25 47.55 49.79 47.44
+
+# each generator against numbers known by hand: a made-up run of 3 epochs of 10 steps, the
+# last one stopped after 4 steps
+cat > "$T/c.csv" <<'CSV'
+run,epoch,step,train_loss,test_accuracy,epsilon_rdp,epsilon_pld,delta,wall_s,noise,seed
+a,1,10,,0.10,0.5,0.25,1e-05,10.4,x,7
+a,2,20,,0.30,0.75,0.5,1e-05,30.0,x,7
+a,3,24,,0.20,0.8,,1e-05,35.0,x,7
+b,1,10,,0.40,0.5,,1e-05,5,y,8
+b,2,20,,0.35,0.75,,1e-05,9,y,8
+CSV
+run 0 cifar_run "$T/c.csv" a 1
+has out "| 1 | 10 | 10.00% | 0.5000 | 0.2500 | 10 |"
+has out "| 2 (best) | 20 | **30.00%** | 0.7500 | 0.5000 | 20 |"
+run 0 cifar_seeds "$T/c.csv" 2 a b
+has out "| 7 | 3 | 2 (30.00%) | 30.00% | 0.7500 / 0.5000 |"
+has out "| 8 | 2 | 1 (40.00%) | 35.00% | 0.7500 / - |"
+has out "| mean +- std | | 35.00 +- 7.07% | 32.50 +- 3.54% | |"
+run 0 cifar_curves "$T/c.csv" 10 1 "a=A" "b=B"
+has out "| epoch | A | B | epsilon RDP (Balle) |"
+has out "| 1 | 10.00% | **40.00%** (its best) | 0.5000 |"
+has out "| 2 | **30.00%** (its best) | 35.00% | 0.7500 |"
+has out "| 3 | 20.00% (4 of 10 steps; stopped) |  | 0.8000 (after 24 steps) |"
+
+# bad input names the doc line, the file and the problem
+printf '# x\n\n<!-- md_tables.py cifar_run %s nosuchrun 1 -->\n| old |\n' "$T/c.csv" > "$T/d.md"
+run 2 check "$T/d.md"
+has err "$T/d.md line 3: $T/c.csv has no run 'nosuchrun' (its runs: a, b)"
+printf '<!-- md_tables.py cifar_run %s a 1,9 -->\n' "$T/c.csv" > "$T/d.md"
+run 2 check "$T/d.md"
+has err "run a has no epoch 9 (it has 1-3)"
+printf '<!-- md_tables.py median %s -->\n' "$T/c.csv" > "$T/d.md"
+run 2 check "$T/d.md"
+has err "unknown table 'median'"
+printf '<!-- md_tables.py figure3 %s/nope.csv -->\n' "$T" > "$T/d.md"
+run 2 check "$T/d.md"
+has err "cannot read $T/nope.csv"
+printf '<!-- md_tables.py cifar_seeds %s 2 -->\n' "$T/c.csv" > "$T/d.md"
+run 2 check "$T/d.md"
+has err "'cifar_seeds' takes 3 or more arguments, got 2"
+cut -d, -f1-4 "$T/c.csv" > "$T/c4.csv"
+run 2 cifar_run "$T/c4.csv" a 1
+has err "$T/c4.csv has no column test_accuracy"
+printf '# nothing here\n' > "$T/d.md"
+run 2 check "$T/d.md"
+has err "has no line '<!-- md_tables.py KIND ARGS -->' marking a table"
+run 2 check "$T/nope.md"
+has err "cannot read the doc $T/nope.md"
+echo "doc tables ok"
