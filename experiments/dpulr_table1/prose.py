@@ -1,21 +1,25 @@
 #!/usr/bin/env python3
-"""The "What Table 1 shows" list of docs/dpulr.md, filled in from the CSVs of this experiment so
-that no number of our runs or of the paper in it is typed by hand.
+"""The "What Table 1 shows" and "What Table C1 shows" lists of docs/dpulr.md, filled in from the CSVs
+of these experiments so that no number of our runs or of the paper in them is typed by hand.
 
-The text lives in prose/t1notes.md. A line that is just @@NAME@@ is replaced by prose/name.md (the
-same rules apply inside it). Placeholders, all from the small MLP of the paper's Table 1:
+The text lives in prose/t1notes.md (--table table1, the default) and prose/c1notes.md (--table c1,
+from experiments/dpulr_table_c1/results/summary.csv). A line that is just @@NAME@@ is replaced by
+prose/name.md (the same rules apply inside it). Placeholders; CFG is a configuration of summary.csv,
+ALGO dpulr|dpsgd of paper.csv, either with @MODEL for a model other than "small" (dpulr@large):
 
   {{CFG B S final}}, {{CFG B S best}}    our "mean +- std" over the seeds (the mean alone when the std is
                                          empty) for configuration CFG at batch B and sigma0 S (summary.csv)
   {{CFG B S FIELD}}                      any other summary.csv column (final_mean, best_epochs, seeds, ...)
-  {{paper ALGO B S}}                     the paper's "valid_acc +- valid_std" (paper.csv), ALGO dpulr|dpsgd
-  {{absmax CFG B S1,S2,...}}             max |final_minus_paper| over those sigma0 values, %.2f
-  {{diffrange CFG B S1,S2,...}}          min and max final_minus_paper: "+2.99 to +7.53"
+  {{paper ALGO B S}}                     the paper's "valid_acc +- valid_std" in the chosen table (paper.csv)
+  {{absmax CFG B S}}                     max |final_minus_paper| over the cells named; here CFG may name
+                                         several models (dpulr_explicit@small,large) and B and S may be
+                                         lists (64,128), %.2f
+  {{diffrange CFG B S}}                  min and max final_minus_paper over such cells: "+2.99 to +7.53"
   {{paperdrop ALGO B1 B2 S}}             paper valid_acc at B1 minus at B2, %.2f
   {{ourdrop CFG B1 B2 S}}                our final_mean at B1 minus at B2, %.2f
   {{seeds CFG B1,B2,... S1,S2,...}}      the seed count of those cells ("3"; "2 or 3" when they differ)
   {{earlier ALGO SAMPLING B S}}          test_acc of the single-seed grid before issue 22
-                                         (results/table1_dpulr_explicit.csv)
+                                         (results/table1_dpulr_explicit.csv; Table 1's small model only)
 """
 import argparse
 import csv
@@ -25,7 +29,12 @@ import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-START = "What Table 1 shows ("
+TABLES = {  # --table: the doc list's first words, the default summary and template
+    "table1": ("What Table 1 shows (", os.path.join(HERE, "results", "summary.csv"),
+               os.path.join(HERE, "prose", "t1notes.md")),
+    "c1": ("What Table C1 shows (", os.path.join(HERE, "..", "dpulr_table_c1", "results", "summary.csv"),
+           os.path.join(HERE, "prose", "c1notes.md")),
+}
 PLACEHOLDER = re.compile(r"\{\{([^{}\n]*)\}\}")
 INCLUDE = re.compile(r"@@([A-Za-z0-9_]+)@@\n?")
 
@@ -58,18 +67,23 @@ def index(rows, key, path, what):
     return out
 
 
+def with_model(tok):
+    """'cfg' -> ('cfg', 'small'); 'cfg@large' -> ('cfg', 'large')"""
+    name, _, model = tok.partition("@")
+    return name, model or "small"
+
+
 class Data:
-    def __init__(self, summary, paper, earlier):
-        self.summary_path, self.paper_path, self.earlier_path = summary, paper, earlier
+    def __init__(self, summary, paper, earlier, table="table1"):
+        self.summary_path, self.paper_path, self.earlier_path, self.table = summary, paper, earlier, table
         rows = read_csv(summary, "summary CSV", ("config", "model", "batch", "sigma0", "seeds", "final_mean",
                                                  "final_std", "best_mean", "best_std", "final_minus_paper"))
         self.fields = rows[0].keys() if rows else ()
-        self.ours = index([r for r in rows if r["model"] == "small"], ("config", "batch", "sigma0"), summary,
-                          "summary CSV")
+        self.ours = index(rows, ("config", "model", "batch", "sigma0"), summary, "summary CSV")
         rows = read_csv(paper, "paper CSV", ("table", "algorithm", "model", "batch", "sigma0", "valid_acc",
                                              "valid_std"), comments=True)
-        self.paper = index([r for r in rows if r["table"] == "table1" and r["model"] == "small"],
-                           ("algorithm", "batch", "sigma0"), paper, "paper CSV")
+        self.paper = index([r for r in rows if r["table"] == table], ("algorithm", "model", "batch", "sigma0"),
+                           paper, "paper CSV")
         self._earlier = None
 
     @staticmethod
@@ -77,14 +91,22 @@ class Data:
         """table[key], or a ProseError naming the file and the missing row"""
         r = table.get(key)
         if r is None:
-            raise ProseError("%s has no %srow for %s=%s model=small batch=%s sigma0=%s" % ((path, what, first) + key))
+            raise ProseError("%s has no %srow for %s=%s model=%s batch=%s sigma0=%s" % ((path, what, first) + key))
         return r
 
     def cell(self, cfg, batch, sigma):
-        return self._row(self.ours, (cfg, batch, sigma), self.summary_path, "", "config")
+        """CFG may carry @MODEL"""
+        return self._row(self.ours, with_model(cfg) + (batch, sigma), self.summary_path, "", "config")
 
     def paper_cell(self, algo, batch, sigma):
-        return self._row(self.paper, (algo, batch, sigma), self.paper_path, "table1 ", "algorithm")
+        return self._row(self.paper, with_model(algo) + (batch, sigma), self.paper_path, self.table + " ",
+                         "algorithm")
+
+    def cells(self, cfgs, batches, sigmas):
+        """every cell of 'cfg@m1,m2' x 'b1,b2' x 's1,s2'"""
+        name, _, models = cfgs.partition("@")
+        return [self.cell("%s@%s" % (name, m), b, s) for m in (models or "small").split(",")
+                for b in batches.split(",") for s in sigmas.split(",")]
 
     def earlier(self, algo, sampling, batch, sigma):
         if self._earlier is None:
@@ -110,8 +132,8 @@ def num(r, field, path):
 # keyword: (number of arguments after it, usage)
 KEYWORDS = {
     "paper": (3, "paper ALGO B S"),
-    "absmax": (3, "absmax CFG B S1,S2,..."),
-    "diffrange": (3, "diffrange CFG B S1,S2,..."),
+    "absmax": (3, "absmax CFG[@M1,M2,...] B1,B2,... S1,S2,..."),
+    "diffrange": (3, "diffrange CFG[@M1,M2,...] B1,B2,... S1,S2,..."),
     "paperdrop": (4, "paperdrop ALGO B1 B2 S"),
     "ourdrop": (4, "ourdrop CFG B1 B2 S"),
     "seeds": (3, "seeds CFG B1,B2,... S1,S2,..."),
@@ -130,7 +152,7 @@ def fill(d, spec):
             p = d.paper_cell(*a[1:4])
             return "%s +- %s" % (p["valid_acc"], p["valid_std"])
         if k in ("absmax", "diffrange"):
-            v = [num(d.cell(a[1], a[2], s), "final_minus_paper", d.summary_path) for s in a[3].split(",")]
+            v = [num(r, "final_minus_paper", d.summary_path) for r in d.cells(a[1], a[2], a[3])]
             return "%.2f" % max(abs(x) for x in v) if k == "absmax" else "%+.2f to %+.2f" % (min(v), max(v))
         if k == "paperdrop":
             hi, lo = d.paper_cell(a[1], a[2], a[4]), d.paper_cell(a[1], a[3], a[4])
@@ -145,8 +167,8 @@ def fill(d, spec):
         return d.earlier(*a[1:5])
     if len(a) != 4:
         raise ProseError("unknown placeholder (want CFG B S FIELD or one of %s)" % ", ".join(sorted(KEYWORDS)))
-    if a[0] not in {k[0] for k in d.ours}:
-        raise ProseError("unknown placeholder: '%s' is neither one of %s nor a configuration (small model) in %s" % (
+    if with_model(a[0])[0] not in {k[0] for k in d.ours}:
+        raise ProseError("unknown placeholder: '%s' is neither one of %s nor a configuration in %s" % (
             a[0], ", ".join(sorted(KEYWORDS)), d.summary_path))
     r = d.cell(*a[0:3])
     if a[3] in ("final", "best"):
@@ -189,16 +211,16 @@ def render(d, path, depth=0):
     return "".join(out)
 
 
-def doc_list(path):
+def doc_list(path, start):
     """The doc's list: from the line starting with START to the first empty line."""
     try:
         with open(path) as f:
             lines = f.read().split("\n")
     except OSError as e:
         raise ProseError("cannot read the doc %s: %s" % (path, e.strerror))
-    starts = [i for i, l in enumerate(lines) if l.startswith(START)]
+    starts = [i for i, l in enumerate(lines) if l.startswith(start)]
     if len(starts) != 1:
-        return None, "%s has %d lines starting with '%s', not 1" % (path, len(starts), START)
+        return None, "%s has %d lines starting with '%s', not 1" % (path, len(starts), start)
     end = starts[0]
     while end < len(lines) and lines[end].strip():
         end += 1
@@ -208,24 +230,29 @@ def doc_list(path):
 def main():
     ap = argparse.ArgumentParser(
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=__doc__ + "\nWithout --check it prints the list; paste it into docs/dpulr.md after Table 1.",
+        description=__doc__ + "\nWithout --check it prints the list; paste it into docs/dpulr.md after the table.",
         epilog="exit status: 0 printed, or --check found the doc's list equal to the rendered one;\n"
                "  1 --check found a difference (it prints a unified diff of the doc's list against the\n"
                "    rendered one);\n"
                "  2 bad input (a missing file, an unknown placeholder, a cell missing from a CSV).")
     ap.add_argument("--check", metavar="DOC", help="compare the list in DOC (docs/dpulr.md) with the rendered one")
-    ap.add_argument("--summary", default=os.path.join(HERE, "results", "summary.csv"), help="default: %(default)s")
+    ap.add_argument("--table", default="table1", choices=sorted(TABLES),
+                    help="which list: Table 1's (default) or Table C1's; sets the defaults of --summary and --template")
+    ap.add_argument("--summary", help="default: Table 1's results/summary.csv, or Table C1's")
     ap.add_argument("--paper", default=os.path.join(HERE, "paper.csv"), help="default: %(default)s")
     ap.add_argument("--earlier", default=os.path.join(HERE, "results", "table1_dpulr_explicit.csv"),
                     help="the grid before issue 22; default: %(default)s")
-    ap.add_argument("--template", default=os.path.join(HERE, "prose", "t1notes.md"), help="the list's text with placeholders; default: %(default)s")
+    ap.add_argument("--template", help="the list's text with placeholders; default: prose/t1notes.md or c1notes.md")
     args = ap.parse_args()
+    start, summary, template = TABLES[args.table]
     try:
-        text = render(Data(args.summary, args.paper, args.earlier), args.template)
+        text = render(Data(args.summary or summary, args.paper, args.earlier, args.table), args.template or template)
         if not args.check:
             sys.stdout.write(text)
             return 0
-        have, why = doc_list(args.check)
+        if not text.startswith(start):
+            raise ProseError("the list must start with '%s' (the first words of %s)" % (start, args.template or template))
+        have, why = doc_list(args.check, start)
     except ProseError as e:
         print("prose.py: %s" % e, file=sys.stderr)
         return 2

@@ -91,6 +91,7 @@ table,algorithm,model,batch,sigma0,valid_acc,valid_std
 table1,x,small,10,2,60.10,0.30
 table1,x,small,20,2,70.00,0.20
 tablec1,x,small,10,2,1.00,1.00
+c1,x,large,10,1,20.00,2.00
 EOF
 printf 'algorithm,sampling,batch,sigma0,test_acc\nx,shuffle,10,2,33.30\n' > "$T/e.csv"
 cat > "$T/t.md" <<'EOF'
@@ -102,10 +103,23 @@ run 0 --summary "$T/s.csv" --paper "$T/p.csv" --earlier "$T/e.csv" --template "$
 printf '%s\n' '50.00 +- 1.50|45.00|41.00|4 5 5|60.10 +- 0.30' '2.75|-1.25 to +2.75|9.90|4.50' \
   '2 or 3|2 or 3|3|33.30' > "$T/want"
 diff "$T/want" "$T/out" || fail "placeholders on the made-up grid"
+# other models (@MODEL), lists of models and batches, Table C1's paper rows
+cat > "$T/t2.md" <<'EOF'
+{{a@large 10 1 final}}|{{absmax a@small,large 10 1}}|{{diffrange a 10,20 2}}|{{diffrange a@small,large 10 1}}
+{{paper x@large 10 1}}
+EOF
+run 0 --table c1 --summary "$T/s.csv" --paper "$T/p.csv" --earlier "$T/e.csv" --template "$T/t2.md"
+printf '%s\n' '11.00 +- 1.00|9.00|+0.50 to +2.75|-1.25 to +9.00' '20.00 +- 2.00' > "$T/want"
+diff "$T/want" "$T/out" || fail "@MODEL placeholders on the made-up grid"
+run 2 --summary "$T/s.csv" --paper "$T/p.csv" --earlier "$T/e.csv" --template "$T/t2.md"
+has err "{{paper x@large 10 1}}: $T/p.csv has no table1 row for algorithm=x model=large batch=10 sigma0=1"
+printf '{{a@medium 10 1 final}}\n' > "$T/t3.md"
+run 2 --summary "$T/s.csv" --paper "$T/p.csv" --earlier "$T/e.csv" --template "$T/t3.md"
+has err "$T/s.csv has no row for config=a model=medium batch=10 sigma0=1"
 # two rows for one cell is an error, not a silent pick
 sed -n 3p "$T/s.csv" >> "$T/s.csv"
 run 2 --summary "$T/s.csv" --paper "$T/p.csv" --earlier "$T/e.csv" --template "$T/t.md"
-has err "two rows of the summary CSV for config=a batch=10 sigma0=2"
+has err "two rows of the summary CSV for config=a model=small batch=10 sigma0=2"
 
 run 0 --help
 has out "--check DOC"
