@@ -5,21 +5,8 @@
 # the CSVs' numbers back, and bad input names the doc line and the problem. Needs neither the
 # binary nor the datasets; about a second.
 set -u
-SRC=${DPT_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-M=$SRC/experiments/dpulr_table1/md_tables.py
-PY=/usr/bin/python3                  # not the pyenv shim on PATH: it costs 0.4 s a call
-[ -x "$PY" ] || PY=python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-# run md_tables.py with ARGS, want exit status WANT; output in $T/out, messages in $T/err
-run() {
-  local want=$1; shift
-  "$PY" "$M" "$@" > "$T/out" 2> "$T/err"
-  local rc=$?
-  [ $rc -eq "$want" ] || { cat "$T/out" "$T/err"; fail "md_tables.py $* exited $rc, want $want"; }
-}
-has() { grep -qF -- "$2" "$T/$1" || { cat "$T/out" "$T/err"; fail "no '$2' in $1"; }; }
+TOOL=experiments/dpulr_table1/md_tables.py
+source "$(dirname "$0")/lib/py_tool.sh"
 
 # the doc's marked tables are what the CSVs give, and there are as many as we put there
 run 0 check "$SRC/docs/dpulr.md"

@@ -4,21 +4,8 @@
 # the CSVs or its templates change, and names the file and placeholder on bad input. Needs
 # neither the binary nor the datasets; about a second.
 set -u
-SRC=${DPT_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-P=$SRC/experiments/dpulr_table1/prose.py
-PY=/usr/bin/python3                  # not the pyenv shim on PATH: it costs 0.4 s a call
-[ -x "$PY" ] || PY=python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-# run prose.py with ARGS, want exit status WANT; output in $T/out, messages in $T/err
-run() {
-  local want=$1; shift
-  "$PY" "$P" "$@" > "$T/out" 2> "$T/err"
-  local rc=$?
-  [ $rc -eq "$want" ] || { cat "$T/out" "$T/err"; fail "prose.py $* exited $rc, want $want"; }
-}
-has() { grep -qF -- "$2" "$T/$1" || { cat "$T/out" "$T/err"; fail "no '$2' in $1"; }; }
+TOOL=experiments/dpulr_table1/prose.py
+source "$(dirname "$0")/lib/py_tool.sh"
 
 # the doc says exactly what the CSVs give
 run 0 --check "$SRC/docs/dpulr.md"
