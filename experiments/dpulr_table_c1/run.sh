@@ -43,31 +43,51 @@ else
 fi
 python3 "$GRID" summary --out "$OUT" --table c1
 command -v gnuplot >/dev/null || { echo "wrote $OUT/summary.csv (no gnuplot: no plot)"; exit 0; }
-# one block per (configuration, batch): model index, final mean, std, paper
-python3 - "$OUT/summary.csv" "$OUT/table_c1.dat" <<'PY'
+# one panel per batch: each configuration of CONFIGS against the model size (final epoch, mean
+# +- std over seeds), the paper's DP-ULR and DP-SGD (paper.csv) dashed in the colour of ours
+python3 - "$OUT/summary.csv" "$ROOT/experiments/dpulr_table1/paper.csv" "$OUT/table_c1.dat" "$CONFIGS" <<'PY'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
+paper = {(r["algorithm"], r["model"], r["batch"]): r["valid_acc"]
+         for r in csv.DictReader(l for l in open(sys.argv[2]) if not l.startswith("#")) if r["table"] == "c1"}
+configs = sys.argv[4].split()
+names = {"dpulr_explicit": "DP-ULR explicit", "dpsgd": "DP-SGD lr 0.1 (the paper's)", "dpsgd_lr0.02": "DP-SGD lr 0.02"}
 order = {"small": 1, "medium": 2, "large": 3}
-groups = []
-for r in rows:
-    g = (r["config"], r["batch"])
-    if g not in groups: groups.append(g)
-with open(sys.argv[2], "w") as f:
-    for g in groups:
-        f.write('"%s batch %s" a b c\n' % g)
-        for r in sorted((r for r in rows if (r["config"], r["batch"]) == g), key=lambda r: order[r["model"]]):
-            f.write("%d %s %s %s\n" % (order[r["model"]], r["final_mean"], r["final_std"] or "0", r["paper_valid_acc"] or "NaN"))
+cell = {(r["config"], r["model"], r["batch"]): r for r in rows}
+with open(sys.argv[3], "w") as f:
+    for b in sorted({r["batch"] for r in rows}, key=int):
+        # the block's header line names the columns (gnuplot's columnheader)
+        f.write('"model" %s "paper DP-ULR" "paper DP-SGD"\n' % " ".join('"%s" "std"' % names.get(c, c) for c in configs))
+        for m, x in sorted(order.items(), key=lambda kv: kv[1]):
+            vals = []
+            for c in configs:
+                r = cell.get((c, m, b))
+                vals += [r["final_mean"], r["final_std"] or "0"] if r else ["NaN", "NaN"]
+            f.write("%d %s %s %s\n" % (x, " ".join(vals), paper.get(("dpulr", m, b), "NaN"), paper.get(("dpsgd", m, b), "NaN")))
         f.write("\n\n")
 PY
-nblk=$(grep -c '^"' "$OUT/table_c1.dat" || true)
+batches=$(python3 -c 'import csv,sys; print(" ".join(sorted({r["batch"] for r in csv.DictReader(open(sys.argv[1]))}, key=int)))' "$OUT/summary.csv")
+nb=$(echo "$batches" | wc -w)
+nc=$(echo "$CONFIGS" | wc -w)
+# the paper's lines take the colour of our first configuration of the same algorithm
+lt_of() { local i=0 c; for c in $CONFIGS; do i=$((i + 1)); case $c in $1*) echo $i; return;; esac; done; echo $((nc + $2)); }
+ulr_lt=$(lt_of dpulr 1); sgd_lt=$(lt_of dpsgd 2)
 gnuplot <<GP
-set terminal pngcairo size 900,600 noenhanced
+set terminal pngcairo size $((330 * nb + 250)),520 noenhanced
 set output "$OUT/table_c1.png"
-set title "Table C1: MNIST, sigma0 8, final-epoch test accuracy (mean +- std over seeds; dashed: the paper)"
+set multiplot layout 1,$nb title "Table C1: MNIST, sigma0 8, final-epoch test accuracy (mean +- std over seeds; dashed: the paper)"
 set xtics ("small" 1, "medium" 2, "large" 3); set xrange [0.7:3.3]; set yrange [0:100]
-set ylabel "accuracy (%)"; set key outside right
-set datafile missing "NaN"
-plot for [i=0:$((nblk - 1))] "$OUT/table_c1.dat" index i using 1:2:3 with yerrorlines lt i+1 title columnheader(1), \
-     for [i=0:$((nblk - 1))] "$OUT/table_c1.dat" index i using 1:4 with lines lt i+1 dt 2 notitle
+set datafile missing "NaN"; set grid ytics
+batches = "$batches"
+do for [p=1:$nb] {
+  set title "batch ".word(batches, p)
+  if (p == 1) { set ylabel "accuracy (%)" } else { unset ylabel }
+  if (p == $nb) { set key bottom right } else { unset key }  # the largest batch leaves the bottom free
+  plot for [c=1:$nc] "$OUT/table_c1.dat" index p-1 using 1:(column(2*c)):(column(2*c+1)) with yerrorlines lt c lw 2 title columnheader(2*c), \
+       "" index p-1 using 1:(column(2*$nc+2)) with lines lt $ulr_lt dt 2 title columnheader(2*$nc+2), \
+       "" index p-1 using 1:(column(2*$nc+3)) with lines lt $sgd_lt dt 2 title columnheader(2*$nc+3)
+}
+unset multiplot
 GP
+rm -f "$OUT/table_c1.dat" "$OUT/summary.dat"
 echo "wrote $OUT/runs.csv, $OUT/summary.csv, $OUT/table_c1.png"
