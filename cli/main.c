@@ -43,6 +43,7 @@ static int dispatch(int argc, char **argv) {
         printf("dptrain %s\n", dpt_version());
         if (strcmp(dpt_version(), DPT_VERSION_STRING))
             printf("(this dptrain was built against the %s headers)\n", DPT_VERSION_STRING);
+        printf("build: %s\n", dpt_build_id());
         printf("mpi: %s\n", dpt_comm_compiled() ? dpt_comm_library() : "no (single-process build)");
         return 0;
     }

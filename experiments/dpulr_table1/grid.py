@@ -68,7 +68,7 @@ CONFIGS = {
 
 RUN_FIELDS = ["config", "model", "batch", "sigma0", "seed", "copies", "epochs", "epochs_done", "min_batch",
               "final_acc", "best_acc", "best_epoch", "final_test_loss", "epsilon_balle", "epsilon_classic",
-              "epsilon_pld", "s_per_epoch", "command"]
+              "epsilon_pld", "s_per_epoch", "command", "build"]
 
 
 def account(dptrain, ledger, *extra):
@@ -86,8 +86,12 @@ def done_keys(path):
 
 def append_row(path, row):
     new = not os.path.exists(path)
+    fields = RUN_FIELDS
+    if not new:  # a runs.csv written before a column was added keeps its own columns
+        with open(path, newline="") as f:
+            fields = next(csv.reader(f), None) or RUN_FIELDS
     line_buf = []
-    w = csv.DictWriter(_Lines(line_buf), fieldnames=RUN_FIELDS)
+    w = csv.DictWriter(_Lines(line_buf), fieldnames=fields, extrasaction="ignore")
     if new:
         w.writeheader()
     w.writerow(row)
@@ -143,7 +147,8 @@ def run_one(a, cfg_name, model, batch, sigma, seed):
                    best_epoch=ms[best]["epoch"], final_test_loss="%.4f" % ms[-1]["test_loss"],
                    epsilon_balle="none", epsilon_classic="none", epsilon_pld="",
                    s_per_epoch="%.2f" % (ms[-1]["wall_s"] / ms[-1]["epoch"]),
-                   command=" ".join("dptrain" if c == a.dptrain else c.replace(a.out, "$OUT") for c in cmd))
+                   command=" ".join("dptrain" if c == a.dptrain else c.replace(a.out, "$OUT") for c in cmd),
+                   build=a.build)
         ledger = os.path.join(rdir, "ledger.json")
         if os.path.exists(ledger):
             e = account(a.dptrain, ledger)
@@ -161,7 +166,17 @@ def run_one(a, cfg_name, model, batch, sigma, seed):
         os.rmdir(lock)
 
 
+def build_of(dptrain):
+    """The source revision of the library the binary runs with (`dptrain --version`'s build: line)."""
+    out = subprocess.run([dptrain, "--version"], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        if line.startswith("build: "):
+            return line[len("build: "):].strip()
+    return "unknown"
+
+
 def cmd_run(a):
+    a.build = build_of(a.dptrain)
     done = done_keys(os.path.join(a.out, "runs.csv"))
     for cfg in a.configs.split():
         if cfg not in CONFIGS:

@@ -35,6 +35,8 @@ from .train import train, Run, ALGORITHMS  # noqa: E402,F401
 from .data import load_idx  # noqa: E402,F401
 
 __version__ = _ffi.string(_clib.dpt_version()).decode()
+# the source revision the loaded libdptrain.so was built from (git describe, or "unknown")
+__build__ = _ffi.string(_clib.dpt_build_id()).decode()
 
 
 def library_path():
@@ -49,5 +51,5 @@ def library_path():
 __all__ = [
     "accounting", "layers", "train", "Run", "ALGORITHMS", "Model", "Ledger", "read_ledger", "load_idx",
     "library_path", "DptrainError", "InvalidArgumentError", "FormatError", "OutOfRangeError", "UnsupportedError",
-    "MismatchError", "DptrainIOError", "PrivacyError", "CryptoError", "BusyError", "__version__",
+    "MismatchError", "DptrainIOError", "PrivacyError", "CryptoError", "BusyError", "__version__", "__build__",
 ]

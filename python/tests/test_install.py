@@ -35,3 +35,14 @@ def test_pip_install_into_a_venv(workdir, build_dir, repo_dir):
     import dptrain
     assert version == dptrain.__version__
     assert float(eps) == dptrain.accounting.epsilon(1.1, 0.01, 1000, 1e-5)
+
+
+def test_version_and_build_are_the_cli_s(cli):
+    """__version__ and __build__ are those of the library the CLI of this build reports."""
+    import subprocess
+    import dptrain
+    out = subprocess.run([cli, "--version"], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0] == "dptrain " + dptrain.__version__
+    assert "build: " + dptrain.__build__ in out
+    assert dptrain.__build__ and " " not in dptrain.__build__
+

@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib/experiment_shared.sh"
 if ! DPTRAIN=$BIN DATA_DIR=$D "$SRC/experiments/dpulr_table_c1/run.sh" --smoke "$T/out" > "$T/log" 2>&1; then
   cat "$T/log"; echo "FAIL: run.sh --smoke"; exit 1
 fi
-python3 - "$T/out" <<'PY' || exit 1
+VERSION_OUT=$("$BIN" --version) python3 - "$T/out" <<'PY' || exit 1
 import csv, os, sys
 out = sys.argv[1]
 runs = list(csv.DictReader(open(os.path.join(out, "runs.csv"))))
@@ -25,7 +25,21 @@ paper = {("dpulr_explicit", "small"): "74.24", ("dpulr_explicit", "medium"): "69
 for s in summ:
     assert s["paper_valid_acc"] == paper[(s["config"], s["model"])], s
 assert os.path.getsize(os.path.join(out, "table_c1.png")) > 1000
+build = [l.split(": ", 1)[1] for l in os.environ["VERSION_OUT"].splitlines() if l.startswith("build: ")]
+assert build and all(r["build"] == build[0] for r in runs), (build, [r["build"] for r in runs])
 print("experiment smoke ok")
+PY
+# a runs.csv written before the build column existed keeps its columns when a run is added
+mkdir "$T/old"
+cut -d, -f1-18 "$T/out/runs.csv" | head -n 4 > "$T/old/runs.csv"   # header + 3 of the 4 runs
+if ! DPTRAIN=$BIN DATA_DIR=$D "$SRC/experiments/dpulr_table_c1/run.sh" --smoke "$T/old" > "$T/log" 2>&1; then
+  cat "$T/log"; echo "FAIL: run.sh --smoke on an old runs.csv"; exit 1
+fi
+python3 - "$T/old/runs.csv" <<'PY' || exit 1
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+assert rows[0][-1] == "command" and len(rows) == 5, rows[0]
+assert all(len(r) == len(rows[0]) for r in rows), [len(r) for r in rows]
 PY
 # --summary-only rebuilds the same summary (and the plot) from runs.csv without running anything
 cp "$T/out/summary.csv" "$T/summary.before"
