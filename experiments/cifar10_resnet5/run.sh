@@ -105,7 +105,8 @@ for row in "${ROW_LIST[@]}"; do
   if [ "$COLLECT" = 1 ]; then
     [ -s "$OUT/$row/metrics.jsonl" ] || { echo "run.sh: --collect: no $OUT/$row/metrics.jsonl" >&2; exit 2; }
   else
-    echo "$row: ${CMD[*]}" >> "$OUT/command.txt"
+    # the command and, as a shell comment, the source revision of the library that ran it
+    echo "$row: ${CMD[*]}  # build $("$DPTRAIN" --version | sed -n 's/^build: //p')" >> "$OUT/command.txt"
     "${CMD[@]}" | tee "$OUT/$row.log"
   fi
   noise=$([ "${row%%+*}" = dpsgd ] && echo dpsgd || echo "$NOISE")

@@ -34,7 +34,8 @@ mkdir -p "$OUT"
 CMD=("$DPTRAIN" train --algo dpsgd --dataset mnist --data-dir "$DATA_DIR" --model mnist_cnn --init lecun
      --optimizer sgd --lr 0.15 --sample-rate "$Q" --sigma 1.1 --clip 1.0 --delta 1e-5 --epochs "$EPOCHS"
      --threads "$THREADS" --seed 1 --no-progress --out "$OUT/run" "${SIZE[@]}")
-echo "${CMD[*]}" > "$OUT/command.txt"
+# the command and, as a shell comment, the source revision of the library that runs it
+echo "${CMD[*]}  # build $("$DPTRAIN" --version | sed -n 's/^build: //p')" > "$OUT/command.txt"
 "${CMD[@]}" | tee "$OUT/log.txt"
 # metrics.jsonl -> CSV
 awk 'function num(k,  m) { if (match($0, "\"" k "\":[-0-9.eE+]+")) { m = substr($0, RSTART, RLENGTH); sub(/^"[^"]*":/, "", m); return m } return "" }
