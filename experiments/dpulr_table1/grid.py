@@ -11,8 +11,8 @@ the paper's tables as printed.
 `run` appends one row per finished run to DIR/runs.csv (a run already there is skipped, so
 several processes may share DIR: each claims a run with a lock directory first).
 `summary` writes DIR/summary.csv (mean and sample standard deviation over seeds of the final-
-and best-epoch test accuracy, the epsilon of the ledger, the paper's number) and a gnuplot
-data file for the plot. Configurations (CONFIGS below) and models (MODELS) are named here so
+and best-epoch test accuracy, the mean final test loss, the epsilon of the ledger, the paper's
+number) and a gnuplot data file for the plot. Configurations (CONFIGS below) and models (MODELS) are named here so
 that the CSVs say exactly what ran.
 """
 import argparse
@@ -240,7 +240,8 @@ def cmd_summary(a):
                         epsilon_balle="/".join(eb), epsilon_classic="/".join(ec),
                         paper_valid_acc=p[0], paper_std=p[1],
                         final_minus_paper=fmt(fm - float(p[0])) if p[0] else "",
-                        s_per_epoch=fmt(sum(float(r["s_per_epoch"]) for r in rs) / len(rs))))
+                        s_per_epoch=fmt(sum(float(r["s_per_epoch"]) for r in rs) / len(rs)),
+                        final_loss_mean="%.4g" % mean_std([float(r["final_test_loss"]) for r in rs])[0]))
     with open(os.path.join(a.out, "summary.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(out[0]))
         w.writeheader()

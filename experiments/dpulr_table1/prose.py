@@ -17,7 +17,8 @@ ALGO dpulr|dpsgd of paper.csv, either with @MODEL for a model other than "small"
   {{diffrange CFG B S}}                  min and max final_minus_paper over such cells: "+2.99 to +7.53"
   {{paperdrop ALGO B1 B2 S}}             paper valid_acc at B1 minus at B2, %.2f
   {{ourdrop CFG B1 B2 S}}                our final_mean at B1 minus at B2, %.2f
-  {{seeds CFG B1,B2,... S1,S2,...}}      the seed count of those cells ("3"; "2 or 3" when they differ)
+  {{seeds CFG B1,B2,... S1,S2,...}}      the seed count of those cells ("3"; "2 or 3" when they differ;
+                                         CFG may name several models as in absmax)
   {{earlier ALGO SAMPLING B S}}          test_acc of the single-seed grid before issue 22
                                          (results/table1_dpulr_explicit.csv; Table 1's small model only)
 """
@@ -136,7 +137,7 @@ KEYWORDS = {
     "diffrange": (3, "diffrange CFG[@M1,M2,...] B1,B2,... S1,S2,..."),
     "paperdrop": (4, "paperdrop ALGO B1 B2 S"),
     "ourdrop": (4, "ourdrop CFG B1 B2 S"),
-    "seeds": (3, "seeds CFG B1,B2,... S1,S2,..."),
+    "seeds": (3, "seeds CFG[@M1,M2,...] B1,B2,... S1,S2,..."),
     "earlier": (4, "earlier ALGO SAMPLING B S"),
 }
 
@@ -161,8 +162,7 @@ def fill(d, spec):
             hi, lo = d.cell(a[1], a[2], a[4]), d.cell(a[1], a[3], a[4])
             return "%.2f" % (num(hi, "final_mean", d.summary_path) - num(lo, "final_mean", d.summary_path))
         if k == "seeds":
-            got = sorted({d.cell(a[1], b, s)["seeds"] for b in a[2].split(",") for s in a[3].split(",")},
-                         key=lambda x: (len(x), x))
+            got = sorted({r["seeds"] for r in d.cells(a[1], a[2], a[3])}, key=lambda x: (len(x), x))
             return " or ".join(got)
         return d.earlier(*a[1:5])
     if len(a) != 4:

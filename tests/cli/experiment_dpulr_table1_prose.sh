@@ -93,10 +93,10 @@ diff "$T/want" "$T/out" || fail "placeholders on the made-up grid"
 # other models (@MODEL), lists of models and batches, Table C1's paper rows
 cat > "$T/t2.md" <<'EOF'
 {{a@large 10 1 final}}|{{absmax a@small,large 10 1}}|{{diffrange a 10,20 2}}|{{diffrange a@small,large 10 1}}
-{{paper x@large 10 1}}
+{{paper x@large 10 1}}|{{seeds a@small,large 10 1}}
 EOF
 run 0 --table c1 --summary "$T/s.csv" --paper "$T/p.csv" --earlier "$T/e.csv" --template "$T/t2.md"
-printf '%s\n' '11.00 +- 1.00|9.00|+0.50 to +2.75|-1.25 to +9.00' '20.00 +- 2.00' > "$T/want"
+printf '%s\n' '11.00 +- 1.00|9.00|+0.50 to +2.75|-1.25 to +9.00' '20.00 +- 2.00|3' > "$T/want"
 diff "$T/want" "$T/out" || fail "@MODEL placeholders on the made-up grid"
 run 2 --summary "$T/s.csv" --paper "$T/p.csv" --earlier "$T/e.csv" --template "$T/t2.md"
 has err "{{paper x@large 10 1}}: $T/p.csv has no table1 row for algorithm=x model=large batch=10 sigma0=1"
