@@ -211,31 +211,46 @@ def render(d, path, depth=0):
     return "".join(out)
 
 
-def doc_list(path, start):
-    """The doc's list: from the line starting with START to the first empty line."""
-    try:
-        with open(path) as f:
-            lines = f.read().split("\n")
-    except OSError as e:
-        raise ProseError("cannot read the doc %s: %s" % (path, e.strerror))
+def list_span(lines, path, start):
+    """(first, end) of the doc's list: from the line starting with START to the first empty
+    line; or (None, why) when there is not exactly one such line."""
     starts = [i for i, l in enumerate(lines) if l.startswith(start)]
     if len(starts) != 1:
         return None, "%s has %d lines starting with '%s', not 1" % (path, len(starts), start)
     end = starts[0]
     while end < len(lines) and lines[end].strip():
         end += 1
-    return [l + "\n" for l in lines[starts[0]:end]], None
+    return starts[0], end
+
+
+def read_doc(path):
+    try:
+        with open(path) as f:
+            return f.read().split("\n")
+    except OSError as e:
+        raise ProseError("cannot read the doc %s: %s" % (path, e.strerror))
+
+
+def doc_list(path, start):
+    """The doc's list (lines with their newlines), or (None, why)."""
+    lines = read_doc(path)
+    first, end = list_span(lines, path, start)
+    if first is None:
+        return None, end
+    return [l + "\n" for l in lines[first:end]], None
 
 
 def main():
     ap = argparse.ArgumentParser(
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=__doc__ + "\nWithout --check it prints the list; paste it into docs/dpulr.md after the table.",
-        epilog="exit status: 0 printed, or --check found the doc's list equal to the rendered one;\n"
+        epilog="exit status: 0 printed or written, or --check found the doc's list equal to the rendered one;\n"
                "  1 --check found a difference (it prints a unified diff of the doc's list against the\n"
                "    rendered one);\n"
                "  2 bad input (a missing file, an unknown placeholder, a cell missing from a CSV).")
     ap.add_argument("--check", metavar="DOC", help="compare the list in DOC (docs/dpulr.md) with the rendered one")
+    ap.add_argument("--write", metavar="DOC", help="replace the list in DOC (its first line must be there) with the "
+                    "rendered one")
     ap.add_argument("--table", default="table1", choices=sorted(TABLES),
                     help="which list: Table 1's (default) or Table C1's; sets the defaults of --summary and --template")
     ap.add_argument("--summary", help="default: Table 1's results/summary.csv, or Table C1's")
@@ -247,11 +262,20 @@ def main():
     start, summary, template = TABLES[args.table]
     try:
         text = render(Data(args.summary or summary, args.paper, args.earlier, args.table), args.template or template)
-        if not args.check:
+        if not args.check and not args.write:
             sys.stdout.write(text)
             return 0
         if not text.startswith(start):
             raise ProseError("the list must start with '%s' (the first words of %s)" % (start, args.template or template))
+        if args.write:
+            lines = read_doc(args.write)
+            first, end = list_span(lines, args.write, start)
+            if first is None:
+                raise ProseError(end)
+            lines[first:end] = text.rstrip("\n").split("\n")
+            with open(args.write, "w") as f:
+                f.write("\n".join(lines))
+            return 0
         have, why = doc_list(args.check, start)
     except ProseError as e:
         print("prose.py: %s" % e, file=sys.stderr)

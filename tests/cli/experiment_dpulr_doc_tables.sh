@@ -11,7 +11,7 @@ source "$(dirname "$0")/lib/py_tool.sh"
 # the doc's marked tables are what the CSVs give, and there are as many as we put there
 run 0 check "$SRC/docs/dpulr.md"
 n=$(grep -c '^<!-- md_tables\.py ' "$SRC/docs/dpulr.md")
-[ "$n" -ge 8 ] || fail "docs/dpulr.md has $n marked tables, expected at least 8"
+[ "$n" -ge 9 ] || fail "docs/dpulr.md has $n marked tables, expected at least 9"
 
 # a number changed in (a copy of) the doc: exit 1, a diff naming the doc line; write repairs it
 sed 's/^| 19 (best) | 14839 | \*\*48.40%\*\* |/| 19 (best) | 14839 | **48.41%** |/' "$SRC/docs/dpulr.md" > "$T/doc.md"

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# docs/dpulr.md's "What Table 1 shows" list is what experiments/dpulr_table1/prose.py renders
-# from the committed CSVs (no number in it typed by hand), and prose.py notices when the doc,
-# the CSVs or its templates change, and names the file and placeholder on bad input. Needs
-# neither the binary nor the datasets; about a second.
+# docs/dpulr.md's "What Table 1 shows" and "What Table C1 shows" lists are what
+# experiments/dpulr_table1/prose.py renders from the committed CSVs (no number in them typed by
+# hand), and prose.py notices when the doc, the CSVs or its templates change, and names the
+# file and placeholder on bad input. Needs neither the binary nor the datasets; about a second.
 set -u
 TOOL=experiments/dpulr_table1/prose.py
 source "$(dirname "$0")/lib/py_tool.sh"
 
-# the doc says exactly what the CSVs give
+# the doc says exactly what the CSVs give, for Table 1 and for Table C1
 run 0 --check "$SRC/docs/dpulr.md"
+run 0 --table c1 --check "$SRC/docs/dpulr.md"
+run 0 --table c1
+has out "What Table C1 shows ("
 run 0
 has out "What Table 1 shows ("
 grep -q '{{\|}}\|@@' "$T/out" && fail "a placeholder or include left in the output"
@@ -19,10 +22,15 @@ cmp -s "$T/doc.md" "$SRC/docs/dpulr.md" && fail "the sed did not change the doc 
 run 1 --check "$T/doc.md"
 has out "-  200); at sigma0 8 it is -2.14 and"
 has out "+  200); at sigma0 8 it is -2.13 and"
+# --write puts the CSVs' numbers back
+run 0 --write "$T/doc.md"
+cmp -s "$T/doc.md" "$SRC/docs/dpulr.md" || fail "--write did not restore the doc"
 # a doc without the list
 printf '# nothing here\n' > "$T/empty.md"
 run 1 --check "$T/empty.md"
 has err "has 0 lines starting with 'What Table 1 shows ('"
+run 2 --table c1 --write "$T/empty.md"
+has err "has 0 lines starting with 'What Table C1 shows ('"
 
 # a changed summary.csv reaches the text: dpsgd b500 sigma 8 final_mean 88.23 -> 88.24
 S=$SRC/experiments/dpulr_table1/results/summary.csv
