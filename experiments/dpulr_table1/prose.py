@@ -248,8 +248,9 @@ def main():
                "  1 --check found a difference (it prints a unified diff of the doc's list against the\n"
                "    rendered one);\n"
                "  2 bad input (a missing file, an unknown placeholder, a cell missing from a CSV).")
-    ap.add_argument("--check", metavar="DOC", help="compare the list in DOC (docs/dpulr.md) with the rendered one")
-    ap.add_argument("--write", metavar="DOC", help="replace the list in DOC (its first line must be there) with the "
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--check", metavar="DOC", help="compare the list in DOC (docs/dpulr.md) with the rendered one")
+    mode.add_argument("--write", metavar="DOC", help="replace the list in DOC (its first line must be there) with the "
                     "rendered one")
     ap.add_argument("--table", default="table1", choices=sorted(TABLES),
                     help="which list: Table 1's (default) or Table C1's; sets the defaults of --summary and --template")
