@@ -36,6 +36,8 @@ import re
 import shlex
 import sys
 
+from grid import mean_std  # the summaries' mean and sample std (grid.py, this directory)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 MARKER = re.compile(r"^<!-- md_tables\.py (.*) -->$")
@@ -61,16 +63,13 @@ def rows_of(path, columns):
 
 def num(r, col, path):
     try:
-        return float(r[col])
+        x = float(r[col])
     except (TypeError, ValueError):
-        raise TableError("%s: %s is '%s', not a number (run %s, epoch %s)" % (
+        x = float("nan")
+    if not math.isfinite(x):  # a NaN would print as "nan%" in the doc
+        raise TableError("%s: %s is '%s', not a finite number (run %s, epoch %s)" % (
             path, col, r.get(col), r.get("run", "?"), r.get("epoch", "?")))
-
-
-def mean_std(xs):
-    m = sum(xs) / len(xs)
-    s = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else float("nan")
-    return m, s
+    return x
 
 
 pm = lambda m, s: m + (" +- " + s if s else "")
@@ -316,31 +315,27 @@ def table(args):
     if not args:
         raise TableError("name a table (see --help)")
     kind, a = args[0], args[1:]
-    need = {"summary": (1, None), "grid": (3, None), "figure3": (1, 1), "dpsgd": (1, 1), "controller": (2, None),
-            "cifar": (1, 1), "cifar_run": (3, 3), "cifar_seeds": (3, None), "cifar_curves": (4, None)}
-    if kind not in need:
-        raise TableError("unknown table '%s' (known: %s)" % (kind, ", ".join(need)))
-    lo, hi = need[kind]
+    if kind not in KINDS:
+        raise TableError("unknown table '%s' (known: %s)" % (kind, ", ".join(KINDS)))
+    lo, hi, make = KINDS[kind]
     if len(a) < lo or (hi is not None and len(a) > hi):
         raise TableError("'%s' takes %s arguments, got %d (see --help)" % (
             kind, lo if lo == hi else "%d or more" % lo if hi is None else "%d-%d" % (lo, hi), len(a)))
-    if kind == "summary":
-        return summary(a[0], a[1:])
-    if kind == "grid":
-        return grid(a[0], a[1], a[2:])
-    if kind == "figure3":
-        return figure3(a[0])
-    if kind == "dpsgd":
-        return dpsgd(a[0])
-    if kind == "controller":
-        return controller(a[0], a[1:])
-    if kind == "cifar":
-        return cifar(a[0])
-    if kind == "cifar_run":
-        return cifar_run(a[0], a[1], a[2])
-    if kind == "cifar_seeds":
-        return cifar_seeds(a[0], a[1], a[2:])
-    return cifar_curves(a[0], a[1], a[2], a[3:])
+    return make(a)
+
+
+# kind: (fewest arguments, most (None: no limit), the generator on them)
+KINDS = {
+    "summary": (1, None, lambda a: summary(a[0], a[1:])),
+    "grid": (3, None, lambda a: grid(a[0], a[1], a[2:])),
+    "figure3": (1, 1, lambda a: figure3(a[0])),
+    "dpsgd": (1, 1, lambda a: dpsgd(a[0])),
+    "controller": (2, None, lambda a: controller(a[0], a[1:])),
+    "cifar": (1, 1, lambda a: cifar(a[0])),
+    "cifar_run": (3, 3, lambda a: cifar_run(*a)),
+    "cifar_seeds": (3, None, lambda a: cifar_seeds(a[0], a[1], a[2:])),
+    "cifar_curves": (4, None, lambda a: cifar_curves(a[0], a[1], a[2], a[3:])),
+}
 
 
 def from_root(args):

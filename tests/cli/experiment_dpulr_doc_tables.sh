@@ -78,6 +78,9 @@ has err "cannot read $T/nope.csv"
 printf '<!-- md_tables.py cifar_seeds %s 2 -->\n' "$T/c.csv" > "$T/d.md"
 run 2 check "$T/d.md"
 has err "'cifar_seeds' takes 3 or more arguments, got 2"
+sed 's/^a,2,20,,0.30,/a,2,20,,nan,/' "$T/c.csv" > "$T/cnan.csv"
+run 2 cifar_run "$T/cnan.csv" a 1
+has err "$T/cnan.csv: test_accuracy is 'nan', not a finite number (run a, epoch 2)"
 cut -d, -f1-4 "$T/c.csv" > "$T/c4.csv"
 run 2 cifar_run "$T/c4.csv" a 1
 has err "$T/c4.csv has no column test_accuracy"
