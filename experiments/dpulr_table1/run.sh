@@ -67,16 +67,49 @@ done
 
 if command -v gnuplot >/dev/null; then
   if [ -s "$OUT/summary.dat" ]; then
-    nblk=$(grep -c '^"' "$OUT/summary.dat" || true)
-    gnuplot <<GP
-set terminal pngcairo size 1000,650 noenhanced
-set output "$OUT/table1.png"
-set title "MNIST MLP 784-128-64-32-10: test accuracy vs sigma0, mean +- std over seeds (final epoch; dashed: the paper)"
-set xlabel "sigma0"; set ylabel "accuracy (%)"; set logscale x; set xrange [0.4:10]; set yrange [0:100]; set key bottom left
-set datafile missing "NaN"
-plot for [i=0:$((nblk - 1))] "$OUT/summary.dat" index i using 1:2:3 with yerrorlines lt i+1 title columnheader(1), \
-     for [i=0:$((nblk - 1))] "$OUT/summary.dat" index i using 1:5 with lines lt i+1 dt 2 notitle
-GP
+    # one panel per batch size, one colour per configuration in every panel, the paper's
+    # DP-ULR and DP-SGD dashed (its "DP-ULR" is the controller on shuffled batches)
+    python3 - "$OUT/summary.dat" "$OUT/table1.png" <<'PY' | gnuplot
+import re, sys
+dat, png = sys.argv[1], sys.argv[2]
+blocks, rows = [], []  # (config, model, batch) per block; its number of sigma0 rows
+for l in open(dat):
+    if l.startswith('"'):
+        blocks.append(re.match(r'"(\S+) (\S+) batch (\S+)"', l).groups())
+        rows.append(0)
+    elif l.strip():
+        rows[-1] += 1
+colour = {"dpulr_explicit": "#d62728", "dpulr_controller": "#ff7f0e", "dpulr_explicit_shuffle": "#8c564b",
+          "dpsgd": "#1f77b4", "dpsgd_pixels01": "#17becf", "dpsgd_lr0.02": "#000000", "dpsgd_adam": "#7f7f7f"}
+batches = []
+for _, _, b in blocks:
+    if b not in batches:
+        batches.append(b)
+batches.sort(key=lambda b: -int(b))
+print('set terminal pngcairo size %d,560 noenhanced' % (430 * len(batches) + 40))
+print('set output "%s"' % png)
+print('set datafile missing "NaN"')
+print('set multiplot layout 1,%d title "MNIST MLP 784-128-64-32-10: final-epoch test accuracy vs sigma0, '
+      'mean +- std over seeds (dashed: the paper)"' % len(batches))
+print('set xlabel "sigma0"; set ylabel "accuracy (%)"; set logscale x; set xrange [0.4:10]; set yrange [0:100]')
+print('set key bottom left')
+for b in batches:
+    plots, paper = [], {}
+    for i, (cfg, _, bb) in enumerate(blocks):
+        if bb != b:
+            continue
+        plots.append('"%s" index %d using 1:2:3 with yerrorlines lc rgb "%s" pt 7 ps 0.6 title "%s"'
+                     % (dat, i, colour.get(cfg, "#9467bd"), cfg))
+        algo = "dpulr" if cfg.startswith("dpulr") else "dpsgd"
+        if rows[i] > rows[paper.get(algo, i)] or algo not in paper:  # the block with most sigma0s
+            paper[algo] = i
+    for algo, i in sorted(paper.items(), reverse=True):
+        plots.append('"%s" index %d using 1:5 with lines lc rgb "%s" dt 2 title "paper %s"'
+                     % (dat, i, "#d62728" if algo == "dpulr" else "#1f77b4", "DP-ULR" if algo == "dpulr" else "DP-SGD"))
+    print('set title "batch %s"' % b)
+    print('plot ' + ", \\\n     ".join(plots))
+print('unset multiplot')
+PY
   fi
   python3 - "$FIG" "$OUT/figure2.dat" <<'PY'
 import csv, math, sys
