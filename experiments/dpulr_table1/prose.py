@@ -15,6 +15,8 @@ ALGO dpulr|dpsgd of paper.csv, either with @MODEL for a model other than "small"
                                          several models (dpulr_explicit@small,large) and B and S may be
                                          lists (64,128), %.2f
   {{diffrange CFG B S}}                  min and max final_minus_paper over such cells: "+2.99 to +7.53"
+  {{vs CFG1 CFG2 B S}}                   min and max of CFG1's final_mean minus CFG2's over the cells B x S
+                                         (lists as in absmax, models as @M on CFG1 and CFG2 alike): "-3.23 to -0.21"
   {{paperdrop ALGO B1 B2 S}}             paper valid_acc at B1 minus at B2, %.2f
   {{ourdrop CFG B1 B2 S}}                our final_mean at B1 minus at B2, %.2f
   {{seeds CFG B1,B2,... S1,S2,...}}      the seed count of those cells ("3"; "2 or 3" when they differ;
@@ -135,6 +137,7 @@ KEYWORDS = {
     "paper": (3, "paper ALGO B S"),
     "absmax": (3, "absmax CFG[@M1,M2,...] B1,B2,... S1,S2,..."),
     "diffrange": (3, "diffrange CFG[@M1,M2,...] B1,B2,... S1,S2,..."),
+    "vs": (4, "vs CFG1[@M1,...] CFG2[@M1,...] B1,B2,... S1,S2,..."),
     "paperdrop": (4, "paperdrop ALGO B1 B2 S"),
     "ourdrop": (4, "ourdrop CFG B1 B2 S"),
     "seeds": (3, "seeds CFG[@M1,M2,...] B1,B2,... S1,S2,..."),
@@ -155,6 +158,10 @@ def fill(d, spec):
         if k in ("absmax", "diffrange"):
             v = [num(r, "final_minus_paper", d.summary_path) for r in d.cells(a[1], a[2], a[3])]
             return "%.2f" % max(abs(x) for x in v) if k == "absmax" else "%+.2f to %+.2f" % (min(v), max(v))
+        if k == "vs":
+            v = [num(x, "final_mean", d.summary_path) - num(y, "final_mean", d.summary_path)
+                 for x, y in zip(d.cells(a[1], a[3], a[4]), d.cells(a[2], a[3], a[4]))]
+            return "%+.2f to %+.2f" % (min(v), max(v))
         if k == "paperdrop":
             hi, lo = d.paper_cell(a[1], a[2], a[4]), d.paper_cell(a[1], a[3], a[4])
             return "%.2f" % (num(hi, "valid_acc", d.paper_path) - num(lo, "valid_acc", d.paper_path))

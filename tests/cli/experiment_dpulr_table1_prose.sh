@@ -79,6 +79,8 @@ a,small,10,1,3,50.00,1.50,51.00,0.50,4 5 5,-1.25
 a,small,10,2,2,40.50,0.25,41.00,,3 3,2.75
 a,small,20,2,3,45.00,,45.00,,5,0.50
 a,large,10,1,3,11.00,1.00,12.00,1.00,1 1 1,9.00
+b,small,10,1,3,47.25,1.00,48.00,1.00,2 2 2,
+b,small,10,2,3,41.00,1.00,42.00,1.00,2 2 2,
 EOF
 cat > "$T/p.csv" <<'EOF'
 # a comment line
@@ -93,10 +95,11 @@ cat > "$T/t.md" <<'EOF'
 {{a 10 1 final}}|{{a 20 2 final}}|{{a 10 2 best}}|{{a 10 1 best_epochs}}|{{paper x 10 2}}
 {{absmax a 10 1,2}}|{{diffrange a 10 1,2}}|{{paperdrop x 20 10 2}}|{{ourdrop a 20 10 2}}
 {{seeds a 10 1,2}}|{{seeds a 10,20 2}}|{{seeds a 20 2}}|{{earlier x shuffle 10 2}}
+{{vs a b 10 1,2}}|{{vs b a 10 2}}
 EOF
 run 0 --summary "$T/s.csv" --paper "$T/p.csv" --earlier "$T/e.csv" --template "$T/t.md"
 printf '%s\n' '50.00 +- 1.50|45.00|41.00|4 5 5|60.10 +- 0.30' '2.75|-1.25 to +2.75|9.90|4.50' \
-  '2 or 3|2 or 3|3|33.30' > "$T/want"
+  '2 or 3|2 or 3|3|33.30' '-0.50 to +2.75|+0.50 to +0.50' > "$T/want"
 diff "$T/want" "$T/out" || fail "placeholders on the made-up grid"
 # other models (@MODEL), lists of models and batches, Table C1's paper rows
 cat > "$T/t2.md" <<'EOF'
@@ -111,6 +114,9 @@ has err "{{paper x@large 10 1}}: $T/p.csv has no table1 row for algorithm=x mode
 printf '{{a@medium 10 1 final}}\n' > "$T/t3.md"
 run 2 --summary "$T/s.csv" --paper "$T/p.csv" --earlier "$T/e.csv" --template "$T/t3.md"
 has err "$T/s.csv has no row for config=a model=medium batch=10 sigma0=1"
+printf '{{vs a b 10,20 2}}\n' > "$T/t3.md"
+run 2 --summary "$T/s.csv" --paper "$T/p.csv" --earlier "$T/e.csv" --template "$T/t3.md"
+has err "$T/s.csv has no row for config=b model=small batch=20 sigma0=2"
 # two rows for one cell is an error, not a silent pick
 sed -n 3p "$T/s.csv" >> "$T/s.csv"
 run 2 --summary "$T/s.csv" --paper "$T/p.csv" --earlier "$T/e.csv" --template "$T/t.md"
