@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Diagnostic runs behind docs/dpulr.md "Results": why DP-SGD at batch 64 collapses for
-# sigma 4 and 8, and why the controller diverges at the paper's Adam lr 0.01. Every run
+# sigma 4 and 8, why the controller diverges at the paper's Adam lr 0.01, and what the
+# variance reduction the controller cannot use is worth to the explicit mode. Every run
 # writes a per-step trace (dptrain train --trace); trace_summary.py condenses it with the
 # run's metrics into CSV rows, and gnuplot draws them. MNIST, MLP 784-128-64-32-10 GELU,
 # C = 1, delta 1e-5, seed 1, one thread per run.
@@ -19,9 +20,16 @@
 #   e001   explicit noise, s = 0.1, no variance reduction, lr 0.01, 4 epochs
 #   c0001  controller, lr 0.001, 2 epochs
 #   -> OUT_DIR/controller.csv (one row per 30 steps), controller.png
+# PART vr: DP-ULR, batch 200, sigma0 8, K 32, Adam lr 0.001, lr x0.85 every 10 epochs, 5 epochs
+#   (the Table 1 cell where the controller falls furthest below the paper):
+#   ctrl   the controller (Eq. 7 rests on the L0^2 variance: no antithetic pairs, no baseline)
+#   plain  explicit noise, s = 0.1, no variance reduction
+#   anti   explicit, antithetic pairs (z, -z);   base  explicit, the clean-loss baseline L - L0
+#   both   explicit, both (Table 1's dpulr_explicit)
+#   -> OUT_DIR/vr.csv (one row per epoch), vr.png
 # A run whose directory already holds its trace and all its epochs is not run again; one
 # with fewer epochs is continued (--resume, the trace appended).
-# --smoke: 1000 / 300 examples, 1 epoch, one run per part (s8_base; c001 with K 4).
+# --smoke: 1000 / 300 examples, 1 epoch, one run per part (s8_base; c001 and vr's ctrl with K 4).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -30,13 +38,13 @@ PART=""; OUT=""
 for a in "$@"; do
   case $a in
     --smoke) SMOKE=1 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
-    dpsgd|controller) PART=$a ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    dpsgd|controller|vr) PART=$a ;;
     -*) echo "diagnose.sh: unknown option '$a'" >&2; exit 2 ;;
     *) OUT=$a ;;
   esac
 done
-[ -n "$PART" ] || { echo "diagnose.sh: give the part: dpsgd or controller" >&2; exit 2; }
+[ -n "$PART" ] || { echo "diagnose.sh: give the part: dpsgd, controller or vr" >&2; exit 2; }
 OUT=${OUT:-$HERE/diag}
 DPTRAIN=${DPTRAIN:-$ROOT/build/dptrain}
 DATA_DIR=${DATA_DIR:-${DPT_SHARED_DATASETS:-/usr/share/datasets}}
@@ -95,6 +103,36 @@ set key top right; set xlabel "epoch"; set ylabel "test accuracy (%)"; set yrang
 plot $PA
 set ylabel "parameter norm"; set yrange [0:*]; set key top left
 plot $PB
+unset multiplot
+GP
+  fi
+  echo "wrote $CSV"
+elif [ "$PART" = vr ]; then
+  U=(--algo dpulr --batch-size 200 --sigma0 8 --copies "$K" --optimizer adam --lr 0.001 --lr-schedule step:0.85:10
+     --sampler poisson-reject)
+  RUNS="ctrl plain anti base both"; [ "$SMOKE" = 1 ] && RUNS=ctrl
+  for r in $RUNS; do
+    case $r in
+      ctrl) run $r 5 "${U[@]}" --ulr-noise controller ;;
+      plain) run $r 5 "${U[@]}" --ulr-noise explicit --ulr-std 0.1 ;;
+      anti) run $r 5 "${U[@]}" --ulr-noise explicit --ulr-std 0.1 --antithetic ;;
+      base) run $r 5 "${U[@]}" --ulr-noise explicit --ulr-std 0.1 --baseline ;;
+      both) run $r 5 "${U[@]}" --ulr-noise explicit --ulr-std 0.1 --antithetic --baseline ;;
+    esac
+  done
+  CSV=$OUT/vr.csv; rm -f "$CSV"
+  for r in $RUNS; do python3 "$HERE/trace_summary.py" "$CSV" "$r" "$OUT/$r" "$OUT/$r.trace"; done
+  if command -v gnuplot >/dev/null; then
+    gnuplot <<GP
+set terminal pngcairo size 1100,450 noenhanced
+set output "$OUT/vr.png"
+set datafile separator ","
+set multiplot layout 1,2 title "DP-ULR, MNIST MLP, batch 200, sigma0 8, K $K, Adam lr 0.001: the controller and the explicit mode with and without variance reduction"
+set xlabel "epoch"; set key top left
+set ylabel "test accuracy (%)"; set yrange [0:100]
+plot for [r in "$RUNS"] '$CSV' using (stringcolumn(1) eq r ? \$4 : NaN):5 with linespoints title r
+set ylabel "mean norm of the released direction"; set yrange [0:*]
+plot for [r in "$RUNS"] '$CSV' using (stringcolumn(1) eq r ? \$4 : NaN):8 with linespoints title r
 unset multiplot
 GP
   fi

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# experiments/dpulr_table1/diagnose.sh --smoke, both parts (one short traced run each on a
+# experiments/dpulr_table1/diagnose.sh --smoke, all three parts (one short traced run each on a
 # 1000-example MNIST subset): the DP-SGD row's direction norm is the noise's
 # sigma C sqrt(P) / B (sigma 8, batch 64, P = 111146: 41.67, the clipped signal adds < 1%)
 # and its update norm lr times that (SGD); the controller rows have s_l > 0 and clip
-# fractions in [0, 1] for the 4 modules; the plots exist. Skips (77) without MNIST.
+# fractions in [0, 1] for the 4 modules; the vr part writes one row per epoch for its run;
+# the plots exist. Skips (77) without MNIST.
 set -u
 BIN=$1
 source "$(dirname "$0")/lib/experiment_shared.sh"
-for part in dpsgd controller; do
+for part in dpsgd controller vr; do
   if ! DPTRAIN=$BIN DATA_DIR=$D "$SRC/experiments/dpulr_table1/diagnose.sh" --smoke $part "$T/out" > "$T/log" 2>&1; then
     cat "$T/log"; echo "FAIL: diagnose.sh --smoke $part"; exit 1
   fi
@@ -26,7 +27,10 @@ for r in c:
     for m in range(4):
         assert float(r["m%d_s_median" % m]) > 0 and 0 <= float(r["m%d_clipped_frac" % m]) <= 1, r
         assert 0 <= float(r["m%d_rank_deficient_frac" % m]) <= 1, r
-for p in ("dpsgd_b64.png", "controller.png"):
+v = list(csv.DictReader(open(os.path.join(out, "vr.csv"))))
+assert len(v) == 1 and v[0]["run"] == "ctrl" and v[0]["epoch"] == "1" and v[0]["test_acc"], v
+assert float(v[0]["direction_norm_mean"]) > 0 and float(v[0]["m0_s_median"]) > 0, v
+for p in ("dpsgd_b64.png", "controller.png", "vr.png"):
     assert os.path.getsize(os.path.join(out, p)) > 1000, p
 print("experiment smoke ok")
 PY
