@@ -10,6 +10,9 @@ number of our runs in the doc's tables is typed by hand:
   md_tables.py figure3 FIGURE3_CSV                 epsilon after the last epoch per panel
   md_tables.py dpsgd DPSGD_B64_CSV                 diagnose.sh dpsgd, epochs 1, 2, 5, 10
   md_tables.py controller CONTROLLER_CSV STEP ...  diagnose.sh controller at the given steps
+  md_tables.py vr VR_CSV EPOCHS                    diagnose.sh vr: each run's test accuracy at the epochs
+                                                   EPOCHS (comma-separated), and at the last of them
+                                                   its direction norm, s_l and fraction clipped
   md_tables.py cifar RESULTS_CSV                   cifar10_resnet5/run.sh results.csv, every row
   md_tables.py cifar_run CSV RUN EPOCHS            one run of such a CSV at the epochs EPOCHS
                                                    (comma-separated) and its best epoch
@@ -176,6 +179,34 @@ def controller(path, steps):
     return out
 
 
+def vr(path, epochs):
+    """One row per run of diagnose.sh vr: test accuracy at each epoch named, and at the last of them the
+    released direction's mean norm, s_l's median and the fraction clipped per module."""
+    rows = rows_of(path, ["run", "epoch", "test_acc", "direction_norm_mean"])
+    if not rows:
+        raise TableError("%s has no rows" % path)
+    eps = epoch_list(epochs)
+    nm = sum(1 for k in rows[0] if k.endswith("_s_median"))
+    runs = []
+    for r in rows:
+        if r["run"] not in runs:
+            runs.append(r["run"])
+    out = ["| run | %s | released direction norm | s_l median (modules 0-%d) | fraction clipped (modules 0-%d) |"
+           % (" | ".join("epoch %d" % e for e in eps), nm - 1, nm - 1),
+           "|---|" + "---|" * (len(eps) + 3)]
+    for run in runs:
+        by = run_rows(path, rows, run)
+        missing = [e for e in eps if e not in by]
+        if missing:
+            raise TableError("%s: run %s has no epoch %s" % (path, run, ", ".join(map(str, missing))))
+        last = by[eps[-1]]
+        out.append("| %s | %s | %s | %s | %s |" % (
+            run, " | ".join("%.2f" % num(by[e], "test_acc", path) for e in eps), last["direction_norm_mean"],
+            " / ".join(last["m%d_s_median" % m] for m in range(nm)),
+            " / ".join(last["m%d_clipped_frac" % m] for m in range(nm))))
+    return out
+
+
 CIFAR_COLS = ["run", "epoch", "step", "test_accuracy", "epsilon_rdp", "epsilon_pld", "wall_s"]
 
 
@@ -331,6 +362,7 @@ KINDS = {
     "figure3": (1, 1, lambda a: figure3(a[0])),
     "dpsgd": (1, 1, lambda a: dpsgd(a[0])),
     "controller": (2, None, lambda a: controller(a[0], a[1:])),
+    "vr": (2, 2, lambda a: vr(*a)),
     "cifar": (1, 1, lambda a: cifar(a[0])),
     "cifar_run": (3, 3, lambda a: cifar_run(*a)),
     "cifar_seeds": (3, None, lambda a: cifar_seeds(a[0], a[1], a[2:])),

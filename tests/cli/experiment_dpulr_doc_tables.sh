@@ -61,6 +61,20 @@ has out "| epoch | A | B | epsilon RDP (Balle) |"
 has out "| 1 | 10.00% | **40.00%** (its best) | 0.5000 |"
 has out "| 2 | **30.00%** (its best) | 35.00% | 0.7500 |"
 has out "| 3 | 20.00% (4 of 10 steps; stopped) |  | 0.8000 (after 24 steps) |"
+# diagnose.sh vr's table: accuracy per epoch, the last epoch's norm, s_l and clip fractions
+cat > "$T/v.csv" <<'CSV'
+run,step_first,step_last,epoch,test_acc,test_loss,update_norm_mean,direction_norm_mean,m0_s_median,m0_clipped_frac,m1_s_median,m1_clipped_frac
+u,1,3,1,10.00,2.3,0.1,5.5,0.2,1.000,0.3,0.900
+u,4,6,2,12.50,2.2,0.1,5.25,0.25,0.950,0.35,0.850
+w,1,3,1,20.00,2.3,0.1,4.5,0.1,1.000,0.1,1.000
+w,4,6,2,30.00,2.1,0.1,4.75,0.1,0.990,0.1,0.980
+CSV
+run 0 vr "$T/v.csv" 1,2
+has out "| run | epoch 1 | epoch 2 | released direction norm | s_l median (modules 0-1) | fraction clipped (modules 0-1) |"
+has out "| u | 10.00 | 12.50 | 5.25 | 0.25 / 0.35 | 0.950 / 0.850 |"
+has out "| w | 20.00 | 30.00 | 4.75 | 0.1 / 0.1 | 0.990 / 0.980 |"
+run 2 vr "$T/v.csv" 1,3
+has err "$T/v.csv: run u has no epoch 3"
 
 # bad input names the doc line, the file and the problem
 printf '# x\n\n<!-- md_tables.py cifar_run %s nosuchrun 1 -->\n| old |\n' "$T/c.csv" > "$T/d.md"
