@@ -27,6 +27,7 @@
 #   anti   explicit, antithetic pairs (z, -z);   base  explicit, the clean-loss baseline L - L0
 #   both   explicit, both (Table 1's dpulr_explicit)
 #   -> OUT_DIR/vr.csv (one row per epoch), vr.png
+#   VR_BATCH and VR_SIGMA (env) move it to another cell; VR_RUNS picks runs (default all five)
 # A run whose directory already holds its trace and all its epochs is not run again; one
 # with fewer epochs is continued (--resume, the trace appended).
 # --smoke: 1000 / 300 examples, 1 epoch, one run per part (s8_base; c001 and vr's ctrl with K 4).
@@ -108,9 +109,10 @@ GP
   fi
   echo "wrote $CSV"
 elif [ "$PART" = vr ]; then
-  U=(--algo dpulr --batch-size 200 --sigma0 8 --copies "$K" --optimizer adam --lr 0.001 --lr-schedule step:0.85:10
-     --sampler poisson-reject)
-  RUNS="ctrl plain anti base both"; [ "$SMOKE" = 1 ] && RUNS=ctrl
+  VB=${VR_BATCH:-200}; VS=${VR_SIGMA:-8}
+  U=(--algo dpulr --batch-size "$VB" --sigma0 "$VS" --copies "$K" --optimizer adam --lr 0.001
+     --lr-schedule step:0.85:10 --sampler poisson-reject)
+  RUNS=${VR_RUNS:-"ctrl plain anti base both"}; [ "$SMOKE" = 1 ] && RUNS=ctrl
   for r in $RUNS; do
     case $r in
       ctrl) run $r 5 "${U[@]}" --ulr-noise controller ;;
@@ -127,7 +129,7 @@ elif [ "$PART" = vr ]; then
 set terminal pngcairo size 1100,450 noenhanced
 set output "$OUT/vr.png"
 set datafile separator ","
-set multiplot layout 1,2 title "DP-ULR, MNIST MLP, batch 200, sigma0 8, K $K, Adam lr 0.001: the controller and the explicit mode with and without variance reduction"
+set multiplot layout 1,2 title "DP-ULR, MNIST MLP, batch $VB, sigma0 $VS, K $K, Adam lr 0.001: the controller and the explicit mode with and without variance reduction"
 set xlabel "epoch"; set key top left
 set ylabel "test accuracy (%)"; set yrange [0:100]
 plot for [r in "$RUNS"] '$CSV' using (stringcolumn(1) eq r ? \$4 : NaN):5 with linespoints title r
