@@ -120,6 +120,7 @@ elif [ "$PART" = vr ]; then
       anti) run $r 5 "${U[@]}" --ulr-noise explicit --ulr-std 0.1 --antithetic ;;
       base) run $r 5 "${U[@]}" --ulr-noise explicit --ulr-std 0.1 --baseline ;;
       both) run $r 5 "${U[@]}" --ulr-noise explicit --ulr-std 0.1 --antithetic --baseline ;;
+      *) echo "diagnose.sh: VR_RUNS names '$r', not one of ctrl plain anti base both" >&2; exit 2 ;;
     esac
   done
   CSV=$OUT/vr.csv; rm -f "$CSV"
