@@ -21,7 +21,7 @@
 #   c0001  controller, lr 0.001, 2 epochs
 #   -> OUT_DIR/controller.csv (one row per 30 steps), controller.png
 # PART vr: DP-ULR, batch 200, sigma0 8, K 32, Adam lr 0.001, lr x0.85 every 10 epochs, 5 epochs
-#   (the Table 1 cell where the controller falls furthest below the paper):
+#   (a Table 1 cell where the controller falls far below the paper and the explicit mode):
 #   ctrl   the controller (Eq. 7 rests on the L0^2 variance: no antithetic pairs, no baseline)
 #   plain  explicit noise, s = 0.1, no variance reduction
 #   anti   explicit, antithetic pairs (z, -z);   base  explicit, the clean-loss baseline L - L0
