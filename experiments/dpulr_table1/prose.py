@@ -159,8 +159,10 @@ def fill(d, spec):
             v = [num(r, "final_minus_paper", d.summary_path) for r in d.cells(a[1], a[2], a[3])]
             return "%.2f" % max(abs(x) for x in v) if k == "absmax" else "%+.2f to %+.2f" % (min(v), max(v))
         if k == "vs":
-            v = [num(x, "final_mean", d.summary_path) - num(y, "final_mean", d.summary_path)
-                 for x, y in zip(d.cells(a[1], a[3], a[4]), d.cells(a[2], a[3], a[4]))]
+            xs, ys = d.cells(a[1], a[3], a[4]), d.cells(a[2], a[3], a[4])
+            if [x["model"] for x in xs] != [y["model"] for y in ys]:
+                raise ProseError("'vs' compares the same models: '%s' and '%s' name different ones" % (a[1], a[2]))
+            v = [num(x, "final_mean", d.summary_path) - num(y, "final_mean", d.summary_path) for x, y in zip(xs, ys)]
             return "%+.2f to %+.2f" % (min(v), max(v))
         if k == "paperdrop":
             hi, lo = d.paper_cell(a[1], a[2], a[4]), d.paper_cell(a[1], a[3], a[4])
