@@ -26,8 +26,9 @@
 #   plain  explicit noise, s = 0.1, no variance reduction
 #   anti   explicit, antithetic pairs (z, -z);   base  explicit, the clean-loss baseline L - L0
 #   both   explicit, both (Table 1's dpulr_explicit)
-#   -> OUT_DIR/vr.csv (one row per epoch), vr.png
-#   VR_BATCH and VR_SIGMA (env) move it to another cell; VR_RUNS picks runs (default all five)
+#   -> OUT_DIR/vr.csv (one row per epoch), vr.png; the runs in OUT_DIR/RUN-bBATCH-sSIGMA0
+#   VR_BATCH and VR_SIGMA (env) move it to another cell (its runs are kept apart by their
+#   directory names, never reused for another cell); VR_RUNS picks runs (default all five)
 # A run whose directory already holds its trace and all its epochs is not run again; one
 # with fewer epochs is continued (--resume, the trace appended).
 # --smoke: 1000 / 300 examples, 1 epoch, one run per part (s8_base; c001 and vr's ctrl with K 4).
@@ -39,7 +40,7 @@ PART=""; OUT=""
 for a in "$@"; do
   case $a in
     --smoke) SMOKE=1 ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     dpsgd|controller|vr) PART=$a ;;
     -*) echo "diagnose.sh: unknown option '$a'" >&2; exit 2 ;;
     *) OUT=$a ;;
@@ -115,16 +116,18 @@ elif [ "$PART" = vr ]; then
   RUNS=${VR_RUNS:-"ctrl plain anti base both"}; [ "$SMOKE" = 1 ] && RUNS=ctrl
   for r in $RUNS; do
     case $r in
-      ctrl) run $r 5 "${U[@]}" --ulr-noise controller ;;
-      plain) run $r 5 "${U[@]}" --ulr-noise explicit --ulr-std 0.1 ;;
-      anti) run $r 5 "${U[@]}" --ulr-noise explicit --ulr-std 0.1 --antithetic ;;
-      base) run $r 5 "${U[@]}" --ulr-noise explicit --ulr-std 0.1 --baseline ;;
-      both) run $r 5 "${U[@]}" --ulr-noise explicit --ulr-std 0.1 --antithetic --baseline ;;
+      ctrl) run "$r-b$VB-s$VS" 5 "${U[@]}" --ulr-noise controller ;;
+      plain) run "$r-b$VB-s$VS" 5 "${U[@]}" --ulr-noise explicit --ulr-std 0.1 ;;
+      anti) run "$r-b$VB-s$VS" 5 "${U[@]}" --ulr-noise explicit --ulr-std 0.1 --antithetic ;;
+      base) run "$r-b$VB-s$VS" 5 "${U[@]}" --ulr-noise explicit --ulr-std 0.1 --baseline ;;
+      both) run "$r-b$VB-s$VS" 5 "${U[@]}" --ulr-noise explicit --ulr-std 0.1 --antithetic --baseline ;;
       *) echo "diagnose.sh: VR_RUNS names '$r', not one of ctrl plain anti base both" >&2; exit 2 ;;
     esac
   done
   CSV=$OUT/vr.csv; rm -f "$CSV"
-  for r in $RUNS; do python3 "$HERE/trace_summary.py" "$CSV" "$r" "$OUT/$r" "$OUT/$r.trace"; done
+  for r in $RUNS; do
+    python3 "$HERE/trace_summary.py" "$CSV" "$r" "$OUT/$r-b$VB-s$VS" "$OUT/$r-b$VB-s$VS.trace"
+  done
   if command -v gnuplot >/dev/null; then
     gnuplot <<GP
 set terminal pngcairo size 1100,450 noenhanced
