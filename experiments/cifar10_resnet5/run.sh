@@ -15,8 +15,9 @@
 # modules are resnet5's five parameter layers (four Conv2d, one Linear), K = $COPIES
 # (default 4: the K noisy passes are the cost, see docs/cnn.md), noise $NOISE (default
 # explicit: the mode the standard analysis covers, with antithetic pairs and the clean-loss
-# baseline, --ulr-std 0.1, Adam lr 0.001 as in our MNIST run; NOISE=controller runs the
-# paper's controller with the same optimizer and no tricks).
+# baseline, --ulr-std 0.1, Adam lr 0.001 as in our MNIST run; NOISE=baseline is the explicit
+# mode with the baseline alone, K independent perturbations, Table 1's dpulr_baseline;
+# NOISE=controller runs the paper's controller with the same optimizer and no tricks).
 # Writes out/<row>/ (the run), out/results.csv (run,epoch,step,train_loss,test_accuracy,
 # epsilon_rdp,epsilon_pld,delta,wall_s,noise,seed; epsilon_pld is empty for DP-ULR: the
 # rejection sampler has no PLD accountant; wall_s is the run's training time so far, so
@@ -72,8 +73,9 @@ if [ ! -f "$DATA_DIR/cifar10/data_batch_1.bin.gz" ] && [ ! -f "$DATA_DIR/cifar10
 fi
 case $NOISE in
   explicit) ULR_NOISE=(--ulr-noise explicit --ulr-std 0.1 --antithetic --baseline) ;;
+  baseline) ULR_NOISE=(--ulr-noise explicit --ulr-std 0.1 --baseline) ;;
   controller) ULR_NOISE=(--ulr-noise controller) ;;
-  *) echo "run.sh: NOISE must be explicit or controller, got '$NOISE'" >&2; exit 2 ;;
+  *) echo "run.sh: NOISE must be explicit, baseline or controller, got '$NOISE'" >&2; exit 2 ;;
 esac
 mkdir -p "$OUT"
 touch "$OUT/command.txt"
