@@ -18,10 +18,11 @@ number of our runs in the doc's tables is typed by hand:
                                                    (comma-separated) and its best epoch
   md_tables.py cifar_seeds CSV EPOCH RUN ...       best epoch and epoch EPOCH of several runs (one
                                                    per seed) with mean +- sample std
-  md_tables.py cifar_curves CSV STEPS_PER_EPOCH EPOCHS RUN=LABEL ...
+  md_tables.py cifar_curves CSV STEPS_PER_EPOCH EPOCHS RUN=LABEL ... [CSV2 RUN=LABEL ...]
                                                    test accuracy of several runs side by side at the
                                                    epochs EPOCHS, each run's best epoch and its last
-                                                   (a partial epoch says how many steps it had)
+                                                   (a partial epoch says how many steps it had); a
+                                                   further CSV among the runs holds the runs after it
 
   md_tables.py check DOC    every table in DOC that follows a marker line
                             <!-- md_tables.py KIND ARGS --> (paths relative to the source tree)
@@ -299,29 +300,36 @@ def cifar_curves(path, steps_per_epoch, epochs, runs):
     """Test accuracy of several runs side by side. Rows: EPOCHS, every run's best epoch and last
     row. A run's best is bold; a last row with fewer than STEPS_PER_EPOCH steps in its epoch (a
     run stopped with Ctrl-C) says so. The epsilon column is that of the first run (in the order
-    given) with a whole epoch there: runs of equal q and sigma0 spend the same per step."""
+    given) with a whole epoch there: runs of equal q and sigma0 spend the same per step, and
+    runs whose whole epochs disagree on epsilon are an error (a table of one column of
+    epsilon cannot hold them). A RUN=LABEL is looked up in the last CSV named before it."""
     try:
         spe = int(steps_per_epoch)
     except ValueError:
         raise TableError("cifar_curves: the steps per epoch are an integer, not '%s'" % steps_per_epoch)
-    if not runs or any("=" not in r for r in runs):
-        raise TableError("cifar_curves: name the runs as RUN=LABEL")
-    rows = rows_of(path, CIFAR_COLS)
+    rows = None
+    if not runs or runs[0].endswith(".csv") or any("=" not in r and not r.endswith(".csv") for r in runs):
+        raise TableError("cifar_curves: name the runs as RUN=LABEL (a further CSV before the runs it holds)")
     cols = []
     for spec in runs:
+        if spec.endswith(".csv"):
+            path, rows = spec, None
+            continue
+        if rows is None:
+            rows = rows_of(path, CIFAR_COLS)
         run, label = spec.split("=", 1)
         by = run_rows(path, rows, run)
         last = max(by)
         partial = int(by[last]["step"]) - spe * (last - 1)
-        cols.append((label, by, best_epoch(path, by), last, partial if partial < spe else None))
+        cols.append((label, by, best_epoch(path, by), last, partial if partial < spe else None, path))
     want = set(epoch_list(epochs))
-    for _, by, best, last, _ in cols:
+    for _, by, best, last, _, _ in cols:
         want |= {best, last}
     out = ["| epoch | %s | epsilon RDP (Balle) |" % " | ".join(c[0] for c in cols),
            "|---|%s---|" % ("---|" * len(cols))]
     for e in sorted(want):
         cells, eps = [], None
-        for label, by, best, last, partial in cols:
+        for label, by, best, last, partial, path in cols:
             r = by.get(e)
             if r is None:
                 cells.append("")
@@ -332,11 +340,17 @@ def cifar_curves(path, steps_per_epoch, epochs, runs):
             if e == last and partial is not None:
                 acc += " (%d of %d steps; stopped)" % (partial, spe)
             elif eps is None:
-                eps = "%.4f" % num(r, "epsilon_rdp", path)
+                eps, first = num(r, "epsilon_rdp", path), label
+            elif abs(num(r, "epsilon_rdp", path) - eps) > 1e-9 * eps:
+                raise TableError("%s: run '%s' has epsilon %s at epoch %d where '%s' has %.6g: not the same "
+                                 "q and sigma0, so one epsilon column cannot hold them" % (
+                                     path, label, r["epsilon_rdp"], e, first, eps))
             cells.append(acc)
-        if eps is None:  # only partial epochs here: the first run's epsilon after its steps
-            r = next(c[1][e] for c in cols if e in c[1])
-            eps = "%.4f (after %s steps)" % (num(r, "epsilon_rdp", path), r["step"])
+        if eps is not None:
+            eps = "%.4f" % eps
+        else:  # only partial epochs here: the first run's epsilon after its steps
+            c = next(c for c in cols if e in c[1])
+            eps = "%.4f (after %s steps)" % (num(c[1][e], "epsilon_rdp", c[5]), c[1][e]["step"])
         out.append("| %d | %s | %s |" % (e, " | ".join(cells), eps))
     return out
 

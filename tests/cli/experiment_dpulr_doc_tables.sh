@@ -61,6 +61,24 @@ has out "| epoch | A | B | epsilon RDP (Balle) |"
 has out "| 1 | 10.00% | **40.00%** (its best) | 0.5000 |"
 has out "| 2 | **30.00%** (its best) | 35.00% | 0.7500 |"
 has out "| 3 | 20.00% (4 of 10 steps; stopped) |  | 0.8000 (after 24 steps) |"
+# runs from a second CSV (named among the runs, before them); one of another q or sigma0
+# (epsilon differs at an epoch both have whole) cannot share the epsilon column
+cat > "$T/c2.csv" <<'CSV'
+run,epoch,step,train_loss,test_accuracy,epsilon_rdp,epsilon_pld,delta,wall_s,noise,seed
+d,1,10,,0.25,0.5,,1e-05,6,z,9
+d,2,20,,0.45,0.75,,1e-05,12,z,9
+e,1,10,,0.25,0.6,,1e-05,6,z,9
+CSV
+run 0 cifar_curves "$T/c.csv" 10 1,2 "a=A" "$T/c2.csv" "d=D"
+has out "| epoch | A | D | epsilon RDP (Balle) |"
+has out "| 1 | 10.00% | 25.00% | 0.5000 |"
+has out "| 2 | **30.00%** (its best) | **45.00%** (its best) | 0.7500 |"
+run 2 cifar_curves "$T/c.csv" 10 1 "a=A" "$T/c2.csv" "e=E"
+has err "c2.csv: run 'E' has epsilon 0.6 at epoch 1 where 'A' has 0.5"
+run 2 cifar_curves "$T/c.csv" 10 1 "a=A" "$T/c2.csv" "a=A2"
+has err "c2.csv has no run 'a' (its runs: d, e)"
+run 2 cifar_curves "$T/c.csv" 10 1 "$T/c2.csv" "d=D"
+has err "name the runs as RUN=LABEL"
 # diagnose.sh vr's table: accuracy per epoch, the last epoch's norm, s_l and clip fractions
 cat > "$T/v.csv" <<'CSV'
 run,step_first,step_last,epoch,test_acc,test_loss,update_norm_mean,direction_norm_mean,m0_s_median,m0_clipped_frac,m1_s_median,m1_clipped_frac
