@@ -230,6 +230,13 @@ def cmd_summary(a):
         k = (r["config"], r["model"], r["batch"], r["sigma0"], r["epochs"])
         if k not in cells:
             cells.append(k)
+    # groups (configuration, model, batch) in the order the runs first reached them, sigma0
+    # ascending within each: two processes sharing the grid finish its cells out of order
+    groups = []
+    for k in cells:
+        if k[:3] not in groups:
+            groups.append(k[:3])
+    cells.sort(key=lambda k: (groups.index(k[:3]), float(k[3]), k[4]))
     out = []
     for k in cells:
         rs = [r for r in rows if (r["config"], r["model"], r["batch"], r["sigma0"], r["epochs"]) == k]

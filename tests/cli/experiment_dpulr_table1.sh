@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib/experiment_shared.sh"
 if ! DPTRAIN=$BIN DATA_DIR=$D THREADS=1 "$SRC/experiments/dpulr_table1/run.sh" --smoke "$T/out" > "$T/log" 2>&1; then
   cat "$T/log"; echo "FAIL: run.sh --smoke"; exit 1
 fi
-python3 - "$T/out" <<'PY' || exit 1
+SRC=$SRC python3 - "$T/out" <<'PY' || exit 1
 import csv, math, os, statistics, sys
 out = sys.argv[1]
 runs = list(csv.DictReader(open(os.path.join(out, "runs.csv"))))
@@ -37,5 +37,24 @@ big = [f for f in fig if f["N"] == "10000000"]
 assert float(big[0]["ratio"]) < 1e-3 < float(big[-1]["ratio"]), big
 for p in ("table1.png", "figure2.png"):
     assert os.path.getsize(os.path.join(out, p)) > 1000, p
+# a grid finished out of order (two processes): the summary keeps the (configuration,
+# model, batch) groups in the order first reached and sorts sigma0 within each
+made = os.path.join(out, "made")
+os.mkdir(made)
+cols = list(runs[0])
+with open(os.path.join(made, "runs.csv"), "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=cols)
+    w.writeheader()
+    for cfg, b, s, acc in [("dpsgd", "500", "2", 80), ("dpsgd", "64", "8", 50), ("dpsgd", "500", "0.5", 90),
+                           ("dpsgd", "500", "2", 82), ("dpsgd", "64", "1", 70), ("dpsgd", "500", "1", 85)]:
+        r = dict(runs[0], config=cfg, batch=b, sigma0=s, final_acc=acc, best_acc=acc, epochs="25")
+        w.writerow(r)
+import subprocess
+subprocess.run([sys.executable, os.path.join(os.environ["SRC"], "experiments/dpulr_table1/grid.py"),
+                "summary", "--out", made], check=True, stderr=subprocess.DEVNULL)
+got = [(r["batch"], r["sigma0"], r["seeds"], r["final_mean"])
+       for r in csv.DictReader(open(os.path.join(made, "summary.csv")))]
+assert got == [("500", "0.5", "1", "90.00"), ("500", "1", "1", "85.00"), ("500", "2", "2", "81.00"),
+               ("64", "1", "1", "70.00"), ("64", "8", "1", "50.00")], got
 print("experiment smoke ok")
 PY
