@@ -17,6 +17,9 @@ ALGO dpulr|dpsgd of paper.csv, either with @MODEL for a model other than "small"
   {{diffrange CFG B S}}                  min and max final_minus_paper over such cells: "+2.99 to +7.53"
   {{vs CFG1 CFG2 B S}}                   min and max of CFG1's final_mean minus CFG2's over the cells B x S
                                          (lists as in absmax, models as @M on CFG1 and CFG2 alike): "-3.23 to -0.21"
+  {{ahead CFG1 CFG2 B S}}                 in how many of the cells B x S CFG1's final_mean is above CFG2's
+                                         (CFG2 "paper": above the paper's number): "all 15", "14 of 15",
+                                         "none of 15", so that "ahead in every cell" is computed, not typed
   {{paperdrop ALGO B1 B2 S}}             paper valid_acc at B1 minus at B2, %.2f
   {{ourdrop CFG B1 B2 S}}                our final_mean at B1 minus at B2, %.2f
   {{seeds CFG B1,B2,... S1,S2,...}}      the seed count of those cells ("3"; "2 or 3" when they differ;
@@ -138,11 +141,16 @@ KEYWORDS = {
     "absmax": (3, "absmax CFG[@M1,M2,...] B1,B2,... S1,S2,..."),
     "diffrange": (3, "diffrange CFG[@M1,M2,...] B1,B2,... S1,S2,..."),
     "vs": (4, "vs CFG1[@M1,...] CFG2[@M1,...] B1,B2,... S1,S2,..."),
+    "ahead": (4, "ahead CFG1[@M1,...] CFG2[@M1,...]|paper B1,B2,... S1,S2,..."),
     "paperdrop": (4, "paperdrop ALGO B1 B2 S"),
     "ourdrop": (4, "ourdrop CFG B1 B2 S"),
     "seeds": (3, "seeds CFG[@M1,M2,...] B1,B2,... S1,S2,..."),
     "earlier": (4, "earlier ALGO SAMPLING B S"),
 }
+
+
+def count_of(n, total):
+    return "all %d" % total if n == total else "none of %d" % total if n == 0 else "%d of %d" % (n, total)
 
 
 def fill(d, spec):
@@ -158,12 +166,15 @@ def fill(d, spec):
         if k in ("absmax", "diffrange"):
             v = [num(r, "final_minus_paper", d.summary_path) for r in d.cells(a[1], a[2], a[3])]
             return "%.2f" % max(abs(x) for x in v) if k == "absmax" else "%+.2f to %+.2f" % (min(v), max(v))
-        if k == "vs":
+        if k == "ahead" and a[2] == "paper":
+            v = [num(r, "final_minus_paper", d.summary_path) for r in d.cells(a[1], a[3], a[4])]
+            return count_of(sum(x > 0 for x in v), len(v))
+        if k in ("vs", "ahead"):
             xs, ys = d.cells(a[1], a[3], a[4]), d.cells(a[2], a[3], a[4])
             if [x["model"] for x in xs] != [y["model"] for y in ys]:
-                raise ProseError("'vs' compares the same models: '%s' and '%s' name different ones" % (a[1], a[2]))
+                raise ProseError("'%s' compares the same models: '%s' and '%s' name different ones" % (k, a[1], a[2]))
             v = [num(x, "final_mean", d.summary_path) - num(y, "final_mean", d.summary_path) for x, y in zip(xs, ys)]
-            return "%+.2f to %+.2f" % (min(v), max(v))
+            return "%+.2f to %+.2f" % (min(v), max(v)) if k == "vs" else count_of(sum(x > 0 for x in v), len(v))
         if k == "paperdrop":
             hi, lo = d.paper_cell(a[1], a[2], a[4]), d.paper_cell(a[1], a[3], a[4])
             return "%.2f" % (num(hi, "valid_acc", d.paper_path) - num(lo, "valid_acc", d.paper_path))

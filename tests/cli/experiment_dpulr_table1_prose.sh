@@ -96,10 +96,11 @@ cat > "$T/t.md" <<'EOF'
 {{absmax a 10 1,2}}|{{diffrange a 10 1,2}}|{{paperdrop x 20 10 2}}|{{ourdrop a 20 10 2}}
 {{seeds a 10 1,2}}|{{seeds a 10,20 2}}|{{seeds a 20 2}}|{{earlier x shuffle 10 2}}
 {{vs a b 10 1,2}}|{{vs b a 10 2}}
+{{ahead a b 10 1}}|{{ahead b a 10 1}}|{{ahead a b 10 1,2}}|{{ahead a paper 10 1,2}}|{{ahead a paper 20 2}}
 EOF
 run 0 --summary "$T/s.csv" --paper "$T/p.csv" --earlier "$T/e.csv" --template "$T/t.md"
 printf '%s\n' '50.00 +- 1.50|45.00|41.00|4 5 5|60.10 +- 0.30' '2.75|-1.25 to +2.75|9.90|4.50' \
-  '2 or 3|2 or 3|3|33.30' '-0.50 to +2.75|+0.50 to +0.50' > "$T/want"
+  '2 or 3|2 or 3|3|33.30' '-0.50 to +2.75|+0.50 to +0.50' 'all 1|none of 1|1 of 2|1 of 2|all 1' > "$T/want"
 diff "$T/want" "$T/out" || fail "placeholders on the made-up grid"
 # other models (@MODEL), lists of models and batches, Table C1's paper rows
 cat > "$T/t2.md" <<'EOF'
@@ -117,6 +118,9 @@ has err "$T/s.csv has no row for config=a model=medium batch=10 sigma0=1"
 printf '{{vs a@large b 10 1}}\n' > "$T/t3.md"
 run 2 --summary "$T/s.csv" --paper "$T/p.csv" --earlier "$T/e.csv" --template "$T/t3.md"
 has err "'vs' compares the same models: 'a@large' and 'b' name different ones"
+printf '{{ahead a@large b 10 1}}\n' > "$T/t3.md"
+run 2 --summary "$T/s.csv" --paper "$T/p.csv" --earlier "$T/e.csv" --template "$T/t3.md"
+has err "'ahead' compares the same models: 'a@large' and 'b' name different ones"
 printf '{{vs a b 10,20 2}}\n' > "$T/t3.md"
 run 2 --summary "$T/s.csv" --paper "$T/p.csv" --earlier "$T/e.csv" --template "$T/t3.md"
 has err "$T/s.csv has no row for config=b model=small batch=20 sigma0=2"
