@@ -3,19 +3,20 @@
 # The smoke runs DP-SGD and one DP-ULR row (DP-ULR on convolutions); the other DP-ULR rows
 # differ from it only in q and sigma0.
 # First, plot_results.sh draws the committed comparison plot from the committed CSVs alone.
+SRC_DIR=${DPT_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 P=$(mktemp -d)
-bash "${DPT_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}/experiments/cifar10_resnet5/plot_results.sh" "$P/dpulr.png" \
+bash "$SRC_DIR/experiments/cifar10_resnet5/plot_results.sh" "$P/dpulr.png" \
   > "$P/out.txt" 2>&1 && [ -s "$P/dpulr.png" ] \
   || { echo "FAIL: plot_results.sh did not draw the plot"; cat "$P/out.txt"; rm -rf "$P"; exit 1; }
 # NOISE=baseline: the explicit mode with the baseline alone (no antithetic pairs), labelled so
 # in results.csv; an unknown NOISE is an error before anything runs
 if [ -f "${DPT_SHARED_DATASETS:-/nonexistent}/cifar10/data_batch_1.bin.gz" ] || [ -f "${DPT_SHARED_DATASETS:-/nonexistent}/cifar10/data_batch_1.bin" ]; then
-  NOISE=baseline DATA_DIR=$DPT_SHARED_DATASETS DPTRAIN=$1 OUT=$P bash "${DPT_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}/experiments/cifar10_resnet5/run.sh" \
+  NOISE=baseline DATA_DIR=$DPT_SHARED_DATASETS DPTRAIN=$1 OUT=$P bash "$SRC_DIR/experiments/cifar10_resnet5/run.sh" \
     --smoke --rows dpulr-q50-s5+base > "$P/out.txt" 2>&1 \
     && grep -q -- "--baseline" "$P/command.txt" && ! grep -q -- "--antithetic" "$P/command.txt" \
     && grep -q "^dpulr-q50-s5+base,1,.*,baseline,1$" "$P/results.csv" \
     || { echo "FAIL: NOISE=baseline did not run the explicit mode with the baseline alone"; cat "$P/out.txt" "$P/command.txt" "$P/results.csv"; rm -rf "$P"; exit 1; }
-  if NOISE=bogus DATA_DIR=$DPT_SHARED_DATASETS DPTRAIN=$1 OUT=$P/bogus bash "${DPT_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}/experiments/cifar10_resnet5/run.sh" \
+  if NOISE=bogus DATA_DIR=$DPT_SHARED_DATASETS DPTRAIN=$1 OUT=$P/bogus bash "$SRC_DIR/experiments/cifar10_resnet5/run.sh" \
        --smoke > "$P/bogus.txt" 2>&1 || ! grep -q "NOISE must be" "$P/bogus.txt"; then
     echo "FAIL: NOISE=bogus was not refused"; cat "$P/bogus.txt"; rm -rf "$P"; exit 1
   fi
