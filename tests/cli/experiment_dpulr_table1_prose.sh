@@ -43,7 +43,7 @@ has out "+  (92.03 / 91.07 / 88.24 against"
 # bad input names the file and the placeholder
 grep -v '^dpsgd_lr0.02,small,64,8,' "$S" > "$T/summary.csv"
 run 2 --summary "$T/summary.csv"
-has err "base.md:20: {{dpsgd_lr0.02 64 8 final}}: $T/summary.csv has no row for config=dpsgd_lr0.02"
+has err "base.md:18: {{dpsgd_lr0.02 64 8 final}}: $T/summary.csv has no row for config=dpsgd_lr0.02"
 run 2 --summary "$T/nope.csv"
 has err "cannot read the summary CSV $T/nope.csv"
 cut -d, -f1-6 "$S" > "$T/summary.csv"
