@@ -159,7 +159,8 @@ static int dpulr_make(cli_algo_ctx *c, dpt_algo **out) {
     if (!c->quiet && S.noise == DPT_ULR_CONTROLLER)
         fprintf(stderr, "dptrain: --ulr-noise controller: the noise level rests on the paper's Gaussian approximation "
                         "(CLT over K) and on s_l chosen from the batch, not on a standard DP proof; "
-                        "--ulr-noise explicit is the mode a standard analysis covers\n");
+                        "--ulr-noise explicit is the mode a standard analysis covers (with --baseline it beat the "
+                        "controller in every Table 1 cell: docs/dpulr.md \"What to run\")\n");
     cli_print_noise_mode(c);
     dpt_dpulr_config u = dpt_dpulr_config_defaults();
     fill_config(&u);
