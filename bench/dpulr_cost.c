@@ -1,6 +1,7 @@
 /* DP-ULR cost: seconds per epoch of DP-ULR (controller noise, K = 8, 32, 128; K = 32 with
- * --ulr-noise explicit, no controller eigenproblems; and K = 32 explicit with --antithetic
- * --baseline, the setting of our Table 1 runs, docs/dpulr.md) and of DP-SGD on MLP
+ * --ulr-noise explicit, no controller eigenproblems; K = 32 explicit with --antithetic
+ * --baseline, the setting of our first Table 1 runs; and K = 32 explicit with --baseline
+ * alone, the configuration docs/dpulr.md recommends) and of DP-SGD on MLP
  * 784-128-64-32-10 (GELU), both with Poisson sampling at expected batch B on synthetic
  * 60000 x 784 data, and the ratio DP-ULR / DP-SGD, measured in one run. Each configuration
  * runs `steps` steps (default 40) and its time per step is scaled to the 60000/B steps of
@@ -22,10 +23,11 @@
 
 #include "bench_util.h"
 
-#define N_CFG 8
+#define N_CFG 9
 #define MAX_ROUNDS 99
 
-/* K = 0: DP-SGD; explicit: 1 = --ulr-noise explicit, 2 = also --antithetic --baseline;
+/* K = 0: DP-SGD; explicit: 1 = --ulr-noise explicit, 2 = also --antithetic --baseline, 3 = also
+ * --baseline alone;
  * old: the explicit perturbations from the noise stream's ChaCha20 (before issue 21);
  * sets CPU and wall seconds per epoch; returns 0 or -1 */
 static int run(const dpt_dataset *d, size_t K, int explicit_, int old, uint64_t steps, int threads, size_t batch,
@@ -48,6 +50,7 @@ static int run(const dpt_dataset *d, size_t K, int explicit_, int old, uint64_t 
         u.copies = K;
         if (explicit_) u.noise = DPT_ULR_EXPLICIT, u.perturb_std = 0.1;
         if (explicit_ == 2) u.antithetic = u.baseline = 1;
+        if (explicit_ == 3) u.baseline = 1;
         u.perturb_noise_stream = old;
         dpt_algo_dpulr_new(&u, &a);
     }
@@ -100,9 +103,10 @@ int main(int argc, char **argv) {
     printf("MLP 784-128-64-32-10 GELU, expected batch %zu, %d thread(s), %llu steps each, scaled to an epoch, "
            "median of %d interleaved rounds (ratios taken within each round)\n",
            batch, threads, (unsigned long long)steps, rounds);
-    /* configurations: K (0 = DP-SGD), mode (0 controller, 1 explicit, 2 explicit anti+base), old z */
-    const size_t Ks[N_CFG] = {0, 8, 32, 128, 32, 32, 32, 32};
-    const int mode[N_CFG] = {0, 0, 0, 0, 1, 2, 1, 2}, old[N_CFG] = {0, 0, 0, 0, 0, 0, 1, 1};
+    /* configurations: K (0 = DP-SGD), mode (0 controller, 1 explicit, 2 explicit anti+base,
+     * 3 explicit baseline alone), old z */
+    const size_t Ks[N_CFG] = {0, 8, 32, 128, 32, 32, 32, 32, 32};
+    const int mode[N_CFG] = {0, 0, 0, 0, 1, 2, 3, 1, 2}, old[N_CFG] = {0, 0, 0, 0, 0, 0, 0, 1, 1};
     int use[N_CFG];
     for (int i = 0; i < N_CFG; i++)
         use[i] = !(main_only && (Ks[i] == 8 || Ks[i] == 128)) && !(old[i] && !want_old);
@@ -119,7 +123,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < N_CFG; i++) {
         if (!use[i]) continue;
         char name[48];
-        static const char *suffix[3] = {"", " explicit", " expl. anti+base"};
+        static const char *suffix[4] = {"", " explicit", " expl. anti+base", " expl. baseline"};
         if (i == 0) snprintf(name, sizeof name, "DP-SGD");
         else snprintf(name, sizeof name, "DP-ULR K=%zu%s%s", Ks[i], suffix[mode[i]], old[i] ? " (old z)" : "");
         double rc[MAX_ROUNDS], rw[MAX_ROUNDS], c[MAX_ROUNDS], w[MAX_ROUNDS];
