@@ -17,7 +17,7 @@ ALGO dpulr|dpsgd of paper.csv, either with @MODEL for a model other than "small"
   {{diffrange CFG B S}}                  min and max final_minus_paper over such cells: "+2.99 to +7.53"
   {{vs CFG1 CFG2 B S}}                   min and max of CFG1's final_mean minus CFG2's over the cells B x S
                                          (lists as in absmax, models as @M on CFG1 and CFG2 alike): "-3.23 to -0.21"
-  {{ahead CFG1 CFG2 B S}}                 in how many of the cells B x S CFG1's final_mean is above CFG2's
+  {{ahead CFG1 CFG2 B S}}                in how many of the cells B x S CFG1's final_mean is above CFG2's
                                          (CFG2 "paper": above the paper's number): "all 15", "14 of 15",
                                          "none of 15", so that "ahead in every cell" is computed, not typed
   {{paperdrop ALGO B1 B2 S}}             paper valid_acc at B1 minus at B2, %.2f
