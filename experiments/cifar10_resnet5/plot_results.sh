@@ -3,8 +3,9 @@
 # (columns run,epoch,step,train_loss,test_accuracy,epsilon_rdp,...), and epsilon (RDP) on
 # the right axis, one dashed curve per group of runs with the same epsilon after epoch 1
 # (the same q, sigma and sampler spend the same per step; the group's longest run is drawn,
-# and the title names the group's first run and how many more it holds). By default it draws the committed comparison plot
-# results/dpulr.png (docs/cnn.md, docs/dpulr.md Section 4.3) from the committed CSVs only:
+# and the title names the group's first run and how many more it holds). By default it
+# draws the committed comparison plot results/dpulr.png (docs/cnn.md, docs/dpulr.md Section
+# 4.3) from the committed CSVs only:
 # DP-SGD from results/results.csv, DP-ULR from results/dpulr_long.csv (session 28's long
 # runs; issue 10's short ones are in results/dpulr_results.csv) and results/dpulr_base.csv
 # (session 31: the baseline alone); run.sh calls it for the plot of its own OUT.
