@@ -36,27 +36,26 @@ MODELS = {
 }
 
 SCHED = ["--lr-schedule", "step:0.85:10"]  # the paper: lr x0.85 every 10 epochs, both algorithms
+EXPLICIT = ["--ulr-noise", "explicit", "--ulr-std", "0.1"]
+
+
+def dpulr(noise, sampler="poisson-reject", lr="0.001"):
+    """a DP-ULR configuration: its noise flags, the sampler and Adam's learning rate, the paper's schedule"""
+    return dict(algo="dpulr", args=["--algo", "dpulr"] + noise + ["--sampler", sampler, "--optimizer", "adam",
+                                                                 "--lr", lr] + SCHED, copies=True)
+
+
 CONFIGS = {
     # DP-ULR, sound explicit noise N(0, sigma0^2 C^2) with the authors' variance reduction, our Adam lr
-    "dpulr_explicit": dict(algo="dpulr", args=["--algo", "dpulr", "--ulr-noise", "explicit", "--ulr-std", "0.1",
-                                               "--antithetic", "--baseline", "--sampler", "poisson-reject",
-                                               "--optimizer", "adam", "--lr", "0.001"] + SCHED, copies=True),
+    "dpulr_explicit": dpulr(EXPLICIT + ["--antithetic", "--baseline"]),
     # the same with the clean-loss baseline alone: 32 independent directions instead of 16 antithetic pairs
     # (ahead in every epoch of three 5-epoch cells, docs/dpulr.md "The controller without variance reduction")
-    "dpulr_baseline": dict(algo="dpulr", args=["--algo", "dpulr", "--ulr-noise", "explicit", "--ulr-std", "0.1",
-                                               "--baseline", "--sampler", "poisson-reject",
-                                               "--optimizer", "adam", "--lr", "0.001"] + SCHED, copies=True),
+    "dpulr_baseline": dpulr(EXPLICIT + ["--baseline"]),
     # the same on shuffled fixed-size batches (what the paper's experiments used): NOT accounted
-    "dpulr_explicit_shuffle": dict(algo="dpulr", args=["--algo", "dpulr", "--ulr-noise", "explicit", "--ulr-std", "0.1",
-                                                       "--antithetic", "--baseline", "--sampler", "shuffle",
-                                                       "--optimizer", "adam", "--lr", "0.001"] + SCHED, copies=True),
+    "dpulr_explicit_shuffle": dpulr(EXPLICIT + ["--antithetic", "--baseline"], sampler="shuffle"),
     # the paper's controller (Eq. 7 + top-up) at our Adam lr (stable) and at the paper's (diverges)
-    "dpulr_controller": dict(algo="dpulr", args=["--algo", "dpulr", "--ulr-noise", "controller",
-                                                 "--sampler", "poisson-reject", "--optimizer", "adam", "--lr", "0.001"]
-                             + SCHED, copies=True),
-    "dpulr_controller_lr0.01": dict(algo="dpulr", args=["--algo", "dpulr", "--ulr-noise", "controller",
-                                                        "--sampler", "poisson-reject", "--optimizer", "adam",
-                                                        "--lr", "0.01"] + SCHED, copies=True),
+    "dpulr_controller": dpulr(["--ulr-noise", "controller"]),
+    "dpulr_controller_lr0.01": dpulr(["--ulr-noise", "controller"], lr="0.01"),
     # DP-SGD as the paper states its baseline: SGD lr 0.1, x0.85 every 10 epochs, C = 1
     # (Poisson sampling: the only one with an epsilon; the paper ran fixed-size batches)
     "dpsgd": dict(algo="dpsgd", args=["--algo", "dpsgd", "--optimizer", "sgd", "--lr", "0.1"] + SCHED, copies=False),
