@@ -114,20 +114,20 @@ elif [ "$PART" = vr ]; then
   U=(--algo dpulr --batch-size "$VB" --sigma0 "$VS" --copies "$K" --optimizer adam --lr 0.001
      --lr-schedule step:0.85:10 --sampler poisson-reject)
   RUNS=${VR_RUNS:-"ctrl plain anti base both"}; [ "$SMOKE" = 1 ] && RUNS=ctrl
+  EX=(--ulr-noise explicit --ulr-std 0.1)
   for r in $RUNS; do
     case $r in
-      ctrl) run "$r-b$VB-s$VS" 5 "${U[@]}" --ulr-noise controller ;;
-      plain) run "$r-b$VB-s$VS" 5 "${U[@]}" --ulr-noise explicit --ulr-std 0.1 ;;
-      anti) run "$r-b$VB-s$VS" 5 "${U[@]}" --ulr-noise explicit --ulr-std 0.1 --antithetic ;;
-      base) run "$r-b$VB-s$VS" 5 "${U[@]}" --ulr-noise explicit --ulr-std 0.1 --baseline ;;
-      both) run "$r-b$VB-s$VS" 5 "${U[@]}" --ulr-noise explicit --ulr-std 0.1 --antithetic --baseline ;;
+      ctrl) M=(--ulr-noise controller) ;;
+      plain) M=("${EX[@]}") ;;
+      anti) M=("${EX[@]}" --antithetic) ;;
+      base) M=("${EX[@]}" --baseline) ;;
+      both) M=("${EX[@]}" --antithetic --baseline) ;;
       *) echo "diagnose.sh: VR_RUNS names '$r', not one of ctrl plain anti base both" >&2; exit 2 ;;
     esac
+    run "$r-b$VB-s$VS" 5 "${U[@]}" "${M[@]}"
   done
   CSV=$OUT/vr.csv; rm -f "$CSV"
-  for r in $RUNS; do
-    python3 "$HERE/trace_summary.py" "$CSV" "$r" "$OUT/$r-b$VB-s$VS" "$OUT/$r-b$VB-s$VS.trace"
-  done
+  for r in $RUNS; do python3 "$HERE/trace_summary.py" "$CSV" "$r" "$OUT/$r-b$VB-s$VS" "$OUT/$r-b$VB-s$VS.trace"; done
   if command -v gnuplot >/dev/null; then
     gnuplot <<GP
 set terminal pngcairo size 1100,450 noenhanced

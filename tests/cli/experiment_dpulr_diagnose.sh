@@ -3,8 +3,8 @@
 # 1000-example MNIST subset): the DP-SGD row's direction norm is the noise's
 # sigma C sqrt(P) / B (sigma 8, batch 64, P = 111146: 41.67, the clipped signal adds < 1%)
 # and its update norm lr times that (SGD); the controller rows have s_l > 0 and clip
-# fractions in [0, 1] for the 4 modules; the vr part writes one row per epoch for its run;
-# the plots exist. Skips (77) without MNIST.
+# fractions in [0, 1] for the 4 modules; the vr part writes one row per epoch for its run,
+# which ran the controller; the plots exist. Skips (77) without MNIST.
 set -u
 BIN=$1
 source "$(dirname "$0")/lib/experiment_shared.sh"
@@ -30,6 +30,10 @@ for r in c:
 v = list(csv.DictReader(open(os.path.join(out, "vr.csv"))))
 assert len(v) == 1 and v[0]["run"] == "ctrl" and v[0]["epoch"] == "1" and v[0]["test_acc"], v
 assert float(v[0]["direction_norm_mean"]) > 0 and float(v[0]["m0_s_median"]) > 0, v
+# the vr part's ctrl run is the controller (its run directory is named by run and cell)
+import glob
+logs = glob.glob(os.path.join(out, "ctrl-b*-s*.log"))
+assert len(logs) == 1 and "controller noise" in open(logs[0]).read(), logs
 for p in ("dpsgd_b64.png", "controller.png", "vr.png"):
     assert os.path.getsize(os.path.join(out, p)) > 1000, p
 print("experiment smoke ok")
