@@ -308,7 +308,8 @@ def cifar_curves(path, steps_per_epoch, epochs, runs):
     except ValueError:
         raise TableError("cifar_curves: the steps per epoch are an integer, not '%s'" % steps_per_epoch)
     rows = None
-    if not runs or runs[0].endswith(".csv") or any("=" not in r and not r.endswith(".csv") for r in runs):
+    if not runs or runs[0].endswith(".csv") or runs[-1].endswith(".csv") or any(
+            "=" not in r and not r.endswith(".csv") for r in runs):
         raise TableError("cifar_curves: name the runs as RUN=LABEL (a further CSV before the runs it holds)")
     cols = []
     for spec in runs:

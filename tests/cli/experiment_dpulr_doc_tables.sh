@@ -79,6 +79,8 @@ run 2 cifar_curves "$T/c.csv" 10 1 "a=A" "$T/c2.csv" "a=A2"
 has err "c2.csv has no run 'a' (its runs: d, e)"
 run 2 cifar_curves "$T/c.csv" 10 1 "$T/c2.csv" "d=D"
 has err "name the runs as RUN=LABEL"
+run 2 cifar_curves "$T/c.csv" 10 1 "a=A" "$T/c2.csv"
+has err "name the runs as RUN=LABEL"
 # diagnose.sh vr's table: accuracy per epoch, the last epoch's norm, s_l and clip fractions
 cat > "$T/v.csv" <<'CSV'
 run,step_first,step_last,epoch,test_acc,test_loss,update_norm_mean,direction_norm_mean,m0_s_median,m0_clipped_frac,m1_s_median,m1_clipped_frac
