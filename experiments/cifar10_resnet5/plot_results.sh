@@ -25,7 +25,7 @@ command -v gnuplot > /dev/null || { echo "plot_results.sh: gnuplot not found (sc
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 PLOT=""
-declare -A EPS_DAT EPS_LEN EPS_RUNS EPS_MORE # by epsilon after epoch 1: the longest run's data, its length,
+declare -A EPS_DAT EPS_LEN EPS_FIRST EPS_MORE # by epsilon after epoch 1: the longest run's data, its length,
                                              # the first run's name, how many more runs
 EPS_KEYS=()
 i=0
@@ -40,7 +40,7 @@ for csv in $CSVS; do
     [ -n "$key" ] || key="$row (no epoch 1)"
     n=$(wc -l < "$dat")
     if [ -z "${EPS_DAT[$key]+x}" ]; then
-      EPS_KEYS+=("$key"); EPS_RUNS[$key]=$row; EPS_DAT[$key]=$dat; EPS_LEN[$key]=$n; EPS_MORE[$key]=0
+      EPS_KEYS+=("$key"); EPS_FIRST[$key]=$row; EPS_DAT[$key]=$dat; EPS_LEN[$key]=$n; EPS_MORE[$key]=0
     else
       EPS_MORE[$key]=$((EPS_MORE[$key] + 1))
       [ "$n" -le "${EPS_LEN[$key]}" ] || { EPS_DAT[$key]=$dat; EPS_LEN[$key]=$n; }
@@ -50,7 +50,7 @@ done
 [ -n "$PLOT" ] || { echo "plot_results.sh: no rows in $RESULTS/*.csv" >&2; exit 2; }
 for key in "${EPS_KEYS[@]}"; do
   more=""; [ "${EPS_MORE[$key]}" = 0 ] || more=" and ${EPS_MORE[$key]} more run(s) of its q and sigma"
-  PLOT="$PLOT, \"${EPS_DAT[$key]}\" using 2:6 axes x1y2 with lines dashtype 2 title \"epsilon (RDP) of ${EPS_RUNS[$key]}$more\""
+  PLOT="$PLOT, \"${EPS_DAT[$key]}\" using 2:6 axes x1y2 with lines dashtype 2 title \"epsilon (RDP) of ${EPS_FIRST[$key]}$more\""
 done
 gnuplot <<GP
 set terminal pngcairo size 1000,720 noenhanced
