@@ -26,7 +26,7 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 PLOT=""
 declare -A EPS_DAT EPS_LEN EPS_FIRST EPS_MORE # by epsilon after epoch 1: the longest run's data, its length,
-                                             # the first run's name, how many more runs
+                                              # the first run's name, how many more runs
 EPS_KEYS=()
 i=0
 for csv in $CSVS; do
