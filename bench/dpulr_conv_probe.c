@@ -30,7 +30,8 @@ static int run(const dpt_dataset *d, int controller, uint64_t steps, size_t K, d
     dpt_dpulr_config u = dpt_dpulr_config_defaults();
     u.copies = K;
     u.sigma0 = sigma0;
-    if (!controller) u.noise = DPT_ULR_EXPLICIT, u.perturb_std = 0.1, u.antithetic = K % 2 == 0, u.baseline = 1;
+    u.noise = controller ? DPT_ULR_CONTROLLER : DPT_ULR_EXPLICIT; /* spelled out: the default is explicit */
+    if (!controller) u.perturb_std = 0.1, u.antithetic = K % 2 == 0, u.baseline = 1;
     dpt_algo *a = NULL;
     dpt_trainer *t = NULL;
     if (dpt_algo_dpulr_new(&u, &a) != DPT_OK || dpt_trainer_new(&c, d, NULL, a, &t) != DPT_OK) {

@@ -48,9 +48,11 @@ static int run(const dpt_dataset *d, size_t K, int explicit_, int old, uint64_t 
         c.min_batch = batch * 3 / 4;
         dpt_dpulr_config u = dpt_dpulr_config_defaults();
         u.copies = K;
-        if (explicit_) u.noise = DPT_ULR_EXPLICIT, u.perturb_std = 0.1;
-        if (explicit_ == 2) u.antithetic = u.baseline = 1;
-        if (explicit_ == 3) u.baseline = 1;
+        /* every row spells out its mode and tricks (the defaults are explicit + baseline) */
+        u.noise = explicit_ ? DPT_ULR_EXPLICIT : DPT_ULR_CONTROLLER;
+        u.perturb_std = explicit_ ? 0.1 : 0.0;
+        u.antithetic = explicit_ == 2;
+        u.baseline = explicit_ == 2 || explicit_ == 3;
         u.perturb_noise_stream = old;
         dpt_algo_dpulr_new(&u, &a);
     }

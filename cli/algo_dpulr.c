@@ -1,6 +1,6 @@
 /* --algo dpulr (DP-ULR: backprop-free DP training with likelihood-ratio gradients) and
  * --algo ulr (the non-private forward-learning baseline). The two share their estimator
- * flags (--copies, --ulr-std, --modules, --antithetic, --baseline). DP-ULR's epsilon is
+ * flags (--copies, --ulr-std, --modules, --antithetic, --[no-]baseline). DP-ULR's epsilon is
  * computed only for Poisson sampling with rejection (--sampler poisson-reject, the
  * default); --sampler shuffle (the paper's experiments) runs without an accountant and
  * says so. See docs/dpulr.md. */
@@ -11,7 +11,6 @@
 
 #include "train_algos.h"
 
-#define DEFAULT_ULR_STD 0.1
 #define MAX_REJECTION_RATIO 1e-3
 
 static long K = 32;
@@ -19,12 +18,13 @@ static long K = 32;
 static const char *SIGMA0_S = NULL, *ULR_STD_S = NULL, *MIN_BATCH_S = NULL;
 static double SIGMA0 = 0.0, ULR_STD = 0.0;
 static long MIN_BATCH = 0;
-static const char *NOISE = "controller", *MODULES = "auto";
-static int ANTITHETIC = 0, BASELINE = 0, SIGMA0_SEEN = 0, STD_SEEN = 0, NB_SEEN = 0;
+static const char *NOISE = "explicit", *MODULES = "auto";
+static int ANTITHETIC = 0, BASELINE = 0, NO_BASELINE = 0, SIGMA0_SEEN = 0, STD_SEEN = 0, NB_SEEN = 0;
 
 typedef struct {
     dpt_ulr_noise noise;
     int accounted;
+    int baseline; /* resolved: --baseline, --no-baseline, or on unless the controller */
     double std;
     uint64_t nb;
     double ratio;
@@ -39,7 +39,9 @@ static ulr_cli S;
         {"--modules", CLI_STR, &MODULES, "SPEC",                                                                    \
          "auto (each Linear or Conv2d layer with the parameter-free layers after it) or start layers, e.g. 0,2,4", NULL},               \
         {"--antithetic", CLI_FLAG, &ANTITHETIC, NULL, "pair copies z, -z (K even; not with the controller)", NULL}, \
-        {"--baseline", CLI_FLAG, &BASELINE, NULL, "use L_k - L0 (clean loss) (not with the controller)", NULL}
+        {"--baseline", CLI_FLAG, &BASELINE, NULL,                                                                   \
+         "use L_k - L0 (clean loss): the default except with the controller, which refuses it", NULL},               \
+        {"--no-baseline", CLI_FLAG, &NO_BASELINE, NULL, "use L_k itself (no clean-loss baseline)", NULL}
 
 static cli_option DPULR_OPTS[] = {
     {"--sigma0", CLI_STR, &SIGMA0_S, "X",
@@ -47,7 +49,8 @@ static cli_option DPULR_OPTS[] = {
     {"--min-batch", CLI_STR, &MIN_BATCH_S, "N_B",
      "rejection threshold in [1, qN] (default: largest with rejection term <= 1e-3 x SGM term)", &NB_SEEN},
     {"--ulr-noise", CLI_STR, &NOISE, "MODE",
-     "controller (the paper's Eq. 7 + top-up; Gaussian approximation) | explicit (clip + N(0, sigma0^2 C^2))", NULL},
+     "explicit (clip + N(0, sigma0^2 C^2): the standard analysis) | controller (the paper's Eq. 7 + top-up; "
+     "Gaussian approximation)", NULL},
     SHARED_OPTS,
     {NULL, 0, NULL, NULL, NULL, NULL},
 };
@@ -64,6 +67,7 @@ static int check_shared(void) {
     if (K < 1) return cli_error("--copies: K must be >= 1, got %ld", K);
     if (!(ULR_STD >= 0) || !isfinite(ULR_STD)) return cli_error("--ulr-std must be >= 0, got %g", ULR_STD);
     if (ANTITHETIC && K % 2) return cli_error("--antithetic needs an even --copies (pairs z, -z), got %ld", K);
+    if (BASELINE && NO_BASELINE) return cli_error("--baseline and --no-baseline: give one of them");
     return 0;
 }
 
@@ -71,7 +75,7 @@ static void fill_config(dpt_dpulr_config *u) {
     u->copies = (size_t)K;
     u->perturb_std = S.std;
     u->antithetic = ANTITHETIC;
-    u->baseline = BASELINE;
+    u->baseline = S.baseline;
     u->modules = MODULES;
 }
 
@@ -107,7 +111,8 @@ static int dpulr_check(cli_algo_ctx *c) {
                          "ulr)", ANTITHETIC ? "--antithetic" : "--baseline");
     if (S.noise == DPT_ULR_EXPLICIT && STD_SEEN && !(ULR_STD > 0))
         return cli_error("--ulr-std: --ulr-noise explicit needs a perturbation std > 0");
-    S.std = STD_SEEN ? ULR_STD : S.noise == DPT_ULR_EXPLICIT ? DEFAULT_ULR_STD : 0.0;
+    S.std = STD_SEEN ? ULR_STD : S.noise == DPT_ULR_EXPLICIT ? DPT_ULR_DEFAULT_STD : 0.0;
+    S.baseline = BASELINE || (!NO_BASELINE && S.noise == DPT_ULR_EXPLICIT);
     if (NB_SEEN && !S.accounted) return cli_error("--min-batch: only with --sampler poisson-reject");
     if (NB_SEEN && MIN_BATCH < 1) return cli_error("--min-batch: N_B must be >= 1, got %ld", MIN_BATCH);
     c->state = &S;
@@ -159,8 +164,8 @@ static int dpulr_make(cli_algo_ctx *c, dpt_algo **out) {
     if (!c->quiet && S.noise == DPT_ULR_CONTROLLER)
         fprintf(stderr, "dptrain: --ulr-noise controller: the noise level rests on the paper's Gaussian approximation "
                         "(CLT over K) and on s_l chosen from the batch, not on a standard DP proof; "
-                        "--ulr-noise explicit is the mode a standard analysis covers (with --baseline it beat the "
-                        "controller in every Table 1 cell: docs/dpulr.md \"What to run\")\n");
+                        "--ulr-noise explicit (the default) is the mode a standard analysis covers (with its "
+                        "baseline it beat the controller in every Table 1 cell: docs/dpulr.md \"What to run\")\n");
     cli_print_noise_mode(c);
     dpt_dpulr_config u = dpt_dpulr_config_defaults();
     fill_config(&u);
@@ -175,15 +180,17 @@ static int dpulr_make(cli_algo_ctx *c, dpt_algo **out) {
 static void dpulr_describe(const cli_algo_ctx *c, FILE *f) {
     const cli_privacy_flags *p = c->priv;
     if (S.accounted)
-        fprintf(f, "  algorithm dpulr (%s noise, sigma0 %g, C %g, K %ld, s %s%g, q %g = expected batch %.1f, N_B %" PRIu64
+        fprintf(f, "  algorithm dpulr (%s noise, sigma0 %g, C %g, K %ld%s%s, s %s%g, q %g = expected batch %.1f, N_B %" PRIu64
                    ", delta %g), %s lr %g, %ld epochs, seed %" PRIu64 ", %d threads, run dir %s%s\n",
-                NOISE, SIGMA0, p->clip, K, S.noise == DPT_ULR_CONTROLLER ? "floor " : "", S.std, c->cfg->sample_rate,
+                NOISE, SIGMA0, p->clip, K, ANTITHETIC ? ", antithetic" : "", S.baseline ? ", baseline" : "",
+                S.noise == DPT_ULR_CONTROLLER ? "floor " : "", S.std, c->cfg->sample_rate,
                 c->cfg->sample_rate * (double)c->train->n, S.nb, p->delta, c->optimizer, c->cfg->optim.lr, c->epochs,
                 c->cfg->seed, dpt_threads_resolve(c->cfg->threads), c->out, c->resume ? " (resumed)" : "");
     else
-        fprintf(f, "  algorithm dpulr NOT ACCOUNTED (shuffled batches of %zu; %s noise, sigma0 %g, C %g, K %ld), %s lr %g, "
-                   "%ld epochs, seed %" PRIu64 ", run dir %s%s\n",
-                c->cfg->batch_size, NOISE, SIGMA0, p->clip, K, c->optimizer, c->cfg->optim.lr, c->epochs, c->cfg->seed,
+        fprintf(f, "  algorithm dpulr NOT ACCOUNTED (shuffled batches of %zu; %s noise, sigma0 %g, C %g, K %ld%s%s), %s lr "
+                   "%g, %ld epochs, seed %" PRIu64 ", run dir %s%s\n",
+                c->cfg->batch_size, NOISE, SIGMA0, p->clip, K, ANTITHETIC ? ", antithetic" : "",
+                S.baseline ? ", baseline" : "", c->optimizer, c->cfg->optim.lr, c->epochs, c->cfg->seed,
                 c->out, c->resume ? " (resumed)" : "");
 }
 
@@ -232,7 +239,8 @@ static int ulr_check(cli_algo_ctx *c) {
     int rc = check_shared();
     if (rc) return rc;
     if (STD_SEEN && !(ULR_STD > 0)) return cli_error("--ulr-std: the perturbation std must be > 0, got %g", ULR_STD);
-    S.std = STD_SEEN ? ULR_STD : DEFAULT_ULR_STD;
+    S.std = STD_SEEN ? ULR_STD : DPT_ULR_DEFAULT_STD;
+    S.baseline = !NO_BASELINE;
     return 0;
 }
 
@@ -247,7 +255,7 @@ static int ulr_make(cli_algo_ctx *c, dpt_algo **out) {
 static void ulr_describe(const cli_algo_ctx *c, FILE *f) {
     fprintf(f, "  algorithm ulr (non-private forward learning: no privacy guarantee; K %ld, s %g%s%s), %s lr %g, %s "
                "batches of %zu, %ld epochs, seed %" PRIu64 ", %d threads, run dir %s%s\n",
-            K, S.std, ANTITHETIC ? ", antithetic" : "", BASELINE ? ", baseline" : "", c->optimizer, c->cfg->optim.lr,
+            K, S.std, ANTITHETIC ? ", antithetic" : "", S.baseline ? ", baseline" : "", c->optimizer, c->cfg->optim.lr,
             c->sampler, c->cfg->batch_size, c->epochs, c->cfg->seed, dpt_threads_resolve(c->cfg->threads), c->out,
             c->resume ? " (resumed)" : "");
 }

@@ -228,6 +228,7 @@ double dpt_pdp_kappa(double eta, double sigma);
 typedef struct { double sigma; double lambda; ...; } dpt_propnoise_config;
 dpt_status dpt_algo_propnoise_new(const dpt_propnoise_config *cfg, dpt_algo **out);
 typedef enum { DPT_ULR_CONTROLLER = 0, DPT_ULR_EXPLICIT = 1 } dpt_ulr_noise;
+#define DPT_ULR_AUTO ...
 typedef struct {
     int private_;
     size_t copies;

@@ -12,6 +12,8 @@
  *   finish) is orthogonal to every input row and has the null space's size (Gram
  *   projector), is exactly 0 for a full-rank A_l, and is not orthogonal when --ulr-std
  *   raises s_l.
+ * - The defaults are the explicit mode with s = 0.1 and the clean-loss baseline (the
+ *   controller: no baseline), the same run as those settings spelled out.
  * - Errors name the flag; a run with the rejection sampler records dpulr events whose
  *   epsilon equals the accountant's; DP-ULR learns the blobs. */
 #include <dptrain/accounting.h>
@@ -186,6 +188,7 @@ static void test_controller_floor(size_t D, size_t b, int reps, double sigma0, d
     snprintf(spec, sizeof spec, "mlp:%zu-2", D);
     dpt_train_config c = base_cfg(spec, DPT_SAMPLER_POISSON_REJECT, 0, 1.0, 1);
     dpt_dpulr_config u = dpt_dpulr_config_defaults();
+    u.noise = DPT_ULR_CONTROLLER; /* not the default */
     u.copies = 8;
     /* sigma0 small and C large: s_l is small (L_k ~ L0, the Gaussian approximation) and no
      * estimate is clipped, the regime the controller's argument covers */
@@ -289,6 +292,7 @@ static void test_topup_projector(size_t D, size_t b, double ulr_std, int dup) {
     snprintf(spec, sizeof spec, "mlp:%zu-2", D);
     dpt_train_config c = base_cfg(spec, DPT_SAMPLER_POISSON_REJECT, 0, 1.0, 1);
     dpt_dpulr_config u = dpt_dpulr_config_defaults();
+    u.noise = DPT_ULR_CONTROLLER; /* not the default */
     u.copies = 8;
     u.sigma0 = 0.5;
     u.clip = 2.0;
@@ -361,12 +365,26 @@ static void test_errors(void) {
     u.sigma0 = 0;
     CHECK_STATUS(dpt_algo_dpulr_new(&u, &a), DPT_EINVAL);
     CHECK_ERR_HAS("dpt_dpulr_config.sigma0");
+    /* the controller refuses the variance tricks; the baseline only when asked for (the
+     * default DPT_ULR_AUTO turns it off there) */
     u = dpt_dpulr_config_defaults();
+    u.noise = DPT_ULR_CONTROLLER;
     u.antithetic = 1;
     CHECK_STATUS(dpt_algo_dpulr_new(&u, &a), DPT_EINVAL);
     CHECK_ERR_HAS("DPT_ULR_EXPLICIT");
+    u.antithetic = 0;
+    u.baseline = 1;
+    CHECK_STATUS(dpt_algo_dpulr_new(&u, &a), DPT_EINVAL);
+    CHECK_ERR_HAS("DPT_ULR_EXPLICIT");
+    u.baseline = DPT_ULR_AUTO;
+    CHECK_OK(dpt_algo_dpulr_new(&u, &a));
+    dpt_algo_free(a);
     u = dpt_dpulr_config_defaults();
-    u.noise = DPT_ULR_EXPLICIT;
+    u.baseline = 2;
+    CHECK_STATUS(dpt_algo_dpulr_new(&u, &a), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_dpulr_config.baseline: expected 0, 1 or DPT_ULR_AUTO (-1), got 2");
+    u = dpt_dpulr_config_defaults();
+    u.perturb_std = -0.1;
     CHECK_STATUS(dpt_algo_dpulr_new(&u, &a), DPT_EINVAL);
     CHECK_ERR_HAS("dpt_dpulr_config.perturb_std");
     u.perturb_std = 0.1;
@@ -426,6 +444,70 @@ static void test_errors(void) {
     dpt_dataset_free(&d);
 }
 
+/* ==== the defaults ====
+ * dpt_dpulr_config_defaults() is the explicit mode with s = DPT_ULR_DEFAULT_STD and the
+ * clean-loss baseline (baseline = DPT_ULR_AUTO, perturb_std = 0): three steps give the same
+ * parameters as those settings spelled out, and other parameters without the baseline or
+ * with another s. With the controller, DPT_ULR_AUTO is no baseline. */
+static float *three_steps(const dpt_dpulr_config *u, double *s_used) {
+    dpt_dataset d;
+    make_blobs(&d, 60, 6, 3, 19);
+    dpt_train_config c = base_cfg("mlp:6-8-3:tanh", DPT_SAMPLER_POISSON_REJECT, 0, 0.25, 5);
+    c.max_steps = 3;
+    dpt_algo *a = NULL;
+    dpt_trainer *t = NULL;
+    float *theta = NULL;
+    CHECK_OK(dpt_algo_dpulr_new(u, &a));
+    CHECK_OK(dpt_trainer_new(&c, &d, NULL, a, &t));
+    if (t && dpt_trainer_run(t, NULL) == DPT_OK) {
+        dpt_model *m = dpt_trainer_model(t);
+        dpt_dpulr_module_info mi;
+        CHECK_OK(dpt_algo_dpulr_module_info(a, 0, &mi));
+        *s_used = mi.s;
+        theta = malloc(m->n_params * sizeof(float));
+        memcpy(theta, m->theta, m->n_params * sizeof(float));
+    }
+    CHECK(theta != NULL);
+    dpt_trainer_free(t);
+    dpt_dataset_free(&d);
+    return theta;
+}
+
+static void test_defaults(void) {
+    const size_t P = 6 * 8 + 8 + 8 * 3 + 3;
+    dpt_dpulr_config def = dpt_dpulr_config_defaults();
+    CHECK(def.noise == DPT_ULR_EXPLICIT && def.baseline == DPT_ULR_AUTO && def.perturb_std == 0);
+    dpt_dpulr_config spelled = def, nobase = def, other_s = def;
+    spelled.perturb_std = DPT_ULR_DEFAULT_STD;
+    spelled.baseline = 1;
+    nobase.baseline = 0;
+    other_s.perturb_std = 0.2;
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    float *a = three_steps(&def, &s0), *b = three_steps(&spelled, &s1), *c = three_steps(&nobase, &s2),
+          *e = three_steps(&other_s, &s3);
+    if (a && b && c && e) {
+        CHECK(memcmp(a, b, P * sizeof(float)) == 0);
+        CHECK(memcmp(a, c, P * sizeof(float)) != 0);
+        CHECK(memcmp(a, e, P * sizeof(float)) != 0);
+        CHECK(s0 == DPT_ULR_DEFAULT_STD && s1 == DPT_ULR_DEFAULT_STD && s3 == 0.2);
+    }
+    free(a);
+    free(b);
+    free(c);
+    free(e);
+    dpt_dpulr_config ca = def, c0 = def;
+    ca.noise = c0.noise = DPT_ULR_CONTROLLER;
+    c0.baseline = 0;
+    a = three_steps(&ca, &s0);
+    b = three_steps(&c0, &s1);
+    if (a && b) {
+        CHECK(memcmp(a, b, P * sizeof(float)) == 0);
+        CHECK(s0 == s1 && s0 != DPT_ULR_DEFAULT_STD); /* the controller's own s_l, no floor */
+    }
+    free(a);
+    free(b);
+}
+
 /* ==== a run: ledger and learning ==== */
 
 static void test_run(dpt_ulr_noise mode) {
@@ -478,6 +560,7 @@ static void test_run(dpt_ulr_noise mode) {
 int main(void) {
     test_nonfinite();
     test_errors();
+    test_defaults();
     test_unbiased(0);
     test_unbiased(1);
     test_sensitivity(DPT_ULR_EXPLICIT);

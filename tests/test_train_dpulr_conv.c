@@ -99,6 +99,7 @@ static void test_controller_matrix(const char *spec, size_t C, size_t H, size_t 
     make_images(&d, 12, C, H, W, 2, 21);
     dpt_train_config c = base_cfg(spec, 1.0, 1);
     dpt_dpulr_config u = dpt_dpulr_config_defaults();
+    u.noise = DPT_ULR_CONTROLLER; /* not the default */
     u.copies = 4;
     u.sigma0 = 0.7;
     u.clip = 2.0;
@@ -282,6 +283,7 @@ static void test_controller_floor(size_t b, int reps) {
     make_images(&d, 40, 1, 3, 3, 2, 25);
     dpt_train_config c = base_cfg("cnn:1x3x3:conv2k2,avgpool2", 1.0, 1);
     dpt_dpulr_config u = dpt_dpulr_config_defaults();
+    u.noise = DPT_ULR_CONTROLLER; /* not the default */
     u.copies = 8;
     u.sigma0 = 0.02; /* small sigma0 and large C: small s, nothing clipped (the controller's regime) */
     u.clip = 1000;

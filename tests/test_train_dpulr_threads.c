@@ -112,6 +112,7 @@ int main(void) {
     const char *mlp = "mlp:40-16-3:gelu", *cnn = "cnn:1x6x6:conv3k3p1,relu,flatten,fc3";
 
     dpt_dpulr_config u = dpt_dpulr_config_defaults();
+    u.noise = DPT_ULR_CONTROLLER; /* not the default */
     u.copies = 4;
     u.clip = 0.5;
     compare(mlp, &lin, &u, "controller");

@@ -118,8 +118,8 @@ elif [ "$PART" = vr ]; then
   for r in $RUNS; do
     case $r in
       ctrl) M=(--ulr-noise controller) ;;
-      plain) M=("${EX[@]}") ;;
-      anti) M=("${EX[@]}" --antithetic) ;;
+      plain) M=("${EX[@]}" --no-baseline) ;;
+      anti) M=("${EX[@]}" --antithetic --no-baseline) ;;
       base) M=("${EX[@]}" --baseline) ;;
       both) M=("${EX[@]}" --antithetic --baseline) ;;
       *) echo "diagnose.sh: VR_RUNS names '$r', not one of ctrl plain anti base both" >&2; exit 2 ;;
@@ -149,7 +149,7 @@ else
   for r in $RUNS; do
     case $r in
       c001) run $r 14 "${U[@]}" --ulr-noise controller --lr 0.01 ;;
-      e001) run $r 4 "${U[@]}" --ulr-noise explicit --ulr-std 0.1 --lr 0.01 ;;
+      e001) run $r 4 "${U[@]}" --ulr-noise explicit --ulr-std 0.1 --no-baseline --lr 0.01 ;;
       c0001) run $r 2 "${U[@]}" --ulr-noise controller --lr 0.001 ;;
     esac
   done

@@ -167,16 +167,23 @@ dpt_status dpt_algo_propnoise_new(const dpt_propnoise_config *cfg, dpt_algo **ou
  *     fast stream that need not be the noise stream (dpt_rng_gauss_fill_fast_at).
  * private = 0 is the non-private ULR baseline: no clipping, no noise, mean over |B|. */
 typedef enum { DPT_ULR_CONTROLLER = 0, DPT_ULR_EXPLICIT = 1 } dpt_ulr_noise;
+#define DPT_ULR_AUTO (-1)       /* dpt_dpulr_config.baseline: on where allowed (see below) */
+#define DPT_ULR_DEFAULT_STD 0.1 /* the perturbation std s when perturb_std is 0 (explicit, ulr) */
 typedef struct {
     int private_;         /* 1: DP-ULR, 0: the non-private ULR baseline */
     size_t copies;        /* K >= 1 perturbed copies per example and module */
     double sigma0;        /* target noise multiplier (> 0 when private) */
     double clip;          /* C > 0: total over modules, sum_l C_l^2 = C^2 */
-    dpt_ulr_noise noise;
-    double perturb_std;   /* explicit / non-private: the perturbation std s (> 0);
-                             controller: a floor on s_l (0 = none) */
+    dpt_ulr_noise noise;  /* default EXPLICIT: the mode a standard analysis covers, and with
+                             the baseline the more accurate one in every cell of the paper's
+                             Table 1 we ran (docs/dpulr.md "What to run"); CONTROLLER is the
+                             paper's mechanism */
+    double perturb_std;   /* explicit / non-private: the perturbation std s (0 = default,
+                             DPT_ULR_DEFAULT_STD); controller: a floor on s_l (0 = none) */
     int antithetic;       /* z, -z pairs (K even); not with the controller */
-    int baseline;         /* L_k - L0 instead of L_k; not with the controller */
+    int baseline;         /* L_k - L0 instead of L_k: 1 on, 0 off, DPT_ULR_AUTO (default) on
+                             in explicit mode and non-private, off with the controller (1 is
+                             refused there) */
     const char *modules;  /* NULL or "auto", or comma-separated start layers "0,2,4" */
     int accounted;        /* private: 1 = Poisson with rejection (ledger events, epsilon);
                              0 = shuffled fixed-size batches, NO accountant (labelled) */

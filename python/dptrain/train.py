@@ -389,7 +389,8 @@ def _ulr_config(c, std):
     u.copies = int(kw["copies"])
     u.perturb_std = std
     u.antithetic = int(bool(kw["antithetic"]))
-    u.baseline = int(bool(kw["baseline"]))
+    # None: the library's DPT_ULR_AUTO (on, except with the controller, which refuses it)
+    u.baseline = lib.DPT_ULR_AUTO if kw["baseline"] is None else int(bool(kw["baseline"]))
     mod = cstr(str(kw["modules"]), "modules")
     c.keep.append(ffi.new("char[]", mod))
     u.modules = c.keep[-1]
@@ -695,8 +696,8 @@ _DEFAULTS = dict(
     sigma=None, clip=1.0, clip_mode="flat", target_epsilon=None, delta=1e-5, secure=False, force=False,
     allow_ledger_mismatch=False,
     kappa=0.0, pdp_sigma=0.0, lambda_=0.0, prop_sigma=0.0,
-    sigma0=None, min_batch=None, ulr_noise="controller", copies=32, ulr_std=0.0, modules="auto", antithetic=False,
-    baseline=False, z_steps=30, z_lr=0.003, pca_dims=0, pca_sigma=None, center_clip=None, center_sigma=None,
+    sigma0=None, min_batch=None, ulr_noise="explicit", copies=32, ulr_std=0.0, modules="auto", antithetic=False,
+    baseline=None, z_steps=30, z_lr=0.003, pca_dims=0, pca_sigma=None, center_clip=None, center_sigma=None,
     eta=0.01, langevin_sigma=None, linearized=False, neighbours="all", kl_constant="exact", replace_candidates=1,
     progress=None, verbose=True, history="auto", on_epoch=None, on_interrupt="raise",
 )
@@ -720,8 +721,10 @@ def train(x, y, **kwargs):
     target_epsilon (without sigma: calibrate sigma for `epochs`; with sigma: stop before
     exceeding it), delta=1e-5, secure, force (accept delta >= 1/n), allow_ledger_mismatch.
     Per algorithm (as the CLI's flags): pdp-sgd kappa | pdp_sigma, lambda_; proportional-
-    noise prop_sigma; dpulr sigma0, min_batch, ulr_noise, copies=32, ulr_std, modules,
-    antithetic, baseline (ulr: copies, ulr_std, modules, antithetic, baseline); dpmac / mac
+    noise prop_sigma; dpulr sigma0, min_batch, ulr_noise ("explicit", the default: clip + N(0,
+    sigma0^2 C^2), the standard analysis; "controller": the paper's Eq. 7), copies=32, ulr_std
+    (explicit: 0.1), modules, antithetic, baseline (None: on, except with the controller);
+    ulr: copies, ulr_std, modules, antithetic, baseline; dpmac / mac
     z_steps=30, z_lr=0.003 (dpmac: DP-PCA of the inputs first with pca_dims, pca_sigma, after an
     optional DP mean centring with center_clip, center_sigma; both releases in the ledger);
     noisy-gd eta=0.01, langevin_sigma, linearized, neighbours,

@@ -39,6 +39,10 @@ def cli_train(cli, out, *args):
                "--center-sigma", "2"],
      dict(model="mlp:20-16-10:relu", epochs=1, batch_size=100, target_epsilon=6.0, delta=1e-4, z_steps=3,
           pca_dims=20, pca_sigma=4.0, center_clip=12.0, center_sigma=2.0)),
+    # the defaults of both (explicit noise, s 0.1, the clean-loss baseline) must be the same
+    ("dpulr", ["--model", "mlp:784-16-10:gelu", "--epochs", "1", "--batch-size", "100", "--sigma0", "2",
+               "--copies", "4", "--delta", "1e-4"],
+     dict(model="mlp:784-16-10:gelu", epochs=1, batch_size=100, sigma0=2.0, copies=4, delta=1e-4)),
 ])
 def test_python_run_equals_cli_run(cli, workdir, algo, args, kw):
     x, y, xt, yt = fashion()
@@ -53,7 +57,7 @@ def test_python_run_equals_cli_run(cli, workdir, algo, args, kw):
         assert np.array_equal(p[k], q[k]), k
     assert run.steps == ref.steps
     if algo != "sgd":
-        assert run.epsilon == ref.ledger.epsilon(1e-4) and run.epsilon <= kw["target_epsilon"]
+        assert run.epsilon == ref.ledger.epsilon(1e-4) and run.epsilon <= kw.get("target_epsilon", math.inf)
         assert run.ledger.events == ref.ledger.events and run.ledger.steps == ref.ledger.steps
     if algo == "dpmac":  # the DP mean and DP-PCA releases are in the ledger, before the steps
         assert [e["label"] for e in run.ledger.events[:2]] == ["dp-mean", "dp-pca"]
@@ -96,6 +100,25 @@ def test_every_algorithm_trains(algo, kw):
         assert math.isnan(run.history[-1]["train_loss"]) == private
         if private:
             assert run.history[-1]["epsilon"] == pytest.approx(run.epsilon)
+
+
+def test_dpulr_defaults_are_explicit_with_the_baseline():
+    x, y = blobs(n=300)
+    common = dict(model="mlp:20-8-3:relu", algorithm="dpulr", sigma0=1.0, copies=4, epochs=1, batch_size=50,
+                  threads=1, verbose=False)
+
+    def params(**kw):
+        return dptrain.train(x, y, **common, **kw).model.parameters()
+
+    d, spelled = params(), params(ulr_noise="explicit", ulr_std=0.1, baseline=True)
+    assert all(np.array_equal(d[k], spelled[k]) for k in d)
+    nobase = params(baseline=False)
+    assert not all(np.array_equal(d[k], nobase[k]) for k in d)
+    # the controller: no baseline unless asked for, and then refused
+    c, c0 = params(ulr_noise="controller"), params(ulr_noise="controller", baseline=False)
+    assert all(np.array_equal(c[k], c0[k]) for k in c)
+    with pytest.raises(ValueError, match="baseline breaks the privacy controller"):
+        params(ulr_noise="controller", baseline=True)
 
 
 def test_accuracy_on_easy_data():

@@ -129,8 +129,9 @@ dpt_dpulr_config dpt_dpulr_config_defaults(void) {
     c.copies = 32;
     c.sigma0 = 1.0;
     c.clip = 1.0;
-    c.noise = DPT_ULR_CONTROLLER;
-    c.perturb_std = 0.0;
+    c.noise = DPT_ULR_EXPLICIT;
+    c.perturb_std = 0.0; /* the mode's default: 0.1 (explicit, non-private), no floor (controller) */
+    c.baseline = DPT_ULR_AUTO;
     c.accounted = 1;
     return c;
 }
@@ -1070,6 +1071,8 @@ dpt_status dpt_algo_dpulr_new(const dpt_dpulr_config *cfg, dpt_algo **out) {
               "dpt_dpulr_config.antithetic needs an even dpt_dpulr_config.copies (pairs z, -z), got %zu", cfg->copies);
     DPT_CHECK(isfinite(cfg->perturb_std) && cfg->perturb_std >= 0, DPT_EINVAL,
               "dpt_dpulr_config.perturb_std must be >= 0 and finite, got %g", cfg->perturb_std);
+    DPT_CHECK(cfg->baseline == 0 || cfg->baseline == 1 || cfg->baseline == DPT_ULR_AUTO, DPT_EINVAL,
+              "dpt_dpulr_config.baseline: expected 0, 1 or DPT_ULR_AUTO (-1), got %d", cfg->baseline);
     DPT_CHECK(!cfg->modules || strlen(cfg->modules) < 256, DPT_EINVAL, "dpt_dpulr_config.modules: spec too long");
     if (cfg->private_) {
         DPT_CHECK(isfinite(cfg->sigma0) && cfg->sigma0 > 0, DPT_EINVAL,
@@ -1077,16 +1080,10 @@ dpt_status dpt_algo_dpulr_new(const dpt_dpulr_config *cfg, dpt_algo **out) {
         DPT_CHECK(isfinite(cfg->clip) && cfg->clip > 0, DPT_EINVAL,
                   "dpt_dpulr_config.clip: the clipping norm C must be > 0, got %g", cfg->clip);
         /* the controller's variance argument needs the L0^2 variance those tricks remove */
-        DPT_CHECK(cfg->noise == DPT_ULR_EXPLICIT || (!cfg->antithetic && !cfg->baseline), DPT_EINVAL,
+        DPT_CHECK(cfg->noise == DPT_ULR_EXPLICIT || (!cfg->antithetic && cfg->baseline != 1), DPT_EINVAL,
                   "dpt_dpulr_config.antithetic / dpt_dpulr_config.baseline break the privacy controller's variance "
                   "assumption: use them only with dpt_dpulr_config.noise = DPT_ULR_EXPLICIT or non-private "
                   "(private_ = 0)");
-        DPT_CHECK(cfg->noise == DPT_ULR_CONTROLLER || cfg->perturb_std > 0, DPT_EINVAL,
-                  "dpt_dpulr_config.perturb_std: dpt_dpulr_config.noise = DPT_ULR_EXPLICIT needs a fixed "
-                  "perturbation std s > 0");
-    } else {
-        DPT_CHECK(cfg->perturb_std > 0, DPT_EINVAL,
-                  "dpt_dpulr_config.perturb_std: the perturbation std s must be > 0, got %g", cfg->perturb_std);
     }
     dpt_algo *a = calloc(1, sizeof *a);
     ulr_state *s = calloc(1, sizeof *s);
@@ -1096,6 +1093,10 @@ dpt_status dpt_algo_dpulr_new(const dpt_dpulr_config *cfg, dpt_algo **out) {
         return dpt_set_error(DPT_ENOMEM, "dpulr: out of memory");
     }
     s->cfg = *cfg;
+    /* the defaults resolved once: everything below sees the values the run uses */
+    const int ctrl = cfg->private_ && cfg->noise == DPT_ULR_CONTROLLER;
+    if (s->cfg.baseline == DPT_ULR_AUTO) s->cfg.baseline = !ctrl;
+    if (!ctrl && s->cfg.perturb_std == 0) s->cfg.perturb_std = DPT_ULR_DEFAULT_STD;
     snprintf(s->modules_spec, sizeof s->modules_spec, "%s", cfg->modules ? cfg->modules : "auto");
     s->cfg.modules = s->modules_spec;
     int accounted = cfg->private_ && cfg->accounted;

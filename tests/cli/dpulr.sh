@@ -22,7 +22,9 @@ expect_fail "--min-batch" "$BIN" train "${C[@]}" --sigma0 1 --batch-size 60 --mi
 expect_fail "--copies" "$BIN" train "${C[@]}" --sigma0 1 --copies 0 --out "$T/x"
 expect_fail "--sigma0" "$BIN" train "${C[@]}" --out "$T/x"
 expect_fail "--sigma0" "$BIN" train "${C[@]}" --sigma 1 --out "$T/x"
-expect_fail "--ulr-noise explicit" "$BIN" train "${C[@]}" --sigma0 1 --baseline --out "$T/x"
+expect_fail "--ulr-noise explicit" "$BIN" train "${C[@]}" --sigma0 1 --ulr-noise controller --baseline --out "$T/x"
+expect_fail "--ulr-noise explicit" "$BIN" train "${C[@]}" --sigma0 1 --ulr-noise controller --antithetic --out "$T/x"
+expect_fail "--no-baseline: give one" "$BIN" train "${C[@]}" --sigma0 1 --baseline --no-baseline --out "$T/x"
 expect_fail "even" "$BIN" train "${C[@]}" --sigma0 1 --ulr-noise explicit --antithetic --copies 3 --out "$T/x"
 expect_fail "--ulr-noise" "$BIN" train "${C[@]}" --sigma0 1 --ulr-noise magic --out "$T/x"
 expect_fail "--sampler" "$BIN" train "${C[@]}" --sigma0 1 --sampler poisson --out "$T/x"
@@ -31,10 +33,19 @@ expect_fail "--secure" "$BIN" train "${C[@]}" --sigma0 1 --secure --out "$T/x"
 expect_fail "option of --algo dpulr" "$BIN" train --algo ulr --dataset "csv:$T/d.csv" --model mlp:4-8-3:gelu --sigma0 1 --out "$T/x"
 expect_fail "poisson-reject" "$BIN" train --algo sgd --dataset "csv:$T/d.csv" --model mlp:4-8-3:gelu --sampler poisson-reject --out "$T/x"
 
-# accounted run
+# accounted run, the defaults: explicit noise, s 0.1, the clean-loss baseline
 expect_ok "$BIN" train "${C[@]}" --sigma0 1 --batch-size 60 --epochs 2 --out "$T/run"
 check 'grep -q "privacy: epsilon .* (RDP, Balle conversion) / .* (classic conversion" <<<"$LAST_OUT"' "epsilon line missing"
-check 'grep -q "Gaussian approximation" <<<"$LAST_OUT"' "controller caveat missing"
+check 'grep -q "algorithm dpulr (explicit noise, sigma0 1, C 1, K 4, baseline, s 0.1," <<<"$LAST_OUT"' \
+  "the default is not explicit noise with the baseline and s 0.1"
+check '! grep -q "Gaussian approximation" <<<"$LAST_OUT"' "controller caveat on an explicit-mode run"
+# the controller: no baseline (refused there), its caveat on stderr and beside the epsilon
+expect_ok "$BIN" train "${C[@]}" --sigma0 1 --batch-size 60 --epochs 1 --ulr-noise controller --out "$T/ctrl"
+check 'grep -q "algorithm dpulr (controller noise, sigma0 1, C 1, K 4, s floor 0," <<<"$LAST_OUT"' \
+  "controller run describes other settings"
+check '[ "$(grep -c "Gaussian approximation" <<<"$LAST_OUT")" = 2 ]' "controller caveat missing"
+expect_ok "$BIN" train "${C[@]}" --sigma0 1 --batch-size 60 --epochs 1 --no-baseline --out "$T/nobase"
+check 'grep -q "algorithm dpulr (explicit noise, sigma0 1, C 1, K 4, s 0.1," <<<"$LAST_OUT"' "--no-baseline not applied"
 check 'python3 -c "
 import json
 ls=[json.loads(l) for l in open(\"$T/run/metrics.jsonl\")]

@@ -50,7 +50,7 @@ assert r["lr"] == 0.5 and r["epoch"] == 0, r
 PY' "DP-SGD trace does not match the checkpoints"
 
 U=(--algo dpulr --sigma0 1 --copies 4 --batch-size 60 --epochs 1)
-expect_ok "$BIN" train "${S[@]}" "${U[@]}" --out "$T/u" --trace "$T/u.jsonl"
+expect_ok "$BIN" train "${S[@]}" "${U[@]}" --ulr-noise controller --out "$T/u" --trace "$T/u.jsonl"
 check 'grep -q "warning: --trace .*(algorithm dpulr) holds unnoised .* NO epsilon covers" <<<"$LAST_OUT"' \
   "DP-ULR trace must warn"
 check 'python3 - "$T/u.jsonl" <<PY
