@@ -82,6 +82,11 @@ typedef struct dpt_algo {
      * text for the result's `note` (the CLI appends it to the epoch line). */
     dpt_status (*epoch_metrics)(struct dpt_algo *a, dpt_trainer *t, struct cJSON *obj, char *line,
                                 size_t n);
+    /* Optional (NULL = none): the algorithm's settings that a run may not change when it
+     * resumes, as text (DP-ULR: "noise explicit, K 32, s 0.1, ..."). The checkpoint stores
+     * it and dpt_trainer_resume refuses another value (DPT_EMISMATCH naming both); sigma,
+     * q and the data are checked against the ledger instead. Owned by the algorithm. */
+    const char *settings;
 } dpt_algo;
 
 /* Frees an algorithm that was not handed to dpt_trainer_new (which takes ownership, even

@@ -40,6 +40,7 @@ typedef struct {
                        norms and its clipped sum (flat clipping), or NULL (that layer uses
                        SQNORM + WEIGHTED) */
     size_t keep_budget; /* floats all kept layers may take together */
+    char settings[64];  /* dpt_algo.settings: the clipping a resumed run must keep */
 } dpsgd_state;
 
 /* 32 M floats (128 MB) for the kept per-example gradients of all layers together: at the
@@ -320,6 +321,9 @@ dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out) {
     s->cfg = *cfg;
     s->keep_budget = DPSGD_KEEP_BUDGET;
     if (!s->cfg.ref_chunk) s->cfg.ref_chunk = 16;
+    snprintf(s->settings, sizeof s->settings, "C %.9g, clip mode %s", cfg->clip,
+             cfg->clip_mode == DPT_CLIP_FLAT ? "flat" : "per-layer");
+    a->settings = s->settings;
     a->name = "dpsgd";
     a->is_private = 1;
     a->sigma = cfg->sigma;

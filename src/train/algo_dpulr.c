@@ -88,6 +88,7 @@ typedef struct {
 typedef struct {
     dpt_dpulr_config cfg;
     char modules_spec[256];
+    char settings[384]; /* dpt_algo.settings: what a resumed run must keep */
     size_t L;            /* modules */
     ulr_module *mod;
     size_t cap;          /* chunk buffers sized for this many examples */
@@ -1099,6 +1100,15 @@ dpt_status dpt_algo_dpulr_new(const dpt_dpulr_config *cfg, dpt_algo **out) {
     if (!ctrl && s->cfg.perturb_std == 0) s->cfg.perturb_std = DPT_ULR_DEFAULT_STD;
     snprintf(s->modules_spec, sizeof s->modules_spec, "%s", cfg->modules ? cfg->modules : "auto");
     s->cfg.modules = s->modules_spec;
+    /* sigma0 is checked against the ledger; the rest here (a run that continues in another
+     * mode or with another estimator would mix two algorithms under one ledger) */
+    if (cfg->private_)
+        snprintf(s->settings, sizeof s->settings, "noise %s, C %.9g, ",
+                 cfg->noise == DPT_ULR_CONTROLLER ? "controller" : "explicit", cfg->clip);
+    size_t len = strlen(s->settings);
+    snprintf(s->settings + len, sizeof s->settings - len, "K %zu, s %s%.9g, antithetic %d, baseline %d, modules %s",
+             cfg->copies, ctrl ? "floor " : "", s->cfg.perturb_std, cfg->antithetic != 0, s->cfg.baseline,
+             s->modules_spec);
     int accounted = cfg->private_ && cfg->accounted;
     a->name = !cfg->private_ ? "ulr" : accounted ? "dpulr" : "dpulr-unaccounted";
     a->is_private = accounted;
@@ -1113,6 +1123,7 @@ dpt_status dpt_algo_dpulr_new(const dpt_dpulr_config *cfg, dpt_algo **out) {
                           : NULL;
     a->free = ulr_free;
     a->state = s;
+    a->settings = s->settings;
     *out = a;
     return DPT_OK;
 }

@@ -529,6 +529,7 @@ static char *state_json(dpt_trainer *t) {
     snprintf(buf, sizeof buf, "%" PRIu64, priv ? (uint64_t)0 : t->epoch_examples);
     cJSON_AddStringToObject(root, "epoch_examples", buf);
     cJSON_AddStringToObject(root, "data_hmac", t->data_tag);
+    if (t->algo->settings) cJSON_AddStringToObject(root, "algorithm_settings", t->algo->settings);
     cJSON *cfg = cJSON_AddObjectToObject(root, "config");
     cJSON_AddStringToObject(cfg, "model", t->cfg.model_spec);
     json_add_exact(cfg, "loss", t->cfg.loss);
@@ -773,6 +774,7 @@ static dpt_status resume_local(dpt_trainer *t) {
     const cJSON *rid = cJSON_GetObjectItemCaseSensitive(root, "run_id");
     const cJSON *rec = cJSON_GetObjectItemCaseSensitive(root, "record");
     const cJSON *recn = cJSON_GetObjectItemCaseSensitive(root, "record_note");
+    const cJSON *aset = cJSON_GetObjectItemCaseSensitive(root, "algorithm_settings");
     uint64_t step, epoch, ex, bs, seed, v_sampler, ss_step, ss_epoch, ss_cursor, ss_rej;
     double wall, lsum, rate, threads, sk, sg, se, loss_k, init_k;
     dpt_sampler_state ss;
@@ -796,7 +798,7 @@ static dpt_status resume_local(dpt_trainer *t) {
         !rng_state_parse(cJSON_GetObjectItemCaseSensitive(sm, "rng"), &ss.rng) ||
         !rng_state_parse(cJSON_GetObjectItemCaseSensitive(sm, "epoch_rng"), &ss.epoch_rng) ||
         (rid && (!cJSON_IsString(rid) || strlen(rid->valuestring) != 32)) || (rec && !cJSON_IsString(rec)) ||
-        (recn && !cJSON_IsString(recn))) {
+        (recn && !cJSON_IsString(recn)) || (aset && !cJSON_IsString(aset))) {
         s = dpt_set_error(DPT_EFORMAT, "%s: training state is missing fields or has wrong types", path);
         goto out;
     }
@@ -804,6 +806,16 @@ static dpt_status resume_local(dpt_trainer *t) {
     /* secure runs never save their noise stream */
     const int ck_secure = cJSON_GetObjectItemCaseSensitive(root, "noise_rng") == NULL;
     if (strcmp(alg->valuestring, t->algo->name)) mismatch(msg, sizeof msg, "algorithm", alg->valuestring, t->algo->name);
+    else if (aset && strcmp(aset->valuestring, t->algo->settings ? t->algo->settings : ""))
+        mismatch(msg, sizeof msg, "algorithm settings", aset->valuestring,
+                 t->algo->settings ? t->algo->settings : "(none)");
+    else if (!aset && t->algo->settings)
+        /* a warning: DP-ULR's default mode changed (controller -> explicit) in the same
+         * version that started recording settings, so the run may be switching modes */
+        dpt_trainer_log(t, DPT_LOG_WARN, "%s was written before checkpoints recorded the algorithm's settings, "
+                        "so they cannot be checked: the run continues with %s; if it was started with others (for "
+                        "DP-ULR, the old default noise mode, the controller), stop and resume it with those", path,
+                        t->algo->settings);
     /* With allow_ledger_mismatch a private run may continue on other data or another q;
      * the change is then recorded in the ledger (below), never silently accepted. */
     int may_differ = t->ledger && t->cfg.allow_ledger_mismatch; /* checked against the ledger */

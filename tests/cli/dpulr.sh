@@ -75,6 +75,19 @@ check 'python3 -c "
 import json
 l=json.load(open(\"$T/run/ledger.json\")); assert l[\"total_sgm_steps\"]==60, l[\"total_sgm_steps\"]
 "' "resumed ledger steps wrong"
+# a resumed run keeps its mode and estimator (a run of the old default, the controller,
+# resumed without --ulr-noise controller must not continue in explicit mode)
+SET="noise explicit, C 1, K 4, s 0.1, antithetic 0, baseline 1, modules auto"
+expect_fail "algorithm settings was $SET, now noise controller, C 1, K 4, s floor 0, antithetic 0, baseline 0" \
+  "$BIN" train "${C[@]}" --sigma0 1 --batch-size 60 --epochs 4 --ulr-noise controller --out "$T/run" --resume
+expect_fail "now noise explicit, C 1, K 4, s 0.1, antithetic 0, baseline 0" \
+  "$BIN" train "${C[@]}" --sigma0 1 --batch-size 60 --epochs 4 --no-baseline --out "$T/run" --resume
+expect_fail "now noise explicit, C 1, K 8, s 0.2," \
+  "$BIN" train "${C[@]}" --sigma0 1 --batch-size 60 --epochs 4 --copies 8 --ulr-std 0.2 --out "$T/run" --resume
+check 'python3 -c "
+import json
+l=json.load(open(\"$T/run/ledger.json\")); assert l[\"total_sgm_steps\"]==60, l[\"total_sgm_steps\"]
+"' "a refused resume changed the ledger"
 
 # explicit mode with the variance tricks
 expect_ok "$BIN" train "${C[@]}" --sigma0 1 --batch-size 60 --epochs 1 --ulr-noise explicit --antithetic --baseline --out "$T/expl"

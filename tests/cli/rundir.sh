@@ -104,6 +104,10 @@ check 'grep -q "after $led steps (q" <<<"$LAST_OUT" && grep -q "accuracy .* afte
 expect_fail "--momentum applies to --optimizer sgd only" "$BIN" train "${D[@]}" --optimizer adam --lr 0.01 --momentum 0.9 --out "$T/x"
 expect_fail "optim.kind was sgd, now adam" "$BIN" train "${DP[@]}" --optimizer adam --lr 0.01 --epochs 4 --out "$T/ms" --resume
 expect_fail "optim.weight_decay was 0, now 0.1" "$BIN" train "${DP[@]}" --weight-decay 0.1 --epochs 4 --out "$T/ms" --resume
+expect_fail "algorithm settings was C 1, clip mode flat, now C 0.5, clip mode flat" \
+  "$BIN" train "${DP[@]}" --clip 0.5 --epochs 4 --out "$T/ms" --resume
+expect_fail "algorithm settings was C 1, clip mode flat, now C 1, clip mode per-layer" \
+  "$BIN" train "${DP[@]}" --clip-mode per-layer --epochs 4 --out "$T/ms" --resume
 sec_out=$("$BIN" train "${DP[@]}" --secure --epochs 4 --out "$T/ms" --resume 2>&1)
 check 'grep -q "secure was 0, now 1" <<<"$sec_out" && ! grep -q "sigma was" <<<"$sec_out"' "a changed --secure is not reported as such: $sec_out"
 expect_ok "$BIN" train --algo dpsgd "${D[@]}" --target-epsilon 2 --epochs 1 --out "$T/cal"

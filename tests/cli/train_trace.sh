@@ -84,7 +84,7 @@ expect_ok "$BIN" train "${S[@]}" --algo sgd --max-steps 2 --epochs 1 --out "$T/s
 check '! grep -q "warning: --trace" <<<"$LAST_OUT" && grep -q "non-private run" "$T/s.jsonl"' \
   "SGD trace: no warning, header says non-private"
 # --resume appends: a second epoch adds its steps after the first run's lines
-expect_ok "$BIN" train "${S[@]}" --algo dpulr --sigma0 1 --copies 4 --batch-size 60 --epochs 2 --out "$T/u" --resume \
+expect_ok "$BIN" train "${S[@]}" --algo dpulr --sigma0 1 --copies 4 --batch-size 60 --epochs 2 --ulr-noise controller --out "$T/u" --resume \
   --trace "$T/u.jsonl"
 check 'python3 -c "
 import json
