@@ -470,6 +470,10 @@ def _make_dpulr(c):
     else:
         log.warning("dpulr: NOT ACCOUNTED: sampler='shuffle' (fixed-size batches, as in the paper's experiments) is "
                     "not covered by the DP-ULR analysis: no epsilon will be reported")
+    if controller:  # as the CLI says it: the epsilon holds only under the paper's approximation
+        log.warning("dpulr: ulr_noise='controller': the noise level rests on the paper's Gaussian approximation "
+                    "(CLT over K) and on s_l chosen from the batch, not on a standard DP proof; ulr_noise='explicit' "
+                    "(the default) is the mode a standard analysis covers (docs/dpulr.md)")
     u = _ulr_config(c, std)
     u.private_ = 1
     u.sigma0 = sigma0

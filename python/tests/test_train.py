@@ -102,7 +102,7 @@ def test_every_algorithm_trains(algo, kw):
             assert run.history[-1]["epsilon"] == pytest.approx(run.epsilon)
 
 
-def test_dpulr_defaults_are_explicit_with_the_baseline():
+def test_dpulr_defaults_are_explicit_with_the_baseline(caplog):
     x, y = blobs(n=300)
     common = dict(model="mlp:20-8-3:relu", algorithm="dpulr", sigma0=1.0, copies=4, epochs=1, batch_size=50,
                   threads=1, verbose=False)
@@ -110,12 +110,16 @@ def test_dpulr_defaults_are_explicit_with_the_baseline():
     def params(**kw):
         return dptrain.train(x, y, **common, **kw).model.parameters()
 
-    d, spelled = params(), params(ulr_noise="explicit", ulr_std=0.1, baseline=True)
+    with caplog.at_level("WARNING", logger="dptrain"):
+        d, spelled = params(), params(ulr_noise="explicit", ulr_std=0.1, baseline=True)
+    assert "Gaussian approximation" not in caplog.text
     assert all(np.array_equal(d[k], spelled[k]) for k in d)
     nobase = params(baseline=False)
     assert not all(np.array_equal(d[k], nobase[k]) for k in d)
     # the controller: no baseline unless asked for, and then refused
-    c, c0 = params(ulr_noise="controller"), params(ulr_noise="controller", baseline=False)
+    with caplog.at_level("WARNING", logger="dptrain"):
+        c, c0 = params(ulr_noise="controller"), params(ulr_noise="controller", baseline=False)
+    assert "Gaussian approximation" in caplog.text  # its epsilon rests on it, and the run says so
     assert all(np.array_equal(c[k], c0[k]) for k in c)
     with pytest.raises(ValueError, match="baseline breaks the privacy controller"):
         params(ulr_noise="controller", baseline=True)
