@@ -464,7 +464,8 @@ void dpt_trainer_free(dpt_trainer *t);
 /* Continues from out_dir/checkpoint.safetensors: model, optimizer, step, epoch, RNG
  * streams, sampler position, run id and run key, so the run continues bit-identically
  * (same threads). Refuses (DPT_EMISMATCH, naming the setting) a checkpoint whose model,
- * data, run settings or optimizer differ (the learning rate may change: a DPT_LOG_NOTE says
+ * data, run settings, algorithm settings (dpt_algo.settings) or optimizer differ (the
+ * learning rate may change: a DPT_LOG_NOTE says
  * so), a run directory without its key file (the data cannot be compared; a private run
  * with allow_ledger_mismatch continues under a new key, recorded in the ledger), a
  * ledger.json of another run, and a metrics.jsonl that records steps the checkpoint does
