@@ -465,11 +465,10 @@ void dpt_trainer_free(dpt_trainer *t);
  * streams, sampler position, run id and run key, so the run continues bit-identically
  * (same threads). Refuses (DPT_EMISMATCH, naming the setting) a checkpoint whose model,
  * data, run settings, algorithm settings (dpt_algo.settings) or optimizer differ (the
- * learning rate may change: a DPT_LOG_NOTE says
- * so), a run directory without its key file (the data cannot be compared; a private run
- * with allow_ledger_mismatch continues under a new key, recorded in the ledger), a
- * ledger.json of another run, and a metrics.jsonl that records steps the checkpoint does
- * not hold. */
+ * learning rate may change: a DPT_LOG_NOTE says so), a run directory without its key
+ * file (the data cannot be compared; a private run with allow_ledger_mismatch continues
+ * under a new key, recorded in the ledger), a ledger.json of another run, and a
+ * metrics.jsonl that records steps the checkpoint does not hold. */
 dpt_status dpt_trainer_resume(dpt_trainer *t);
 
 /* Runs until cfg.epochs epochs are done, max_steps, the privacy budget or a callback
