@@ -50,6 +50,7 @@ typedef struct {
     float *outer, *coef;          /* [DPMAC_H_SUB, max (D+1)^2], [DPMAC_H_SUB, maxw] */
     float *w0, *g1;               /* [P] w_hat and the released first-order direction */
     int has_quadratic;            /* finish() released a quadratic for after_update */
+    char settings[256];           /* dpt_algo.settings: what a resumed run must keep */
 } dpmac_state;
 
 dpt_dpmac_config dpt_dpmac_config_defaults(void) {
@@ -581,6 +582,12 @@ dpt_status dpt_algo_dpmac_new(const dpt_dpmac_config *cfg, dpt_algo **out) {
     }
     s->cfg = *cfg;
     const int priv = cfg->private_ != 0;
+    /* sigma is checked against the ledger */
+    snprintf(s->settings, sizeof s->settings,
+             "clip %.9g, z_steps %u, z_lr %.9g, z_mu %.9g, Taylor order %u, clip2 %.9g, w_steps %u",
+             priv ? cfg->clip : 0.0, cfg->z_steps, cfg->z_lr, cfg->z_mu, cfg->taylor_order,
+             cfg->taylor_order == 2 ? cfg->clip2 : 0.0, cfg->w_steps);
+    a->settings = s->settings;
     a->name = priv ? "dpmac" : "mac";
     a->is_private = priv;
     a->sigma = priv ? cfg->sigma : 0.0;

@@ -90,6 +90,9 @@ l=json.load(open(\"$T/run/ledger.json\"))
 assert l[\"total_sgm_steps\"]==90, l[\"total_sgm_steps\"]
 assert json.dumps(l).count(\"dp-pca\")==1
 "' "resumed ledger: want 90 steps and one dp-pca event"
+# a resumed run keeps its algorithm's settings (sigma: the ledger; the rest: the checkpoint)
+expect_fail "algorithm settings was clip 0.3, z_steps 10, .* now clip 0.3, z_steps 5," \
+  "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --sigma 1.1 --pca-dims 4 --pca-sigma 8 --z-steps 5 --epochs 4 --resume --out "$T/run"
 
 # calibration with PCA included
 expect_ok "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --target-epsilon 3 --pca-dims 4 --pca-sigma 8 --epochs 2 --out "$T/cal"
