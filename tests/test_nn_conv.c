@@ -146,6 +146,39 @@ static double ref_f(const dpt_model *m, const double *th, const double *x, size_
     return f;
 }
 
+/* Forward of a batch big enough for the threaded unfold: 2 threads give the same bits as 1,
+ * and both match the naive double reference. */
+static void check_forward_threads(const char *spec, size_t B, uint64_t seed) {
+    dpt_model *m1 = NULL, *m2 = NULL;
+    CHECK_OK(dpt_model_new(spec, B, 1, &m1));
+    CHECK_OK(dpt_model_new(spec, B, 2, &m2));
+    if (!m1 || !m2) {
+        dpt_model_free(m1);
+        dpt_model_free(m2);
+        return;
+    }
+    const size_t P = m1->n_params, D = m1->in_dim, K = m1->out_dim;
+    const dpt_layer *L = &m1->layers[0];
+    CHECK(L->kind == DPT_LAYER_CONV2D && L->stride == 1 &&
+          B * L->in_shape[0] * L->k * L->k * L->out_shape[1] * L->out_shape[2] > DPT_NN_PAR_MIN);
+    fill_gauss(m1->theta, P, 0.5, seed);
+    memcpy(m2->theta, m1->theta, P * sizeof(float));
+    float *x = malloc(B * D * sizeof *x);
+    fill_gauss(x, B * D, 1.0, seed + 1);
+    double *th = to_double(m1->theta, P), *xd = to_double(x, B * D), *o = malloc(B * K * sizeof *o);
+    CHECK_OK(dpt_model_forward(m1, x, B));
+    CHECK_OK(dpt_model_forward(m2, x, B));
+    ref_model(m1, th, xd, B, o);
+    CHECK(memcmp(dpt_model_output(m1), dpt_model_output(m2), B * K * sizeof(float)) == 0);
+    for (size_t j = 0; j < B * K; j++) CHECK_CLOSE(dpt_model_output(m2)[j], o[j], 1e-4, 1e-4);
+    free(x);
+    free(th);
+    free(xd);
+    free(o);
+    dpt_model_free(m1);
+    dpt_model_free(m2);
+}
+
 /* ==== model-level checks: forward, backward, all four modes, jvp ==== */
 
 static void check_model(const char *spec, size_t B, uint64_t seed) {
@@ -665,6 +698,11 @@ int main(void) {
      * vector; O = 17: two vectors and a tail) */
     check_model("cnn:2x8x8:conv3k3p1", 2, 114);
     check_model("cnn:1x6x9:conv17k2s1p1", 2, 115);
+    /* stride 1 unfolds through a padded copy (every stride-1 model above); batches large
+     * enough (n Dk T > DPT_NN_PAR_MIN) to split it over 2 threads in blocks of 5 and 6 / 8 and
+     * 8 examples, a width with a constant-size row copy (16) and one without (9, pad 2) */
+    check_forward_threads("cnn:3x16x16:conv4k3p1", 11, 116);
+    check_forward_threads("cnn:3x16x7:conv4k3p2", 16, 117);
     check_model("cnn:2x6x6:conv2k1,maxpool2", 3, 103);
     check_model("cnn:2x7x7:conv2k1,maxpool3s2", 2, 104);
     check_model("cnn:2x6x6:conv2k1,avgpool2s1", 2, 105);
