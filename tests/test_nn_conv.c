@@ -444,6 +444,10 @@ static void check_unfold_cache(const char *spec, size_t maxB, size_t chunk, uint
             CHECK_OK(dpt_model_param_grad(b, B, modes[md], w, rb, P, 0));
             SAME(ra, rb, len[md]);
         }
+        /* every cached layer holds its input's unfold now (filled by its forward, or by the
+         * first backward_params after a direct forward): one unfold per step, not three */
+        for (size_t l = 0; l < a->n_layers; l++)
+            if (a->layers[l].ucache) CHECK(a->layers[l].ucache->x == a->act[l] && a->layers[l].ucache->B == B);
         CHECK_OK(dpt_model_layer_sqnorms(a, B, ra));
         CHECK_OK(dpt_model_layer_sqnorms(b, B, rb));
         SAME(ra, rb, G * B);
@@ -703,6 +707,14 @@ int main(void) {
      * 8 examples, a width with a constant-size row copy (16) and one without (9, pad 2) */
     check_forward_threads("cnn:3x16x16:conv4k3p1", 11, 116);
     check_forward_threads("cnn:3x16x7:conv4k3p2", 16, 117);
+    /* stride 1 with Wo % 8 == 0: the forward and jvp skip the unfold (dpt_conv_direct);
+     * channel counts that leave a partial block of 6 rows (7, 13, 4), positions that leave a
+     * block of 8 (T = 40, 24), pads 0, 1, 2, kernels 1, 3, 5 */
+    check_model("cnn:3x5x8:conv7k3p1", 2, 140);
+    check_model("cnn:2x4x10:conv13k3", 2, 141);
+    check_model("cnn:1x8x12:conv4k5", 2, 142);
+    check_model("cnn:2x3x8:conv3k1:nobias", 3, 143);
+    check_model("cnn:2x6x6:conv5k3p2,relu,[conv5k3p1],flatten,fc2", 2, 144);
     check_model("cnn:2x6x6:conv2k1,maxpool2", 3, 103);
     check_model("cnn:2x7x7:conv2k1,maxpool3s2", 2, 104);
     check_model("cnn:2x6x6:conv2k1,avgpool2s1", 2, 105);
@@ -718,6 +730,9 @@ int main(void) {
     /* the unfold cache: ghost and materialized convs, residual group, GroupNorm, chunk < B */
     check_unfold_cache("cnn:8x3x3:conv16k3p1,relu,[conv16k3p1],gn4,relu,flatten,fc3", 5, 0, 120);
     check_unfold_cache("cnn:2x9x9:conv3k3,tanh,[conv3k3p1],maxpool2,conv4k2,flatten,fc3", 5, 2, 121);
+    /* direct forwards (Wo = 8): the first backward_params unfolds into the cache */
+    check_unfold_cache("cnn:3x8x8:conv6k3p1,relu,[conv6k3p1],gn2,relu,flatten,fc3", 5, 0, 122);
+    check_unfold_cache("cnn:3x8x8:conv6k3p1,relu,[conv6k3p1],gn2,relu,flatten,fc3", 5, 2, 123);
     /* max-pooling's route: overlapping (s < k) and strided windows, a row of 100 outputs
      * (wider than one column block) */
     check_maxpool_routing("cnn:3x7x9:maxpool2s1", 4, 130);

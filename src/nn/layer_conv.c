@@ -178,9 +178,65 @@ size_t dpt_layer_conv_unfold_floats(const dpt_layer *L) {
     return L->kind == DPT_LAYER_CONV2D ? conv_Dk(L) * conv_T(L) : 0;
 }
 
+/* Convolutions whose forward skips the unfold (dpt_conv_direct): stride 1 and output rows
+ * of a multiple of 8 positions (all of resnet5's). */
+static int direct_ok(const dpt_layer *L) { return L->stride == 1 && L->out_shape[2] % 8 == 0; }
+
+/* v [B, O, T] (+)= conv(x; w) + b by dpt_conv_direct, example by example through a padded
+ * copy (one per thread block, zeroed once, as unfold_chunk). 0 when out of memory (the
+ * caller then takes the unfold path). */
+static int conv_direct_batch(const dpt_layer *L, const float *w, const float *b, const float *x, float *v, size_t B,
+                             int accumulate) {
+    const size_t C = L->in_shape[0], H = L->in_shape[1], W = L->in_shape[2], k = L->k, p = L->pad;
+    const size_t Hp = H + 2 * p, Wp = W + 2 * p, P = C * Hp * Wp, Dk = conv_Dk(L), T = conv_T(L);
+    const size_t O = L->out_shape[0], Wo = L->out_shape[2], D = L->in_dim, K = L->out_dim;
+    const int par = B * Dk * T > DPT_NN_PAR_MIN;
+    const size_t blocks = par && L->threads > 1 ? (size_t)L->threads : 1;
+    size_t *koff = malloc(Dk * sizeof *koff);
+    float *xp = calloc(blocks * P, sizeof(float));
+    if (!koff || !xp) {
+        free(koff);
+        free(xp);
+        return 0;
+    }
+    for (size_t c = 0; c < C; c++)
+        for (size_t ki = 0; ki < k; ki++)
+            for (size_t kj = 0; kj < k; kj++) koff[(c * k + ki) * k + kj] = (c * Hp + ki) * Wp + kj;
+    const long long nb = (long long)blocks;
+#pragma omp parallel for num_threads(L->threads) if (par)
+    for (long long bb = 0; bb < nb; bb++) {
+        float *xb = xp + (size_t)bb * P;
+        for (size_t j = B * (size_t)bb / blocks; j < B * (size_t)(bb + 1) / blocks; j++) {
+            for (size_t c = 0; c < C; c++) copy_rows(xb + (c * Hp + p) * Wp + p, Wp, x + j * D + c * H * W, W, H, W);
+            dpt_conv_direct(O, Dk, T, Wo, Wp, w, b, koff, xb, v + j * K, accumulate);
+        }
+    }
+    free(koff);
+    free(xp);
+    return 1;
+}
+
 /* 1 when the cache holds the unfold of exactly this x and B, in this layer's chunking */
 static int cache_hit(const dpt_layer *L, const float *x, size_t B) {
     return L->ucache && L->ucache->x && L->ucache->x == x && L->ucache->B == B && L->ucache->chunk == L->chunk;
+}
+
+/* After a direct forward of this x and B (which unfolded nothing), unfolds it into the
+ * cache now, as that forward would have: DP-SGD's per-example norms and clipped sum then
+ * still share one unfold. 1 when the cache now holds it. */
+static int fill_pending(const dpt_layer *L, const float *x, size_t B) {
+    struct dpt_unfold_cache *u = L->ucache;
+    if (!u || !u->pend || u->pend != x || u->pend_B != B || B > u->cap) return 0;
+    const size_t Dk = conv_Dk(L), T = conv_T(L), D = L->in_dim;
+    for (size_t lo = 0; lo < B; lo += L->chunk) {
+        const size_t n = B - lo < L->chunk ? B - lo : L->chunk;
+        unfold_chunk(L, x + lo * D, n, u->cols + lo * Dk * T);
+    }
+    u->x = x;
+    u->B = B;
+    u->chunk = L->chunk;
+    u->pend = NULL;
+    return 1;
 }
 
 /* cols [Dk, n T] of the chunk x[lo, lo + n) of a batch: the cached unfold on a hit, else
@@ -213,8 +269,18 @@ static void conv_apply(const dpt_layer *L, const float *w, const float *b, const
                        int accumulate, int cache) {
     const size_t O = L->out_shape[0], T = conv_T(L), Dk = conv_Dk(L), D = L->in_dim, K = L->out_dim;
     float *Y = L->scratch + Dk * L->chunk * T;
+    if (L->ucache && cache) {
+        L->ucache->x = NULL; /* invalid until the new unfold is complete */
+        L->ucache->pend = NULL;
+    }
+    if (direct_ok(L) && conv_direct_batch(L, w, b, x, v, B, accumulate)) {
+        if (L->ucache && cache) { /* backward_params unfolds x into the cache if it needs it */
+            L->ucache->pend = x;
+            L->ucache->pend_B = B;
+        }
+        return;
+    }
     const int fill = cache && L->ucache && B <= L->ucache->cap, hit = !cache && cache_hit(L, x, B);
-    if (L->ucache && cache) L->ucache->x = NULL; /* invalid until the new unfold is complete */
     for (size_t lo = 0; lo < B; lo += L->chunk) {
         const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
         const float *cols;
@@ -323,7 +389,7 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
     const size_t O = L->out_shape[0], T = conv_T(L), Dk = conv_Dk(L), K = L->out_dim;
     const size_t ODk = O * Dk;
     float *Y = L->scratch + Dk * L->chunk * T, *aux = Y + O * L->chunk * T;
-    const int hit = cache_hit(L, x, B);
+    const int hit = cache_hit(L, x, B) || fill_pending(L, x, B);
     switch (mode) {
     case DPT_GRAD_SUM:
     case DPT_GRAD_WEIGHTED: {

@@ -224,6 +224,8 @@ dpt_status dpt_model_unfold_cache(dpt_model *m, size_t max_bytes) {
         L->ucache->cap = m->max_batch;
         L->ucache->x = NULL; /* nothing cached yet */
         L->ucache->B = 0;
+        L->ucache->pend = NULL;
+        L->ucache->pend_B = 0;
         used += n * sizeof(float);
     }
     return DPT_OK;

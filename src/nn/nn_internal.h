@@ -18,6 +18,10 @@ struct dpt_unfold_cache {
     size_t cap;
     const float *x;
     size_t B, chunk;
+    /* a forward that computed directly (no unfold) records its input here; the first
+     * backward_params with that input then unfolds it into the cache (layer_conv.c) */
+    const float *pend;
+    size_t pend_B;
 };
 /* Floats a Conv2d layer's unfold cache needs per example (0 for other layers). */
 size_t dpt_layer_conv_unfold_floats(const dpt_layer *L);
@@ -28,6 +32,14 @@ size_t dpt_layer_conv_unfold_floats(const dpt_layer *L);
  * c[m crs + n ccs]; accumulate = 1 adds to C. Sums run over k in order, in float. */
 void dpt_small_gemm(size_t M, size_t N, size_t K, const float *a, size_t ars, size_t acs, const float *b,
                     size_t ldb, float *c, size_t crs, size_t ccs, int accumulate);
+
+/* One example of a stride-1 convolution without unfolding (src/nn/small_gemm.c):
+ * out [O, T] (+)= W [O, K] patches + bias, where patch row k of output position t =
+ * oh Wo + ow is xp[koff[k] + oh Wp + ow .. + 7] for the 8 positions from t (xp: the
+ * example zero-padded to width Wp; koff[k] = (c Hp + ki) Wp + kj). Needs Wo % 8 == 0 (so T
+ * too). Sums run over k in order, in float; the bias is added as the GEMM path adds it. */
+void dpt_conv_direct(size_t O, size_t K, size_t T, size_t Wo, size_t Wp, const float *w, const float *bias,
+                     const size_t *koff, const float *xp, float *out, int accumulate);
 
 /* Sets up L as a Linear layer D -> K (weights and scratch are attached by the model). */
 void dpt_layer_linear_setup(dpt_layer *L, size_t D, size_t K, int has_bias);

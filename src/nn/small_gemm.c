@@ -103,3 +103,59 @@ void dpt_small_gemm(size_t M, size_t N, size_t K, const float *a, size_t ars, si
         }
     }
 }
+
+/* ==== direct stride-1 convolution (dpt_conv_direct in nn_internal.h) ====
+ * The same register block as above, but row k of the second operand is not a row of an
+ * unfolded matrix: it is read straight from the zero-padded example at koff[k] (the
+ * offset of (c, ki, kj)) plus the position block's base, so nothing is unfolded or
+ * packed. A vector of 8 positions lies in one output row (Wo % 8 == 0), so its 8 inputs
+ * are contiguous in the padded plane. */
+static inline __attribute__((always_inline)) void conv_block(size_t mr, int two, size_t K, const float *a, size_t ars,
+                                                             const size_t *koff, const float *x0, const float *x1,
+                                                             float *c, size_t crs, const float *bias,
+                                                             int accumulate) {
+    vf c00 = V_ZERO(), c01 = V_ZERO(), c10 = V_ZERO(), c11 = V_ZERO(), c20 = V_ZERO(), c21 = V_ZERO();
+    vf c30 = V_ZERO(), c31 = V_ZERO(), c40 = V_ZERO(), c41 = V_ZERO(), c50 = V_ZERO(), c51 = V_ZERO();
+    const float *a0 = a, *a1 = a + (mr > 1 ? 1 : 0) * ars, *a2 = a + (mr > 2 ? 2 : mr - 1) * ars,
+                *a3 = a + (mr > 3 ? 3 : mr - 1) * ars, *a4 = a + (mr > 4 ? 4 : mr - 1) * ars,
+                *a5 = a + (mr > 5 ? 5 : mr - 1) * ars;
+    for (size_t k = 0; k < K; k++) {
+        const size_t o = koff[k];
+        const vf b0 = V_LOAD(x0 + o), b1 = two ? V_LOAD(x1 + o) : V_ZERO();
+        vf t;
+        t = V_BCAST(a0 + k), c00 = V_FMA(t, b0, c00), c01 = V_FMA(t, b1, c01);
+        t = V_BCAST(a1 + k), c10 = V_FMA(t, b0, c10), c11 = V_FMA(t, b1, c11);
+        t = V_BCAST(a2 + k), c20 = V_FMA(t, b0, c20), c21 = V_FMA(t, b1, c21);
+        t = V_BCAST(a3 + k), c30 = V_FMA(t, b0, c30), c31 = V_FMA(t, b1, c31);
+        t = V_BCAST(a4 + k), c40 = V_FMA(t, b0, c40), c41 = V_FMA(t, b1, c41);
+        t = V_BCAST(a5 + k), c50 = V_FMA(t, b0, c50), c51 = V_FMA(t, b1, c51);
+    }
+    float out[MR][16];
+    V_STORE(out[0], c00), V_STORE(out[0] + 8, c01), V_STORE(out[1], c10), V_STORE(out[1] + 8, c11);
+    V_STORE(out[2], c20), V_STORE(out[2] + 8, c21), V_STORE(out[3], c30), V_STORE(out[3] + 8, c31);
+    V_STORE(out[4], c40), V_STORE(out[4] + 8, c41), V_STORE(out[5], c50), V_STORE(out[5] + 8, c51);
+    const size_t nc = two ? 16 : 8;
+    for (size_t r = 0; r < mr; r++) {
+        float *cr = c + r * crs;
+        const float bo = bias ? bias[r] : 0.0f;
+        if (accumulate)
+            for (size_t j = 0; j < nc; j++) cr[j] += out[r][j] + bo;
+        else
+            for (size_t j = 0; j < nc; j++) cr[j] = out[r][j] + bo;
+    }
+}
+
+void dpt_conv_direct(size_t O, size_t K, size_t T, size_t Wo, size_t Wp, const float *w, const float *bias,
+                     const size_t *koff, const float *xp, float *out, int accumulate) {
+    for (size_t t = 0; t < T; t += 16) {
+        const int two = T - t >= 16;
+        const float *x0 = xp + (t / Wo) * Wp + t % Wo;
+        const float *x1 = two ? xp + ((t + 8) / Wo) * Wp + (t + 8) % Wo : x0;
+        for (size_t i = 0; i < O; i += MR) {
+            const size_t mr = O - i < MR ? O - i : MR;
+            const float *bi = bias ? bias + i : NULL;
+            if (two) conv_block(mr, 1, K, w + i * K, K, koff, x0, x1, out + i * T + t, T, bi, accumulate);
+            else conv_block(mr, 0, K, w + i * K, K, koff, x0, x1, out + i * T + t, T, bi, accumulate);
+        }
+    }
+}
