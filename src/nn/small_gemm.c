@@ -121,7 +121,9 @@ static inline __attribute__((always_inline)) void conv_block(size_t mr, int two,
                 *a5 = a + (mr > 5 ? 5 : mr - 1) * ars;
     for (size_t k = 0; k < K; k++) {
         const size_t o = koff[k];
-        const vf b0 = V_LOAD(x0 + o), b1 = two ? V_LOAD(x1 + o) : V_ZERO();
+        const vf b0 = V_LOAD(x0 + o);
+        vf b1 = V_ZERO();
+        if (two) b1 = V_LOAD(x1 + o);
         vf t;
         t = V_BCAST(a0 + k), c00 = V_FMA(t, b0, c00), c01 = V_FMA(t, b1, c01);
         t = V_BCAST(a1 + k), c10 = V_FMA(t, b0, c10), c11 = V_FMA(t, b1, c11);
