@@ -118,8 +118,8 @@ static void col2im(const dpt_layer *L, const float *cols, size_t ldc, float *dx)
 /* dst row i (stride ldd) = src row i (stride lds), rows of w floats. The widths of our
  * models' planes get a constant-size copy (a few vector moves) instead of a call to memcpy
  * with a variable size (those calls were 5% of a DP-ULR step on resnet5). */
-static inline void copy_rows(float *restrict dst, size_t ldd, const float *restrict src, size_t lds, size_t rows,
-                             size_t w) {
+static inline __attribute__((always_inline)) void copy_rows(float *restrict dst, size_t ldd, const float *restrict src,
+                                                            size_t lds, size_t rows, size_t w) {
 #define DPT_COPY_ROWS(WW)                                                                                              \
     for (size_t i = 0; i < rows; i++) memcpy(dst + i * ldd, src + i * lds, (WW) * sizeof(float));                     \
     return
