@@ -17,7 +17,8 @@ number of our runs in the doc's tables is typed by hand:
   md_tables.py cifar_run CSV RUN EPOCHS            one run of such a CSV at the epochs EPOCHS
                                                    (comma-separated) and its best epoch
   md_tables.py cifar_seeds CSV EPOCH RUN ...       best epoch and epoch EPOCH of several runs (one
-                                                   per seed) with mean +- sample std
+                                                   per seed) with mean +- sample std; EPOCH as
+                                                   upto:N: the best among epochs 1..N
   md_tables.py cifar_curves CSV STEPS_PER_EPOCH EPOCHS RUN=LABEL ... [CSV2 RUN=LABEL ...]
                                                    test accuracy of several runs side by side at the
                                                    epochs EPOCHS, each run's best epoch and its last
@@ -269,22 +270,25 @@ def cifar_run(path, run, epochs):
 
 
 def cifar_seeds(path, epoch, runs):
-    """Several runs of one setting (one per seed): best epoch, epoch EPOCH, mean +- sample std."""
+    """Several runs of one setting (one per seed): best epoch, epoch EPOCH, mean +- sample std.
+    EPOCH written upto:N takes the best epoch among epochs 1..N only: runs that ran for
+    different lengths and still rise are then compared over the same epochs."""
+    upto = epoch.startswith("upto:")
     try:
-        ep = int(epoch)
+        ep = int(epoch[5:] if upto else epoch)
     except ValueError:
-        raise TableError("cifar_seeds: the epoch is an integer, not '%s'" % epoch)
+        raise TableError("cifar_seeds: the epoch is an integer or upto:INTEGER, not '%s'" % epoch)
     if not runs:
         raise TableError("cifar_seeds: name at least one run")
     rows = rows_of(path, CIFAR_COLS + ["seed"])
-    out = ["| seed | epochs | best epoch (test acc) | epoch %d | epsilon after %d epochs (RDP / PLD) |" % (ep, ep),
-           "|---|---|---|---|---|"]
+    out = ["| seed | epochs | best epoch%s (test acc) | epoch %d | epsilon after %d epochs (RDP / PLD) |" % (
+        " up to %d" % ep if upto else "", ep, ep), "|---|---|---|---|---|"]
     bests, ats = [], []
     for run in runs:
         by = run_rows(path, rows, run)
         if ep not in by:
             raise TableError("%s: run %s has no epoch %d" % (path, run, ep))
-        b = best_epoch(path, by)
+        b = best_epoch(path, {e: r for e, r in by.items() if e <= ep} if upto else by)
         bests.append(100 * num(by[b], "test_accuracy", path))
         ats.append(100 * num(by[ep], "test_accuracy", path))
         pld = "%.4f" % num(by[ep], "epsilon_pld", path) if by[ep]["epsilon_pld"] else "-"

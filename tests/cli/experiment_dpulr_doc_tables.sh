@@ -56,6 +56,13 @@ run 0 cifar_seeds "$T/c.csv" 2 a b
 has out "| 7 | 3 | 2 (30.00%) | 30.00% | 0.7500 / 0.5000 |"
 has out "| 8 | 2 | 1 (40.00%) | 35.00% | 0.7500 / - |"
 has out "| mean +- std | | 35.00 +- 7.07% | 32.50 +- 3.54% | |"
+# upto:N: the best epoch among epochs 1..N only (a's best, epoch 2, is past N = 1)
+run 0 cifar_seeds "$T/c.csv" upto:1 a b
+has out "| seed | epochs | best epoch up to 1 (test acc) | epoch 1 |"
+has out "| 7 | 3 | 1 (10.00%) | 10.00% | 0.5000 / 0.2500 |"
+has out "| mean +- std | | 25.00 +- 21.21% | 25.00 +- 21.21% | |"
+run 2 cifar_seeds "$T/c.csv" upto:x a b
+has err "the epoch is an integer or upto:INTEGER, not 'upto:x'"
 run 0 cifar_curves "$T/c.csv" 10 1 "a=A" "b=B"
 has out "| epoch | A | B | epsilon RDP (Balle) |"
 has out "| 1 | 10.00% | **40.00%** (its best) | 0.5000 |"
