@@ -715,6 +715,10 @@ int main(void) {
     check_model("cnn:1x8x12:conv4k5", 2, 142);
     check_model("cnn:2x3x8:conv3k1:nobias", 3, 143);
     check_model("cnn:2x6x6:conv5k3p2,relu,[conv5k3p1],flatten,fc2", 2, 144);
+    /* input rows of a multiple of 8: backward_input as a direct convolution of the padded dv
+     * (p' = k - 1 - p = 0 and 3; here the forwards take the unfold, Wo = 10 and 6) */
+    check_model("cnn:2x6x8:conv3k3p2", 2, 145);
+    check_model("cnn:1x6x8:conv3k5p1", 2, 146);
     check_model("cnn:2x6x6:conv2k1,maxpool2", 3, 103);
     check_model("cnn:2x7x7:conv2k1,maxpool3s2", 2, 104);
     check_model("cnn:2x6x6:conv2k1,avgpool2s1", 2, 105);

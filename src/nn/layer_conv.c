@@ -316,8 +316,53 @@ static dpt_status conv_forward(const dpt_layer *L, const float *x, float *v, siz
     return DPT_OK;
 }
 
+/* backward_input of a stride-1 convolution as a direct convolution (dpt_conv_direct): with
+ * dv zero-padded by p' = k - 1 - p, dx[c, ih, iw] = sum_{o, ki, kj} W'[c, (o, ki, kj)]
+ * dvp[o, ih + ki, iw + kj] where W'[c, (o, ki, kj)] = W[o, c, k-1-ki, k-1-kj] (the kernel
+ * flipped and its channels swapped). Needs p <= k - 1 and input rows of a multiple of 8.
+ * 0 when out of memory (the caller takes the GEMM + col2im path). */
+static int backward_input_direct(const dpt_layer *L, const float *dv, float *dx, size_t B) {
+    const size_t C = L->in_shape[0], H = L->in_shape[1], W = L->in_shape[2], k = L->k, p = L->pad;
+    const size_t O = L->out_shape[0], Ho = L->out_shape[1], Wo = L->out_shape[2], q = k - 1 - p;
+    const size_t Hq = Ho + 2 * q, Wq = Wo + 2 * q, P = O * Hq * Wq, Kt = O * k * k, D = L->in_dim, K = L->out_dim;
+    const int par = B * Kt * H * W > DPT_NN_PAR_MIN;
+    const size_t blocks = par && L->threads > 1 ? (size_t)L->threads : 1;
+    size_t *koff = malloc(Kt * sizeof *koff);
+    float *wt = malloc(C * Kt * sizeof *wt), *dvp = calloc(blocks * P, sizeof(float));
+    if (!koff || !wt || !dvp) {
+        free(koff);
+        free(wt);
+        free(dvp);
+        return 0;
+    }
+    for (size_t o = 0; o < O; o++)
+        for (size_t ki = 0; ki < k; ki++)
+            for (size_t kj = 0; kj < k; kj++) {
+                const size_t r = (o * k + ki) * k + kj;
+                koff[r] = (o * Hq + ki) * Wq + kj;
+                for (size_t c = 0; c < C; c++)
+                    wt[c * Kt + r] = L->w[((o * C + c) * k + (k - 1 - ki)) * k + (k - 1 - kj)];
+            }
+    const long long nb = (long long)blocks;
+#pragma omp parallel for num_threads(L->threads) if (par)
+    for (long long bb = 0; bb < nb; bb++) {
+        float *pb = dvp + (size_t)bb * P;
+        for (size_t j = B * (size_t)bb / blocks; j < B * (size_t)(bb + 1) / blocks; j++) {
+            for (size_t o = 0; o < O; o++)
+                copy_rows(pb + (o * Hq + q) * Wq + q, Wq, dv + j * K + o * Ho * Wo, Wo, Ho, Wo);
+            dpt_conv_direct(C, Kt, H * W, W, Wq, wt, NULL, koff, pb, dx + j * D, 0);
+        }
+    }
+    free(koff);
+    free(wt);
+    free(dvp);
+    return 1;
+}
+
 static dpt_status conv_backward_input(const dpt_layer *L, const float *x, const float *v, const float *dv,
                                       float *dx, size_t B) {
+    if (L->stride == 1 && L->pad + 1 <= L->k && L->in_shape[2] % 8 == 0 && backward_input_direct(L, dv, dx, B))
+        return DPT_OK;
     const size_t O = L->out_shape[0], T = conv_T(L), Dk = conv_Dk(L), D = L->in_dim, K = L->out_dim;
     float *cols = L->scratch, *Y = L->scratch + Dk * L->chunk * T;
     for (size_t lo = 0; lo < B; lo += L->chunk) {
