@@ -146,8 +146,8 @@ static double ref_f(const dpt_model *m, const double *th, const double *x, size_
     return f;
 }
 
-/* Forward of a batch big enough for the threaded unfold: 2 threads give the same bits as 1,
- * and both match the naive double reference. */
+/* Forward of a batch big enough for the threaded unfold and direct paths: 2 threads give
+ * the same bits as 1, and both match the naive double reference; so do the gradients. */
 static void check_forward_threads(const char *spec, size_t B, uint64_t seed) {
     dpt_model *m1 = NULL, *m2 = NULL;
     CHECK_OK(dpt_model_new(spec, B, 1, &m1));
@@ -171,6 +171,18 @@ static void check_forward_threads(const char *spec, size_t B, uint64_t seed) {
     ref_model(m1, th, xd, B, o);
     CHECK(memcmp(dpt_model_output(m1), dpt_model_output(m2), B * K * sizeof(float)) == 0);
     for (size_t j = 0; j < B * K; j++) CHECK_CLOSE(dpt_model_output(m2)[j], o[j], 1e-4, 1e-4);
+    /* backward through every layer (the first layer's parameter gradient needs the second's
+     * input gradient): the same bits with 1 and 2 threads */
+    float *dout = malloc(B * K * sizeof *dout), *g1 = malloc(P * sizeof *g1), *g2 = malloc(P * sizeof *g2);
+    fill_gauss(dout, B * K, 1.0, seed + 2);
+    CHECK_OK(dpt_model_backward(m1, dout, B));
+    CHECK_OK(dpt_model_backward(m2, dout, B));
+    CHECK_OK(dpt_model_param_grad(m1, B, DPT_GRAD_SUM, NULL, g1, P, 0));
+    CHECK_OK(dpt_model_param_grad(m2, B, DPT_GRAD_SUM, NULL, g2, P, 0));
+    CHECK(memcmp(g1, g2, P * sizeof(float)) == 0);
+    free(dout);
+    free(g1);
+    free(g2);
     free(x);
     free(th);
     free(xd);
@@ -705,7 +717,7 @@ int main(void) {
     /* stride 1 unfolds through a padded copy (every stride-1 model above); batches large
      * enough (n Dk T > DPT_NN_PAR_MIN) to split it over 2 threads in blocks of 5 and 6 / 8 and
      * 8 examples, a width with a constant-size row copy (16) and one without (9, pad 2) */
-    check_forward_threads("cnn:3x16x16:conv4k3p1", 11, 116);
+    check_forward_threads("cnn:3x16x16:conv4k3p1,relu,conv4k3p1", 11, 116);
     check_forward_threads("cnn:3x16x7:conv4k3p2", 16, 117);
     /* stride 1 with Wo % 8 == 0: the forward and jvp skip the unfold (dpt_conv_direct);
      * channel counts that leave a partial block of 6 rows (7, 13, 4), positions that leave a
