@@ -48,19 +48,41 @@ typedef size_t vmask;
 static inline vmask v_mask(size_t n) { return n; }
 #endif
 
-/* One block: rows m0 .. m0 + mr - 1 (mr <= MR), columns n0 .. n0 + nc - 1 (nc <= 16).
- * Rows past mr repeat the last row (their sums are dropped), so every block runs the same
- * MR = 6 rows, written out so that the 12 accumulators stay in registers. */
+/* The 6 x 16 register block both kernels below run: accumulators c<row><half>, the rows'
+ * pointers a0..a5 into A (rows past mr repeat the last row; their sums are dropped), one
+ * step over k (b0, b1: the two 8-float halves of B's row k; ko: the offset of column k in
+ * A's rows) and the spill of the accumulators into out[MR][16]. Written out so that the
+ * 12 accumulators stay in registers. */
+#define BLOCK_DECLARE(a, ars, mr)                                                                                      \
+    vf c00 = V_ZERO(), c01 = V_ZERO(), c10 = V_ZERO(), c11 = V_ZERO(), c20 = V_ZERO(), c21 = V_ZERO();                \
+    vf c30 = V_ZERO(), c31 = V_ZERO(), c40 = V_ZERO(), c41 = V_ZERO(), c50 = V_ZERO(), c51 = V_ZERO();                \
+    const float *a0 = (a), *a1 = (a) + ((mr) > 1 ? 1 : 0) * (ars), *a2 = (a) + ((mr) > 2 ? 2 : (mr) - 1) * (ars),     \
+                *a3 = (a) + ((mr) > 3 ? 3 : (mr) - 1) * (ars), *a4 = (a) + ((mr) > 4 ? 4 : (mr) - 1) * (ars),         \
+                *a5 = (a) + ((mr) > 5 ? 5 : (mr) - 1) * (ars)
+#define BLOCK_STEP(b0, b1, ko)                                                                                         \
+    do {                                                                                                               \
+        vf t_;                                                                                                         \
+        t_ = V_BCAST(a0 + (ko)), c00 = V_FMA(t_, b0, c00), c01 = V_FMA(t_, b1, c01);                                   \
+        t_ = V_BCAST(a1 + (ko)), c10 = V_FMA(t_, b0, c10), c11 = V_FMA(t_, b1, c11);                                   \
+        t_ = V_BCAST(a2 + (ko)), c20 = V_FMA(t_, b0, c20), c21 = V_FMA(t_, b1, c21);                                   \
+        t_ = V_BCAST(a3 + (ko)), c30 = V_FMA(t_, b0, c30), c31 = V_FMA(t_, b1, c31);                                   \
+        t_ = V_BCAST(a4 + (ko)), c40 = V_FMA(t_, b0, c40), c41 = V_FMA(t_, b1, c41);                                   \
+        t_ = V_BCAST(a5 + (ko)), c50 = V_FMA(t_, b0, c50), c51 = V_FMA(t_, b1, c51);                                   \
+    } while (0)
+#define BLOCK_SPILL(out)                                                                                               \
+    do {                                                                                                               \
+        V_STORE(out[0], c00), V_STORE(out[0] + 8, c01), V_STORE(out[1], c10), V_STORE(out[1] + 8, c11);               \
+        V_STORE(out[2], c20), V_STORE(out[2] + 8, c21), V_STORE(out[3], c30), V_STORE(out[3] + 8, c31);               \
+        V_STORE(out[4], c40), V_STORE(out[4] + 8, c41), V_STORE(out[5], c50), V_STORE(out[5] + 8, c51);               \
+    } while (0)
+
+/* One block: rows m0 .. m0 + mr - 1 (mr <= MR), columns n0 .. n0 + nc - 1 (nc <= 16). */
 static inline __attribute__((always_inline)) void block(size_t mr, size_t nc, size_t K, const float *a, size_t ars,
                                                         size_t acs, const float *b, size_t ldb, float *c,
                                                         size_t crs, size_t ccs, int accumulate) {
-    vf c00 = V_ZERO(), c01 = V_ZERO(), c10 = V_ZERO(), c11 = V_ZERO(), c20 = V_ZERO(), c21 = V_ZERO();
-    vf c30 = V_ZERO(), c31 = V_ZERO(), c40 = V_ZERO(), c41 = V_ZERO(), c50 = V_ZERO(), c51 = V_ZERO();
+    BLOCK_DECLARE(a, ars, mr);
     const size_t n1 = nc > 8 ? nc - 8 : 0, n0 = nc > 8 ? 8 : nc;
     const vmask m0 = v_mask(n0), m1 = v_mask(n1);
-    const float *a0 = a, *a1 = a + (mr > 1 ? 1 : 0) * ars, *a2 = a + (mr > 2 ? 2 : mr - 1) * ars,
-                *a3 = a + (mr > 3 ? 3 : mr - 1) * ars, *a4 = a + (mr > 4 ? 4 : mr - 1) * ars,
-                *a5 = a + (mr > 5 ? 5 : mr - 1) * ars;
     for (size_t k = 0; k < K; k++) {
         const float *bk = b + k * ldb;
         vf b0, b1 = V_ZERO();
@@ -68,19 +90,10 @@ static inline __attribute__((always_inline)) void block(size_t mr, size_t nc, si
         else V_LOADN(b0, bk, m0, n0);
         if (n1 == 8) b1 = V_LOAD(bk + 8);
         else if (n1) V_LOADN(b1, bk + 8, m1, n1);
-        const size_t ko = k * acs;
-        vf t;
-        t = V_BCAST(a0 + ko), c00 = V_FMA(t, b0, c00), c01 = V_FMA(t, b1, c01);
-        t = V_BCAST(a1 + ko), c10 = V_FMA(t, b0, c10), c11 = V_FMA(t, b1, c11);
-        t = V_BCAST(a2 + ko), c20 = V_FMA(t, b0, c20), c21 = V_FMA(t, b1, c21);
-        t = V_BCAST(a3 + ko), c30 = V_FMA(t, b0, c30), c31 = V_FMA(t, b1, c31);
-        t = V_BCAST(a4 + ko), c40 = V_FMA(t, b0, c40), c41 = V_FMA(t, b1, c41);
-        t = V_BCAST(a5 + ko), c50 = V_FMA(t, b0, c50), c51 = V_FMA(t, b1, c51);
+        BLOCK_STEP(b0, b1, k * acs);
     }
     float out[MR][16];
-    V_STORE(out[0], c00), V_STORE(out[0] + 8, c01), V_STORE(out[1], c10), V_STORE(out[1] + 8, c11);
-    V_STORE(out[2], c20), V_STORE(out[2] + 8, c21), V_STORE(out[3], c30), V_STORE(out[3] + 8, c31);
-    V_STORE(out[4], c40), V_STORE(out[4] + 8, c41), V_STORE(out[5], c50), V_STORE(out[5] + 8, c51);
+    BLOCK_SPILL(out);
     for (size_t r = 0; r < mr; r++) {
         float *cr = c + r * crs;
         if (accumulate)
@@ -105,7 +118,7 @@ void dpt_small_gemm(size_t M, size_t N, size_t K, const float *a, size_t ars, si
 }
 
 /* ==== direct stride-1 convolution (dpt_conv_direct in nn_internal.h) ====
- * The same register block as above, but row k of the second operand is not a row of an
+ * The same register block (BLOCK_*), but row k of the second operand is not a row of an
  * unfolded matrix: it is read straight from the zero-padded example at koff[k] (the
  * offset of (c, ki, kj)) plus the position block's base, so nothing is unfolded or
  * packed. A vector of 8 positions lies in one output row (Wo % 8 == 0), so its 8 inputs
@@ -114,28 +127,16 @@ static inline __attribute__((always_inline)) void conv_block(size_t mr, int two,
                                                              const size_t *koff, const float *x0, const float *x1,
                                                              float *c, size_t crs, const float *bias,
                                                              int accumulate) {
-    vf c00 = V_ZERO(), c01 = V_ZERO(), c10 = V_ZERO(), c11 = V_ZERO(), c20 = V_ZERO(), c21 = V_ZERO();
-    vf c30 = V_ZERO(), c31 = V_ZERO(), c40 = V_ZERO(), c41 = V_ZERO(), c50 = V_ZERO(), c51 = V_ZERO();
-    const float *a0 = a, *a1 = a + (mr > 1 ? 1 : 0) * ars, *a2 = a + (mr > 2 ? 2 : mr - 1) * ars,
-                *a3 = a + (mr > 3 ? 3 : mr - 1) * ars, *a4 = a + (mr > 4 ? 4 : mr - 1) * ars,
-                *a5 = a + (mr > 5 ? 5 : mr - 1) * ars;
+    BLOCK_DECLARE(a, ars, mr);
     for (size_t k = 0; k < K; k++) {
         const size_t o = koff[k];
         const vf b0 = V_LOAD(x0 + o);
         vf b1 = V_ZERO();
         if (two) b1 = V_LOAD(x1 + o);
-        vf t;
-        t = V_BCAST(a0 + k), c00 = V_FMA(t, b0, c00), c01 = V_FMA(t, b1, c01);
-        t = V_BCAST(a1 + k), c10 = V_FMA(t, b0, c10), c11 = V_FMA(t, b1, c11);
-        t = V_BCAST(a2 + k), c20 = V_FMA(t, b0, c20), c21 = V_FMA(t, b1, c21);
-        t = V_BCAST(a3 + k), c30 = V_FMA(t, b0, c30), c31 = V_FMA(t, b1, c31);
-        t = V_BCAST(a4 + k), c40 = V_FMA(t, b0, c40), c41 = V_FMA(t, b1, c41);
-        t = V_BCAST(a5 + k), c50 = V_FMA(t, b0, c50), c51 = V_FMA(t, b1, c51);
+        BLOCK_STEP(b0, b1, k);
     }
     float out[MR][16];
-    V_STORE(out[0], c00), V_STORE(out[0] + 8, c01), V_STORE(out[1], c10), V_STORE(out[1] + 8, c11);
-    V_STORE(out[2], c20), V_STORE(out[2] + 8, c21), V_STORE(out[3], c30), V_STORE(out[3] + 8, c31);
-    V_STORE(out[4], c40), V_STORE(out[4] + 8, c41), V_STORE(out[5], c50), V_STORE(out[5] + 8, c51);
+    BLOCK_SPILL(out);
     const size_t nc = two ? 16 : 8;
     for (size_t r = 0; r < mr; r++) {
         float *cr = c + r * crs;
