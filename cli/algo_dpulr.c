@@ -24,8 +24,8 @@ static int ANTITHETIC = 0, BASELINE = 0, NO_BASELINE = 0, SIGMA0_SEEN = 0, STD_S
 typedef struct {
     dpt_ulr_noise noise;
     int accounted;
-    int baseline; /* resolved: --baseline, --no-baseline, or on unless the controller */
-    double std;
+    int baseline; /* as run (dpt_dpulr_config_resolve): --baseline, --no-baseline or the default */
+    double std;   /* as run: --ulr-std or the mode's default */
     uint64_t nb;
     double ratio;
 } ulr_cli;
@@ -71,12 +71,19 @@ static int check_shared(void) {
     return 0;
 }
 
+/* u from the flags (u's mode already set), the unset ones (--ulr-std, --[no-]baseline)
+ * left to the library's defaults; S.std / S.baseline become what the run uses (for the
+ * header, which describe prints after make) */
 static void fill_config(dpt_dpulr_config *u) {
     u->copies = (size_t)K;
-    u->perturb_std = S.std;
+    u->perturb_std = STD_SEEN ? ULR_STD : 0.0;
     u->antithetic = ANTITHETIC;
-    u->baseline = S.baseline;
+    u->baseline = BASELINE ? 1 : NO_BASELINE ? 0 : DPT_ULR_AUTO;
     u->modules = MODULES;
+    dpt_dpulr_config r = *u;
+    dpt_dpulr_config_resolve(&r);
+    S.std = r.perturb_std;
+    S.baseline = r.baseline;
 }
 
 /* ==== dpulr ==== */
@@ -111,8 +118,6 @@ static int dpulr_check(cli_algo_ctx *c) {
                          "ulr)", ANTITHETIC ? "--antithetic" : "--baseline");
     if (S.noise == DPT_ULR_EXPLICIT && STD_SEEN && !(ULR_STD > 0))
         return cli_error("--ulr-std: --ulr-noise explicit needs a perturbation std > 0");
-    S.std = STD_SEEN ? ULR_STD : S.noise == DPT_ULR_EXPLICIT ? DPT_ULR_DEFAULT_STD : 0.0;
-    S.baseline = BASELINE || (!NO_BASELINE && S.noise == DPT_ULR_EXPLICIT);
     if (NB_SEEN && !S.accounted) return cli_error("--min-batch: only with --sampler poisson-reject");
     if (NB_SEEN && MIN_BATCH < 1) return cli_error("--min-batch: N_B must be >= 1, got %ld", MIN_BATCH);
     c->state = &S;
@@ -168,11 +173,11 @@ static int dpulr_make(cli_algo_ctx *c, dpt_algo **out) {
                         "baseline it beat the controller in every Table 1 cell: docs/dpulr.md \"What to run\")\n");
     cli_print_noise_mode(c);
     dpt_dpulr_config u = dpt_dpulr_config_defaults();
-    fill_config(&u);
     u.private_ = 1;
+    u.noise = S.noise;
+    fill_config(&u);
     u.sigma0 = SIGMA0;
     u.clip = p->clip;
-    u.noise = S.noise;
     u.accounted = S.accounted;
     return dpt_algo_dpulr_new(&u, out) == DPT_OK ? 0 : cli_fail("--algo dpulr");
 }
@@ -239,16 +244,14 @@ static int ulr_check(cli_algo_ctx *c) {
     int rc = check_shared();
     if (rc) return rc;
     if (STD_SEEN && !(ULR_STD > 0)) return cli_error("--ulr-std: the perturbation std must be > 0, got %g", ULR_STD);
-    S.std = STD_SEEN ? ULR_STD : DPT_ULR_DEFAULT_STD;
-    S.baseline = !NO_BASELINE;
     return 0;
 }
 
 static int ulr_make(cli_algo_ctx *c, dpt_algo **out) {
     (void)c;
     dpt_dpulr_config u = dpt_dpulr_config_defaults();
-    fill_config(&u);
     u.private_ = 0;
+    fill_config(&u);
     return dpt_algo_dpulr_new(&u, out) == DPT_OK ? 0 : cli_fail("--algo ulr");
 }
 

@@ -477,6 +477,20 @@ static void test_defaults(void) {
     const size_t P = 6 * 8 + 8 + 8 * 3 + 3;
     dpt_dpulr_config def = dpt_dpulr_config_defaults();
     CHECK(def.noise == DPT_ULR_EXPLICIT && def.baseline == DPT_ULR_AUTO && def.perturb_std == 0);
+    /* what the run uses, as the CLI's header reports it: explicit and non-private resolve to
+     * the baseline and s 0.1, the controller to neither; values given stay */
+    dpt_dpulr_config r = def;
+    dpt_dpulr_config_resolve(&r);
+    CHECK(r.baseline == 1 && r.perturb_std == DPT_ULR_DEFAULT_STD);
+    r = def, r.noise = DPT_ULR_CONTROLLER;
+    dpt_dpulr_config_resolve(&r);
+    CHECK(r.baseline == 0 && r.perturb_std == 0);
+    r = def, r.noise = DPT_ULR_CONTROLLER, r.private_ = 0;
+    dpt_dpulr_config_resolve(&r);
+    CHECK(r.baseline == 1 && r.perturb_std == DPT_ULR_DEFAULT_STD);
+    r = def, r.baseline = 0, r.perturb_std = 0.3;
+    dpt_dpulr_config_resolve(&r);
+    CHECK(r.baseline == 0 && r.perturb_std == 0.3);
     dpt_dpulr_config spelled = def, nobase = def, other_s = def;
     spelled.perturb_std = DPT_ULR_DEFAULT_STD;
     spelled.baseline = 1;

@@ -199,6 +199,10 @@ typedef struct {
                              the privacy noise (docs/dpulr.md) */
 } dpt_dpulr_config;
 dpt_dpulr_config dpt_dpulr_config_defaults(void);
+/* The settings a run of cfg uses: baseline DPT_ULR_AUTO becomes 1, or 0 with the
+ * controller; perturb_std 0 becomes DPT_ULR_DEFAULT_STD except with the controller (where
+ * 0 is no floor). dpt_algo_dpulr_new applies the same; callers use it to report them. */
+void dpt_dpulr_config_resolve(dpt_dpulr_config *cfg);
 /* Validates (K >= 1, C > 0, sigma0 > 0, tricks only where allowed, ...): DPT_EINVAL
  * naming the flag (--copies, --sigma0, --clip, --ulr-noise, --ulr-std, --modules).
  * The module spec is checked against the model at the first step. */

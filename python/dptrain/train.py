@@ -430,7 +430,7 @@ def _make_dpulr(c):
                          "algorithm='ulr')" % ("antithetic" if kw["antithetic"] else "baseline"))
     if not controller and "ulr_std" in g and not kw["ulr_std"] > 0:
         raise ValueError("ulr_std: ulr_noise='explicit' needs a perturbation std > 0")
-    std = float(kw["ulr_std"]) if "ulr_std" in g else (0.0 if controller else 0.1)
+    std = float(kw["ulr_std"]) if "ulr_std" in g else 0.0  # 0: the mode's default (dpt_dpulr_config_resolve)
     if "min_batch" in g and not accounted:
         raise ValueError("min_batch: only with sampler='poisson-reject'")
     if "min_batch" in g:
@@ -491,7 +491,7 @@ def _make_ulr(c):
     kw = c.kw
     if "ulr_std" in c.given and not kw["ulr_std"] > 0:
         raise ValueError("ulr_std: the perturbation std must be > 0, got %r" % kw["ulr_std"])
-    u = _ulr_config(c, float(kw["ulr_std"]) if "ulr_std" in c.given else 0.1)
+    u = _ulr_config(c, float(kw["ulr_std"]) if "ulr_std" in c.given else 0.0)
     u.private_ = 0
     out = ffi.new("dpt_algo **")
     check(lib.dpt_algo_dpulr_new(ffi.new("dpt_dpulr_config *", u), out), "algorithm ulr")

@@ -123,6 +123,12 @@ typedef struct {
     int big_noise;
 } ulr_state;
 
+void dpt_dpulr_config_resolve(dpt_dpulr_config *cfg) {
+    const int ctrl = cfg->private_ && cfg->noise == DPT_ULR_CONTROLLER;
+    if (cfg->baseline == DPT_ULR_AUTO) cfg->baseline = !ctrl;
+    if (!ctrl && cfg->perturb_std == 0) cfg->perturb_std = DPT_ULR_DEFAULT_STD;
+}
+
 dpt_dpulr_config dpt_dpulr_config_defaults(void) {
     dpt_dpulr_config c;
     memset(&c, 0, sizeof c);
@@ -1095,9 +1101,8 @@ dpt_status dpt_algo_dpulr_new(const dpt_dpulr_config *cfg, dpt_algo **out) {
     }
     s->cfg = *cfg;
     /* the defaults resolved once: everything below sees the values the run uses */
+    dpt_dpulr_config_resolve(&s->cfg);
     const int ctrl = cfg->private_ && cfg->noise == DPT_ULR_CONTROLLER;
-    if (s->cfg.baseline == DPT_ULR_AUTO) s->cfg.baseline = !ctrl;
-    if (!ctrl && s->cfg.perturb_std == 0) s->cfg.perturb_std = DPT_ULR_DEFAULT_STD;
     snprintf(s->modules_spec, sizeof s->modules_spec, "%s", cfg->modules ? cfg->modules : "auto");
     s->cfg.modules = s->modules_spec;
     /* sigma0 is checked against the ledger; the rest here (a run that continues in another
