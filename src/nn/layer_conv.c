@@ -134,6 +134,13 @@ static inline __attribute__((always_inline)) void copy_rows(float *restrict dst,
 #undef DPT_COPY_ROWS
 }
 
+/* The interior of a zero-padded copy: dst [C, H + 2p, W + 2p] (border already 0) <- src
+ * [C, H, W]. */
+static void pad_into(float *dst, const float *src, size_t C, size_t H, size_t W, size_t p) {
+    const size_t Hp = H + 2 * p, Wp = W + 2 * p;
+    for (size_t c = 0; c < C; c++) copy_rows(dst + (c * Hp + p) * Wp + p, Wp, src + c * H * W, W, H, W);
+}
+
 /* im2col for stride 1 through a zero-padded copy xp [C, H + 2p, W + 2p] of the example
  * (its border must already be 0; only the interior is written here): with stride 1 every
  * row of every (c, ki, kj) plane is then one contiguous run of Wo floats of xp, no bounds
@@ -141,8 +148,7 @@ static inline __attribute__((always_inline)) void copy_rows(float *restrict dst,
 static void im2col_s1(const dpt_layer *L, const float *x, float *xp, float *cols, size_t ldc) {
     const size_t C = L->in_shape[0], H = L->in_shape[1], W = L->in_shape[2], k = L->k, p = L->pad;
     const size_t Ho = L->out_shape[1], Wo = L->out_shape[2], Hp = H + 2 * p, Wp = W + 2 * p;
-    for (size_t c = 0; c < C; c++)
-        copy_rows(xp + (c * Hp + p) * Wp + p, Wp, x + c * H * W, W, H, W);
+    pad_into(xp, x, C, H, W, p);
     for (size_t c = 0; c < C; c++)
         for (size_t ki = 0; ki < k; ki++)
             for (size_t kj = 0; kj < k; kj++)
@@ -207,7 +213,7 @@ static int conv_direct_batch(const dpt_layer *L, const float *w, const float *b,
     for (long long bb = 0; bb < nb; bb++) {
         float *xb = xp + (size_t)bb * P;
         for (size_t j = B * (size_t)bb / blocks; j < B * (size_t)(bb + 1) / blocks; j++) {
-            for (size_t c = 0; c < C; c++) copy_rows(xb + (c * Hp + p) * Wp + p, Wp, x + j * D + c * H * W, W, H, W);
+            pad_into(xb, x + j * D, C, H, W, p);
             dpt_conv_direct(O, Dk, T, Wo, Wp, w, b, koff, xb, v + j * K, accumulate);
         }
     }
@@ -348,8 +354,7 @@ static int backward_input_direct(const dpt_layer *L, const float *dv, float *dx,
     for (long long bb = 0; bb < nb; bb++) {
         float *pb = dvp + (size_t)bb * P;
         for (size_t j = B * (size_t)bb / blocks; j < B * (size_t)(bb + 1) / blocks; j++) {
-            for (size_t o = 0; o < O; o++)
-                copy_rows(pb + (o * Hq + q) * Wq + q, Wq, dv + j * K + o * Ho * Wo, Wo, Ho, Wo);
+            pad_into(pb, dv + j * K, O, Ho, Wo, q);
             dpt_conv_direct(C, Kt, H * W, W, Wq, wt, NULL, koff, pb, dx + j * D, 0);
         }
     }
