@@ -188,14 +188,17 @@ size_t dpt_layer_conv_unfold_floats(const dpt_layer *L) {
  * of a multiple of 8 positions (all of resnet5's). */
 static int direct_ok(const dpt_layer *L) { return L->stride == 1 && L->out_shape[2] % 8 == 0; }
 
-/* v [B, O, T] (+)= conv(x; w) + b by dpt_conv_direct, example by example through a padded
- * copy (one per thread block, zeroed once, as unfold_chunk). 0 when out of memory (the
- * caller then takes the unfold path). */
-static int conv_direct_batch(const dpt_layer *L, const float *w, const float *b, const float *x, float *v, size_t B,
-                             int accumulate) {
-    const size_t C = L->in_shape[0], H = L->in_shape[1], W = L->in_shape[2], k = L->k, p = L->pad;
-    const size_t Hp = H + 2 * p, Wp = W + 2 * p, P = C * Hp * Wp, Dk = conv_Dk(L), T = conv_T(L);
-    const size_t O = L->out_shape[0], Wo = L->out_shape[2], D = L->in_dim, K = L->out_dim;
+/* The k x k, stride-1 convolution of each example in[j] [Ci, Hi, Wi], zero-padded by p,
+ * into out[j] [Co, Ho, Wo] (Ho = Hi + 2p - k + 1, likewise Wo; a multiple of 8) by
+ * dpt_conv_direct: out (+)= w [Co, Ci k k] x patches + b (b NULL: none). Examples are
+ * in_stride / out_stride floats apart; each thread block takes a contiguous run of them and
+ * its own padded copy, zeroed once (as unfold_chunk). Serves the direct forward and the
+ * direct input gradient. 0 when out of memory (the callers then take the unfold path). */
+static int direct_batch(const dpt_layer *L, size_t Ci, size_t Hi, size_t Wi, size_t p, size_t Co, const float *w,
+                        const float *b, const float *in, size_t in_stride, float *out, size_t out_stride, size_t B,
+                        int accumulate) {
+    const size_t k = L->k, Hp = Hi + 2 * p, Wp = Wi + 2 * p, P = Ci * Hp * Wp, Dk = Ci * k * k;
+    const size_t Wo = Wp - k + 1, T = (Hp - k + 1) * Wo;
     const int par = B * Dk * T > DPT_NN_PAR_MIN;
     const size_t blocks = par && L->threads > 1 ? (size_t)L->threads : 1;
     size_t *koff = malloc(Dk * sizeof *koff);
@@ -205,7 +208,7 @@ static int conv_direct_batch(const dpt_layer *L, const float *w, const float *b,
         free(xp);
         return 0;
     }
-    for (size_t c = 0; c < C; c++)
+    for (size_t c = 0; c < Ci; c++)
         for (size_t ki = 0; ki < k; ki++)
             for (size_t kj = 0; kj < k; kj++) koff[(c * k + ki) * k + kj] = (c * Hp + ki) * Wp + kj;
     const long long nb = (long long)blocks;
@@ -213,13 +216,20 @@ static int conv_direct_batch(const dpt_layer *L, const float *w, const float *b,
     for (long long bb = 0; bb < nb; bb++) {
         float *xb = xp + (size_t)bb * P;
         for (size_t j = B * (size_t)bb / blocks; j < B * (size_t)(bb + 1) / blocks; j++) {
-            pad_into(xb, x + j * D, C, H, W, p);
-            dpt_conv_direct(O, Dk, T, Wo, Wp, w, b, koff, xb, v + j * K, accumulate);
+            pad_into(xb, in + j * in_stride, Ci, Hi, Wi, p);
+            dpt_conv_direct(Co, Dk, T, Wo, Wp, w, b, koff, xb, out + j * out_stride, accumulate);
         }
     }
     free(koff);
     free(xp);
     return 1;
+}
+
+/* v [B, O, T] (+)= conv(x; w) + b by the direct convolution */
+static int conv_direct_batch(const dpt_layer *L, const float *w, const float *b, const float *x, float *v, size_t B,
+                             int accumulate) {
+    return direct_batch(L, L->in_shape[0], L->in_shape[1], L->in_shape[2], L->pad, L->out_shape[0], w, b, x,
+                        L->in_dim, v, L->out_dim, B, accumulate);
 }
 
 /* 1 when the cache holds the unfold of exactly this x and B, in this layer's chunking */
@@ -328,40 +338,18 @@ static dpt_status conv_forward(const dpt_layer *L, const float *x, float *v, siz
  * flipped and its channels swapped). Needs p <= k - 1 and input rows of a multiple of 8.
  * 0 when out of memory (the caller takes the GEMM + col2im path). */
 static int backward_input_direct(const dpt_layer *L, const float *dv, float *dx, size_t B) {
-    const size_t C = L->in_shape[0], H = L->in_shape[1], W = L->in_shape[2], k = L->k, p = L->pad;
-    const size_t O = L->out_shape[0], Ho = L->out_shape[1], Wo = L->out_shape[2], q = k - 1 - p;
-    const size_t Hq = Ho + 2 * q, Wq = Wo + 2 * q, P = O * Hq * Wq, Kt = O * k * k, D = L->in_dim, K = L->out_dim;
-    const int par = B * Kt * H * W > DPT_NN_PAR_MIN;
-    const size_t blocks = par && L->threads > 1 ? (size_t)L->threads : 1;
-    size_t *koff = malloc(Kt * sizeof *koff);
-    float *wt = malloc(C * Kt * sizeof *wt), *dvp = calloc(blocks * P, sizeof(float));
-    if (!koff || !wt || !dvp) {
-        free(koff);
-        free(wt);
-        free(dvp);
-        return 0;
-    }
+    const size_t C = L->in_shape[0], k = L->k, p = L->pad, O = L->out_shape[0], Kt = O * k * k;
+    float *wt = malloc(C * Kt * sizeof *wt);
+    if (!wt) return 0;
     for (size_t o = 0; o < O; o++)
         for (size_t ki = 0; ki < k; ki++)
-            for (size_t kj = 0; kj < k; kj++) {
-                const size_t r = (o * k + ki) * k + kj;
-                koff[r] = (o * Hq + ki) * Wq + kj;
+            for (size_t kj = 0; kj < k; kj++)
                 for (size_t c = 0; c < C; c++)
-                    wt[c * Kt + r] = L->w[((o * C + c) * k + (k - 1 - ki)) * k + (k - 1 - kj)];
-            }
-    const long long nb = (long long)blocks;
-#pragma omp parallel for num_threads(L->threads) if (par)
-    for (long long bb = 0; bb < nb; bb++) {
-        float *pb = dvp + (size_t)bb * P;
-        for (size_t j = B * (size_t)bb / blocks; j < B * (size_t)(bb + 1) / blocks; j++) {
-            pad_into(pb, dv + j * K, O, Ho, Wo, q);
-            dpt_conv_direct(C, Kt, H * W, W, Wq, wt, NULL, koff, pb, dx + j * D, 0);
-        }
-    }
-    free(koff);
+                    wt[c * Kt + (o * k + ki) * k + kj] = L->w[((o * C + c) * k + (k - 1 - ki)) * k + (k - 1 - kj)];
+    const int ok = direct_batch(L, O, L->out_shape[1], L->out_shape[2], k - 1 - p, C, wt, NULL, dv, L->out_dim, dx,
+                                L->in_dim, B, 0);
     free(wt);
-    free(dvp);
-    return 1;
+    return ok;
 }
 
 static dpt_status conv_backward_input(const dpt_layer *L, const float *x, const float *v, const float *dv,
