@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# docs/dpulr.md's Section 4.3 text on the baseline alone is what
+# experiments/cifar10_resnet5/prose.py renders from the committed CSVs (no number in it typed by
+# hand); prose.py notices a changed doc or CSV and names the file on bad input. Needs neither
+# the binary nor the datasets; about a second.
+set -u
+TOOL=experiments/cifar10_resnet5/prose.py
+source "$(dirname "$0")/lib/py_tool.sh"
+R=$SRC/experiments/cifar10_resnet5/results
+
+# the doc says exactly what the CSVs give; without a mode it prints both parts
+run 0 --check "$SRC/docs/dpulr.md"
+run 0
+has out "**The baseline alone, sessions"
+has out "- Section 4.3: DP-ULR to its plateau"
+
+# a number changed in (a copy of) the doc: exit 1 and a diff showing the line
+sed 's/^\(  antithetic pairs in [0-9]* of \)\([0-9]*\) epochs\*\*/\1999 epochs**/' "$SRC/docs/dpulr.md" > "$T/doc.md"
+cmp -s "$T/doc.md" "$SRC/docs/dpulr.md" && fail "the sed did not change the doc copy"
+run 1 --check "$T/doc.md"
+has out "+  antithetic pairs in "
+has out " of 999 epochs**"
+has err "differs from the CSVs"
+# so is a changed "Not run" bullet
+sed 's/^\(- Section 4.3: DP-ULR to its plateau (the explicit run is still rising after\) [0-9]*/\1 7/' \
+  "$SRC/docs/dpulr.md" > "$T/doc2.md"
+cmp -s "$T/doc2.md" "$SRC/docs/dpulr.md" && fail "the sed did not change the bullet"
+run 1 --check "$T/doc2.md"
+has out "-- Section 4.3: DP-ULR to its plateau (the explicit run is still rising after 7"
+# --write puts the CSVs' numbers back, tables included
+grep -v '^| 5 |' "$T/doc.md" > "$T/doc3.md"
+run 0 --write "$T/doc3.md"
+cmp -s "$T/doc3.md" "$SRC/docs/dpulr.md" || fail "--write did not restore the doc"
+
+# a changed CSV reaches the text: seed 3's accuracy at its last epoch moves the three-seed mean
+mkdir "$T/r"
+cp "$R/dpulr_base.csv" "$R/dpulr_long.csv" "$R/results.csv" "$T/r/"
+last=$(awk -F, '$1 == "dpulr-q50-s5+base+seed3" { e = $2 } END { print e }' "$R/dpulr_base.csv")
+awk -F, -v OFS=, -v e="$last" '$1 == "dpulr-q50-s5+base+seed3" && $2 == e { $5 = 0.9 } 1' "$R/dpulr_base.csv" \
+  > "$T/r/dpulr_base.csv"
+cmp -s "$T/r/dpulr_base.csv" "$R/dpulr_base.csv" && fail "the awk did not change the CSV copy"
+run 1 --check "$SRC/docs/dpulr.md" --results "$T/r"
+has out "+- Over the three seeds at epoch $last: "
+# a seed that stopped sooner shortens the comparison: the last epoch of seed 3 dropped
+awk -F, -v e="$last" '!($1 == "dpulr-q50-s5+base+seed3" && $2 == e)' "$R/dpulr_base.csv" > "$T/r/dpulr_base.csv"
+run 1 --check "$SRC/docs/dpulr.md" --results "$T/r"
+has out "+- Over the three seeds at epoch $((last - 1)): "
+# DP-SGD's best epochs come from results.csv
+awk -F, -v OFS=, '$1 == "dpsgd+seed2" && $2 == 25 { $5 = 0.60 } 1' "$R/results.csv" > "$T/r/results.csv"
+cp "$R/dpulr_base.csv" "$T/r/"
+run 1 --check "$SRC/docs/dpulr.md" --results "$T/r"
+grep -q "^-.*DP-SGD's 48.38 +- 0.42%" "$T/out" || fail "the old DP-SGD mean is not in the diff"
+grep -q "^+.*DP-SGD's 52.12 +- " "$T/out" || fail "the new DP-SGD mean (48.40, 60.00, 47.95) is not in the diff"
+
+# bad input names the file and what is missing
+cp "$R/results.csv" "$T/r/"
+grep -v '^dpulr-q50-s5+base+seed2,' "$R/dpulr_base.csv" > "$T/r/dpulr_base.csv"
+run 2 --results "$T/r"
+has err "$T/r/dpulr_base.csv has no row of the run dpulr-q50-s5+base+seed2"
+cut -d, -f1-4 "$R/dpulr_base.csv" > "$T/r/dpulr_base.csv"
+run 2 --results "$T/r"
+has err "$T/r/dpulr_base.csv has no column test_accuracy, epsilon_rdp, wall_s"
+rm "$T/r/dpulr_long.csv"
+cp "$R/dpulr_base.csv" "$T/r/"
+run 2 --results "$T/r"
+has err "cannot read $T/r/dpulr_long.csv"
+sed 's/^\(dpulr-q50-s5+base,3,150,\),[^,]*,/\1,x,/' "$R/dpulr_base.csv" > "$T/r/dpulr_base.csv"
+cp "$R/dpulr_long.csv" "$T/r/"
+run 2 --results "$T/r"
+has err "$T/r/dpulr_base.csv, run dpulr-q50-s5+base: could not convert string to float"
+printf '# nothing here\n' > "$T/empty.md"
+run 2 --check "$T/empty.md"
+has err "$T/empty.md has 0 lines starting with '**The baseline alone', not 1"
+run 2 --write "$T/empty.md"
+has err "$T/empty.md has 0 lines starting with '**The baseline alone', not 1"
+
+run 0 --help
+has out "--check DOC"
+echo "cifar prose ok"
