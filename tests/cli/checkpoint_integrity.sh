@@ -3,7 +3,8 @@
 # spec, the optimizer or the training state (RNG positions, normalization statistics) is
 # refused by every command that reads the file; an edit re-sealed with the documented hash
 # rule (docs/checkpoints.md) still meets the field checks: eval refuses a normalization
-# std that is 0, negative or a string.
+# std that is 0, negative or a string, and resume refuses the algorithm's settings of the wrong
+# type or another value.
 set -u
 BIN=$1
 source "$(dirname "$0")/lib/harness.sh"
@@ -65,5 +66,32 @@ PY
   from=$(sed -n 1p "$T/from_to"); to=$(sed -n 2p "$T/from_to")
   edit "$from" "$to" reseal
   expect_fail "std" "$BIN" eval --checkpoint "$T/bad.safetensors"
+done
+# the algorithm's settings (DP-SGD: C and clip mode), re-sealed: of the wrong type they are a
+# format error, another value a mismatch, on resume; the run's files stay as they were
+DP=(--dataset "csv:$T/d.csv" --model mlp:4-8-3:relu --batch-size 20 --algo dpsgd --sample-rate 0.2 --sigma 1
+    --clip 1 --delta 1e-5 --quiet --no-progress)
+expect_ok "$BIN" train "${DP[@]}" --epochs 1 --out "$T/dp"
+CK=$T/dp/checkpoint.safetensors
+python3 - "$CK" > "$T/from" <<'PY'
+import json, struct, sys
+buf = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", buf[:8])[0]
+state = json.loads(json.loads(buf[8:8 + n])["__metadata__"]["state"])
+print(json.dumps({"algorithm_settings": state["algorithm_settings"]}, separators=(",", ":"))[1:-1]
+      .replace('"', '\\"'))
+PY
+from=$(cat "$T/from")
+check '[ -n "$from" ] && grep -q "C 1" <<<"$from"' "no DP-SGD algorithm_settings in the state: $from"
+for to in '\"algorithm_settings\":5' '\"algorithm_settings\":\"C 2, clip mode flat\"'; do
+  edit "$from" "$to" reseal
+  rm -rf "$T/dp2"; cp -r "$T/dp" "$T/dp2"; cp "$T/bad.safetensors" "$T/dp2/checkpoint.safetensors"
+  case $to in
+  *:5) want="training state is missing fields or has wrong types" ;;
+  *) want="algorithm settings was C 2, clip mode flat, now" ;;
+  esac
+  expect_fail "$want" "$BIN" train "${DP[@]}" --epochs 2 --resume --out "$T/dp2"
+  check 'cmp -s "$T/dp/ledger.json" "$T/dp2/ledger.json" && cmp -s "$T/bad.safetensors" "$T/dp2/checkpoint.safetensors"' \
+    "a refused resume changed the run's files ($to)"
 done
 harness_end
