@@ -24,6 +24,11 @@ number of our runs in the doc's tables is typed by hand:
                                                    epochs EPOCHS, each run's best epoch and its last
                                                    (a partial epoch says how many steps it had); a
                                                    further CSV among the runs holds the runs after it
+  md_tables.py cifar_plateau CSV STEPS_PER_EPOCH RUN=LABEL ... [CSV2 RUN=LABEL ...]
+                                                   whether each run has stopped rising: its 10-epoch
+                                                   rise (mean of the last 5 whole epochs minus the 5
+                                                   ten before) below 0.25 points and its best 10 or
+                                                   more epochs back
 
   md_tables.py check DOC    every table in DOC that follows a marker line
                             <!-- md_tables.py KIND ARGS --> (paths relative to the source tree)
@@ -360,6 +365,49 @@ def cifar_curves(path, steps_per_epoch, epochs, runs):
     return out
 
 
+PLATEAU_RISE = 0.25  # points: a 5-epoch mean moved less than this in 10 epochs ...
+PLATEAU_SINCE = 10  # ... and no new best for this many epochs: "stopped rising"
+
+
+def cifar_plateau(path, steps_per_epoch, runs):
+    """Whether each run has stopped rising, over its whole epochs (a partial last epoch is left
+    out): its last epoch, best epoch, the mean accuracy of its last 5 epochs minus that of the 5
+    epochs ten before ("10-epoch rise"), and the epochs since its best. A run has stopped rising
+    when that rise is below PLATEAU_RISE points and its best is PLATEAU_SINCE or more epochs
+    back. RUN=LABEL and further CSVs as in cifar_curves."""
+    try:
+        spe = int(steps_per_epoch)
+    except ValueError:
+        raise TableError("cifar_plateau: the steps per epoch are an integer, not '%s'" % steps_per_epoch)
+    if not runs or runs[0].endswith(".csv") or runs[-1].endswith(".csv") or any(
+            "=" not in r and not r.endswith(".csv") for r in runs):
+        raise TableError("cifar_plateau: name the runs as RUN=LABEL (a further CSV before the runs it holds)")
+    out = ["| run | whole epochs | best epoch (test acc) | last epoch | 10-epoch rise (last 5 against 5 ten before) "
+           "| epochs since best | stopped rising? |", "|---|---|---|---|---|---|---|"]
+    rows = None
+    for spec in runs:
+        if spec.endswith(".csv"):
+            path, rows = spec, None
+            continue
+        if rows is None:
+            rows = rows_of(path, CIFAR_COLS)
+        run, label = spec.split("=", 1)
+        by = {e: r for e, r in run_rows(path, rows, run).items() if int(r["step"]) == spe * e}
+        if not by:
+            raise TableError("%s: run %s has no whole epoch of %d steps" % (path, run, spe))
+        last, best = max(by), best_epoch(path, by)
+        acc = {e: 100 * num(r, "test_accuracy", path) for e, r in by.items()}
+        if all(e in acc for e in range(last - 14, last + 1)):
+            rise = (sum(acc[e] for e in range(last - 4, last + 1)) - sum(acc[e] for e in range(last - 14, last - 9))) / 5
+            rise_s = "%+.2f" % rise
+            stopped = "yes" if rise < PLATEAU_RISE and last - best >= PLATEAU_SINCE else "no"
+        else:
+            rise_s, stopped = "(fewer than 15 epochs)", "no"
+        out.append("| %s | %d | %d (%.2f%%) | %.2f%% | %s | %d | %s |" % (
+            label, last, best, acc[best], acc[last], rise_s, last - best, stopped))
+    return out
+
+
 def table(args):
     """The table that `md_tables.py ARGS` prints, as a list of lines."""
     if not args:
@@ -386,6 +434,7 @@ KINDS = {
     "cifar_run": (3, 3, lambda a: cifar_run(*a)),
     "cifar_seeds": (3, None, lambda a: cifar_seeds(a[0], a[1], a[2:])),
     "cifar_curves": (4, None, lambda a: cifar_curves(a[0], a[1], a[2], a[3:])),
+    "cifar_plateau": (3, None, lambda a: cifar_plateau(a[0], a[1], a[2:])),
 }
 
 

@@ -88,6 +88,25 @@ run 2 cifar_curves "$T/c.csv" 10 1 "$T/c2.csv" "d=D"
 has err "name the runs as RUN=LABEL"
 run 2 cifar_curves "$T/c.csv" 10 1 "a=A" "$T/c2.csv"
 has err "name the runs as RUN=LABEL"
+# cifar_plateau: p's best (epoch 3) is 13 epochs back and its 10-epoch rise is 30 - 34 = -4
+# (its partial epoch 17 left out); q rises +0.20 but its best is its last epoch; r is short
+{ echo "run,epoch,step,train_loss,test_accuracy,epsilon_rdp,epsilon_pld,delta,wall_s,noise,seed"
+  for e in $(seq 1 16); do
+    pa=0.30; [ "$e" = 3 ] && pa=0.50
+    qa=0.30; [ "$e" = 16 ] && qa=0.31
+    echo "p,$e,$((10 * e)),,$pa,0.5,,1e-05,$e,x,1"
+    echo "q,$e,$((10 * e)),,$qa,0.5,,1e-05,$e,x,1"
+  done
+  echo "p,17,164,,0.90,0.5,,1e-05,17,x,1"
+  for e in 1 2 3 4 5; do echo "r,$e,$((10 * e)),,0.20,0.5,,1e-05,$e,x,1"; done; } > "$T/pl.csv"
+run 0 cifar_plateau "$T/pl.csv" 10 "p=P" "q=Q" "r=R"
+has out "| P | 16 | 3 (50.00%) | 30.00% | -4.00 | 13 | yes |"
+has out "| Q | 16 | 16 (31.00%) | 31.00% | +0.20 | 0 | no |"
+has out "| R | 5 | 1 (20.00%) | 20.00% | (fewer than 15 epochs) | 4 | no |"
+run 2 cifar_plateau "$T/pl.csv" 7 "p=P"
+has err "run p has no whole epoch of 7 steps"
+run 2 cifar_plateau "$T/pl.csv" 10 p
+has err "name the runs as RUN=LABEL"
 # diagnose.sh vr's table: accuracy per epoch, the last epoch's norm, s_l and clip fractions
 cat > "$T/v.csv" <<'CSV'
 run,step_first,step_last,epoch,test_acc,test_loss,update_norm_mean,direction_norm_mean,m0_s_median,m0_clipped_frac,m1_s_median,m1_clipped_frac
