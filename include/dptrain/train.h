@@ -104,7 +104,7 @@ dpt_status dpt_algo_sgd_new(dpt_algo **out);
  * adds N(0, sigma^2 C^2) once and divides by the expected batch size qN. Memory does not
  * grow with batch x parameters (reference: materialized chunks of ref_chunk examples). */
 typedef struct {
-    double sigma;            /* noise multiplier (>= 0) */
+    double sigma;            /* noise multiplier (> 0; for no noise use dpt_algo_sgd_new) */
     double clip;             /* C > 0 */
     dpt_clip_mode clip_mode; /* flat (default) or per-layer with C_l = C / sqrt(G) */
     int reference;           /* 1: materialized per-example gradients (tests, reference) */
