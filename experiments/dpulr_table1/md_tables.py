@@ -24,6 +24,8 @@ number of our runs in the doc's tables is typed by hand:
                                                    epochs EPOCHS, each run's best epoch and its last
                                                    (a partial epoch says how many steps it had); a
                                                    further CSV among the runs holds the runs after it
+  md_tables.py signal SIGNAL_SUMMARY_CSV          cifar10_resnet5/signal.sh: DP-SGD's and DP-ULR's
+                                                   clipped directions along the true gradient
   md_tables.py cifar_plateau CSV STEPS_PER_EPOCH RUN=LABEL ... [CSV2 RUN=LABEL ...]
                                                    whether each run has stopped rising: its 10-epoch
                                                    rise (mean of the last 5 whole epochs minus the 5
@@ -365,6 +367,32 @@ def cifar_curves(path, steps_per_epoch, epochs, runs):
     return out
 
 
+SIGNAL_COLS = ["point", "method", "K", "draws", "proj_mean", "proj_std", "cos_mean", "dpsgd_over_dpulr"]
+SIGNAL_NAMES = {"dpsgd": "DP-SGD (clipped)", "dpulr": "DP-ULR (clipped)", "ulr_unclipped": "ULR (not clipped)"}
+
+
+def signal(path):
+    """cifar10_resnet5/signal.sh's signal_summary.csv: per point, DP-SGD's clipped direction and
+    DP-ULR's (clipped, and the estimator unclipped) at each K, along the true gradient (mean
+    +- sample std over the draws), their cosine with it, and DP-SGD's proj over DP-ULR's."""
+    out = ["| point | direction | K | draws | along the true gradient | cos with it | DP-SGD / DP-ULR |",
+           "|---|---|---|---|---|---|---|"]
+    for r in rows_of(path, SIGNAL_COLS):
+        if r["method"] == "gradient":
+            continue
+        name = SIGNAL_NAMES.get(r["method"])
+        if name is None:
+            raise TableError("%s: unknown method '%s' (known: gradient, %s)" % (path, r["method"], ", ".join(SIGNAL_NAMES)))
+        draws = int(num(r, "draws", path))
+        proj = "%.4g" % num(r, "proj_mean", path)
+        if draws > 1:
+            proj += " +- %.2g" % num(r, "proj_std", path)
+        ratio = "%.2f" % num(r, "dpsgd_over_dpulr", path) if r["method"] == "dpulr" else ""
+        out.append("| %s | %s | %s | %d | %s | %.3f | %s |" % (
+            r["point"], name, r["K"] if r["method"] != "dpsgd" else "", draws, proj, num(r, "cos_mean", path), ratio))
+    return out
+
+
 PLATEAU_RISE = 0.25  # points: a 5-epoch mean moved less than this in 10 epochs ...
 PLATEAU_SINCE = 10  # ... and no new best for this many epochs: "stopped rising"
 
@@ -435,6 +463,7 @@ KINDS = {
     "cifar_seeds": (3, None, lambda a: cifar_seeds(a[0], a[1], a[2:])),
     "cifar_curves": (4, None, lambda a: cifar_curves(a[0], a[1], a[2], a[3:])),
     "cifar_plateau": (3, None, lambda a: cifar_plateau(a[0], a[1], a[2:])),
+    "signal": (1, 1, lambda a: signal(a[0])),
 }
 
 

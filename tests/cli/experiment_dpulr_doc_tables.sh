@@ -107,6 +107,22 @@ run 2 cifar_plateau "$T/pl.csv" 7 "p=P"
 has err "run p has no whole epoch of 7 steps"
 run 2 cifar_plateau "$T/pl.csv" 10 p
 has err "name the runs as RUN=LABEL"
+# signal: signal.sh's summary (the gradient's own row is left out; one draw has no +-)
+cat > "$T/sig.csv" <<'CSV'
+point,method,K,draws,proj_mean,proj_std,cos_mean,dpsgd_over_dpulr
+p0,gradient,0,1,2.5,0,1,
+p0,dpsgd,0,1,0.08,0,0.9,
+p0,dpulr,4,3,0.02,0.005,0.5,4
+p0,ulr_unclipped,4,3,1.25,0.25,0.3,
+CSV
+run 0 signal "$T/sig.csv"
+has out "| p0 | DP-SGD (clipped) |  | 1 | 0.08 | 0.900 |  |"
+has out "| p0 | DP-ULR (clipped) | 4 | 3 | 0.02 +- 0.005 | 0.500 | 4.00 |"
+has out "| p0 | ULR (not clipped) | 4 | 3 | 1.25 +- 0.25 | 0.300 |  |"
+[ "$(grep -c "^| p0 |" "$T/out")" = 3 ] || fail "signal did not print exactly the three directions of p0"
+sed 's/^p0,ulr_unclipped,/p0,other,/' "$T/sig.csv" > "$T/sig2.csv"
+run 2 signal "$T/sig2.csv"
+has err "unknown method 'other'"
 # diagnose.sh vr's table: accuracy per epoch, the last epoch's norm, s_l and clip fractions
 cat > "$T/v.csv" <<'CSV'
 run,step_first,step_last,epoch,test_acc,test_loss,update_norm_mean,direction_norm_mean,m0_s_median,m0_clipped_frac,m1_s_median,m1_clipped_frac
