@@ -23,7 +23,8 @@ number of our runs in the doc's tables is typed by hand:
                                                    test accuracy of several runs side by side at the
                                                    epochs EPOCHS, each run's best epoch and its last
                                                    (a partial epoch says how many steps it had); a
-                                                   further CSV among the runs holds the runs after it
+                                                   further CSV among the runs holds the runs after it;
+                                                   EPOCHS as only:LIST: those rows alone
   md_tables.py signal SIGNAL_SUMMARY_CSV          cifar10_resnet5/signal.sh: DP-SGD's and DP-ULR's
                                                    clipped directions along the true gradient
   md_tables.py cifar_plateau CSV STEPS_PER_EPOCH RUN=LABEL ... [CSV2 RUN=LABEL ...]
@@ -313,7 +314,9 @@ def cifar_curves(path, steps_per_epoch, epochs, runs):
     run stopped with Ctrl-C) says so. The epsilon column is that of the first run (in the order
     given) with a whole epoch there: runs of equal q and sigma0 spend the same per step, and
     runs whose whole epochs disagree on epsilon are an error (a table of one column of
-    epsilon cannot hold them). A RUN=LABEL is looked up in the last CSV named before it."""
+    epsilon cannot hold them). A RUN=LABEL is looked up in the last CSV named before it.
+    EPOCHS written only:LIST gives those rows alone (no rows added for bests and lasts; a best
+    or last among them is still marked)."""
     try:
         spe = int(steps_per_epoch)
     except ValueError:
@@ -334,9 +337,11 @@ def cifar_curves(path, steps_per_epoch, epochs, runs):
         last = max(by)
         partial = int(by[last]["step"]) - spe * (last - 1)
         cols.append((label, by, best_epoch(path, by), last, partial if partial < spe else None, path))
-    want = set(epoch_list(epochs))
-    for _, by, best, last, _, _ in cols:
-        want |= {best, last}
+    only = epochs.startswith("only:")
+    want = set(epoch_list(epochs[5:] if only else epochs))
+    if not only:
+        for _, by, best, last, _, _ in cols:
+            want |= {best, last}
     out = ["| epoch | %s | epsilon RDP (Balle) |" % " | ".join(c[0] for c in cols),
            "|---|%s---|" % ("---|" * len(cols))]
     for e in sorted(want):

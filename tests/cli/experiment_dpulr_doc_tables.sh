@@ -68,6 +68,10 @@ has out "| epoch | A | B | epsilon RDP (Balle) |"
 has out "| 1 | 10.00% | **40.00%** (its best) | 0.5000 |"
 has out "| 2 | **30.00%** (its best) | 35.00% | 0.7500 |"
 has out "| 3 | 20.00% (4 of 10 steps; stopped) |  | 0.8000 (after 24 steps) |"
+# only:LIST: those epochs alone (b's best, epoch 1, is among them and marked; a's best, 2, is not)
+run 0 cifar_curves "$T/c.csv" 10 only:1 "a=A" "b=B"
+has out "| 1 | 10.00% | **40.00%** (its best) | 0.5000 |"
+[ "$(grep -c "^| [0-9]" "$T/out")" = 1 ] || fail "only:1 printed rows other than epoch 1"
 # runs from a second CSV (named among the runs, before them); one of another q or sigma0
 # (epsilon differs at an epoch both have whole) cannot share the epsilon column
 cat > "$T/c2.csv" <<'CSV'
