@@ -8,25 +8,29 @@ TOOL=experiments/cifar10_resnet5/prose.py
 source "$(dirname "$0")/lib/py_tool.sh"
 R=$SRC/experiments/cifar10_resnet5/results
 
-# the doc says exactly what the CSVs give; without a mode it prints both parts
+# the doc says exactly what the CSVs give; without a mode it prints every part
 run 0 --check "$SRC/docs/dpulr.md"
 run 0
-has out "**The baseline alone, sessions"
-has out "- Section 4.3: DP-ULR to its plateau"
+for p in "**The baseline alone, sessions" "**More perturbations per example" "**Why DP-ULR trails DP-SGD here" \
+         "**The paper's other captions" "- Section 4.3: DP-ULR to its plateau"; do has out "$p"; done
 
 # a number changed in (a copy of) the doc: exit 1 and a diff showing the line
-sed 's/^\(  antithetic pairs in [0-9]* of \)\([0-9]*\) epochs\*\*/\1999 epochs**/' "$SRC/docs/dpulr.md" > "$T/doc.md"
+sed 's/^\(  antithetic pairs\*\* for seed 1 in \)[0-9]*/\1999/' "$SRC/docs/dpulr.md" > "$T/doc.md"
 cmp -s "$T/doc.md" "$SRC/docs/dpulr.md" && fail "the sed did not change the doc copy"
 run 1 --check "$T/doc.md"
-has out "+  antithetic pairs in "
-has out " of 999 epochs**"
+has out "-  antithetic pairs** for seed 1 in 999 of "
+has out "+  antithetic pairs** for seed 1 in "
 has err "differs from the CSVs"
 # so is a changed "Not run" bullet
-sed 's/^\(- Section 4.3: DP-ULR to its plateau (the explicit run is still rising after\) [0-9]*/\1 7/' \
-  "$SRC/docs/dpulr.md" > "$T/doc2.md"
+sed 's/^- Section 4.3: DP-ULR to its plateau by the rule above/&X/' "$SRC/docs/dpulr.md" > "$T/doc2.md"
 cmp -s "$T/doc2.md" "$SRC/docs/dpulr.md" && fail "the sed did not change the bullet"
 run 1 --check "$T/doc2.md"
-has out "-- Section 4.3: DP-ULR to its plateau (the explicit run is still rising after 7"
+has out "-- Section 4.3: DP-ULR to its plateau by the rule aboveX"
+# and a changed number in the signal part
+sed 's/^\(  DP-SGD has \)[0-9.]*x (init)/\19.9x (init)/' "$SRC/docs/dpulr.md" > "$T/doc4.md"
+cmp -s "$T/doc4.md" "$SRC/docs/dpulr.md" && fail "the sed did not change the signal part"
+run 1 --check "$T/doc4.md"
+has out "-  DP-SGD has 9.9x (init)"
 # --write puts the CSVs' numbers back, tables included
 grep -v '^| 5 |' "$T/doc.md" > "$T/doc3.md"
 run 0 --write "$T/doc3.md"
@@ -34,7 +38,8 @@ cmp -s "$T/doc3.md" "$SRC/docs/dpulr.md" || fail "--write did not restore the do
 
 # a changed CSV reaches the text: seed 3's accuracy at its last epoch moves the three-seed mean
 mkdir "$T/r"
-cp "$R/dpulr_base.csv" "$R/dpulr_long.csv" "$R/results.csv" "$T/r/"
+cp "$R"/{dpulr_base,dpulr_long,results,dpulr_q25,dpulr_results,signal_summary,trace20_explicit}.csv "$T/r/"
+run 0 --check "$SRC/docs/dpulr.md" --results "$T/r"
 last=$(awk -F, '$1 == "dpulr-q50-s5+base+seed3" { e = $2 } END { print e }' "$R/dpulr_base.csv")
 awk -F, -v OFS=, -v e="$last" '$1 == "dpulr-q50-s5+base+seed3" && $2 == e { $5 = 0.9 } 1' "$R/dpulr_base.csv" \
   > "$T/r/dpulr_base.csv"
@@ -68,11 +73,22 @@ sed 's/^\(dpulr-q50-s5+base,3,150,\),[^,]*,/\1,x,/' "$R/dpulr_base.csv" > "$T/r/
 cp "$R/dpulr_long.csv" "$T/r/"
 run 2 --results "$T/r"
 has err "$T/r/dpulr_base.csv, run dpulr-q50-s5+base: could not convert string to float"
+# the signal summary: DP-SGD's component at the init doubled doubles its lead at K 4
+cp "$R/dpulr_base.csv" "$T/r/"
+awk -F, -v OFS=, '$1 == "init" && $2 == "dpsgd" { $5 = 2 * $5 } 1' "$R/signal_summary.csv" > "$T/r/signal_summary.csv"
+run 1 --check "$SRC/docs/dpulr.md" --results "$T/r"
+want=$(awk -F, '$1 == "init" && $2 == "dpulr" && $3 == 4 { printf "%.1f", 2 * $8 }' "$R/signal_summary.csv")
+has out "+- **At our K = 4 a DP-SGD example moves the update along g $want times"
+cp "$R/signal_summary.csv" "$T/r/"
+rm "$T/r/dpulr_q25.csv"
+run 2 --results "$T/r"
+has err "cannot read $T/r/dpulr_q25.csv"
+cp "$R/dpulr_q25.csv" "$T/r/"
 printf '# nothing here\n' > "$T/empty.md"
 run 2 --check "$T/empty.md"
-has err "$T/empty.md has 0 lines starting with '**The baseline alone', not 1"
+has err "$T/empty.md has 0 lines starting with '**The baseline alone, sessions', not 1"
 run 2 --write "$T/empty.md"
-has err "$T/empty.md has 0 lines starting with '**The baseline alone', not 1"
+has err "$T/empty.md has 0 lines starting with '**The baseline alone, sessions', not 1"
 
 run 0 --help
 has out "--check DOC"
