@@ -308,6 +308,24 @@ def cifar_seeds(path, epoch, runs):
     return out
 
 
+def labelled_runs(kind, path, runs):
+    """[(csv path, label, run, {epoch: row})] of each RUN=LABEL among RUNS, looked up in the last
+    CSV named before it (PATH before any)."""
+    if not runs or runs[0].endswith(".csv") or runs[-1].endswith(".csv") or any(
+            "=" not in r and not r.endswith(".csv") for r in runs):
+        raise TableError("%s: name the runs as RUN=LABEL (a further CSV before the runs it holds)" % kind)
+    out, rows = [], None
+    for spec in runs:
+        if spec.endswith(".csv"):
+            path, rows = spec, None
+            continue
+        if rows is None:
+            rows = rows_of(path, CIFAR_COLS)
+        run, label = spec.split("=", 1)
+        out.append((path, label, run, run_rows(path, rows, run)))
+    return out
+
+
 def cifar_curves(path, steps_per_epoch, epochs, runs):
     """Test accuracy of several runs side by side. Rows: EPOCHS, every run's best epoch and last
     row. A run's best is bold; a last row with fewer than STEPS_PER_EPOCH steps in its epoch (a
@@ -321,19 +339,8 @@ def cifar_curves(path, steps_per_epoch, epochs, runs):
         spe = int(steps_per_epoch)
     except ValueError:
         raise TableError("cifar_curves: the steps per epoch are an integer, not '%s'" % steps_per_epoch)
-    rows = None
-    if not runs or runs[0].endswith(".csv") or runs[-1].endswith(".csv") or any(
-            "=" not in r and not r.endswith(".csv") for r in runs):
-        raise TableError("cifar_curves: name the runs as RUN=LABEL (a further CSV before the runs it holds)")
     cols = []
-    for spec in runs:
-        if spec.endswith(".csv"):
-            path, rows = spec, None
-            continue
-        if rows is None:
-            rows = rows_of(path, CIFAR_COLS)
-        run, label = spec.split("=", 1)
-        by = run_rows(path, rows, run)
+    for path, label, run, by in labelled_runs("cifar_curves", path, runs):
         last = max(by)
         partial = int(by[last]["step"]) - spe * (last - 1)
         cols.append((label, by, best_epoch(path, by), last, partial if partial < spe else None, path))
@@ -412,20 +419,10 @@ def cifar_plateau(path, steps_per_epoch, runs):
         spe = int(steps_per_epoch)
     except ValueError:
         raise TableError("cifar_plateau: the steps per epoch are an integer, not '%s'" % steps_per_epoch)
-    if not runs or runs[0].endswith(".csv") or runs[-1].endswith(".csv") or any(
-            "=" not in r and not r.endswith(".csv") for r in runs):
-        raise TableError("cifar_plateau: name the runs as RUN=LABEL (a further CSV before the runs it holds)")
     out = ["| run | whole epochs | best epoch (test acc) | last epoch | 10-epoch rise (last 5 against 5 ten before) "
            "| epochs since best | stopped rising? |", "|---|---|---|---|---|---|---|"]
-    rows = None
-    for spec in runs:
-        if spec.endswith(".csv"):
-            path, rows = spec, None
-            continue
-        if rows is None:
-            rows = rows_of(path, CIFAR_COLS)
-        run, label = spec.split("=", 1)
-        by = {e: r for e, r in run_rows(path, rows, run).items() if int(r["step"]) == spe * e}
+    for path, label, run, all_rows in labelled_runs("cifar_plateau", path, runs):
+        by = {e: r for e, r in all_rows.items() if int(r["step"]) == spe * e}
         if not by:
             raise TableError("%s: run %s has no whole epoch of %d steps" % (path, run, spe))
         last, best = max(by), best_epoch(path, by)

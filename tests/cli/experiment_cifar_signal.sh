@@ -7,19 +7,12 @@ source "$(dirname "$0")/lib/harness.sh"
 SRC_DIR=${DPT_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 PROBE=$(dirname "$BIN")/bench/dpulr_signal
 [ -x "$PROBE" ] || { echo "SKIP: $PROBE not built"; exit 77; }
-python3 - "$T/d.csv" <<'PY'
-import random, sys
-random.seed(5)
-with open(sys.argv[1], "w") as f:
-    for i in range(600):
-        c = i % 3
-        f.write("%d,%s\n" % (c, ",".join("%.3f" % (random.gauss(0, 1) + (c == j)) for j in range(6))))
-PY
+blobs_csv "$T/d.csv" 600
 # field F (1-based) of the line of METHOD and K (draw 0)
 field() { awk -F, -v m="$1" -v k="$2" -v f="$3" '$1 == m && $2 == k && $3 == 0 { print $f }' "$T/p.csv"; }
 # C far above every norm: nothing is clipped, so DP-SGD's direction is the gradient and
 # DP-ULR's equals the unclipped estimator's; at large K the estimator approaches the gradient
-expect_ok "$PROBE" "csv:$T/d.csv" "$T" mlp:6-16-3:tanh 500 4,1024 1 1000 0.01
+expect_ok "$PROBE" "csv:$T/d.csv" "$T" mlp:4-16-3:tanh 500 4,1024 1 1000 0.01
 printf '%s\n' "$LAST_OUT" > "$T/p.csv"
 g=$(field gradient 0 4)
 check '[ -n "$g" ] && [ "$g" = "$(field gradient 0 6)" ] && [ "$(field gradient 0 5)" = 1 ]' \
@@ -32,13 +25,13 @@ check '[ "$(field dpulr 4 4),$(field dpulr 4 6)" = "$(field ulr_unclipped 4 4),$
 check 'awk -v c="$(field dpulr 1024 5)" -v d="$(field dpulr 4 5)" "BEGIN { exit !(c > 0.999 && c > d) }"' \
   "the estimate at K 1024 is not closer to the gradient (cos $(field dpulr 1024 5)) than at K 4 ($(field dpulr 4 5))"
 # C = 1: every released direction is a mean of vectors of norm <= 1
-expect_ok "$PROBE" "csv:$T/d.csv" "$T" mlp:6-16-3:tanh 500 4 1 1 0.1
+expect_ok "$PROBE" "csv:$T/d.csv" "$T" mlp:4-16-3:tanh 500 4 1 1 0.1
 printf '%s\n' "$LAST_OUT" > "$T/p.csv"
 check 'awk -F, "NR > 1 && (\$2 == \"dpsgd\" || \$2 == \"dpulr\") && \$6 > 1.000001 { bad = 1 } END { exit bad }" "$T/p.csv"' \
   "a clipped direction has norm above C"
 check 'awk -v a="$(field dpsgd 0 6)" "BEGIN { exit !(a < 0.99) }"' "DP-SGD at C 1 was not clipped (norm $(field dpsgd 0 6))"
-expect_fail "K is a comma-separated list" "$PROBE" "csv:$T/d.csv" "$T" mlp:6-16-3:tanh 500 4,x
-expect_fail "need 1 <= B <= 600" "$PROBE" "csv:$T/d.csv" "$T" mlp:6-16-3:tanh 601
+expect_fail "K is a comma-separated list" "$PROBE" "csv:$T/d.csv" "$T" mlp:4-16-3:tanh 500 4,x
+expect_fail "need 1 <= B <= 600" "$PROBE" "csv:$T/d.csv" "$T" mlp:4-16-3:tanh 601
 # the experiment's smoke configuration: its CSVs, summary and plot
 expect_ok env DPTRAIN_BUILD="$(dirname "$BIN")" OUT="$T/out" bash "$SRC_DIR/experiments/cifar10_resnet5/signal.sh" --smoke
 check '[ "$(grep -c "^init,dpulr,[24]," "$T/out/signal.csv")" = 2 ] && [ "$(grep -c "^trained," "$T/out/signal.csv")" = 6 ]' \
