@@ -1,18 +1,25 @@
 #!/usr/bin/env python3
-"""docs/dpulr.md's Section 4.3 text on "the baseline alone" (DP-ULR's clean-loss baseline without
-antithetic pairs on CIFAR-10), filled in from the CSVs the runs wrote, so that no number of our
-runs in it is typed by hand:
+"""docs/dpulr.md's Section 4.3 text on the DP-ULR runs of sessions 31-33 on CIFAR-10, filled in
+from the CSVs the runs and the probe wrote, so that no number of our runs in it is typed by hand.
+Five parts of the doc (PARTS), each from the line starting with its first words up to the line
+starting with the next marker (blank lines before it stay); their prose and md_tables.py markers
+are rendered here, the tables under the markers are md_tables.py's (--write refills them, --check
+leaves them to `md_tables.py check`):
 
-  the block from the line starting "**The baseline alone" to the plot below it (its prose and
-  the md_tables.py markers of its two tables; the tables themselves are md_tables.py's), and
-  the bullet "- Section 4.3: DP-ULR to its plateau" of "Not run (compute)".
+  "**The baseline alone, sessions"     the baseline alone over three seeds, antithetic pairs of
+                                       the same seeds, whether each run has stopped rising
+  "**More perturbations per example"   K = 16 against K = 4
+  "**Why DP-ULR trails DP-SGD here"    the gradient-signal probe (signal.sh) and what it implies
+                                       per epoch and at equal epsilon
+  "**The paper's other captions"       q 1/25 with sigma0 8 and 4
+  "- Section 4.3: DP-ULR to its plateau"  the item of "Not run (compute)"
 
-Read: results/dpulr_base.csv (the three seeds of the baseline alone), results/dpulr_long.csv
-(antithetic pairs, seed 1) and results/results.csv (DP-SGD's three seeds), all written by
-run.sh --collect. What is fixed text here is history the CSVs do not hold: which build ran which
-steps, and the antithetic seed-2 run stopped before any epoch was collected.
+Read from results/: dpulr_base.csv, dpulr_q25.csv (run.sh --collect of sessions 31-33),
+dpulr_long.csv (session 28), dpulr_results.csv (issue 10), results.csv (DP-SGD),
+signal_summary.csv (signal.sh) and trace20_explicit.csv (the traced steps). Fixed text here is
+what the CSVs do not hold: which build ran which steps, the run settings, and the runs' history.
 
-Without --check or --write it prints both parts.
+Without --check or --write it prints the parts.
 """
 import argparse
 import csv
@@ -93,7 +100,8 @@ def rise5(b, n):
 
 def best(b):
     """(accuracy, epoch) of the best epoch, the first of equal ones (as md_tables.py)"""
-    return max((v["acc"], -e) for e, v in b.items())[0], -max((v["acc"], -e) for e, v in b.items())[1]
+    e = min(b, key=lambda e: (-b[e]["acc"], e))
+    return b[e]["acc"], e
 
 
 def stopped(b):
@@ -103,8 +111,8 @@ def stopped(b):
 
 
 def seconds_per_epoch(b, first_step, last_step=None):
-    """wall seconds of each epoch run wholly within [first_step, last_step) (wall_s is the
-    run's training time so far)"""
+    """wall seconds of each epoch that started at or after first_step and ended at or before
+    last_step (None: any end); wall_s is the run's training time so far"""
     prev = lambda e: (0.0, 0) if e == 1 else (b[e - 1]["wall"], b[e - 1]["step"]) if e - 1 in b else (None, -1)
     return [b[e]["wall"] - prev(e)[0] for e in sorted(b) if prev(e)[0] is not None and prev(e)[1] >= first_step
             and (last_step is None or b[e]["step"] <= last_step)]
