@@ -201,10 +201,10 @@ direct forward: the same computation up to float rounding, about 1.55x faster pe
 From those last steps on, one build alone would not reproduce the curves bit for bit; the
 sampling, the privacy noise and so the epsilons do not depend on the build. Session 33
 added an antithetic-pairs run of seed 2 (`NOISE=explicit SEED=2 ... --rows {ANTI2}`,
-started afresh on f4a3ac4; the 175 steps of session 31 under that name were set aside, not
-in the CSV). Time per epoch with f4a3ac4: median {st.median(sec32):.0f} s ({sec32[0]:.0f}-{sec32[-1]:.0f} s over {len(sec32)} epochs) with three
+started afresh on f4a3ac4; the 175 steps run under that name in sessions 31-32 were set
+aside, not in the CSV). Time per epoch with f4a3ac4: median {st.median(sec32):.0f} s ({sec32[0]:.0f}-{sec32[-1]:.0f} s over {len(sec32)} epochs) with three
 runs on the 2 cores (session 32; the long ones while CI runs shared the cores), median
-{st.median(sec33):.0f} s ({sec33[0]:.0f}-{sec33[-1]:.0f} s over {len(sec33)} epochs) with seven runs on them (session 33); 128-205 s in
+{st.median(sec33):.0f} s ({sec33[0]:.0f}-{sec33[-1]:.0f} s over {len(sec33)} epochs) with seven runs on them (session 33; CI and the probe below part of the time); 128-205 s in
 session 31 with two runs and the first build. The tables are of the epochs collected when
 this was written ({n1}, {n2} and {n3}; antithetic seed 2: {max(A2)}); the runs go on (`run.sh --resume`).
 
