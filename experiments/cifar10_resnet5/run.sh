@@ -32,7 +32,7 @@
 # checkpoints (dptrain --resume, same settings) until E epochs in all: DP-ULR takes minutes
 # per epoch, so its runs go on over several sittings. A row of a run stopped inside an
 # epoch is kept only while it is the run's last (a resumed run supersedes it).
-#   usage: run.sh [--smoke] [--epochs E] [--rows LIST] [--collect | --resume]
+#   usage: run.sh [--smoke] [--epochs E] [--rows LIST] [--collect | --resume] [--help]
 #   env: DPTRAIN, DATA_DIR, OUT, THREADS, COPIES, NOISE, SEED, LR
 #   --smoke: 1000 training / 300 test examples, 1 epoch (unless --epochs), rows dpsgd and dpulr-q50-s5 unless
 #            --rows is given, q = 0.1 (DP-SGD) / 5 q (DP-ULR) with K = 2; a ctest runs it
@@ -62,7 +62,8 @@ while [ $# -gt 0 ]; do
     --rows) ROWS=$2; shift ;;
     --collect) COLLECT=1 ;;
     --resume) RESUME=1 ;;
-    *) echo "run.sh: unknown argument '$1' (expected --smoke, --epochs E, --rows LIST, --collect or --resume)" >&2; exit 2 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown argument '$1' (expected --smoke, --epochs E, --rows LIST, --collect, --resume or --help)" >&2; exit 2 ;;
   esac
   shift
 done

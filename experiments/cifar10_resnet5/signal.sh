@@ -10,7 +10,7 @@
 #   OUT/signal_summary.csv  point,method,K,draws,proj_mean,proj_std,cos_mean,dpsgd_over_dpulr
 #                           (DP-SGD's proj over this row's mean proj)
 #   OUT/signal.png          proj against K, one curve per point, DP-SGD as a level line
-# usage: signal.sh [--smoke]
+# usage: signal.sh [--smoke | --help]
 #   env: DPTRAIN_BUILD (default build/), DATA_DIR, OUT (default this directory's out/),
 #        B (1000), KS (4,16,64), DRAWS (4), C (1), S (0.1), THREADS (1),
 #        CHECKPOINTS ("label=path ..."; default none: the init only)
@@ -35,7 +35,8 @@ MODEL=resnet5
 case ${1:-} in
   --smoke) SMOKE=1 ;;
   "") SMOKE=0 ;;
-  *) echo "signal.sh: unknown argument '$1' (expected --smoke or nothing)" >&2; exit 2 ;;
+  -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+  *) echo "signal.sh: unknown argument '$1' (expected --smoke or nothing; see --help)" >&2; exit 2 ;;
 esac
 [ -x "$PROBE" ] || { echo "signal.sh: $PROBE not found (build the project first)" >&2; exit 2; }
 mkdir -p "$OUT"

@@ -40,4 +40,10 @@ check 'grep -q "^init,dpulr,4,1,.*,[0-9.]*$" "$T/out/signal_summary.csv" && grep
   "signal_summary.csv lacks a DP-ULR row with its ratio or the DP-SGD row"
 if command -v gnuplot > /dev/null; then check '[ -s "$T/out/signal.png" ]' "no signal.png"; fi
 expect_fail "unknown argument" bash "$SRC_DIR/experiments/cifar10_resnet5/signal.sh" --bogus
+# --help prints the header (both scripts of the experiment)
+for sh in signal.sh run.sh; do
+  expect_ok bash "$SRC_DIR/experiments/cifar10_resnet5/$sh" --help
+  check 'grep -q "usage: $sh" <<<"$LAST_OUT" && ! grep -q "^#" <<<"$LAST_OUT" && ! grep -q "set -euo" <<<"$LAST_OUT"' \
+    "$sh --help does not print its header alone"
+done
 harness_end
