@@ -178,7 +178,7 @@ def render(results):
     d_best = [best(b) for b in D]
     d_eps = [b[e]["eps"] for b, (_, e) in zip(D, d_best)]
     d_acc = [a for a, _ in d_best]
-    runs5 = [(ex, "antithetic pairs, seed 1 (stopped at 51)"), (s1, "the baseline alone, seed 1"),
+    runs5 = [(ex, "antithetic pairs, seed 1 (stopped after epoch 50)"), (s1, "the baseline alone, seed 1"),
              (s2, "the baseline alone, seed 2"), (S[2], "the baseline alone, seed 3"), (A2, "antithetic pairs, seed 2")]
     done = [name for b, name in runs5 if stopped(b)]
     rising = [name for b, name in runs5 if not stopped(b)]
@@ -218,7 +218,7 @@ The three seeds of the baseline alone up to the last epoch all of them reached:
   antithetic pairs** for seed 1 {counted(d1)} points (at epoch 1:
   {s1[1]["acc"]:.2f}% against {ex[1]["acc"]:.2f}%), and for seed 2 {counted(d2)}. Seed 1's
   {s1[n1]["acc"]:.2f}% at epoch {n1} is {"above" if s1[n1]["acc"] > best_ex else "below"} the best antithetic pairs reached in {max(ex)} epochs ({best_ex:.2f}%).
-- Over the three seeds at epoch {E}: {st.mean(at_E):.2f} +- {st.stdev(at_E):.2f}% (the antithetic seed-1 run: {ex[E]["acc"] if E in ex else float("nan"):.2f}%{"" if E in ex else ", not run that long"}).
+- Over the three seeds at epoch {E}: {st.mean(at_E):.2f} +- {st.stdev(at_E):.2f}% ({("the antithetic seed-1 run: %.2f%%" % ex[E]["acc"]) if E in ex else "the antithetic seed-1 run stopped after epoch %d" % max(ex)}).
 - **Has accuracy stopped rising?** The rule (`md_tables.py cifar_plateau`): the mean accuracy of
   the last 5 whole epochs is less than {PLATEAU_RISE} points above that of the 5 epochs ten before, and the
   best epoch is {PLATEAU_SINCE} or more epochs back. {("Stopped by it: " + "; ".join(done) + ". Still rising: " + "; ".join(rising)) if done else "None of the runs has stopped rising by it (" + "; ".join(rising) + ")"}.
@@ -315,9 +315,12 @@ draws of the perturbations; "along the true gradient" is that mean's component a
     eps8 = Q[0][n8]["eps"]
     cmp_at = []
     for name, b in (("q 1/50, sigma0 5 (seed 1, baseline alone)", s1), ("q 1/25, sigma0 8", Q[0])):
-        e = at_epsilon(b, eps_q4)
-        cmp_at.append("%s %s" % (name, "%.2f%% (epoch %d, epsilon %.3f)" % (b[e]["acc"], e, b[e]["eps"]) if e else
-                                  "not run to that epsilon"))
+        e, n = at_epsilon(b, eps_q4), max(b)
+        if b[n]["eps"] < eps_q4:  # not run that far: its last epoch, said so
+            cmp_at.append("%s has not reached it (%.2f%% at its last epoch, %d, epsilon %.3f)" % (
+                name, b[n]["acc"], n, b[n]["eps"]))
+        else:
+            cmp_at.append("%s %.2f%% (epoch %d, epsilon %.3f)" % (name, b[e]["acc"], e, b[e]["eps"]))
     old = [[(e, b[e]["acc"] - o[e]["acc"]) for e in sorted(o) if e in b] for b, o in zip(Q, QO)]
     eps_list = lambda b: ",".join(str(e) for e in sorted(b) if e in (1, 2, 4) or e % 5 == 0 or e == max(b))
     parts.append(f"""**The paper's other captions (q 1/25, sigma0 8 and 4), session 33** (`NOISE=baseline SEED=1
