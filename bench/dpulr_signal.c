@@ -1,5 +1,5 @@
 /* How much of the true gradient a clipped DP-ULR estimate carries, against DP-SGD's clipped
- * per-example gradients (docs/dpulr.md, Section 4.3 "Why DP-ULR trails DP-SGD on CIFAR-10").
+ * per-example gradients (docs/dpulr.md, Section 4.3 "Why DP-ULR trails DP-SGD here").
  *
  * On one fixed batch (the first B training examples) and one set of parameters (the
  * model's LeCun init from seed 1, or a checkpoint's), with g the batch's mean loss gradient
@@ -14,7 +14,7 @@
  * and for DP-ULR without clipping (the non-private estimator, mean over the batch).
  * With the same q and sigma, both methods' privacy noise along u has the same std sigma C /
  * (q N) per step, so proj_ULR / proj_SGD is the ratio of their signal-to-noise along the
- * gradient per step, and (proj_ULR / proj_SGD)^2 roughly how many more steps DP-ULR needs
+ * gradient per step, and (proj_SGD / proj_ULR)^2 roughly how many more steps DP-ULR needs
  * for the same progress (docs/dpulr.md says how far that reading goes).
  *
  * usage: dpulr_signal DATASET DATA_DIR MODEL [B=1000] [K=4,16,64] [R=2] [C=1] [s=0.1]
