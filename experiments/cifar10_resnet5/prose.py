@@ -91,13 +91,6 @@ def load(path, run, need=("epoch", "step", "test_accuracy", "epsilon_rdp", "wall
     return out
 
 
-def rise5(b, n):
-    """mean accuracy of epochs n-4..n minus that of n-14..n-10"""
-    if any(e not in b for e in range(n - 14, n + 1)):
-        raise ProseError("rise5 needs epochs %d..%d" % (n - 14, n))
-    return st.mean(b[e]["acc"] for e in range(n - 4, n + 1)) - st.mean(b[e]["acc"] for e in range(n - 14, n - 9))
-
-
 def best(b):
     """(accuracy, epoch) of the best epoch, the first of equal ones (as md_tables.py)"""
     e = min(b, key=lambda e: (-b[e]["acc"], e))
@@ -105,9 +98,8 @@ def best(b):
 
 
 def stopped(b):
-    """the plateau rule of md_tables.py cifar_plateau"""
-    n = max(b)
-    return n >= 15 and rise5(b, n) < PLATEAU_RISE and n - best(b)[1] >= PLATEAU_SINCE
+    """the plateau rule (md_tables.py cifar_plateau's)"""
+    return md_tables.plateau({e: v["acc"] for e, v in b.items()})[2]
 
 
 def seconds_per_epoch(b, first_step, last_step=None):

@@ -409,6 +409,18 @@ PLATEAU_RISE = 0.25  # points: a 5-epoch mean moved less than this in 10 epochs 
 PLATEAU_SINCE = 10  # ... and no new best for this many epochs: "stopped rising"
 
 
+def plateau(acc):
+    """The plateau rule on {epoch: accuracy in %} of whole epochs: (the 10-epoch rise, None when
+    the last 15 epochs are not all there; the best epoch, the first of equal ones; whether the
+    run has stopped rising)."""
+    last = max(acc)
+    best = min(acc, key=lambda e: (-acc[e], e))
+    if not all(e in acc for e in range(last - 14, last + 1)):
+        return None, best, False
+    rise = (sum(acc[e] for e in range(last - 4, last + 1)) - sum(acc[e] for e in range(last - 14, last - 9))) / 5
+    return rise, best, rise < PLATEAU_RISE and last - best >= PLATEAU_SINCE
+
+
 def cifar_plateau(path, steps_per_epoch, runs):
     """Whether each run has stopped rising, over its whole epochs (a partial last epoch is left
     out): its last epoch, best epoch, the mean accuracy of its last 5 epochs minus that of the 5
@@ -425,16 +437,12 @@ def cifar_plateau(path, steps_per_epoch, runs):
         by = {e: r for e, r in all_rows.items() if int(r["step"]) == spe * e}
         if not by:
             raise TableError("%s: run %s has no whole epoch of %d steps" % (path, run, spe))
-        last, best = max(by), best_epoch(path, by)
         acc = {e: 100 * num(r, "test_accuracy", path) for e, r in by.items()}
-        if all(e in acc for e in range(last - 14, last + 1)):
-            rise = (sum(acc[e] for e in range(last - 4, last + 1)) - sum(acc[e] for e in range(last - 14, last - 9))) / 5
-            rise_s = "%+.2f" % rise
-            stopped = "yes" if rise < PLATEAU_RISE and last - best >= PLATEAU_SINCE else "no"
-        else:
-            rise_s, stopped = "(fewer than 15 epochs)", "no"
+        last = max(acc)
+        rise, best, stopped = plateau(acc)
         out.append("| %s | %d | %d (%.2f%%) | %.2f%% | %s | %d | %s |" % (
-            label, last, best, acc[best], acc[last], rise_s, last - best, stopped))
+            label, last, best, acc[best], acc[last], "(fewer than 15 epochs)" if rise is None else "%+.2f" % rise,
+            last - best, "yes" if stopped else "no"))
     return out
 
 
