@@ -22,7 +22,6 @@ what the CSVs do not hold: which build ran which steps, the run settings, and th
 Without --check or --write it prints the parts.
 """
 import argparse
-import csv
 import difflib
 import os
 import math
@@ -66,21 +65,9 @@ class ProseError(Exception):
 
 def load(path, run, need=("epoch", "step", "test_accuracy", "epsilon_rdp", "wall_s"), steps=STEPS):
     """{epoch: row} of RUN's whole epochs (step = steps x epoch; every row when steps is None)"""
-    try:
-        with open(path, newline="") as f:
-            reader = csv.DictReader(f)
-            missing = [c for c in need if c not in (reader.fieldnames or [])]
-            if missing:
-                raise ProseError("%s has no column %s" % (path, ", ".join(missing)))
-            rows = [r for r in reader if r["run"] == run]
-    except OSError as e:
-        raise ProseError("cannot read %s: %s" % (path, e.strerror))
-    if not rows:
-        raise ProseError("%s has no row of the run %s" % (path, run))
     out = {}
     try:
-        for r in rows:
-            e = int(r["epoch"])
+        for e, r in md_tables.run_rows(path, md_tables.rows_of(path, ["run"] + list(need)), run).items():
             if steps is None or int(r["step"]) == steps * e:
                 out[e] = {"acc": float(r["test_accuracy"]) * 100, "step": int(r["step"]),
                           "eps": float(r["epsilon_rdp"]), "wall": float(r.get("wall_s") or "nan")}
@@ -128,17 +115,13 @@ def at_epsilon(b, eps):
 
 
 def read_summary(path):
-    try:
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-    except OSError as e:
-        raise ProseError("cannot read %s: %s" % (path, e.strerror))
+    """{(point, method, K): proj_mean} and {(point, method + ":cos", K): cos_mean} of signal_summary.csv"""
     out = {}
     try:
-        for r in rows:
+        for r in md_tables.rows_of(path, md_tables.SIGNAL_COLS):
             out[(r["point"], r["method"], int(r["K"]))] = float(r["proj_mean"])
             out[(r["point"], r["method"] + ":cos", int(r["K"]))] = float(r["cos_mean"])
-    except (KeyError, ValueError) as e:
+    except ValueError as e:
         raise ProseError("%s: %s" % (path, e))
     return out
 
@@ -240,9 +223,9 @@ forward on 4 times as many perturbed rows. Collected to epoch {max(K)}:
 
     sig = read_summary(R("signal_summary.csv"))
     try:
-        with open(R("trace20_explicit.csv"), newline="") as f:
-            fr = [float(r[c]) for r in csv.DictReader(f) for c in r if c.endswith("_clipped_frac")]
-    except (OSError, ValueError) as e:
+        fr = [float(v) for r in md_tables.rows_of(R("trace20_explicit.csv"), []) for c, v in r.items()
+              if c.endswith("_clipped_frac")]
+    except ValueError as e:
         raise ProseError("%s: %s" % (R("trace20_explicit.csv"), e))
     if not fr:
         raise ProseError("%s has no clipped fraction" % R("trace20_explicit.csv"))

@@ -61,7 +61,7 @@ grep -q "^+.*DP-SGD's 52.12 +- " "$T/out" || fail "the new DP-SGD mean (48.40, 6
 cp "$R/results.csv" "$T/r/"
 grep -v '^dpulr-q50-s5+base+seed2,' "$R/dpulr_base.csv" > "$T/r/dpulr_base.csv"
 run 2 --results "$T/r"
-has err "$T/r/dpulr_base.csv has no row of the run dpulr-q50-s5+base+seed2"
+has err "$T/r/dpulr_base.csv has no run 'dpulr-q50-s5+base+seed2'"
 cut -d, -f1-4 "$R/dpulr_base.csv" > "$T/r/dpulr_base.csv"
 run 2 --results "$T/r"
 has err "$T/r/dpulr_base.csv has no column test_accuracy, epsilon_rdp, wall_s"
