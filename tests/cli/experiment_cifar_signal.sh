@@ -32,6 +32,11 @@ check 'awk -F, "NR > 1 && (\$2 == \"dpsgd\" || \$2 == \"dpulr\") && \$6 > 1.0000
 check 'awk -v a="$(field dpsgd 0 6)" "BEGIN { exit !(a < 0.99) }"' "DP-SGD at C 1 was not clipped (norm $(field dpsgd 0 6))"
 expect_fail "K is a comma-separated list" "$PROBE" "csv:$T/d.csv" "$T" mlp:4-16-3:tanh 500 4,x
 expect_fail "need 1 <= B <= 600" "$PROBE" "csv:$T/d.csv" "$T" mlp:4-16-3:tanh 601
+for bad in "4 0 1 0.1" "4 1 -1 0.1" "4 1 nan 0.1" "4 1 1 0" "4 1 1 nan"; do  # K R C s: R 0, C <= 0 or NaN, s 0 or NaN
+  expect_fail "R >= 1, C > 0, s > 0" "$PROBE" "csv:$T/d.csv" "$T" mlp:4-16-3:tanh 100 $bad
+done
+printf '0,1,2\n1,x,3\n' > "$T/bad.csv"
+expect_fail "bad.csv" "$PROBE" "csv:$T/bad.csv" "$T" mlp:2-4-2:tanh 2
 # the experiment's smoke configuration: its CSVs, summary and plot
 expect_ok env DPTRAIN_BUILD="$(dirname "$BIN")" OUT="$T/out" bash "$SRC_DIR/experiments/cifar10_resnet5/signal.sh" --smoke
 check '[ "$(grep -c "^init,dpulr,[24]," "$T/out/signal.csv")" = 2 ] && [ "$(grep -c "^trained," "$T/out/signal.csv")" = 6 ]' \
