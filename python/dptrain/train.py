@@ -18,6 +18,7 @@ import json
 import logging
 import math
 import os
+import signal
 import sys
 import threading
 import time
@@ -913,19 +914,31 @@ def train(x, y, **kwargs):
                 done.set()
 
         th = threading.Thread(target=work, name="dptrain-train", daemon=True)
-        interrupted = False
-        th.start()
-        # Poll an Event, not Thread.join: a KeyboardInterrupt inside join(timeout) can leave
-        # the Thread believing it has ended while it still runs (CPython issue 90882).
-        while not done.is_set():
-            try:
-                done.wait(0.05)
-            except KeyboardInterrupt:
-                if not HAVE_CALLBACKS:
-                    raise
-                interrupted = True
-                state.interrupt.set()  # the next on_step returns 1: the trainer saves and stops
+        interrupted = [False]
+
+        def on_sigint(signum, frame):  # the next on_step returns 1: the trainer saves and stops
+            interrupted[0] = True
+            state.interrupt.set()
+
+        # Ctrl-C while the trainer runs: a handler of our own that only sets the flag. Catching
+        # the KeyboardInterrupt the default handler raises left windows: Python raises it at any
+        # bytecode boundary of this thread, also outside the try around the wait (the loop test,
+        # its back-edge). A fresh-clone test run under load lost a Ctrl-C twice that way, we
+        # believe (the training thread ran on); with the handler no such window is left. Only
+        # the main thread can install one; signal handlers run nowhere else.
+        own = HAVE_CALLBACKS and threading.current_thread() is threading.main_thread()
+        prev = signal.signal(signal.SIGINT, on_sigint) if own else None
+        try:
+            th.start()
+            # Poll an Event, not Thread.join: a KeyboardInterrupt inside join(timeout) can leave
+            # the Thread believing it has ended while it still runs (CPython issue 90882).
+            while not done.wait(0.05):
+                pass
+        finally:
+            if own:  # prev may be None (a handler set from C): SIG_DFL is the closest
+                signal.signal(signal.SIGINT, prev if prev is not None else signal.SIG_DFL)
         th.join()
+        interrupted = interrupted[0]
         if state.progress.drawn:
             stream.write("\r\x1b[K")
         if status[0] is None:
