@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testdata.h"
 #include "testutil.h"
@@ -157,6 +158,62 @@ int main(void) {
     c.optim.lr = -1;
     CHECK_OK(dpt_algo_sgd_new(&a));
     CHECK_STATUS(dpt_trainer_new(&c, &tr, &te, a, &t), DPT_EINVAL);
+    c = base_cfg(NULL);
+    c.threads = -5;
+    CHECK_OK(dpt_algo_sgd_new(&a));
+    CHECK_STATUS(dpt_trainer_new(&c, &tr, &te, a, &t), DPT_EINVAL);
+    CHECK_ERR_HAS("threads must be in [0, 1024] (0 = all cores), got -5");
+    c = base_cfg(NULL);
+    c.target_epsilon = NAN;
+    CHECK_OK(dpt_algo_sgd_new(&a));
+    CHECK_STATUS(dpt_trainer_new(&c, &tr, &te, a, &t), DPT_EINVAL);
+    CHECK_ERR_HAS("target_epsilon must be >= 0 and finite");
+    /* NULL arguments: an error, the algorithm freed, never a crash */
+    c = base_cfg(NULL);
+    CHECK_OK(dpt_algo_sgd_new(&a));
+    CHECK_STATUS(dpt_trainer_new(&c, &tr, &te, a, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_trainer_new: out is NULL");
+    CHECK_OK(dpt_algo_sgd_new(&a));
+    t = (dpt_trainer *)&c; /* set to NULL on failure */
+    CHECK_STATUS(dpt_trainer_new(NULL, &tr, &te, a, &t), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_trainer_new: cfg is NULL");
+    CHECK(t == NULL);
+    CHECK_STATUS(dpt_trainer_run(NULL, &r), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_trainer_run: the trainer is NULL");
+    CHECK_STATUS(dpt_trainer_resume(NULL), DPT_EINVAL);
+    /* A test set that does not fit the model is refused by dpt_trainer_new, not after an
+     * epoch of training. */
+    dpt_dataset bad = te;
+    bad.dim = 5;
+    c = base_cfg(NULL);
+    CHECK_OK(dpt_algo_sgd_new(&a));
+    CHECK_STATUS(dpt_trainer_new(&c, &tr, &bad, a, &t), DPT_EINVAL);
+    CHECK_ERR_HAS("takes 8 inputs but the test set has 5 features per example");
+    bad = te;
+    bad.n_classes = 5;
+    CHECK_OK(dpt_algo_sgd_new(&a));
+    CHECK_STATUS(dpt_trainer_new(&c, &tr, &bad, a, &t), DPT_EINVAL);
+    CHECK_ERR_HAS("has 3 outputs but the test set has 5 classes");
+    bad = te;
+    bad.n = 0;
+    CHECK_OK(dpt_algo_sgd_new(&a));
+    CHECK_STATUS(dpt_trainer_new(&c, &tr, &bad, a, &t), DPT_EINVAL);
+    CHECK_ERR_HAS("the test set is empty");
+    /* A resume that finds no run leaves no directory behind; an existing directory stays. */
+    char dir_c[320];
+    snprintf(dir_c, sizeof dir_c, "%s/never", tu_tmpdir());
+    c = base_cfg(dir_c);
+    CHECK_OK(dpt_algo_sgd_new(&a));
+    CHECK_OK(dpt_trainer_new(&c, &tr, &te, a, &t));
+    CHECK(dpt_trainer_resume(t) != DPT_OK);
+    dpt_trainer_free(t);
+    CHECK(access(dir_c, F_OK) != 0);
+    c = base_cfg(dir_a);
+    CHECK_OK(dpt_algo_sgd_new(&a));
+    CHECK_OK(dpt_trainer_new(&c, &tr, &te, a, &t));
+    dpt_trainer_free(t);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir_a);
+    CHECK(access(path, F_OK) == 0);
 
     free(ta);
     free(tb);

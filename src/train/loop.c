@@ -65,6 +65,10 @@ static dpt_status validate_config(const dpt_train_config *c, const dpt_dataset *
     DPT_CHECK(train && train->n >= 1, DPT_EINVAL, "the training set is empty");
     DPT_CHECK(!c->out_dir || (c->out_dir[0] && strlen(c->out_dir) < 512), DPT_EINVAL,
               "out_dir must be a non-empty path shorter than 512 bytes");
+    DPT_CHECK(c->threads >= 0 && c->threads <= 1024, DPT_EINVAL, "threads must be in [0, 1024] (0 = all cores), got %d",
+              c->threads);
+    DPT_CHECK(c->target_epsilon >= 0 && isfinite(c->target_epsilon), DPT_EINVAL,
+              "target_epsilon must be >= 0 and finite (0 = no target), got %g", c->target_epsilon);
     /* steps per epoch, as the sampler counts them (dpt_sampler_steps_per_epoch) */
     double spe = 1;
     if (c->sampler == DPT_SAMPLER_SHUFFLE) {
@@ -188,8 +192,10 @@ static int same_data(const dpt_dataset *a, const dpt_dataset *b) {
 
 dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train,
                            const dpt_dataset *test, dpt_algo *algo, dpt_trainer **out) {
-    *out = NULL;
-    dpt_status s = validate_config(cfg, train, algo);
+    if (out) *out = NULL;
+    dpt_status s = DPT_OK;
+    if (!out || !cfg) s = dpt_set_error(DPT_EINVAL, "dpt_trainer_new: %s is NULL", out ? "cfg" : "out");
+    else s = validate_config(cfg, train, algo);
     if (s != DPT_OK) {
         if (algo && algo->free) algo->free(algo);
         return s;
@@ -231,6 +237,21 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
     if (cfg->loss == DPT_LOSS_SOFTMAX_CE && (int)t->model->out_dim < train->n_classes) {
         s = dpt_set_error(DPT_EINVAL, "model_spec '%s' has %zu outputs but the data has %d classes",
                           cfg->model_spec, t->model->out_dim, train->n_classes);
+        goto fail;
+    }
+    /* the test set is only read at the end of an epoch: refuse it now, not after one */
+    if (test && test->n == 0) {
+        s = dpt_set_error(DPT_EINVAL, "the test set is empty (pass NULL for no test set)");
+        goto fail;
+    }
+    if (test && t->model->in_dim != test->dim) {
+        s = dpt_set_error(DPT_EINVAL, "model_spec '%s' takes %zu inputs but the test set has %zu features per example",
+                          cfg->model_spec, t->model->in_dim, test->dim);
+        goto fail;
+    }
+    if (test && cfg->loss == DPT_LOSS_SOFTMAX_CE && (int)t->model->out_dim < test->n_classes) {
+        s = dpt_set_error(DPT_EINVAL, "model_spec '%s' has %zu outputs but the test set has %d classes",
+                          cfg->model_spec, t->model->out_dim, test->n_classes);
         goto fail;
     }
     if ((s = dpt_rng_init(&t->rng_init, cfg->seed, DPT_STREAM_INIT)) != DPT_OK) goto fail;
@@ -285,7 +306,7 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
     /* One trainer per run directory: the lock is held until dpt_trainer_free. Every rank
      * learns rank 0's outcome (the others would otherwise wait in the first step). */
     int locked = 1;
-    if (t->out_dir[0]) locked = (s = dpt_run_dir_lock(t->out_dir, &t->lock_fd)) == DPT_OK;
+    if (t->out_dir[0]) locked = (s = dpt_run_dir_lock(t->out_dir, &t->lock_fd, &t->dir_created)) == DPT_OK;
     if (t->nranks > 1 && dpt_comm_bcast(&locked, sizeof locked, 0) != DPT_OK) goto fail;
     if (!locked) {
         if (t->rank != 0) s = dpt_set_error(DPT_EBUSY, "rank %d: rank 0 could not lock the run directory", t->rank);
@@ -314,6 +335,9 @@ void dpt_trainer_free(dpt_trainer *t) {
     dpt_ledger_free(t->ledger);
     dpt_dist_free(t);
     free(t->record);
+    /* a directory this trainer created and left with nothing but its lock (a resume that
+     * found no checkpoint, a run that failed before writing) goes again */
+    if (t->dir_created && t->lock_fd >= 0) dpt_run_dir_remove_if_unused(t->out_dir);
     dpt_run_dir_unlock(t->lock_fd);
     free(t);
 }
@@ -942,6 +966,7 @@ out:
 }
 
 dpt_status dpt_trainer_resume(dpt_trainer *t) {
+    DPT_CHECK(t, DPT_EINVAL, "dpt_trainer_resume: the trainer is NULL");
     DPT_CHECK(!t->resumed && !t->dir_ready, DPT_EINVAL,
               "dpt_trainer_resume: call it once, before dpt_trainer_run");
     return dpt_dist_resume(t, resume_local);
@@ -1123,6 +1148,7 @@ static dpt_status share_flag(dpt_trainer *t, int *flag) {
 /* ==== The loop ==== */
 
 dpt_status dpt_trainer_run(dpt_trainer *t, dpt_epoch_result *last) {
+    DPT_CHECK(t, DPT_EINVAL, "dpt_trainer_run: the trainer is NULL (did dpt_trainer_new fail?)");
     t->stop_reason = DPT_STOP_NONE;
     t->budget_stopped = 0;
     dpt_epoch_result r;

@@ -128,9 +128,11 @@ dpt_status dpt_run_key_load(dpt_trainer *t, int *found) {
 
 /* ==== Lock ==== */
 
-dpt_status dpt_run_dir_lock(const char *dir, int *fd_out) {
+dpt_status dpt_run_dir_lock(const char *dir, int *fd_out, int *created) {
     *fd_out = -1;
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+    *created = 0;
+    if (mkdir(dir, 0755) == 0) *created = 1;
+    else if (errno != EEXIST)
         return dpt_set_error(DPT_EIO, "out_dir %s: cannot create directory: %s", dir, strerror(errno));
     char path[600];
     int w = snprintf(path, sizeof path, "%s/%s", dir, DPT_RUN_LOCK_FILE);
@@ -166,6 +168,22 @@ dpt_status dpt_run_dir_lock(const char *dir, int *fd_out) {
 
 void dpt_run_dir_unlock(int fd) {
     if (fd >= 0) close(fd); /* releases the flock; the file stays (removing it would race) */
+}
+
+/* Called with the lock held, for a directory dpt_run_dir_lock created: when it holds
+ * nothing but the lock file, both go. (Another process can only have opened the lock
+ * file, and its flock fails while ours is held; rmdir refuses a directory that anything
+ * else entered.) Best effort: the directory stays when any step fails. */
+void dpt_run_dir_remove_if_unused(const char *dir) {
+    size_t count = 0;
+    if (dpt_run_dir_inspect(dir, &count, NULL, 0) != DPT_OK) {
+        dpt_clear_error();
+        return;
+    }
+    char path[600];
+    int w = snprintf(path, sizeof path, "%s/%s", dir, DPT_RUN_LOCK_FILE);
+    if (count || w <= 0 || (size_t)w >= sizeof path) return;
+    if (unlink(path) == 0) (void)rmdir(dir);
 }
 
 /* ==== Contents ==== */

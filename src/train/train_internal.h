@@ -47,6 +47,7 @@ struct dpt_trainer {
     dpt_stop_reason stop_reason;
     char run_id[33];    /* 32 hex digits (dpt_trainer_run_id) */
     int lock_fd;        /* flock on out_dir/dptrain.lock; -1 = none */
+    int dir_created;    /* 1: dpt_trainer_new created out_dir (removed at free if left unused) */
     int dir_ready;      /* the run directory was checked (fresh run) and metrics opened */
     /* The last published result: its metrics.jsonl line, kept in every checkpoint so a
      * resume can publish it if the crash came between saving and publishing. */
@@ -120,7 +121,14 @@ dpt_status dpt_algo_sgm_events(const dpt_algo *a, const dpt_trainer *t, dpt_ledg
  * sum while all kept layers fit `floats` (default 32 M); tests set 0 to force the
  * SQNORM + WEIGHTED path. `a` must come from dpt_algo_dpsgd_new. */
 void dpt_dpsgd_set_keep_budget(dpt_algo *a, size_t floats);
+/* Binds an SGM algorithm: refuses a sampler other than Poisson (DPT_EINVAL) and sets
+ * a->sigma (the secure mode's effective multiplier when secure). */
 dpt_status dpt_algo_bind_sgm(dpt_algo *a, const dpt_trainer *t, const char *name, double sigma, int secure);
+/* "DPT_SAMPLER_POISSON", ... as the enum spells it (errors name it so). */
+const char *dpt_sampler_enum_name(dpt_sampler_kind k);
+/* DPT_ERANGE naming `name` when a squared per-example norm sq[0..n) is not finite (a
+ * diverged model), before it reaches the clipping factors. */
+dpt_status dpt_train_check_norms(const float *sq, size_t n, const char *name);
 
 dpt_status dpt_trainer_checkpoint_path(const dpt_trainer *t, char *buf, size_t n);
 
@@ -134,8 +142,11 @@ void dpt_trainer_log(const dpt_trainer *t, dpt_log_level level, const char *fmt,
 /* 32 random hex digits from the OS (a new run's id). */
 dpt_status dpt_run_id_new(char id[33]);
 /* Creates dir (one level) if needed and takes the exclusive lock; DPT_EBUSY naming the
- * directory and the holder's pid when another process (or trainer) holds it. */
-dpt_status dpt_run_dir_lock(const char *dir, int *fd);
+ * directory and the holder's pid when another process (or trainer) holds it. *created: 1
+ * when this call made the directory. */
+dpt_status dpt_run_dir_lock(const char *dir, int *fd, int *created);
+/* Removes dir and its lock file when it holds nothing else (see rundir.c). */
+void dpt_run_dir_remove_if_unused(const char *dir);
 void dpt_run_dir_unlock(int fd);
 /* The run key: a fresh one from the OS (sets data_tag; not yet saved); written to
  * out_dir/dptrain.secret (mode 0600, atomically); read back from there (*found = 0 when the
