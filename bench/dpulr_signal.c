@@ -49,7 +49,8 @@ static int direction(probe *p, dpt_algo *a, uint64_t seed, float *out, float **t
     c.seed = seed;
     c.threads = p->threads;
     c.epochs = 1;
-    c.sampler = DPT_SAMPLER_SHUFFLE;
+    /* the sampler is never run (the batch is given below); DP-SGD's trainer takes Poisson only */
+    c.sampler = strcmp(a->name, "dpsgd") ? DPT_SAMPLER_SHUFFLE : DPT_SAMPLER_POISSON;
     c.batch_size = p->B;
     c.sample_rate = (double)p->B / (double)p->d->n; /* DP-SGD divides by qN = B */
     c.optim = dpt_optim_defaults(DPT_OPT_SGD);

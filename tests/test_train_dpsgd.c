@@ -422,6 +422,33 @@ static void test_bad_config(void) {
     CHECK_ERR_HAS("dpt_algo_dpsgd_new: cfg is NULL");
 }
 
+/* Refused when the trainer is made: a sampler the accountant does not cover. A diverged
+ * model (NaN / inf per-example gradients) is DPT_ERANGE naming the cause, flat and
+ * per-layer, as for the non-private optimizer. */
+static void test_trainer_refusals(const dpt_dataset *tr) {
+    dpt_train_config c = dp_cfg("mlp:8-16-3:gelu", 0.1);
+    c.sampler = DPT_SAMPLER_SHUFFLE;
+    c.batch_size = 20;
+    dpt_dpsgd_config d = dpt_dpsgd_config_defaults();
+    d.sigma = 1, d.clip = 1;
+    dpt_algo *a = NULL;
+    dpt_trainer *t = NULL;
+    CHECK_OK(dpt_algo_dpsgd_new(&d, &a));
+    CHECK_STATUS(dpt_trainer_new(&c, tr, NULL, a, &t), DPT_EINVAL);
+    CHECK_ERR_HAS("dpsgd needs dpt_train_config.sampler = DPT_SAMPLER_POISSON, not DPT_SAMPLER_SHUFFLE");
+    CHECK(t == NULL);
+    for (int mode = 0; mode < 2; mode++) {
+        c = dp_cfg("mlp:8-16-3:gelu", 0.1);
+        c.optim.lr = 1e30;
+        c.max_steps = 10;
+        t = make_trainer(&c, tr, 1.0, 1.0, mode ? DPT_CLIP_PER_LAYER : DPT_CLIP_FLAT, 0, NULL);
+        if (!t) return;
+        CHECK_STATUS(dpt_trainer_run(t, NULL), DPT_ERANGE);
+        CHECK_ERR_HAS("the model diverged; lower the learning rate");
+        dpt_trainer_free(t);
+    }
+}
+
 int main(void) {
     dpt_dataset tr, te;
     tu_make_blobs(&tr, 600, 1, 1.0f);
@@ -453,6 +480,7 @@ int main(void) {
     test_noise_only();
     test_empty_batches_and_learning(&tr, &te);
     test_bad_config();
+    test_trainer_refusals(&tr);
     test_ledger(&tr);
     test_ledger_meta(&tr);
     test_budget(&tr);

@@ -414,15 +414,19 @@ static void test_errors(void) {
         CHECK_ERR_HAS("dpt_dpulr_config.modules");
         dpt_trainer_free(t);
     }
-    /* the accounted mode refuses plain Poisson sampling (no accountant for it here) */
+    /* the accounted mode refuses plain Poisson sampling (no accountant for it here), and
+     * the non-accounted one Poisson with rejection, when the trainer is made */
     c = base_cfg("mlp:6-8-3:tanh", DPT_SAMPLER_POISSON, 0, 0.25, 0);
     c.max_steps = 1;
     u = dpt_dpulr_config_defaults();
     CHECK_OK(dpt_algo_dpulr_new(&u, &a));
-    CHECK_OK(dpt_trainer_new(&c, &d, NULL, a, &t));
-    CHECK(dpt_trainer_run(t, NULL) != DPT_OK);
-    CHECK_ERR_HAS("DPT_SAMPLER_POISSON_REJECT");
-    dpt_trainer_free(t);
+    CHECK_STATUS(dpt_trainer_new(&c, &d, NULL, a, &t), DPT_EINVAL);
+    CHECK_ERR_HAS("DPT_SAMPLER_POISSON_REJECT with min_batch >= 1), not DPT_SAMPLER_POISSON");
+    c = base_cfg("mlp:6-8-3:tanh", DPT_SAMPLER_POISSON_REJECT, 0, 0.25, 5);
+    u.accounted = 0;
+    CHECK_OK(dpt_algo_dpulr_new(&u, &a));
+    CHECK_STATUS(dpt_trainer_new(&c, &d, NULL, a, &t), DPT_EINVAL);
+    CHECK_ERR_HAS("(dpt_train_config.sampler = DPT_SAMPLER_SHUFFLE), not DPT_SAMPLER_POISSON_REJECT");
     /* the diagnostics refuse an algorithm that is not DP-ULR (its state is not ours) and
      * report no modules before the first step */
     dpt_dpsgd_config g = dpt_dpsgd_config_defaults();

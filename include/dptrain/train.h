@@ -114,7 +114,8 @@ typedef struct {
                                          accounted in the ledger) or DPT_DGAUSS_CKS (exact) */
 } dpt_dpsgd_config;
 dpt_dpsgd_config dpt_dpsgd_config_defaults(void);
-/* Copies cfg. DPT_EINVAL naming the flag for C <= 0 or sigma < 0. */
+/* Copies cfg. DPT_EINVAL naming the field for clip <= 0 or sigma <= 0. The trainer (bind)
+ * refuses a sampler other than DPT_SAMPLER_POISSON. */
 dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out);
 
 /* PDP-SGD (proportional DP regularization; see docs/pdpsgd.md). NOT differentially
@@ -204,8 +205,9 @@ dpt_dpulr_config dpt_dpulr_config_defaults(void);
  * 0 is no floor). dpt_algo_dpulr_new applies the same; callers use it to report them. */
 void dpt_dpulr_config_resolve(dpt_dpulr_config *cfg);
 /* Validates (K >= 1, C > 0, sigma0 > 0, tricks only where allowed, ...): DPT_EINVAL
- * naming the flag (--copies, --sigma0, --clip, --ulr-noise, --ulr-std, --modules).
- * The module spec is checked against the model at the first step. */
+ * naming the field (copies, sigma0, clip, noise, perturb_std, modules). dpt_trainer_new refuses
+ * a sampler the mode is not for; the module spec is checked against the model at the
+ * first step. */
 dpt_status dpt_algo_dpulr_new(const dpt_dpulr_config *cfg, dpt_algo **out);
 /* Diagnostics of the last step, module l: the perturbation std s_l, the controller's
  * lambda_min of A_l (0 when rank deficient), the rank used and the number of examples
@@ -270,8 +272,9 @@ typedef struct {
                            |B| the actual batch size; sigma, clip and secure are ignored */
 } dpt_dpmac_config;
 dpt_dpmac_config dpt_dpmac_config_defaults(void);
-/* Copies cfg; DPT_EINVAL naming the flag (--clip, --sigma, --z-steps, --z-lr). The model
- * structure (Linear [activation] ... Linear) is checked at the first batch. */
+/* Copies cfg; DPT_EINVAL naming the field (clip, sigma, z_steps, z_lr). The model
+ * structure (Linear [activation] ... Linear) is checked at the first batch; a private
+ * run's trainer refuses a sampler other than DPT_SAMPLER_POISSON. */
 dpt_status dpt_algo_dpmac_new(const dpt_dpmac_config *cfg, dpt_algo **out);
 
 /* Records a Gaussian release made before training (e.g. DP-PCA of the inputs) in the

@@ -657,19 +657,25 @@ static dpt_status controller_prepass(ulr_state *s, dpt_trainer *t, size_t b) {
 
 static int controller_on(const ulr_state *s) { return s->cfg.private_ && s->cfg.noise == DPT_ULR_CONTROLLER; }
 
+/* The sampling each mode is for, checked when the trainer is made. */
+static dpt_status ulr_bind(dpt_algo *a, dpt_trainer *t) {
+    ulr_state *s = a->state;
+    if (!s->cfg.private_) return DPT_OK;
+    if (s->cfg.accounted)
+        DPT_CHECK(t->cfg.sampler == DPT_SAMPLER_POISSON_REJECT && t->cfg.min_batch >= 1, DPT_EINVAL,
+                  "dpulr: the accounted mode needs Poisson sampling with rejection (dpt_train_config.sampler = "
+                  "DPT_SAMPLER_POISSON_REJECT with min_batch >= 1), not %s",
+                  dpt_sampler_enum_name(t->cfg.sampler));
+    else
+        DPT_CHECK(t->cfg.sampler == DPT_SAMPLER_SHUFFLE, DPT_EINVAL,
+                  "dpulr: the non-accounted mode is for shuffled fixed-size batches (dpt_train_config.sampler = "
+                  "DPT_SAMPLER_SHUFFLE), not %s", dpt_sampler_enum_name(t->cfg.sampler));
+    return DPT_OK;
+}
+
 static dpt_status ulr_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
     ulr_state *s = a->state;
     dpt_model *m = t->model;
-    if (s->cfg.private_) {
-        if (s->cfg.accounted)
-            DPT_CHECK(t->cfg.sampler == DPT_SAMPLER_POISSON_REJECT && t->cfg.min_batch >= 1, DPT_EINVAL,
-                      "dpulr: the accounted mode needs Poisson sampling with rejection (dpt_train_config.sampler = "
-                      "DPT_SAMPLER_POISSON_REJECT with min_batch >= 1)");
-        else
-            DPT_CHECK(t->cfg.sampler == DPT_SAMPLER_SHUFFLE, DPT_EINVAL,
-                      "dpulr: the non-accounted mode is for shuffled fixed-size batches (dpt_train_config.sampler = "
-                      "DPT_SAMPLER_SHUFFLE)");
-    }
     DPT_TRY(setup(s, t));
     memset(m->grad, 0, m->n_params * sizeof(float));
     s->yrows = 0;
@@ -1119,6 +1125,7 @@ dpt_status dpt_algo_dpulr_new(const dpt_dpulr_config *cfg, dpt_algo **out) {
     a->is_private = accounted;
     a->sigma = cfg->sigma0;
     a->begin = ulr_begin;
+    a->bind = ulr_bind;
     a->accumulate = ulr_accumulate;
     a->finish = ulr_finish;
     a->record = accounted ? ulr_record : NULL;

@@ -196,7 +196,8 @@ static dpt_status chunk_forward(ngd_state *s, dpt_trainer *t, const float *x, co
     return backward ? dpt_model_backward(m, s->buf.dout, bc) : DPT_OK;
 }
 
-static dpt_status check_trainer(ngd_state *s, dpt_trainer *t) {
+/* The trainer's settings Eq. 4 needs (no state changes: bind and begin both call it). */
+static dpt_status check_settings(const ngd_state *s, const dpt_trainer *t) {
     const dpt_train_config *c = &t->cfg;
     DPT_CHECK(c->sampler == DPT_SAMPLER_FULL, DPT_EINVAL,
               "noisy-gd: needs the full-batch sampler (dpt_train_config.sampler = DPT_SAMPLER_FULL): Eq. 4 is "
@@ -208,10 +209,17 @@ static dpt_status check_trainer(ngd_state *s, dpt_trainer *t) {
               "noisy-gd: dpt_optim_config.lr = %g differs from dpt_noisy_gd_config.eta = %g", c->optim.lr, s->cfg.eta);
     DPT_CHECK(c->schedule.kind == DPT_SCHED_CONSTANT, DPT_EINVAL,
               "noisy-gd: needs a constant step size (dpt_train_config.schedule of kind DPT_SCHED_CONSTANT)");
+    const dpt_dataset *h = s->cfg.heldout;
+    if (h) DPT_CHECK(h->dim == t->model->in_dim, DPT_EINVAL,
+                     "noisy-gd: held-out records have %zu features, the model takes %zu", h->dim, t->model->in_dim);
+    DPT_CHECK(!(s->cfg.kl & DPT_KL_REMOVE) || t->train->n >= 2, DPT_EINVAL, "noisy-gd: removing a record needs n >= 2");
+    return DPT_OK;
+}
+
+static dpt_status check_trainer(ngd_state *s, dpt_trainer *t) {
+    DPT_TRY(check_settings(s, t));
     dpt_model *m = t->model;
     const dpt_dataset *h = s->cfg.heldout;
-    if (h) DPT_CHECK(h->dim == m->in_dim, DPT_EINVAL, "noisy-gd: held-out records have %zu features, the model takes %zu",
-                     h->dim, m->in_dim);
     s->n = t->train->n;
     s->P = m->n_params;
     s->K = m->out_dim;
@@ -220,7 +228,6 @@ static dpt_status check_trainer(ngd_state *s, dpt_trainer *t) {
     s->k = (s->cfg.kl & DPT_KL_REPLACE) ? s->cfg.replace_candidates : 0;
     if (s->k > s->nh) s->k = s->nh;
     if (s->k > s->mb) s->k = s->mb;
-    DPT_CHECK(!(s->cfg.kl & DPT_KL_REMOVE) || s->n >= 2, DPT_EINVAL, "noisy-gd: removing a record needs n >= 2");
     DPT_TRY(dpt_chunk_bufs_reserve(&s->buf, m));
     const size_t P = s->P, K = s->K, mb = s->mb, n = s->n;
     if (s->cfg.linearized) {
@@ -295,6 +302,9 @@ static dpt_status choose_candidates(ngd_state *s, dpt_trainer *t) {
     dpt_free(nz);
     return st;
 }
+
+/* The settings refused when the trainer is made, not in the first step. */
+static dpt_status ngd_bind(dpt_algo *a, dpt_trainer *t) { return check_settings(a->state, t); }
 
 static dpt_status ngd_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
     ngd_state *s = a->state;
@@ -548,6 +558,7 @@ dpt_status dpt_algo_noisy_gd_new(const dpt_noisy_gd_config *cfg, dpt_algo **out)
     a->name = "noisy-gd";
     a->is_private = 0; /* no (epsilon, delta) accountant: the KL estimate is not a guarantee */
     a->begin = ngd_begin;
+    a->bind = ngd_bind;
     a->accumulate = ngd_accumulate;
     a->finish = ngd_finish;
     a->record = NULL;

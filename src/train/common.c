@@ -1,5 +1,6 @@
 /* What the training algorithms share: chunk buffers and the forward/loss/backward prologue. */
 #include <dptrain/privacy.h>
+#include <math.h>
 #include <string.h>
 
 #include "train_internal.h"
@@ -57,7 +58,30 @@ dpt_status dpt_algo_sgm_events(const dpt_algo *a, const dpt_trainer *t, dpt_ledg
     return dpt_ledger_add_sgm(l, t->cfg.sample_rate, a->sigma, count);
 }
 
+const char *dpt_sampler_enum_name(dpt_sampler_kind k) {
+    switch (k) {
+    case DPT_SAMPLER_SHUFFLE: return "DPT_SAMPLER_SHUFFLE";
+    case DPT_SAMPLER_POISSON: return "DPT_SAMPLER_POISSON";
+    case DPT_SAMPLER_FULL: return "DPT_SAMPLER_FULL";
+    case DPT_SAMPLER_POISSON_REJECT: return "DPT_SAMPLER_POISSON_REJECT";
+    }
+    return "an unknown sampler";
+}
+
+dpt_status dpt_train_check_norms(const float *sq, size_t n, const char *name) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(sq[i]))
+            return dpt_set_error(DPT_ERANGE, "%s: a per-example gradient is not finite (squared norm %g): the model "
+                                             "diverged; lower the learning rate (dpt_optim_config.lr)",
+                                 name, (double)sq[i]);
+    return DPT_OK;
+}
+
 dpt_status dpt_algo_bind_sgm(dpt_algo *a, const dpt_trainer *t, const char *name, double sigma, int secure) {
+    /* checked here, when the trainer is made, not in the first step */
+    DPT_CHECK(t->cfg.sampler == DPT_SAMPLER_POISSON, DPT_EINVAL,
+              "%s needs dpt_train_config.sampler = DPT_SAMPLER_POISSON, not %s (its epsilon is computed for Poisson "
+              "sampling)", name, dpt_sampler_enum_name(t->cfg.sampler));
     DPT_CHECK(secure == t->cfg.secure, DPT_EINVAL, "%s: the algorithm's secure flag (%d) differs from the run's (%d)",
               name, secure, t->cfg.secure);
     a->sigma = secure ? dpt_privacy_secure_sigma_eff(sigma, t->model->n_params) : sigma;
