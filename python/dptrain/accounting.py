@@ -23,6 +23,7 @@ from collections import namedtuple
 import numpy as np
 
 from ._lib import check, cstr, ffi, lib
+from .errors import file_not_found
 
 __all__ = [
     "epsilon", "rdp_epsilon", "delta_pld", "rdp", "default_orders", "calibrate_sigma", "steps_for_epochs",
@@ -444,7 +445,7 @@ class Ledger:
         if os.path.isdir(path):
             path = os.path.join(path, "ledger.json")
         if not os.path.exists(path):
-            raise FileNotFoundError(2, "no such ledger file", path)
+            raise file_not_found(path, "no such ledger file")
         pp = ffi.new("dpt_ledger **")
         check(lib.dpt_ledger_load(cstr(path, "path"), pp))
         return cls(pp[0])

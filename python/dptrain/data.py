@@ -33,6 +33,14 @@ def as_features(x, name="x", dim=None):
         raise ValueError("%s has no features (shape %s)" % (name, x.shape))
     if dim is not None and x.shape[1] != dim:
         raise ValueError("%s has %d features per example, the model takes %d" % (name, x.shape[1], dim))
+    if x.dtype.kind == "f" and x.dtype.itemsize > 4:
+        # finite here but infinite as float32: say so, not "x[i] = inf is not finite"
+        big = np.isfinite(x) & (np.abs(x) > np.finfo(np.float32).max)
+        if big.any():
+            i = int(np.flatnonzero(big.ravel())[0])
+            raise ValueError("%s[%d] (example %d, feature %d) = %r is outside the float32 range (|x| <= %.4g)"
+                             % (name, i, i // x.shape[1], i % x.shape[1], x.ravel()[i],
+                                float(np.finfo(np.float32).max)))
     return np.ascontiguousarray(x, dtype=np.float32)
 
 
@@ -54,8 +62,11 @@ def as_labels(y, name="y", n=None):
             raise ValueError("%s[%d] = %r is not an integer class label" % (name, i, y[i]))
     elif y.dtype.kind not in "iu":
         raise TypeError("%s: expected integer class labels, got dtype %s" % (name, y.dtype))
-    if y.size and (y.min() < -2 ** 31 or y.max() >= 2 ** 31):
-        i = int(np.argmax((y < -2 ** 31) | (y >= 2 ** 31)))
+    if y.size and y.min() < 0:
+        i = int(np.argmax(y < 0))
+        raise ValueError("%s[%d] = %s: class labels must be >= 0" % (name, i, y[i]))
+    if y.size and y.max() >= 2 ** 31:
+        i = int(np.argmax(y >= 2 ** 31))
         raise ValueError("%s[%d] = %d does not fit in int32" % (name, i, y[i]))
     return np.ascontiguousarray(y, dtype=np.int32)
 

@@ -91,3 +91,15 @@ def error_for(status, message, status_name):
         err.args = (message,)
         err.strerror = message
     return err
+
+
+def file_not_found(path, what):
+    """DptrainFileNotFoundError for a missing file the package checked for itself before
+    calling the library (so `except dptrain.DptrainError` catches it too)."""
+    message = "%s: %s" % (path, what)
+    err = DptrainFileNotFoundError(message)
+    err.args = (message,)
+    err.strerror = message
+    err.errno = 2
+    err.filename = path
+    return err

@@ -13,6 +13,7 @@ import numpy as np
 from ._lib import HAVE_INFERENCE, check, cstr, ffi, lib
 from .accounting import Ledger
 from .data import as_features, as_labels
+from .errors import file_not_found
 
 __all__ = ["Model"]
 
@@ -53,7 +54,7 @@ class Model:
         if os.path.isdir(path):
             path = os.path.join(path, "checkpoint.safetensors")
         if not os.path.exists(path):
-            raise FileNotFoundError(2, "no such checkpoint", path)
+            raise file_not_found(path, "no such checkpoint")
         pp = ffi.new("dpt_checkpoint **")
         check(lib.dpt_checkpoint_open(cstr(path, "path"), int(threads), pp))
         ck = ffi.gc(pp[0], lib.dpt_checkpoint_close)

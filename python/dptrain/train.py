@@ -777,7 +777,10 @@ def train(x, y, **kwargs):
     if len(shape) == 1:
         shape = (1, 1) + shape
     if len(shape) != 3 or int(np.prod(shape)) != X.shape[1]:
-        raise ValueError("input_shape %r does not match the %d features per example" % (kw["input_shape"] or shape,
+        if kw["input_shape"] is None:
+            raise ValueError("x has shape %s: expected [n, features], [n, H, W] or [n, C, H, W] (or pass "
+                             "input_shape=(C, H, W))" % (tuple(xa.shape),))
+        raise ValueError("input_shape %r does not match the %d features per example" % (kw["input_shape"],
                                                                                        X.shape[1]))
     if (kw["x_test"] is None) != (kw["y_test"] is None):
         raise ValueError("x_test and y_test: give both or neither")
@@ -854,6 +857,11 @@ def train(x, y, **kwargs):
     if kw["x_test"] is not None:
         XT = as_features(kw["x_test"], "x_test", X.shape[1])
         YT = as_labels(kw["y_test"], "y_test", XT.shape[0])
+        if not kw["n_classes"] and YT.size and YT.max() >= train_ds.n_classes:
+            i = int(np.argmax(YT >= train_ds.n_classes))
+            raise ValueError("y_test[%d] = %d is outside [0, %d): the number of classes comes from the training "
+                             "labels y (largest %d); pass n_classes= when a split lacks a class"
+                             % (i, YT[i], train_ds.n_classes, train_ds.n_classes - 1))
         test_ds = Dataset(XT, YT, train_ds.n_classes, shape, name="x_test, y_test")
     if algo_name not in ("dpsgd", "dpmac", "dpulr", "noisy-gd"):
         cfg.sampler = _SAMPLERS[sampler]

@@ -218,8 +218,9 @@ def test_ledger_json_roundtrip_and_cli(cli, workdir):
     text = open(path).read().replace("4690", "469")
     with pytest.raises(dptrain.FormatError, match="checksum"):
         acc.Ledger.from_json(text)
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError, match="missing.json: no such ledger file") as e:
         acc.read_ledger(workdir + "/missing.json")
+    assert isinstance(e.value, dptrain.DptrainError)
 
 
 @pytest.mark.parametrize("bad,exc,match", [

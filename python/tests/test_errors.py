@@ -64,6 +64,11 @@ def test_nan_and_inf_are_refused_naming_the_element():
     x[17, 4] = np.inf
     with pytest.raises(ValueError, match="example 17"):
         fit(x, y)
+    # finite in float64 but not in float32: the range is the problem, said so
+    x64 = blobs(n=200)[0].astype(np.float64)
+    x64[5, 2] = 1e300
+    with pytest.raises(ValueError, match=r"x\[102\] \(example 5, feature 2\) = 1e\+300 is outside the float32 range"):
+        fit(x64, y)
     x, y = blobs(n=200)
     xt = x[:50].copy()
     xt[3, 0] = -np.inf
@@ -95,6 +100,10 @@ def test_wrong_shapes():
         m.predict(x[:, :19])
     with pytest.raises(ValueError, match="input_shape"):
         fit(x, y, input_shape=(3, 3, 3))
+    # a 5-D x without input_shape: said what is expected, not an input_shape the caller never gave
+    with pytest.raises(ValueError, match=r"x has shape \(200, 1, 1, 4, 5\): expected \[n, features\], "
+                       r"\[n, H, W\] or \[n, C, H, W\]"):
+        fit(x.reshape(200, 1, 1, 4, 5), y)
 
 
 def test_labels_out_of_range():
@@ -104,14 +113,18 @@ def test_labels_out_of_range():
     with pytest.raises(ValueError, match=r"y\[42\] = 7 is outside \[0, 3\)"):
         fit(x, y, n_classes=3)
     y[42] = -1
-    with pytest.raises(ValueError, match=r"y\[42\] = -1"):
+    with pytest.raises(ValueError, match=r"y\[42\] = -1: class labels must be >= 0"):
         fit(x, y)
     y[42] = 2 ** 40
     with pytest.raises(ValueError, match="does not fit in int32"):
         fit(x, y)
     x2, y2 = blobs(n=200)
-    with pytest.raises(ValueError, match=r"y_test|outside \[0, 3\)"):
+    with pytest.raises(ValueError, match=r"y_test\[0\] = 5 is outside \[0, 3\): the number of classes comes "
+                       r"from the training labels y \(largest 2\); pass n_classes="):
         fit(x2, y2, x_test=x2[:10], y_test=np.full(10, 5))
+    # with n_classes given, the library checks the test labels against it
+    with pytest.raises(ValueError, match=r"x_test, y_test.*y\[0\] = 5 is outside \[0, 4\)"):
+        fit(x2, y2, x_test=x2[:10], y_test=np.full(10, 5), n_classes=4, model="mlp:20-8-4:relu")
 
 
 def test_options_are_checked_like_the_cli():
@@ -190,8 +203,10 @@ def test_status_mapping():
 
 @pytest.mark.skipif(not HAVE_INFERENCE, reason="libdptrain without dptrain/inference.h")
 def test_bad_checkpoint_files(workdir):
-    with pytest.raises(FileNotFoundError):
+    # both the built-in class and the package's base class catch it
+    with pytest.raises(FileNotFoundError, match="nope.safetensors: no such checkpoint") as e:
         dptrain.Model.load(workdir + "/nope.safetensors")
+    assert isinstance(e.value, dptrain.DptrainError)
     p = workdir + "/bad.safetensors"
     with open(p, "wb") as f:
         f.write(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
