@@ -381,7 +381,12 @@ def locate():
     """(include_dirs, library_dirs, how) for the headers and libdptrain.so to build against."""
     build = os.environ.get("DPTRAIN_BUILD_DIR")
     if build:
-        build = os.path.abspath(build)
+        given, build = build, os.path.abspath(build)
+        if not os.path.isdir(build):
+            sys.exit("build_ffi: DPTRAIN_BUILD_DIR=%s: %s is not a directory%s" % (
+                given, build, "" if os.path.isabs(given) else
+                " (a relative path is taken from the current directory, which is python/ when pip builds "
+                "the package: give an absolute one, e.g. DPTRAIN_BUILD_DIR=$PWD/build)"))
         src = _source_dir_of(build)
         return [os.path.join(src, "include"), os.path.join(build, "include")], [build], "DPTRAIN_BUILD_DIR=" + build
     prefix = os.environ.get("DPTRAIN_PREFIX")
