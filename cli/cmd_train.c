@@ -428,6 +428,11 @@ static int cmd_train(int argc, char **argv) {
             goto done;
         }
     }
+    struct stat out_st;
+    if (resume && stat(out, &out_st) != 0 && errno == ENOENT) {
+        exit_code = cli_error("--resume: --out %s does not exist: there is no run to resume", out);
+        goto done;
+    }
     if (rank == 0 && make_dirs(out) != 0) {
         exit_code = cli_error("--out %s: cannot create directory: %s", out, strerror(errno));
         goto done;

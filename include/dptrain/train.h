@@ -429,9 +429,10 @@ typedef struct {
      * memory only: the data_hmac in dpt_trainer_ledger's metadata then matches no dataset
      * anyone can check. */
     const char *out_dir;
-    int overwrite;            /* 1: a fresh run first removes the files of the run in out_dir
+    int overwrite;            /* 1: a fresh run removes the files of the run in out_dir
                                  (checkpoint.safetensors, ledger.json, metrics.jsonl,
-                                 dptrain.secret and their temporaries), and only those */
+                                 dptrain.secret and their temporaries), and only those, at
+                                 its first write: a run that fails before it leaves them */
     uint64_t max_steps;       /* 0 = no limit: stop after this many steps in total */
     const char *run_json;     /* optional JSON object stored verbatim in checkpoints as "run"
                                  (the CLI keeps dataset and normalization there) */

@@ -624,6 +624,13 @@ dpt_status dpt_trainer_checkpoint_path(const dpt_trainer *t, char *buf, size_t n
 static dpt_status save_checkpoint(dpt_trainer *t) {
     char path[600];
     DPT_TRY(dpt_trainer_checkpoint_path(t, path, sizeof path));
+    /* overwrite: the previous run's files go only now, at this run's first write, so a run
+     * that fails before it (a bad setting found at the first step, an accountant error)
+     * leaves that run as it was */
+    if (t->clear_pending) {
+        DPT_TRY(dpt_run_dir_clear(t, t->out_dir));
+        t->clear_pending = 0;
+    }
     /* the key first: no file that names data_hmac exists without it */
     if (!t->key_saved) DPT_TRY(dpt_run_key_save(t));
     if (t->ledger) {
@@ -1108,9 +1115,10 @@ static dpt_status publish(dpt_trainer *t, int partial, size_t in_epoch, size_t s
     return DPT_OK;
 }
 
-/* Rank 0, at the first run: a fresh run gets an empty directory (or removes the previous
- * run's files when told to overwrite); a resumed run first publishes the checkpoint's
- * record when metrics.jsonl lacks it (resume_metrics decided). */
+/* Rank 0, at the first run: a fresh run gets an empty directory (or, told to overwrite,
+ * removes the previous run's files at its first write: save_checkpoint); a resumed run
+ * first publishes the checkpoint's record when metrics.jsonl lacks it (resume_metrics
+ * decided). */
 static dpt_status prepare_run_dir(dpt_trainer *t, int *stop) {
     *stop = 0;
     if (!t->out_dir[0] || t->dir_ready) return DPT_OK;
@@ -1122,7 +1130,7 @@ static dpt_status prepare_run_dir(dpt_trainer *t, int *stop) {
             DPT_CHECK(t->cfg.overwrite, DPT_EINVAL, "out_dir %s is not empty (it holds %s%s): resume the run in it "
                       "or set overwrite to replace that run (its files are removed first)", t->out_dir, names,
                       n > 6 ? ", ..." : "");
-            DPT_TRY(dpt_run_dir_clear(t, t->out_dir));
+            t->clear_pending = 1;
         }
         t->key_saved = 0; /* a fresh run's files start with its own key */
     }

@@ -37,6 +37,22 @@ cp "$T/run/ledger.json" "$T/dp_ledger.json"
 expect_ok "$BIN" train "${D[@]}" --epochs 1 --out "$T/run" --overwrite
 check '[ ! -e "$T/run/ledger.json" ] && [ "$(records "$T/run/metrics.jsonl")" = "1:50" ]' "--overwrite left the old run's files"
 check 'grep -q "removed the previous run.s" <<<"$LAST_OUT"' "--overwrite does not say what it removed"
+# a refused --overwrite run (its DP-ULR module list is checked at the first step, after the
+# directory check) leaves the previous run's files as they were, and a --resume that finds
+# no run leaves no directory behind
+expect_ok "$BIN" train "${DP[@]}" --epochs 1 --out "$T/keep"
+sum_before=$(cd "$T/keep" && sha256sum checkpoint.safetensors ledger.json metrics.jsonl dptrain.secret)
+expect_fail "--modules 'x'" "$BIN" train --algo dpulr "${D[@]}" --optimizer adam --lr 0.001 --sigma0 1 --modules x \
+  --epochs 1 --out "$T/keep" --overwrite
+check '[ "$(cd "$T/keep" && sha256sum checkpoint.safetensors ledger.json metrics.jsonl dptrain.secret)" = "$sum_before" ]' \
+  "a refused --overwrite run removed or changed the previous run's files"
+check '! grep -q "removed the previous run" <<<"$LAST_OUT"' "a refused --overwrite run says it removed the previous run"
+expect_fail "--out $T/never does not exist: there is no run to resume" "$BIN" train "${DP[@]}" --epochs 1 \
+  --out "$T/never" --resume
+check '[ ! -e "$T/never" ]' "a --resume that found no run left $T/never behind"
+mkdir "$T/empty"
+expect_fail "checkpoint.safetensors: cannot open" "$BIN" train "${DP[@]}" --epochs 1 --out "$T/empty" --resume
+check '[ -d "$T/empty" ]' "a --resume in an existing empty directory removed it"
 # the old files put back beside the non-private checkpoint: eval and account refuse them
 cp "$T/dp_ledger.json" "$T/run/ledger.json"
 expect_fail "non-private run" "$BIN" account --ledger "$T/run/ledger.json"
