@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* "dptrain: " or, under mpirun with several ranks, "dptrain (rank R): " */
@@ -309,6 +311,25 @@ const char *cli_given(int argc, char **argv, int first, const cli_option *opts) 
 }
 
 int cli_stderr_is_tty(void) { return isatty(STDERR_FILENO); }
+
+int cli_run_in_dir(const char *dir, const char *const argv[], int quiet_stderr) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        if (chdir(dir) != 0) _exit(127);
+        if (quiet_stderr) {
+            int fd = open("/dev/null", O_WRONLY);
+            if (fd >= 0) dup2(fd, STDERR_FILENO);
+        }
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
 
 void cli_json_number(cJSON *o, const char *key, double v) {
     char buf[DPT_DOUBLE_TEXT];

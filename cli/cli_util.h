@@ -51,6 +51,10 @@ const char *cli_given(int argc, char **argv, int first, const cli_option *opts);
 
 /* 1 when stdout / stderr is a terminal (progress bars only there). */
 int cli_stderr_is_tty(void);
+/* Runs argv[0] (looked up in PATH) with the arguments argv[1..] in directory dir, without a
+ * shell, and waits: its exit status, or -1 when it could not be started or was killed.
+ * quiet_stderr: its stderr goes to /dev/null. */
+int cli_run_in_dir(const char *dir, const char *const argv[], int quiet_stderr);
 /* Adds `key`: v to a JSON object as a number that reads back bit for bit (NaN/inf: null);
  * the machine-readable outputs (--json, run records) must equal the library's values. */
 struct cJSON;

@@ -35,7 +35,8 @@ static const char *USAGE =
     "bootstrap intervals. --canaries M adds M mislabelled test-split examples, each in the\n"
     "training set with probability 1/2, over --canary-runs runs, and turns the loss attack\n"
     "on them into an empirical epsilon lower bound (Clopper-Pearson at --alpha).\n"
-    "Writes OUT/audit.csv (one row per attack), OUT/roc.csv and OUT/roc.png.\n"
+    "Writes OUT/audit.csv (one row per attack), OUT/roc.csv, OUT/summary.json and, unless\n"
+    "--no-plot, OUT/roc.png with the gnuplot script that draws it (OUT/roc.gp).\n"
     "With --checkpoint FILE the target is that trained model: members are examples of its\n"
     "training set, non-members test examples (balanced); give the training flags it was\n"
     "trained with (--algo, --lr, --epochs, ...) so the LiRA shadows match it.\n"
@@ -53,7 +54,8 @@ static int make_dirs(const char *path) {
     return (mkdir(buf, 0755) != 0 && errno != EEXIST) ? -1 : 0;
 }
 
-static int write_outputs(const char *out, const dpt_audit_attack *A, size_t na, int plot) {
+static int write_outputs(const char *out, const dpt_audit_attack *A, size_t na, int plot, int *plotted) {
+    *plotted = 0;
     char path[1100];
     snprintf(path, sizeof path, "%s/audit.csv", out);
     FILE *f = fopen(path, "w");
@@ -78,25 +80,30 @@ static int write_outputs(const char *out, const dpt_audit_attack *A, size_t na, 
     }
     fclose(f);
     if (!plot) return 0;
-    snprintf(path, sizeof path, "%s/roc.gp", out);
-    f = fopen(path, "w");
-    if (!f) return cli_error("--out %s: cannot write roc.gp: %s", out, strerror(errno));
-    fprintf(f, "set terminal pngcairo size 800,600\nset output '%s/roc.png'\nset datafile separator ','\n"
-               "set logscale xy\nset xrange [1e-3:1]\nset yrange [1e-3:1]\nset key bottom right\n"
-               "set xlabel 'false positive rate'\nset ylabel 'true positive rate'\nset title 'Membership inference ROC'\n"
-               "plot x title 'chance' lw 1 dt 2", out);
-    for (size_t k = 0; k < na; k++)
-        fprintf(f, ", '%s/roc.csv' using (strcol(1) eq '%s' ? $2 : NaN):3 with lines lw 2 title '%s (AUC %.3f)'", out,
-                A[k].name, A[k].name, A[k].s.auc);
-    fprintf(f, "\n");
-    fclose(f);
-    char cmd[1300];
-    snprintf(cmd, sizeof cmd, "gnuplot '%s/roc.gp' 2>/dev/null", out);
-    if (system(cmd) != 0) {
-        /* pngcairo may be missing from gnuplot-nox: retry with the plain png terminal */
-        snprintf(cmd, sizeof cmd, "sed -i 's/pngcairo/png/' '%s/roc.gp' && gnuplot '%s/roc.gp'", out, out);
-        if (system(cmd) != 0) fprintf(stderr, "dptrain: warning: gnuplot failed; %s/roc.png not written\n", out);
+    /* The script names its files relative to OUT and gnuplot runs there, without a shell:
+     * no path is ever parsed as shell or gnuplot text. pngcairo may be missing from
+     * gnuplot-nox: then the plain png terminal. */
+    const char *terms[2] = {"pngcairo", "png"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/roc.gp", out);
+        f = fopen(path, "w");
+        if (!f) return cli_error("--out %s: cannot write roc.gp: %s", out, strerror(errno));
+        fprintf(f, "set terminal %s size 800,600\nset output 'roc.png'\nset datafile separator ','\n"
+                   "set logscale xy\nset xrange [1e-3:1]\nset yrange [1e-3:1]\nset key bottom right\n"
+                   "set xlabel 'false positive rate'\nset ylabel 'true positive rate'\n"
+                   "set title 'Membership inference ROC'\nplot x title 'chance' lw 1 dt 2", terms[k]);
+        for (size_t j = 0; j < na; j++)
+            fprintf(f, ", 'roc.csv' using (strcol(1) eq '%s' ? $2 : NaN):3 with lines lw 2 title '%s (AUC %.3f)'",
+                    A[j].name, A[j].name, A[j].s.auc);
+        fprintf(f, "\n");
+        fclose(f);
+        const char *argv[] = {"gnuplot", "roc.gp", NULL};
+        if (cli_run_in_dir(out, argv, k == 0) == 0) {
+            *plotted = 1;
+            return 0;
+        }
     }
+    fprintf(stderr, "dptrain: warning: gnuplot failed; %s/roc.png not written\n", out);
     return 0;
 }
 
@@ -387,10 +394,12 @@ int dpt_cmd_audit(int argc, char **argv) {
         goto done;
     }
     print_results(&ac, &res, ckpt, algo, sigma, delta);
-    code = write_outputs(out, res.attack, res.n_attacks, !no_plot);
+    int plotted = 0;
+    code = write_outputs(out, res.attack, res.n_attacks, !no_plot, &plotted);
     if (!code) {
         write_summary(out, &res, ckpt, algo, job->algo == DPT_AUDIT_DPSGD, delta);
-        printf("wrote %s/audit.csv, %s/roc.csv%s, %s/summary.json\n", out, out, no_plot ? "" : ", roc.png", out);
+        printf("wrote %s/audit.csv, %s/roc.csv, %s/summary.json%s%s%s\n", out, out, out, plotted ? ", " : "",
+               plotted ? out : "", plotted ? "/roc.png" : "");
     }
 done:
     dpt_audit_result_free(&res);

@@ -24,6 +24,15 @@ check "grep -q 'epsilon lower bound' <<<\"\$out\"" "no canary bound: $out"
 check "[ -s $T/a/audit.csv ] && [ -s $T/a/roc.csv ] && [ -s $T/a/summary.json ]" "audit files missing"
 check "[ \$(wc -l < $T/a/audit.csv) -eq 4 ]" "audit.csv should have a header and 3 attacks"
 if command -v gnuplot >/dev/null; then check "[ -s $T/a/roc.png ]" "roc.png missing"; fi
+# an --out with shell and gnuplot syntax in it is only ever a path (gnuplot used to run
+# through system() with the path in quotes: this name ran `touch INJECTED`)
+q="$T/q'; touch INJECTED; echo '\$(touch INJECTED2)"
+out=$(cd "$T" && "$BIN" audit "${A[@]}" --epochs 2 --shadows 0 --bootstrap 10 --out "$q" 2>&1); rc=$?
+check "[ $rc -eq 0 ] && [ -s \"\$q/audit.csv\" ]" "audit into a quoted path failed: $out"
+check "[ ! -e $T/INJECTED ] && [ ! -e $T/INJECTED2 ] && [ ! -e INJECTED ]" "the --out path was run as a command"
+if command -v gnuplot >/dev/null; then
+  check "[ -s \"\$q/roc.png\" ] && grep -qF \"\$q/roc.png\" <<<\"\$out\"" "roc.png missing in the quoted path: $out"
+fi
 # an overfit model leaks: loss-attack AUC clearly above chance
 auc=$(awk -F, '$1=="loss"{print $4}' "$T/a/audit.csv")
 check "python3 -c 'import sys; sys.exit(0 if float(\"$auc\") > 0.6 else 1)'" "loss AUC $auc not above 0.6 for an overfit model"
