@@ -63,9 +63,25 @@ static double sumsq_diff(const float *a, const float *b, size_t n) {
     return s;
 }
 
+#define TRACE_HEAD "{\"trace\":\"dptrain per-step diagnostics\""
+
+/* 1: path does not exist or is a trace this command wrote (its first line says so) */
+static int replaceable(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return errno == ENOENT;
+    char head[sizeof TRACE_HEAD] = "";
+    size_t n = fread(head, 1, sizeof head - 1, f);
+    fclose(f);
+    return n == 0 || (n == sizeof head - 1 && !memcmp(head, TRACE_HEAD, n));
+}
+
 int cli_trace_open(const char *path, int append, dpt_trainer *t, const dpt_algo *algo, cli_trace **out) {
     *out = NULL;
     if (!path || !*path) return cli_error("--trace: empty file name");
+    /* never over (or onto) a file that is not a trace: it could be a run's ledger */
+    if (!replaceable(path))
+        return cli_error("--trace %s: the file exists and is not a dptrain trace: refusing to %s it (choose another "
+                         "path)", path, append ? "append to" : "overwrite");
     cli_trace *tr = calloc(1, sizeof *tr);
     dpt_model *m = dpt_trainer_model(t);
     if (!tr || !(tr->path = strdup(path)) || !(tr->prev = malloc((m->n_params ? m->n_params : 1) * sizeof(float)))) {
@@ -86,7 +102,7 @@ int cli_trace_open(const char *path, int append, dpt_trainer *t, const dpt_algo 
     const char *privacy = trace_privacy(algo, &tr->unnoised);
     memcpy(tr->prev, m->theta, m->n_params * sizeof(float));
     tr->prev_valid = 1;
-    fprintf(tr->f, "{\"trace\":\"dptrain per-step diagnostics\",\"algorithm\":\"%s\",\"parameters\":%zu,\"privacy\":\"%s\"}\n",
+    fprintf(tr->f, TRACE_HEAD ",\"algorithm\":\"%s\",\"parameters\":%zu,\"privacy\":\"%s\"}\n",
             algo && algo->name ? algo->name : "?", m->n_params, privacy);
     if (tr->unnoised) /* never silently: the run's stderr says it too */
         fprintf(stderr, "dptrain: warning: --trace %s (algorithm %s) %s\n", path,

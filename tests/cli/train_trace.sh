@@ -8,7 +8,8 @@
 # The warning is never skipped for a run that handles private data: DP-ULR on shuffled
 # batches (unaccounted, algorithm "dpulr-unaccounted") and PDP-SGD (its gradient is unnoised,
 # the noise goes onto the parameters) warn too; plain SGD says it is non-private.
-# --resume appends to the file; an unwritable path is an error naming --trace.
+# --resume appends to the file; an unwritable path is an error naming --trace; a file that is
+# not a trace (a run's ledger) is neither overwritten nor appended to.
 set -u
 BIN=$1
 source "$(dirname "$0")/lib/harness.sh"
@@ -19,6 +20,18 @@ expect_fail "--trace $T/nodir/t.jsonl: cannot open" "$BIN" train "${S[@]}" --alg
   --out "$T/x" --trace "$T/nodir/t.jsonl"
 expect_ok "$BIN" train "${S[@]}" --algo dpsgd --sigma 1 --batch-size 60 --optimizer sgd --lr 0.5 --max-steps 1 \
   --epochs 1 --out "$T/g1" --trace "$T/g1.jsonl"
+# a file that is not a trace (here the run's own ledger) is never overwritten or appended to;
+# an earlier trace is replaced
+cp "$T/g1/ledger.json" "$T/ledger_copy.json"
+expect_fail "--trace $T/g1/ledger.json: the file exists and is not a dptrain trace: refusing to overwrite it" \
+  "$BIN" train "${S[@]}" --algo dpsgd --sigma 1 --batch-size 60 --max-steps 1 --epochs 1 --out "$T/g1b" \
+  --trace "$T/g1/ledger.json"
+check 'cmp -s "$T/g1/ledger.json" "$T/ledger_copy.json"' "--trace onto a ledger changed it"
+expect_fail "refusing to append to it" "$BIN" train "${S[@]}" --algo dpsgd --sigma 1 --batch-size 60 --optimizer sgd \
+  --lr 0.5 --max-steps 2 --epochs 1 --out "$T/g1" --resume --trace "$T/g1/ledger.json"
+check 'cmp -s "$T/g1/ledger.json" "$T/ledger_copy.json"' "--trace --resume onto a ledger changed it"
+expect_ok "$BIN" train "${S[@]}" --algo dpsgd --sigma 1 --batch-size 60 --optimizer sgd --lr 0.5 --max-steps 1 \
+  --epochs 1 --out "$T/g1c" --trace "$T/g1.jsonl"
 expect_ok "$BIN" train "${S[@]}" --algo dpsgd --sigma 1 --batch-size 60 --optimizer sgd --lr 0.5 --max-steps 2 \
   --epochs 1 --out "$T/g2" --trace "$T/g2.jsonl"
 check '! grep -q "warning: --trace" <<<"$LAST_OUT"' "DP-SGD trace must not warn"
