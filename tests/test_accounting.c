@@ -140,6 +140,43 @@ static void test_stability(void) {
     CHECK(p <= rdp_eps(1e-4, 0.8, 100000ULL, 1e-6, DPT_CONV_BALLE));
 }
 
+/* A large sigma against q: the fractional orders' series does not converge within its
+ * budget (split point z0 = sigma^2 log(1/q - 1) + 1/2, about 4.6e6 here); those orders give
+ * no bound and the epsilon is the grid's integer orders' alone (it was an error). The result
+ * equals the epsilon over the integer orders only, lies below the unamplified Gaussian
+ * mechanism's (q = 1), and above the PLD's; a grid of failing orders only is an error. */
+static void test_large_sigma(void) {
+    const double q = 0.01, sigma = 1000.0, delta = 1e-5;
+    double r = 0;
+    CHECK_STATUS(dpt_rdp_sgm(q, sigma, 1.5, &r), DPT_ERANGE); /* one order: still an error */
+    size_t n = 0;
+    const double *grid = dpt_rdp_default_orders(&n);
+    double ints[200];
+    size_t ni = 0;
+    for (size_t i = 0; i < n && ni < 200; i++)
+        if (grid[i] == floor(grid[i])) ints[ni++] = grid[i];
+    CHECK(ni > 10 && ni < n);
+    double e = NAN, ei = NAN, bo = 0;
+    CHECK_OK(dpt_rdp_sgm_epsilon(q, sigma, 10, delta, DPT_CONV_BALLE, NULL, 0, &e, &bo));
+    CHECK_OK(dpt_rdp_sgm_epsilon(q, sigma, 10, delta, DPT_CONV_BALLE, ints, ni, &ei, NULL));
+    CHECK(isfinite(e) && e > 0 && e == ei && bo == floor(bo));
+    double eg = NAN;
+    CHECK_OK(dpt_rdp_sgm_epsilon(1.0, sigma, 10, delta, DPT_CONV_BALLE, NULL, 0, &eg, NULL));
+    CHECK(e < eg);
+    CHECK(pld_eps(q, sigma, 10, delta) <= e);
+    /* the ledger path (a run's epsilon) too */
+    dpt_ledger *l = NULL;
+    CHECK_OK(dpt_ledger_new(&l));
+    CHECK_OK(dpt_ledger_add_sgm(l, q, sigma, 10));
+    double el = NAN;
+    CHECK_OK(dpt_ledger_epsilon(l, delta, DPT_ACCT_RDP, DPT_CONV_BALLE, &el));
+    CHECK_CLOSE(el, e, 0, 1e-12);
+    dpt_ledger_free(l);
+    const double frac[2] = {1.5, 2.5};
+    CHECK_STATUS(dpt_rdp_sgm_epsilon(q, sigma, 10, delta, DPT_CONV_BALLE, frac, 2, &e, NULL), DPT_ERANGE);
+    CHECK_ERR_HAS("did not converge at any order of the grid");
+}
+
 /* RDP (and epsilon) increase with q, steps and 1/sigma. */
 static void test_monotone(void) {
     double qs[] = {1e-4, 1e-3, 0.01, 0.1, 0.5, 1.0};
@@ -439,6 +476,7 @@ int main(void) {
     test_against_integration();
     test_series_vs_binomial();
     test_stability();
+    test_large_sigma();
     test_monotone();
     test_conversions();
     test_published_rdp();

@@ -120,6 +120,8 @@ static int log_a_series(double q, double s, double alpha, double *log_a) {
     double log_c = 0.0; /* log|C(alpha, i)| */
     int sign = 1;
     const long max_terms = 2000000;
+    /* it can only stop past z0 and alpha: fail at once rather than after max_terms terms */
+    if (!(z0 < (double)max_terms - 2.0 && alpha < (double)max_terms - 2.0)) return -1;
     for (long i = 0; i < max_terms; i++) {
         double di = (double)i, j = alpha - di;
         double t1 = log_c + (alpha - di) * l1q + di * lq + (di * di - di) / (2.0 * s2) +
@@ -249,6 +251,27 @@ dpt_status dpt_acct_check_common(double q, double sigma, uint64_t steps, double 
     return DPT_OK;
 }
 
+/* One order of a grid. A fractional order whose series does not converge within its term
+ * budget (a large sigma against q puts the split point z0 ~ sigma^2 log(1/q) beyond it)
+ * gets +inf: that order gives no bound and the epsilon is the minimum over the others,
+ * still an upper bound for exactly this mechanism (integer orders have a closed form).
+ * *done counts the orders evaluated; the caller refuses a grid where none was. */
+static dpt_status rdp_order(double q, double sigma, double alpha, const double *tab, double *r, size_t *done) {
+    dpt_status st = rdp_sgm_impl(q, sigma, alpha, 0, tab, r);
+    if (st == DPT_ERANGE && alpha != floor(alpha)) {
+        dpt_clear_error();
+        *r = INFINITY;
+        return DPT_OK;
+    }
+    if (st == DPT_OK) (*done)++;
+    return st;
+}
+
+static dpt_status none_evaluated(double q, double sigma) {
+    return dpt_set_error(DPT_ERANGE, "RDP accountant: the series did not converge at any order of the grid (q=%g, "
+                                     "sigma=%g); include integer orders", q, sigma);
+}
+
 /* Per-step RDP of SGM at every order, with one shared table of log(j). */
 dpt_status dpt_acct_rdp_curve(double q, double sigma, const double *orders, size_t n, double *out) {
     double maxint = 0;
@@ -264,10 +287,11 @@ dpt_status dpt_acct_rdp_curve(double q, double sigma, const double *orders, size
         for (size_t j = 1; j < m; j++) tab[j] = log((double)j);
     }
     dpt_status st = DPT_OK;
+    size_t done = 0;
     for (size_t i = 0; i < n && st == DPT_OK; i++)
-        st = rdp_sgm_impl(q, sigma, orders[i], 0, tab, &out[i]);
+        st = rdp_order(q, sigma, orders[i], tab, &out[i], &done);
     if (tab && tab != stack_tab) dpt_free(tab);
-    return st;
+    return st == DPT_OK && n && !done ? none_evaluated(q, sigma) : st;
 }
 
 /* Total RDP (steps x per-step) at every order, skipping orders that provably cannot give
@@ -306,11 +330,12 @@ static dpt_status total_rdp_pruned(double q, double sigma, uint64_t steps, doubl
     }
     double ld = log(delta), best = INFINITY;
     dpt_status st = DPT_OK;
+    size_t done = 0;
     /* pass 1: anchors */
     for (size_t i = 0; i < n && st == DPT_OK; i++) {
         if (i % PRUNE_STRIDE != 0 && i != n - 1) continue;
         double r;
-        st = rdp_sgm_impl(q, sigma, orders[i], 0, tab, &r);
+        st = rdp_order(q, sigma, orders[i], tab, &r, &done);
         if (st != DPT_OK) break;
         out[i] = T * r;
         double e = dpt_acct_rdp_to_eps_one(orders[i], out[i], ld, conv);
@@ -343,14 +368,14 @@ static dpt_status total_rdp_pruned(double q, double sigma, uint64_t steps, doubl
             }
         }
         double r;
-        st = rdp_sgm_impl(q, sigma, a, 0, tab, &r);
+        st = rdp_order(q, sigma, a, tab, &r, &done);
         if (st != DPT_OK) break;
         out[i] = T * r;
         double e = dpt_acct_rdp_to_eps_one(a, out[i], ld, conv);
         if (e < best) best = e;
     }
     if (tab && tab != stack_tab) dpt_free(tab);
-    return st;
+    return st == DPT_OK && !done ? none_evaluated(q, sigma) : st;
 }
 
 dpt_status dpt_rdp_sgm_epsilon_ex(double q, double sigma, uint64_t steps, double delta,
