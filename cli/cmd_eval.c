@@ -80,14 +80,34 @@ int dpt_cmd_eval(int argc, char **argv) {
     }
     const char *spec = dpt_checkpoint_spec(ck);
     if (json) {
-        printf("{\"checkpoint\": \"%s\", \"model\": \"%s\", \"steps\": %" PRIu64 ", \"test_examples\": %zu, "
-               "\"test_loss\": %.6f, \"test_accuracy\": %.6f",
-               ckpt, spec, dpt_checkpoint_step(ck), test.n, l, acc);
-        if (!isnan(eps)) printf(", \"epsilon\": %.6g, \"delta\": %g", eps, delta);
-        printf("}\n");
+        /* through cJSON: paths are escaped, numbers exact (cli_json_number), NaN is null */
+        cJSON *o = cJSON_CreateObject();
+        char *text = NULL;
+        if (o) {
+            cJSON_AddStringToObject(o, "checkpoint", ckpt);
+            cJSON_AddStringToObject(o, "model", spec);
+            cli_json_number(o, "steps", (double)dpt_checkpoint_step(ck));
+            cli_json_number(o, "test_examples", (double)test.n);
+            cli_json_number(o, "test_loss", l);
+            cli_json_number(o, "test_accuracy", acc);
+            if (!isnan(eps)) {
+                cli_json_number(o, "epsilon", eps);
+                cli_json_number(o, "delta", delta);
+                cJSON_AddStringToObject(o, "accountant", "rdp (Balle et al. conversion)");
+            }
+            text = cJSON_PrintUnformatted(o);
+            cJSON_Delete(o);
+        }
+        if (!text) {
+            code = cli_error("--json: out of memory");
+            goto done;
+        }
+        printf("%s\n", text);
+        cJSON_free(text);
     } else {
         printf("%s: model %s, %zu test examples: loss %.4f, accuracy %.2f%%", ckpt, spec, test.n, l, 100.0 * acc);
-        if (!isnan(eps)) printf(", epsilon %.4g at delta %g after %" PRIu64 " steps", eps, delta, dpt_checkpoint_step(ck));
+        if (!isnan(eps))
+            printf(", epsilon %.4g (RDP) at delta %g after %" PRIu64 " steps", eps, delta, dpt_checkpoint_step(ck));
         printf("\n");
     }
 done:

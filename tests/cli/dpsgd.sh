@@ -46,8 +46,17 @@ expect_ok "$BIN" eval --checkpoint "$T/run/checkpoint.safetensors" --json
 check 'python3 -c "
 import json,sys
 e=json.loads(sys.argv[1]); m=[json.loads(l) for l in open(\"$T/run/metrics.jsonl\")][-1]
-assert e[\"steps\"]==100 and e[\"delta\"]==1e-5 and abs(e[\"epsilon\"]-m[\"epsilon\"])<=1e-5*m[\"epsilon\"], (e, m)
-" "$LAST_OUT"' "eval epsilon differs from the run's"
+assert e[\"steps\"]==100 and e[\"delta\"]==1e-5 and e[\"epsilon\"]==m[\"epsilon\"], (e, m)
+assert e[\"accountant\"].startswith(\"rdp\"), e
+" "$LAST_OUT"' "eval epsilon differs from the run's (bit for bit), or names no accountant"
+# a checkpoint path with a quote and a backslash: still one valid JSON object naming it
+q="$T/we\"ird\\dir"
+mkdir -p "$q" && cp "$T/run/"* "$q/"
+expect_ok "$BIN" eval --checkpoint "$q/checkpoint.safetensors" --json
+check 'python3 -c "
+import json,sys
+e=json.loads(sys.argv[1]); assert e[\"checkpoint\"]==sys.argv[2], e
+" "$LAST_OUT" "$q/checkpoint.safetensors"' "eval --json of a quoted path is not valid JSON naming it: $LAST_OUT"
 expect_fail "--delta must be in (0, 1)" "$BIN" eval --checkpoint "$T/run/checkpoint.safetensors" --delta 0
 # resume continues the ledger; mismatch refused, then allowed and recorded
 expect_ok "$BIN" train "${C[@]}" --sigma 1.2 --batch-size 60 --epochs 3 --out "$T/run" --resume
