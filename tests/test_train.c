@@ -199,6 +199,23 @@ int main(void) {
     CHECK_OK(dpt_algo_sgd_new(&a));
     CHECK_STATUS(dpt_trainer_new(&c, &tr, &bad, a, &t), DPT_EINVAL);
     CHECK_ERR_HAS("the test set is empty");
+    /* Parameters overflowed by finite gradients (lr 1e300, one step per epoch, so the
+     * optimizer's gradient check never sees the inf) are never saved or published. */
+    char dir_d[320];
+    snprintf(dir_d, sizeof dir_d, "%s/overflow", tu_tmpdir());
+    c = base_cfg(dir_d);
+    c.optim = dpt_optim_defaults(DPT_OPT_SGD);
+    c.optim.lr = 1e300;
+    c.batch_size = 600;
+    CHECK_OK(dpt_algo_sgd_new(&a));
+    CHECK_OK(dpt_trainer_new(&c, &tr, &te, a, &t));
+    CHECK_STATUS(dpt_trainer_run(t, &r), DPT_ERANGE);
+    CHECK_ERR_HAS("step 1: the parameters are not finite (NaN or Inf): the model diverged");
+    dpt_trainer_free(t);
+    snprintf(path, sizeof path, "%s/checkpoint.safetensors", dir_d);
+    CHECK(access(path, F_OK) != 0);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir_d);
+    CHECK(access(path, F_OK) != 0);
     /* A resume that finds no run leaves no directory behind; an existing directory stays. */
     char dir_c[320];
     snprintf(dir_c, sizeof dir_c, "%s/never", tu_tmpdir());

@@ -1101,6 +1101,13 @@ static int call_on_epoch(dpt_trainer *t, const dpt_epoch_result *r) {
 }
 
 static dpt_status publish(dpt_trainer *t, int partial, size_t in_epoch, size_t spe, dpt_epoch_result *r, int *stop) {
+    /* a step can overflow the parameters from finite gradients (a huge learning rate):
+     * never save or report such a model. Nothing of these steps leaves the process (no
+     * parameters, no metrics), so the run directory stays at its last checkpoint, ledger
+     * included, from which a resume with a lower learning rate continues. */
+    if (!dpt_all_finite(t->model->theta, t->model->n_params))
+        return dpt_set_error(DPT_ERANGE, "step %" PRIu64 ": the parameters are not finite (NaN or Inf): the model "
+                             "diverged; lower the learning rate (dpt_optim_config.lr)", t->step);
     DPT_TRY(compute_result(t, partial, in_epoch, spe, r));
     char *line = NULL;
     DPT_TRY(record_line(t, r, &line));
