@@ -181,7 +181,10 @@ static void ui_log(void *user, dpt_log_level level, const char *msg) {
     train_ui *ui = user;
     if (ui->quiet && level != DPT_LOG_WARN) return;
     ui_clear_bar(ui);
-    fprintf(stderr, "dptrain: %s%s\n", level == DPT_LOG_WARN ? "warning: " : level == DPT_LOG_NOTE ? "note: " : "", msg);
+    char mapped[2048]; /* the library names config fields; the user gave flags */
+    cli_flag_names(msg, mapped, sizeof mapped);
+    fprintf(stderr, "dptrain: %s%s\n", level == DPT_LOG_WARN ? "warning: " : level == DPT_LOG_NOTE ? "note: " : "",
+            mapped);
 }
 
 /* The final summary (stdout) from the last published result. */
@@ -192,8 +195,12 @@ static void print_summary(const dpt_trainer *t, const dpt_epoch_result *r, const
         printf("done: nothing left to train: the run in %s completed its %ld epochs (%" PRIu64 " steps)\n", out,
                epochs, dpt_trainer_step(t));
     if (r->epoch == 0) {
-        printf("no result: the run in %s took no step (%s); see %s/metrics.jsonl\n", out,
-               why == DPT_STOP_BUDGET ? "the first step would exceed the privacy budget" : "nothing to train", out);
+        double next = 0;
+        if (why == DPT_STOP_BUDGET && dpt_trainer_budget_stopped(t, &next))
+            printf("no result: the run in %s took no step: its first step would raise epsilon to %.4g, above "
+                   "--target-epsilon %g (raise --sigma or the target)\n", out, next, dpt_trainer_config(t)->target_epsilon);
+        else
+            printf("no result: the run in %s took no step (nothing to train)\n", out);
         return;
     }
     char when[160];
@@ -519,6 +526,9 @@ static int cmd_train(int argc, char **argv) {
     if (A->report && (exit_code = A->report(&ctx, t)) != 0) goto done;
     cli_norm_report(&norm, t);
     print_summary(t, &r, A, out, cfg.out_dir, epochs, dpt_trainer_step(t) - step0);
+    /* a budget that refuses even the first step of a fresh run is an error, as in Python
+     * (PrivacyError): a script must not take it for a trained model */
+    if (dpt_trainer_stop_reason(t) == DPT_STOP_BUDGET && dpt_trainer_step(t) == 0) exit_code = 1;
     if (dpt_trainer_stop_reason(t) == DPT_STOP_CALLBACK && g_interrupted) {
         fprintf(stderr, "dptrain: interrupted after step %" PRIu64 ": the checkpoint, ledger and metrics are saved in "
                         "%s; continue with the same command and --resume\n", dpt_trainer_step(t), out);

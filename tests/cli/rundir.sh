@@ -115,6 +115,11 @@ check 'grep -q "nothing left to train" <<<"$LAST_OUT"' "a finished run does not 
 expect_ok "$BIN" train "${DP[@]}" --sigma 1.2 --target-epsilon 1 --epochs 50 --out "$T/bud"
 led=$(steps_of "$T/bud/ledger.json")
 check 'grep -q "after $led steps (q" <<<"$LAST_OUT" && grep -q "accuracy .* after $led steps (stopped after" <<<"$LAST_OUT"' "budget stop: the summary's steps differ from the ledger's $led: $LAST_OUT"
+check 'grep -q "> --target-epsilon 1 " <<<"$LAST_OUT"' "the budget stop names the config field, not the flag: $LAST_OUT"
+# a budget that refuses the first step: an error saying why, not a success pointing at no file
+out=$("$BIN" train "${DP[@]}" --sigma 0.5 --target-epsilon 0.01 --epochs 1 --out "$T/bud0" 2>&1); rc=$?
+check '[ $rc -ne 0 ] && grep -q "its first step would raise epsilon to" <<<"$out"' "a budget refusing the first step: rc $rc: $out"
+check '! grep -q "metrics.jsonl" <<<"$out" && [ ! -e "$T/bud0/metrics.jsonl" ]' "the refused run names a metrics file: $out"
 
 # -- settings a resume cannot honour
 expect_fail "--momentum applies to --optimizer sgd only" "$BIN" train "${D[@]}" --optimizer adam --lr 0.01 --momentum 0.9 --out "$T/x"
