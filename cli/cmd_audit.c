@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli_util.h"
 #include "commands.h"
@@ -54,7 +55,8 @@ static int make_dirs(const char *path) {
     return (mkdir(buf, 0755) != 0 && errno != EEXIST) ? -1 : 0;
 }
 
-static int write_outputs(const char *out, const dpt_audit_attack *A, size_t na, int plot, int *plotted) {
+static int write_outputs(const char *out, const dpt_audit_attack *A, size_t na, size_t bootstrap, int plot,
+                         int *plotted) {
     *plotted = 0;
     char path[1100];
     snprintf(path, sizeof path, "%s/audit.csv", out);
@@ -63,8 +65,13 @@ static int write_outputs(const char *out, const dpt_audit_attack *A, size_t na, 
     fprintf(f, "attack,members,nonmembers,auc,auc_lo,auc_hi,tpr_at_0.1%%fpr,lo,hi,tpr_at_1%%fpr,lo,hi\n");
     for (size_t k = 0; k < na; k++) {
         const dpt_audit_summary *s = &A[k].s;
-        fprintf(f, "%s,%zu,%zu,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", A[k].name, A[k].n_in, A[k].n_out, s->auc,
-                s->auc_lo, s->auc_hi, s->tpr[0], s->tpr_lo[0], s->tpr_hi[0], s->tpr[1], s->tpr_lo[1], s->tpr_hi[1]);
+        if (bootstrap)
+            fprintf(f, "%s,%zu,%zu,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", A[k].name, A[k].n_in, A[k].n_out,
+                    s->auc, s->auc_lo, s->auc_hi, s->tpr[0], s->tpr_lo[0], s->tpr_hi[0], s->tpr[1], s->tpr_lo[1],
+                    s->tpr_hi[1]);
+        else /* no resamples, no interval: empty fields, not a zero-width one */
+            fprintf(f, "%s,%zu,%zu,%.6f,,,%.6f,,,%.6f,,\n", A[k].name, A[k].n_in, A[k].n_out, s->auc, s->tpr[0],
+                    s->tpr[1]);
     }
     fclose(f);
     snprintf(path, sizeof path, "%s/roc.csv", out);
@@ -142,14 +149,25 @@ static void progress(void *user, const dpt_audit_progress *p) {
 static void print_results(const dpt_audit_config *ac, const dpt_audit_result *res, const char *ckpt, const char *algo,
                           double sigma, double delta) {
     const dpt_audit_attack *A = res->attack;
-    printf("membership inference: %zu members / %zu non-members, %zu shadows, %.0f%% bootstrap intervals (%zu resamples)\n",
-           A[0].n_in, A[0].n_out, res->shadows, 100 * (1 - ac->alpha), ac->bootstrap);
+    if (ac->bootstrap)
+        printf("membership inference: %zu members / %zu non-members, %zu shadows, %.0f%% bootstrap intervals (%zu "
+               "resamples)\n", A[0].n_in, A[0].n_out, res->shadows, 100 * (1 - ac->alpha), ac->bootstrap);
+    else
+        printf("membership inference: %zu members / %zu non-members, %zu shadows, no intervals (--bootstrap 0)\n",
+               A[0].n_in, A[0].n_out, res->shadows);
     printf("%-14s %-24s %-28s %-28s\n", "attack", "AUC", "TPR at 0.1% FPR", "TPR at 1% FPR");
     for (size_t k = 0; k < res->n_attacks; k++) {
         const dpt_audit_summary *s = &A[k].s;
-        printf("%-14s %.3f [%.3f, %.3f]     %.4f [%.4f, %.4f]     %.4f [%.4f, %.4f]\n", A[k].name, s->auc, s->auc_lo,
-               s->auc_hi, s->tpr[0], s->tpr_lo[0], s->tpr_hi[0], s->tpr[1], s->tpr_lo[1], s->tpr_hi[1]);
+        if (ac->bootstrap)
+            printf("%-14s %.3f [%.3f, %.3f]     %.4f [%.4f, %.4f]     %.4f [%.4f, %.4f]\n", A[k].name, s->auc,
+                   s->auc_lo, s->auc_hi, s->tpr[0], s->tpr_lo[0], s->tpr_hi[0], s->tpr[1], s->tpr_lo[1], s->tpr_hi[1]);
+        else
+            printf("%-14s %-24.3f %-28.4f %.4f\n", A[k].name, s->auc, s->tpr[0], s->tpr[1]);
     }
+    /* TPR at an FPR below 1 / non-members is read off a single non-member */
+    if (A[0].n_out < 1000)
+        printf("note: %zu non-members: TPR at 0.1%% FPR rests on fewer than one non-member's score (at least 1000 "
+               "resolve it)\n", A[0].n_out);
     printf("target test accuracy %.2f%%; training time target %.2fs, shadows %.2fs per model\n",
            100 * res->test_accuracy, res->target_s, res->shadow_s);
     if (ckpt)
@@ -385,6 +403,13 @@ int dpt_cmd_audit(int argc, char **argv) {
         code = cli_error("--out %s: cannot create directory: %s", out, strerror(errno));
         goto done;
     }
+    /* before any model is trained: a file, or a directory we cannot write, fails now */
+    struct stat ost;
+    if (stat(out, &ost) != 0 || !S_ISDIR(ost.st_mode) || access(out, W_OK | X_OK) != 0) {
+        code = cli_error("--out %s: %s", out, stat(out, &ost) == 0 && !S_ISDIR(ost.st_mode) ? "not a directory"
+                                                                                              : "cannot write into it");
+        goto done;
+    }
     dpt_threads_set_blas((int)threads);
     audit_view view = {quiet, dataset, model, algo, epochs, shadows};
     ac.progress = progress;
@@ -395,7 +420,7 @@ int dpt_cmd_audit(int argc, char **argv) {
     }
     print_results(&ac, &res, ckpt, algo, sigma, delta);
     int plotted = 0;
-    code = write_outputs(out, res.attack, res.n_attacks, !no_plot, &plotted);
+    code = write_outputs(out, res.attack, res.n_attacks, ac.bootstrap, !no_plot, &plotted);
     if (!code) {
         write_summary(out, &res, ckpt, algo, job->algo == DPT_AUDIT_DPSGD, delta);
         printf("wrote %s/audit.csv, %s/roc.csv, %s/summary.json%s%s%s\n", out, out, out, plotted ? ", " : "",

@@ -72,6 +72,10 @@ static dpt_status check_config(const dpt_audit_config *c, const dpt_dataset *pop
                   "dpt_audit_run: dpt_audit_config.canaries x dpt_audit_config.canary_runs (%zu x %zu) must "
                   "be at least 8 trials", c->canaries,
                   c->canary_runs);
+        DPT_CHECK(c->one_run_guesses == 0 || (c->canary_runs == 1 && 2 * c->one_run_guesses <= c->canaries),
+                  DPT_EINVAL, "dpt_audit_run: dpt_audit_config.one_run_guesses %zu: the one-run audit takes one run "
+                  "(canary_runs 1, got %zu) and guesses on both sides, so at most canaries / 2 = %zu",
+                  c->one_run_guesses, c->canary_runs, c->canaries / 2);
         DPT_CHECK(test && c->canaries <= test->n, DPT_EINVAL, "dpt_audit_run: dpt_audit_config.canaries %zu: only %zu test "
                   "examples to make canaries from", c->canaries, test ? test->n : (size_t)0);
     }

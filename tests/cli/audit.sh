@@ -44,6 +44,9 @@ check "cmp -s $T/j1/audit.csv $T/j2/audit.csv" "--jobs 2 changed the results"
 # DP-SGD: the accountant's epsilon is printed; PDP: never an epsilon
 out=$("$BIN" audit "${A[@]}" --epochs 2 --shadows 0 --bootstrap 0 --algo dpsgd --sigma 1 --clip 1 --out "$T/b" --no-plot 2>&1); rc=$?
 check "[ $rc -eq 0 ] && grep -q 'epsilon .* (RDP)' <<<\"\$out\"" "dpsgd audit: $out"
+# --bootstrap 0: no intervals printed or written (they were zero-width: [x, x])
+check "grep -q 'no intervals (--bootstrap 0)' <<<\"\$out\" && ! grep -q '\\[' <<<\"\$out\"" "--bootstrap 0 prints intervals: $out"
+check "awk -F, 'NR>1 && (\$5!=\"\" || \$6!=\"\") {bad=1} END {exit bad}' $T/b/audit.csv" "--bootstrap 0 writes interval bounds"
 out=$("$BIN" audit "${A[@]}" --epochs 2 --shadows 0 --bootstrap 0 --algo pdp-sgd --pdp-sigma 3 --out "$T/c" --no-plot 2>&1); rc=$?
 check "[ $rc -eq 0 ] && grep -q 'no formal DP guarantee' <<<\"\$out\" && ! grep -qi 'epsilon [0-9]' <<<\"\$out\"" "pdp audit: $out"
 # --checkpoint: audit a model trained by dptrain train (separate train and test files)
@@ -77,6 +80,13 @@ expect_fail "--sigma" "$BIN" audit "${A[@]}" --algo dpsgd --sigma 0
 expect_fail "--prop-sigma" "$BIN" audit "${A[@]}" --algo proportional-noise
 expect_fail "options of --algo pdp-sgd" "$BIN" audit "${A[@]}" --kappa 1
 expect_fail "d.csvx" "$BIN" audit --dataset "csv:$T/d.csvx"
+# refused before any model is trained (they used to fail after all of them)
+touch "$T/afile"
+out=$(timeout 20 "$BIN" audit "${A[@]}" --epochs 2000 --shadows 8 --out "$T/afile" 2>&1); rc=$?
+check "[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q -- '--out $T/afile: not a directory' <<<\"\$out\"" "--out a file: rc $rc: $out"
+out=$(timeout 20 "$BIN" audit "${A[@]}" --epochs 2000 --canaries 10 --one-run-guesses 1000 --out "$T/g" 2>&1); rc=$?
+check "[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q -- '--one-run-guesses 1000: the one-run audit takes one run' <<<\"\$out\"" \
+  "--one-run-guesses above canaries / 2: rc $rc: $out"
 # issue 18: sizes whose products wrap are refused (they overflowed the heap), values that
 # would be ignored are errors, and parallel DP-SGD shadows (each running the PLD
 # accountant) neither crash nor change the results
