@@ -192,8 +192,11 @@ static void print_summary(const dpt_trainer *t, const dpt_epoch_result *r, const
                           const char *run_dir, long epochs, uint64_t steps_this_session) {
     dpt_stop_reason why = dpt_trainer_stop_reason(t);
     if (why == DPT_STOP_DONE && !steps_this_session)
-        printf("done: nothing left to train: the run in %s completed its %ld epochs (%" PRIu64 " steps)\n", out,
-               epochs, dpt_trainer_step(t));
+        printf("done: nothing left to train: the run in %s is at epoch %" PRIu64 " (%" PRIu64 " steps), already at or "
+               "past --epochs %ld\n", out, r->epoch, dpt_trainer_step(t), epochs);
+    if (why == DPT_STOP_MAX_STEPS && !steps_this_session)
+        printf("done: nothing left to train: the run in %s is at step %" PRIu64 ", already at or past --max-steps %" PRIu64
+               "\n", out, dpt_trainer_step(t), dpt_trainer_config(t)->max_steps);
     if (r->epoch == 0) {
         double next = 0;
         if (why == DPT_STOP_BUDGET && dpt_trainer_budget_stopped(t, &next))

@@ -112,6 +112,10 @@ check '[ "$(steps_of "$T/ms/ledger.json")" = 70 ] && [ "$(records "$T/ms/metrics
 expect_ok "$BIN" train "${DP[@]}" --epochs 3 --out "$T/ms" --resume
 expect_ok "$BIN" train "${DP[@]}" --epochs 3 --out "$T/ms" --resume
 check 'grep -q "nothing left to train" <<<"$LAST_OUT"' "a finished run does not say so"
+expect_ok "$BIN" train "${DP[@]}" --epochs 1 --out "$T/ms" --resume
+check 'grep -q "is at epoch 3 (150 steps), already at or past --epochs 1" <<<"$LAST_OUT"' "a resume with fewer --epochs: $LAST_OUT"
+expect_ok "$BIN" train "${DP[@]}" --epochs 5 --max-steps 10 --out "$T/ms" --resume
+check 'grep -q "is at step 150, already at or past --max-steps 10" <<<"$LAST_OUT"' "a resume past --max-steps is silent: $LAST_OUT"
 expect_ok "$BIN" train "${DP[@]}" --sigma 1.2 --target-epsilon 1 --epochs 50 --out "$T/bud"
 led=$(steps_of "$T/bud/ledger.json")
 check 'grep -q "after $led steps (q" <<<"$LAST_OUT" && grep -q "accuracy .* after $led steps (stopped after" <<<"$LAST_OUT"' "budget stop: the summary's steps differ from the ledger's $led: $LAST_OUT"
