@@ -242,7 +242,7 @@ static int cmd_train(int argc, char **argv) {
     cli_option common[] = {
         {"--preset", CLI_STR, &preset, "NAME", preset_help, NULL},
         {"--algo", CLI_STR, &algo_name, "NAME", "training algorithm (list above)", NULL},
-        {"--dataset", CLI_STR, &dataset, "NAME", "mnist | fashion-mnist | usps | usps-pooled (zip.train + zip.test pooled, fixed permutation, 5000 train / 4298 test) | cifar10 | csv:PATH[,TEST]", NULL},
+        {"--dataset", CLI_STR, &dataset, "NAME", "mnist | fashion-mnist | usps | usps-pooled (zip.train + zip.test pooled, fixed permutation, 5000 train / 4298 test) | cifar10 | csv:PATH[,TEST] (without TEST the training set is also the test set)", NULL},
         {"--data-dir", CLI_STR, &data_dir, "DIR", "directory holding <dataset>/ folders", NULL},
         {"--classes", CLI_STR, &classes, "LIST", "keep only these labels, relabelled 0..k-1 (e.g. 0,1)", NULL},
         {"--max-train", CLI_LONG, &max_train, "N", "use the first N training examples (0 = all)", NULL},
@@ -499,6 +499,9 @@ static int cmd_train(int argc, char **argv) {
         fprintf(stderr, "dptrain train: %s (%zu train / %zu test, loaded in %.1fs), model %s (%zu parameters)\n",
                 dataset, train.n, test.n, t_load, model, m->n_params);
         if (A->describe) A->describe(&ctx, stderr);
+        if (!strncmp(dataset, "csv:", 4) && !strchr(dataset, ','))
+            fprintf(stderr, "  test set: the training set itself (csv:PATH without ,TEST): the test metrics below "
+                            "measure fit to the training data, not generalization\n");
         fprintf(stderr, "  %s\n", norm.note);
         if (dpt_comm_size() > 1)
             fprintf(stderr, "  data parallel: %d MPI ranks (%s), %zu shards%s, rank 0 writes %s\n",

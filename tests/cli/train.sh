@@ -23,6 +23,7 @@ checks=$((checks+1))
 if ! "$BIN" train --help | grep -q -- "--batch-size B.*(default: 256)"; then echo "FAIL: help lacks --batch-size default"; fail=$((fail+1)); fi
 COMMON=(--dataset "csv:$T/d.csv" --model mlp:4-8-3:relu --batch-size 16 --lr 0.01 --threads 1 --no-progress)
 expect_ok "$BIN" train "${COMMON[@]}" --epochs 2 --out "$T/run"
+check 'grep -q "test set: the training set itself" <<<"$LAST_OUT"' "csv:PATH without TEST does not say its test set is the training set"
 checks=$((checks+1))
 [ "$(wc -l < "$T/run/metrics.jsonl")" -eq 2 ] || { echo "FAIL: metrics.jsonl should have 2 lines"; fail=$((fail+1)); }
 checks=$((checks+1))
