@@ -232,6 +232,12 @@ int cli_parse_double_list(const char *flag, const char *s, double **out, size_t 
 
 static void default_text(const cli_option *o, char *buf, size_t n) {
     buf[0] = 0;
+    /* no "(default: 0)" where the help already says the default, calls the option
+     * required, or allows only values > 0 (0 there means "not given") */
+    if (o->help && (strstr(o->help, "required") || strstr(o->help, "(default "))) return;
+    int zero = (o->kind == CLI_DOUBLE && *(double *)o->dest == 0) || (o->kind == CLI_LONG && *(long *)o->dest == 0) ||
+               (o->kind == CLI_U64 && *(uint64_t *)o->dest == 0);
+    if (zero && o->help && strstr(o->help, "> 0")) return;
     switch (o->kind) {
     case CLI_FLAG:
     case CLI_SECTION: break;

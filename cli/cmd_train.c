@@ -252,7 +252,7 @@ static int cmd_train(int argc, char **argv) {
         {"--normalize-clip", CLI_DOUBLE, &norm_clip, "C", "dp-*: L2 bound on each example's (mean, mean square) statistics (default sqrt(2K) for K pairs: the bound of pixels in [-1, 1]; required for csv)", &norm_clip_seen},
         {"--normalize-unaccounted", CLI_FLAG, &norm_unaccounted, NULL, "private algorithms: allow scalar | channel | feature statistics fitted without noise; the epsilon then does NOT cover them (said in the output, metrics and ledger)", NULL},
         {"--model", CLI_STR, &model, "SPEC", "model spec: mlp:784-1000-10:relu, cnn:1x28x28:conv16k5,relu,fc10, or mnist_cnn | mnist_cnn_tanh | resnet5 (see docs/nn.md)", NULL},
-        {"--loss", CLI_STR, &loss, "NAME", "ce (softmax cross-entropy) | bce | mse", NULL},
+        {"--loss", CLI_STR, &loss, "NAME", "ce (softmax cross-entropy) | bce (sigmoid: one output for labels 0/1, or one-vs-all over K outputs) | mse (squared error: autoencoders, ae:... models, reconstructing the input)", NULL},
         {"--init", CLI_STR, &init, "NAME", "default | lecun | he | xavier | ntk", NULL},
         {"--optimizer", CLI_STR, &optimizer, "NAME", "sgd | adam", NULL},
         {"--lr", CLI_DOUBLE, &lr, "X", "learning rate (> 0; sgd default 0.1)", &lr_seen},
