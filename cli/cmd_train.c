@@ -170,7 +170,10 @@ static int ui_on_epoch(void *user, const dpt_epoch_result *r) {
     if (!isnan(r->train_loss)) snprintf(loss, sizeof loss, "  train loss %.4f", r->train_loss);
     if (!isnan(r->test_accuracy))
         snprintf(test, sizeof test, "  test loss %.4f  test acc %.2f%%", r->test_loss, 100.0 * r->test_accuracy);
-    if (!isnan(r->epsilon)) snprintf(eps, sizeof eps, "  epsilon %.4g (delta %g)", r->epsilon, r->delta);
+    if (!isnan(r->epsilon) && !isnan(r->epsilon_pld))
+        snprintf(eps, sizeof eps, "  epsilon %.4g (RDP) / %.4g (PLD) (delta %g)", r->epsilon, r->epsilon_pld, r->delta);
+    else if (!isnan(r->epsilon))
+        snprintf(eps, sizeof eps, "  epsilon %.4g (RDP) (delta %g)", r->epsilon, r->delta);
     fprintf(stderr, "epoch %" PRIu64 "/%" PRIu64 "%s  step %" PRIu64 "%s%s%s%s%s  %.1fs%s\n", r->epoch, ui->epochs, where,
             r->step, loss, test, eps, r->note[0] ? "  " : "", r->note, r->wall_s,
             r->from_checkpoint ? "  (saved before the last stop, published now)" : "");

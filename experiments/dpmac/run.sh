@@ -49,7 +49,7 @@ run() {
   local t1; t1=$(date +%s.%N)
   local eps epld epap acc loss sig ours
   eps=$(grep -o "privacy: epsilon [0-9.e+-]*" <<<"$log" | awk '{print $3}'); eps=${eps:-inf}
-  epld=$(grep -o "(RDP) / [0-9.e+a-z-]*" <<<"$log" | awk '{print $3}'); epld=${epld:-}
+  epld=$(grep -o "privacy: epsilon [0-9.e+-]* (RDP) / [0-9.e+a-z-]*" <<<"$log" | awk '{print $6}'); epld=${epld:-}
   epap=$(grep -o "= [0-9.e+-]* at delta 1.1e-05" <<<"$log" | awk '{print $2}'); epap=${epap:-}
   acc=$(grep -o "test accuracy [0-9.]*" <<<"$log" | awk '{print $3}')
   loss=$(grep -o "test loss [0-9.]*" <<<"$log" | tail -1 | awk '{print $3}')

@@ -196,9 +196,12 @@ class _Progress:
                 parts.append("train loss %.4f" % r["train_loss"])
             if not math.isnan(r["test_accuracy"]):
                 parts.append("test acc %.2f%%  test loss %.4f" % (100 * r["test_accuracy"], r["test_loss"]))
-            eps = r.get("epsilon", float("nan"))
+            eps, pld = r.get("epsilon", float("nan")), r.get("epsilon_pld")
             if eps is not None and not math.isnan(eps):
-                parts.append("epsilon %.4g (delta %g)" % (eps, r["delta"]))
+                if pld is not None and not math.isnan(pld):
+                    parts.append("epsilon %.4g (RDP) / %.4g (PLD) (delta %g)" % (eps, pld, r["delta"]))
+                else:
+                    parts.append("epsilon %.4g (RDP) (delta %g)" % (eps, r["delta"]))
             parts.append("%.1fs" % r["wall_s"])
             self.stream.write("  ".join(parts) + "\n")
         self.stream.flush()
