@@ -63,10 +63,14 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
     const char *slash = strrchr(path, '/');
     char ck[1200];
     snprintf(ck, sizeof ck, "%.*scheckpoint.safetensors", slash ? (int)(slash - path + 1) : 0, path);
-    if (access(ck, F_OK) == 0 && dpt_run_check_ledger(ck, path) != DPT_OK) {
+    dpt_status chk = access(ck, F_OK) == 0 ? dpt_run_check_ledger(ck, path) : DPT_OK;
+    if (chk == DPT_EMISMATCH) { /* another run's ledger, or one that lost steps */
         dpt_ledger_free(l);
         return cli_fail("--ledger");
     }
+    if (chk != DPT_OK) /* an unreadable checkpoint does not make the (checksummed) ledger wrong */
+        fprintf(stderr, "dptrain: warning: could not check that %s belongs to the checkpoint beside it (%s); the "
+                        "ledger's own checksum holds: reporting it alone\n", path, dpt_last_error());
     double e_rdp = NAN, e_pld = NAN, order = 0;
     int edge = 0;
     if (dpt_ledger_epsilon_rdp(l, delta, conv, orders, n_orders, &e_rdp, &order, &edge) != DPT_OK) {

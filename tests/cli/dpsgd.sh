@@ -58,6 +58,13 @@ import json,sys
 e=json.loads(sys.argv[1]); assert e[\"checkpoint\"]==sys.argv[2], e
 " "$LAST_OUT" "$q/checkpoint.safetensors"' "eval --json of a quoted path is not valid JSON naming it: $LAST_OUT"
 expect_fail "--delta must be in (0, 1)" "$BIN" eval --checkpoint "$T/run/checkpoint.safetensors" --delta 0
+# a damaged checkpoint beside an intact ledger: the ledger is still reported, with a warning
+mkdir -p "$T/corrupt" && cp "$T/run/ledger.json" "$T/run/checkpoint.safetensors" "$T/corrupt/"
+python3 -c "
+import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[-5]^=0xff; open(p,'wb').write(b)" "$T/corrupt/checkpoint.safetensors"
+expect_ok "$BIN" account --ledger "$T/corrupt/ledger.json"
+check 'grep -q "warning: could not check that .*ledger.json belongs to the checkpoint" <<<"$LAST_OUT" &&
+  grep -q "^epsilon" <<<"$LAST_OUT"' "a damaged checkpoint hid its intact ledger: $LAST_OUT"
 # resume continues the ledger; mismatch refused, then allowed and recorded
 expect_ok "$BIN" train "${C[@]}" --sigma 1.2 --batch-size 60 --epochs 3 --out "$T/run" --resume
 check 'python3 -c "import json; assert json.load(open(\"$T/run/ledger.json\"))[\"total_sgm_steps\"]==150"' "ledger did not continue"
