@@ -7,6 +7,7 @@
 #include <dptrain/comm.h>
 #include <dptrain/io.h>
 #include <dptrain/privacy.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -341,6 +342,23 @@ static dpt_status reused_normalizer(const cli_data_opts *o, const char *r, size_
     return s;
 }
 
+/* csv:A[,B] with A and B made absolute (realpath: the files were just read); other names
+ * as given. Falls back to the name as given when a path does not resolve or is too long. */
+static const char *absolute_dataset(const char *ds, char *out, size_t n) {
+    if (strncmp(ds, "csv:", 4)) return ds;
+    char parts[2][PATH_MAX], abs[2][PATH_MAX];
+    const char *comma = strchr(ds + 4, ',');
+    size_t l0 = comma ? (size_t)(comma - ds - 4) : strlen(ds + 4);
+    if (l0 >= PATH_MAX || (comma && strlen(comma + 1) >= PATH_MAX) || (comma && strchr(comma + 1, ','))) return ds;
+    memcpy(parts[0], ds + 4, l0);
+    parts[0][l0] = 0;
+    if (comma) snprintf(parts[1], PATH_MAX, "%s", comma + 1);
+    for (int k = 0; k < (comma ? 2 : 1); k++)
+        if (!realpath(parts[k], abs[k])) return ds;
+    int w = comma ? snprintf(out, n, "csv:%s,%s", abs[0], abs[1]) : snprintf(out, n, "csv:%s", abs[0]);
+    return w > 0 && (size_t)w < n ? out : ds;
+}
+
 int cli_load_run_data(const cli_data_opts *o, dpt_dataset *train, dpt_dataset *test, char **run_json,
                       cli_norm_info *info) {
     cli_norm_info scratch;
@@ -364,8 +382,11 @@ int cli_load_run_data(const cli_data_opts *o, dpt_dataset *train, dpt_dataset *t
     }
     cJSON *run = cJSON_CreateObject();
     DPT_CHECK(run, DPT_ENOMEM, "out of memory");
-    cJSON_AddStringToObject(run, "dataset", o->dataset);
-    cJSON_AddStringToObject(run, "data_dir", o->data_dir ? o->data_dir : DPT_DEFAULT_DATA_DIR);
+    /* absolute paths, so that eval and audit of the checkpoint work from any directory */
+    char ds_abs[3 * PATH_MAX + 8], dd_abs[PATH_MAX];
+    const char *dd = o->data_dir ? o->data_dir : DPT_DEFAULT_DATA_DIR;
+    cJSON_AddStringToObject(run, "dataset", absolute_dataset(o->dataset, ds_abs, sizeof ds_abs));
+    cJSON_AddStringToObject(run, "data_dir", realpath(dd, dd_abs) ? dd_abs : dd);
     cJSON_AddStringToObject(run, "classes", o->classes ? o->classes : "");
     cli_json_number(run, "max_train", (double)o->max_train);
     cli_json_number(run, "max_test", (double)o->max_test);

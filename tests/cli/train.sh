@@ -59,6 +59,11 @@ expect_fail "--batch-size" "$BIN" train "${COMMON[@]}" --batch-size 0 --out "$T/
 expect_fail "--bogus" "$BIN" train --bogus
 expect_fail "unknown command" "$BIN" frobnicate
 expect_fail "--checkpoint" "$BIN" eval
+# a run on a relative CSV path is evaluated from another directory (the checkpoint records it absolute)
+out=$(cd "$T" && "$BIN" train --dataset csv:d.csv --model mlp:4-8-3:relu --epochs 1 --threads 1 --quiet --no-progress \
+  --out rel 2>&1) || echo "FAIL: train on a relative csv path: $out"
+out=$(cd / && "$BIN" eval --checkpoint "$T/rel/checkpoint.safetensors" 2>&1); rc=$?
+check "[ $rc -eq 0 ] && grep -q '300 test examples' <<<\"\$out\"" "eval from another directory of a relative-csv run: $out"
 expect_fail "nope.safetensors" "$BIN" eval --checkpoint "$T/nope.safetensors"
 head -c 200 "$T/run/checkpoint.safetensors" > "$T/trunc.safetensors"
 expect_fail "truncated" "$BIN" eval --checkpoint "$T/trunc.safetensors"
