@@ -211,6 +211,10 @@ int cli_parse_u64(const char *flag, const char *s, uint64_t *out) {
 }
 
 int cli_parse_double_list(const char *flag, const char *s, double **out, size_t *n) {
+    /* strtok_r below would skip empty items silently: "2,,3" and "2," are typos */
+    size_t len = strlen(s);
+    if (!len || s[0] == ',' || s[len - 1] == ',' || strstr(s, ",,"))
+        return cli_error("%s '%s': expected a comma-separated list of numbers, with no empty item", flag, s);
     size_t cap = 1;
     for (const char *p = s; *p; p++) cap += (*p == ',');
     double *v = calloc(cap, sizeof *v);

@@ -197,6 +197,7 @@ int dpt_cmd_account(int argc, char **argv) {
                *s_epochs = NULL, *s_target = NULL, *s_orders = NULL, *ledger = NULL, *s_nb = NULL;
     const char *algo = "dpsgd";
     const char *acct_name = "rdp", *conv_name = "balle";
+    int conv_seen = 0;
     double delta = 1e-5, tol = 1e-4;
     int json = 0, tol_seen = 0;
     const cli_option opts[] = {
@@ -209,7 +210,7 @@ int dpt_cmd_account(int argc, char **argv) {
         {"--delta", CLI_DOUBLE, &delta, "D", "target delta in (0, 1)", NULL},
         {"--accountant", CLI_STR, &acct_name, "rdp|pld", "accountant", NULL},
         {"--conversion", CLI_STR, &conv_name, "balle|classic",
-         "RDP to (eps, delta): Balle et al. 2020 Thm. 21, or classic eps = rdp - log(delta)/(alpha-1)", NULL},
+         "RDP to (eps, delta): Balle et al. 2020 Thm. 21, or classic eps = rdp - log(delta)/(alpha-1)", &conv_seen},
         {"--orders", CLI_STR, &s_orders, "LIST",
          "comma-separated RDP orders > 1 (default: 1.1..10.9 step 0.1, 11..64, then up to 1024)", NULL},
         {"--target-epsilon", CLI_STR, &s_target, "E", "calibrate: smallest sigma with epsilon <= E", NULL},
@@ -232,6 +233,9 @@ int dpt_cmd_account(int argc, char **argv) {
     if (!strcmp(conv_name, "balle")) conv = DPT_CONV_BALLE;
     else if (!strcmp(conv_name, "classic")) conv = DPT_CONV_CLASSIC;
     else return cli_error("--conversion: expected balle or classic, got '%s'", conv_name);
+    if (conv_seen && acct == DPT_ACCT_PLD && !ledger)
+        return cli_error("--conversion: converts RDP to (epsilon, delta); --accountant pld gives epsilon directly (it "
+                         "would be ignored)");
     if (!(tol > 0)) return cli_error("--tolerance: must be > 0, got %g", tol);
     if (tol_seen && !s_target) return cli_error("--tolerance: only used with --target-epsilon (it would be ignored)");
 

@@ -390,6 +390,9 @@ int dpt_cmd_audit(int argc, char **argv) {
         code = r == 1 ? 2 : r;
         goto done;
     }
+    if (!ckpt && (size_t)population > pop.n && !quiet)
+        fprintf(stderr, "dptrain: note: --population %ld: the training split has %zu examples; the audit uses them "
+                        "all\n", population, pop.n);
     free(run_json);
     if (ckpt) {
         if (dpt_model_new(ck_spec, 256, (int)threads, &ck_model) != DPT_OK ||

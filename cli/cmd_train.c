@@ -339,6 +339,9 @@ static int cmd_train(int argc, char **argv) {
                         .epochs = epochs, .quiet = quiet, .resume = resume, .overwrite = overwrite, .out = out};
     if (A->check && (rc = A->check(&ctx)) != 0) return rc;
     sampler = ctx.sampler;
+    if (!strcmp(sampler, "full") && (batch_seen || sample_rate_seen))
+        return cli_error("%s: the full-batch sampler uses every training example in each step (it would be "
+                         "ignored)", batch_seen ? "--batch-size" : "--sample-rate");
     if (dpt_optim_parse(optimizer, &cfg.optim.kind) != DPT_OK) return cli_error("--optimizer: %s", dpt_last_error());
     cfg.optim = dpt_optim_defaults(cfg.optim.kind);
     cfg.optim.lr = lr_seen ? lr : cfg.optim.lr;
@@ -440,6 +443,10 @@ static int cmd_train(int argc, char **argv) {
             exit_code = cli_error("--epochs %ld: that many epochs of %.0f steps is more than 2^53 steps", epochs, spe);
             goto done;
         }
+    }
+    if (pf.allow_mismatch && !resume) {
+        exit_code = cli_error("--allow-ledger-mismatch: only with --resume (a fresh run starts its own ledger)");
+        goto done;
     }
     struct stat out_st;
     if (resume && stat(out, &out_st) != 0 && errno == ENOENT) {

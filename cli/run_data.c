@@ -162,19 +162,21 @@ static dpt_status parse_classes(const char *s, int *cls, size_t *k) {
     while (*p) {
         char *end;
         long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || v > 1000000 || (*end && *end != ','))
+        if (end == p || v < 0 || v > 1000000 || (*end && *end != ',') || (*end == ',' && !end[1]))
             return dpt_set_error(DPT_EINVAL, "--classes: expected a comma-separated list of labels, got '%s'", s);
+        for (size_t j = 0; j < *k; j++)
+            if (cls[j] == (int)v) return dpt_set_error(DPT_EINVAL, "--classes '%s': label %ld twice", s, v);
         if (*k >= 64) return dpt_set_error(DPT_EINVAL, "--classes: at most 64 classes");
         cls[(*k)++] = (int)v;
         p = *end ? end + 1 : end;
     }
-    DPT_CHECK(*k >= 1, DPT_EINVAL, "--classes: empty list");
+    DPT_CHECK(*k >= 2, DPT_EINVAL, "--classes '%s': keep at least 2 labels (one class is nothing to learn)", s);
     return DPT_OK;
 }
 
 static dpt_status prepare(const cli_data_opts *o, dpt_split split, dpt_dataset *d) {
     DPT_TRY(dpt_data_load(o->dataset, o->data_dir, split, d));
-    if (o->classes && *o->classes) {
+    if (o->classes && (*o->classes || split == DPT_SPLIT_TRAIN)) { /* "" is refused, not ignored */
         int cls[64];
         size_t k;
         DPT_TRY(parse_classes(o->classes, cls, &k));

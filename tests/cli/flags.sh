@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CLI: number flags are parsed strictly (issue 18: unsigned flags took " -1" as 2^64 - 1,
 # since strtoull skips white space and accepts a sign). Unsigned values must start with a
-# digit; integers and numbers may carry a sign but no leading white space.
+# digit; integers and numbers may carry a sign but no leading white space. Lists with empty
+# items, a --classes that leaves nothing to learn and settings that would be ignored are refused.
 set -u
 BIN=$1
 source "$(dirname "$0")/lib/harness.sh"
@@ -20,4 +21,18 @@ for v in " 0.01" "0.01x" "--" "inf"; do
 done
 expect_ok "$BIN" account --sample-rate .01 --sigma 1 --steps 3
 expect_ok "$BIN" account --sample-rate 1e-2 --sigma +1 --steps 3
+# lists with empty items, settings that would be ignored, classes that leave nothing to learn:
+# refused with the flag named (they were accepted silently)
+for v in "2,,3" "2," ",2"; do
+  expect_fail "--orders '$v': expected a comma-separated list of numbers, with no empty item" "$BIN" "${A[@]}" --steps 5 --orders "$v"
+done
+expect_fail "--conversion: converts RDP to (epsilon, delta)" "$BIN" "${A[@]}" --steps 5 --accountant pld --conversion classic
+blobs_csv "$T/d.csv" 300
+TR=(train --dataset "csv:$T/d.csv" --model mlp:4-8-3:relu --epochs 1 --threads 1 --no-progress --out "$T/r")
+for v in "" "0,1," "1" "1,1"; do
+  expect_fail "--classes" "$BIN" "${TR[@]}" --classes "$v"
+done
+expect_ok "$BIN" "${TR[@]}" --classes 0,2 --batch-size 20 --max-steps 1
+expect_fail "--allow-ledger-mismatch: only with --resume" "$BIN" "${TR[@]}" --algo dpsgd --sigma 1 --allow-ledger-mismatch --out "$T/r2"
+expect_fail "--batch-size: the full-batch sampler uses every training example" "$BIN" "${TR[@]}" --sampler full --batch-size 10 --out "$T/r3"
 harness_end
