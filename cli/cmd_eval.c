@@ -67,6 +67,13 @@ int dpt_cmd_eval(int argc, char **argv) {
         code = cli_fail("test data");
         goto done;
     }
+    size_t in_dim = dpt_model_in_dim(dpt_checkpoint_model(ck));
+    if (in_dim != test.dim) {
+        code = cli_error("--checkpoint %s: the model takes %zu inputs, its test split has %zu features%s", ckpt, in_dim,
+                         test.dim, in_dim < test.dim ? " (a --pca-dims run: its DP-PCA projection is not stored in the "
+                                                        "checkpoint, so eval cannot rebuild the model's inputs)" : "");
+        goto done;
+    }
     double l, acc, eps = NAN;
     dpt_status st = loss_name ? dpt_evaluate(dpt_checkpoint_model(ck), loss, &test, &l, &acc)
                               : dpt_checkpoint_evaluate(ck, &test, &l, &acc);
