@@ -67,6 +67,10 @@ static const struct {
     {"dpt_optim_config.weight_decay", "--weight-decay"},
     {"weight_decay", "--weight-decay"},
     /* algorithms */
+    {"dpt_train_config.overwrite", "--overwrite"},
+    {"dpt_algo_sgd_new", "--algo sgd"},
+    {"dpt_clip_mode_parse", "--clip-mode"},
+    {"dpt_dataset_filter_classes", "--classes"},
     {"dpt_dpsgd_config.sigma", "--sigma"},
     {"dpt_dpsgd_config.clip", "--clip"},
     {"dpt_dpsgd_config.clip_mode", "--clip-mode"},

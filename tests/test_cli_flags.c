@@ -32,6 +32,10 @@ int main(void) {
     expect("needs dpt_train_config.sampler = DPT_SAMPLER_POISSON_REJECT, not DPT_SAMPLER_POISSON",
            "needs --sampler = poisson-reject, not poisson");
     expect("N_B = 61 must be in [1, qN]", "--min-batch N_B = 61 must be in [1, qN]");
+    /* function names a message points the caller to */
+    expect("(for training without noise use dpt_algo_sgd_new)", "(for training without noise use --algo sgd)");
+    expect("or set overwrite (dpt_train_config.overwrite) to", "or set overwrite (--overwrite) to");
+    expect("dpt_clip_mode_parse: expected flat or per-layer", "--clip-mode: expected flat or per-layer");
     /* the audit's config fields */
     expect("dpt_audit_run: dpt_audit_config.canaries x dpt_audit_config.canary_runs (2 x 3) must be at least 8",
            "dpt_audit_run: --canaries x --canary-runs (2 x 3) must be at least 8");

@@ -1135,7 +1135,7 @@ static dpt_status prepare_run_dir(dpt_trainer *t, int *stop) {
         DPT_TRY(dpt_run_dir_inspect(t->out_dir, &n, names, sizeof names));
         if (n) {
             DPT_CHECK(t->cfg.overwrite, DPT_EINVAL, "out_dir %s is not empty (it holds %s%s): resume the run in it "
-                      "or set overwrite to replace that run (its files are removed first)", t->out_dir, names,
+                      "or set overwrite (dpt_train_config.overwrite) to replace that run (its files are removed at its first write)", t->out_dir, names,
                       n > 6 ? ", ..." : "");
             t->clear_pending = 1;
         }
