@@ -382,6 +382,10 @@ int dpt_cmd_account(int argc, char **argv) {
         printf("sigma           %.6g\n", r.sigma);
     printf("delta           %g\n", r.delta);
     printf("epsilon         %.4f\n", r.eps);
+    if (!isfinite(r.eps)) {
+        printf("note: no finite epsilon: sigma %g is too small for a guarantee\n", r.sigma);
+        return 0;
+    }
     if (acct == DPT_ACCT_RDP) printf("best order      %g\n", r.order);
     if (r.at_edge)
         printf("note: the best RDP order %g is at an edge of the order grid; widen it with --orders\n", r.order);

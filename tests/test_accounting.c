@@ -177,6 +177,20 @@ static void test_large_sigma(void) {
     CHECK_ERR_HAS("did not converge at any order of the grid");
 }
 
+/* A sigma so small that exp((k^2 - k) / (2 sigma^2)) overflows: RDP +inf, never NaN (it was
+ * NaN, and the epsilon computation refused it as "RDP value must be >= 0"); epsilon +inf. */
+static void test_tiny_sigma(void) {
+    double r = 0, e = 0;
+    CHECK_OK(dpt_rdp_sgm(0.01, 1e-300, 2, &r));
+    CHECK(r == INFINITY);
+    CHECK_OK(dpt_rdp_sgm(0.01, 1e-3, 64, &r)); /* huge but finite: the terms stay in log space */
+    CHECK(isfinite(r) && r > 1e6);
+    CHECK_OK(dpt_rdp_sgm_epsilon(0.01, 1e-300, 10, 1e-5, DPT_CONV_BALLE, NULL, 0, &e, NULL));
+    CHECK(e == INFINITY);
+    CHECK_OK(dpt_rdp_sgm(0.01, 0.05, 2, &r)); /* small but representable: finite */
+    CHECK(isfinite(r) && r > 0);
+}
+
 /* RDP (and epsilon) increase with q, steps and 1/sigma. */
 static void test_monotone(void) {
     double qs[] = {1e-4, 1e-3, 0.01, 0.1, 0.5, 1.0};
@@ -477,6 +491,7 @@ int main(void) {
     test_series_vs_binomial();
     test_stability();
     test_large_sigma();
+    test_tiny_sigma();
     test_monotone();
     test_conversions();
     test_published_rdp();

@@ -85,6 +85,7 @@ static double log_a_int(double q, double s, int alpha, const double *logtab) {
         if (k < alpha)
             lb += (logtab ? logtab[alpha - k] - logtab[k + 1] : log((double)(alpha - k)) - log(k + 1.0));
     }
+    if (tmax == INFINITY) return INFINITY; /* sigma so small that a term overflows: no bound at this order */
     double sum = 0.0;
     lb = log_binom;
     for (int k = 2; k <= alpha; k++) {
