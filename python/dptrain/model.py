@@ -6,6 +6,7 @@ of a finished trainer (dptrain.train returns one) or read from a checkpoint file
 (Model.load, through the library's verified checkpoint reader).
 """
 
+import json
 import os
 
 import numpy as np
@@ -20,6 +21,18 @@ __all__ = ["Model"]
 _LOSSES = {"ce": lib.DPT_LOSS_SOFTMAX_CE, "bce": lib.DPT_LOSS_SIGMOID_BCE, "mse": lib.DPT_LOSS_SQUARED}
 _LOSS_NAMES = {v: k for k, v in _LOSSES.items()}
 _PREDICT_BATCH = 256
+
+
+def _run_delta(ck):
+    """The delta the run reported its epsilon at (its last published record in the
+    checkpoint's state), or None when the checkpoint holds no such record."""
+    try:
+        state = json.loads(ffi.string(lib.dpt_checkpoint_state(ck)).decode())
+        rec = state.get("record")
+        d = json.loads(rec).get("delta") if isinstance(rec, str) else None
+    except (ValueError, AttributeError):
+        return None
+    return float(d) if isinstance(d, (int, float)) and 0 < d < 1 else None
 
 
 class Model:
@@ -62,7 +75,8 @@ class Model:
         ledger = Ledger._copy_of(lp) if lp != ffi.NULL else None
         algo = ffi.string(lib.dpt_checkpoint_algorithm(ck)).decode() or None
         return cls(lib.dpt_checkpoint_model(ck), ck, loss=_LOSS_NAMES.get(lib.dpt_checkpoint_loss(ck), "ce"),
-                   ledger=ledger, algorithm=algo, steps=int(lib.dpt_checkpoint_step(ck)))
+                   ledger=ledger, algorithm=algo, delta=_run_delta(ck) if ledger is not None else None,
+                   steps=int(lib.dpt_checkpoint_step(ck)))
 
     # ---- description ----
     @property

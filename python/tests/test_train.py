@@ -264,5 +264,7 @@ def test_run_directory_and_resume(workdir):
     assert led.to_json() == b.ledger.to_json()
     m = dptrain.Model.load(os.path.join(workdir, "checkpoint.safetensors"))
     assert m.steps == b.steps and m.epsilon(1e-3) == b.epsilon
+    # a loaded model knows the run's delta, as run.model does
+    assert m.delta == 1e-3 and m.epsilon() == b.epsilon
     lines = [json.loads(s) for s in open(os.path.join(workdir, "metrics.jsonl"))]
     assert [ln["epoch"] for ln in lines] == [1, 2]
