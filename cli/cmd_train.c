@@ -162,6 +162,11 @@ static int ui_on_step(void *user, const dpt_step_info *in) {
 
 static int ui_on_epoch(void *user, const dpt_epoch_result *r) {
     train_ui *ui = user;
+    /* the ledger on disk now records every step so far: their trace lines may go out */
+    if (ui->trace && cli_trace_publish(ui->trace) != 0) {
+        ui->trace_failed = 1;
+        return 1;
+    }
     ui_clear_bar(ui);
     if (ui->quiet) return g_interrupted != 0;
     char where[96] = "", loss[48] = "", test[64] = "", eps[96] = "";

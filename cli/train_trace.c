@@ -17,6 +17,14 @@ struct cli_trace {
     float *prev;        /* theta before the step [P] */
     int prev_valid;     /* prev holds the parameters the step started from */
     const char *unnoised; /* non-NULL: what in the file no epsilon covers (the header and a warning say it) */
+    /* A run with a privacy ledger: the lines of steps the ledger on disk does not yet
+     * record wait here, and reach the file only at the next publication (cli_trace_publish,
+     * called from on_epoch, after the ledger was saved); lines of steps never recorded (a
+     * run that failed) are dropped. Without a ledger the lines go straight to the file. */
+    FILE *mem;
+    char *mem_buf;
+    size_t mem_len;
+    uint64_t pending;   /* steps whose lines wait in mem */
 };
 
 /* What a trace of `algo` holds, for its header. Fail-safe: only the algorithms whose
@@ -99,6 +107,14 @@ int cli_trace_open(const char *path, int append, dpt_trainer *t, const dpt_algo 
     }
     tr->t = t;
     tr->algo = algo;
+    if (dpt_trainer_ledger(t) && !(tr->mem = open_memstream(&tr->mem_buf, &tr->mem_len))) {
+        int r = cli_error("--trace: out of memory");
+        fclose(tr->f);
+        free(tr->prev);
+        free(tr->path);
+        free(tr);
+        return r;
+    }
     const char *privacy = trace_privacy(algo, &tr->unnoised);
     memcpy(tr->prev, m->theta, m->n_params * sizeof(float));
     tr->prev_valid = 1;
@@ -118,7 +134,7 @@ int cli_trace_step(cli_trace *tr, const dpt_step_info *in) {
     /* in->epoch counts the epochs completed before this step's epoch: the one whose
      * learning rate the step used */
     double lr = dpt_schedule_lr(&cfg->schedule, cfg->optim.lr, in->epoch);
-    FILE *f = tr->f;
+    FILE *f = tr->mem ? tr->mem : tr->f;
     fprintf(f, "{\"step\":%llu,\"epoch\":%llu,\"step_in_epoch\":%zu,\"lr\":%.9g,\"param_norm\":%.9g", (unsigned long long)in->step,
             (unsigned long long)in->epoch, in->step_in_epoch, lr, sqrt(sumsq(m->theta, m->n_params)));
     if (tr->prev_valid)
@@ -150,14 +166,39 @@ int cli_trace_step(cli_trace *tr, const dpt_step_info *in) {
     fprintf(f, "}\n");
     memcpy(tr->prev, m->theta, m->n_params * sizeof(float));
     tr->prev_valid = 1;
+    if (tr->mem) {
+        tr->pending++;
+        if (ferror(f)) return cli_error("--trace: out of memory");
+        return 0;
+    }
     fflush(f); /* whole lines for a reader watching a running (or crashed) run */
     if (ferror(f)) return cli_error("--trace %s: write failed: %s", tr->path, strerror(errno));
+    return 0;
+}
+
+int cli_trace_publish(cli_trace *tr) {
+    if (!tr || !tr->mem) return 0;
+    if (fflush(tr->mem) != 0) return cli_error("--trace: out of memory");
+    if (tr->mem_len && fwrite(tr->mem_buf, 1, tr->mem_len, tr->f) != tr->mem_len)
+        return cli_error("--trace %s: write failed: %s", tr->path, strerror(errno));
+    fflush(tr->f);
+    if (ferror(tr->f)) return cli_error("--trace %s: write failed: %s", tr->path, strerror(errno));
+    rewind(tr->mem); /* the buffer is reused from its start; mem_len follows the position */
+    fflush(tr->mem);
+    tr->pending = 0;
     return 0;
 }
 
 int cli_trace_close(cli_trace *tr) {
     if (!tr) return 0;
     int r = 0;
+    if (tr->mem) {
+        if (tr->pending)
+            fprintf(stderr, "dptrain: note: --trace %s: the last %llu step(s) are not in it: the run stopped before "
+                            "its ledger recorded them\n", tr->path, (unsigned long long)tr->pending);
+        fclose(tr->mem);
+        free(tr->mem_buf);
+    }
     if (fclose(tr->f) != 0) r = cli_error("--trace %s: write failed: %s", tr->path, strerror(errno));
     free(tr->prev);
     free(tr->path);

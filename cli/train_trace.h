@@ -15,7 +15,8 @@
  * lambda_min and s_l, the clip counts), covered by no epsilon; nor is the direction of an
  * algorithm that noises the parameters instead of the gradient (PDP-SGD). For every
  * algorithm but DP-SGD, DP-MAC and the non-private ones (fail-safe: any new algorithm
- * too) the header and a warning on stderr (printed by cli_trace_open) say so. Rank 0 only. */
+ * too) the header and a warning on stderr (printed by cli_trace_open) say so. Rank 0 only.
+ * Nothing of a step reaches the file before the run's ledger on disk records that step. */
 #ifndef DPT_CLI_TRAIN_TRACE_H
 #define DPT_CLI_TRAIN_TRACE_H
 #include <dptrain/train.h>
@@ -28,6 +29,12 @@ int cli_trace_open(const char *path, int append, dpt_trainer *t, const dpt_algo 
 /* One line for the step just taken. Returns non-zero (after printing why) when the line
  * cannot be written. */
 int cli_trace_step(cli_trace *tr, const dpt_step_info *info);
-/* Closes the file; non-zero (after printing why) when it could not be completed. Accepts NULL. */
+/* For a run with a privacy ledger the lines are held back until the ledger on disk records
+ * their steps: call this from on_epoch (after each publication) to write them. Without a
+ * ledger lines are written at once and this does nothing. Non-zero (after printing why)
+ * on a write error. Accepts NULL. */
+int cli_trace_publish(cli_trace *tr);
+/* Closes the file, dropping lines of steps no ledger recorded (a failed run; a note says
+ * how many); non-zero (after printing why) when it could not be completed. Accepts NULL. */
 int cli_trace_close(cli_trace *tr);
 #endif

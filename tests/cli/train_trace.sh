@@ -20,6 +20,13 @@ expect_fail "--trace $T/nodir/t.jsonl: cannot open" "$BIN" train "${S[@]}" --alg
   --out "$T/x" --trace "$T/nodir/t.jsonl"
 expect_ok "$BIN" train "${S[@]}" --algo dpsgd --sigma 1 --batch-size 60 --optimizer sgd --lr 0.5 --max-steps 1 \
   --epochs 1 --out "$T/g1" --trace "$T/g1.jsonl"
+# a private run's lines reach the file only once its ledger on disk records their steps: a
+# run that diverges at step 2 of its first epoch records none, and its trace holds none
+out=$("$BIN" train "${S[@]}" --algo dpsgd --sigma 1 --batch-size 60 --optimizer sgd --lr 1e30 --epochs 1 \
+  --out "$T/div" --trace "$T/div.jsonl" 2>&1); rc=$?
+check "[ $rc -ne 0 ] && grep -q 'diverged' <<<\"\$out\"" "the diverging run did not fail: $out"
+check "[ \$(wc -l < $T/div.jsonl) -eq 1 ] && grep -q 'the last 1 step(s) are not in it' <<<\"\$out\"" \
+  "trace lines of steps no ledger recorded reached the file: $(cat $T/div.jsonl | cut -c1-80)"
 # a file that is not a trace (here the run's own ledger) is never overwritten or appended to;
 # an earlier trace is replaced
 cp "$T/g1/ledger.json" "$T/ledger_copy.json"
