@@ -216,6 +216,18 @@ int main(void) {
     CHECK(access(path, F_OK) != 0);
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir_d);
     CHECK(access(path, F_OK) != 0);
+    /* bce: one output takes labels 0/1 only; a 3-class set is refused up front (it failed at
+     * the first batch holding a label 2, naming its position in the batch) */
+    c = base_cfg(NULL);
+    c.model_spec = "mlp:8-4-1:relu";
+    c.loss = DPT_LOSS_SIGMOID_BCE;
+    CHECK_OK(dpt_algo_sgd_new(&a));
+    CHECK_STATUS(dpt_trainer_new(&c, &tr, &te, a, &t), DPT_EINVAL);
+    CHECK_ERR_HAS("loss bce: model_spec 'mlp:8-4-1:relu' with 1 output takes labels 0..1, but the training set has 3");
+    c.model_spec = "mlp:8-4-3:relu"; /* one-vs-all over 3 outputs: fine */
+    CHECK_OK(dpt_algo_sgd_new(&a));
+    CHECK_OK(dpt_trainer_new(&c, &tr, &te, a, &t));
+    dpt_trainer_free(t);
     /* A resume that finds no run leaves no directory behind; an existing directory stays. */
     char dir_c[320];
     snprintf(dir_c, sizeof dir_c, "%s/never", tu_tmpdir());

@@ -1,4 +1,5 @@
-"""dptrain: differentially private training, privacy accounting and auditing, in Python.
+"""dptrain: differentially private training and privacy accounting, in Python (membership-
+inference auditing is the C library's and the CLI's: `dptrain audit`).
 
 A thin layer over the C library libdptrain (cffi, API mode): accounting
 (`dptrain.accounting`), training from numpy arrays (`dptrain.train`), trained models with
@@ -26,7 +27,7 @@ _extend_path()
 from ._lib import ffi as _ffi, lib as _clib  # noqa: E402
 from .errors import (  # noqa: E402,F401
     DptrainError, InvalidArgumentError, FormatError, OutOfRangeError, UnsupportedError, MismatchError,
-    DptrainIOError, PrivacyError, CryptoError, BusyError)
+    DptrainIOError, DptrainFileNotFoundError, DptrainMemoryError, PrivacyError, CryptoError, BusyError)
 from . import accounting  # noqa: E402,F401
 from .accounting import Ledger, read_ledger  # noqa: E402,F401
 from . import layers  # noqa: E402,F401

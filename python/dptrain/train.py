@@ -720,7 +720,8 @@ def train(x, y, **kwargs):
     noisy-gd), x_test / y_test, epochs=5, batch_size=256, sample_rate (Poisson q; default
     batch_size / n), optimizer="adam" (or "sgd"), lr (adam 1e-3, sgd 0.1), momentum,
     weight_decay, lr_schedule ("constant" | "step:GAMMA:EVERY" | "exp:GAMMA"), sampler
-    ("shuffle" | "poisson" | "full" | "poisson-reject"), loss ("ce" | "bce" | "mse"), init,
+    ("shuffle" | "poisson" | "full" | "poisson-reject"), loss ("ce" | "bce" | "mse": squared
+    reconstruction error of autoencoders, ae:... models), init,
     seed=1, threads=0 (all cores), max_steps, n_classes (0 = max label + 1), input_shape,
     out_dir (run directory: checkpoint, ledger.json, metrics.jsonl and the run's secret key
     dptrain.secret, which resume needs and which is never to be published; None = no files),
@@ -766,6 +767,12 @@ def train(x, y, **kwargs):
         raise ValueError("on_interrupt must be 'raise' or 'return', got %r" % (kw["on_interrupt"],))
     if kw["history"] not in ("auto", "list", "pandas"):
         raise ValueError("history must be 'auto', 'list' or 'pandas', got %r" % (kw["history"],))
+    if kw["history"] == "pandas":  # before training, not after it (the Run would be lost)
+        try:
+            import pandas  # noqa: F401
+        except ImportError:
+            raise ImportError("history='pandas' needs pandas, which is not installed (use history='list' or "
+                              "'auto')") from None
 
     # ---- data ----
     xa = np.asarray(x) if not isinstance(x, np.ndarray) else x

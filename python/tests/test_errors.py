@@ -1,5 +1,7 @@
 """Bad input gives a Python exception with a clear message (the library's where it checks),
 never a crash: dtypes, layouts, shapes, NaN, labels, options."""
+import os
+
 import numpy as np
 import pytest
 
@@ -125,6 +127,24 @@ def test_labels_out_of_range():
     # with n_classes given, the library checks the test labels against it
     with pytest.raises(ValueError, match=r"x_test, y_test.*y\[0\] = 5 is outside \[0, 4\)"):
         fit(x2, y2, x_test=x2[:10], y_test=np.full(10, 5), n_classes=4, model="mlp:20-8-4:relu")
+
+
+def test_checked_before_training(workdir):
+    x, y = blobs(n=200)
+    # a label 2 for a one-output bce model: refused up front, naming the classes (it failed at
+    # the first batch holding it, naming its position in the batch)
+    with pytest.raises(ValueError, match="loss bce: .* with 1 output takes labels 0..1, but the training set has 3"):
+        fit(x, y, model="mlp:20-4-1:relu", loss="bce")
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        # history="pandas" without pandas: said before training, not after it (the run was lost)
+        with pytest.raises(ImportError, match="history='pandas' needs pandas"):
+            fit(x, y, history="pandas", out_dir=workdir + "/hp")
+        assert not os.path.exists(workdir + "/hp")
+    # every exception class is importable from the package
+    for name in ("DptrainFileNotFoundError", "DptrainMemoryError", "DptrainIOError", "BusyError"):
+        assert issubclass(getattr(dptrain, name), dptrain.DptrainError)
 
 
 def test_options_are_checked_like_the_cli():

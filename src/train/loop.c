@@ -239,6 +239,20 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
                           cfg->model_spec, t->model->out_dim, train->n_classes);
         goto fail;
     }
+    /* binary cross-entropy: one output takes labels 0 and 1, K > 1 outputs one-vs-all labels
+     * 0..K-1 (dpt_loss); checked here, not when a batch happens to hold a bad label */
+    if (cfg->loss == DPT_LOSS_SIGMOID_BCE) {
+        int ny = t->model->out_dim == 1 ? 2 : (int)t->model->out_dim;
+        for (int k = 0; k < 2; k++) {
+            const dpt_dataset *d = k ? test : train;
+            if (d && d->n_classes > ny) {
+                s = dpt_set_error(DPT_EINVAL, "loss bce: model_spec '%s' with %zu output%s takes labels 0..%d, but the "
+                                  "%s set has %d classes", cfg->model_spec, t->model->out_dim,
+                                  t->model->out_dim == 1 ? "" : "s", ny - 1, k ? "test" : "training", d->n_classes);
+                goto fail;
+            }
+        }
+    }
     /* the test set is only read at the end of an epoch: refuse it now, not after one */
     if (test && test->n == 0) {
         s = dpt_set_error(DPT_EINVAL, "the test set is empty (pass NULL for no test set)");
