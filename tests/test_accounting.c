@@ -411,6 +411,30 @@ static void test_calibration(void) {
 
 /* ==== Bad input ==== */
 
+/* Integer orders above 46341, where alpha (alpha - 1) overflows an int (it gave RDP 0: an
+ * epsilon of 0 on such a grid), agree with the fractional orders on either side (RDP grows
+ * with alpha) and with the series forced at the same order; a calibration with a tolerance
+ * below the spacing of doubles ends (it looped forever). */
+static void test_big_orders_and_tiny_tol(void) {
+    double r = 0, lo = 0, hi = 0, sr = 0;
+    CHECK_OK(dpt_rdp_sgm(0.01, 1.0, 65536, &r));
+    CHECK_OK(dpt_rdp_sgm(0.01, 1.0, 65535.5, &lo));
+    CHECK_OK(dpt_rdp_sgm(0.01, 1.0, 65536.5, &hi));
+    CHECK(r > 0 && lo <= r && r <= hi);
+    CHECK_OK(dpt_rdp_sgm_series(0.01, 1.0, 65536, &sr));
+    CHECK_CLOSE(r, sr, 0, 1e-9);
+    const double big[1] = {1e6};
+    double e = 0;
+    CHECK_OK(dpt_rdp_sgm_epsilon(0.01, 1.0, 1000, 1e-5, DPT_CONV_BALLE, big, 1, &e, NULL));
+    CHECK(e > 1);
+    double s = 0;
+    CHECK_OK(dpt_calibrate_sigma(0.01, 1000, 1e-5, 1.0, DPT_ACCT_RDP, DPT_CONV_BALLE, 1e-300, &s));
+    CHECK(s > 0.5 && s < 5);
+    double e1 = 0;
+    CHECK_OK(dpt_rdp_sgm_epsilon(0.01, s, 1000, 1e-5, DPT_CONV_BALLE, NULL, 0, &e1, NULL));
+    CHECK(e1 <= 1.0);
+}
+
 static void test_bad_input(void) {
     double x;
     CHECK_STATUS(dpt_rdp_sgm(0.0, 1.0, 2, &x), DPT_EINVAL);
@@ -492,6 +516,7 @@ int main(void) {
     test_stability();
     test_large_sigma();
     test_tiny_sigma();
+    test_big_orders_and_tiny_tol();
     test_monotone();
     test_conversions();
     test_published_rdp();

@@ -197,6 +197,12 @@ static void test_shuffle_full(void) {
     CHECK_STATUS(dpt_sampler_new(DPT_SAMPLER_POISSON, 10, 0, 0.0, 0, 1, &s), DPT_EINVAL);
     CHECK_STATUS(dpt_sampler_new(DPT_SAMPLER_POISSON, 10, 0, 1.5, 0, 1, &s), DPT_EINVAL);
     CHECK_ERR_HAS("q = 1.5");
+    /* q so small that round(1/q) steps per epoch overflow size_t (it crashed: SIGFPE, % 0) */
+    CHECK_STATUS(dpt_sampler_new(DPT_SAMPLER_POISSON, 10, 1, 1e-20, 0, 1, &s), DPT_EINVAL);
+    CHECK_ERR_HAS("below 2^-53");
+    CHECK_OK(dpt_sampler_new(DPT_SAMPLER_POISSON, 10, 1, 0x1p-53, 0, 1, &s));
+    CHECK(dpt_sampler_steps_per_epoch(s) == ((size_t)1 << 53));
+    dpt_sampler_free(s);
     CHECK_STATUS(dpt_sampler_new(DPT_SAMPLER_FULL, 0, 0, 0, 0, 1, &s), DPT_EINVAL);
 
     CHECK_OK(dpt_sampler_new(DPT_SAMPLER_FULL, 5, 0, 0, 0, 1, &s));

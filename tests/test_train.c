@@ -58,6 +58,22 @@ static void rmrf_files(const char *dir) {
     remove(p);
 }
 
+/* a callback that calls back into the trainer */
+typedef struct {
+    dpt_trainer *t;
+    dpt_status run, resume;
+    int calls;
+} reenter;
+static int reenter_step(void *user, const dpt_step_info *info) {
+    reenter *u = user;
+    (void)info;
+    if (u->calls++ == 0) {
+        u->run = dpt_trainer_run(u->t, NULL);
+        u->resume = dpt_trainer_resume(u->t);
+    }
+    return 0;
+}
+
 int main(void) {
     dpt_dataset tr, te;
     tu_make_blobs(&tr, 600, 1, 1.0f);
@@ -228,6 +244,41 @@ int main(void) {
     CHECK_OK(dpt_algo_sgd_new(&a));
     CHECK_OK(dpt_trainer_new(&c, &tr, &te, a, &t));
     dpt_trainer_free(t);
+    /* A callback cannot run the trainer from inside itself (it recursed until the stack
+     * overflowed, or finished the run inside the first step and the outer loop published a
+     * bogus extra epoch). */
+    reenter u = {NULL, DPT_OK, DPT_OK, 0};
+    c = base_cfg(NULL);
+    c.epochs = 2;
+    c.on_step = reenter_step;
+    c.user = &u;
+    CHECK_OK(dpt_algo_sgd_new(&a));
+    CHECK_OK(dpt_trainer_new(&c, &tr, &te, a, &t));
+    u.t = t;
+    CHECK_OK(dpt_trainer_run(t, &r));
+    CHECK(u.run == DPT_EINVAL && u.resume == DPT_EINVAL);
+    CHECK(r.epoch == 2 && r.step == 2 * 19 && u.calls == 2 * 19);
+    dpt_trainer_free(t);
+    /* settings the trainer would use only later are refused at once */
+    c = base_cfg(NULL);
+    c.loss = (dpt_loss_kind)9;
+    CHECK_OK(dpt_algo_sgd_new(&a));
+    CHECK_STATUS(dpt_trainer_new(&c, &tr, &te, a, &t), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_train_config.loss: unknown loss kind 9");
+    c = base_cfg(NULL);
+    c.run_json = "not json {";
+    CHECK_OK(dpt_algo_sgd_new(&a));
+    CHECK_STATUS(dpt_trainer_new(&c, &tr, &te, a, &t), DPT_EINVAL);
+    CHECK_ERR_HAS("run_json is not a JSON object");
+    double ml = 0, acc = 0;
+    dpt_model *em = NULL;
+    CHECK_OK(dpt_model_new("mlp:8-4-3:relu", 16, 1, &em));
+    if (em) {
+        CHECK_STATUS(dpt_evaluate(em, DPT_LOSS_SOFTMAX_CE, &te, NULL, &acc), DPT_EINVAL);
+        CHECK_ERR_HAS("dpt_evaluate: mean_loss is NULL");
+        CHECK_STATUS(dpt_evaluate(em, DPT_LOSS_SOFTMAX_CE, NULL, &ml, &acc), DPT_EINVAL);
+        dpt_model_free(em);
+    }
     /* A resume that finds no run leaves no directory behind; an existing directory stays. */
     char dir_c[320];
     snprintf(dir_c, sizeof dir_c, "%s/never", tu_tmpdir());

@@ -88,7 +88,8 @@ dpt_status dpt_pld_sgm_epsilon_ex(double q, double sigma, uint64_t steps, double
 typedef enum { DPT_ACCT_RDP = 0, DPT_ACCT_PLD = 1 } dpt_accountant;
 
 /* Smallest sigma, to within tol > 0, with epsilon(q, sigma, steps, delta) <= target_eps:
- * the returned sigma satisfies the target, sigma - tol does not. Bracketing then
+ * the returned sigma satisfies the target, sigma - tol does not (a tol below the spacing
+ * of doubles near sigma gives the closest double that satisfies it). Bracketing then
  * bisection in sigma over [0.05, 1e4]. conv is used by the RDP accountant only.
  * Errors: DPT_EINVAL, DPT_ERANGE (target unreachable in the searched range). */
 dpt_status dpt_calibrate_sigma(double q, uint64_t steps, double delta, double target_eps,

@@ -183,7 +183,7 @@ dpt_status dpt_normalizer_from_values(size_t dim, const float *mean, const float
  *   POISSON_REJECT: Poisson(q) redrawn while |B| < min_batch (DP-ULR's sampling with
  *            rejection); the number of redraws is counted.
  * Steps per epoch: SHUFFLE ceil(n / batch_size), POISSON(_REJECT) max(1, round(1/q)),
- * FULL 1. */
+ * FULL 1 (dpt_sampler_new refuses q < 2^-53, whose epochs are not countable). */
 typedef enum {
     DPT_SAMPLER_SHUFFLE = 0,
     DPT_SAMPLER_POISSON = 1,

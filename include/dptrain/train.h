@@ -435,7 +435,8 @@ typedef struct {
                                  its first write: a run that fails before it leaves them */
     uint64_t max_steps;       /* 0 = no limit: stop after this many steps in total */
     const char *run_json;     /* optional JSON object stored verbatim in checkpoints as "run"
-                                 (the CLI keeps dataset and normalization there) */
+                                 (the CLI keeps dataset and normalization there); text
+                                 that is not a JSON object is refused (DPT_EINVAL) */
     /* Callbacks (all optional; `user` is passed back to each). They run on the calling
      * thread; on_step and on_epoch on rank 0 only (a stop request is sent to every rank). */
     dpt_step_fn on_step;
@@ -485,7 +486,8 @@ dpt_status dpt_trainer_resume(dpt_trainer *t);
  * then on_epoch. A resumed run first publishes the checkpoint's last result if
  * metrics.jsonl lacks it (a crash between saving and publishing), never re-running it.
  * `last` (may be NULL) receives the last published result (epoch 0 and NAN metrics when
- * none exists). */
+ * none exists). Called from one of the run's own callbacks (or dpt_trainer_resume so
+ * called): DPT_EINVAL. */
 dpt_status dpt_trainer_run(dpt_trainer *t, dpt_epoch_result *last);
 
 /* Why the last dpt_trainer_run returned. */

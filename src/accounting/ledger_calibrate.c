@@ -78,6 +78,7 @@ dpt_status dpt_ledger_calibrate_sgm(const dpt_ledger *prior, double q, uint64_t 
     }
     while (s == DPT_OK && hi - lo > tol) {
         const double mid = 0.5 * (lo + hi);
+        if (!(mid > lo && mid < hi)) break; /* tol below the spacing of doubles: as close as it gets */
         if ((s = eps_with(base, q, mid, steps, delta, acct, conv, &e)) != DPT_OK) break;
         if (e <= target_eps) hi = mid;
         else lo = mid;

@@ -74,7 +74,9 @@ static double log_a_int(double q, double s, int alpha, const double *logtab) {
     /* t_k without the exp; two passes so only terms near the maximum call exp(). */
     double tk_stack[1100];
     double *tk = alpha <= 1100 ? tk_stack : NULL; /* cache of t_k for the second pass */
-    double log_binom = log(alpha * (alpha - 1) / 2.0); /* C(alpha, 2) */
+    /* C(alpha, 2) in double: alpha (alpha - 1) overflows an int from alpha = 46342 on (it
+     * made the log NaN and the RDP 0) */
+    double log_binom = log((double)alpha * (alpha - 1.0) / 2.0);
     double tmax = -INFINITY;
     double lb = log_binom;
     for (int k = 2; k <= alpha; k++) {
@@ -483,6 +485,7 @@ dpt_status dpt_calibrate_sigma_ex(double q, uint64_t steps, double delta, double
     }
     while (hi - lo > tol) {
         double mid = 0.5 * (lo + hi);
+        if (!(mid > lo && mid < hi)) break; /* tol below the spacing of doubles here: as close as it gets */
         DPT_TRY(eps_at_conf(q, mid, steps, delta, &A, &e));
         if (e <= target_eps)
             hi = mid;

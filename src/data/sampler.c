@@ -38,6 +38,9 @@ static dpt_status sampler_new(dpt_sampler_kind kind, size_t n, size_t batch_size
     case DPT_SAMPLER_POISSON:
     case DPT_SAMPLER_POISSON_REJECT:
         DPT_CHECK(q > 0 && q <= 1, DPT_EINVAL, "sampler: sampling rate q = %g not in (0, 1]", q);
+        /* an epoch is round(1/q) steps, counted in size_t (and published as doubles) */
+        DPT_CHECK(q >= 0x1p-53, DPT_EINVAL, "sampler: sampling rate q = %g is below 2^-53: an epoch of round(1/q) "
+                  "steps is not countable", q);
         if (kind == DPT_SAMPLER_POISSON_REJECT)
             DPT_CHECK(min_batch <= n, DPT_EINVAL,
                       "sampler: minimum batch %zu larger than the dataset (%zu)", min_batch, n);

@@ -69,6 +69,14 @@ static dpt_status validate_config(const dpt_train_config *c, const dpt_dataset *
               c->threads);
     DPT_CHECK(c->target_epsilon >= 0 && isfinite(c->target_epsilon), DPT_EINVAL,
               "target_epsilon must be >= 0 and finite (0 = no target), got %g", c->target_epsilon);
+    DPT_CHECK(c->loss == DPT_LOSS_SOFTMAX_CE || c->loss == DPT_LOSS_SIGMOID_BCE || c->loss == DPT_LOSS_SQUARED,
+              DPT_EINVAL, "dpt_train_config.loss: unknown loss kind %d", (int)c->loss);
+    if (c->run_json) { /* stored in every checkpoint as the object "run": never dropped silently */
+        cJSON *rj = cJSON_Parse(c->run_json);
+        int obj = cJSON_IsObject(rj);
+        cJSON_Delete(rj);
+        DPT_CHECK(obj, DPT_EINVAL, "dpt_train_config.run_json is not a JSON object");
+    }
     /* steps per epoch, as the sampler counts them (dpt_sampler_steps_per_epoch) */
     double spe = 1;
     if (c->sampler == DPT_SAMPLER_SHUFFLE) {
@@ -418,7 +426,9 @@ dpt_status dpt_eval_range(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d
 
 dpt_status dpt_evaluate(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d, double *mean_loss,
                         double *accuracy) {
-    DPT_CHECK(d && d->n > 0, DPT_EINVAL, "evaluate: empty dataset");
+    DPT_CHECK(m && d && mean_loss && accuracy, DPT_EINVAL, "dpt_evaluate: %s is NULL",
+              !m ? "m" : !d ? "d" : !mean_loss ? "mean_loss" : "accuracy");
+    DPT_CHECK(d->n > 0, DPT_EINVAL, "dpt_evaluate: the dataset is empty");
     double lsum = 0;
     size_t correct = 0;
     DPT_TRY(dpt_eval_range(m, loss, d, 0, d->n, &lsum, &correct));
@@ -988,6 +998,7 @@ out:
 
 dpt_status dpt_trainer_resume(dpt_trainer *t) {
     DPT_CHECK(t, DPT_EINVAL, "dpt_trainer_resume: the trainer is NULL");
+    DPT_CHECK(!t->running, DPT_EINVAL, "dpt_trainer_resume: called while the trainer runs (from one of its callbacks)");
     DPT_CHECK(!t->resumed && !t->dir_ready, DPT_EINVAL,
               "dpt_trainer_resume: call it once, before dpt_trainer_run");
     return dpt_dist_resume(t, resume_local);
@@ -1176,8 +1187,19 @@ static dpt_status share_flag(dpt_trainer *t, int *flag) {
 
 /* ==== The loop ==== */
 
+static dpt_status run_loop(dpt_trainer *t, dpt_epoch_result *last);
+
 dpt_status dpt_trainer_run(dpt_trainer *t, dpt_epoch_result *last) {
     DPT_CHECK(t, DPT_EINVAL, "dpt_trainer_run: the trainer is NULL (did dpt_trainer_new fail?)");
+    /* a callback (on_step, on_epoch, log) calling back in would run the loop inside itself */
+    DPT_CHECK(!t->running, DPT_EINVAL, "dpt_trainer_run: called while the trainer runs (from one of its callbacks)");
+    t->running = 1;
+    dpt_status s = run_loop(t, last);
+    t->running = 0;
+    return s;
+}
+
+static dpt_status run_loop(dpt_trainer *t, dpt_epoch_result *last) {
     t->stop_reason = DPT_STOP_NONE;
     t->budget_stopped = 0;
     dpt_epoch_result r;

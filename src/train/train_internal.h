@@ -49,6 +49,7 @@ struct dpt_trainer {
     int lock_fd;        /* flock on out_dir/dptrain.lock; -1 = none */
     int dir_created;    /* 1: dpt_trainer_new created out_dir (removed at free if left unused) */
     int clear_pending;  /* 1: overwrite: remove the previous run's files at the first write */
+    int running;        /* 1: inside dpt_trainer_run (a callback may not re-enter it) */
     int dir_ready;      /* the run directory was checked (fresh run) and metrics opened */
     /* The last published result: its metrics.jsonl line, kept in every checkpoint so a
      * resume can publish it if the crash came between saving and publishing. */
