@@ -187,6 +187,10 @@ static void test_tiny_sigma(void) {
     CHECK(isfinite(r) && r > 1e6);
     CHECK_OK(dpt_rdp_sgm_epsilon(0.01, 1e-300, 10, 1e-5, DPT_CONV_BALLE, NULL, 0, &e, NULL));
     CHECK(e == INFINITY);
+    CHECK_OK(dpt_rdp_sgm(0.01, 5e-324, 1.5, &r)); /* the series too (it spun through 2e6 NaN terms) */
+    CHECK(r == INFINITY);
+    CHECK_OK(dpt_rdp_sgm_epsilon(0.01, 5e-324, 10, 1e-5, DPT_CONV_BALLE, NULL, 0, &e, NULL));
+    CHECK(e == INFINITY);
     CHECK_OK(dpt_rdp_sgm(0.01, 0.05, 2, &r)); /* small but representable: finite */
     CHECK(isfinite(r) && r > 0);
 }

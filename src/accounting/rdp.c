@@ -123,6 +123,11 @@ static int log_a_series(double q, double s, double alpha, double *log_a) {
     double log_c = 0.0; /* log|C(alpha, i)| */
     int sign = 1;
     const long max_terms = 2000000;
+    /* sigma so small that 1 / (2 sigma^2) overflows: A is infinite (no bound at this order) */
+    if (!isfinite(0.5 / s2)) {
+        *log_a = INFINITY;
+        return 0;
+    }
     /* it can only stop past z0 and alpha: fail at once rather than after max_terms terms */
     if (!(z0 < (double)max_terms - 2.0 && alpha < (double)max_terms - 2.0)) return -1;
     for (long i = 0; i < max_terms; i++) {
@@ -131,6 +136,7 @@ static int log_a_series(double q, double s, double alpha, double *log_a) {
                     dpt_acct_log_erfc((di - z0) / sq2s) - M_LN2;
         double t2 = log_c + j * lq + di * l1q + (j * j - j) / (2.0 * s2) +
                     dpt_acct_log_erfc((z0 - j) / sq2s) - M_LN2;
+        if (isnan(t1) || isnan(t2)) return -1; /* overflowed terms: it cannot converge */
         lse_add(sign > 0 ? &pos : &neg, t1);
         lse_add(sign > 0 ? &pos : &neg, t2);
         /* Stop once past alpha and z0 with both terms negligible (the tail alternates with
