@@ -639,6 +639,8 @@ static void test_specs(void) {
     CHECK_ERR_HAS("'swish'");
     CHECK_STATUS(dpt_model_new("", 8, 1, &m), DPT_EINVAL);
     CHECK_ERR_HAS("empty");
+    CHECK_STATUS(dpt_model_new("mlp:4-3", 8, -5, &m), DPT_EINVAL); /* as the trainer refuses it */
+    CHECK_ERR_HAS("threads must be in [0, 1024] (0 = all cores), got -5");
     CHECK_STATUS(dpt_model_new("mlp:", 8, 1, &m), DPT_EINVAL);
     CHECK_STATUS(dpt_model_new("mlp:10", 8, 1, &m), DPT_EINVAL);
     CHECK_ERR_HAS("two widths");

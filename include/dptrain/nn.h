@@ -165,7 +165,8 @@ typedef struct {
  *   named models: "mnist_cnn" (Opacus MNIST example), "mnist_cnn_tanh" (Tramer & Boneh
  *                                  2021's MNIST CNN: tanh, conv1 padding 2), "resnet5"
  *                                  (DP-ULR Section 4.3, CIFAR-10)
- * Allocates every buffer for batches up to max_batch. Unknown or malformed specs are
+ * Allocates every buffer for batches up to max_batch (threads in [0, 1024], 0 = all
+ * cores). Unknown or malformed specs are
  * DPT_EINVAL naming the offending part. Parameters start at zero: call dpt_model_init. */
 dpt_status dpt_model_new(const char *spec, size_t max_batch, int threads, dpt_model **out);
 void dpt_model_free(dpt_model *m); /* accepts NULL */

@@ -113,6 +113,8 @@ dpt_status dpt_model_new(const char *spec, size_t max_batch, int threads, dpt_mo
     dpt_spec sp;
     DPT_TRY(dpt_spec_parse(spec, &sp));
     DPT_CHECK(max_batch >= 1, DPT_EINVAL, "model '%s': max_batch must be at least 1", spec);
+    DPT_CHECK(threads >= 0 && threads <= 1024, DPT_EINVAL, "model '%s': threads must be in [0, 1024] (0 = all cores), "
+              "got %d", spec, threads);
     DPT_CHECK(strlen(spec) < sizeof ((dpt_model *)0)->spec, DPT_EINVAL, "model spec '%.40s...': longer than %zu characters",
               spec, sizeof ((dpt_model *)0)->spec - 1);
 
