@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+#include <limits.h>
 #include "train_algos.h"
 
 static long z_steps = 30, pca_dims = 0, taylor_order = 1, w_steps = 1;
@@ -51,6 +53,8 @@ typedef struct {
     double sigma;
     size_t pca_released; /* entries of the released noisy Gram matrix, d (d + 1) / 2 */
     size_t mean_released; /* entries of the released noisy sum (DP mean), d */
+    char *run_json;       /* the run's description with the released projection ("pca"), which
+                             cfg.run_json points to (kept for the process's life) */
 } dpmac_cli;
 static dpmac_cli S;
 
@@ -129,6 +133,33 @@ static int composed_eps(const dpt_ledger *prior, double q, double sigma, uint64_
 /* [DP mean of train, centring of train and test,] DP-PCA of train (fit) and projection of
  * train and test, in place. The datasets are the caller's (cmd_train's) own buffers,
  * handed to the algorithm before the trainer exists. */
+/* Adds the released DP-PCA (and DP mean) to the run's description, so that dptrain eval can
+ * map a test split's raw features as training did. Both are DP releases in the ledger: the
+ * checkpoint may hold them. */
+static int record_pca(cli_algo_ctx *c, const double *V, size_t d, size_t k, const double *mu, int raw) {
+    cJSON *run = c->cfg->run_json ? cJSON_Parse(c->cfg->run_json) : cJSON_CreateObject();
+    cJSON *pca = cJSON_CreateObject();
+    cJSON *comp = cJSON_CreateDoubleArray(V, (int)(d * k));
+    cJSON *mean = mu ? cJSON_CreateDoubleArray(mu, (int)d) : NULL;
+    int ok = run && pca && comp && (!mu || mean) && d * k <= INT_MAX;
+    if (ok) {
+        cJSON_AddNumberToObject(pca, "features", (double)d);
+        cJSON_AddNumberToObject(pca, "dims", (double)k);
+        cJSON_AddStringToObject(pca, "project", raw ? "rows" : "unit");
+        cJSON_AddItemToObject(pca, "components", comp), comp = NULL;
+        if (mean) cJSON_AddItemToObject(pca, "mean", mean), mean = NULL;
+        cJSON_DeleteItemFromObjectCaseSensitive(run, "pca");
+        cJSON_AddItemToObject(run, "pca", pca), pca = NULL;
+    }
+    char *text = ok ? cJSON_PrintUnformatted(run) : NULL;
+    cJSON_Delete(run), cJSON_Delete(pca), cJSON_Delete(comp), cJSON_Delete(mean);
+    if (!text) return cli_error("--pca-dims: out of memory recording the projection");
+    free(S.run_json);
+    S.run_json = text;
+    c->cfg->run_json = S.run_json;
+    return 0;
+}
+
 static int run_pca(cli_algo_ctx *c) {
     dpt_dataset *tr = (dpt_dataset *)c->train, *te = (dpt_dataset *)c->test;
     const size_t d = tr->dim, k = (size_t)pca_dims;
@@ -188,6 +219,7 @@ static int run_pca(cli_algo_ctx *c) {
             fprintf(stderr, "dptrain: DP-PCA to %zu dimensions (noise std %g on the Gram matrix of unit-norm rows, "
                             "sensitivity 1; %s projected; %.1fs)\n", k, pca_sigma,
                     raw ? "rows as they are" : "unit-norm rows", dpt_now() - t0);
+        rc = record_pca(c, V, d, k, center_sigma_seen ? mu : NULL, raw);
     }
     dpt_free(V), dpt_free(mu), dpt_free(ptr), dpt_free(pte);
     return rc;

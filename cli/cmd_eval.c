@@ -70,8 +70,8 @@ int dpt_cmd_eval(int argc, char **argv) {
     size_t in_dim = dpt_model_in_dim(dpt_checkpoint_model(ck));
     if (in_dim != test.dim) {
         code = cli_error("--checkpoint %s: the model takes %zu inputs, its test split has %zu features%s", ckpt, in_dim,
-                         test.dim, in_dim < test.dim ? " (a --pca-dims run: its DP-PCA projection is not stored in the "
-                                                        "checkpoint, so eval cannot rebuild the model's inputs)" : "");
+                         test.dim, in_dim < test.dim ? " (a --pca-dims run from before checkpoints recorded its DP-PCA "
+                                                        "projection: eval cannot rebuild the model's inputs)" : "");
         goto done;
     }
     double l, acc, eps = NAN;

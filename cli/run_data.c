@@ -461,6 +461,50 @@ void cli_norm_report(const cli_norm_info *info, const dpt_trainer *t) {
 
 /* ==== eval ==== */
 
+/* A DP-MAC run's released DP-PCA ("pca" in its description, algo_dpmac.c record_pca):
+ * centre by its DP mean (when given) and project the test split to its k dimensions, as
+ * training did. */
+static dpt_status apply_recorded_pca(const cJSON *pca, dpt_dataset *test) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(pca, "features"), *k = cJSON_GetObjectItemCaseSensitive(pca, "dims");
+    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(pca, "project");
+    const cJSON *V = cJSON_GetObjectItemCaseSensitive(pca, "components"), *mu = cJSON_GetObjectItemCaseSensitive(pca, "mean");
+    DPT_CHECK(cJSON_IsNumber(f) && cJSON_IsNumber(k) && cJSON_IsString(pr) && cJSON_IsArray(V) &&
+              (!mu || cJSON_IsArray(mu)), DPT_EFORMAT, "checkpoint: the recorded DP-PCA lacks fields");
+    const size_t d = (size_t)f->valuedouble, K = (size_t)k->valuedouble;
+    DPT_CHECK(f->valuedouble == (double)d && k->valuedouble == (double)K && K >= 1 && K <= d && d == test->dim &&
+              (size_t)cJSON_GetArraySize(V) == d * K && (!mu || (size_t)cJSON_GetArraySize(mu) == d),
+              DPT_EFORMAT, "checkpoint: the recorded DP-PCA (%g features to %g) does not fit the test split's %zu "
+              "features", f->valuedouble, k->valuedouble, test->dim);
+    int raw = !strcmp(pr->valuestring, "rows");
+    DPT_CHECK(raw || !strcmp(pr->valuestring, "unit"), DPT_EFORMAT, "checkpoint: unknown DP-PCA projection '%s'",
+              pr->valuestring);
+    double *v = dpt_alloc2(d, K, sizeof(double), "pca components"), *m = mu ? dpt_alloc(d, sizeof(double), "dp mean") : NULL;
+    float *out = dpt_alloc2(test->n, K, sizeof(float), "projected test");
+    dpt_status s = v && out && (!mu || m) ? DPT_OK : DPT_ENOMEM;
+    size_t i = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, V) {
+        if (s == DPT_OK && !(cJSON_IsNumber(e) && isfinite(e->valuedouble)))
+            s = dpt_set_error(DPT_EFORMAT, "checkpoint: DP-PCA component %zu is not a finite number", i);
+        if (s == DPT_OK) v[i++] = e->valuedouble;
+    }
+    i = 0;
+    if (mu) cJSON_ArrayForEach(e, mu) {
+            if (s == DPT_OK && !(cJSON_IsNumber(e) && isfinite(e->valuedouble)))
+                s = dpt_set_error(DPT_EFORMAT, "checkpoint: DP mean entry %zu is not a finite number", i);
+            if (s == DPT_OK) m[i++] = e->valuedouble;
+        }
+    if (s == DPT_OK && m) s = dpt_dp_center(test->x, test->n, d, m);
+    if (s == DPT_OK) s = (raw ? dpt_dp_pca_project_raw : dpt_dp_pca_project)(test->x, test->n, d, v, K, out);
+    if (s == DPT_OK) {
+        dpt_free(test->x);
+        test->x = out, out = NULL;
+        test->dim = K, test->shape[0] = 1, test->shape[1] = 1, test->shape[2] = K;
+    }
+    dpt_free(v), dpt_free(m), dpt_free(out);
+    return s;
+}
+
 int cli_load_test_from_run(const char *run_json, const char *data_dir, dpt_dataset *test) {
     cJSON *run = cJSON_Parse(run_json);
     DPT_CHECK(run, DPT_EFORMAT, "checkpoint: run description is not valid JSON");
@@ -482,6 +526,8 @@ int cli_load_test_from_run(const char *run_json, const char *data_dir, dpt_datas
     if (s == DPT_OK) s = stored_normalizer(run, nm->valuestring, test->dim, &nz, &have);
     if (s == DPT_OK && have) s = dpt_normalizer_apply(&nz, test);
     if (have) dpt_normalizer_free(&nz);
+    const cJSON *pca = cJSON_GetObjectItemCaseSensitive(run, "pca");
+    if (s == DPT_OK && pca) s = apply_recorded_pca(pca, test);
     cJSON_Delete(run);
     return s;
 }

@@ -43,8 +43,14 @@ check 'grep -q "paper.s accounting" <<<"$LAST_OUT"' "paper's accounting line mis
 check 'grep -q "\[DP-MAC\]" <<<"$LAST_OUT"' "DP-MAC tag missing"
 EPS=$(grep -o "privacy: epsilon [0-9.e+-]*" <<<"$LAST_OUT" | awk '{print $3}')
 ACC=$(grep -o "test accuracy [0-9.]*" <<<"$LAST_OUT" | awk '{print $3}')
-# eval cannot rebuild a DP-PCA run's inputs (the projection is not in the checkpoint): it says so
-expect_fail "its DP-PCA projection is not stored in the checkpoint" "$BIN" eval --checkpoint "$T/run/checkpoint.safetensors"
+# eval maps the test split through the run's released DP-PCA (recorded in the checkpoint) and
+# gets the run's own last accuracy; without the record it says why it cannot
+expect_ok "$BIN" eval --checkpoint "$T/run/checkpoint.safetensors" --json
+check 'python3 -c "
+import json,sys
+e=json.loads(sys.argv[1]); m=[json.loads(l) for l in open(\"$T/run/metrics.jsonl\")][-1]
+assert e[\"test_accuracy\"]==m[\"test_accuracy\"] and e[\"test_loss\"]==m[\"test_loss\"], (e, m)
+" "$LAST_OUT"' "eval of a DP-PCA run differs from the run's last result: $LAST_OUT"
 check 'python3 -c "
 import json
 l=json.load(open(\"$T/run/ledger.json\"))
@@ -69,6 +75,15 @@ expect_fail "--center-sigma must be > 0" "$BIN" train "${C[@]}" --model mlp:4-16
 expect_fail "--center-clip is an option of --algo dpmac" "$BIN" train --algo dpsgd --dataset "csv:$T/d.csv" --sigma 1 --center-clip 3 --out "$T/x"
 expect_ok "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --sigma 1.1 --pca-dims 4 --pca-sigma 8 --center-clip 6 --center-sigma 10 --epochs 2 --out "$T/cen"
 check 'grep -q "centred train and test by a DP mean" <<<"$LAST_OUT" && grep -q "covers the DP mean" <<<"$LAST_OUT"' "DP mean notice or privacy line missing"
+CEN_OUT=$LAST_OUT
+# eval of a centred DP-PCA run: the recorded DP mean too
+expect_ok "$BIN" eval --checkpoint "$T/cen/checkpoint.safetensors" --json
+check 'python3 -c "
+import json,sys
+e=json.loads(sys.argv[1]); m=[json.loads(l) for l in open(\"$T/cen/metrics.jsonl\")][-1]
+assert e[\"test_accuracy\"]==m[\"test_accuracy\"] and e[\"test_loss\"]==m[\"test_loss\"], (e, m)
+" "$LAST_OUT"' "eval of a centred DP-PCA run differs from the run's last result: $LAST_OUT"
+LAST_OUT=$CEN_OUT
 EPS=$(grep -o "privacy: epsilon [0-9.e+-]*" <<<"$LAST_OUT" | awk '{print $3}')
 ACC=$(grep -o "test accuracy [0-9.]*" <<<"$LAST_OUT" | awk '{print $3}')
 check "python3 -c 'assert float(\"$EPS\") > float(\"$EPS_PCA\"), (\"$EPS\", \"$EPS_PCA\")'" "epsilon with the DP mean ($EPS) should exceed PCA + training ($EPS_PCA)"

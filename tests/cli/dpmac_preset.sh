@@ -47,6 +47,14 @@ import json; lr=[json.loads(l)[\"lr\"] for l in open(\"$T/mu/metrics.jsonl\")]; 
   "exp:0.5:1 should hold the lr after one decay"
 expect_ok "$BIN" train "${C[@]}" --model mlp:2-8-3:relu --pca-dims 2 --pca-sigma 8 --pca-project rows --epochs 1 --out "$T/raw"
 check 'grep -q "rows as they are projected" <<<"$LAST_OUT"' "--pca-project rows not reported"
+RAW_OUT=$LAST_OUT
+expect_ok "$BIN" eval --checkpoint "$T/raw/checkpoint.safetensors" --json
+check 'python3 -c "
+import json,sys
+e=json.loads(sys.argv[1]); m=[json.loads(l) for l in open(\"$T/raw/metrics.jsonl\")][-1]
+assert e[\"test_loss\"]==m[\"test_loss\"], (e, m)
+" "$LAST_OUT"' "eval of a --pca-project rows run differs from the run's last result: $LAST_OUT"
+LAST_OUT=$RAW_OUT
 
 expect_fail "--taylor-order must be 1 or 2" "$BIN" train "${C[@]}" --taylor-order 3 --out "$T/x"
 expect_fail "--taylor-order 2 needs --clip2" "$BIN" train "${C[@]}" --taylor-order 2 --out "$T/x"
