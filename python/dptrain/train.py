@@ -22,6 +22,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 
@@ -779,6 +780,10 @@ def train(x, y, **kwargs):
     shape = kw["input_shape"]
     if shape is None and getattr(xa, "ndim", 0) >= 3:
         shape = xa.shape[1:] if xa.ndim == 4 else (1,) + tuple(xa.shape[1:])
+        if xa.ndim == 4 and xa.shape[3] in (1, 3, 4) and xa.shape[1] not in (1, 3, 4):
+            warnings.warn("x has shape %s: read as [n, C, H, W] (channels first), so C = %d; images stored "
+                          "channels last ([n, H, W, C]) need x.transpose(0, 3, 1, 2)" % (tuple(xa.shape), xa.shape[1]),
+                          stacklevel=2)
     X = as_features(x, "x")
     Y = as_labels(y, "y", X.shape[0])
     if shape is None:

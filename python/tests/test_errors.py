@@ -129,6 +129,12 @@ def test_labels_out_of_range():
         fit(x2, y2, x_test=x2[:10], y_test=np.full(10, 5), n_classes=4, model="mlp:20-8-4:relu")
 
 
+def test_channels_last_images_warn():
+    x, y = blobs(n=200, d=192)
+    with pytest.warns(UserWarning, match=r"channels last \(\[n, H, W, C\]\) need x.transpose\(0, 3, 1, 2\)"):
+        fit(x.reshape(200, 8, 8, 3), y, model="cnn:8x8x3:conv4k3p1,relu,fc3")
+
+
 def test_checked_before_training(workdir):
     x, y = blobs(n=200)
     # a label 2 for a one-output bce model: refused up front, naming the classes (it failed at
