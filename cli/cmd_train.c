@@ -487,9 +487,12 @@ static int cmd_train(int argc, char **argv) {
     ctx.prior = prior;
     if ((exit_code = A->make(&ctx, &algo)) != 0) goto done;
     const dpt_algo *algo_view = algo; /* for --trace; owned by the trainer from here on */
-    if (dpt_trainer_new(&cfg, &train, &test, algo, &t) != DPT_OK) {
+    dpt_status ns = dpt_trainer_new(&cfg, &train, &test, algo, &t);
+    if (ns != DPT_OK) {
         algo = NULL; /* owned (and freed) by dpt_trainer_new even on failure */
         exit_code = cli_fail("train");
+        /* a setting refused before anything ran is a usage error, as a bad flag value is */
+        if (ns == DPT_EINVAL) exit_code = 2;
         goto done;
     }
     algo = NULL;

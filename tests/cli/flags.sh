@@ -33,6 +33,9 @@ for v in "" "0,1," "1" "1,1"; do
   expect_fail "--classes" "$BIN" "${TR[@]}" --classes "$v"
 done
 expect_ok "$BIN" "${TR[@]}" --classes 0,2 --batch-size 20 --max-steps 1
+# a value the library refuses before anything runs is a usage error (status 2), as a bad flag is
+"$BIN" "${TR[@]}" --batch-size 500 >/dev/null 2>&1; rc=$?
+check "[ $rc -eq 2 ]" "--batch-size above the training set size exited $rc, want 2"
 expect_fail "--allow-ledger-mismatch: only with --resume" "$BIN" "${TR[@]}" --algo dpsgd --sigma 1 --allow-ledger-mismatch --out "$T/r2"
 expect_fail "--batch-size: the full-batch sampler uses every training example" "$BIN" "${TR[@]}" --sampler full --batch-size 10 --out "$T/r3"
 harness_end
