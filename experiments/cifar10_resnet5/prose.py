@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""docs/dpulr.md's Section 4.3 text on the DP-ULR runs of sessions 31-33 on CIFAR-10, filled in
+"""docs/dpulr.md's Section 4.3 text on the DP-ULR runs of sessions 31-34 on CIFAR-10, filled in
 from the CSVs the runs and the probe wrote, so that no number of our runs in it is typed by hand.
 Five parts of the doc (PARTS), each from the line starting with its first words up to the line
 starting with the next marker (blank lines before it stay); their prose and md_tables.py markers
@@ -14,7 +14,7 @@ leaves them to `md_tables.py check`):
   "**The paper's other captions"       q 1/25 with sigma0 8 and 4
   "- Section 4.3: DP-ULR to its plateau"  the item of "Not run (compute)"
 
-Read from results/: dpulr_base.csv, dpulr_q25.csv (run.sh --collect of sessions 31-33),
+Read from results/: dpulr_base.csv, dpulr_q25.csv (run.sh --collect of sessions 31-34),
 dpulr_long.csv (session 28), dpulr_results.csv (issue 10), results.csv (DP-SGD),
 signal_summary.csv (signal.sh) and trace20_explicit.csv (the traced steps). Fixed text here is
 what the CSVs do not hold: which build ran which steps, the run settings, and the runs' history.
@@ -42,10 +42,12 @@ K16 = "dpulr-q50-s5+base+k16"
 Q25 = ["dpulr-q25-s8+base", "dpulr-q25-s4+base"]
 Q25_OLD = ["dpulr-q25-s8", "dpulr-q25-s4"]  # issue 10's runs (dpulr_results.csv)
 DPSGD = ["dpsgd", "dpsgd+seed2", "dpsgd+seed3"]
-# the step of each baseline seed from which the f4a3ac4 build ran it, and from which session 33
-# ran it (the command file has each resume)
+# the step of each baseline seed from which the f4a3ac4 build ran it, and from which sessions 33
+# and 34 ran it (the command file has each resume); K16_S34: the K = 16 run's step at session 34
 F4_FROM = [1924, 1933, 251]
 S33_FROM = [3450, 3500, 1800]
+S34_FROM = [5000, 5050, 3350]
+K16_S34 = 500
 # the settings of run.sh's rows (not results): DP-SGD q and sigma, DP-ULR q and sigma0
 Q_SGD, SIGMA_SGD, Q_ULR, SIGMA0 = 0.00128, 1.0, 0.02, 5.0
 # the doc's parts: (first words of the first line, first words of the line after the part;
@@ -146,10 +148,15 @@ def render(results):
     best_ex = best(ex)[0]
     at_E = [b[E]["acc"] for b in S]
     sec32 = sorted(x for b, f, l in zip(S, F4_FROM, S33_FROM) for x in seconds_per_epoch(b, f, l))
-    sec33 = sorted(x for b, f in zip(S, S33_FROM) for x in seconds_per_epoch(b, f))
-    sec_k = sorted(seconds_per_epoch(K, 0))
+    sec33 = sorted(x for b, f, l in zip(S, S33_FROM, S34_FROM) for x in seconds_per_epoch(b, f, l))
+    sec34 = sorted(x for b, f in zip(S, S34_FROM) for x in seconds_per_epoch(b, f))
+    sec_k = sorted(seconds_per_epoch(K, 0, K16_S34))
     if not sec32 or not sec33 or not sec_k:
         raise ProseError("no whole epoch of session 32 or 33 in %s" % base)
+    s34 = (f" and median {st.median(sec34):.0f} s ({sec34[0]:.0f}-{sec34[-1]:.0f} s over {len(sec34)} epochs) in session 34,"
+           " where the three seeds ran at a higher priority than four other runs (autogroup nice 10"
+           " against 19; seeds 2 and 3 back at the lower one from 04:08 UTC and seed 1 from 04:23,"
+           " when the rule below said they had stopped rising)" if sec34 else "")
     d_best = [best(b) for b in D]
     d_eps = [b[e]["eps"] for b, (_, e) in zip(D, d_best)]
     d_acc = [a for a, _ in d_best]
@@ -157,10 +164,22 @@ def render(results):
              (s2, "the baseline alone, seed 2"), (S[2], "the baseline alone, seed 3"), (A2, "antithetic pairs, seed 2")]
     done = [name for b, name in runs5 if stopped(b)]
     rising = [name for b, name in runs5 if not stopped(b)]
+    # the three seeds at their best epochs, once every one of them has stopped rising
+    if all(stopped(b) for b in S):
+        bests = [best(b) for b in S]
+        b_acc = [a for a, _ in bests]
+        plateau = ("\n- **All three seeds of the baseline alone have stopped rising** by that rule: best epochs "
+                   + ", ".join("%.2f%% (seed %d, epoch %d, epsilon %.2f)" % (a, i + 1, e, b[e]["eps"])
+                               for i, ((a, e), b) in enumerate(zip(bests, S)))
+                   + ": %.2f +- %.2f%%, against DP-SGD's %.2f +- %.2f%% and the paper's \"comparable\"; %.1f points "
+                     "below." % (st.mean(b_acc), st.stdev(b_acc), st.mean(d_acc), st.stdev(d_acc),
+                                st.mean(d_acc) - st.mean(b_acc)))
+    else:
+        plateau = ""
     B = "experiments/cifar10_resnet5/results/"
     parts = []
 
-    parts.append(f"""**The baseline alone, sessions 31-33** (`results/dpulr_base.csv`, written by `run.sh
+    parts.append(f"""**The baseline alone, sessions 31-34** (`results/dpulr_base.csv`, written by `run.sh
 --collect` from the runs' metrics; commands and the build of every start and resume in
 `results/dpulr_base_command.txt`; the text of this part and of the three after it is filled in
 from the CSVs by `experiments/cifar10_resnet5/prose.py`, checked in CI): Table 1's
@@ -179,7 +198,7 @@ added an antithetic-pairs run of seed 2 (`NOISE=explicit SEED=2 ... --rows {ANTI
 started afresh on f4a3ac4; the 175 steps run under that name in sessions 31-32 were set
 aside, not in the CSV). Time per epoch with f4a3ac4: median {st.median(sec32):.0f} s ({sec32[0]:.0f}-{sec32[-1]:.0f} s over {len(sec32)} epochs) with three
 runs on the 2 cores (session 32; the long ones while CI runs shared the cores), median
-{st.median(sec33):.0f} s ({sec33[0]:.0f}-{sec33[-1]:.0f} s over {len(sec33)} epochs) with seven runs on them (session 33; CI and the probe below part of the time); 128-205 s in
+{st.median(sec33):.0f} s ({sec33[0]:.0f}-{sec33[-1]:.0f} s over {len(sec33)} epochs) with seven runs on them (session 33; CI and the probe below part of the time){s34}; 128-205 s in
 session 31 with two runs and the first build. The tables are of the epochs collected when
 this was written ({n1}, {n2} and {n3}; antithetic seed 2: {max(A2)}); the runs go on (`run.sh --resume`).
 
@@ -199,15 +218,15 @@ The three seeds of the baseline alone up to the last epoch all of them reached:
   best epoch is {PLATEAU_SINCE} or more epochs back. {("Stopped by it: " + "; ".join(done) + ". Still rising: " + "; ".join(rising)) if done else "None of the runs has stopped rising by it (" + "; ".join(rising) + ")"}.
   All stay far below DP-SGD's {st.mean(d_acc):.2f} +- {st.stdev(d_acc):.2f}% (best epoch, 3 seeds) at a similar
   epsilon ({s1[n1]["eps"]:.2f} here after {n1} epochs against DP-SGD's {min(d_eps):.2f}-{max(d_eps):.2f} at its best epochs,
-  {min(e for _, e in d_best)}-{max(e for _, e in d_best)}).
+  {min(e for _, e in d_best)}-{max(e for _, e in d_best)}).{plateau}
 
 <!-- md_tables.py cifar_plateau {B}dpulr_long.csv {STEPS} '{ANTI}=antithetic pairs, seed 1' {B}dpulr_base.csv '{SEEDS[0]}=baseline alone, seed 1' '{SEEDS[1]}=baseline alone, seed 2' '{SEEDS[2]}=baseline alone, seed 3' '{ANTI2}=antithetic pairs, seed 2' '{K16}=baseline alone, K 16, seed 1' -->
 """)
 
     ck, dk = ahead(K, s1)
     top3 = [K[e]["acc"] - max(b[e]["acc"] for b in S) for e in ck if all(e in b for b in S)]
-    sec_s1 = sorted(seconds_per_epoch(s1, S33_FROM[0]))
-    parts.append(f"""**More perturbations per example (K = 16), session 33** (`COPIES=16 NOISE=baseline SEED=1
+    sec_s1 = sorted(seconds_per_epoch(s1, S33_FROM[0], S34_FROM[0]))
+    parts.append(f"""**More perturbations per example (K = 16), sessions 33-34** (`COPIES=16 NOISE=baseline SEED=1
 run.sh --epochs 200 --rows {K16}`, rows in `results/dpulr_base.csv`): the baseline alone
 as above with K = 16 instead of 4, seed 1 (so the same initialization as the K = 4 seed 1),
 same q, sigma0 and so the same epsilon per epoch; each step runs the rest of the network
@@ -298,10 +317,11 @@ draws of the perturbations; "along the true gradient" is that mean's component a
             cmp_at.append("%s %.2f%% (epoch %d, epsilon %.3f)" % (name, b[e]["acc"], e, b[e]["eps"]))
     old = [[(e, b[e]["acc"] - o[e]["acc"]) for e in sorted(o) if e in b] for b, o in zip(Q, QO)]
     eps_list = lambda b: ",".join(str(e) for e in sorted(b) if e in (1, 2, 4) or e % 5 == 0 or e == max(b))
-    parts.append(f"""**The paper's other captions (q 1/25, sigma0 8 and 4), session 33** (`NOISE=baseline SEED=1
+    parts.append(f"""**The paper's other captions (q 1/25, sigma0 8 and 4), sessions 33-34** (`NOISE=baseline SEED=1
 run.sh --epochs 200 --rows {Q25[0]},{Q25[1]}`, two runs; `results/dpulr_q25.csv`, commands
 in `results/dpulr_q25_command.txt`; 25 steps of expected batch 2000 per epoch, the baseline
-alone, K = 4, Adam lr 0.001, seed 1, f4a3ac4, seven runs sharing the 2 cores). Issue 10 ran
+alone, K = 4, Adam lr 0.001, seed 1, f4a3ac4, seven runs sharing the 2 cores, these two at the lowest
+priority in session 34). Issue 10 ran
 these captions 4 epochs each with antithetic pairs and fitted normalization
 (`dpulr_results.csv`); these runs are ahead of them in {sum(d > 0 for o in old for _, d in o)} of {sum(len(o) for o in old)} of those epochs
 ({min(d for o in old for _, d in o):+.2f} to {max(d for o in old for _, d in o):+.2f} points).
