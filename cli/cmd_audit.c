@@ -385,15 +385,23 @@ int dpt_cmd_audit(int argc, char **argv) {
     dpt_status ls = cli_load_run_data(&dopts, &pop, &test, &run_json, NULL);
     free(ck_run);
     ck_run = NULL;
+    free(run_json);
+    run_json = NULL;
     if (ls != DPT_OK) {
         int r = cli_fail(ckpt ? "--checkpoint data" : "--dataset");
         code = r == 1 ? 2 : r;
         goto done;
     }
+    if (ckpt) { /* a DP-MAC run with DP-PCA: its members and non-members as its model saw them */
+        const cJSON *pca = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ck_root, "run"), "pca");
+        if (pca && (cli_apply_recorded_pca(pca, &pop) != DPT_OK || cli_apply_recorded_pca(pca, &test) != DPT_OK)) {
+            code = cli_fail("--checkpoint data");
+            goto done;
+        }
+    }
     if (!ckpt && (size_t)population > pop.n && !quiet)
         fprintf(stderr, "dptrain: note: --population %ld: the training split has %zu examples; the audit uses them "
                         "all\n", population, pop.n);
-    free(run_json);
     if (ckpt) {
         if (dpt_model_new(ck_spec, 256, (int)threads, &ck_model) != DPT_OK ||
             dpt_checkpoint_load(ckpt, ck_model, NULL, NULL) != DPT_OK) {

@@ -464,7 +464,7 @@ void cli_norm_report(const cli_norm_info *info, const dpt_trainer *t) {
 /* A DP-MAC run's released DP-PCA ("pca" in its description, algo_dpmac.c record_pca):
  * centre by its DP mean (when given) and project the test split to its k dimensions, as
  * training did. */
-static dpt_status apply_recorded_pca(const cJSON *pca, dpt_dataset *test) {
+dpt_status cli_apply_recorded_pca(const cJSON *pca, dpt_dataset *test) {
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(pca, "features"), *k = cJSON_GetObjectItemCaseSensitive(pca, "dims");
     const cJSON *pr = cJSON_GetObjectItemCaseSensitive(pca, "project");
     const cJSON *V = cJSON_GetObjectItemCaseSensitive(pca, "components"), *mu = cJSON_GetObjectItemCaseSensitive(pca, "mean");
@@ -527,7 +527,7 @@ int cli_load_test_from_run(const char *run_json, const char *data_dir, dpt_datas
     if (s == DPT_OK && have) s = dpt_normalizer_apply(&nz, test);
     if (have) dpt_normalizer_free(&nz);
     const cJSON *pca = cJSON_GetObjectItemCaseSensitive(run, "pca");
-    if (s == DPT_OK && pca) s = apply_recorded_pca(pca, test);
+    if (s == DPT_OK && pca) s = cli_apply_recorded_pca(pca, test);
     cJSON_Delete(run);
     return s;
 }

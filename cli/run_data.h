@@ -69,4 +69,9 @@ void cli_norm_report(const cli_norm_info *info, const dpt_trainer *t);
 /* Rebuilds the test split described by a checkpoint's "run" object (data_dir overrides
  * the stored one when non-NULL), with its stored statistics. */
 int cli_load_test_from_run(const char *run_json, const char *data_dir, dpt_dataset *test);
+/* A DP-MAC run's recorded DP-PCA (the "pca" object of its run description): centres d by
+ * the recorded DP mean (if any) and projects it to the recorded dimensions, as training did.
+ * DPT_EFORMAT for a record that does not fit d. */
+struct cJSON;
+dpt_status cli_apply_recorded_pca(const struct cJSON *pca, dpt_dataset *d);
 #endif

@@ -83,6 +83,10 @@ import json,sys
 e=json.loads(sys.argv[1]); m=[json.loads(l) for l in open(\"$T/cen/metrics.jsonl\")][-1]
 assert e[\"test_accuracy\"]==m[\"test_accuracy\"] and e[\"test_loss\"]==m[\"test_loss\"], (e, m)
 " "$LAST_OUT"' "eval of a centred DP-PCA run differs from the run's last result: $LAST_OUT"
+# audit --checkpoint attacks it on the same centred, projected inputs (it was refused: 8 features, model 4)
+expect_ok "$BIN" audit --checkpoint "$T/cen/checkpoint.safetensors" --shadows 0 --bootstrap 10 --no-plot \
+  --threads 1 --quiet --out "$T/cen_audit"
+check 'grep -q "^loss " <<<"$LAST_OUT" && [ -s "$T/cen_audit/audit.csv" ]' "audit of a DP-PCA run: $LAST_OUT"
 LAST_OUT=$CEN_OUT
 EPS=$(grep -o "privacy: epsilon [0-9.e+-]*" <<<"$LAST_OUT" | awk '{print $3}')
 ACC=$(grep -o "test accuracy [0-9.]*" <<<"$LAST_OUT" | awk '{print $3}')
