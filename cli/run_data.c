@@ -470,6 +470,10 @@ dpt_status cli_apply_recorded_pca(const cJSON *pca, dpt_dataset *test) {
     const cJSON *V = cJSON_GetObjectItemCaseSensitive(pca, "components"), *mu = cJSON_GetObjectItemCaseSensitive(pca, "mean");
     DPT_CHECK(cJSON_IsNumber(f) && cJSON_IsNumber(k) && cJSON_IsString(pr) && cJSON_IsArray(V) &&
               (!mu || cJSON_IsArray(mu)), DPT_EFORMAT, "checkpoint: the recorded DP-PCA lacks fields");
+    /* in range before the conversions to size_t */
+    DPT_CHECK(f->valuedouble >= 1 && f->valuedouble <= 1e7 && k->valuedouble >= 1 && k->valuedouble <= 1e7,
+              DPT_EFORMAT, "checkpoint: the recorded DP-PCA has %g features and %g dimensions", f->valuedouble,
+              k->valuedouble);
     const size_t d = (size_t)f->valuedouble, K = (size_t)k->valuedouble;
     DPT_CHECK(f->valuedouble == (double)d && k->valuedouble == (double)K && K >= 1 && K <= d && d == test->dim &&
               (size_t)cJSON_GetArraySize(V) == d * K && (!mu || (size_t)cJSON_GetArraySize(mu) == d),
