@@ -137,11 +137,12 @@ static int composed_eps(const dpt_ledger *prior, double q, double sigma, uint64_
  * map a test split's raw features as training did. Both are DP releases in the ledger: the
  * checkpoint may hold them. */
 static int record_pca(cli_algo_ctx *c, const double *V, size_t d, size_t k, const double *mu, int raw) {
+    if (d * k > INT_MAX) return cli_error("--pca-dims: %zu x %zu components are too many to record", d, k);
     cJSON *run = c->cfg->run_json ? cJSON_Parse(c->cfg->run_json) : cJSON_CreateObject();
     cJSON *pca = cJSON_CreateObject();
     cJSON *comp = cJSON_CreateDoubleArray(V, (int)(d * k));
     cJSON *mean = mu ? cJSON_CreateDoubleArray(mu, (int)d) : NULL;
-    int ok = run && pca && comp && (!mu || mean) && d * k <= INT_MAX;
+    int ok = run && pca && comp && (!mu || mean);
     if (ok) {
         cJSON_AddNumberToObject(pca, "features", (double)d);
         cJSON_AddNumberToObject(pca, "dims", (double)k);
