@@ -273,6 +273,9 @@ static void test_constants(void) {
         dpt_trainer *t = NULL;
         CHECK_OK(dpt_algo_noisy_gd_new(&nc, &a));
         CHECK_OK(dpt_trainer_new(&c, &tr, NULL, a, &t));
+        /* its KL bound is about the random initialization: given starting values refused */
+        if (t) CHECK_STATUS(dpt_trainer_set_initial_params(t, dpt_trainer_model(t)->theta,
+                                                           dpt_trainer_model(t)->n_params, NULL), DPT_ENOTSUP);
         CHECK_OK(dpt_trainer_run(t, NULL));
         dpt_kl_report r;
         CHECK_OK(dpt_noisy_gd_kl(a, &r));

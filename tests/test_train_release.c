@@ -1,11 +1,16 @@
-/* train/release: dpt_trainer_exclude_from_guarantee. What a run's privacy statement does
+/* train/release: dpt_trainer_exclude_from_guarantee and dpt_trainer_set_initial_params. What a run's privacy statement does
  * not cover reaches every place its results are published: the ledger metadata
  * ("epsilon_excludes") of a private run, saved in ledger.json, and every metrics.jsonl
  * line ("privacy_excludes") of private and non-private runs; it is refused after the run
- * has taken steps, and for an empty or overlong text. */
+ * has taken steps, and for an empty or overlong text. A run given its starting parameters
+ * starts from exactly them (and from nothing else of theirs: the rest of the run is the
+ * seed's), records where they came from with their SHA-256 in the ledger and every
+ * checkpoint (a resume keeps it), and refuses them at the wrong time or of the wrong size. */
 #include <dptrain/accounting.h>
 #include <dptrain/train.h>
 #include <dirent.h>
+#include <dptrain/inference.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +145,131 @@ static void test_metrics_on_training_data(void) {
     dpt_dataset_free(&held);
 }
 
+/* Trainer for the initial-parameter tests: DP-SGD (priv) or SGD, 2 epochs. */
+static dpt_trainer *init_run(const dpt_dataset *tr, int priv, const char *out_dir, uint64_t max_steps) {
+    dpt_train_config c = dpt_train_config_defaults();
+    c.model_spec = "mlp:8-6-3:relu";
+    c.sampler = priv ? DPT_SAMPLER_POISSON : DPT_SAMPLER_SHUFFLE;
+    c.sample_rate = 0.1;
+    c.batch_size = 60;
+    c.epochs = 2;
+    c.seed = 4;
+    c.threads = 1;
+    c.out_dir = out_dir;
+    c.max_steps = max_steps;
+    c.optim = dpt_optim_defaults(DPT_OPT_SGD);
+    dpt_algo *a = NULL;
+    if (priv) {
+        dpt_dpsgd_config d = dpt_dpsgd_config_defaults();
+        d.sigma = 1.0, d.clip = 1.0;
+        CHECK_OK(dpt_algo_dpsgd_new(&d, &a));
+    } else {
+        CHECK_OK(dpt_algo_sgd_new(&a));
+    }
+    dpt_trainer *t = NULL;
+    CHECK_OK(dpt_trainer_new(&c, tr, NULL, a, &t));
+    return t;
+}
+
+/* "SOURCE (SHA-256 of the float32 values: HEX)" computed here from v */
+static void init_note(const char *source, const float *v, size_t n, char *out, size_t len) {
+    uint8_t h[32];
+    char hex[65];
+    dpt_hash hs;
+    CHECK_OK(dpt_hash_init(&hs));
+    CHECK_OK(dpt_hash_update(&hs, v, n * sizeof *v));
+    CHECK_OK(dpt_hash_final(&hs, h));
+    dpt_hex(h, sizeof h, hex);
+    snprintf(out, len, "%s (SHA-256 of the float32 values: %s)", source, hex);
+}
+
+static int state_has(const char *ck_path, const char *text) {
+    dpt_checkpoint *ck = NULL;
+    if (dpt_checkpoint_open(ck_path, 1, &ck) != DPT_OK) return 0;
+    int has = strstr(dpt_checkpoint_state(ck), text) != NULL;
+    dpt_checkpoint_close(ck);
+    return has;
+}
+
+static void test_initial_params(const dpt_dataset *tr, int priv, const char *dir) {
+    static const char *SRC = "public warm start \"v1\"";
+    dpt_trainer *t = init_run(tr, priv, NULL, 0), *ref = init_run(tr, priv, NULL, 0);
+    if (!t || !ref) return;
+    dpt_model *m = dpt_trainer_model(t);
+    const size_t P = m->n_params;
+    float *v = malloc(P * sizeof *v), *seed_init = malloc(P * sizeof *v);
+    if (!v || !seed_init) abort();
+    memcpy(seed_init, m->theta, P * sizeof *v);
+    for (size_t i = 0; i < P; i++) v[i] = 0.05f * (float)((int)(i % 11) - 5);
+    /* refused: no values, wrong count, a NaN, an overlong source; nothing changes */
+    CHECK_STATUS(dpt_trainer_set_initial_params(NULL, v, P, SRC), DPT_EINVAL);
+    CHECK_STATUS(dpt_trainer_set_initial_params(t, NULL, P, SRC), DPT_EINVAL);
+    CHECK_STATUS(dpt_trainer_set_initial_params(t, v, P - 1, SRC), DPT_EMISMATCH);
+    CHECK(strstr(dpt_last_error(), "mlp:8-6-3:relu has 75 parameters") != NULL);
+    v[7] = NAN;
+    CHECK_STATUS(dpt_trainer_set_initial_params(t, v, P, SRC), DPT_EINVAL);
+    CHECK(strstr(dpt_last_error(), "params[7] = nan is not finite") != NULL);
+    v[7] = 0.25f;
+    char longer[DPT_INIT_SOURCE_MAX + 2];
+    memset(longer, 's', sizeof longer - 1);
+    longer[sizeof longer - 1] = 0;
+    CHECK_STATUS(dpt_trainer_set_initial_params(t, v, P, longer), DPT_EINVAL);
+    CHECK(memcmp(m->theta, seed_init, P * sizeof *v) == 0);
+    CHECK(!dpt_trainer_ledger(t) || !dpt_ledger_get_meta(dpt_trainer_ledger(t), "initial_params"));
+    /* accepted: the model holds exactly v, the provenance is recorded */
+    CHECK_OK(dpt_trainer_set_initial_params(t, v, P, SRC));
+    CHECK(memcmp(m->theta, v, P * sizeof *v) == 0);
+    char note[400];
+    init_note(SRC, v, P, note, sizeof note);
+    if (priv) {
+        const char *got = dpt_ledger_get_meta(dpt_trainer_ledger(t), "initial_params");
+        CHECK(got && !strcmp(got, note));
+    }
+    /* the rest of the run is the seed's: the same run as a trainer whose parameters were
+     * overwritten with v behind the API's back (same batches, same noise) */
+    memcpy(dpt_trainer_model(ref)->theta, v, P * sizeof *v);
+    CHECK_OK(dpt_trainer_run(t, NULL));
+    CHECK_OK(dpt_trainer_run(ref, NULL));
+    CHECK(memcmp(m->theta, dpt_trainer_model(ref)->theta, P * sizeof *v) == 0);
+    CHECK(memcmp(m->theta, v, P * sizeof *v) != 0); /* it trained */
+    /* too late once the run has stepped */
+    CHECK_STATUS(dpt_trainer_set_initial_params(t, v, P, SRC), DPT_EINVAL);
+    dpt_trainer_free(t);
+    dpt_trainer_free(ref);
+
+    /* with a run directory: the checkpoint's state and ledger.json carry the note, a resume
+     * keeps it and refuses new values */
+    t = init_run(tr, priv, dir, 5);
+    if (!t) return;
+    CHECK_OK(dpt_trainer_set_initial_params(t, v, P, SRC));
+    CHECK_OK(dpt_trainer_run(t, NULL));
+    dpt_trainer_free(t);
+    char ck[300], lp[300], quoted[420];
+    snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", dir);
+    snprintf(lp, sizeof lp, "%s/ledger.json", dir);
+    init_note("public warm start \\\"v1\\\"", v, P, quoted, sizeof quoted); /* as JSON writes it */
+    CHECK(state_has(ck, quoted));
+    if (priv) {
+        dpt_ledger *saved = NULL;
+        CHECK_OK(dpt_ledger_load(lp, &saved));
+        const char *got = saved ? dpt_ledger_get_meta(saved, "initial_params") : NULL;
+        CHECK(got && !strcmp(got, note));
+        dpt_ledger_free(saved);
+    }
+    t = init_run(tr, priv, dir, 0);
+    if (!t) return;
+    CHECK_OK(dpt_trainer_resume(t));
+    CHECK_STATUS(dpt_trainer_set_initial_params(t, v, P, SRC), DPT_EINVAL);
+    CHECK(strstr(dpt_last_error(), "resumed") != NULL);
+    CHECK_OK(dpt_trainer_run(t, NULL));
+    CHECK(dpt_trainer_step(t) > 5);
+    dpt_trainer_free(t);
+    CHECK(state_has(ck, quoted)); /* the resumed run's checkpoint still says so */
+    remove_run(dir);
+    free(v);
+    free(seed_init);
+}
+
 int main(void) {
     char dir[] = "/tmp/dpt_release_XXXXXX";
     if (!mkdtemp(dir)) {
@@ -152,6 +282,8 @@ int main(void) {
     run_one(&tr, 0, dir);
     CHECK_STATUS(dpt_trainer_exclude_from_guarantee(NULL, NOTE), DPT_EINVAL);
     test_metrics_on_training_data();
+    test_initial_params(&tr, 1, dir);
+    test_initial_params(&tr, 0, dir);
     dpt_dataset_free(&tr);
     CHECK(rmdir(dir) == 0); /* nothing left behind in /tmp */
     TEST_MAIN_END();

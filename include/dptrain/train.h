@@ -294,6 +294,21 @@ dpt_status dpt_trainer_add_gaussian_release(dpt_trainer *t, double sensitivity, 
  * data"): those metrics are not covered by the epsilon. */
 dpt_status dpt_trainer_exclude_from_guarantee(dpt_trainer *t, const char *what);
 
+/* Starts a fresh run from the caller's parameters instead of cfg.init's random draw:
+ * fine-tuning a model trained elsewhere (dpt_model_params layout, n = the model's parameter
+ * count, DPT_EMISMATCH otherwise; every value finite, DPT_EINVAL otherwise). Call after
+ * dpt_trainer_new and before dpt_trainer_run, on a run that was not resumed (a resumed run
+ * continues from its checkpoint): DPT_EINVAL otherwise; noisy-gd refuses it
+ * (DPT_ENOTSUP: its KL bound is about its random initialization). `source` (NULL
+ * allowed; at most DPT_INIT_SOURCE_MAX bytes) says where the values came from; it and their
+ * SHA-256 go into the ledger's metadata ("initial_params") and every checkpoint's state.
+ * Privacy: the guarantee of the run's epsilon assumes the values do not depend on its
+ * training data (e.g. trained on public data). Values from an earlier private run on the
+ * same data are covered only by composing both runs' ledgers. Data parallel: every rank
+ * calls it, rank 0's values are used. */
+#define DPT_INIT_SOURCE_MAX 200
+dpt_status dpt_trainer_set_initial_params(dpt_trainer *t, const float *params, size_t n, const char *source);
+
 /* Noisy full-batch gradient descent ("Langevin" training, Ye et al., "Initialization
  * Matters", Eq. 4 / Theorem E.1): W_{k+1} = W_k - eta grad L(W_k; D) + sqrt(2 eta sigma^2) Z_k
  * with L the MEAN loss over all n records, no clipping, constant eta. The trainer must use

@@ -629,6 +629,7 @@ static char *state_json(dpt_trainer *t) {
         cJSON_AddStringToObject(root, "record", t->record);
         cJSON_AddStringToObject(root, "record_note", t->record_note);
     }
+    if (t->init_note[0]) cJSON_AddStringToObject(root, "initial_params", t->init_note);
     if (t->run_json) {
         cJSON *run = cJSON_Parse(t->run_json);
         if (run) cJSON_AddItemToObject(root, "run", run);
@@ -830,6 +831,7 @@ static dpt_status resume_local(dpt_trainer *t) {
     const cJSON *rec = cJSON_GetObjectItemCaseSensitive(root, "record");
     const cJSON *recn = cJSON_GetObjectItemCaseSensitive(root, "record_note");
     const cJSON *aset = cJSON_GetObjectItemCaseSensitive(root, "algorithm_settings");
+    const cJSON *ipar = cJSON_GetObjectItemCaseSensitive(root, "initial_params");
     uint64_t step, epoch, ex, bs, seed, v_sampler, ss_step, ss_epoch, ss_cursor, ss_rej;
     double wall, lsum, rate, threads, sk, sg, se, loss_k, init_k;
     dpt_sampler_state ss;
@@ -853,11 +855,13 @@ static dpt_status resume_local(dpt_trainer *t) {
         !rng_state_parse(cJSON_GetObjectItemCaseSensitive(sm, "rng"), &ss.rng) ||
         !rng_state_parse(cJSON_GetObjectItemCaseSensitive(sm, "epoch_rng"), &ss.epoch_rng) ||
         (rid && (!cJSON_IsString(rid) || strlen(rid->valuestring) != 32)) || (rec && !cJSON_IsString(rec)) ||
-        (recn && !cJSON_IsString(recn)) || (aset && !cJSON_IsString(aset))) {
+        (recn && !cJSON_IsString(recn)) || (aset && !cJSON_IsString(aset)) ||
+        (ipar && (!cJSON_IsString(ipar) || strlen(ipar->valuestring) >= sizeof t->init_note))) {
         s = dpt_set_error(DPT_EFORMAT, "%s: training state is missing fields or has wrong types", path);
         goto out;
     }
     const char *ck_run_id = rid ? rid->valuestring : NULL;
+    if (ipar) memcpy(t->init_note, ipar->valuestring, strlen(ipar->valuestring) + 1); /* fits: checked above */
     /* secure runs never save their noise stream */
     const int ck_secure = cJSON_GetObjectItemCaseSensitive(root, "noise_rng") == NULL;
     if (strcmp(alg->valuestring, t->algo->name)) mismatch(msg, sizeof msg, "algorithm", alg->valuestring, t->algo->name);

@@ -1,6 +1,9 @@
 /* What a run's privacy statement does not cover: uses of the training data outside every
- * accountant, recorded where the run's results are published (ledger, metrics). */
+ * accountant, recorded where the run's results are published (ledger, metrics); and where
+ * its starting parameters came from when the caller gives them. */
 #include <dptrain/accounting.h>
+#include <dptrain/comm.h>
+#include <math.h>
 #include <string.h>
 
 #include "train_internal.h"
@@ -26,5 +29,55 @@ dpt_status dpt_trainer_exclude_from_guarantee(dpt_trainer *t, const char *what) 
     memcpy(all + have, what, strlen(what) + 1); /* fits: checked above */
     if (t->ledger) DPT_TRY(dpt_ledger_set_meta(t->ledger, "epsilon_excludes", all));
     strcpy(t->excludes, all);
+    return DPT_OK;
+}
+
+dpt_status dpt_trainer_set_initial_params(dpt_trainer *t, const float *params, size_t n, const char *source) {
+    DPT_CHECK(t, DPT_EINVAL, "dpt_trainer_set_initial_params: t is NULL");
+    DPT_CHECK(params, DPT_EINVAL, "dpt_trainer_set_initial_params: params is NULL");
+    if (!source || !source[0]) source = "given by the caller";
+    DPT_CHECK(strlen(source) <= DPT_INIT_SOURCE_MAX, DPT_EINVAL,
+              "dpt_trainer_set_initial_params: source is longer than %d bytes", DPT_INIT_SOURCE_MAX);
+    /* A resumed run continues from its checkpoint's parameters; a run that has stepped has
+     * released results computed from the old ones. */
+    DPT_CHECK(!t->resumed && t->step == 0 && !t->running, DPT_EINVAL,
+              "dpt_trainer_set_initial_params: only for a fresh run, after dpt_trainer_new and before dpt_trainer_run "
+              "(%s)", t->resumed ? "this run was resumed: it continues from its checkpoint" : "it has run");
+    /* noisy-gd's KL analysis (and its linearized model, taken at dpt_trainer_new) is of the
+     * random initialization cfg.init */
+    DPT_CHECK(strcmp(t->algo->name, "noisy-gd") != 0, DPT_ENOTSUP,
+              "dpt_trainer_set_initial_params: not for noisy-gd, whose KL bound is a statement about its random "
+              "initialization (init)");
+    dpt_model *m = t->model;
+    DPT_CHECK(n == m->n_params, DPT_EMISMATCH,
+              "dpt_trainer_set_initial_params: %zu values given, the model %s has %zu parameters", n,
+              t->cfg.model_spec, m->n_params);
+    for (size_t i = 0; i < n; i++)
+        DPT_CHECK(isfinite(params[i]), DPT_EINVAL, "dpt_trainer_set_initial_params: params[%zu] = %g is not finite",
+                  i, (double)params[i]);
+    /* into a copy first: the model changes only once everything is recorded */
+    float *v = dpt_alloc(n, sizeof *v, "initial parameters");
+    if (!v) return DPT_ENOMEM;
+    memcpy(v, params, n * sizeof *v);
+    uint8_t h[32];
+    char hex[65], note[sizeof t->init_note];
+    dpt_hash hs;
+    /* data parallel: every rank calls this; rank 0's values are the run's */
+    dpt_status s = t->nranks > 1 ? dpt_comm_bcast(v, n * sizeof *v, 0) : DPT_OK;
+    if (s == DPT_OK) s = dpt_hash_init(&hs);
+    if (s == DPT_OK) {
+        dpt_status su = dpt_hash_update(&hs, v, n * sizeof *v);
+        s = dpt_hash_final(&hs, h); /* frees the context */
+        if (su != DPT_OK) s = su;
+    }
+    if (s == DPT_OK) {
+        dpt_hex(h, sizeof h, hex);
+        snprintf(note, sizeof note, "%s (SHA-256 of the float32 values: %s)", source, hex);
+        if (t->ledger) s = dpt_ledger_set_meta(t->ledger, "initial_params", note);
+    }
+    if (s == DPT_OK) memcpy(m->theta, v, n * sizeof *v);
+    dpt_free(v);
+    DPT_TRY(s);
+    memcpy(t->init_note, note, sizeof note);
     return DPT_OK;
 }

@@ -42,6 +42,9 @@ struct dpt_trainer {
     dpt_ledger *ledger; /* private algorithms: every noisy release (owned) */
     char excludes[256]; /* what the privacy statement does not cover ("" = nothing;
                            dpt_trainer_exclude_from_guarantee): in every metrics line */
+    char init_note[320]; /* "" = the seed's initialization; else where the starting
+                            parameters came from (dpt_trainer_set_initial_params): in the
+                            checkpoint's state and the ledger's metadata */
     int budget_stopped; /* the run stopped before exceeding cfg.target_epsilon */
     double budget_eps_next;
     dpt_stop_reason stop_reason;
