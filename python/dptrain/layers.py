@@ -150,25 +150,51 @@ class Residual(Layer):
         check(lib.dpt_model_builder_residual_end(b))
 
 
-def build_spec(layers, input_shape):
-    """The canonical spec string of `layers` on inputs of shape (C, H, W) (or (D,))."""
-    shape = tuple(int(s) for s in input_shape)
+def _input_shape(input_shape):
+    """(C, H, W) of an input shape given as (C, H, W), (D,) or an int D (-> (1, 1, D))."""
+    import operator
+    try:
+        shape = (operator.index(input_shape),)
+    except TypeError:
+        shape = tuple(int(s) for s in input_shape)
     if len(shape) == 1:
         shape = (1, 1) + shape
     if len(shape) != 3 or min(shape) < 1:
         raise ValueError("input_shape must be (D,) or (C, H, W) with positive sizes, got %r" % (input_shape,))
-    layers = list(layers)
-    if not layers:
-        raise ValueError("model: empty layer list")
+    return shape
+
+
+def _builder(shape):
+    """A dpt_model_builder (garbage-collected) for inputs of shape (C, H, W)."""
     pp = ffi.new("dpt_model_builder **")
     check(lib.dpt_model_builder_new(shape[0], shape[1], shape[2], pp))
-    b = ffi.gc(pp[0], lib.dpt_model_builder_free)
-    for i, x in enumerate(layers):
-        if not isinstance(x, Layer):
-            raise TypeError("model[%d]: expected a layer object (dptrain.layers.*), got %r" % (i, x))
-        x._add(b)
+    return ffi.gc(pp[0], lib.dpt_model_builder_free)
+
+
+def _builder_shape(b):
+    """The builder's current output shape (C, H, W)."""
+    s = ffi.new("size_t[3]")
+    check(lib.dpt_model_builder_shape(b, s))
+    return (int(s[0]), int(s[1]), int(s[2]))
+
+
+def _builder_spec(b):
     p = lib.dpt_model_builder_spec(b)
     if p == ffi.NULL:
         from ._lib import make_error
         raise make_error(lib.DPT_EINVAL, "model")
     return ffi.string(p).decode()
+
+
+def build_spec(layers, input_shape):
+    """The canonical spec string of `layers` on inputs of shape (C, H, W) (or (D,))."""
+    shape = _input_shape(input_shape)
+    layers = list(layers)
+    if not layers:
+        raise ValueError("model: empty layer list")
+    b = _builder(shape)
+    for i, x in enumerate(layers):
+        if not isinstance(x, Layer):
+            raise TypeError("model[%d]: expected a layer object (dptrain.layers.*), got %r" % (i, x))
+        x._add(b)
+    return _builder_spec(b)
