@@ -3,7 +3,8 @@ inference auditing is the C library's and the CLI's: `dptrain audit`).
 
 A thin layer over the C library libdptrain (cffi, API mode): accounting
 (`dptrain.accounting`), training from numpy arrays (`dptrain.train`), trained models with
-their parameters, predictions, privacy ledger and PyTorch export (`dptrain.Model`).
+their parameters, predictions, privacy ledger and PyTorch export and import
+(`dptrain.Model`, `dptrain.from_torch`).
 See docs/python.md.
 """
 
@@ -32,6 +33,7 @@ from . import accounting  # noqa: E402,F401
 from .accounting import Ledger, read_ledger  # noqa: E402,F401
 from . import layers  # noqa: E402,F401
 from .model import Model  # noqa: E402,F401
+from .torch_interop import from_torch  # noqa: E402,F401 - imports torch only when called
 from .train import train, Run, ALGORITHMS  # noqa: E402,F401
 from .data import load_idx  # noqa: E402,F401
 
@@ -50,7 +52,7 @@ def library_path():
 
 
 __all__ = [
-    "accounting", "layers", "train", "Run", "ALGORITHMS", "Model", "Ledger", "read_ledger", "load_idx",
+    "accounting", "layers", "train", "Run", "ALGORITHMS", "Model", "from_torch", "Ledger", "read_ledger", "load_idx",
     "library_path", "DptrainError", "InvalidArgumentError", "FormatError", "OutOfRangeError", "UnsupportedError",
     "MismatchError", "DptrainIOError", "PrivacyError", "CryptoError", "BusyError", "__version__", "__build__",
 ]

@@ -1,9 +1,10 @@
 """A trained model: its spec, parameters (named as in the checkpoint), predictions,
-evaluation, privacy ledger and export to PyTorch.
+evaluation, privacy ledger, and export to and import from PyTorch.
 
-A Model owns a C model (dpt_model) with its own copy of the parameters: either copied out
-of a finished trainer (dptrain.train returns one) or read from a checkpoint file
-(Model.load, through the library's verified checkpoint reader).
+A Model owns a C model (dpt_model) with its own copy of the parameters: copied out of a
+finished trainer (dptrain.train returns one), read from a checkpoint file (Model.load,
+through the library's verified checkpoint reader) or from a PyTorch module
+(Model.from_torch).
 """
 
 import json
@@ -56,6 +57,13 @@ class Model:
         if theta is not None:
             ffi.memmove(m.theta, theta, m.n_params * 4)
         return cls(m, m, **kw)
+
+    @classmethod
+    def from_torch(cls, module, input_shape=None, threads=0):
+        """A Model equivalent to a PyTorch module (an nn.Sequential of supported layers, or
+        to_torch()'s module) with its parameters copied: see dptrain.torch_interop.from_torch."""
+        from .torch_interop import from_torch
+        return from_torch(module, input_shape, threads=threads)
 
     @classmethod
     def load(cls, path, threads=0):

@@ -10,20 +10,29 @@ erf form) / nn.Tanh / nn.Sigmoid / nn.Identity. A residual group adds its input 
 output of its last layer, as the C model does (act[l+1] = layer(act[l]) + act[s]). Inputs
 may be flat [n, C*H*W] (as dptrain takes them) or [n, C, H, W]; the output is [n, outputs].
 Layouts agree: Linear weights are [out, in] and Conv2d weights [out, in, k, k] on both sides.
+
+PyTorch import (from_torch): the reverse, for an nn.Sequential of those modules (nested
+Sequentials flattened) or a DptrainNet. Each submodule is checked against what the C layer
+computes (square kernels, no dilation or padding in pools, GroupNorm eps 1e-5 and affine,
+exact GELU, ...) and added through the library's model builder (the dptrain.layers
+objects), which checks it against the shape reaching it; parameters are copied as float32.
+Errors name the submodule by its PyTorch path ("features.3 (BatchNorm2d): ...").
 """
 
 import numpy as np
 
-from ._lib import lib
+from ._lib import check, ffi, lib
+from .errors import DptrainError, InvalidArgumentError, UnsupportedError
+from . import layers as _L
 
-__all__ = ["to_torch", "state_dict", "DptrainNet"]
+__all__ = ["to_torch", "state_dict", "from_torch", "DptrainNet"]
 
 
 def _torch():
     try:
         import torch
     except ImportError as e:
-        raise ImportError("dptrain.to_torch needs PyTorch (Debian: apt-get install python3-torch)") from e
+        raise ImportError("dptrain.to_torch and from_torch need PyTorch (Debian: apt-get install python3-torch)") from e
     return torch
 
 
@@ -112,6 +121,250 @@ def to_torch(model):
     net = Net(model.layers(), model.input_shape, model.spec)
     net.load_state_dict(state_dict(model), strict=True)
     return net.eval()
+
+
+# ==== PyTorch import ====
+
+SUPPORTED = ("nn.Sequential (nested ones are flattened), nn.Linear, nn.Conv2d, nn.MaxPool2d, nn.AvgPool2d, "
+             "nn.GroupNorm, nn.Flatten, nn.ReLU, nn.GELU, nn.Tanh, nn.Sigmoid, nn.Identity, and the DptrainNet "
+             "that to_torch() makes")
+
+
+def _unsupported(where, what):
+    return UnsupportedError("%s: %s" % (where, what), int(lib.DPT_ENOTSUP),
+                            ffi.string(lib.dpt_status_name(lib.DPT_ENOTSUP)).decode())
+
+
+def _invalid(where, what):
+    return InvalidArgumentError("%s: %s" % (where, what), int(lib.DPT_EINVAL),
+                                ffi.string(lib.dpt_status_name(lib.DPT_EINVAL)).decode())
+
+
+def _square(where, name, v, what="dptrain's windows are square"):
+    """An int from an int or a tuple of equal ints (PyTorch's (kH, kW) style arguments)."""
+    if isinstance(v, (tuple, list)):
+        if len(v) == 0 or any(x != v[0] for x in v):
+            raise _unsupported(where, "%s %s is not supported (%s)" % (name, tuple(v), what))
+        v = v[0]
+    return int(v)
+
+
+def _leaves(nn, module, path):
+    """[(path, module)] of the modules an nn.Sequential applies in order, nested
+    Sequentials flattened (paths as in module.named_modules(): "features.3")."""
+    out = []
+    for name, child in module.named_children():
+        p = "%s.%s" % (path, name) if path else name
+        if isinstance(child, nn.Sequential) and type(child).forward is nn.Sequential.forward:
+            out.extend(_leaves(nn, child, p))
+        else:
+            out.append((p, child))
+    return out
+
+
+def _layer(nn, where, mod, shape, flat, native):
+    """The dptrain.layers object equivalent to `mod` on an input of shape (C, H, W) and
+    whether the PyTorch tensor is flat [n, D] after it. `flat`: the PyTorch tensor reaching
+    it is [n, D] (not [n, C, H, W]); `native`: the module is a DptrainNet's submodule (its
+    forward flattens before a Linear, as the C model reads all C*H*W values)."""
+    C, H, W = shape
+    t = type(mod)
+
+    def image_input():
+        if flat and not native:
+            raise _unsupported(where, "needs an image input [n, C, H, W] but receives flat features [n, %d] "
+                               "(give input_shape=(C, H, W), and no nn.Flatten before it)" % (C * H * W))
+
+    if t is nn.Linear:
+        if not native and not flat and (C, H) != (1, 1):
+            raise _unsupported(where, "on a %dx%dx%d input nn.Linear acts on the last axis only, dptrain's Linear "
+                               "on all C*H*W values: put nn.Flatten() before it" % shape)
+        if mod.in_features != C * H * W:
+            raise _invalid(where, "in_features %d does not match the %d values%s reaching it" % (
+                mod.in_features, C * H * W, "" if (C, H) == (1, 1) else " (%dx%dx%d)" % shape))
+        return _L.Linear(mod.out_features, bias=mod.bias is not None), flat
+    if t is nn.Conv2d:
+        image_input()
+        if mod.in_channels != C:
+            raise _invalid(where, "in_channels %d does not match the %d channels (%dx%dx%d input) reaching it"
+                           % (mod.in_channels, C, C, H, W))
+        k = _square(where, "kernel_size", mod.kernel_size, "dptrain's kernels are square")
+        stride = _square(where, "stride", mod.stride, "dptrain's strides are equal in both directions")
+        dilation = _square(where, "dilation", mod.dilation, "dptrain's convolutions have dilation 1")
+        if dilation != 1:
+            raise _unsupported(where, "dilation %d is not supported (dptrain's convolutions have dilation 1)"
+                               % dilation)
+        if mod.groups != 1:
+            raise _unsupported(where, "groups %d is not supported (dptrain's convolutions have groups 1)" % mod.groups)
+        if mod.padding_mode != "zeros":
+            raise _unsupported(where, "padding_mode %r is not supported (dptrain pads with zeros)" % mod.padding_mode)
+        pad = mod.padding
+        if pad == "valid":
+            pad = 0
+        elif pad == "same":  # stride 1 (PyTorch's rule); symmetric only for odd k
+            if k % 2 == 0:
+                raise _unsupported(where, "padding 'same' with the even kernel_size %d pads unevenly, which "
+                                   "dptrain does not support" % k)
+            pad = (k - 1) // 2
+        else:
+            pad = _square(where, "padding", pad, "dptrain pads equally on every side")
+        return _L.Conv2d(mod.out_channels, k, stride=stride, padding=pad, bias=mod.bias is not None), flat
+    if t in (nn.MaxPool2d, nn.AvgPool2d):
+        image_input()
+        k = _square(where, "kernel_size", mod.kernel_size)
+        stride = _square(where, "stride", mod.stride if mod.stride is not None and mod.stride != [] else k)
+        pad = _square(where, "padding", mod.padding, "dptrain's pooling has no padding")
+        if pad != 0:
+            raise _unsupported(where, "padding %d is not supported (dptrain's pooling has no padding)" % pad)
+        if mod.ceil_mode:
+            raise _unsupported(where, "ceil_mode=True is not supported (dptrain rounds the output size down)")
+        if t is nn.MaxPool2d:
+            dilation = _square(where, "dilation", mod.dilation, "dptrain's pooling has dilation 1")
+            if dilation != 1:
+                raise _unsupported(where, "dilation %d is not supported (dptrain's pooling has dilation 1)" % dilation)
+            if mod.return_indices:
+                raise _unsupported(where, "return_indices=True is not supported")
+            return _L.MaxPool2d(k, stride), flat
+        if mod.divisor_override is not None:
+            raise _unsupported(where, "divisor_override %r is not supported (dptrain divides by k*k)"
+                               % (mod.divisor_override,))
+        return _L.AvgPool2d(k, stride), flat
+    if t is nn.GroupNorm:
+        image_input()
+        if mod.num_channels != C:
+            raise _invalid(where, "num_channels %d does not match the %d channels (%dx%dx%d input) reaching it"
+                           % (mod.num_channels, C, C, H, W))
+        if mod.eps != 1e-5:
+            raise _unsupported(where, "eps %g is not supported (dptrain's GroupNorm uses eps 1e-5)" % mod.eps)
+        if not mod.affine:
+            raise _unsupported(where, "affine=False is not supported (dptrain's GroupNorm has a per-channel "
+                               "scale and shift)")
+        return _L.GroupNorm(mod.num_groups), flat
+    if t is nn.Flatten:
+        if (mod.start_dim, mod.end_dim) != (1, -1):
+            raise _unsupported(where, "start_dim %d, end_dim %d is not supported (only nn.Flatten(1, -1), which "
+                               "flattens each example)" % (mod.start_dim, mod.end_dim))
+        return _L.Flatten(), True
+    if t is nn.GELU:
+        if getattr(mod, "approximate", "none") != "none":
+            raise _unsupported(where, "approximate=%r is not supported (dptrain's GELU is the exact erf form: use "
+                               "nn.GELU())" % mod.approximate)
+        return _L.GELU(), flat
+    acts = {nn.ReLU: _L.ReLU, nn.Tanh: _L.Tanh, nn.Sigmoid: _L.Sigmoid, nn.Identity: _L.Identity}
+    if t in acts:
+        return acts[t](), flat
+    if t is _net_class():
+        raise _unsupported(where, "a DptrainNet is only converted as the whole module, not inside another one")
+    raise _unsupported(where, "not supported by dptrain; supported: %s" % SUPPORTED)
+
+
+def _params(torch, where, mod, names):
+    """{checkpoint tensor name: float32 ndarray} of `mod`'s weight and bias, for the C
+    layer's tensors `names` ({"weight": "fc1.weight", ...})."""
+    out = {}
+    for attr, cname in names.items():
+        p = getattr(mod, attr, None)
+        if p is None:
+            raise _invalid(where, "has no %s, which dptrain's layer has" % attr)
+        a = p.detach().to(device="cpu", dtype=torch.float32).numpy().copy()
+        if not np.all(np.isfinite(a)):
+            raise _invalid(where, "%s has NaN or infinite values" % attr)
+        out[cname] = a
+    return out
+
+
+def from_torch(module, input_shape=None, threads=0):
+    """A dptrain.Model equivalent to the PyTorch `module`, with its parameters (float32 copies).
+
+    module: an nn.Sequential of supported modules (see SUPPORTED; nested Sequentials are
+    flattened), or a DptrainNet (to_torch()'s module, residual groups included).
+    input_shape: (C, H, W) of one example for image inputs ([n, C, H, W] in PyTorch), (D,)
+    or D for flat ones ([n, D]); optional for a DptrainNet (its own input shape).
+    threads: the Model's inference threads (0 = all cores).
+
+    The spec is built with the library's model builder, so m.spec is canonical; a DptrainNet
+    whose .spec describes the same layers keeps that spec ("mnist_cnn" stays "mnist_cnn"), so
+    Model -> to_torch -> from_torch gives back the same spec and parameters bit for bit.
+    Raises UnsupportedError (a ValueError) for a module or setting dptrain cannot represent,
+    InvalidArgumentError for a size that does not fit the shape reaching it (both name the
+    submodule's path), TypeError when `module` is not an nn.Module."""
+    torch = _torch()
+    nn = torch.nn
+    from .model import Model
+    if not isinstance(module, nn.Module):
+        raise TypeError("from_torch: module must be a torch.nn.Module, got %s" % type(module).__name__)
+    Net = _net_class()
+    native = isinstance(module, Net)
+    groups = {}  # index of a residual group's first leaf -> index of its last
+    if native:
+        leaves = [(name, getattr(module, name)) for name, _, _ in module._plan]
+        if input_shape is None:
+            input_shape = module.input_shape
+        ends = sorted((src, i) for i, (_, _, src) in enumerate(module._plan) if src >= 0)
+        last = -1
+        for s, e in ends:
+            if s > e or s <= last:
+                raise _unsupported("module (DptrainNet)", "residual groups %s overlap or are nested" % ends)
+            groups[s], last = e, e
+        flat = False
+    elif isinstance(module, nn.Sequential) and type(module).forward is nn.Sequential.forward:
+        leaves = _leaves(nn, module, "")
+        if input_shape is None:
+            raise TypeError("from_torch: give input_shape, (C, H, W) or (D,), for an nn.Sequential")
+        _L._input_shape(input_shape)  # checked before len() below
+        flat = np.ndim(input_shape) == 0 or len(input_shape) == 1  # PyTorch's tensors are [n, D]
+    else:
+        raise _unsupported("module (%s)" % type(module).__name__,
+                           "a module with its own forward() cannot be converted (dptrain cannot see what it "
+                           "computes); supported: %s" % SUPPORTED)
+    if not leaves:
+        raise _invalid("module (%s)" % type(module).__name__, "has no layers")
+    shape = _L._input_shape(input_shape)
+    if native and tuple(module.input_shape) != shape:
+        raise _invalid("module (DptrainNet)", "input_shape %r differs from the module's own %r"
+                       % (input_shape, tuple(module.input_shape)))
+    b = _L._builder(shape)
+    starts = {e: s for s, e in groups.items()}  # last leaf of a group -> its first
+    for i, (path, mod) in enumerate(leaves):
+        where = "%s (%s)" % (path, type(mod).__name__)
+        if i in groups:
+            check(lib.dpt_model_builder_residual_begin(b))  # groups are disjoint (checked above)
+        layer, flat = _layer(nn, where, mod, _L._builder_shape(b), flat, native)
+        try:
+            layer._add(b)
+        except DptrainError as e:
+            raise type(e)("%s: %s" % (where, e), e.status, e.status_name) from None
+        if i in starts:
+            try:
+                check(lib.dpt_model_builder_residual_end(b))
+            except DptrainError as e:
+                raise type(e)("residual group %s..%s: %s" % (leaves[starts[i]][0], path, e), e.status,
+                              e.status_name) from None
+    spec = _L._builder_spec(b)
+    m = Model._from_spec(spec, threads=threads)
+    if native and isinstance(module.spec, str) and module.spec and module.spec != spec:
+        try:
+            own = Model._from_spec(module.spec, threads=threads)
+        except DptrainError:
+            own = None
+        if own is not None and own.layers() == m.layers():
+            m = own
+    # parameters: the C layers correspond one to one to the leaves, in order
+    infos = m.layers()
+    if len(infos) != len(leaves):  # an invariant of the builder, not user input
+        raise RuntimeError("from_torch: %d layers built from %d modules" % (len(infos), len(leaves)))
+    tensors = {}
+    for name in m.parameters():
+        layer, attr = name.rsplit(".", 1)
+        tensors.setdefault(layer, {})[attr] = name
+    params = {}
+    for (path, mod), info in zip(leaves, infos):
+        if info["name"] in tensors:
+            params.update(_params(torch, "%s (%s)" % (path, type(mod).__name__), mod, tensors[info["name"]]))
+    if set(params) != set(m.parameters()):  # an invariant: every C tensor belongs to one leaf
+        raise RuntimeError("from_torch: parameters %s were not copied" % sorted(set(m.parameters()) - set(params)))
+    m.set_parameters(params)
+    return m
 
 
 def __getattr__(name):  # dptrain.torch_interop.DptrainNet, created on first use (imports torch)
