@@ -315,6 +315,13 @@ dpt_status dpt_trainer_add_gaussian_release(dpt_trainer *t, double sensitivity, 
                                             const char *label);
 """
 
+# Starting parameters (fine-tuning): declared only when the headers have them, like the
+# callbacks below (dptrain.train checks hasattr).
+CDEF_INIT_PARAMS = r"""
+#define DPT_INIT_SOURCE_MAX ...
+dpt_status dpt_trainer_set_initial_params(dpt_trainer *t, const float *params, size_t n, const char *source);
+"""
+
 # The trainer's callbacks (issue 19): declared only when the headers have them, so the
 # package builds against a library with or without them (dptrain.train checks hasattr).
 CDEF_CALLBACKS = r"""
@@ -453,6 +460,8 @@ def make_builder():
             tail.replace("    size_t shards;\n", "    size_t shards;\n" + CALLBACK_CONFIG_FIELDS, 1)
         train += "extern \"Python\"" + cb_rest
     cdef += train
+    if "dpt_trainer_set_initial_params" in train_h:
+        cdef += CDEF_INIT_PARAMS
     if have_inference:
         cdef += CDEF_INFERENCE
     ffi = cffi.FFI()

@@ -39,7 +39,7 @@ def _run_delta(ck):
 class Model:
     """Use Model.load(path) or the .model of dptrain.train's result."""
 
-    def __init__(self, _model, _owner, loss="ce", ledger=None, algorithm=None, delta=None, steps=None):
+    def __init__(self, _model, _owner, loss="ce", ledger=None, algorithm=None, delta=None, steps=None, source=None):
         self._m = _model          # dpt_model *
         self._owner = _owner      # keeps the C object alive (gc'd cdata)
         self.loss = loss
@@ -47,6 +47,9 @@ class Model:
         self.algorithm = algorithm
         self.delta = delta
         self.steps = steps
+        # where the parameters came from: recorded in the ledger and checkpoints of a run
+        # that starts from them (dptrain.train(model=this Model))
+        self.source = source or "a dptrain.Model"
 
     # ---- construction ----
     @classmethod
@@ -82,9 +85,11 @@ class Model:
         lp = lib.dpt_checkpoint_ledger(ck)
         ledger = Ledger._copy_of(lp) if lp != ffi.NULL else None
         algo = ffi.string(lib.dpt_checkpoint_algorithm(ck)).decode() or None
+        source = "checkpoint %s (%s run, step %d)" % (os.path.realpath(path), algo or "unknown",
+                                                       int(lib.dpt_checkpoint_step(ck)))
         return cls(lib.dpt_checkpoint_model(ck), ck, loss=_LOSS_NAMES.get(lib.dpt_checkpoint_loss(ck), "ce"),
                    ledger=ledger, algorithm=algo, delta=_run_delta(ck) if ledger is not None else None,
-                   steps=int(lib.dpt_checkpoint_step(ck)))
+                   steps=int(lib.dpt_checkpoint_step(ck)), source=source)
 
     # ---- description ----
     @property

@@ -364,6 +364,7 @@ def from_torch(module, input_shape=None, threads=0):
     if set(params) != set(m.parameters()):  # an invariant: every C tensor belongs to one leaf
         raise RuntimeError("from_torch: parameters %s were not copied" % sorted(set(m.parameters()) - set(params)))
     m.set_parameters(params)
+    m.source = "PyTorch module %s" % type(module).__name__
     return m
 
 

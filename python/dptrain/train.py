@@ -701,7 +701,7 @@ _DEFAULTS = dict(
     model="mlp:784-128-64-32-10:gelu", algorithm="sgd", x_test=None, y_test=None, n_classes=0, input_shape=None,
     loss="ce", init="default", optimizer="adam", lr=None, momentum=0.0, weight_decay=0.0, lr_schedule="constant",
     sampler="shuffle", batch_size=256, sample_rate=None, epochs=5, max_steps=0, seed=1, threads=0, shards=0,
-    out_dir=None, resume=False, overwrite=False,
+    out_dir=None, resume=False, overwrite=False, init_params=None, init_source=None,
     sigma=None, clip=1.0, clip_mode="flat", target_epsilon=None, delta=1e-5, secure=False, force=False,
     allow_ledger_mismatch=False,
     kappa=0.0, pdp_sigma=0.0, lambda_=0.0, prop_sigma=0.0,
@@ -712,11 +712,71 @@ _DEFAULTS = dict(
 )
 
 
+def _initial_params(start, spec, source, algo_name):
+    """(flat float32 array, source text, option name) of the starting parameters `start` (a
+    Model, {name: array} with every tensor, or a flat array of all parameters) for a model of
+    `spec`, checked before anything is created; the source defaults to where they came from."""
+    if not hasattr(lib, "dpt_trainer_set_initial_params"):
+        raise NotImplementedError("this libdptrain cannot start a run from given parameters (it has no "
+                                  "dpt_trainer_set_initial_params)")
+    if isinstance(start, Model):
+        what, src = "model", start.source
+        flat = np.frombuffer(ffi.buffer(start._m.theta, start.n_params * 4), dtype=np.float32).copy()
+        if start.ledger is not None and algo_name in _PRIVATE:
+            warnings.warn("model: the dptrain.Model comes from a private run (%s): this run's epsilon covers this "
+                          "run only; if both runs used the same data, their spends compose (at worst the epsilons "
+                          "and deltas add up)" % start.source, stacklevel=3)
+    else:
+        what, src = "init_params", "parameters given to dptrain.train"
+        tmp = Model._from_spec(spec, threads=1)
+        if isinstance(start, dict):
+            names = list(tmp.parameters())
+            missing = [k for k in names if k not in start]
+            extra = [k for k in start if k not in names]
+            if missing or extra:
+                raise ValueError("init_params: the model %s has the tensors %s; %s%s (a PyTorch module converts "
+                                 "with dptrain.from_torch(module, input_shape), then pass it as model=)" % (
+                                     spec, ", ".join(names), "missing: %s" % ", ".join(missing) if missing else "",
+                                     ("; " if missing else "") + "unknown: %s" % ", ".join(map(str, extra))
+                                     if extra else ""))
+
+            def host(v):  # torch tensors (a state_dict) without importing torch
+                return v.detach().cpu().numpy() if hasattr(v, "detach") else v
+            try:
+                tmp.set_parameters({k: host(v) for k, v in start.items()})
+            except (KeyError, ValueError) as e:
+                raise ValueError("init_params: %s" % (e.args[0] if e.args else e)) from None
+            flat = np.frombuffer(ffi.buffer(tmp._m.theta, tmp.n_params * 4), dtype=np.float32).copy()
+        else:
+            a = start.detach().cpu().numpy() if hasattr(start, "detach") else np.asarray(start)
+            if a.dtype.kind not in "fiu":
+                raise TypeError("init_params: expected a dict of arrays, a flat real array or (as model=) a "
+                                "dptrain.Model, got %s" % (a.dtype,))
+            if a.ndim != 1 or a.shape[0] != tmp.n_params:
+                raise ValueError("init_params: a flat array of the model's %d parameters (model %s) is expected, "
+                                 "got shape %s" % (tmp.n_params, spec, a.shape))
+            flat = np.ascontiguousarray(a, dtype=np.float32)
+            bad = np.flatnonzero(~np.isfinite(flat))
+            if bad.size:
+                raise ValueError("init_params[%d] = %r is not finite" % (bad[0], float(flat[bad[0]])))
+    src = src if source is None else source
+    if not isinstance(src, str):
+        raise TypeError("init_source must be a str, got %r" % (src,))
+    if len(src.encode()) > lib.DPT_INIT_SOURCE_MAX:  # a path can be long: keep its tail
+        src = "..." + src.encode()[-(lib.DPT_INIT_SOURCE_MAX - 3):].decode(errors="ignore")
+    return flat, src, what
+
+
 def train(x, y, **kwargs):
     """Trains a model on features x [n, D] (or [n, C, H, W]) and labels y [n]; returns a Run.
 
     Common: model (spec string, e.g. "mlp:784-128-10:relu" or "cnn:1x28x28:conv16k5,relu,fc10",
-    or a list of dptrain.layers objects; default the CLI's "mlp:784-128-64-32-10:gelu"),
+    or a list of dptrain.layers objects; default the CLI's "mlp:784-128-64-32-10:gelu"; or a
+    dptrain.Model (Model.load, from_torch, a Run's .model): the run then starts from its
+    parameters, fine-tuning), init_params (starting parameters for the model given as a
+    spec or layers: {name: array} with every tensor, e.g. a torch state_dict, or a flat
+    array of all parameters; None = the random initialization `init`), init_source (text
+    recorded with them in the ledger and checkpoints),
     algorithm (sgd | dpsgd | pdp-sgd | proportional-noise | dpulr | ulr | dpmac | mac |
     noisy-gd), x_test / y_test, epochs=5, batch_size=256, sample_rate (Poisson q; default
     batch_size / n), optimizer="adam" (or "sgd"), lr (adam 1e-3, sgd 0.1), momentum,
@@ -803,14 +863,33 @@ def train(x, y, **kwargs):
 
     # ---- model ----
     model = kw["model"]
-    if isinstance(model, str):
+    start = None  # the starting parameters' source (Model or init_params), for a fresh run
+    if isinstance(model, Model):
+        spec, start = model.spec, model
+    elif isinstance(model, str):
         spec = model
     elif isinstance(model, (list, tuple)) and all(isinstance(m, Layer) for m in model):
         spec = build_spec(model, shape)
     elif isinstance(model, Layer):
         spec = build_spec([model], shape)
     else:
-        raise TypeError("model must be a spec string or a list of dptrain.layers objects, got %r" % (model,))
+        raise TypeError("model must be a spec string, a list of dptrain.layers objects or a dptrain.Model, got %r"
+                        % (model,))
+    if "init_params" in given:
+        if start is not None:
+            raise ValueError("init_params: model is a dptrain.Model, which brings its own parameters (give its spec, "
+                             "model.spec, to start from init_params instead)")
+        start = kw["init_params"]
+    if start is not None and kw["resume"]:
+        raise ValueError("%s: a resumed run continues from its checkpoint's parameters (give the model as a spec "
+                         "string to resume)" % ("init_params" if "init_params" in given else "model=dptrain.Model"))
+    if start is not None and algo_name == "noisy-gd":
+        raise ValueError("%s: not for noisy-gd (its KL estimate is a statement about its random initialization, "
+                         "init)" % ("init_params" if "init_params" in given else "model=dptrain.Model"))
+    if "init_source" in given and start is None:
+        raise ValueError("init_source: only with starting parameters (init_params or model=dptrain.Model)")
+    if start is not None:
+        start = _initial_params(start, spec, kw["init_source"], algo_name)
 
     # ---- run configuration (cmd_train.c) ----
     cfg = ffi.new("dpt_train_config *", lib.dpt_train_config_defaults())
@@ -917,6 +996,10 @@ def train(x, y, **kwargs):
         raise make_error(st, "train")
     trainer = tp[0]
     try:
+        if start is not None:
+            flat, src, what = start
+            check(lib.dpt_trainer_set_initial_params(trainer, ffi.cast("const float *", ffi.from_buffer(flat)),
+                                                     flat.shape[0], cstr(src, "init_source")), what)
         if kw["resume"]:
             check(lib.dpt_trainer_resume(trainer), "resume")
         else:  # pre-training releases (DP mean, DP-PCA) go into the fresh run's ledger
@@ -977,7 +1060,9 @@ def train(x, y, **kwargs):
             run.ledger = Ledger._copy_of(lp)
         run.model = Model._from_spec(ffi.string(m.spec).decode(), m.theta, threads=int(cfg.threads),
                                      loss=kw["loss"], ledger=run.ledger, algorithm=algo_name, delta=run.delta,
-                                     steps=int(lib.dpt_trainer_step(trainer)))
+                                     steps=int(lib.dpt_trainer_step(trainer)),
+                                     source="the result of dptrain.train (%s, %d steps)" % (
+                                         algo_name, int(lib.dpt_trainer_step(trainer))))
         run.steps = int(lib.dpt_trainer_step(trainer))
         run.last = _epoch_dict(last)
         if HAVE_CALLBACKS:

@@ -1,0 +1,122 @@
+"""Fine-tuning: dptrain.train starts from given parameters (model=<a dptrain.Model>, or
+init_params as {name: array} or a flat array) and from nothing else of theirs; the ledger
+and checkpoints record where they came from with the SHA-256 of exactly the values used;
+every misuse is refused before training, naming the option."""
+import hashlib
+import warnings
+
+import numpy as np
+import pytest
+
+import dptrain
+from dptrain._lib import HAVE_INFERENCE
+
+from helpers import blobs
+
+SPEC = "mlp:20-8-3:relu"
+
+
+@pytest.fixture(scope="module")
+def data():
+    return blobs(n=600, d=20, k=3, seed=0)
+
+
+@pytest.fixture(scope="module")
+def public(data):
+    x, y = data
+    return dptrain.train(x, y, model=SPEC, epochs=2, optimizer="sgd", lr=0.5, verbose=False, progress=False)
+
+
+def flat(model):
+    return np.concatenate([v.ravel() for v in model.parameters().values()])
+
+
+def quiet(x, y, **kw):
+    return dptrain.train(x, y, verbose=False, progress=False, **kw)
+
+
+def test_starts_from_the_models_parameters(data, public):
+    x, y = data
+    # one step of lr 1e-12 stays where it started; the seed's random initialization is far away
+    r = quiet(x, y, model=public.model, optimizer="sgd", lr=1e-12, max_steps=1)
+    assert np.allclose(flat(r.model), flat(public.model), rtol=0, atol=1e-7)
+    r0 = quiet(x, y, model=SPEC, optimizer="sgd", lr=1e-12, max_steps=1)
+    assert np.abs(flat(r0.model) - flat(public.model)).max() > 0.1
+
+
+def test_three_ways_give_one_run_and_the_ledger_names_the_values(data, public):
+    x, y = data
+    kw = dict(algorithm="dpsgd", sigma=1.0, epochs=1, optimizer="sgd", lr=0.1)
+    a = quiet(x, y, model=public.model, **kw)
+    b = quiet(x, y, model=SPEC, init_params=public.model.parameters(), **kw)
+    c = quiet(x, y, model=SPEC, init_params=flat(public.model), init_source="my public model", **kw)
+    assert np.array_equal(flat(a.model), flat(b.model)) and np.array_equal(flat(a.model), flat(c.model))
+    sha = hashlib.sha256(flat(public.model).astype(np.float32).tobytes()).hexdigest()
+    assert a.ledger.meta["initial_params"] == \
+        "the result of dptrain.train (sgd, %d steps) (SHA-256 of the float32 values: %s)" % (public.steps, sha)
+    assert b.ledger.meta["initial_params"] == "parameters given to dptrain.train (SHA-256 of the float32 values: %s)" \
+        % sha
+    assert c.ledger.meta["initial_params"] == "my public model (SHA-256 of the float32 values: %s)" % sha
+    plain = quiet(x, y, model=SPEC, **kw)
+    assert "initial_params" not in plain.ledger.meta
+    assert not np.array_equal(flat(plain.model), flat(a.model))
+
+
+@pytest.mark.skipif(not HAVE_INFERENCE, reason="libdptrain without dptrain/inference.h")
+def test_a_loaded_checkpoint_is_named_by_its_path(data, public, tmp_path):
+    x, y = data
+    quiet(x, y, model=SPEC, epochs=1, out_dir=str(tmp_path / "pub"))
+    m = dptrain.Model.load(str(tmp_path / "pub"))
+    assert m.source == "checkpoint %s (sgd run, step 3)" % (tmp_path / "pub" / "checkpoint.safetensors")
+    r = quiet(x, y, model=m, algorithm="dpsgd", sigma=1.0, epochs=1, out_dir=str(tmp_path / "ft"))
+    assert r.ledger.meta["initial_params"].startswith(m.source + " (SHA-256 of the float32 values: ")
+    # the run's own checkpoint says so too, and a private source gets a warning
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        quiet(x, y, model=dptrain.Model.load(str(tmp_path / "ft")), algorithm="dpsgd", sigma=1.0, epochs=1)
+    assert any("comes from a private run" in str(e.message) for e in w)
+    st = dptrain.Model.load(str(tmp_path / "ft"))
+    assert r.ledger.meta["initial_params"] in open(tmp_path / "ft" / "checkpoint.safetensors", "rb").read() \
+        .decode("latin-1")
+    assert st.ledger.meta["initial_params"] == r.ledger.meta["initial_params"]
+
+
+def test_from_torch_then_train(data):
+    torch = pytest.importorskip("torch")
+    x, y = data
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(20, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    m = dptrain.from_torch(net, (20,))
+    r = quiet(x, y, model=m, optimizer="sgd", lr=1e-12, max_steps=1)
+    with torch.no_grad():
+        want = net(torch.from_numpy(x[:50])).numpy()
+    assert np.allclose(r.model.predict(x[:50]), want, rtol=1e-4, atol=1e-5)
+    assert r.model.source == "the result of dptrain.train (sgd, 1 steps)"
+
+
+@pytest.mark.parametrize("kw,err,msg", [
+    (dict(init_params={"fc1.weight": np.zeros((8, 20))}), ValueError, "missing: fc1.bias, fc2.weight, fc2.bias"),
+    (dict(init_params={"0.weight": np.zeros((8, 20))}), ValueError, "unknown: 0.weight (a PyTorch module converts"),
+    (dict(init_params=np.zeros(5)), ValueError, "a flat array of the model's 195 parameters"),
+    (dict(init_params=np.full(195, np.nan)), ValueError, "init_params[0] = nan is not finite"),
+    (dict(init_params=np.array(["a"] * 195)), TypeError, "expected a dict of arrays"),
+    (dict(init_source="x"), ValueError, "init_source: only with starting parameters"),
+    (dict(init_params=np.zeros(195), init_source=3), TypeError, "init_source must be a str"),
+    (dict(init_params=np.zeros(195), resume=True), ValueError, "a resumed run continues from its checkpoint"),
+    (dict(init_params=np.zeros(195), algorithm="noisy-gd", langevin_sigma=0.1), ValueError, "not for noisy-gd"),
+])
+def test_refused(data, kw, err, msg):
+    x, y = data
+    args = dict(model=SPEC, epochs=1)
+    args.update(kw)
+    with pytest.raises(err) as e:
+        quiet(x, y, **args)
+    assert msg in str(e.value)
+
+
+def test_a_model_and_init_params_together_are_refused(data, public):
+    x, y = data
+    with pytest.raises(ValueError, match="brings its own parameters"):
+        quiet(x, y, model=public.model, init_params=flat(public.model))
+    with pytest.raises(ValueError, match="set_parameters: fc2.bias has shape"):
+        quiet(x, y, model=SPEC, init_params=dict(public.model.parameters(), **{"fc2.bias": np.zeros(4)}))
