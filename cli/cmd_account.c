@@ -92,6 +92,9 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
     const char *run = dpt_ledger_get_meta(l, "run_id");
     /* a use of the data outside these events (dpt_trainer_exclude_from_guarantee) */
     const char *excl = dpt_ledger_get_meta(l, "epsilon_excludes");
+    /* given starting parameters (dpt_trainer_set_initial_params): the epsilon assumes they
+     * do not depend on the training data */
+    const char *init = dpt_ledger_get_meta(l, "initial_params");
     if (json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "ledger", path);
@@ -107,6 +110,7 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
         cli_json_number(o, "order", order);
         cJSON_AddBoolToObject(o, "order_at_edge", edge);
         if (excl) cJSON_AddStringToObject(o, "epsilon_excludes", excl);
+        if (init) cJSON_AddStringToObject(o, "initial_params", init);
         if (pld)
             cli_json_number(o, "epsilon_pld", e_pld);
         else
@@ -125,6 +129,9 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
         else
             printf("epsilon (PLD)   n/a (ledger has RDP-curve or (eps, delta) events)\n");
         if (excl) printf("NOT covered     %s\n", excl);
+        if (init)
+            printf("started from    %s\n                (the epsilon assumes these parameters do not depend on the "
+                   "training data)\n", init);
         if (edge)
             printf("note: the best RDP order %g is at an edge of the order grid; widen it with --orders\n", order);
     }

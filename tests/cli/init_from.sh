@@ -4,7 +4,8 @@
 # parameters (a step of lr 1e-12 leaves them where they were; a seed's random
 # initialization is far away), and records where they came from with their SHA-256 (computed
 # here from the checkpoint's tensors) in every checkpoint's state and in the ledger; a
-# private source gets a note that this run's epsilon does not cover it. Refused before
+# private source gets a note that this run's epsilon does not cover it; account --ledger
+# shows the starting point. Refused before
 # anything is created: with --resume, a path that is missing, a directory without a
 # checkpoint, a file that is not one, another model, --algo noisy-gd.
 set -u
@@ -45,6 +46,10 @@ check '[ "$note" = "checkpoint $abs (sgd run, step 20) (SHA-256 of the float32 v
   "the checkpoint's state does not name the source and its SHA-256 $sha: '$note'"
 led=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["meta"]["initial_params"])' "$T/ft/ledger.json")
 check '[ -n "$led" ] && [ "$led" = "$note" ]' "ledger.json's initial_params '$led' is not the checkpoint's"
+expect_ok "$BIN" account --ledger "$T/ft/ledger.json"
+check 'grep -qF "started from    $note" <<<"$LAST_OUT"' "account --ledger does not say where the run started: $LAST_OUT"
+expect_ok "$BIN" account --ledger "$T/ft/ledger.json" --json
+check 'grep -qF "\"initial_params\":\"checkpoint $abs" <<<"$LAST_OUT"' "account --ledger --json has no initial_params"
 
 # -- it starts from exactly those values: one step of lr 1e-12 stays there; the seed's
 # random initialization (the same run without --init-from) is far away
