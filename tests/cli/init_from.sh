@@ -5,9 +5,9 @@
 # initialization is far away), and records where they came from with their SHA-256 (computed
 # here from the checkpoint's tensors) in every checkpoint's state and in the ledger; a
 # private source gets a note that this run's epsilon does not cover it; account --ledger
-# shows the starting point. Refused before
-# anything is created: with --resume, a path that is missing, a directory without a
-# checkpoint, a file that is not one, another model, --algo noisy-gd.
+# shows the starting point. Refused before anything is created: with --resume, a path that
+# is missing, a directory without a checkpoint, a file that is not one, another model,
+# --algo noisy-gd.
 set -u
 BIN=$1
 source "$(dirname "$0")/lib/harness.sh"
