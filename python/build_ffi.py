@@ -373,6 +373,9 @@ dpt_status dpt_checkpoint_epsilon(const dpt_checkpoint *ck, double delta, double
 dpt_status dpt_checkpoint_predict(dpt_checkpoint *ck, const float *x, size_t n, float *out);
 dpt_status dpt_checkpoint_evaluate(dpt_checkpoint *ck, const dpt_dataset *d, double *mean_loss,
                                    double *accuracy);
+typedef struct { ...; } dpt_optim;
+dpt_status dpt_checkpoint_save(const char *path, const dpt_model *m, const dpt_optim *opt,
+                               const char *state_json);
 """
 
 

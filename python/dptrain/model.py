@@ -26,11 +26,12 @@ _PREDICT_BATCH = 256
 
 def _run_delta(ck):
     """The delta the run reported its epsilon at (its last published record in the
-    checkpoint's state), or None when the checkpoint holds no such record."""
+    checkpoint's state, or the "delta" that Model.save stores), or None when the checkpoint
+    holds neither."""
     try:
         state = json.loads(ffi.string(lib.dpt_checkpoint_state(ck)).decode())
         rec = state.get("record")
-        d = json.loads(rec).get("delta") if isinstance(rec, str) else None
+        d = json.loads(rec).get("delta") if isinstance(rec, str) else state.get("delta")  # Model.save's
     except (ValueError, AttributeError):
         return None
     return float(d) if isinstance(d, (int, float)) and 0 < d < 1 else None
@@ -90,6 +91,31 @@ class Model:
         return cls(lib.dpt_checkpoint_model(ck), ck, loss=_LOSS_NAMES.get(lib.dpt_checkpoint_loss(ck), "ce"),
                    ledger=ledger, algorithm=algo, delta=_run_delta(ck) if ledger is not None else None,
                    steps=int(lib.dpt_checkpoint_step(ck)), source=source)
+
+    def save(self, path, overwrite=False):
+        """Writes the model as a dptrain checkpoint (safetensors, written atomically and
+        sealed by its SHA-256): the parameters, the loss, and for a model of a private run its
+        privacy ledger and delta, so Model.load and `dptrain train --init-from` read it and
+        still know what it cost. No optimizer or sampler state and no record of the data: a
+        run continues from its out_dir's checkpoint (resume=True), not from this file, and
+        `dptrain eval` needs a run's checkpoint.
+        An existing file is replaced only with overwrite=True."""
+        if not HAVE_INFERENCE or not hasattr(lib, "dpt_checkpoint_save"):
+            raise NotImplementedError("this libdptrain has no checkpoint API (dptrain/inference.h)")
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            raise IsADirectoryError("save: %s is a directory (give a file name, e.g. %s)" % (
+                path, os.path.join(path, "checkpoint.safetensors")))
+        if os.path.exists(path) and not overwrite:
+            raise FileExistsError("save: %s exists (overwrite=True replaces it)" % path)
+        state = {"algorithm": self.algorithm or "", "step": str(int(self.steps or 0)),
+                 "config": {"loss": int(_LOSSES[self.loss])}, "saved_by": "dptrain.Model.save"}
+        if self.ledger is not None:
+            state["ledger"] = self.ledger.to_json()
+            if self.delta is not None:
+                state["delta"] = float(self.delta)
+        check(lib.dpt_checkpoint_save(cstr(path, "path"), self._m, ffi.NULL, cstr(json.dumps(state), "state")),
+              "save")
 
     # ---- description ----
     @property

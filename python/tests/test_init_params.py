@@ -120,3 +120,42 @@ def test_a_model_and_init_params_together_are_refused(data, public):
         quiet(x, y, model=public.model, init_params=flat(public.model))
     with pytest.raises(ValueError, match="set_parameters: fc2.bias has shape"):
         quiet(x, y, model=SPEC, init_params=dict(public.model.parameters(), **{"fc2.bias": np.zeros(4)}))
+
+
+@pytest.mark.skipif(not HAVE_INFERENCE, reason="libdptrain without dptrain/inference.h")
+def test_save_round_trip_keeps_the_ledger(data, tmp_path):
+    x, y = data
+    r = quiet(x, y, model=SPEC, algorithm="dpsgd", sigma=1.0, epochs=2, delta=1e-4)
+    p = tmp_path / "m.safetensors"
+    r.model.save(p)
+    m = dptrain.Model.load(p)
+    assert m.spec == SPEC and np.array_equal(flat(m), flat(r.model))
+    assert (m.algorithm, m.steps, m.loss, m.delta) == ("dpsgd", r.steps, "ce", 1e-4)
+    assert m.epsilon() == r.epsilon and m.ledger.to_json() == r.ledger.to_json()
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        r.model.save(p)
+    before = p.read_bytes()
+    with pytest.raises(IsADirectoryError):
+        r.model.save(tmp_path)
+    assert p.read_bytes() == before
+    public = quiet(x, y, model=SPEC, epochs=1)
+    public.model.save(p, overwrite=True)
+    assert dptrain.Model.load(p).ledger is None and np.array_equal(flat(dptrain.Model.load(p)), flat(public.model))
+
+
+@pytest.mark.skipif(not HAVE_INFERENCE, reason="libdptrain without dptrain/inference.h")
+def test_a_pytorch_model_saved_fine_tunes_in_the_cli(data, tmp_path, cli):
+    torch = pytest.importorskip("torch")
+    import subprocess
+    x, y = data
+    net = torch.nn.Sequential(torch.nn.Linear(20, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    m = dptrain.from_torch(net, (20,))
+    m.save(tmp_path / "torch.safetensors")
+    np.savetxt(tmp_path / "d.csv", np.column_stack([y, x]), delimiter=",", fmt="%.6g")
+    out = tmp_path / "run"
+    r = subprocess.run([cli, "train", "--dataset", "csv:%s" % (tmp_path / "d.csv"), "--init-from",
+                        str(tmp_path / "torch.safetensors"), "--optimizer", "sgd", "--lr", "1e-12", "--max-steps", "1",
+                        "--threads", "1", "--quiet", "--out", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    ft = dptrain.Model.load(out)
+    assert ft.spec == m.spec and np.allclose(flat(ft), flat(m), rtol=0, atol=1e-7)
