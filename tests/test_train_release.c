@@ -48,9 +48,10 @@ static void remove_run(const char *dir) {
     closedir(d);
 }
 
-/* A small DP-SGD (priv) or SGD run on tr, evaluated on te (NULL: none), writing into
- * out_dir (NULL: nowhere). */
-static dpt_trainer *new_run(const dpt_dataset *tr, const dpt_dataset *te, int priv, const char *out_dir) {
+/* A small DP-SGD (priv) or SGD run (2 epochs, or max_steps when > 0) on tr, evaluated on te
+ * (NULL: none), writing into out_dir (NULL: nowhere). */
+static dpt_trainer *new_run(const dpt_dataset *tr, const dpt_dataset *te, int priv, const char *out_dir,
+                            uint64_t max_steps) {
     dpt_train_config c = dpt_train_config_defaults();
     c.model_spec = "mlp:8-6-3:relu";
     c.sampler = priv ? DPT_SAMPLER_POISSON : DPT_SAMPLER_SHUFFLE;
@@ -60,6 +61,7 @@ static dpt_trainer *new_run(const dpt_dataset *tr, const dpt_dataset *te, int pr
     c.seed = 4;
     c.threads = 1;
     c.out_dir = out_dir;
+    c.max_steps = max_steps;
     c.optim = dpt_optim_defaults(DPT_OPT_SGD);
     dpt_algo *a = NULL;
     if (priv) {
@@ -75,7 +77,7 @@ static dpt_trainer *new_run(const dpt_dataset *tr, const dpt_dataset *te, int pr
 }
 
 static void run_one(const dpt_dataset *tr, int priv, const char *dir) {
-    dpt_trainer *t = new_run(tr, NULL, priv, dir);
+    dpt_trainer *t = new_run(tr, NULL, priv, dir, 0);
     if (!t) return;
     CHECK_STATUS(dpt_trainer_exclude_from_guarantee(t, ""), DPT_EINVAL);
     char longer[400];
@@ -123,7 +125,7 @@ static void test_metrics_on_training_data(void) {
     tu_make_blobs(&tr, 300, 2, 1.0f);
     tu_make_blobs(&copy, 300, 2, 1.0f); /* equal contents, other arrays */
     tu_make_blobs(&held, 300, 3, 1.0f);
-    dpt_trainer *t = new_run(&tr, &tr, 1, NULL);
+    dpt_trainer *t = new_run(&tr, &tr, 1, NULL, 0);
     CHECK(t && excludes(t) && !strcmp(excludes(t), SELF));
     char both[512];
     snprintf(both, sizeof both, "%s; %s", SELF, NOTE);
@@ -131,44 +133,18 @@ static void test_metrics_on_training_data(void) {
     CHECK_OK(dpt_trainer_exclude_from_guarantee(t, NOTE)); /* once */
     CHECK(t && excludes(t) && !strcmp(excludes(t), both));
     dpt_trainer_free(t);
-    t = new_run(&tr, &copy, 1, NULL);
+    t = new_run(&tr, &copy, 1, NULL, 0);
     CHECK(t && excludes(t) && !strcmp(excludes(t), SELF));
     dpt_trainer_free(t);
-    t = new_run(&tr, &held, 1, NULL);
+    t = new_run(&tr, &held, 1, NULL, 0);
     CHECK(t && excludes(t) == NULL);
     dpt_trainer_free(t);
-    t = new_run(&tr, &tr, 0, NULL); /* non-private: no privacy statement to qualify */
+    t = new_run(&tr, &tr, 0, NULL, 0); /* non-private: no privacy statement to qualify */
     CHECK(t && dpt_trainer_ledger(t) == NULL);
     dpt_trainer_free(t);
     dpt_dataset_free(&tr);
     dpt_dataset_free(&copy);
     dpt_dataset_free(&held);
-}
-
-/* Trainer for the initial-parameter tests: DP-SGD (priv) or SGD, 2 epochs. */
-static dpt_trainer *init_run(const dpt_dataset *tr, int priv, const char *out_dir, uint64_t max_steps) {
-    dpt_train_config c = dpt_train_config_defaults();
-    c.model_spec = "mlp:8-6-3:relu";
-    c.sampler = priv ? DPT_SAMPLER_POISSON : DPT_SAMPLER_SHUFFLE;
-    c.sample_rate = 0.1;
-    c.batch_size = 60;
-    c.epochs = 2;
-    c.seed = 4;
-    c.threads = 1;
-    c.out_dir = out_dir;
-    c.max_steps = max_steps;
-    c.optim = dpt_optim_defaults(DPT_OPT_SGD);
-    dpt_algo *a = NULL;
-    if (priv) {
-        dpt_dpsgd_config d = dpt_dpsgd_config_defaults();
-        d.sigma = 1.0, d.clip = 1.0;
-        CHECK_OK(dpt_algo_dpsgd_new(&d, &a));
-    } else {
-        CHECK_OK(dpt_algo_sgd_new(&a));
-    }
-    dpt_trainer *t = NULL;
-    CHECK_OK(dpt_trainer_new(&c, tr, NULL, a, &t));
-    return t;
 }
 
 /* "SOURCE (SHA-256 of the float32 values: HEX)" computed here from v */
@@ -193,7 +169,7 @@ static int state_has(const char *ck_path, const char *text) {
 
 static void test_initial_params(const dpt_dataset *tr, int priv, const char *dir) {
     static const char *SRC = "public warm start \"v1\"";
-    dpt_trainer *t = init_run(tr, priv, NULL, 0), *ref = init_run(tr, priv, NULL, 0);
+    dpt_trainer *t = new_run(tr, NULL, priv, NULL, 0), *ref = new_run(tr, NULL, priv, NULL, 0);
     if (!t || !ref) return;
     dpt_model *m = dpt_trainer_model(t);
     const size_t P = m->n_params;
@@ -239,7 +215,7 @@ static void test_initial_params(const dpt_dataset *tr, int priv, const char *dir
 
     /* with a run directory: the checkpoint's state and ledger.json carry the note, a resume
      * keeps it and refuses new values */
-    t = init_run(tr, priv, dir, 5);
+    t = new_run(tr, NULL, priv, dir, 5);
     if (!t) return;
     CHECK_OK(dpt_trainer_set_initial_params(t, v, P, SRC));
     CHECK_OK(dpt_trainer_run(t, NULL));
@@ -256,7 +232,7 @@ static void test_initial_params(const dpt_dataset *tr, int priv, const char *dir
         CHECK(got && !strcmp(got, note));
         dpt_ledger_free(saved);
     }
-    t = init_run(tr, priv, dir, 0);
+    t = new_run(tr, NULL, priv, dir, 0);
     if (!t) return;
     CHECK_OK(dpt_trainer_resume(t));
     CHECK_STATUS(dpt_trainer_set_initial_params(t, v, P, SRC), DPT_EINVAL);
