@@ -190,10 +190,18 @@ static void test_initial_params(const dpt_dataset *tr, int priv, const char *dir
     memset(longer, 's', sizeof longer - 1);
     longer[sizeof longer - 1] = 0;
     CHECK_STATUS(dpt_trainer_set_initial_params(t, v, P, longer), DPT_EINVAL);
+    /* one line of UTF-8 text: no control characters, no malformed or overlong sequences */
+    static const char *const BAD[] = {"two\nlines", "tab\there", "latin-1 \xe9t\xe9", "cut \xc3", "overlong \xc0\xaf",
+                                      "surrogate \xed\xa0\x80", "beyond \xf4\x90\x80\x80", "C1 \xc2\x85", "del \x7f"};
+    for (size_t i = 0; i < sizeof BAD / sizeof *BAD; i++) {
+        CHECK_STATUS(dpt_trainer_set_initial_params(t, v, P, BAD[i]), DPT_EINVAL);
+        CHECK(strstr(dpt_last_error(), "UTF-8 text without control characters") != NULL);
+    }
     CHECK(memcmp(m->theta, seed_init, P * sizeof *v) == 0);
     CHECK(!dpt_trainer_ledger(t) || !dpt_ledger_get_meta(dpt_trainer_ledger(t), "initial_params"));
     /* accepted: the model holds exactly v, the provenance is recorded */
-    CHECK_OK(dpt_trainer_set_initial_params(t, v, P, SRC));
+    CHECK_OK(dpt_trainer_set_initial_params(t, v, P, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x99\x82")); /* UTF-8 */
+    CHECK_OK(dpt_trainer_set_initial_params(t, v, P, SRC)); /* the last call's values and source */
     CHECK(memcmp(m->theta, v, P * sizeof *v) == 0);
     char note[400];
     init_note(SRC, v, P, note, sizeof note);

@@ -304,8 +304,10 @@ dpt_status dpt_trainer_exclude_from_guarantee(dpt_trainer *t, const char *what);
  * SHA-256 go into the ledger's metadata ("initial_params") and every checkpoint's state.
  * Privacy: the guarantee of the run's epsilon assumes the values do not depend on its
  * training data (e.g. trained on public data). Values from an earlier private run on the
- * same data are covered only by composing both runs' ledgers. Data parallel: every rank
- * calls it, rank 0's values are used. */
+ * same data are covered only by composing both runs' ledgers. `source` must be UTF-8
+ * without control characters (DPT_EINVAL). Data parallel: every rank calls it with the same
+ * values (the first step of dpt_trainer_run compares the ranks' starting parameters:
+ * DPT_EMISMATCH on every rank when they differ). */
 #define DPT_INIT_SOURCE_MAX 200
 dpt_status dpt_trainer_set_initial_params(dpt_trainer *t, const float *params, size_t n, const char *source);
 

@@ -249,6 +249,25 @@ static dpt_status agree_all_ok(const dpt_trainer *t, int ok, int *all_ok) {
     return DPT_OK;
 }
 
+dpt_status dpt_dist_check_start(dpt_trainer *t) {
+    if (t->nranks == 1) return DPT_OK;
+    uint8_t mine[32], root[32];
+    dpt_hash h;
+    DPT_TRY(dpt_hash_init(&h));
+    dpt_status su = dpt_hash_update(&h, t->model->theta, t->model->n_params * sizeof *t->model->theta);
+    DPT_TRY(dpt_hash_final(&h, mine));
+    DPT_TRY(su);
+    memcpy(root, mine, sizeof root);
+    DPT_TRY(dpt_comm_bcast(root, sizeof root, 0));
+    int all = 0, same = !memcmp(mine, root, sizeof mine);
+    DPT_TRY(agree_all_ok(t, same, &all));
+    if (all) return DPT_OK;
+    return dpt_set_error(DPT_EMISMATCH, "rank %d: %s (every rank must start from the same parameters: give each "
+                         "the same initial parameters, or none)", t->rank,
+                         same ? "another rank's starting parameters differ from rank 0's"
+                              : "its starting parameters differ from rank 0's");
+}
+
 /* mode 0600: the copies include the run's secret key */
 static dpt_status write_all(const char *path, const uint8_t *data, size_t n) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);

@@ -1216,6 +1216,7 @@ static dpt_status run_loop(dpt_trainer *t, dpt_epoch_result *last) {
     if (!ok) return t->rank == 0 ? s : dpt_set_error(DPT_EIO, "rank %d: rank 0 could not prepare the run directory",
                                                    t->rank);
     DPT_TRY(share_flag(t, &cb_stop));
+    if (t->step == 0 && !t->resumed) DPT_TRY(dpt_dist_check_start(t));
     if (t->record) DPT_TRY(record_parse(t->record, t->record_note, &r));
     const size_t spe = dpt_sampler_steps_per_epoch(t->sampler);
     /* Budget: the last step index this run may take without exceeding target_epsilon */

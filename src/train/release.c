@@ -2,7 +2,6 @@
  * accountant, recorded where the run's results are published (ledger, metrics); and where
  * its starting parameters came from when the caller gives them. */
 #include <dptrain/accounting.h>
-#include <dptrain/comm.h>
 #include <math.h>
 #include <string.h>
 
@@ -32,12 +31,42 @@ dpt_status dpt_trainer_exclude_from_guarantee(dpt_trainer *t, const char *what) 
     return DPT_OK;
 }
 
+/* 1 when s is well-formed UTF-8 (RFC 3629: no overlong forms, surrogates or code points
+ * above U+10FFFF) without control characters: one line of text, safe in JSON, in a
+ * terminal and for any reader of the ledger. */
+static int text_ok(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned c = *p, n, cp;
+        if (c < 0x20 || c == 0x7f) return 0;
+        if (c < 0x80) {
+            p++;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf) n = 1, cp = c & 0x1f;
+        else if (c >= 0xe0 && c <= 0xef) n = 2, cp = c & 0x0f;
+        else if (c >= 0xf0 && c <= 0xf4) n = 3, cp = c & 0x07;
+        else return 0;
+        for (unsigned i = 1; i <= n; i++) {
+            if ((p[i] & 0xc0) != 0x80) return 0; /* also stops at the terminating NUL */
+            cp = (cp << 6) | (p[i] & 0x3f);
+        }
+        if ((n == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+            return 0;
+        if (cp >= 0x80 && cp < 0xa0) return 0; /* C1 controls */
+        p += n + 1;
+    }
+    return 1;
+}
+
 dpt_status dpt_trainer_set_initial_params(dpt_trainer *t, const float *params, size_t n, const char *source) {
     DPT_CHECK(t, DPT_EINVAL, "dpt_trainer_set_initial_params: t is NULL");
     DPT_CHECK(params, DPT_EINVAL, "dpt_trainer_set_initial_params: params is NULL");
     if (!source || !source[0]) source = "given by the caller";
     DPT_CHECK(strlen(source) <= DPT_INIT_SOURCE_MAX, DPT_EINVAL,
               "dpt_trainer_set_initial_params: source is longer than %d bytes", DPT_INIT_SOURCE_MAX);
+    DPT_CHECK(text_ok(source), DPT_EINVAL,
+              "dpt_trainer_set_initial_params: source must be UTF-8 text without control characters");
     /* A resumed run continues from its checkpoint's parameters; a run that has stepped has
      * released results computed from the old ones. */
     DPT_CHECK(!t->resumed && t->step == 0 && !t->running, DPT_EINVAL,
@@ -62,9 +91,10 @@ dpt_status dpt_trainer_set_initial_params(dpt_trainer *t, const float *params, s
     uint8_t h[32];
     char hex[65], note[sizeof t->init_note];
     dpt_hash hs;
-    /* data parallel: every rank calls this; rank 0's values are the run's */
-    dpt_status s = t->nranks > 1 ? dpt_comm_bcast(v, n * sizeof *v, 0) : DPT_OK;
-    if (s == DPT_OK) s = dpt_hash_init(&hs);
+    /* data parallel: every rank calls this with the same values (no collective here: a rank
+     * that did not call it would wait in another one); the first step compares the ranks'
+     * starting parameters (dpt_dist_check_start) */
+    dpt_status s = dpt_hash_init(&hs);
     if (s == DPT_OK) {
         dpt_status su = dpt_hash_update(&hs, v, n * sizeof *v);
         s = dpt_hash_final(&hs, h); /* frees the context */

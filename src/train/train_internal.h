@@ -95,6 +95,9 @@ dpt_status dpt_train_forward_backward(dpt_trainer *t, dpt_chunk_bufs *b, const f
 dpt_status dpt_dist_configure(dpt_trainer *t, size_t shards);
 /* Collective: every rank must hold the same data, model and run settings as rank 0. */
 dpt_status dpt_dist_check_agree(dpt_trainer *t);
+/* Collective, at the first step of a fresh run: every rank's starting parameters equal rank
+ * 0's (SHA-256), DPT_EMISMATCH on every rank otherwise. */
+dpt_status dpt_dist_check_start(dpt_trainer *t);
 /* The sharded body of a step for the global batch t->idx[0..b): per owned shard zero
  * grad/sums, accumulate its examples in chunks, keep the sums; reduce over shards and
  * leave the totals in model->grad and algo->sums on every rank, and in *b_global the

@@ -4,7 +4,8 @@
 # ranks (oversubscribed) ends with bit-identical parameters, optimizer state, ledger and
 # metrics; the ledger holds exactly one event per step whatever R is; non-private SGD
 # likewise. The comparison can fail: --shards 1 (another summation order) differs. Ranks
-# that disagree on the data are refused with a clear error, and --secure (OS-seeded noise
+# that disagree on the data or on the starting parameters (--init-from) are refused with a
+# clear error, --init-from on 2 ranks equals one process, and --secure (OS-seeded noise
 # per rank) still trains with one noise draw per step (rank 0's).
 set -u
 source "$(dirname "$0")/mpi_common.inc"
@@ -44,6 +45,25 @@ out=$(timeout 60 "${MPIRUN[@]}" -np 1 "$BIN" "${C[@]}" --out "$T/bad" : -np 1 "$
 rc=$?
 if [ $rc -eq 0 ] || ! grep -q "data differ from rank 0" <<<"$out"; then
   echo "FAIL: ranks with different data: rc=$rc, want an error naming the data; got: $out"; fail=$((fail+1))
+fi
+
+# --init-from: every rank starts from the checkpoint (2 ranks = one process, bit for bit); a
+# rank given other starting parameters (here: only rank 0 has --init-from) is refused on
+# every rank, before a step (it crashed: the values were broadcast in a collective that the
+# other rank never entered)
+run_ok "$T/log_ft0" "$BIN" train --algo sgd --dataset "csv:$T/d.csv" --threads 1 --no-progress --batch-size 60 \
+  --epochs 1 --shards 2 --init-from "$T/r0" --out "$T/ft0"
+run_ok "$T/log_ft2" "${MPIRUN[@]}" -np 2 "$BIN" train --algo sgd --dataset "csv:$T/d.csv" --threads 1 --no-progress \
+  --batch-size 60 --epochs 1 --shards 2 --init-from "$T/r0" --out "$T/ft2"
+check "[ \"\$(params_hash $T/ft0/checkpoint.safetensors)\" = \"\$(params_hash $T/ft2/checkpoint.safetensors)\" ]" \
+      "--init-from: parameters with 2 ranks differ from one process"
+checks=$((checks+1))
+out=$(timeout 60 "${MPIRUN[@]}" -np 1 "$BIN" "${C[@]}" --init-from "$T/r0" --out "$T/bad2" : -np 1 "$BIN" "${C[@]}" \
+      --out "$T/bad2" 2>&1)
+rc=$?
+if [ $rc -eq 0 ] || ! grep -q "starting parameters differ from rank 0" <<<"$out" || [ -e "$T/bad2/checkpoint.safetensors" ]; then
+  echo "FAIL: ranks with different starting parameters: rc=$rc, want an error naming them and no checkpoint; got: $out"
+  fail=$((fail+1))
 fi
 
 # --secure: each rank's noise stream is OS-seeded; rank 0's single draw is applied everywhere
