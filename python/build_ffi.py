@@ -320,6 +320,7 @@ dpt_status dpt_trainer_add_gaussian_release(dpt_trainer *t, double sensitivity, 
 CDEF_INIT_PARAMS = r"""
 #define DPT_INIT_SOURCE_MAX ...
 dpt_status dpt_trainer_set_initial_params(dpt_trainer *t, const float *params, size_t n, const char *source);
+const char *dpt_trainer_initial_params(const dpt_trainer *t);
 """
 
 # The trainer's callbacks (issue 19): declared only when the headers have them, so the

@@ -310,6 +310,10 @@ dpt_status dpt_trainer_exclude_from_guarantee(dpt_trainer *t, const char *what);
  * DPT_EMISMATCH on every rank when they differ). */
 #define DPT_INIT_SOURCE_MAX 200
 dpt_status dpt_trainer_set_initial_params(dpt_trainer *t, const float *params, size_t n, const char *source);
+/* What dpt_trainer_set_initial_params recorded ("SOURCE (SHA-256 of the float32 values:
+ * HEX)"; a resumed run's, from its checkpoint), or "" for a run from cfg.init's random
+ * initialization. Owned by t. */
+const char *dpt_trainer_initial_params(const dpt_trainer *t);
 
 /* Noisy full-batch gradient descent ("Langevin" training, Ye et al., "Initialization
  * Matters", Eq. 4 / Theorem E.1): W_{k+1} = W_k - eta grad L(W_k; D) + sqrt(2 eta sigma^2) Z_k

@@ -111,3 +111,5 @@ dpt_status dpt_trainer_set_initial_params(dpt_trainer *t, const float *params, s
     memcpy(t->init_note, note, sizeof note);
     return DPT_OK;
 }
+
+const char *dpt_trainer_initial_params(const dpt_trainer *t) { return t ? t->init_note : ""; }
