@@ -65,7 +65,7 @@ static inline void ulr_check_explicit_noise(const dpt_train_config *c, const dpt
     dpt_trainer_free(t);
 }
 /* A diverged model (one NaN parameter in the last layer: every loss is NaN) makes the
- * private step fail with a clear error instead of summing NaN estimates "unclipped". */
+ * private step fail with DPT_ERANGE saying so instead of summing NaN estimates "unclipped". */
 static inline void ulr_check_nonfinite_error(const dpt_train_config *c, const dpt_dataset *d) {
     dpt_dpulr_config u = dpt_dpulr_config_defaults();
     u.copies = 2;
@@ -78,8 +78,9 @@ static inline void ulr_check_nonfinite_error(const dpt_train_config *c, const dp
     if (!t) return;
     dpt_model *m = dpt_trainer_model(t);
     m->theta[m->n_params - 1] = NAN;
-    CHECK(dpt_trainer_run(t, NULL) != DPT_OK);
-    CHECK_ERR_HAS("not finite");
+    CHECK_STATUS(dpt_trainer_run(t, NULL), DPT_ERANGE);
+    CHECK_ERR_HAS("LR estimate: clip factors: the squared norm of per-example gradient");
+    CHECK_ERR_HAS("(not finite): the model diverged; lower the learning rate");
     dpt_trainer_free(t);
 }
 #endif

@@ -384,6 +384,19 @@ static void test_errors(void) {
     CHECK_STATUS(a->begin(a, t, 5), DPT_EINVAL);
     CHECK_ERR_HAS("autoencoder");
     dpt_trainer_free(t);
+    /* a diverged model (a NaN last bias: every coefficient norm is NaN) is DPT_ERANGE from the
+     * clipping factors' one scan, naming the algorithm and the example */
+    c = cfg_for("mlp:8-16-3:relu", DPT_LOSS_SIGMOID_BCE, 0.5);
+    c.max_steps = 1;
+    t = make_trainer(&c, &tr, 1.0, 0.3, 3, 0.01, NULL);
+    if (t) {
+        dpt_model *m = dpt_trainer_model(t);
+        m->theta[m->n_params - 1] = NAN;
+        CHECK_STATUS(dpt_trainer_run(t, NULL), DPT_ERANGE);
+        CHECK_ERR_HAS("dpmac: clip factors: the squared norm of per-example gradient 0 is "); /* nan or -nan */
+        CHECK_ERR_HAS("nan (not finite): the model diverged; lower the learning rate");
+        dpt_trainer_free(t);
+    }
     /* the sgd algorithm has no ledger: a pre-training release is refused */
     dpt_algo *s = NULL;
     CHECK_OK(dpt_algo_sgd_new(&s));

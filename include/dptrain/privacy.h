@@ -30,10 +30,13 @@ typedef enum {
 dpt_status dpt_clip_mode_parse(const char *s, dpt_clip_mode *out);
 
 /* Clipping factors c[i] = min(1, C / ||g_i||) from squared norms sqnorm[i] = ||g_i||^2
- * (i < B); c[i] = 1 for a zero gradient. C > 0; NaN/negative norms are DPT_EINVAL. The
- * clipped gradient c_i g_i has norm exactly min(||g_i||, C) (to float rounding). */
+ * (i < B); c[i] = 1 for a zero gradient. The clipped gradient c_i g_i has norm exactly
+ * min(||g_i||, C) (to float rounding). Errors: C not finite or <= 0, or a negative squared
+ * norm, DPT_EINVAL; a NaN or infinite squared norm (a diverged model), DPT_ERANGE naming the
+ * index and saying to lower the learning rate. c[] is then partly written. Callers need no
+ * scan of their own for non-finite norms. */
 dpt_status dpt_privacy_clip_factors(const float *sqnorm, size_t B, double C, float *c);
-/* Reference: double arithmetic, one example at a time. */
+/* Reference: double arithmetic, one example at a time; the same errors. */
 dpt_status dpt_privacy_clip_factors_ref(const float *sqnorm, size_t B, double C, float *c);
 
 /* The stated per-layer split of C over G parameter layers: C_l = C / sqrt(G) (so that the
@@ -41,7 +44,8 @@ dpt_status dpt_privacy_clip_factors_ref(const float *sqnorm, size_t B, double C,
 dpt_status dpt_privacy_split_equal(double C, size_t G, double *C_l);
 
 /* Per-layer factors: sqnorms [G, B] (layer-major, as dpt_model_layer_sqnorms writes them),
- * C_l [G]; c [G, B] with c[l*B + i] = min(1, C_l / ||g_{i,l}||). */
+ * C_l [G]; c [G, B] with c[l*B + i] = min(1, C_l / ||g_{i,l}||). Errors as
+ * dpt_privacy_clip_factors, the message prefixed with "parameter layer l". */
 dpt_status dpt_privacy_clip_factors_layers(const float *sqnorms, size_t G, size_t B,
                                            const double *C_l, float *c);
 

@@ -20,6 +20,18 @@ static dpt_status check_c(double C) {
     return DPT_OK;
 }
 
+/* A non-finite squared norm comes from a diverged model (the layers compute it from finite
+ * inputs otherwise), so it is the caller's training that is wrong, not an argument:
+ * DPT_ERANGE, as for non-finite parameters. This is the only scan of the norms. A negative
+ * one is a bug of whoever computed it. */
+static dpt_status check_sqnorm(double s, size_t i) {
+    DPT_CHECK(isfinite(s), DPT_ERANGE,
+              "clip factors: the squared norm of per-example gradient %zu is %g (not finite): the model diverged; "
+              "lower the learning rate (dpt_optim_config.lr)", i, s);
+    DPT_CHECK(s >= 0, DPT_EINVAL, "clip factors: squared norm %zu is %g (< 0)", i, s);
+    return DPT_OK;
+}
+
 /* ==== Flat clipping ==== */
 
 dpt_status dpt_privacy_clip_factors(const float *sqnorm, size_t B, double C, float *c) {
@@ -29,8 +41,7 @@ dpt_status dpt_privacy_clip_factors(const float *sqnorm, size_t B, double C, flo
      * clipped norm would exceed C by more than one float ulp. */
     for (size_t i = 0; i < B; i++) {
         double s = sqnorm[i];
-        DPT_CHECK(s >= 0 && isfinite(s), DPT_EINVAL, "clip factors: squared norm %zu is %g (not finite or < 0)",
-                  i, s);
+        DPT_TRY(check_sqnorm(s, i));
         c[i] = s > C * C ? (float)(C / sqrt(s)) : 1.0f;
     }
     return DPT_OK;
@@ -39,8 +50,8 @@ dpt_status dpt_privacy_clip_factors(const float *sqnorm, size_t B, double C, flo
 dpt_status dpt_privacy_clip_factors_ref(const float *sqnorm, size_t B, double C, float *c) {
     DPT_TRY(check_c(C));
     for (size_t i = 0; i < B; i++) {
+        DPT_TRY(check_sqnorm(sqnorm[i], i));
         double norm = sqrt((double)sqnorm[i]);
-        DPT_CHECK(isfinite(norm), DPT_EINVAL, "clip factors: squared norm %zu is %g", i, (double)sqnorm[i]);
         double f = norm / C;
         c[i] = (float)(1.0 / (f > 1.0 ? f : 1.0)); /* 1 / max(1, ||g|| / C) as in Abadi et al. */
     }
@@ -58,7 +69,10 @@ dpt_status dpt_privacy_split_equal(double C, size_t G, double *C_l) {
 
 dpt_status dpt_privacy_clip_factors_layers(const float *sqnorms, size_t G, size_t B, const double *C_l, float *c) {
     DPT_CHECK(G == 0 || B == 0 || (sqnorms && C_l && c), DPT_EINVAL, "per-layer clip factors: NULL argument");
-    for (size_t g = 0; g < G; g++) DPT_TRY(dpt_privacy_clip_factors(sqnorms + g * B, B, C_l[g], c + g * B));
+    for (size_t g = 0; g < G; g++) {
+        dpt_status st = dpt_privacy_clip_factors(sqnorms + g * B, B, C_l[g], c + g * B);
+        if (st != DPT_OK) return dpt_error_context(st, "parameter layer %zu", g);
+    }
     return DPT_OK;
 }
 

@@ -420,8 +420,8 @@ static dpt_status dpmac_accumulate(dpt_algo *a, dpt_trainer *t, const float *x, 
         }
         /* ||[z_{k-1}; 1] g^T||_F^2 per example, then sum_n min(1, Theta/||.||) dT_n */
         DPT_TRY(L->ops->backward_params(L, in, s->tmp, bc, DPT_GRAD_SQNORM, NULL, s->sq, 0, 0));
-        DPT_TRY(dpt_train_check_norms(s->sq, bc, "dpmac"));
-        DPT_TRY(dpt_privacy_clip_factors(s->sq, bc, s->cfg.clip, s->c));
+        dpt_status st = dpt_privacy_clip_factors(s->sq, bc, s->cfg.clip, s->c);
+        if (st != DPT_OK) return dpt_error_context(st, "dpmac"); /* NaN/inf: DPT_ERANGE, diverged */
         DPT_TRY(L->ops->backward_params(L, in, s->tmp, bc, DPT_GRAD_WEIGHTED, s->c, m->grad + L->param_offset, 0, 1));
         if (s->cfg.taylor_order == 2) {
             curvature(s, t, k, bc, s->curv);

@@ -159,8 +159,8 @@ static dpt_status accumulate_fast(dpsgd_state *s, dpt_trainer *t, const float *x
             }
             g++;
         }
-        DPT_TRY(dpt_train_check_norms(s->sq, bc, "dpsgd"));
-        DPT_TRY(dpt_privacy_clip_factors(s->sq, bc, s->cfg.clip, s->c));
+        dpt_status st = dpt_privacy_clip_factors(s->sq, bc, s->cfg.clip, s->c);
+        if (st != DPT_OK) return dpt_error_context(st, "dpsgd"); /* NaN/inf: DPT_ERANGE, diverged */
         /* grad_l += sum_i c_i g_{i,l}: kept rows summed in example order (each coordinate's
          * sum in the same order whatever the thread count), the others by a weighted GEMM
          * dW += dV^T diag(c) X */
@@ -192,8 +192,8 @@ static dpt_status accumulate_fast(dpsgd_state *s, dpt_trainer *t, const float *x
         return DPT_OK;
     }
     DPT_TRY(dpt_model_layer_sqnorms(m, bc, s->sq));
-    DPT_TRY(dpt_train_check_norms(s->sq, s->G * bc, "dpsgd"));
-    DPT_TRY(dpt_privacy_clip_factors_layers(s->sq, s->G, bc, s->C_l, s->c));
+    dpt_status st = dpt_privacy_clip_factors_layers(s->sq, s->G, bc, s->C_l, s->c);
+    if (st != DPT_OK) return dpt_error_context(st, "dpsgd");
     size_t g = 0;
     for (size_t l = 0; l < m->n_layers; l++) {
         const dpt_layer *L = &m->layers[l];

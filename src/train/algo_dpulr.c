@@ -875,14 +875,9 @@ static dpt_status module_estimate(ulr_state *s, dpt_trainer *t, ulr_module *u, c
             }
         }
         /* the factors min(1, C_l / ||g_i||) as DP-SGD computes them; a NaN/inf estimate (a
-         * diverged model) is an error there instead of entering the sum "unclipped" */
-        if (dpt_privacy_clip_factors(s->w, bc, u->C_l, s->w) != DPT_OK) {
-            char why[256];
-            snprintf(why, sizeof why, "%s", dpt_last_error());
-            return dpt_set_error(DPT_ERANGE, "dpulr module %zu: LR estimate not finite (%s): the model diverged; "
-                                             "lower the learning rate (dpt_optim_config.lr)", (size_t)(u - s->mod),
-                                 why);
-        }
+         * diverged model) is DPT_ERANGE there instead of entering the sum "unclipped" */
+        dpt_status st = dpt_privacy_clip_factors(s->w, bc, u->C_l, s->w);
+        if (st != DPT_OK) return dpt_error_context(st, "dpulr module %zu: LR estimate", (size_t)(u - s->mod));
         for (size_t i = 0; i < bc; i++) u->clipped += s->w[i] < 1.0f;
     }
     return L->ops->backward_params(L, x, s->cvec, bc, DPT_GRAD_WEIGHTED, s->w, m->grad + L->param_offset, 0, 1);

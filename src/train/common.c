@@ -1,6 +1,5 @@
 /* What the training algorithms share: chunk buffers and the forward/loss/backward prologue. */
 #include <dptrain/privacy.h>
-#include <math.h>
 #include <string.h>
 
 #include "train_internal.h"
@@ -66,15 +65,6 @@ const char *dpt_sampler_enum_name(dpt_sampler_kind k) {
     case DPT_SAMPLER_POISSON_REJECT: return "DPT_SAMPLER_POISSON_REJECT";
     }
     return "an unknown sampler";
-}
-
-dpt_status dpt_train_check_norms(const float *sq, size_t n, const char *name) {
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(sq[i]))
-            return dpt_set_error(DPT_ERANGE, "%s: a per-example gradient is not finite (squared norm %g): the model "
-                                             "diverged; lower the learning rate (dpt_optim_config.lr)",
-                                 name, (double)sq[i]);
-    return DPT_OK;
 }
 
 dpt_status dpt_algo_bind_sgm(dpt_algo *a, const dpt_trainer *t, const char *name, double sigma, int secure) {

@@ -134,9 +134,6 @@ void dpt_dpsgd_set_keep_budget(dpt_algo *a, size_t floats);
 dpt_status dpt_algo_bind_sgm(dpt_algo *a, const dpt_trainer *t, const char *name, double sigma, int secure);
 /* "DPT_SAMPLER_POISSON", ... as the enum spells it (errors name it so). */
 const char *dpt_sampler_enum_name(dpt_sampler_kind k);
-/* DPT_ERANGE naming `name` when a squared per-example norm sq[0..n) is not finite (a
- * diverged model), before it reaches the clipping factors. */
-dpt_status dpt_train_check_norms(const float *sq, size_t n, const char *name);
 
 dpt_status dpt_trainer_checkpoint_path(const dpt_trainer *t, char *buf, size_t n);
 
