@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -325,6 +326,18 @@ const char *cli_given(int argc, char **argv, int first, const cli_option *opts) 
 }
 
 int cli_stderr_is_tty(void) { return isatty(STDERR_FILENO); }
+
+int cli_make_dirs(const char *path) {
+    char buf[1024];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return (mkdir(buf, 0755) != 0 && errno != EEXIST) ? -1 : 0;
+}
 
 int cli_run_in_dir(const char *dir, const char *const argv[], int quiet_stderr) {
     fflush(NULL);

@@ -51,6 +51,10 @@ const char *cli_given(int argc, char **argv, int first, const cli_option *opts);
 
 /* 1 when stdout / stderr is a terminal (progress bars only there). */
 int cli_stderr_is_tty(void);
+/* mkdir -p: creates path and its missing parents (mode 0755). 0 when that succeeds or they
+ * exist already (path may be a file then: callers check), else -1 with errno set by mkdir
+ * (-1 too for a path of 1024 bytes or more, errno then untouched). */
+int cli_make_dirs(const char *path);
 /* Runs argv[0] (looked up in PATH) with the arguments argv[1..] in directory dir, without a
  * shell, and waits: its exit status, or -1 when it could not be started or was killed.
  * quiet_stderr: its stderr goes to /dev/null. */

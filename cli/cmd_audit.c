@@ -43,18 +43,6 @@ static const char *USAGE =
     "trained with (--algo, --lr, --epochs, ...) so the LiRA shadows match it.\n"
     "An audit measures leakage from below; it never proves privacy.";
 
-static int make_dirs(const char *path) {
-    char buf[1024];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    return (mkdir(buf, 0755) != 0 && errno != EEXIST) ? -1 : 0;
-}
-
 static int write_outputs(const char *out, const dpt_audit_attack *A, size_t na, size_t bootstrap, int plot,
                          int *plotted) {
     *plotted = 0;
@@ -410,7 +398,7 @@ int dpt_cmd_audit(int argc, char **argv) {
         }
         ac.target = ck_model;
     }
-    if (make_dirs(out) != 0) {
+    if (cli_make_dirs(out) != 0) {
         code = cli_error("--out %s: cannot create directory: %s", out, strerror(errno));
         goto done;
     }

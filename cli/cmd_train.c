@@ -23,19 +23,6 @@
 #include "train_algos.h"
 #include "train_trace.h"
 
-/* mkdir -p */
-static int make_dirs(const char *path) {
-    char buf[1024];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    return (mkdir(buf, 0755) != 0 && errno != EEXIST) ? -1 : 0;
-}
-
 static const char *USAGE =
     "usage: dptrain train [options]\n\n"
     "Trains a model and writes the run directory (--out): checkpoint.safetensors (after\n"
@@ -538,7 +525,7 @@ static int cmd_train(int argc, char **argv) {
         exit_code = cli_error("--resume: --out %s does not exist: there is no run to resume", out);
         goto done;
     }
-    if (rank == 0 && make_dirs(out) != 0) {
+    if (rank == 0 && cli_make_dirs(out) != 0) {
         exit_code = cli_error("--out %s: cannot create directory: %s", out, strerror(errno));
         goto done;
     }
