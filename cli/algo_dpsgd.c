@@ -44,7 +44,7 @@ static int dpsgd_make(cli_algo_ctx *c, dpt_algo **out) {
     size_t P = 0;
     if (p->secure) { /* the accounted multiplier depends on the parameter count */
         dpt_model *m = NULL;
-        if (dpt_model_new(cfg->model_spec, 1, 1, &m) != DPT_OK) return cli_fail("--model");
+        if (dpt_model_new(cfg->model_spec, 1, 1, &m) != DPT_OK) return cli_refuse("--model");
         P = m->n_params;
         dpt_model_free(m);
     }
@@ -58,10 +58,10 @@ static int dpsgd_make(cli_algo_ctx *c, dpt_algo **out) {
                                                             DPT_CONV_BALLE, 1e-4, &S.sigma)
                                  : dpt_calibrate_sigma(q, T, p->delta, p->target_eps, DPT_ACCT_RDP, DPT_CONV_BALLE, 1e-4,
                                                        &S.sigma);
-        if (cs != DPT_OK) return cli_fail("--target-epsilon");
+        if (cs != DPT_OK) return cli_refuse("--target-epsilon");
         if (p->secure) {
             double eff = S.sigma;
-            if (dpt_privacy_secure_sigma_for(eff, P, &S.sigma) != DPT_OK) return cli_fail("--target-epsilon");
+            if (dpt_privacy_secure_sigma_for(eff, P, &S.sigma) != DPT_OK) return cli_refuse("--target-epsilon");
             if (!c->quiet)
                 fprintf(stderr, "dptrain: --secure: the lattice rounding raises the sensitivity to C + sqrt(%zu) h, so "
                                 "sigma %.6g is needed for an effective %.6g\n", P, S.sigma, eff);

@@ -152,16 +152,28 @@ void cli_flag_names(const char *msg, char *out, size_t n) {
     out[w] = 0;
 }
 
-int cli_error(const char *fmt, ...) {
+static void print_error(const char *fmt, va_list ap) {
     char msg[2048], mapped[2048];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     cli_flag_names(msg, mapped, sizeof mapped);
     prefix();
     fprintf(stderr, "%s\n", mapped);
+}
+
+int cli_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    print_error(fmt, ap);
+    va_end(ap);
     return 2;
+}
+
+int cli_failf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    print_error(fmt, ap);
+    va_end(ap);
+    return 1;
 }
 
 int cli_fail(const char *context) {
@@ -170,6 +182,11 @@ int cli_fail(const char *context) {
     prefix();
     fprintf(stderr, "%s: %s\n", context, mapped);
     return 1;
+}
+
+int cli_refuse(const char *context) {
+    cli_fail(context);
+    return 2;
 }
 
 /* strto* skip leading white space and strtoull accepts a sign: " -1" would be 2^64 - 1.

@@ -20,6 +20,16 @@ int cli_error(const char *fmt, ...)
     ;
 /* Prints "dptrain: <context>: <dpt_last_error()>" and returns 1 (runtime failure). */
 int cli_fail(const char *context);
+/* Prints as cli_error and returns 1: a failure of the CLI's own work (an output it cannot
+ * write, out of memory). */
+int cli_failf(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+/* The same message, returning 2: for a library refusal of what the command line gave (a
+ * value, or a file it names) before the command's work began (README, "Exit status"). */
+int cli_refuse(const char *context);
 
 /* Strict number parsers: whole string must parse, finite, else error naming `flag`. */
 int cli_parse_double(const char *flag, const char *s, double *out);

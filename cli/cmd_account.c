@@ -58,7 +58,7 @@ static void print_json(cJSON *o) {
 static int report_ledger(const char *path, double delta, dpt_conversion conv, const double *orders,
                          size_t n_orders, const char *acct_name, int json) {
     dpt_ledger *l = NULL;
-    if (dpt_ledger_load(path, &l) != DPT_OK) return cli_fail("--ledger");
+    if (dpt_ledger_load(path, &l) != DPT_OK) return cli_refuse("--ledger");
     /* a checkpoint beside the ledger must be of the same run (the run id in both) */
     const char *slash = strrchr(path, '/');
     char ck[1200];
@@ -66,7 +66,7 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
     dpt_status chk = access(ck, F_OK) == 0 ? dpt_run_check_ledger(ck, path) : DPT_OK;
     if (chk == DPT_EMISMATCH) { /* another run's ledger, or one that lost steps */
         dpt_ledger_free(l);
-        return cli_fail("--ledger");
+        return cli_refuse("--ledger");
     }
     if (chk != DPT_OK) /* an unreadable checkpoint does not make the (checksummed) ledger wrong */
         fprintf(stderr, "dptrain: warning: could not check that %s belongs to the checkpoint beside it (%s); the "
@@ -147,10 +147,11 @@ static int account_dpulr(const acct_result *r, uint64_t N, const char *s_nb, dpt
     if (s_nb) {
         if (parse_pos_u64("--min-batch", s_nb, &nb)) return 2;
     } else if (dpt_dpulr_default_min_batch(r->q, r->sigma, N, 1e-3, &nb, &ratio) != DPT_OK) {
-        return cli_fail("--min-batch");
+        return cli_refuse("--min-batch");
     }
     double rej = 0, eb = 0, ec = 0, ob = 0, oc = 0, sgm = 0;
-    if (dpt_dpulr_rejection_term(r->q, N, nb, &rej) != DPT_OK) return cli_fail("account");
+    /* refuses an N_B outside [1, qN]: a bad --min-batch, as train says */
+    if (dpt_dpulr_rejection_term(r->q, N, nb, &rej) != DPT_OK) return cli_refuse("account");
     if (dpt_dpulr_epsilon(r->q, r->sigma, N, nb, r->steps, r->delta, DPT_CONV_BALLE, &eb, &ob) != DPT_OK ||
         dpt_dpulr_epsilon(r->q, r->sigma, N, nb, r->steps, r->delta, DPT_CONV_CLASSIC, &ec, &oc) != DPT_OK)
         return cli_fail("DP-ULR accountant");
@@ -346,7 +347,7 @@ int dpt_cmd_account(int argc, char **argv) {
         st = dpt_calibrate_sigma_ex(r.q, r.steps, r.delta, r.target, acct, conv, orders, n_orders, tol, &r.sigma);
         if (st != DPT_OK) {
             free(orders);
-            return cli_fail("calibration");
+            return cli_refuse("calibration"); /* an unreachable --target-epsilon, as train says */
         }
     }
     if (acct == DPT_ACCT_RDP)

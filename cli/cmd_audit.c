@@ -49,7 +49,7 @@ static int write_outputs(const char *out, const dpt_audit_attack *A, size_t na, 
     char path[1100];
     snprintf(path, sizeof path, "%s/audit.csv", out);
     FILE *f = fopen(path, "w");
-    if (!f) return cli_error("--out %s: cannot write audit.csv: %s", out, strerror(errno));
+    if (!f) return cli_failf("--out %s: cannot write audit.csv: %s", out, strerror(errno));
     fprintf(f, "attack,members,nonmembers,auc,auc_lo,auc_hi,tpr_at_0.1%%fpr,lo,hi,tpr_at_1%%fpr,lo,hi\n");
     for (size_t k = 0; k < na; k++) {
         const dpt_audit_summary *s = &A[k].s;
@@ -64,7 +64,7 @@ static int write_outputs(const char *out, const dpt_audit_attack *A, size_t na, 
     fclose(f);
     snprintf(path, sizeof path, "%s/roc.csv", out);
     f = fopen(path, "w");
-    if (!f) return cli_error("--out %s: cannot write roc.csv: %s", out, strerror(errno));
+    if (!f) return cli_failf("--out %s: cannot write roc.csv: %s", out, strerror(errno));
     fprintf(f, "attack,fpr,tpr\n");
     for (size_t k = 0; k < na; k++) {
         size_t n = A[k].n_in + A[k].n_out + 1, m = 0;
@@ -82,7 +82,7 @@ static int write_outputs(const char *out, const dpt_audit_attack *A, size_t na, 
     for (int k = 0; k < 2; k++) {
         snprintf(path, sizeof path, "%s/roc.gp", out);
         f = fopen(path, "w");
-        if (!f) return cli_error("--out %s: cannot write roc.gp: %s", out, strerror(errno));
+        if (!f) return cli_failf("--out %s: cannot write roc.gp: %s", out, strerror(errno));
         fprintf(f, "set terminal %s size 800,600\nset output 'roc.png'\nset datafile separator ','\n"
                    "set logscale xy\nset xrange [1e-3:1]\nset yrange [1e-3:1]\nset key bottom right\n"
                    "set xlabel 'false positive rate'\nset ylabel 'true positive rate'\n"
@@ -339,7 +339,7 @@ int dpt_cmd_audit(int argc, char **argv) {
     if (!ckpt && (rc = cli_norm_check(&dopts)) != 0) return rc;
     if (ckpt) {
         /* the checkpoint's own data choices: the same training set and normalization */
-        if (dpt_checkpoint_peek(ckpt, &ck_spec, &ck_state) != DPT_OK) return cli_fail("--checkpoint");
+        if (dpt_checkpoint_peek(ckpt, &ck_spec, &ck_state) != DPT_OK) return cli_refuse("--checkpoint");
         ck_root = cJSON_Parse(ck_state);
         const cJSON *run = ck_root ? cJSON_GetObjectItemCaseSensitive(ck_root, "run") : NULL;
         const cJSON *ds = cJSON_GetObjectItemCaseSensitive(run, "dataset"), *dd = cJSON_GetObjectItemCaseSensitive(run, "data_dir");
@@ -376,14 +376,13 @@ int dpt_cmd_audit(int argc, char **argv) {
     free(run_json);
     run_json = NULL;
     if (ls != DPT_OK) {
-        int r = cli_fail(ckpt ? "--checkpoint data" : "--dataset");
-        code = r == 1 ? 2 : r;
+        code = cli_refuse(ckpt ? "--checkpoint data" : "--dataset");
         goto done;
     }
     if (ckpt) { /* a DP-MAC run with DP-PCA: its members and non-members as its model saw them */
         const cJSON *pca = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ck_root, "run"), "pca");
         if (pca && (cli_apply_recorded_pca(pca, &pop) != DPT_OK || cli_apply_recorded_pca(pca, &test) != DPT_OK)) {
-            code = cli_fail("--checkpoint data");
+            code = cli_refuse("--checkpoint data");
             goto done;
         }
     }
@@ -393,7 +392,7 @@ int dpt_cmd_audit(int argc, char **argv) {
     if (ckpt) {
         if (dpt_model_new(ck_spec, 256, (int)threads, &ck_model) != DPT_OK ||
             dpt_checkpoint_load(ckpt, ck_model, NULL, NULL) != DPT_OK) {
-            code = cli_fail("--checkpoint");
+            code = cli_refuse("--checkpoint");
             goto done;
         }
         ac.target = ck_model;
@@ -413,8 +412,11 @@ int dpt_cmd_audit(int argc, char **argv) {
     audit_view view = {quiet, dataset, model, algo, epochs, shadows};
     ac.progress = progress;
     ac.user = &view;
-    if (dpt_audit_run(&ac, &pop, &test, &res) != DPT_OK) {
-        code = cli_fail("audit");
+    dpt_status as = dpt_audit_run(&ac, &pop, &test, &res);
+    if (as != DPT_OK) {
+        /* a value the library refuses (--model, a --batch-size above the members, ...) is a
+         * usage error, as in train, even when it is found as the first model is made */
+        code = as == DPT_EINVAL ? cli_refuse("audit") : cli_fail("audit");
         goto done;
     }
     print_results(&ac, &res, ckpt, algo, sigma, delta);

@@ -48,11 +48,11 @@ int dpt_cmd_eval(int argc, char **argv) {
     const char *slash = strrchr(ckpt, '/');
     char lp[1200];
     snprintf(lp, sizeof lp, "%.*sledger.json", slash ? (int)(slash - ckpt + 1) : 0, ckpt);
-    if (access(lp, F_OK) == 0 && dpt_run_check_ledger(ckpt, lp) != DPT_OK) return cli_fail("--checkpoint");
+    if (access(lp, F_OK) == 0 && dpt_run_check_ledger(ckpt, lp) != DPT_OK) return cli_refuse("--checkpoint");
 
     dpt_threads_set_blas((int)threads);
     dpt_checkpoint *ck = NULL;
-    if (dpt_checkpoint_open(ckpt, (int)threads, &ck) != DPT_OK) return cli_fail("--checkpoint");
+    if (dpt_checkpoint_open(ckpt, (int)threads, &ck) != DPT_OK) return cli_refuse("--checkpoint");
     int code = 0;
     dpt_dataset test;
     memset(&test, 0, sizeof test);
@@ -64,7 +64,7 @@ int dpt_cmd_eval(int argc, char **argv) {
         goto done;
     }
     if (cli_load_test_from_run(run_s, data_dir, &test) != DPT_OK) {
-        code = cli_fail("test data");
+        code = cli_refuse("test data"); /* as train's --dataset */
         goto done;
     }
     size_t in_dim = dpt_model_in_dim(dpt_checkpoint_model(ck));

@@ -231,10 +231,7 @@ static int open_init_checkpoint(const char *path, int resume, dpt_checkpoint **c
     if (n < 0 || (size_t)n >= sizeof file) return cli_error("--init-from: path too long");
     if (S_ISDIR(st.st_mode) && stat(file, &st) != 0)
         return cli_error("--init-from %s: a directory without a checkpoint.safetensors (%s)", path, strerror(errno));
-    if (dpt_checkpoint_open(file, 1, ck) != DPT_OK) {
-        cli_fail("--init-from");
-        return 2;
-    }
+    if (dpt_checkpoint_open(file, 1, ck) != DPT_OK) return cli_refuse("--init-from");
     /* where the values came from, by absolute path (the tail of a long one) */
     const char *shown = realpath(file, abs) ? abs : file;
     char what[160];
@@ -266,10 +263,8 @@ static int same_model(dpt_checkpoint *ck, const char *path, const char *spec) {
 static int start_from_checkpoint(dpt_trainer *t, dpt_checkpoint *ck, const char *path, const char *source) {
     const dpt_model *mine = dpt_trainer_model(t), *theirs = dpt_checkpoint_model(ck);
     if (strcmp(dpt_model_spec(mine), dpt_model_spec(theirs)) != 0) return model_differs(theirs, path, dpt_model_spec(mine));
-    if (dpt_trainer_set_initial_params(t, theirs->theta, theirs->n_params, source) != DPT_OK) {
-        cli_fail("--init-from");
-        return 2;
-    }
+    if (dpt_trainer_set_initial_params(t, theirs->theta, theirs->n_params, source) != DPT_OK)
+        return cli_refuse("--init-from");
     /* the guarantee of this run does not reach back into the checkpoint's */
     if (dpt_checkpoint_ledger(ck))
         fprintf(stderr, "dptrain: note: --init-from %s comes from a private run: this run's epsilon covers this run "
@@ -441,7 +436,7 @@ static int cmd_train(int argc, char **argv) {
         /* checked again under the run directory's lock when training starts */
         size_t n_in = 0;
         char names[256];
-        if (dpt_run_dir_inspect(out, &n_in, names, sizeof names) != DPT_OK) return cli_fail("--out");
+        if (dpt_run_dir_inspect(out, &n_in, names, sizeof names) != DPT_OK) return cli_refuse("--out");
         if (n_in)
             return cli_error("--out %s is not empty (it holds %s%s): add --resume to continue the run in it, or "
                              "--overwrite to replace that run (its files are removed first)", out, names,
@@ -486,12 +481,12 @@ static int cmd_train(int argc, char **argv) {
     cli_norm_info norm;
     double t_load = dpt_now();
     if (cli_load_run_data(&dopts, &train, &test, &run_json, &norm) != DPT_OK) {
-        int r = cli_fail("--dataset");
+        int r = cli_refuse("--dataset");
         dpt_dataset_free(&train);
         dpt_dataset_free(&test);
         free(resume_run);
         dpt_checkpoint_close(init_ck);
-        return r == 1 ? 2 : r;
+        return r;
     }
     free(resume_run);
     t_load = dpt_now() - t_load;
@@ -566,7 +561,7 @@ static int cmd_train(int argc, char **argv) {
     if (init_ck && (exit_code = start_from_checkpoint(t, init_ck, init_from, init_source)) != 0) goto done;
     if (resume && dpt_trainer_resume(t) != DPT_OK) {
         int sigma_changed = strstr(dpt_last_error(), "; sigma was") || strstr(dpt_last_error(), "says sigma was");
-        exit_code = cli_fail("--resume");
+        exit_code = cli_refuse("--resume"); /* the run in --out cannot be continued so: nothing ran */
         /* the noise multiplier came from --target-epsilon, calibrated for this --epochs */
         if (sigma_changed && pf.target_eps_seen && !pf.sigma_seen)
             fprintf(stderr, "dptrain: note: sigma was not given: --target-epsilon calibrated it for --epochs %ld, and "

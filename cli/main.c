@@ -26,7 +26,9 @@ static void usage(FILE *f) {
                "Differentially private training, privacy accounting and auditing.\n\n"
                "Commands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].help);
-    fprintf(f, "\nRun 'dptrain <command> --help' for the options of a command.\n");
+    fprintf(f, "\nRun 'dptrain <command> --help' for the options of a command.\n"
+               "Exit status: 0 success, 1 failure once the work began, 2 command line refused before it\n"
+               "(a flag, a value or a file it names), 130 train interrupted by Ctrl-C (README.md).\n");
 }
 
 static int dispatch(int argc, char **argv) {
