@@ -92,21 +92,36 @@ run 2 cifar_curves "$T/c.csv" 10 1 "$T/c2.csv" "d=D"
 has err "name the runs as RUN=LABEL"
 run 2 cifar_curves "$T/c.csv" 10 1 "a=A" "$T/c2.csv"
 has err "name the runs as RUN=LABEL"
-# cifar_plateau: p's best (epoch 3) is 13 epochs back and its 10-epoch rise is 30 - 34 = -4
-# (its partial epoch 17 left out); q rises +0.20 but its best is its last epoch; r is short
+# cifar_plateau, the rule over 20 epochs (last 5 against the 5 twenty before, best 20 or more
+# back), on made-up runs at 10 steps per epoch, by hand:
+# - p: 25 whole epochs (just enough), 30% but 50% at epoch 3; its partial epoch 26 (90%) is left
+#   out. Best 3, 22 back; rise mean(21-25) - mean(1-5) = 30 - 34 = -4: stopped.
+# - q: 30% for 25 epochs but 31% at the last: rise +0.20, but its best is its last epoch: rising
+#   (by the rise alone it would have stopped).
+# - s: 30% for 26 epochs but 31% at epoch 11: rise 0, best 15 back: rising (stopped over 10).
+# - t: 40% at epoch 1, 20% at 2-6, 30% from 7 to 26: best 25 back, but rise mean(22-26) -
+#   mean(2-6) = +10: rising (over 10, mean(12-16) = 30, it had stopped).
+# - r: 24 epochs, one too few for a rise.
 { echo "run,epoch,step,train_loss,test_accuracy,epsilon_rdp,epsilon_pld,delta,wall_s,noise,seed"
-  for e in $(seq 1 16); do
+  for e in $(seq 1 26); do
     pa=0.30; [ "$e" = 3 ] && pa=0.50
-    qa=0.30; [ "$e" = 16 ] && qa=0.31
-    echo "p,$e,$((10 * e)),,$pa,0.5,,1e-05,$e,x,1"
-    echo "q,$e,$((10 * e)),,$qa,0.5,,1e-05,$e,x,1"
+    qa=0.30; [ "$e" = 25 ] && qa=0.31
+    sa=0.30; [ "$e" = 11 ] && sa=0.31
+    ta=0.30; [ "$e" -le 6 ] && ta=0.20; [ "$e" = 1 ] && ta=0.40
+    [ "$e" -le 25 ] && echo "p,$e,$((10 * e)),,$pa,0.5,,1e-05,$e,x,1"
+    [ "$e" -le 25 ] && echo "q,$e,$((10 * e)),,$qa,0.5,,1e-05,$e,x,1"
+    echo "s,$e,$((10 * e)),,$sa,0.5,,1e-05,$e,x,1"
+    echo "t,$e,$((10 * e)),,$ta,0.5,,1e-05,$e,x,1"
+    [ "$e" -le 24 ] && echo "r,$e,$((10 * e)),,0.20,0.5,,1e-05,$e,x,1"
   done
-  echo "p,17,164,,0.90,0.5,,1e-05,17,x,1"
-  for e in 1 2 3 4 5; do echo "r,$e,$((10 * e)),,0.20,0.5,,1e-05,$e,x,1"; done; } > "$T/pl.csv"
-run 0 cifar_plateau "$T/pl.csv" 10 "p=P" "q=Q" "r=R"
-has out "| P | 16 | 3 (50.00%) | 30.00% | -4.00 | 13 | yes |"
-has out "| Q | 16 | 16 (31.00%) | 31.00% | +0.20 | 0 | no |"
-has out "| R | 5 | 1 (20.00%) | 20.00% | (fewer than 15 epochs) | 4 | no |"
+  echo "p,26,254,,0.90,0.5,,1e-05,26,x,1"; } > "$T/pl.csv"
+run 0 cifar_plateau "$T/pl.csv" 10 "p=P" "q=Q" "s=S" "t=T" "r=R"
+has out "| run | whole epochs | best epoch (test acc) | last epoch | 20-epoch rise (last 5 against 5 20 before) |"
+has out "| P | 25 | 3 (50.00%) | 30.00% | -4.00 | 22 | yes |"
+has out "| Q | 25 | 25 (31.00%) | 31.00% | +0.20 | 0 | no |"
+has out "| S | 26 | 11 (31.00%) | 30.00% | +0.00 | 15 | no |"
+has out "| T | 26 | 1 (40.00%) | 30.00% | +10.00 | 25 | no |"
+has out "| R | 24 | 1 (20.00%) | 20.00% | (fewer than 25 epochs) | 23 | no |"
 run 2 cifar_plateau "$T/pl.csv" 7 "p=P"
 has err "run p has no whole epoch of 7 steps"
 run 2 cifar_plateau "$T/pl.csv" 10 p
