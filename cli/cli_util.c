@@ -344,17 +344,24 @@ const char *cli_given(int argc, char **argv, int first, const cli_option *opts) 
 
 int cli_stderr_is_tty(void) { return isatty(STDERR_FILENO); }
 
-int cli_make_dirs(const char *path) {
+/* mkdir -p of path (last = 1) or of its parents only (last = 0) */
+static int make_dirs(const char *path, int last) {
     char buf[1024];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
+    size_t n = strlen(buf);
+    while (n > 1 && buf[n - 1] == '/') buf[--n] = 0;
     for (char *p = buf + 1; *p; p++) {
         if (*p != '/') continue;
         *p = 0;
         if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
         *p = '/';
     }
-    return (mkdir(buf, 0755) != 0 && errno != EEXIST) ? -1 : 0;
+    return last && mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
+
+int cli_make_dirs(const char *path) { return make_dirs(path, 1); }
+
+int cli_make_parents(const char *path) { return make_dirs(path, 0); }
 
 int cli_run_in_dir(const char *dir, const char *const argv[], int quiet_stderr) {
     fflush(NULL);

@@ -65,6 +65,8 @@ int cli_stderr_is_tty(void);
  * exist already (path may be a file then: callers check), else -1 with errno set by mkdir
  * (-1 too for a path of 1024 bytes or more, errno then untouched). */
 int cli_make_dirs(const char *path);
+/* mkdir -p of path's parent directories (not of path itself): -1 with errno on failure. */
+int cli_make_parents(const char *path);
 /* Runs argv[0] (looked up in PATH) with the arguments argv[1..] in directory dir, without a
  * shell, and waits: its exit status, or -1 when it could not be started or was killed.
  * quiet_stderr: its stderr goes to /dev/null. */

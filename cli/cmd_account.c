@@ -10,6 +10,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "dptrain/accounting.h"
+#include "dptrain/inference.h"
 #include "dptrain/train.h"
 
 static const char *USAGE =
@@ -55,15 +56,45 @@ static void print_json(cJSON *o) {
 
 /* ==== --ledger ==== */
 
+/* The ledger inside a checkpoint (a run's checkpoint, or Model.save's file), as an owned copy. */
+static int checkpoint_ledger(const char *path, dpt_ledger **out) {
+    dpt_checkpoint *ck = NULL;
+    if (dpt_checkpoint_open(path, 1, &ck) != DPT_OK) return cli_refuse("--ledger");
+    const dpt_ledger *v = dpt_checkpoint_ledger(ck);
+    char *js = NULL;
+    int rc = !v ? cli_error("--ledger %s: a checkpoint of a non-private run (%s): it has no privacy ledger", path,
+                            dpt_checkpoint_algorithm(ck)[0] ? dpt_checkpoint_algorithm(ck) : "no algorithm recorded")
+             : dpt_ledger_to_json(v, &js) != DPT_OK || dpt_ledger_from_json(js, out) != DPT_OK ? cli_fail("--ledger")
+                                                                                                  : 0;
+    free(js);
+    dpt_checkpoint_close(ck);
+    return rc;
+}
+
+/* a text of the ledger's metadata on the terminal: control characters shown as '?' (a
+ * ledger file may hold anything; the JSON output escapes them) */
+static void print_text(const char *label, const char *s) {
+    printf("%s", label);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) putchar(*p < 0x20 || *p == 0x7f ? '?' : *p);
+    putchar('\n');
+}
+
 static int report_ledger(const char *path, double delta, dpt_conversion conv, const double *orders,
                          size_t n_orders, const char *acct_name, int json) {
     dpt_ledger *l = NULL;
-    if (dpt_ledger_load(path, &l) != DPT_OK) return cli_refuse("--ledger");
+    size_t plen = strlen(path);
+    const int in_ck = plen >= 12 && !strcmp(path + plen - 12, ".safetensors");
+    if (in_ck) {
+        int rc = checkpoint_ledger(path, &l);
+        if (rc) return rc;
+    } else if (dpt_ledger_load(path, &l) != DPT_OK) {
+        return cli_refuse("--ledger");
+    }
     /* a checkpoint beside the ledger must be of the same run (the run id in both) */
     const char *slash = strrchr(path, '/');
     char ck[1200];
     snprintf(ck, sizeof ck, "%.*scheckpoint.safetensors", slash ? (int)(slash - path + 1) : 0, path);
-    dpt_status chk = access(ck, F_OK) == 0 ? dpt_run_check_ledger(ck, path) : DPT_OK;
+    dpt_status chk = !in_ck && access(ck, F_OK) == 0 ? dpt_run_check_ledger(ck, path) : DPT_OK;
     if (chk == DPT_EMISMATCH) { /* another run's ledger, or one that lost steps */
         dpt_ledger_free(l);
         return cli_refuse("--ledger");
@@ -128,10 +159,11 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
             printf("epsilon (PLD)   %.4f\n", e_pld);
         else
             printf("epsilon (PLD)   n/a (ledger has RDP-curve or (eps, delta) events)\n");
-        if (excl) printf("NOT covered     %s\n", excl);
-        if (init)
-            printf("started from    %s\n                (the epsilon assumes these parameters do not depend on the "
-                   "training data)\n", init);
+        if (excl) print_text("NOT covered     ", excl);
+        if (init) {
+            print_text("started from    ", init);
+            printf("                (the epsilon assumes these parameters do not depend on the training data)\n");
+        }
         if (edge)
             printf("note: the best RDP order %g is at an edge of the order grid; widen it with --orders\n", order);
     }
@@ -223,7 +255,7 @@ int dpt_cmd_account(int argc, char **argv) {
          "comma-separated RDP orders > 1 (default: 1.1..10.9 step 0.1, 11..64, then up to 1024)", NULL},
         {"--target-epsilon", CLI_STR, &s_target, "E", "calibrate: smallest sigma with epsilon <= E", NULL},
         {"--tolerance", CLI_DOUBLE, &tol, "X", "calibration tolerance on sigma (with --target-epsilon)", &tol_seen},
-        {"--ledger", CLI_STR, &ledger, "FILE", "report a ledger saved by a training run (both accountants)", NULL},
+        {"--ledger", CLI_STR, &ledger, "FILE", "report a ledger saved by a training run (both accountants): ledger.json, or a checkpoint (*.safetensors) holding one", NULL},
         {"--json", CLI_FLAG, &json, NULL, "print one JSON object instead of a table", NULL},
         {"--algo", CLI_STR, &algo, "NAME", "dpsgd (Poisson sampling) | dpulr (Poisson sampling with rejection)", NULL},
         {"--min-batch", CLI_STR, &s_nb, "N_B", "dpulr: rejection threshold in [1, qN] (default: the 1e-3 rule)", NULL},

@@ -2,12 +2,10 @@
  * --help, so every option is listed with its real default. */
 #include <dptrain/accounting.h>
 #include <dptrain/comm.h>
-#include <dptrain/inference.h>
 #include <dptrain/train.h>
 
 #include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +16,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "init_from.h"
 #include "presets.h"
 #include "run_data.h"
 #include "train_algos.h"
@@ -218,61 +217,6 @@ static void print_summary(const dpt_trainer *t, const dpt_epoch_result *r, const
     printf("checkpoint: %s/checkpoint.safetensors  metrics: %s/metrics.jsonl\n", run_dir, out);
 }
 
-/* --init-from PATH (a checkpoint file or a run directory holding one): opened and verified,
- * `source` describing it for the ledger (at most DPT_INIT_SOURCE_MAX bytes). */
-static int open_init_checkpoint(const char *path, int resume, dpt_checkpoint **ck, char *source, size_t len) {
-    if (resume) return cli_error("--init-from: not with --resume (a resumed run continues from its own checkpoint)");
-    if (!*path) return cli_error("--init-from: empty path");
-    char file[1100], abs[PATH_MAX];
-    struct stat st;
-    if (stat(path, &st) != 0) return cli_error("--init-from %s: %s", path, strerror(errno));
-    int n = S_ISDIR(st.st_mode) ? snprintf(file, sizeof file, "%s/checkpoint.safetensors", path)
-                                : snprintf(file, sizeof file, "%s", path);
-    if (n < 0 || (size_t)n >= sizeof file) return cli_error("--init-from: path too long");
-    if (S_ISDIR(st.st_mode) && stat(file, &st) != 0)
-        return cli_error("--init-from %s: a directory without a checkpoint.safetensors (%s)", path, strerror(errno));
-    if (dpt_checkpoint_open(file, 1, ck) != DPT_OK) return cli_refuse("--init-from");
-    /* where the values came from, by absolute path (the tail of a long one) */
-    const char *shown = realpath(file, abs) ? abs : file;
-    char what[160];
-    snprintf(what, sizeof what, " (%s run, step %" PRIu64 ")",
-             dpt_checkpoint_algorithm(*ck)[0] ? dpt_checkpoint_algorithm(*ck) : "unknown", dpt_checkpoint_step(*ck));
-    size_t room = len - 1 - strlen("checkpoint ") - strlen(what), plen = strlen(shown);
-    int w = plen > room ? snprintf(source, len, "checkpoint ...%s%s", shown + plen - (room - 3), what)
-                        : snprintf(source, len, "checkpoint %s%s", shown, what);
-    return w >= 0 && (size_t)w < len ? 0 : cli_error("--init-from: path too long");
-}
-
-static int model_differs(const dpt_model *theirs, const char *path, const char *mine) {
-    return cli_error("--init-from %s: its model is %s, this run's --model is %s (leave --model out to take the "
-                     "checkpoint's)", path, dpt_model_spec(theirs), mine);
-}
-
-/* --init-from's model against --model, before anything is created (an invalid --model is
- * left to the trainer's message) */
-static int same_model(dpt_checkpoint *ck, const char *path, const char *spec) {
-    dpt_model *m = NULL;
-    if (dpt_model_new(spec, 1, 1, &m) != DPT_OK) return 0;
-    int differs = strcmp(dpt_model_spec(m), dpt_model_spec(dpt_checkpoint_model(ck))) != 0;
-    int rc = differs ? model_differs(dpt_checkpoint_model(ck), path, dpt_model_spec(m)) : 0;
-    dpt_model_free(m);
-    return rc;
-}
-
-/* A fresh run starts from the parameters of --init-from's checkpoint (same model). */
-static int start_from_checkpoint(dpt_trainer *t, dpt_checkpoint *ck, const char *path, const char *source) {
-    const dpt_model *mine = dpt_trainer_model(t), *theirs = dpt_checkpoint_model(ck);
-    if (strcmp(dpt_model_spec(mine), dpt_model_spec(theirs)) != 0) return model_differs(theirs, path, dpt_model_spec(mine));
-    if (dpt_trainer_set_initial_params(t, theirs->theta, theirs->n_params, source) != DPT_OK)
-        return cli_refuse("--init-from");
-    /* the guarantee of this run does not reach back into the checkpoint's */
-    if (dpt_checkpoint_ledger(ck))
-        fprintf(stderr, "dptrain: note: --init-from %s comes from a private run: this run's epsilon covers this run "
-                        "only; if both runs used the same data, the spends compose (dptrain account --ledger for "
-                        "each; at worst the epsilons and deltas add up)\n", path);
-    return 0;
-}
-
 static int cmd_train(int argc, char **argv) {
     const char *preset = NULL;
     const char *dataset = "fashion-mnist", *data_dir = DPT_DEFAULT_DATA_DIR, *model = "mlp:784-128-64-32-10:gelu";
@@ -283,7 +227,7 @@ static int cmd_train(int argc, char **argv) {
     long batch = 256, epochs = 5, threads = 0, max_train = 0, max_test = 0, shards = 0;
     uint64_t seed = 1, max_steps = 0;
     int resume = 0, overwrite = 0, quiet = 0, no_progress = 0, lr_seen = 0, momentum_seen = 0, wd_seen = 0;
-    int sampler_seen = 0, sample_rate_seen = 0, batch_seen = 0, model_seen = 0;
+    int sampler_seen = 0, sample_rate_seen = 0, batch_seen = 0, model_seen = 0, init_seen = 0;
     double norm_sigma = 0.0, norm_clip = 0.0;
     int norm_sigma_seen = 0, norm_clip_seen = 0, norm_unaccounted = 0;
     cli_privacy_flags pf = {.sigma = 0.0, .clip = 1.0, .target_eps = 0.0, .delta = 1e-5, .clip_mode = "flat",
@@ -306,7 +250,7 @@ static int cmd_train(int argc, char **argv) {
         {"--model", CLI_STR, &model, "SPEC", "model spec: mlp:784-1000-10:relu, cnn:1x28x28:conv16k5,relu,fc10, or mnist_cnn | mnist_cnn_tanh | resnet5 (see docs/nn.md)", &model_seen},
         {"--init-from", CLI_STR, &init_from, "CKPT", "start from the parameters of this checkpoint (a file or run directory) instead of a random initialization: fine-tuning (--model defaults to its model). The epsilon covers this run only: the checkpoint must not depend on this run's training data (docs/checkpoints.md)", NULL},
         {"--loss", CLI_STR, &loss, "NAME", "ce (softmax cross-entropy) | bce (sigmoid: one output for labels 0/1, or one-vs-all over K outputs) | mse (squared error: autoencoders, ae:... models, reconstructing the input)", NULL},
-        {"--init", CLI_STR, &init, "NAME", "default | lecun | he | xavier | ntk", NULL},
+        {"--init", CLI_STR, &init, "NAME", "default | lecun | he | xavier | ntk", &init_seen},
         {"--optimizer", CLI_STR, &optimizer, "NAME", "sgd | adam", NULL},
         {"--lr", CLI_DOUBLE, &lr, "X", "learning rate (> 0; sgd default 0.1)", &lr_seen},
         {"--momentum", CLI_DOUBLE, &momentum, "X", "SGD momentum in [0, 1) (--optimizer sgd only)", &momentum_seen},
@@ -444,16 +388,17 @@ static int cmd_train(int argc, char **argv) {
     }
 
     /* --init-from: checked (and its model taken) before the data are loaded */
-    dpt_checkpoint *init_ck = NULL;
-    char init_source[DPT_INIT_SOURCE_MAX + 1] = "";
     if (init_from && !strcmp(A->name, "noisy-gd"))
         return cli_error("--init-from: not with --algo noisy-gd (its KL estimate is a statement about its random "
                          "initialization, --init)");
-    if (init_from && (rc = open_init_checkpoint(init_from, resume, &init_ck, init_source, sizeof init_source)) != 0)
-        return rc;
-    if (init_ck && !model_seen) model = dpt_checkpoint_spec(init_ck);
-    if (init_ck && (rc = same_model(init_ck, init_from, model)) != 0) {
-        dpt_checkpoint_close(init_ck);
+    if (init_from && init_seen)
+        return cli_error("--init: not with --init-from (the run starts from the checkpoint's parameters)");
+    cli_init_from ifr;
+    memset(&ifr, 0, sizeof ifr);
+    if (init_from && (rc = cli_init_from_open(&ifr, init_from, resume, overwrite, out)) == 0 && !model_seen)
+        model = dpt_checkpoint_spec(ifr.ck);
+    if (init_from && (rc || (rc = cli_init_from_same_model(&ifr, model)) != 0)) {
+        cli_init_from_close(&ifr);
         return rc;
     }
     cli_data_opts dopts = {.dataset = dataset, .data_dir = data_dir, .normalize = normalize, .classes = classes,
@@ -465,7 +410,7 @@ static int cmd_train(int argc, char **argv) {
     dopts.norm_clip = norm_clip, dopts.norm_clip_seen = norm_clip_seen;
     dopts.seed = seed, dopts.secure = pf.secure, dopts.threads = (int)threads;
     if ((rc = cli_norm_check(&dopts)) != 0) {
-        dpt_checkpoint_close(init_ck);
+        cli_init_from_close(&ifr);
         return rc;
     }
     char *resume_run = NULL;
@@ -485,7 +430,7 @@ static int cmd_train(int argc, char **argv) {
         dpt_dataset_free(&train);
         dpt_dataset_free(&test);
         free(resume_run);
-        dpt_checkpoint_close(init_ck);
+        cli_init_from_close(&ifr);
         return r;
     }
     free(resume_run);
@@ -520,10 +465,6 @@ static int cmd_train(int argc, char **argv) {
         exit_code = cli_error("--resume: --out %s does not exist: there is no run to resume", out);
         goto done;
     }
-    if (rank == 0 && cli_make_dirs(out) != 0) {
-        exit_code = cli_error("--out %s: cannot create directory: %s", out, strerror(errno));
-        goto done;
-    }
     cfg.model_spec = model;
     cfg.batch_size = (size_t)batch;
     cfg.sample_rate = sample_rate;
@@ -548,6 +489,12 @@ static int cmd_train(int argc, char **argv) {
     if ((exit_code = cli_norm_prior(&norm, &prior)) != 0) goto done;
     ctx.prior = prior;
     if ((exit_code = A->make(&ctx, &algo)) != 0) goto done;
+    /* the trainer creates its directory itself (one level: --out, or noisy-gd's --out/run1),
+     * and removes it again when the run fails before writing anything into it */
+    if (rank == 0 && cli_make_parents(cfg.out_dir) != 0) {
+        exit_code = cli_error("--out %s: cannot create its parent directories: %s", out, strerror(errno));
+        goto done; /* frees algo */
+    }
     const dpt_algo *algo_view = algo; /* for --trace; owned by the trainer from here on */
     dpt_status ns = dpt_trainer_new(&cfg, &train, &test, algo, &t);
     if (ns != DPT_OK) {
@@ -555,10 +502,12 @@ static int cmd_train(int argc, char **argv) {
         exit_code = cli_fail("train");
         /* a setting refused before anything ran is a usage error, as a bad flag value is */
         if (ns == DPT_EINVAL) exit_code = 2;
+        if (ifr.ck && !model_seen)
+            fprintf(stderr, "dptrain: note: the model is --init-from %s's (%s)\n", init_from, model);
         goto done;
     }
     algo = NULL;
-    if (init_ck && (exit_code = start_from_checkpoint(t, init_ck, init_from, init_source)) != 0) goto done;
+    if (ifr.ck && (exit_code = cli_init_from_start(&ifr, t)) != 0) goto done;
     if (resume && dpt_trainer_resume(t) != DPT_OK) {
         int sigma_changed = strstr(dpt_last_error(), "; sigma was") || strstr(dpt_last_error(), "says sigma was");
         exit_code = cli_refuse("--resume"); /* the run in --out cannot be continued so: nothing ran */
@@ -580,7 +529,7 @@ static int cmd_train(int argc, char **argv) {
         fprintf(stderr, "dptrain train: %s (%zu train / %zu test, loaded in %.1fs), model %s (%zu parameters)\n",
                 dataset, train.n, test.n, t_load, model, m->n_params);
         if (A->describe) A->describe(&ctx, stderr);
-        if (init_ck) fprintf(stderr, "  initial parameters: %s\n", init_source);
+        if (ifr.ck) fprintf(stderr, "  initial parameters: %s\n", ifr.source);
         if (!strncmp(dataset, "csv:", 4) && !strchr(dataset, ','))
             fprintf(stderr, "  test set: the training set itself (csv:PATH without ,TEST): the test metrics below "
                             "measure fit to the training data, not generalization\n");
@@ -629,7 +578,7 @@ done:
     dpt_dataset_free(&train);
     dpt_dataset_free(&test);
     dpt_ledger_free(prior);
-    dpt_checkpoint_close(init_ck);
+    cli_init_from_close(&ifr);
     free(run_json);
     return exit_code;
 }

@@ -34,7 +34,7 @@ status 2 "--target-epsilon: target epsilon 1e-09 needs sigma" "$BIN" "${TR[@]}" 
   --out "$T/r2" # was 1
 status 2 "--out: --out $T/afile/x: cannot read the directory" "$BIN" "${TR[@]}" --out "$T/afile/x" # was 1
 status 2 "--dataset: $T/none.csv: no such file" "$BIN" train --dataset "csv:$T/none.csv" --out "$T/r3"
-status 2 "--out $T/afile/x/y: cannot create directory" "$BIN" "${TR[@]}" --overwrite --out "$T/afile/x/y"
+status 2 "--out $T/afile/x/y: cannot create its parent directories" "$BIN" "${TR[@]}" --overwrite --out "$T/afile/x/y"
 expect_ok "$BIN" "${TR[@]}" "${DP[@]}" --sigma 1 --out "$T/a"
 expect_ok "$BIN" "${TR[@]}" "${DP[@]}" --sigma 1 --out "$T/b"
 status 2 "--resume: " "$BIN" "${TR[@]}" "${DP[@]}" --sigma 2 --max-steps 2 --out "$T/a" --resume # was 1

@@ -5,9 +5,12 @@
 # initialization is far away), and records where they came from with their SHA-256 (computed
 # here from the checkpoint's tensors) in every checkpoint's state and in the ledger; a
 # private source gets a note that this run's epsilon does not cover it; account --ledger
-# shows the starting point. Refused before anything is created: with --resume, a path that
-# is missing, a directory without a checkpoint, a file that is not one, another model,
-# --algo noisy-gd.
+# shows the starting point. A named model (mnist_cnn) and its layers written out are the same
+# model. Refused before anything is created: with --resume, a path that is missing, a
+# directory without a checkpoint, a file that is not one or holds a NaN (named by tensor),
+# another model, --algo noisy-gd, --init, and --overwrite of the directory holding the
+# source (it would delete the source and its ledger); a run the trainer refuses leaves no
+# --out directory.
 set -u
 BIN=$1
 source "$(dirname "$0")/lib/harness.sh"
@@ -48,6 +51,11 @@ led=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["meta"]["i
 check '[ -n "$led" ] && [ "$led" = "$note" ]' "ledger.json's initial_params '$led' is not the checkpoint's"
 expect_ok "$BIN" account --ledger "$T/ft/ledger.json"
 check 'grep -qF "started from    $note" <<<"$LAST_OUT"' "account --ledger does not say where the run started: $LAST_OUT"
+# the ledger inside the checkpoint, as the private-source note suggests: the same report
+ledger_out=$("$BIN" account --ledger "$T/ft/ledger.json" 2>&1 | grep -v "^ledger ")
+expect_ok "$BIN" account --ledger "$T/ft/checkpoint.safetensors"
+check '[ "$(grep -v "^ledger " <<<"$LAST_OUT")" = "$ledger_out" ]' "account --ledger of the checkpoint differs from its ledger.json"
+expect_fail "a checkpoint of a non-private run (sgd)" "$BIN" account --ledger "$T/pub/checkpoint.safetensors"
 expect_ok "$BIN" account --ledger "$T/ft/ledger.json" --json
 check 'grep -qF "\"initial_params\":\"checkpoint $abs" <<<"$LAST_OUT"' "account --ledger --json has no initial_params"
 
@@ -72,9 +80,47 @@ mkdir "$T/empty"
 expect_fail "a directory without a checkpoint.safetensors" "$BIN" train "${D[@]}" --init-from "$T/empty" --out "$T/x2"
 echo junk > "$T/junk.safetensors"
 expect_fail "--init-from: $T/junk.safetensors: truncated" "$BIN" train "${D[@]}" --init-from "$T/junk.safetensors" --out "$T/x3"
-expect_fail "its model is mlp:4-8-3:relu, this run's --model is mlp:4-9-3:relu" \
+expect_fail "its model is mlp:4-8-3:relu, this run's is mlp:4-9-3:relu" \
   "$BIN" train "${D[@]}" --model mlp:4-9-3:relu --init-from "$T/pub" --out "$T/x4"
 expect_fail "not with --algo noisy-gd" "$BIN" train --dataset "csv:$T/d.csv" --quiet --algo noisy-gd --langevin-sigma 0.1 --init-from "$T/pub" --out "$T/x5"
 check '[ ! -e "$T/x1" ] && [ ! -e "$T/x2" ] && [ ! -e "$T/x3" ] && [ ! -e "$T/x4" ] && [ ! -e "$T/x5" ]' \
   "a refused --init-from left a run directory"
+
+# -- --overwrite of the directory holding the source would delete it and its ledger
+expect_fail "which --overwrite would empty" "$BIN" train "${D[@]}" --algo dpsgd --sigma 1 --init-from "$T/ft" \
+  --out "$T/ft" --overwrite
+check '[ "$(ck_tool sha "$T/ft/checkpoint.safetensors")" != "" ] && [ -e "$T/ft/ledger.json" ]' \
+  "a refused --overwrite of the source's directory touched it"
+expect_fail "not with --init-from" "$BIN" train "${D[@]}" --init he --init-from "$T/pub" --out "$T/x6"
+
+# -- a checkpoint holding a NaN (sealed again after the edit) is refused naming the tensor
+python3 - "$T/pub/checkpoint.safetensors" "$T/nan.safetensors" <<'PY'
+import hashlib, json, struct, sys
+buf = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", buf[:8])[0]
+h = json.loads(buf[8:8 + n])
+o = 8 + n + h["fc2.bias"]["data_offsets"][0] + 4       # fc2.bias[1]
+buf[o:o + 4] = struct.pack("<f", float("nan"))
+mark = b'"checkpoint_sha256":"'
+i = buf.index(mark) + len(mark)
+buf[i:i + 64] = b"0" * 64
+buf[i:i + 64] = hashlib.sha256(buf).hexdigest().encode()
+open(sys.argv[2], "wb").write(buf)
+PY
+expect_fail "nan.safetensors: tensor fc2.bias holds nan at index 1" "$BIN" train "${D[@]}" --init-from "$T/nan.safetensors" --out "$T/x7"
+
+# -- a named model and the same layers written out are the same model (both directions)
+F=(--max-train 100 --max-test 50 --max-steps 1 --threads 1 --no-progress --quiet --batch-size 50)
+CNN='cnn:1x28x28:conv16k8s2p3,relu,maxpool2s1,conv32k4s2,relu,maxpool2s1,flatten,fc32,relu,fc10'
+expect_ok "$BIN" train "${F[@]}" --model mnist_cnn --out "$T/named"
+expect_ok "$BIN" train "${F[@]}" --model "$CNN" --init-from "$T/named" --out "$T/spelled"
+expect_ok "$BIN" train "${F[@]}" --model mnist_cnn --init-from "$T/spelled" --out "$T/named2"
+expect_fail "its model is mnist_cnn, this run's is cnn:1x28x28:conv16k8s2p3" "$BIN" train "${F[@]}" \
+  --model "${CNN/fc32/fc33}" --init-from "$T/named" --out "$T/x8"
+
+# -- a run the trainer refuses leaves no --out behind (the trainer creates it, and removes
+# it when nothing was written)
+expect_fail "--batch-size must be in" "$BIN" train "${D[@]}" --batch-size 100000 --out "$T/x9"
+check '[ ! -e "$T/x6" ] && [ ! -e "$T/x7" ] && [ ! -e "$T/x8" ] && [ ! -e "$T/x9" ]' \
+  "a refused run left its --out directory"
 harness_end

@@ -1,0 +1,173 @@
+/* `dptrain train --init-from CKPT`: see init_from.h. */
+#include "init_from.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli_util.h"
+
+/* Length of the well-formed UTF-8 sequence at p that is not a control character, or 0. */
+static size_t utf8_char(const unsigned char *p) {
+    unsigned c = p[0], n, cp;
+    if (c < 0x20 || c == 0x7f) return 0;
+    if (c < 0x80) return 1;
+    if (c >= 0xc2 && c <= 0xdf) n = 1, cp = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef) n = 2, cp = c & 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4) n = 3, cp = c & 0x07;
+    else return 0;
+    for (unsigned i = 1; i <= n; i++) {
+        if ((p[i] & 0xc0) != 0x80) return 0;
+        cp = (cp << 6) | (p[i] & 0x3f);
+    }
+    if ((n == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0x80 && cp < 0xa0))
+        return 0;
+    return n + 1;
+}
+
+/* s as one line of UTF-8: every byte outside a well-formed, printable sequence becomes '?'
+ * (a path may hold any bytes; the ledger holds text). Lengths are kept. */
+static void as_text(char *s) {
+    unsigned char *p = (unsigned char *)s;
+    while (*p) {
+        size_t k = utf8_char(p);
+        if (!k) *p = '?', k = 1;
+        p += k;
+    }
+}
+
+/* "checkpoint PATH (ALGO run, step N)" in at most len - 1 bytes: a long path keeps its
+ * tail, cut at a character boundary */
+static int describe(const cli_init_from *f, char *out, size_t len) {
+    char abs[PATH_MAX], what[160];
+    const char *shown = realpath(f->file, abs) ? abs : f->file;
+    const char *algo = dpt_checkpoint_algorithm(f->ck);
+    snprintf(what, sizeof what, " (%s run, step %" PRIu64 ")", algo && algo[0] ? algo : "unknown",
+             dpt_checkpoint_step(f->ck));
+    as_text(what);
+    size_t plen = strlen(shown), room = len - 1 - strlen("checkpoint ") - strlen(what);
+    const char *tail = shown;
+    const char *dots = "";
+    if (plen > room) {
+        tail = shown + plen - (room - 3);
+        while ((*(const unsigned char *)tail & 0xc0) == 0x80) tail++; /* a character's first byte */
+        dots = "...";
+    }
+    int w = snprintf(out, len, "checkpoint %s%s%s", dots, tail, what);
+    if (w < 0 || (size_t)w >= len) return cli_error("--init-from: path too long");
+    as_text(out);
+    return 0;
+}
+
+/* the first non-finite parameter, named by tensor */
+static int finite_params(const cli_init_from *f) {
+    const dpt_model *m = dpt_checkpoint_model(f->ck);
+    for (size_t i = 0; i < dpt_model_n_tensors(m); i++) {
+        dpt_param_tensor t;
+        if (dpt_model_tensor(m, i, &t) != DPT_OK) return cli_refuse("--init-from");
+        for (size_t j = 0; j < t.size; j++)
+            if (!isfinite(m->theta[t.offset + j]))
+                return cli_error("--init-from %s: tensor %s holds %g at index %zu: the parameters must be finite",
+                                 f->file, t.name, (double)m->theta[t.offset + j], j);
+    }
+    return 0;
+}
+
+static int has_recorded_pca(const dpt_checkpoint *ck) {
+    cJSON *root = cJSON_Parse(dpt_checkpoint_state(ck));
+    const cJSON *run = cJSON_GetObjectItemCaseSensitive(root, "run");
+    int has = cJSON_GetObjectItemCaseSensitive(run, "pca") != NULL;
+    cJSON_Delete(root);
+    return has;
+}
+
+/* 1 when dir holds file (the same directory: --overwrite would remove that run's files) */
+static int same_dir(const char *file, const char *dir) {
+    char a[PATH_MAX], b[PATH_MAX];
+    if (!realpath(file, a) || !realpath(dir, b)) return 0;
+    char *slash = strrchr(a, '/');
+    if (!slash) return 0;
+    *slash = 0;
+    return !strcmp(a[0] ? a : "/", b);
+}
+
+int cli_init_from_open(cli_init_from *f, const char *path, int resume, int overwrite, const char *out) {
+    memset(f, 0, sizeof *f);
+    f->path = path;
+    if (resume) return cli_error("--init-from: not with --resume (a resumed run continues from its own checkpoint)");
+    if (!*path) return cli_error("--init-from: empty path");
+    struct stat st;
+    if (stat(path, &st) != 0) return cli_error("--init-from %s: %s", path, strerror(errno));
+    int n = S_ISDIR(st.st_mode) ? snprintf(f->file, sizeof f->file, "%s/checkpoint.safetensors", path)
+                                : snprintf(f->file, sizeof f->file, "%s", path);
+    if (n < 0 || (size_t)n >= sizeof f->file) return cli_error("--init-from: path too long");
+    if (S_ISDIR(st.st_mode) && stat(f->file, &st) != 0)
+        return cli_error("--init-from %s: a directory without a checkpoint.safetensors (%s)", path, strerror(errno));
+    if (overwrite && same_dir(f->file, out))
+        return cli_error("--init-from %s is in --out %s, which --overwrite would empty (the checkpoint and its "
+                         "ledger would be lost): write the new run to another directory", path, out);
+    if (dpt_checkpoint_open(f->file, 1, &f->ck) != DPT_OK) return cli_refuse("--init-from");
+    int rc = finite_params(f);
+    if (!rc) rc = describe(f, f->source, sizeof f->source);
+    f->has_pca = has_recorded_pca(f->ck);
+    return rc;
+}
+
+/* the same layers (kinds, shapes, kernels, residual links), whatever the spec's spelling */
+static int same_layers(const dpt_model *a, const dpt_model *b) {
+    if (a->n_params != b->n_params || a->n_layers != b->n_layers) return 0;
+    for (size_t l = 0; l < a->n_layers; l++) {
+        const dpt_layer *x = &a->layers[l], *y = &b->layers[l];
+        if (x->kind != y->kind || x->has_bias != y->has_bias || x->k != y->k || x->stride != y->stride ||
+            x->pad != y->pad || x->groups != y->groups || x->residual_from != y->residual_from ||
+            memcmp(x->in_shape, y->in_shape, sizeof x->in_shape) || memcmp(x->out_shape, y->out_shape, sizeof x->out_shape))
+            return 0;
+    }
+    return 1;
+}
+
+static int model_differs(const cli_init_from *f, const char *mine) {
+    return cli_error("--init-from %s: its model is %s, this run's is %s (leave --model out to take the "
+                     "checkpoint's)", f->path, dpt_checkpoint_spec(f->ck), mine);
+}
+
+int cli_init_from_same_model(const cli_init_from *f, const char *spec) {
+    dpt_model *m = NULL;
+    if (dpt_model_new(spec, 1, 1, &m) != DPT_OK) {
+        dpt_clear_error();
+        return 0;
+    }
+    int rc = same_layers(m, dpt_checkpoint_model(f->ck)) ? 0 : model_differs(f, dpt_model_spec(m));
+    dpt_model_free(m);
+    return rc;
+}
+
+int cli_init_from_start(const cli_init_from *f, dpt_trainer *t) {
+    const dpt_model *mine = dpt_trainer_model(t), *theirs = dpt_checkpoint_model(f->ck);
+    if (!same_layers(mine, theirs)) return model_differs(f, dpt_model_spec(mine));
+    if (dpt_trainer_set_initial_params(t, theirs->theta, theirs->n_params, f->source) != DPT_OK)
+        return cli_refuse("--init-from");
+    /* the guarantee of this run does not reach back into the checkpoint's */
+    if (dpt_checkpoint_ledger(f->ck))
+        fprintf(stderr, "dptrain: note: --init-from %s comes from a private run: this run's epsilon covers this run "
+                        "only; if both runs used the same data, the spends compose (its ledger is in the "
+                        "checkpoint: dptrain account --ledger %s; at worst the epsilons and deltas add up)\n",
+                f->path, f->file);
+    if (f->has_pca)
+        fprintf(stderr, "dptrain: note: --init-from %s was trained on inputs projected by its run's own DP-PCA, "
+                        "which this run does not reuse (with --pca-dims it releases a new projection): its first "
+                        "layer starts in another basis than the one it learned in\n", f->path);
+    return 0;
+}
+
+void cli_init_from_close(cli_init_from *f) {
+    dpt_checkpoint_close(f->ck);
+    f->ck = NULL;
+}
