@@ -40,7 +40,8 @@ def _run_delta(ck):
 class Model:
     """Use Model.load(path) or the .model of dptrain.train's result."""
 
-    def __init__(self, _model, _owner, loss="ce", ledger=None, algorithm=None, delta=None, steps=None, source=None):
+    def __init__(self, _model, _owner, loss="ce", ledger=None, algorithm=None, delta=None, steps=None, source=None,
+                 initial_params=None, path=None):
         self._m = _model          # dpt_model *
         self._owner = _owner      # keeps the C object alive (gc'd cdata)
         self.loss = loss
@@ -51,6 +52,10 @@ class Model:
         # where the parameters came from: recorded in the ledger and checkpoints of a run
         # that starts from them (dptrain.train(model=this Model))
         self.source = source or "a dptrain.Model"
+        # what the run that made these parameters recorded about its own given starting
+        # parameters ("" or None: it started from a random initialization)
+        self.initial_params = initial_params or None
+        self.path = path  # the checkpoint file it was loaded from (absolute), or None
 
     # ---- construction ----
     @classmethod
@@ -88,9 +93,14 @@ class Model:
         algo = ffi.string(lib.dpt_checkpoint_algorithm(ck)).decode() or None
         source = "checkpoint %s (%s run, step %d)" % (os.path.realpath(path), algo or "unknown",
                                                        int(lib.dpt_checkpoint_step(ck)))
+        try:
+            init = json.loads(ffi.string(lib.dpt_checkpoint_state(ck)).decode()).get("initial_params")
+        except (ValueError, AttributeError, UnicodeDecodeError):
+            init = None
         return cls(lib.dpt_checkpoint_model(ck), ck, loss=_LOSS_NAMES.get(lib.dpt_checkpoint_loss(ck), "ce"),
                    ledger=ledger, algorithm=algo, delta=_run_delta(ck) if ledger is not None else None,
-                   steps=int(lib.dpt_checkpoint_step(ck)), source=source)
+                   steps=int(lib.dpt_checkpoint_step(ck)), source=source,
+                   initial_params=init if isinstance(init, str) else None, path=os.path.realpath(path))
 
     def save(self, path, overwrite=False):
         """Writes the model as a dptrain checkpoint (safetensors, written atomically and
@@ -103,13 +113,21 @@ class Model:
         if not HAVE_INFERENCE or not hasattr(lib, "dpt_checkpoint_save"):
             raise NotImplementedError("this libdptrain has no checkpoint API (dptrain/inference.h)")
         path = os.fspath(path)
+        if not path:
+            raise ValueError("save: empty path")
         if os.path.isdir(path):
             raise IsADirectoryError("save: %s is a directory (give a file name, e.g. %s)" % (
                 path, os.path.join(path, "checkpoint.safetensors")))
-        if os.path.exists(path) and not overwrite:
+        if os.path.lexists(path) and not overwrite:  # a dangling link too
             raise FileExistsError("save: %s exists (overwrite=True replaces it)" % path)
+        theta = np.frombuffer(ffi.buffer(self._m.theta, self.n_params * 4), dtype=np.float32)
+        if not np.all(np.isfinite(theta)):
+            bad = [k for k, v in self.parameters().items() if not np.all(np.isfinite(v))]
+            raise ValueError("save: %s hold%s NaN or infinite values" % (", ".join(bad), "s" if len(bad) == 1 else ""))
         state = {"algorithm": self.algorithm or "", "step": str(int(self.steps or 0)),
                  "config": {"loss": int(_LOSSES[self.loss])}, "saved_by": "dptrain.Model.save"}
+        if self.initial_params:
+            state["initial_params"] = self.initial_params
         if self.ledger is not None:
             state["ledger"] = self.ledger.to_json()
             if self.delta is not None:
@@ -175,6 +193,8 @@ class Model:
             if name not in table:
                 raise KeyError("set_parameters: no tensor %r (the model has %s)" % (name, ", ".join(table)))
             shape, off, size = table[name]
+            if np.iscomplexobj(value):
+                raise TypeError("set_parameters: %s is complex; real values are expected" % name)
             a = np.asarray(value, dtype=np.float32)
             if a.shape != shape:
                 raise ValueError("set_parameters: %s has shape %s, expected %s" % (name, a.shape, shape))

@@ -759,11 +759,19 @@ def _initial_params(start, spec, source, algo_name):
             bad = np.flatnonzero(~np.isfinite(flat))
             if bad.size:
                 raise ValueError("init_params[%d] = %r is not finite" % (bad[0], float(flat[bad[0]])))
-    src = src if source is None else source
-    if not isinstance(src, str):
-        raise TypeError("init_source must be a str, got %r" % (src,))
-    if len(src.encode()) > lib.DPT_INIT_SOURCE_MAX:  # a path can be long: keep its tail
-        src = "..." + src.encode()[-(lib.DPT_INIT_SOURCE_MAX - 3):].decode(errors="ignore")
+    if source is None:  # ours, naming a path: one line of text, a long one cut to its tail
+        src = "".join("?" if ord(ch) < 0x20 or 0x7f <= ord(ch) < 0xa0 or 0xd800 <= ord(ch) < 0xe000 else ch
+                      for ch in src)
+        if len(src.encode()) > lib.DPT_INIT_SOURCE_MAX:
+            src = "..." + src.encode()[-(lib.DPT_INIT_SOURCE_MAX - 3):].decode(errors="ignore")
+    else:  # the caller's text, as the library takes it
+        src = source
+        if not isinstance(src, str):
+            raise TypeError("init_source must be a str, got %r" % (src,))
+        if len(src.encode("utf-8", "surrogatepass")) > lib.DPT_INIT_SOURCE_MAX:
+            raise ValueError("init_source is longer than %d bytes (UTF-8)" % lib.DPT_INIT_SOURCE_MAX)
+        if any(ord(ch) < 0x20 or 0x7f <= ord(ch) < 0xa0 or 0xd800 <= ord(ch) < 0xe000 for ch in src):
+            raise ValueError("init_source must be one line of text without control characters")
     return flat, src, what
 
 
@@ -888,6 +896,11 @@ def train(x, y, **kwargs):
                          "init)" % ("init_params" if "init_params" in given else "model=dptrain.Model"))
     if "init_source" in given and start is None:
         raise ValueError("init_source: only with starting parameters (init_params or model=dptrain.Model)")
+    if isinstance(start, Model) and start.path and kw["overwrite"] and kw["out_dir"] is not None and \
+            os.path.realpath(os.path.dirname(start.path)) == os.path.realpath(os.fspath(kw["out_dir"])):
+        raise ValueError("model: the dptrain.Model was loaded from %s, in out_dir, which overwrite=True would empty "
+                         "(the checkpoint and its ledger would be lost): write the new run to another out_dir"
+                         % start.path)
     if start is not None:
         start = _initial_params(start, spec, kw["init_source"], algo_name)
 
@@ -1062,7 +1075,9 @@ def train(x, y, **kwargs):
                                      loss=kw["loss"], ledger=run.ledger, algorithm=algo_name, delta=run.delta,
                                      steps=int(lib.dpt_trainer_step(trainer)),
                                      source="the result of dptrain.train (%s, %d steps)" % (
-                                         algo_name, int(lib.dpt_trainer_step(trainer))))
+                                         algo_name, int(lib.dpt_trainer_step(trainer))),
+                                     initial_params=ffi.string(lib.dpt_trainer_initial_params(trainer)).decode()
+                                     if hasattr(lib, "dpt_trainer_initial_params") else None)
         run.steps = int(lib.dpt_trainer_step(trainer))
         run.last = _epoch_dict(last)
         if HAVE_CALLBACKS:

@@ -159,3 +159,63 @@ def test_a_pytorch_model_saved_fine_tunes_in_the_cli(data, tmp_path, cli):
     assert r.returncode == 0, r.stderr
     ft = dptrain.Model.load(out)
     assert ft.spec == m.spec and np.allclose(flat(ft), flat(m), rtol=0, atol=1e-7)
+
+
+def test_source_text(data, public):
+    x, y = data
+    with pytest.raises(ValueError, match="init_source is longer than 200 bytes"):
+        quiet(x, y, model=public.model, init_source="s" * 201)
+    with pytest.raises(ValueError, match="one line of text"):
+        quiet(x, y, model=public.model, init_source="two\nlines")
+    r = quiet(x, y, model=public.model, init_source="é" * 100, algorithm="dpsgd", sigma=1.0, epochs=1)  # 200 bytes
+    assert r.ledger.meta["initial_params"].startswith("é" * 100 + " (SHA-256")
+    # a default source naming a long path is cut to its tail at a character boundary
+    public.model.source = "checkpoint /" + "é" * 150 + "/checkpoint.safetensors"
+    try:
+        r = quiet(x, y, model=public.model, algorithm="dpsgd", sigma=1.0, epochs=1)
+    finally:
+        public.model.source = "the result of dptrain.train (sgd, %d steps)" % public.steps
+    got = r.ledger.meta["initial_params"]
+    assert got.startswith("...") and got.split(" (SHA-256")[0].endswith("é/checkpoint.safetensors")
+
+
+@pytest.mark.skipif(not HAVE_INFERENCE, reason="libdptrain without dptrain/inference.h")
+def test_provenance_survives_save_and_load(data, public, tmp_path):
+    x, y = data
+    r = quiet(x, y, model=public.model, epochs=1)  # non-private: no ledger to carry it
+    assert r.model.initial_params.startswith("the result of dptrain.train (sgd, ")
+    r.model.save(tmp_path / "m.safetensors")
+    assert dptrain.Model.load(tmp_path / "m.safetensors").initial_params == r.model.initial_params
+    quiet(x, y, model=public.model, epochs=1, out_dir=str(tmp_path / "run"))
+    assert dptrain.Model.load(tmp_path / "run").initial_params == r.model.initial_params
+    assert quiet(x, y, model=SPEC, epochs=1).model.initial_params is None
+
+
+@pytest.mark.skipif(not HAVE_INFERENCE, reason="libdptrain without dptrain/inference.h")
+def test_overwriting_the_source_directory_is_refused(data, tmp_path):
+    x, y = data
+    d = tmp_path / "priv"
+    quiet(x, y, model=SPEC, algorithm="dpsgd", sigma=1.0, epochs=1, out_dir=str(d))
+    before = (d / "ledger.json").read_bytes()
+    with pytest.raises(ValueError, match="which overwrite=True would empty"):
+        quiet(x, y, model=dptrain.Model.load(d), algorithm="dpsgd", sigma=1.0, epochs=1, out_dir=str(d),
+              overwrite=True)
+    assert (d / "ledger.json").read_bytes() == before
+
+
+@pytest.mark.skipif(not HAVE_INFERENCE, reason="libdptrain without dptrain/inference.h")
+def test_save_refusals(data, public, tmp_path):
+    import os
+    x, y = data
+    with pytest.raises(ValueError, match="empty path"):
+        public.model.save("")
+    os.symlink(tmp_path / "nowhere", tmp_path / "link")
+    with pytest.raises(FileExistsError):
+        public.model.save(tmp_path / "link")
+    bad = quiet(x, y, model=SPEC, epochs=1).model
+    bad._m.theta[bad.n_params - 2] = float("nan")  # fc2.bias[1], the last tensor
+    with pytest.raises(ValueError, match="fc2.bias holds NaN"):
+        bad.save(tmp_path / "nan.safetensors")
+    assert not (tmp_path / "nan.safetensors").exists()
+    with pytest.raises(TypeError, match="complex"):
+        quiet(x, y, model=SPEC, init_params={k: v.astype(np.complex64) for k, v in public.model.parameters().items()})
