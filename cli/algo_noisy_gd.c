@@ -423,6 +423,7 @@ const cli_algo CLI_ALGO_NOISY_GD = {
     .summary = "noisy full-batch GD (Langevin, 'Initialization Matters') with a KL estimate: no (epsilon, delta) guarantee",
     .uses_privacy_flags = 0,
     .states_privacy = 1,
+    .random_init_only = 1,
     .opts = NGD_OPTS,
     .check = ngd_check,
     .make = ngd_make,

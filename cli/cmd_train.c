@@ -388,9 +388,9 @@ static int cmd_train(int argc, char **argv) {
     }
 
     /* --init-from: checked (and its model taken) before the data are loaded */
-    if (init_from && !strcmp(A->name, "noisy-gd"))
-        return cli_error("--init-from: not with --algo noisy-gd (its KL estimate is a statement about its random "
-                         "initialization, --init)");
+    if (init_from && A->random_init_only)
+        return cli_error("--init-from: not with --algo %s (what it reports is a statement about its random "
+                         "initialization, --init)", A->name);
     if (init_from && init_seen)
         return cli_error("--init: not with --init-from (the run starts from the checkpoint's parameters)");
     cli_init_from ifr;

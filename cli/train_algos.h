@@ -47,6 +47,8 @@ typedef struct {
     int uses_privacy_flags;       /* 1: --sigma, --clip, --delta ... apply */
     int states_privacy;           /* 1: reports a privacy quantity without the privacy flags (a KL
                                      estimate): the data may not be normalized by statistics of it */
+    int random_init_only;         /* 1: its statement is about cfg.init's random initialization, so
+                                     --init-from is refused (dpt_trainer_set_initial_params would be) */
     cli_option *opts;             /* its own flags (NULL-terminated; no CLI_SECTION) or NULL */
     /* Before the data is loaded: validate flags, adjust ctx->sampler / ctx->cfg.
      * Returns 0, or the exit code after printing the error (cli_error). May be NULL. */
