@@ -42,11 +42,13 @@ K16 = "dpulr-q50-s5+base+k16"
 Q25 = ["dpulr-q25-s8+base", "dpulr-q25-s4+base"]
 Q25_OLD = ["dpulr-q25-s8", "dpulr-q25-s4"]  # issue 10's runs (dpulr_results.csv)
 DPSGD = ["dpsgd", "dpsgd+seed2", "dpsgd+seed3"]
-# the step of each baseline seed from which the f4a3ac4 build ran it, and from which sessions 33
-# and 34 ran it (the command file has each resume); K16_S34: the K = 16 run's step at session 34
+# the step of each baseline seed from which the f4a3ac4 build ran it, and from which sessions 33,
+# 34 and 35 ran it (the command file has each resume; None: not resumed in that session);
+# K16_S34: the K = 16 run's step at session 34
 F4_FROM = [1924, 1933, 251]
 S33_FROM = [3450, 3500, 1800]
 S34_FROM = [5000, 5050, 3350]
+S35_FROM = [7050, 6850, None]
 K16_S34 = 500
 # the settings of run.sh's rows (not results): DP-SGD q and sigma, DP-ULR q and sigma0
 Q_SGD, SIGMA_SGD, Q_ULR, SIGMA0 = 0.00128, 1.0, 0.02, 5.0
@@ -183,7 +185,8 @@ def render(results):
     at_E = [b[E]["acc"] for b in S]
     sec32 = sorted(x for b, f, l in zip(S, F4_FROM, S33_FROM) for x in seconds_per_epoch(b, f, l))
     sec33 = sorted(x for b, f, l in zip(S, S33_FROM, S34_FROM) for x in seconds_per_epoch(b, f, l))
-    sec34 = sorted(x for b, f in zip(S, S34_FROM) for x in seconds_per_epoch(b, f))
+    sec34 = sorted(x for b, f, l in zip(S, S34_FROM, S35_FROM) for x in seconds_per_epoch(b, f, l))
+    sec35 = sorted(x for b, f in zip(S, S35_FROM) if f is not None for x in seconds_per_epoch(b, f))
     sec_k = sorted(seconds_per_epoch(K, 0, K16_S34))
     if not sec32 or not sec33 or not sec_k:
         raise ProseError("no whole epoch of session 32 or 33 in %s" % base)
@@ -191,6 +194,17 @@ def render(results):
            " where the three seeds ran at a higher priority than four other runs (autogroup nice 10"
            " against 19; seeds 2 and 3 back at the lower one from 04:08 UTC and seed 1 from 04:23,"
            f" when the rule below, then over {OLD_WINDOW} epochs, said they had stopped rising)" if sec34 else "")
+    s35 = (f"; median {st.median(sec35):.0f} s ({sec35[0]:.0f}-{sec35[-1]:.0f} s over {len(sec35)} epochs) in session 35,"
+           " seeds 1 and 2 with four other runs, all at the lowest priority, while the session's builds, tests and"
+           " helper agents took the cores much of the time" if sec35 else "")
+    unresumed = [i + 1 for i, f in enumerate(S35_FROM) if f is None]
+    if unresumed:
+        u = S[unresumed[0] - 1]
+        (ua, ue), un = best(u), max(u)
+        s35 += (f"; seed {unresumed[0]} was not resumed in session 35: at epoch {un} it had stopped rising by the"
+                f" rule below with either window ({OLD_WINDOW} or {PLATEAU_WINDOW} epochs; best {ua:.2f}% at epoch"
+                f" {ue}, {un - ue} epochs back)" if stopped(u) and
+                md_tables.plateau({e: v["acc"] for e, v in u.items()}, OLD_WINDOW)[2] else "")
     d_best = [best(b) for b in D]
     d_eps = [b[e]["eps"] for b, (_, e) in zip(D, d_best)]
     d_acc = [a for a, _ in d_best]
@@ -236,7 +250,7 @@ added an antithetic-pairs run of seed 2 (`NOISE=explicit SEED=2 ... --rows {ANTI
 started afresh on f4a3ac4; the 175 steps run under that name in sessions 31-32 were set
 aside, not in the CSV). Time per epoch with f4a3ac4: median {st.median(sec32):.0f} s ({sec32[0]:.0f}-{sec32[-1]:.0f} s over {len(sec32)} epochs) with three
 runs on the 2 cores (session 32; the long ones while CI runs shared the cores), median
-{st.median(sec33):.0f} s ({sec33[0]:.0f}-{sec33[-1]:.0f} s over {len(sec33)} epochs) with seven runs on them (session 33; CI and the probe below part of the time){s34}; 128-205 s in
+{st.median(sec33):.0f} s ({sec33[0]:.0f}-{sec33[-1]:.0f} s over {len(sec33)} epochs) with seven runs on them (session 33; CI and the probe below part of the time){s34}{s35}; 128-205 s in
 session 31 with two runs and the first build. The tables are of the epochs collected when
 this was written ({n1}, {n2} and {n3}; antithetic seed 2: {max(A2)}); the runs go on (`run.sh --resume`).
 
