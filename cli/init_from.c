@@ -13,34 +13,11 @@
 
 #include "cli_util.h"
 
-/* Length of the well-formed UTF-8 sequence at p that is not a control character, or 0. */
-static size_t utf8_char(const unsigned char *p) {
-    unsigned c = p[0], n, cp;
-    if (c < 0x20 || c == 0x7f) return 0;
-    if (c < 0x80) return 1;
-    if (c >= 0xc2 && c <= 0xdf) n = 1, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef) n = 2, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4) n = 3, cp = c & 0x07;
-    else return 0;
-    for (unsigned i = 1; i <= n; i++) {
-        if ((p[i] & 0xc0) != 0x80) return 0;
-        cp = (cp << 6) | (p[i] & 0x3f);
-    }
-    if ((n == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0x80 && cp < 0xa0))
-        return 0;
-    return n + 1;
-}
-
 /* s as one line of UTF-8: every byte outside a well-formed, printable sequence becomes '?'
  * (a path may hold any bytes; the ledger holds text). Lengths are kept. */
 static void as_text(char *s) {
-    unsigned char *p = (unsigned char *)s;
-    while (*p) {
-        size_t k = utf8_char(p);
-        if (!k) *p = '?', k = 1;
-        p += k;
-    }
+    for (size_t k; *s; s += k)
+        if (!(k = dpt_text_char_len(s))) *s = '?', k = 1;
 }
 
 /* "checkpoint PATH (ALGO run, step N)" in at most len - 1 bytes: a long path keeps its

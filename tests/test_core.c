@@ -492,6 +492,47 @@ static void test_checked_products(void) {
     dpt_free(q);
 }
 
+/* dpt_text_char_len against a decoder written from the definition (RFC 3629 Table 3 of
+ * well-formed byte sequences, plus the control characters), over every 1- and 2-byte input
+ * and every 3-byte one with a lead byte of E0, ED or EF, and 4-byte edge cases */
+static size_t ref_char_len(const unsigned char *p) {
+    static const struct { unsigned char lo, hi, n, lo2, hi2; } T[] = {
+        {0x00, 0x7f, 1, 0, 0},    {0xc2, 0xdf, 2, 0x80, 0xbf}, {0xe0, 0xe0, 3, 0xa0, 0xbf},
+        {0xe1, 0xec, 3, 0x80, 0xbf}, {0xed, 0xed, 3, 0x80, 0x9f}, {0xee, 0xef, 3, 0x80, 0xbf},
+        {0xf0, 0xf0, 4, 0x90, 0xbf}, {0xf1, 0xf3, 4, 0x80, 0xbf}, {0xf4, 0xf4, 4, 0x80, 0x8f}};
+    for (size_t r = 0; r < sizeof T / sizeof *T; r++) {
+        if (p[0] < T[r].lo || p[0] > T[r].hi) continue;
+        if (T[r].n == 1) return p[0] >= 0x20 && p[0] != 0x7f ? 1 : 0;
+        if (p[1] < T[r].lo2 || p[1] > T[r].hi2) return 0;
+        for (unsigned i = 2; i < T[r].n; i++)
+            if (p[i] < 0x80 || p[i] > 0xbf) return 0;
+        if (p[0] == 0xc2 && p[1] <= 0x9f) return 0; /* U+0080..U+009F: C1 controls */
+        return T[r].n;
+    }
+    return 0;
+}
+
+static void test_text_chars(void) {
+    unsigned char b[5] = {0};
+    size_t bad = 0;
+    for (unsigned x = 0; x < 256; x++)
+        for (unsigned y = 0; y < 256; y++) {
+            b[0] = (unsigned char)x, b[1] = (unsigned char)y, b[2] = 0;
+            bad += dpt_text_char_len((const char *)b) != ref_char_len(b);
+            if (x == 0xe0 || x == 0xed || x == 0xef)
+                for (unsigned z = 0; z < 256; z++) {
+                    b[2] = (unsigned char)z, b[3] = 0;
+                    bad += dpt_text_char_len((const char *)b) != ref_char_len(b);
+                }
+        }
+    CHECK(bad == 0);
+    static const char *const FOUR[] = {"\xf0\x9f\x99\x82", "\xf0\x8f\xbf\xbf", "\xf4\x8f\xbf\xbf", "\xf4\x90\x80\x80",
+                                       "\xf5\x80\x80\x80", "\xf0\x9f\x99"};
+    static const size_t LEN[] = {4, 0, 4, 0, 0, 0};
+    for (size_t i = 0; i < 6; i++) CHECK(dpt_text_char_len(FOUR[i]) == LEN[i]);
+    CHECK(dpt_text_char_len("") == 0 && dpt_text_char_len("a") == 1 && dpt_text_char_len("\t") == 0);
+}
+
 int main(void) {
     test_errors();
     test_rng_streams();
@@ -503,5 +544,6 @@ int main(void) {
     test_hash_files();
     test_read_regular();
     test_checked_products();
+    test_text_chars();
     TEST_MAIN_END();
 }

@@ -267,6 +267,11 @@ dpt_status dpt_hash_init(dpt_hash *h);
 dpt_status dpt_hash_update(dpt_hash *h, const void *data, size_t n);
 dpt_status dpt_hash_final(dpt_hash *h, uint8_t out[32]);
 void dpt_hex(const uint8_t *bytes, size_t n, char *out /* 2n+1 */);
+/* Bytes of the character starting at s when it is well-formed UTF-8 (RFC 3629: no overlong
+ * forms, surrogates or code points above U+10FFFF) and not a control character (C0, DEL,
+ * C1); 0 otherwise (and at the terminating NUL). Texts that the library stores for anyone
+ * to read (e.g. dpt_trainer_set_initial_params' source) are made of such characters. */
+size_t dpt_text_char_len(const char *s);
 /* The shortest of %.15g / %.16g / %.17g that reads back (strtod) as exactly v, as a JSON
  * number text in out [DPT_DOUBLE_TEXT]; "null" for NaN and infinities (JSON has no such
  * numbers). For files that must round-trip bit for bit (ledgers, checkpoint state, machine

@@ -53,6 +53,25 @@ dpt_status dpt_hash_final(dpt_hash *h, uint8_t out[32]) {
     return DPT_OK;
 }
 
+size_t dpt_text_char_len(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    unsigned c = p[0], n, cp;
+    if (c < 0x20 || c == 0x7f) return 0; /* NUL and the C0 controls, DEL */
+    if (c < 0x80) return 1;
+    if (c >= 0xc2 && c <= 0xdf) n = 1, cp = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef) n = 2, cp = c & 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4) n = 3, cp = c & 0x07;
+    else return 0;
+    for (unsigned i = 1; i <= n; i++) {
+        if ((p[i] & 0xc0) != 0x80) return 0; /* also stops at the terminating NUL */
+        cp = (cp << 6) | (p[i] & 0x3f);
+    }
+    if ((n == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0x80 && cp < 0xa0))
+        return 0;
+    return n + 1;
+}
+
 void dpt_hex(const uint8_t *bytes, size_t n, char *out) {
     static const char digits[] = "0123456789abcdef";
     for (size_t i = 0; i < n; i++) {

@@ -31,31 +31,11 @@ dpt_status dpt_trainer_exclude_from_guarantee(dpt_trainer *t, const char *what) 
     return DPT_OK;
 }
 
-/* 1 when s is well-formed UTF-8 (RFC 3629: no overlong forms, surrogates or code points
- * above U+10FFFF) without control characters: one line of text, safe in JSON, in a
- * terminal and for any reader of the ledger. */
+/* 1 when s is one line of text (dpt_text_char_len): safe in JSON, in a terminal and for any
+ * reader of the ledger */
 static int text_ok(const char *s) {
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        unsigned c = *p, n, cp;
-        if (c < 0x20 || c == 0x7f) return 0;
-        if (c < 0x80) {
-            p++;
-            continue;
-        }
-        if (c >= 0xc2 && c <= 0xdf) n = 1, cp = c & 0x1f;
-        else if (c >= 0xe0 && c <= 0xef) n = 2, cp = c & 0x0f;
-        else if (c >= 0xf0 && c <= 0xf4) n = 3, cp = c & 0x07;
-        else return 0;
-        for (unsigned i = 1; i <= n; i++) {
-            if ((p[i] & 0xc0) != 0x80) return 0; /* also stops at the terminating NUL */
-            cp = (cp << 6) | (p[i] & 0x3f);
-        }
-        if ((n == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)))
-            return 0;
-        if (cp >= 0x80 && cp < 0xa0) return 0; /* C1 controls */
-        p += n + 1;
-    }
+    for (size_t k; *s; s += k)
+        if (!(k = dpt_text_char_len(s))) return 0;
     return 1;
 }
 
@@ -84,30 +64,21 @@ dpt_status dpt_trainer_set_initial_params(dpt_trainer *t, const float *params, s
     for (size_t i = 0; i < n; i++)
         DPT_CHECK(isfinite(params[i]), DPT_EINVAL, "dpt_trainer_set_initial_params: params[%zu] = %g is not finite",
                   i, (double)params[i]);
-    /* into a copy first: the model changes only once everything is recorded */
-    float *v = dpt_alloc(n, sizeof *v, "initial parameters");
-    if (!v) return DPT_ENOMEM;
-    memcpy(v, params, n * sizeof *v);
-    uint8_t h[32];
-    char hex[65], note[sizeof t->init_note];
-    dpt_hash hs;
     /* data parallel: every rank calls this with the same values (no collective here: a rank
      * that did not call it would wait in another one); the first step compares the ranks'
      * starting parameters (dpt_dist_check_start) */
-    dpt_status s = dpt_hash_init(&hs);
-    if (s == DPT_OK) {
-        dpt_status su = dpt_hash_update(&hs, v, n * sizeof *v);
-        s = dpt_hash_final(&hs, h); /* frees the context */
-        if (su != DPT_OK) s = su;
-    }
-    if (s == DPT_OK) {
-        dpt_hex(h, sizeof h, hex);
-        snprintf(note, sizeof note, "%s (SHA-256 of the float32 values: %s)", source, hex);
-        if (t->ledger) s = dpt_ledger_set_meta(t->ledger, "initial_params", note);
-    }
-    if (s == DPT_OK) memcpy(m->theta, v, n * sizeof *v);
-    dpt_free(v);
-    DPT_TRY(s);
+    uint8_t h[32];
+    char hex[65], note[sizeof t->init_note];
+    dpt_hash hs;
+    DPT_TRY(dpt_hash_init(&hs));
+    dpt_status su = dpt_hash_update(&hs, params, n * sizeof *params);
+    DPT_TRY(dpt_hash_final(&hs, h)); /* frees the context */
+    DPT_TRY(su);
+    dpt_hex(h, sizeof h, hex);
+    snprintf(note, sizeof note, "%s (SHA-256 of the float32 values: %s)", source, hex);
+    /* the model changes only once the ledger records where its values came from */
+    if (t->ledger) DPT_TRY(dpt_ledger_set_meta(t->ledger, "initial_params", note));
+    memcpy(m->theta, params, n * sizeof *params);
     memcpy(t->init_note, note, sizeof note);
     return DPT_OK;
 }
