@@ -782,8 +782,9 @@ def train(x, y, **kwargs):
     or a list of dptrain.layers objects; default the CLI's "mlp:784-128-64-32-10:gelu"; or a
     dptrain.Model (Model.load, from_torch, a Run's .model): the run then starts from its
     parameters, fine-tuning), init_params (starting parameters for the model given as a
-    spec or layers: {name: array} with every tensor, e.g. a torch state_dict, or a flat
-    array of all parameters; None = the random initialization `init`), init_source (text
+    spec or layers: {name: array} with every tensor, named as Model.parameters() names them
+    (the state_dict of to_torch()'s module is; another module goes through from_torch), or
+    a flat array of all parameters; None = the random initialization `init`), init_source (text
     recorded with them in the ledger and checkpoints),
     algorithm (sgd | dpsgd | pdp-sgd | proportional-noise | dpulr | ulr | dpmac | mac |
     noisy-gd), x_test / y_test, epochs=5, batch_size=256, sample_rate (Poisson q; default
