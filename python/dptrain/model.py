@@ -205,8 +205,30 @@ class Model:
             theta[off:off + size] = a.ravel()
 
     # ---- inference ----
-    def predict(self, x):
-        """Raw model outputs (logits) [n, output_dim] as float32 for features x [n, ...]."""
+    def _layer_index(self, layer):
+        """The index of a layer given by name ("fc1", "relu2", as layers() lists them) or
+        position (negative from the end)."""
+        names = [ffi.string(self._m.layers[i].name).decode() for i in range(int(self._m.n_layers))]
+        if isinstance(layer, str):
+            if layer not in names:
+                raise ValueError("layer: the model %s has no layer %r (its layers: %s)" % (
+                    self.spec, layer, ", ".join(names)))
+            return names.index(layer)
+        import operator
+        try:
+            i = operator.index(layer)
+        except TypeError:
+            raise TypeError("layer must be a layer name or an int, got %r" % (layer,)) from None
+        if not -len(names) <= i < len(names):
+            raise ValueError("layer: %d is outside the model's %d layers" % (i, len(names)))
+        return i % len(names)
+
+    def predict(self, x, layer=None):
+        """Raw model outputs (logits) [n, output_dim] as float32 for features x [n, ...]; with
+        `layer` (a name from layers(), e.g. "flatten1", or an index) the output of that layer
+        instead, flattened per example [n, C*H*W] (a residual group's last layer: with the
+        group's input added): features of a trained trunk, e.g. for a DP linear probe."""
+        li = int(self._m.n_layers) - 1 if layer is None else self._layer_index(layer)
         x = as_features(x, "x", self.input_dim)
         finite = np.isfinite(x)
         if not finite.all():
@@ -214,13 +236,13 @@ class Model:
             raise ValueError("predict: x[%d] (example %d, feature %d) is %r: inputs must be finite"
                              % (i, i // x.shape[1], i % x.shape[1], float(x.ravel()[i])))
         n = x.shape[0]
-        out = np.empty((n, self.output_dim), dtype=np.float32)
+        K = int(self._m.layers[li].out_dim)
+        out = np.empty((n, K), dtype=np.float32)
         B = int(self._m.max_batch)
-        K = self.output_dim
         for s in range(0, n, B):
             b = min(B, n - s)
             check(lib.dpt_model_forward(self._m, ffi.cast("const float *", ffi.from_buffer(x[s:s + b])), b))
-            src = self._m.act[self._m.n_layers]
+            src = self._m.act[li + 1]
             out[s:s + b] = np.frombuffer(ffi.buffer(src, b * K * 4), dtype=np.float32).reshape(b, K)
         return out
 

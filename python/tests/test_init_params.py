@@ -219,3 +219,45 @@ def test_save_refusals(data, public, tmp_path):
     assert not (tmp_path / "nan.safetensors").exists()
     with pytest.raises(TypeError, match="complex"):
         quiet(x, y, model=SPEC, init_params={k: v.astype(np.complex64) for k, v in public.model.parameters().items()})
+
+
+def test_predict_at_a_layer_equals_pytorch(data):
+    """Model.predict(x, layer=...) is that layer's output (a residual group's last layer with the
+    group's input added), against the to_torch() module's own submodules"""
+    torch = pytest.importorskip("torch")
+    m = dptrain.Model._from_spec("cnn:1x8x8:conv4k3p1,relu,[conv4k3p1,relu],gn2,maxpool2,flatten,fc16,gelu,fc3")
+    rng = np.random.default_rng(0)
+    m.set_parameters({k: (0.5 * rng.normal(size=v.shape)).astype(np.float32) for k, v in m.parameters().items()})
+    x = rng.normal(size=(5, 64)).astype(np.float32)
+    net = m.to_torch()
+    seen = {}
+    for name, _, _ in net._plan:
+        getattr(net, name).register_forward_hook(lambda mod, i, o, name=name: seen.__setitem__(name, (i[0], o)))
+    with torch.no_grad():
+        net(torch.from_numpy(x))
+    infos = m.layers()
+    for i, info in enumerate(infos):
+        want = seen[info["name"]][1]
+        if info["residual_from"]:  # act[i + 1] = layer(act[i]) + act[s], s = residual_from - 1
+            s = info["residual_from"] - 1
+            want = want + (seen[infos[s]["name"]][0] if s < len(infos) else 0)
+        want = want.reshape(5, -1).numpy()
+        for key in (info["name"], i, i - len(infos)):
+            got = m.predict(x, layer=key)
+            assert got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-5), (info["name"], key)
+    assert np.array_equal(m.predict(x, layer=-1), m.predict(x))
+    with pytest.raises(ValueError, match="has no layer 'fc9'"):
+        m.predict(x, layer="fc9")
+    with pytest.raises(ValueError, match="outside the model's 10 layers"):
+        m.predict(x, layer=10)
+    with pytest.raises(TypeError):
+        m.predict(x, layer=1.5)
+
+
+def test_a_dp_linear_probe_on_a_public_trunk(data, public):
+    """features of a (public) trunk, then DP-SGD on a linear head: the documented recipe runs"""
+    x, y = data
+    f = public.model.predict(x, layer="relu1")
+    assert f.shape == (len(x), 8)
+    r = quiet(f, y, model="mlp:8-3", algorithm="dpsgd", sigma=1.0, epochs=2, optimizer="sgd", lr=0.5)
+    assert r.epsilon is not None and r.model.evaluate(f, y)[1] > 0.5
