@@ -12,6 +12,7 @@
 #   usage: plot_results.sh [OUT_PNG]
 #   env: RESULTS (default: this directory's results/), CSVS (default "results.csv
 #        dpulr_long.csv dpulr_base.csv"), TITLE
+case "${1:-}" in -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;; esac
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 RESULTS=${RESULTS:-$HERE/results}

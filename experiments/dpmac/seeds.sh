@@ -20,6 +20,7 @@
 #   usps-init-NAME-eps8 | usps-init-NAME-eps1 (the preset with --init NAME: the paper does
 #     not state the initialization; the preset takes the authors' code's Glorot = xavier)
 #   smoke-mnist | smoke-usps | smoke-order2 (seconds; the CI configuration)
+case "${1:-}" in -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;; esac
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)

@@ -10,6 +10,7 @@
 # N_TEST, RUNS, EPOCHS, EARLY (the 'early' epoch of Figure 2a), WIDTH (Figure 1 and the
 # depth sweep), DEPTH (Figure 1 and the width sweep), DEPTHS, WIDTHS, INITS, THREADS,
 # ETA, SIGMA, CONSTANT (exact | paper).
+case "${1:-}" in -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;; esac
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)

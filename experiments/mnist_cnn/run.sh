@@ -7,6 +7,7 @@
 #   --smoke: 1000 training / 300 test examples, q = 0.1, 2 epochs (a ctest runs it; < 30 s)
 # The init is LeCun (variance 1/fan-in), the closest of ours to PyTorch's default
 # (variance 1/(3 fan-in)); with He init SGD at lr 0.1 diverged in our first epoch.
+case "${1:-}" in -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;; esac
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)

@@ -8,6 +8,7 @@
 #   usage: run.sh [--smoke] [BIN] [OUT]
 #   --smoke (or SMOKE=1): a synthetic CSV, tiny models, 4 shadows: well under a minute.
 #   Full: MNIST (DPT_SHARED_DATASETS or /work/shared/datasets), population 1000, 16 shadows.
+case "${1:-}" in -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;; esac
 set -eu
 SMOKE=${SMOKE:-0}
 if [ "${1:-}" = "--smoke" ]; then SMOKE=1; shift; fi
