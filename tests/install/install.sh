@@ -15,7 +15,7 @@ skip_if_sanitized "$SANITIZE" "a program built the third-party way"
 . "$SRC/tests/cli/lib/harness.sh"   # $T (removed on exit), check, expect_ok, harness_end
 P=$T/prefix
 EX=$SRC/examples
-EXAMPLES="train_arrays calibrate_sigma evaluate_checkpoint"
+EXAMPLES="train_arrays calibrate_sigma evaluate_checkpoint finetune"
 
 expect_ok cmake --install "$BUILD" --prefix "$P"
 for f in bin/dptrain lib/libdptrain.so lib/libdptrain.a include/dptrain/dptrain.h include/dptrain/version.h \
@@ -46,6 +46,13 @@ run_examples() {
   check 'grep -q "^privacy: epsilon $eps at delta 1e-05 after [1-9][0-9]* steps$" <<<"$LAST_OUT"' \
     "$label: evaluate_checkpoint does not report the training's epsilon $eps: $LAST_OUT"
   check 'grep -q "^accuracy [0-9.]*%, loss [0-9.]* on 1000 new examples$" <<<"$LAST_OUT"' "$label: evaluate_checkpoint printed: $LAST_OUT"
+  expect_ok env "$@" "$dir/finetune" "$dir/run"
+  check 'grep -q "^the starting model cost epsilon $eps at delta 1e-05 (its own data)$" <<<"$LAST_OUT"' \
+    "$label: finetune does not report the starting model's epsilon $eps: $LAST_OUT"
+  check 'grep -Eq "^started from: the model train_arrays saved \(SHA-256 of the float32 values: [0-9a-f]{64}\)$" <<<"$LAST_OUT"' \
+    "$label: finetune does not say where it started: $LAST_OUT"
+  check 'grep -Eq "^test accuracy [0-9.]+% before, [0-9.]+% after [1-9][0-9]* steps of DP-SGD$" <<<"$LAST_OUT" &&
+         grep -Eq "^privacy: epsilon [0-9.]+ at delta 1e-05 \(this run\)$" <<<"$LAST_OUT"' "$label: finetune printed: $LAST_OUT"
   expect_ok env "$@" "$dir/calibrate_sigma" 2
   local spent; spent=$(sed -n 's/^spent: epsilon \([0-9.]*\) (RDP).*/\1/p' <<<"$LAST_OUT")
   check "awk -v e='$spent' 'BEGIN { exit !(e <= 2 && e > 1.99) }'" "$label: calibrate_sigma 2 spends RDP epsilon '$spent', want in (1.99, 2]"
