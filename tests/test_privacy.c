@@ -100,6 +100,10 @@ static void test_clip_errors(void) {
     const double C_l[2] = {1, 1};
     CHECK_STATUS(dpt_privacy_clip_factors_layers(sql, 2, 2, C_l, cl), DPT_ERANGE);
     CHECK_ERR_HAS("parameter layer 1: clip factors: the squared norm of per-example gradient 1 is inf (not finite)");
+    /* the reference rows (DP-SGD's reference mode) say the same */
+    float rows[2 * 3] = {1, 2, 3, 4, NAN, 6};
+    CHECK_STATUS(dpt_privacy_clip_rows_ref(rows, 2, 3, 3, 1.0, NULL), DPT_ERANGE);
+    CHECK_ERR_HAS("per-example gradient 1 is nan (not finite): the model diverged");
     dpt_clip_mode m;
     CHECK_OK(dpt_clip_mode_parse("per-layer", &m));
     CHECK(m == DPT_CLIP_PER_LAYER);

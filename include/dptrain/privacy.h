@@ -51,7 +51,8 @@ dpt_status dpt_privacy_clip_factors_layers(const float *sqnorms, size_t G, size_
 
 /* Reference clipping of materialized per-example gradients, in place: g [B, ld] rows of P
  * floats; each row is scaled by min(1, C / ||g_i||) computed in double. If norms is not
- * NULL it receives the unclipped norms [B]. */
+ * NULL it receives the unclipped norms [B]. A non-finite row is DPT_ERANGE (a diverged
+ * model), as in dpt_privacy_clip_factors. */
 dpt_status dpt_privacy_clip_rows_ref(float *g, size_t B, size_t P, size_t ld, double C,
                                      double *norms);
 

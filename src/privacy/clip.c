@@ -85,8 +85,8 @@ dpt_status dpt_privacy_clip_rows_ref(float *g, size_t B, size_t P, size_t ld, do
         float *row = g + i * ld;
         double s = 0;
         for (size_t j = 0; j < P; j++) s += (double)row[j] * row[j];
+        DPT_TRY(check_sqnorm(s, i)); /* non-finite: DPT_ERANGE, as the fast path */
         double norm = sqrt(s);
-        DPT_CHECK(isfinite(norm), DPT_EINVAL, "clip rows: gradient %zu is not finite", i);
         if (norms) norms[i] = norm;
         double f = norm / C;
         if (f > 1.0)
