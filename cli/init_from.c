@@ -111,8 +111,8 @@ static int same_layers(const dpt_model *a, const dpt_model *b) {
 }
 
 static int model_differs(const cli_init_from *f, const char *mine) {
-    return cli_error("--init-from %s: its model is %s, this run's is %s (leave --model out to take the "
-                     "checkpoint's)", f->path, dpt_checkpoint_spec(f->ck), mine);
+    return cli_error("--init-from %s: its model is %s, this run's is %s (without --model, or a --preset that sets "
+                     "one, the run takes the checkpoint's)", f->path, dpt_checkpoint_spec(f->ck), mine);
 }
 
 int cli_init_from_same_model(const cli_init_from *f, const char *spec) {
