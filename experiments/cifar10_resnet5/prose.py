@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""docs/dpulr.md's Section 4.3 text on the DP-ULR runs of sessions 31-34 on CIFAR-10, filled in
+"""docs/dpulr.md's Section 4.3 text on the DP-ULR runs of sessions 31-35 on CIFAR-10, filled in
 from the CSVs the runs and the probe wrote, so that no number of our runs in it is typed by hand.
 Five parts of the doc (PARTS), each from the line starting with its first words up to the line
 starting with the next marker (blank lines before it stay); their prose and md_tables.py markers
@@ -14,7 +14,7 @@ leaves them to `md_tables.py check`):
   "**The paper's other captions"       q 1/25 with sigma0 8 and 4
   "- Section 4.3: DP-ULR to its plateau"  the item of "Not run (compute)"
 
-Read from results/: dpulr_base.csv, dpulr_q25.csv (run.sh --collect of sessions 31-34),
+Read from results/: dpulr_base.csv, dpulr_q25.csv (run.sh --collect of sessions 31-35),
 dpulr_long.csv (session 28), dpulr_results.csv (issue 10), results.csv (DP-SGD),
 signal_summary.csv (signal.sh) and trace20_explicit.csv (the traced steps). Fixed text here is
 what the CSVs do not hold: which build ran which steps, the run settings, and the runs' history.
@@ -231,7 +231,7 @@ def render(results):
     B = "experiments/cifar10_resnet5/results/"
     parts = []
 
-    parts.append(f"""**The baseline alone, sessions 31-34** (`results/dpulr_base.csv`, written by `run.sh
+    parts.append(f"""**The baseline alone, sessions 31-35** (`results/dpulr_base.csv`, written by `run.sh
 --collect` from the runs' metrics; commands and the build of every start and resume in
 `results/dpulr_base_command.txt`; the text of this part and of the three after it is filled in
 from the CSVs by `experiments/cifar10_resnet5/prose.py`, checked in CI): Table 1's
@@ -278,7 +278,7 @@ The three seeds of the baseline alone up to the last epoch all of them reached:
     ck, dk = ahead(K, s1)
     top3 = [K[e]["acc"] - max(b[e]["acc"] for b in S) for e in ck if all(e in b for b in S)]
     sec_s1 = sorted(seconds_per_epoch(s1, S33_FROM[0], S34_FROM[0]))
-    parts.append(f"""**More perturbations per example (K = 16), sessions 33-34** (`COPIES=16 NOISE=baseline SEED=1
+    parts.append(f"""**More perturbations per example (K = 16), sessions 33-35** (`COPIES=16 NOISE=baseline SEED=1
 run.sh --epochs 200 --rows {K16}`, rows in `results/dpulr_base.csv`): the baseline alone
 as above with K = 16 instead of 4, seed 1 (so the same initialization as the K = 4 seed 1),
 same q, sigma0 and so the same epsilon per epoch; each step runs the rest of the network
@@ -369,11 +369,11 @@ draws of the perturbations; "along the true gradient" is that mean's component a
             cmp_at.append("%s %.2f%% (epoch %d, epsilon %.3f)" % (name, b[e]["acc"], e, b[e]["eps"]))
     old = [[(e, b[e]["acc"] - o[e]["acc"]) for e in sorted(o) if e in b] for b, o in zip(Q, QO)]
     eps_list = lambda b: ",".join(str(e) for e in sorted(b) if e in (1, 2, 4) or e % 5 == 0 or e == max(b))
-    parts.append(f"""**The paper's other captions (q 1/25, sigma0 8 and 4), sessions 33-34** (`NOISE=baseline SEED=1
+    parts.append(f"""**The paper's other captions (q 1/25, sigma0 8 and 4), sessions 33-35** (`NOISE=baseline SEED=1
 run.sh --epochs 200 --rows {Q25[0]},{Q25[1]}`, two runs; `results/dpulr_q25.csv`, commands
 in `results/dpulr_q25_command.txt`; 25 steps of expected batch 2000 per epoch, the baseline
 alone, K = 4, Adam lr 0.001, seed 1, f4a3ac4, seven runs sharing the 2 cores, these two at the lowest
-priority in session 34). Issue 10 ran
+priority in session 34; six runs at the lowest priority in session 35). Issue 10 ran
 these captions 4 epochs each with antithetic pairs and fitted normalization
 (`dpulr_results.csv`); these runs are ahead of them in {sum(d > 0 for o in old for _, d in o)} of {sum(len(o) for o in old)} of those epochs
 ({min(d for o in old for _, d in o):+.2f} to {max(d for o in old for _, d in o):+.2f} points).
