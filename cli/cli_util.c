@@ -344,6 +344,11 @@ const char *cli_given(int argc, char **argv, int first, const cli_option *opts) 
 
 int cli_stderr_is_tty(void) { return isatty(STDERR_FILENO); }
 
+void cli_text_clean(char *s) {
+    for (size_t k; *s; s += k)
+        if (!(k = dpt_text_char_len(s))) *s = '?', k = 1;
+}
+
 /* mkdir -p of path (last = 1) or of its parents only (last = 0) */
 static int make_dirs(const char *path, int last) {
     char buf[1024];

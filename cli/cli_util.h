@@ -59,6 +59,10 @@ void cli_print_help(const cli_option *opts, const char *usage);
 /* Name of the first option of `opts` that appears in argv[first..argc), or NULL. */
 const char *cli_given(int argc, char **argv, int first, const cli_option *opts);
 
+/* s as one line of UTF-8 text, in place: every byte outside a well-formed, printable
+ * character (dpt_text_char_len) becomes '?' (a path or a file may hold any bytes); the
+ * length is kept. */
+void cli_text_clean(char *s);
 /* 1 when stdout / stderr is a terminal (progress bars only there). */
 int cli_stderr_is_tty(void);
 /* mkdir -p: creates path and its missing parents (mode 0755). 0 when that succeeds or they

@@ -61,22 +61,20 @@ static int checkpoint_ledger(const char *path, dpt_ledger **out) {
     dpt_checkpoint *ck = NULL;
     if (dpt_checkpoint_open(path, 1, &ck) != DPT_OK) return cli_refuse("--ledger");
     const dpt_ledger *v = dpt_checkpoint_ledger(ck);
-    char *js = NULL;
     int rc = !v ? cli_error("--ledger %s: a checkpoint of a non-private run (%s): it has no privacy ledger", path,
                             dpt_checkpoint_algorithm(ck)[0] ? dpt_checkpoint_algorithm(ck) : "no algorithm recorded")
-             : dpt_ledger_to_json(v, &js) != DPT_OK || dpt_ledger_from_json(js, out) != DPT_OK ? cli_fail("--ledger")
-                                                                                                  : 0;
-    free(js);
+             : dpt_ledger_copy(v, out) != DPT_OK ? cli_fail("--ledger") : 0;
     dpt_checkpoint_close(ck);
     return rc;
 }
 
-/* a text of the ledger's metadata on the terminal: control characters shown as '?' (a
- * ledger file may hold anything; the JSON output escapes them) */
+/* a text of the ledger's metadata on the terminal, as cli_text_clean makes it (a ledger
+ * file may hold anything; the JSON output escapes it instead) */
 static void print_text(const char *label, const char *s) {
-    printf("%s", label);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) putchar(*p < 0x20 || *p == 0x7f ? '?' : *p);
-    putchar('\n');
+    char *t = strdup(s);
+    if (t) cli_text_clean(t);
+    printf("%s%s\n", label, t ? t : "(out of memory)");
+    free(t);
 }
 
 static int report_ledger(const char *path, double delta, dpt_conversion conv, const double *orders,

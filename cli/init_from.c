@@ -13,13 +13,6 @@
 
 #include "cli_util.h"
 
-/* s as one line of UTF-8: every byte outside a well-formed, printable sequence becomes '?'
- * (a path may hold any bytes; the ledger holds text). Lengths are kept. */
-static void as_text(char *s) {
-    for (size_t k; *s; s += k)
-        if (!(k = dpt_text_char_len(s))) *s = '?', k = 1;
-}
-
 /* "checkpoint PATH (ALGO run, step N)" in at most len - 1 bytes: a long path keeps its
  * tail, cut at a character boundary */
 static int describe(const cli_init_from *f, char *out, size_t len) {
@@ -28,7 +21,7 @@ static int describe(const cli_init_from *f, char *out, size_t len) {
     const char *algo = dpt_checkpoint_algorithm(f->ck);
     snprintf(what, sizeof what, " (%s run, step %" PRIu64 ")", algo && algo[0] ? algo : "unknown",
              dpt_checkpoint_step(f->ck));
-    as_text(what);
+    cli_text_clean(what);
     size_t plen = strlen(shown), room = len - 1 - strlen("checkpoint ") - strlen(what);
     const char *tail = shown;
     const char *dots = "";
@@ -39,7 +32,7 @@ static int describe(const cli_init_from *f, char *out, size_t len) {
     }
     int w = snprintf(out, len, "checkpoint %s%s%s", dots, tail, what);
     if (w < 0 || (size_t)w >= len) return cli_error("--init-from: path too long");
-    as_text(out);
+    cli_text_clean(out);
     return 0;
 }
 

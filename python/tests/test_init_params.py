@@ -261,3 +261,15 @@ def test_a_dp_linear_probe_on_a_public_trunk(data, public):
     assert f.shape == (len(x), 8)
     r = quiet(f, y, model="mlp:8-3", algorithm="dpsgd", sigma=1.0, epochs=2, optimizer="sgd", lr=0.5)
     assert r.epsilon is not None and r.model.evaluate(f, y)[1] > 0.5
+
+
+@pytest.mark.skipif(not HAVE_INFERENCE, reason="libdptrain without dptrain/inference.h")
+def test_account_prints_ledger_text_without_control_characters(data, tmp_path, cli):
+    """a ledger file may hold any metadata text: account --ledger shows it on one line"""
+    import subprocess
+    x, y = data
+    r = quiet(x, y, model=SPEC, algorithm="dpsgd", sigma=1.0, epochs=1)
+    r.ledger.set_meta("initial_params", "two\nlines \u0085 ok \u00e9").save(str(tmp_path / "ledger.json"))
+    out = subprocess.run([cli, "account", "--ledger", str(tmp_path / "ledger.json")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "started from    two?lines ?? ok \u00e9\n" in out.stdout
