@@ -184,7 +184,11 @@ static void test_initial_params(const dpt_dataset *tr, int priv, const char *dir
     CHECK(strstr(dpt_last_error(), "mlp:8-6-3:relu has 75 parameters") != NULL);
     v[7] = NAN;
     CHECK_STATUS(dpt_trainer_set_initial_params(t, v, P, SRC), DPT_EINVAL);
-    CHECK(strstr(dpt_last_error(), "params[7] = nan is not finite") != NULL);
+    CHECK(strstr(dpt_last_error(), "params[7] (fc1.weight[7]) = nan is not finite") != NULL);
+    v[7] = 0.25f, v[73] = INFINITY; /* named by its tensor: fc2.bias starts at 72 */
+    CHECK_STATUS(dpt_trainer_set_initial_params(t, v, P, SRC), DPT_EINVAL);
+    CHECK(strstr(dpt_last_error(), "params[73] (fc2.bias[1]) = inf is not finite") != NULL);
+    v[73] = 0.0f;
     v[7] = 0.25f;
     char longer[DPT_INIT_SOURCE_MAX + 2];
     memset(longer, 's', sizeof longer - 1);

@@ -61,9 +61,14 @@ dpt_status dpt_trainer_set_initial_params(dpt_trainer *t, const float *params, s
     DPT_CHECK(n == m->n_params, DPT_EMISMATCH,
               "dpt_trainer_set_initial_params: %zu values given, the model %s has %zu parameters", n,
               t->cfg.model_spec, m->n_params);
-    for (size_t i = 0; i < n; i++)
-        DPT_CHECK(isfinite(params[i]), DPT_EINVAL, "dpt_trainer_set_initial_params: params[%zu] = %g is not finite",
-                  i, (double)params[i]);
+    for (size_t i = 0; i < n; i++) {
+        if (isfinite(params[i])) continue;
+        dpt_param_tensor pt = {.name = "?"}; /* the tensor holding it, for the message */
+        for (size_t j = 0; j < dpt_model_n_tensors(m); j++)
+            if (dpt_model_tensor(m, j, &pt) == DPT_OK && i >= pt.offset && i < pt.offset + pt.size) break;
+        return dpt_set_error(DPT_EINVAL, "dpt_trainer_set_initial_params: params[%zu] (%s[%zu]) = %g is not finite",
+                             i, pt.name, i - pt.offset, (double)params[i]);
+    }
     /* data parallel: every rank calls this with the same values (no collective here: a rank
      * that did not call it would wait in another one); the first step compares the ranks'
      * starting parameters (dpt_dist_check_start) */
