@@ -130,9 +130,6 @@ static int composed_eps(const dpt_ledger *prior, double q, double sigma, uint64_
     return s == DPT_OK ? 0 : -1;
 }
 
-/* [DP mean of train, centring of train and test,] DP-PCA of train (fit) and projection of
- * train and test, in place. The datasets are the caller's (cmd_train's) own buffers,
- * handed to the algorithm before the trainer exists. */
 /* Adds the released DP-PCA (and DP mean) to the run's description, so that dptrain eval can
  * map a test split's raw features as training did. Both are DP releases in the ledger: the
  * checkpoint may hold them. */
@@ -161,6 +158,9 @@ static int record_pca(cli_algo_ctx *c, const double *V, size_t d, size_t k, cons
     return 0;
 }
 
+/* [DP mean of train, centring of train and test,] DP-PCA of train (fit) and projection of
+ * train and test, in place. The datasets are the caller's (cmd_train's) own buffers,
+ * handed to the algorithm before the trainer exists. */
 static int run_pca(cli_algo_ctx *c) {
     dpt_dataset *tr = (dpt_dataset *)c->train, *te = (dpt_dataset *)c->test;
     const size_t d = tr->dim, k = (size_t)pca_dims;
