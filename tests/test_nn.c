@@ -829,8 +829,52 @@ static void test_bit_identical(void) {
     free(b);
 }
 
+/* dpt_model_backward_to(stop): dact[l] for l >= stop bit-identical to the full backward
+ * pass's (a residual group crossing the stop included), the ones below untouched. */
+static void test_backward_to(void) {
+    const char *spec = "cnn:2x3x3:conv3k2p1,relu,[conv4k3p1,gn2,relu,conv3k3p1],relu,maxpool2s1,fc3";
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new(spec, 5, 1, &m));
+    if (!m) return;
+    dpt_rng r;
+    CHECK_OK(dpt_rng_init(&r, 7, DPT_STREAM_AUX));
+    CHECK_OK(dpt_model_init(m, DPT_INIT_DEFAULT, NULL, 0, 0.0, &r));
+    dpt_rng_free(&r);
+    const size_t B = 5, n = m->n_layers;
+    float x[5 * 18], dout[5 * 3];
+    fill_gauss(x, B * 18, 1.0);
+    fill_gauss(dout, B * 3, 1.0);
+    CHECK_OK(dpt_model_forward(m, x, B));
+    CHECK_OK(dpt_model_backward(m, dout, B));
+    float **full = malloc((n + 1) * sizeof *full);
+    for (size_t l = 1; l <= n; l++) {
+        const size_t d = l == n ? m->out_dim : m->layers[l].in_dim;
+        full[l] = malloc(B * d * sizeof(float));
+        memcpy(full[l], m->dact[l], B * d * sizeof(float));
+    }
+    for (size_t stop = 0; stop <= n; stop++) {
+        for (size_t l = 1; l <= n; l++) {
+            const size_t d = l == n ? m->out_dim : m->layers[l].in_dim;
+            for (size_t j = 0; j < B * d; j++) m->dact[l][j] = -7.0f; /* a sentinel */
+        }
+        CHECK_OK(dpt_model_backward_to(m, dout, B, stop));
+        size_t bad = 0;
+        for (size_t l = 1; l <= n; l++) {
+            const size_t d = l == n ? m->out_dim : m->layers[l].in_dim;
+            for (size_t j = 0; j < B * d; j++)
+                bad += l >= stop ? memcmp(&m->dact[l][j], &full[l][j], sizeof(float)) != 0 : m->dact[l][j] != -7.0f;
+        }
+        CHECK(bad == 0);
+    }
+    CHECK_STATUS(dpt_model_backward_to(m, dout, B, n + 1), DPT_EINVAL);
+    for (size_t l = 1; l <= n; l++) free(full[l]);
+    free(full);
+    dpt_model_free(m);
+}
+
 int main(void) {
     CHECK_OK(dpt_rng_init(&rng, 1234, DPT_STREAM_AUX));
+    test_backward_to();
     test_linear(1);
     test_linear(0);
     test_activation("mlp:3-6-2:relu", DPT_LAYER_RELU);

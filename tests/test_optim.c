@@ -305,7 +305,58 @@ static void test_schedules(void) {
     }
 }
 
+/* dpt_optim_step_ranges: inside the ranges exactly the full step's values (a second
+ * optimizer stepping everything), outside them theta and the moments untouched, and a
+ * non-finite gradient outside them ignored; one step of Adam's count per call; bad ranges
+ * refused. */
+static void test_ranges(void) {
+    const size_t ranges[4] = {3, 10, 20, 30};
+    for (int kind = 0; kind < 3; kind++) {
+        dpt_optim_config c = dpt_optim_defaults(kind == 2 ? DPT_OPT_ADAM : DPT_OPT_SGD);
+        c.weight_decay = 0.3, c.momentum = kind == 1 ? 0.9 : 0;
+        dpt_optim part, all;
+        CHECK_OK(dpt_optim_init(&part, &c, N));
+        CHECK_OK(dpt_optim_init(&all, &c, N));
+        float th[N], tha[N], g[N];
+        uint64_t s = 99;
+        for (int i = 0; i < N; i++) th[i] = tha[i] = (float)lcg(&s);
+        for (int t = 1; t <= 4; t++) {
+            float before[N];
+            memcpy(before, th, sizeof th);
+            for (int i = 0; i < N; i++) g[i] = (float)lcg(&s);
+            CHECK_OK(dpt_optim_step(&all, tha, g, 0.05));
+            g[0] = NAN, g[N - 1] = INFINITY; /* outside the ranges: never read */
+            CHECK_OK(dpt_optim_step_ranges(&part, th, g, 0.05, ranges, 2));
+            for (size_t i = 0; i < N; i++) {
+                const int in = (i >= 3 && i < 10) || (i >= 20 && i < 30);
+                if (in) {
+                    CHECK(th[i] == tha[i]);
+                } else {
+                    CHECK(th[i] == before[i]);
+                    if (part.m) CHECK(part.m[i] == 0.0f);
+                    if (part.v) CHECK(part.v[i] == 0.0f);
+                }
+            }
+        }
+        CHECK(part.t == 4);
+        g[5] = NAN; /* inside: refused, nothing written */
+        float keep[N];
+        memcpy(keep, th, sizeof th);
+        CHECK_STATUS(dpt_optim_step_ranges(&part, th, g, 0.05, ranges, 2), DPT_ERANGE);
+        CHECK(!memcmp(keep, th, sizeof th) && part.t == 4);
+        const size_t overlap[4] = {3, 10, 9, 12}, empty[2] = {4, 4}, beyond[2] = {30, N + 1};
+        CHECK_STATUS(dpt_optim_step_ranges(&part, th, g, 0.05, overlap, 2), DPT_EINVAL);
+        CHECK_ERR_HAS("range 1 [9, 12) is empty, beyond the 37 parameters or overlaps the one before");
+        CHECK_STATUS(dpt_optim_step_ranges(&part, th, g, 0.05, empty, 1), DPT_EINVAL);
+        CHECK_STATUS(dpt_optim_step_ranges(&part, th, g, 0.05, beyond, 1), DPT_EINVAL);
+        CHECK_STATUS(dpt_optim_step_ranges(&part, th, g, 0.05, ranges, 0), DPT_EINVAL);
+        dpt_optim_free(&part);
+        dpt_optim_free(&all);
+    }
+}
+
 int main(void) {
+    test_ranges();
     test_sgd();
     test_adam();
     test_nonfinite();

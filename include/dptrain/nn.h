@@ -260,6 +260,13 @@ dpt_status dpt_model_init(dpt_model *m, dpt_init_scheme scheme, const double *va
 dpt_status dpt_model_init_variances(const dpt_model *m, dpt_init_scheme scheme, double *beta,
                                     size_t n);
 size_t dpt_model_n_linear(const dpt_model *m); /* weight layers: Linear and Conv2d */
+/* Checks a list of layers to freeze ("conv1,conv2": comma-separated names of layers with
+ * parameters, spaces around names ignored; "" = none) against the model: DPT_EINVAL for an
+ * unknown name (the message lists the layers with parameters), a layer without parameters,
+ * a name given twice, an empty item, or every layer frozen. frozen [n_layers] (may be NULL)
+ * receives 1 for the frozen layers; *trained (may be NULL) the parameters that still train.
+ * dpt_train_config.freeze takes the same list. */
+dpt_status dpt_model_freeze_parse(const dpt_model *m, const char *spec, unsigned char *frozen, size_t *trained);
 
 /* act[0] = x [B, in_dim]; runs every layer; the output is act[n_layers] [B, out_dim].
  * B <= max_batch (larger batches are the caller's to chunk). */
@@ -273,6 +280,11 @@ static inline const float *dpt_model_output(const dpt_model *m) { return m->act[
  * l = 1..n_layers (dact[0], the input cotangent, is not computed). Needs the forward of
  * the same batch. */
 dpt_status dpt_model_backward(dpt_model *m, const float *dout, size_t B);
+/* The same chain rule stopped early: fills dact[l] for l = max(stop, 1)..n_layers only, so
+ * layers below `stop` run no backward pass (a frozen trunk: dact[l + 1] is all that layer
+ * l's parameter gradient needs, so stop = the lowest trained layer + 1). dact[l] for
+ * l < stop keep whatever they held. stop <= n_layers (DPT_EINVAL otherwise). */
+dpt_status dpt_model_backward_to(dpt_model *m, const float *dout, size_t B, size_t stop);
 /* Forward-mode tangent of the output: dout [B, out_dim] = (d out/d theta) dtheta +
  * (d out/d x) dx, with dtheta [P] and dx [B, in_dim] (either NULL = 0), at the point of the
  * last forward of this batch (Noisy GD / KL estimation on linearized networks). */

@@ -45,6 +45,13 @@ void dpt_optim_free(dpt_optim *o); /* accepts NULL */
 /* theta[n] -= update(grad[n]) with learning rate lr (the schedule's value for this step).
  * A non-finite gradient is DPT_ERANGE and theta is left unchanged. */
 dpt_status dpt_optim_step(dpt_optim *o, float *theta, const float *grad, double lr);
+/* The same step restricted to n_ranges >= 1 ranges [ranges[2r], ranges[2r+1]) of the
+ * parameters (non-empty, increasing, disjoint, within [0, n)): elements outside them
+ * (frozen parameters) keep theta and the moments unchanged, and only the ranges' gradient
+ * is read (and checked to be finite). It counts as one step (Adam's bias correction).
+ * dpt_optim_step(o, theta, grad, lr) is the one range [0, n). */
+dpt_status dpt_optim_step_ranges(dpt_optim *o, float *theta, const float *grad, double lr, const size_t *ranges,
+                                 size_t n_ranges);
 
 /* ==== Learning-rate schedules ==== */
 typedef enum { DPT_SCHED_CONSTANT = 0, DPT_SCHED_STEP = 1, DPT_SCHED_EXP = 2 } dpt_sched_kind;

@@ -87,6 +87,12 @@ typedef struct dpt_algo {
      * it and dpt_trainer_resume refuses another value (DPT_EMISMATCH naming both); sigma,
      * q and the data are checked against the ledger instead. Owned by the algorithm. */
     const char *settings;
+    /* 1: the algorithm honours frozen layers (dpt_train_config.freeze): its accumulate
+     * reads dact only of trained layers (dpt_train_layer_trains) and leaves the frozen
+     * layers' slices of model->grad untouched; the loop's backward pass stops below the
+     * lowest trained layer and the optimizer skips the frozen slices. Others are refused
+     * when layers are frozen (DPT_ENOTSUP). */
+    int freezable;
 } dpt_algo;
 
 /* Frees an algorithm that was not handed to dpt_trainer_new (which takes ownership, even
@@ -314,6 +320,10 @@ dpt_status dpt_trainer_set_initial_params(dpt_trainer *t, const float *params, s
  * HEX)"; a resumed run's, from its checkpoint), or "" for a run from cfg.init's random
  * initialization. Owned by t. */
 const char *dpt_trainer_initial_params(const dpt_trainer *t);
+/* The frozen layers (dpt_train_config.freeze) in model order, comma-separated, "" when
+ * every layer trains; *trained (may be NULL) receives the number of parameters that train.
+ * Owned by t. */
+const char *dpt_trainer_frozen(const dpt_trainer *t, size_t *trained);
 
 /* Noisy full-batch gradient descent ("Langevin" training, Ye et al., "Initialization
  * Matters", Eq. 4 / Theorem E.1): W_{k+1} = W_k - eta grad L(W_k; D) + sqrt(2 eta sigma^2) Z_k
@@ -433,6 +443,16 @@ typedef struct {
     const char *model_spec;   /* "mlp:784-128-64-32-10:gelu" */
     dpt_loss_kind loss;
     dpt_init_scheme init;
+    /* NULL or "": every layer trains. Else comma-separated names of layers with parameters
+     * ("conv1,conv2", the names of dpt_layer.name and of checkpoint tensors "conv1.weight")
+     * whose parameters keep their initial values (cfg.init's draw, or
+     * dpt_trainer_set_initial_params'): fine-tuning the other layers on a fixed trunk.
+     * DP-SGD clips and sums only the trained layers' per-example gradients (their norm is
+     * at most C, so the epsilon is that of the same run without freezing); no backward pass
+     * runs below the lowest trained layer. Algorithms sgd and dpsgd; others DPT_ENOTSUP.
+     * DPT_EINVAL for an unknown name, a layer without parameters, a repeat, or every layer
+     * frozen. A resume must give the same layers (DPT_EMISMATCH). */
+    const char *freeze;
     dpt_optim_config optim;
     dpt_schedule schedule;
     dpt_sampler_kind sampler; /* shuffle (fixed batch), poisson (rate q), full */

@@ -5,6 +5,7 @@
 #include "nn_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ==== construction ==== */
@@ -294,12 +295,18 @@ dpt_status dpt_model_forward_from(dpt_model *m, size_t first, size_t B) {
 }
 
 dpt_status dpt_model_backward(dpt_model *m, const float *dout, size_t B) {
+    return dpt_model_backward_to(m, dout, B, 1);
+}
+
+dpt_status dpt_model_backward_to(dpt_model *m, const float *dout, size_t B, size_t stop) {
     DPT_CHECK(m && dout, DPT_EINVAL, "model backward: NULL argument");
     CHECK_BATCH(m, B);
     const size_t n = m->n_layers;
+    DPT_CHECK(stop <= n, DPT_EINVAL, "model '%s': backward stop %zu > %zu layers", m->spec, stop, n);
+    if (stop < 1) stop = 1; /* layer 0's input cotangent is never computed */
     if (dout != m->dact[n]) memcpy(m->dact[n], dout, B * m->out_dim * sizeof *dout);
-    /* dact[l] = (d act[l+1] / d act[l])^T dact[l+1]; layer 0's input cotangent is skipped */
-    for (size_t l = n - 1; l >= 1; l--) {
+    /* dact[l] = (d act[l+1] / d act[l])^T dact[l+1], down to dact[stop] */
+    for (size_t l = n - 1; l >= stop; l--) {
         const dpt_layer *L = &m->layers[l];
         DPT_TRY(L->ops->backward_input(L, m->act[l], m->act[l + 1], m->dact[l + 1], m->dact[l], B));
         /* residual connections out of act[l]: their cotangents join here */
@@ -408,6 +415,57 @@ dpt_status dpt_model_layer_sqnorms(dpt_model *m, size_t B, float *out) {
         g++;
     }
     return DPT_OK;
+}
+
+/* Appends "a, b, c"-style names of the layers with parameters to buf (for messages). */
+static void param_layer_names(const dpt_model *m, char *buf, size_t n) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (size_t l = 0; l < m->n_layers && len < n; l++)
+        if (m->layers[l].n_params)
+            len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? ", " : "", m->layers[l].name);
+}
+
+dpt_status dpt_model_freeze_parse(const dpt_model *m, const char *spec, unsigned char *frozen, size_t *trained) {
+    DPT_CHECK(m && spec, DPT_EINVAL, "dpt_model_freeze_parse: NULL argument");
+    unsigned char *f = frozen ? frozen : calloc(m->n_layers, 1);
+    DPT_CHECK(f, DPT_ENOMEM, "frozen layers: out of memory");
+    memset(f, 0, m->n_layers);
+    dpt_status s = DPT_OK;
+    char names[512];
+    for (const char *p = spec; *spec;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        while (len && (*p == ' ' || *p == '\t')) p++, len--; /* "conv1, conv2" */
+        while (len && (p[len - 1] == ' ' || p[len - 1] == '\t')) len--;
+        if (!len) {
+            s = dpt_set_error(DPT_EINVAL, "layer list \"%s\": an empty layer name", spec);
+            break;
+        }
+        size_t l = 0;
+        while (l < m->n_layers && !(strlen(m->layers[l].name) == len && !memcmp(m->layers[l].name, p, len))) l++;
+        if (l == m->n_layers || !m->layers[l].n_params) {
+            param_layer_names(m, names, sizeof names);
+            s = dpt_set_error(DPT_EINVAL, "model %s has no layer \"%.*s\"%s (its layers with parameters: %s)",
+                              m->spec, (int)len, p, l < m->n_layers ? " with parameters" : "", names);
+            break;
+        }
+        if (f[l]) {
+            s = dpt_set_error(DPT_EINVAL, "layer list \"%s\": layer %s is named twice", spec, m->layers[l].name);
+            break;
+        }
+        f[l] = 1;
+        if (!e) break;
+        p = e + 1;
+    }
+    size_t n = 0;
+    for (size_t l = 0; l < m->n_layers; l++) n += f[l] ? 0 : m->layers[l].n_params;
+    if (s == DPT_OK && n == 0)
+        s = dpt_set_error(DPT_EINVAL, "layer list \"%s\": every layer with parameters is frozen, nothing would train",
+                          spec);
+    if (s == DPT_OK && trained) *trained = n;
+    if (!frozen) free(f);
+    return s;
 }
 
 size_t dpt_model_n_param_layers(const dpt_model *m) {

@@ -91,58 +91,77 @@ void dpt_optim_free(dpt_optim *o) {
 /* ==== Updates ==== */
 
 dpt_status dpt_optim_step(dpt_optim *o, float *theta, const float *grad, double lr) {
-    DPT_CHECK(o && theta && grad && o->n > 0, DPT_EINVAL, "dpt_optim_step: %s",
-              !o ? "o is NULL" : !theta ? "theta is NULL" : !grad ? "grad is NULL" : "o is not initialized");
-    DPT_CHECK(isfinite(lr) && lr > 0, DPT_EINVAL, "dpt_optim_step: lr (the learning rate) must be > 0, got %g", lr);
-    const size_t n = o->n;
-    /* Checked before any write: a NaN/Inf gradient must leave theta and the moments as
-     * they were, so the caller can skip the step or stop cleanly. */
-    DPT_CHECK(dpt_all_finite(grad, n), DPT_ERANGE,
-              "optimizer step: non-finite gradient (NaN or Inf); parameters left unchanged");
-    const double wd = o->cfg.weight_decay;
-    const long long nn = (long long)n;
+    DPT_CHECK(o, DPT_EINVAL, "dpt_optim_step: o is NULL");
+    const size_t all[2] = {0, o->n};
+    return dpt_optim_step_ranges(o, theta, grad, lr, all, 1);
+}
 
+/* theta[lo, hi) -= update(grad[lo, hi)): the element-wise body of one step; o->t counts
+ * the step already (Adam's bias correction uses it). */
+static void step_range(dpt_optim *o, float *theta, const float *grad, double lr, size_t lo, size_t hi) {
+    const double wd = o->cfg.weight_decay;
+    const long long a = (long long)lo, b = (long long)hi;
+    const int par = hi - lo >= OPTIM_PAR_MIN;
     if (o->cfg.kind == DPT_OPT_SGD) {
         const double mu = o->cfg.momentum;
         float *m = o->m;
         if (!m) {
             /* theta -= lr (g + wd theta) */
-#pragma omp parallel for schedule(static) if (nn >= OPTIM_PAR_MIN)
-            for (long long i = 0; i < nn; i++)
-                theta[i] = (float)(theta[i] - lr * ((double)grad[i] + wd * theta[i]));
+#pragma omp parallel for schedule(static) if (par)
+            for (long long i = a; i < b; i++) theta[i] = (float)(theta[i] - lr * ((double)grad[i] + wd * theta[i]));
         } else {
             /* heavy ball (PyTorch SGD, dampening 0): m = mu m + g; theta -= lr m */
-#pragma omp parallel for schedule(static) if (nn >= OPTIM_PAR_MIN)
-            for (long long i = 0; i < nn; i++) {
+#pragma omp parallel for schedule(static) if (par)
+            for (long long i = a; i < b; i++) {
                 double mi = mu * m[i] + ((double)grad[i] + wd * theta[i]);
                 m[i] = (float)mi;
                 theta[i] = (float)(theta[i] - lr * mi);
             }
         }
-        o->t++;
-        return DPT_OK;
+        return;
     }
-
     /* Adam (Kingma & Ba 2015, Algorithm 1, as in torch.optim.Adam with L2 weight decay):
      * m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
      * theta -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
      * Element arithmetic is in double: (float)(1 - 0.999) is off by 5e-5 relative, which
      * would bias v; the loop is memory-bound, so double costs nothing measurable. */
-    o->t++;
     const double t = (double)o->t, b1 = o->cfg.beta1, b2 = o->cfg.beta2, eps = o->cfg.eps;
     const double bc1 = 1.0 - pow(b1, t), bc2 = 1.0 - pow(b2, t);
     const double step = lr / bc1, inv_sqrt_bc2 = 1.0 / sqrt(bc2);
-    const double c1 = 1.0 - b1, c2 = 1.0 - b2, wdd = o->cfg.weight_decay;
+    const double c1 = 1.0 - b1, c2 = 1.0 - b2;
     float *m = o->m, *v = o->v;
     DPT_ASSERT(m && v);
-#pragma omp parallel for schedule(static) if (nn >= OPTIM_PAR_MIN)
-    for (long long i = 0; i < nn; i++) {
-        double g = (double)grad[i] + wdd * theta[i];
+#pragma omp parallel for schedule(static) if (par)
+    for (long long i = a; i < b; i++) {
+        double g = (double)grad[i] + wd * theta[i];
         double mi = b1 * m[i] + c1 * g, vi = b2 * v[i] + c2 * g * g;
         m[i] = (float)mi;
         v[i] = (float)vi;
         theta[i] = (float)(theta[i] - step * mi / (sqrt(vi) * inv_sqrt_bc2 + eps));
     }
+}
+
+dpt_status dpt_optim_step_ranges(dpt_optim *o, float *theta, const float *grad, double lr, const size_t *ranges,
+                                 size_t n_ranges) {
+    DPT_CHECK(o && theta && grad && o->n > 0, DPT_EINVAL, "dpt_optim_step: %s",
+              !o ? "o is NULL" : !theta ? "theta is NULL" : !grad ? "grad is NULL" : "o is not initialized");
+    DPT_CHECK(isfinite(lr) && lr > 0, DPT_EINVAL, "dpt_optim_step: lr (the learning rate) must be > 0, got %g", lr);
+    DPT_CHECK(ranges && n_ranges >= 1, DPT_EINVAL, "dpt_optim_step_ranges: no ranges to update");
+    for (size_t r = 0; r < n_ranges; r++) {
+        const size_t lo = ranges[2 * r], hi = ranges[2 * r + 1];
+        DPT_CHECK(lo < hi && hi <= o->n && (r == 0 || lo >= ranges[2 * r - 1]), DPT_EINVAL,
+                  "dpt_optim_step_ranges: range %zu [%zu, %zu) is empty, beyond the %zu parameters or overlaps "
+                  "the one before",
+                  r, lo, hi, o->n);
+    }
+    /* Checked before any write: a NaN/Inf gradient must leave theta and the moments as
+     * they were, so the caller can skip the step or stop cleanly. Only the updated ranges
+     * are read. */
+    for (size_t r = 0; r < n_ranges; r++)
+        DPT_CHECK(dpt_all_finite(grad + ranges[2 * r], ranges[2 * r + 1] - ranges[2 * r]), DPT_ERANGE,
+                  "optimizer step: non-finite gradient (NaN or Inf); parameters left unchanged");
+    o->t++; /* one step, however many ranges */
+    for (size_t r = 0; r < n_ranges; r++) step_range(o, theta, grad, lr, ranges[2 * r], ranges[2 * r + 1]);
     return DPT_OK;
 }
 

@@ -30,7 +30,7 @@
 typedef struct {
     dpt_dpsgd_config cfg;
     size_t cap;     /* buffers sized for this many examples */
-    size_t G;       /* parameter layers */
+    size_t G;       /* trained parameter layers (all but the frozen ones) */
     dpt_chunk_bufs buf; /* loss cotangents and per-example losses */
     float *sq;      /* [G, cap] per-example squared norms (flat: [cap]) */
     float *c;       /* [G, cap] clipping factors (flat: [cap]) */
@@ -41,6 +41,7 @@ typedef struct {
                        SQNORM + WEIGHTED) */
     size_t keep_budget; /* floats all kept layers may take together */
     char settings[64];  /* dpt_algo.settings: the clipping a resumed run must keep */
+    float *packed;  /* with frozen layers: [trained parameters] the noised coordinates, packed */
 } dpsgd_state;
 
 /* 32 M floats (128 MB) for the kept per-example gradients of all layers together: at the
@@ -77,7 +78,8 @@ static dpt_status dpsgd_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
     dpsgd_state *s = a->state;
     dpt_model *m = t->model;
     if (s->cap < m->max_batch) {
-        size_t G = dpt_model_n_param_layers(m), cap = m->max_batch;
+        size_t G = 0, cap = m->max_batch;
+        for (size_t l = 0; l < m->n_layers; l++) G += (size_t)dpt_train_layer_trains(t, l);
         dpt_free(s->sq);
         dpt_free(s->c);
         dpt_free(s->C_l);
@@ -96,7 +98,7 @@ static dpt_status dpsgd_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
             size_t used = 0, g = 0;
             for (size_t l = 0; l < m->n_layers; l++) {
                 const dpt_layer *L = &m->layers[l];
-                if (!L->n_params) continue;
+                if (!dpt_train_layer_trains(t, l)) continue;
                 /* rows of O C k^2 no longer than the layer's unfold (C k^2 T, which the model
                  * keeps per example anyway): O <= T */
                 const int small = L->kind == DPT_LAYER_CONV2D && L->out_shape[0] <= L->out_shape[1] * L->out_shape[2];
@@ -114,6 +116,10 @@ static dpt_status dpsgd_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
         if (s->cfg.reference) {
             s->pe = dpt_alloc2(s->cfg.ref_chunk, m->n_params, sizeof(float), "dpsgd per-example gradients");
             if (!s->pe) return DPT_ENOMEM;
+        }
+        if (t->frozen && !s->packed) {
+            s->packed = dpt_alloc(t->n_trained, sizeof(float), "dpsgd noised coordinates");
+            if (!s->packed) return DPT_ENOMEM;
         }
         s->G = G;
         if (s->cfg.clip_mode == DPT_CLIP_PER_LAYER) DPT_TRY(dpt_privacy_split_equal(s->cfg.clip, G, s->C_l));
@@ -137,7 +143,7 @@ static dpt_status accumulate_fast(dpsgd_state *s, dpt_trainer *t, const float *x
         size_t g = 0;
         for (size_t l = 0; l < m->n_layers; l++) {
             const dpt_layer *L = &m->layers[l];
-            if (!L->n_params) continue;
+            if (!dpt_train_layer_trains(t, l)) continue; /* frozen: no gradient, not in the norm */
             const int acc = g > 0;
             if (s->keep && s->keep[g]) {
                 const size_t Pl = L->n_params;
@@ -167,7 +173,7 @@ static dpt_status accumulate_fast(dpsgd_state *s, dpt_trainer *t, const float *x
         g = 0;
         for (size_t l = 0; l < m->n_layers; l++) {
             const dpt_layer *L = &m->layers[l];
-            if (!L->n_params) continue;
+            if (!dpt_train_layer_trains(t, l)) continue;
             float *out = m->grad + L->param_offset;
             if (s->keep && s->keep[g]) {
                 const size_t Pl = L->n_params, blk = 1024, nblk = (Pl + blk - 1) / blk;
@@ -191,13 +197,20 @@ static dpt_status accumulate_fast(dpsgd_state *s, dpt_trainer *t, const float *x
         }
         return DPT_OK;
     }
-    DPT_TRY(dpt_model_layer_sqnorms(m, bc, s->sq));
-    dpt_status st = dpt_privacy_clip_factors_layers(s->sq, s->G, bc, s->C_l, s->c);
-    if (st != DPT_OK) return dpt_error_context(st, "dpsgd");
+    /* ||g_{i,l}||^2 of each trained layer l */
     size_t g = 0;
     for (size_t l = 0; l < m->n_layers; l++) {
         const dpt_layer *L = &m->layers[l];
-        if (!L->n_params) continue;
+        if (!dpt_train_layer_trains(t, l)) continue;
+        DPT_TRY(L->ops->backward_params(L, m->act[l], m->dact[l + 1], bc, DPT_GRAD_SQNORM, NULL, s->sq + g * bc, 0, 0));
+        g++;
+    }
+    dpt_status st = dpt_privacy_clip_factors_layers(s->sq, s->G, bc, s->C_l, s->c);
+    if (st != DPT_OK) return dpt_error_context(st, "dpsgd");
+    g = 0;
+    for (size_t l = 0; l < m->n_layers; l++) {
+        const dpt_layer *L = &m->layers[l];
+        if (!dpt_train_layer_trains(t, l)) continue;
         /* dW_l += dV_l^T diag(c_l) X_l: each layer with its own factors */
         DPT_TRY(L->ops->backward_params(L, m->act[l], m->dact[l + 1], bc, DPT_GRAD_WEIGHTED, s->c + g * bc,
                                         m->grad + L->param_offset, 0, 1));
@@ -218,15 +231,21 @@ static dpt_status accumulate_ref(dpsgd_state *s, dpt_trainer *t, const float *x,
         double part = 0;
         DPT_TRY(dpt_train_forward_backward(t, &s->buf, x + lo * D, y + lo, n, 1.0f, &part));
         ls += part;
-        /* g_i = per-example gradient rows [n, P] */
-        DPT_TRY(dpt_model_param_grad(m, n, DPT_GRAD_PER_EXAMPLE, NULL, s->pe, P, 0));
+        /* g_i = per-example gradient rows [n, P]; a frozen layer's columns are 0 */
+        if (t->frozen) memset(s->pe, 0, n * P * sizeof *s->pe);
+        for (size_t l = 0; l < m->n_layers; l++) {
+            const dpt_layer *L = &m->layers[l];
+            if (dpt_train_layer_trains(t, l))
+                DPT_TRY(L->ops->backward_params(L, m->act[l], m->dact[l + 1], n, DPT_GRAD_PER_EXAMPLE, NULL,
+                                                s->pe + L->param_offset, P, 0));
+        }
         if (s->cfg.clip_mode == DPT_CLIP_FLAT) {
             DPT_TRY(dpt_privacy_clip_rows_ref(s->pe, n, P, P, s->cfg.clip, NULL));
         } else {
             size_t g = 0;
             for (size_t l = 0; l < m->n_layers; l++) {
                 const dpt_layer *L = &m->layers[l];
-                if (!L->n_params) continue;
+                if (!dpt_train_layer_trains(t, l)) continue;
                 DPT_TRY(dpt_privacy_clip_rows_ref(s->pe + L->param_offset, n, L->n_params, P, s->C_l[g], NULL));
                 g++;
             }
@@ -254,12 +273,31 @@ static dpt_status dpsgd_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
     dpt_rng *noise = dpt_trainer_noise_rng(t);
     double qN = t->cfg.sample_rate * (double)t->train->n;
     DPT_CHECK(qN > 0, DPT_EINVAL, "dpsgd: expected batch size qN = %g must be > 0", qN);
-    /* (sum + noise) / qN in one pass over the gradient */
-    if (!s->cfg.secure)
-        return dpt_privacy_noise_add_scaled(noise, m->grad, m->n_params, s->cfg.sigma, s->cfg.clip, 1.0 / qN,
-                                            t->threads);
-    return dpt_privacy_noise_add_secure_ex(noise, m->grad, m->n_params, s->cfg.sigma, s->cfg.clip, 1.0 / qN,
-                                           s->cfg.secure_sampler, t->threads);
+    /* (sum + noise) / qN in one pass over the gradient; with frozen layers over the trained
+     * coordinates only (packed, so the secure mode's lattice dimension is theirs; the
+     * frozen slices of grad stay 0 and the optimizer skips them) */
+    float *v = t->frozen ? s->packed : m->grad;
+    const size_t n = t->n_trained;
+    if (t->frozen) {
+        size_t k = 0;
+        for (size_t r = 0; r < t->n_train_ranges; r++) {
+            const size_t lo = t->train_ranges[2 * r], len = t->train_ranges[2 * r + 1] - lo;
+            memcpy(s->packed + k, m->grad + lo, len * sizeof *v);
+            k += len;
+        }
+        DPT_ASSERT(k == n);
+    }
+    dpt_status st = !s->cfg.secure ? dpt_privacy_noise_add_scaled(noise, v, n, s->cfg.sigma, s->cfg.clip, 1.0 / qN,
+                                                                  t->threads)
+                                   : dpt_privacy_noise_add_secure_ex(noise, v, n, s->cfg.sigma, s->cfg.clip, 1.0 / qN,
+                                                                     s->cfg.secure_sampler, t->threads);
+    if (st != DPT_OK || !t->frozen) return st;
+    for (size_t r = 0, k = 0; r < t->n_train_ranges; r++) {
+        const size_t lo = t->train_ranges[2 * r], len = t->train_ranges[2 * r + 1] - lo;
+        memcpy(m->grad + lo, s->packed + k, len * sizeof *v);
+        k += len;
+    }
+    return DPT_OK;
 }
 
 /* The step's privacy event: SGM, or in secure mode with the table sampler SGM with the
@@ -291,6 +329,7 @@ static void dpsgd_free(dpt_algo *a) {
         dpt_free(s->c);
         dpt_free(s->C_l);
         dpt_free(s->pe);
+        dpt_free(s->packed);
         keep_free(s);
         free(s);
     }
@@ -336,6 +375,7 @@ dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out) {
     a->add_events = dpsgd_add_events;
     a->bind = dpsgd_bind;
     a->distributable = 1; /* accumulate only adds into model->grad (docs/distributed.md) */
+    a->freezable = 1;     /* the trained layers alone are clipped, summed and noised */
     a->free = dpsgd_free;
     a->state = s;
     *out = a;

@@ -38,7 +38,8 @@ dpt_status dpt_train_forward_backward(dpt_trainer *t, dpt_chunk_bufs *b, const f
     *loss_sum = ls;
     if (scale != 1.0f)
         for (size_t i = 0; i < bc * m->out_dim; i++) b->dout[i] *= scale;
-    return dpt_model_backward(m, b->dout, bc);
+    /* frozen layers below the lowest trained one need no cotangents */
+    return dpt_model_backward_to(m, b->dout, bc, t->frozen ? t->first_trained + 1 : 1);
 }
 
 dpt_status dpt_algo_record_sgm(dpt_algo *a, dpt_trainer *t, size_t batch) {
@@ -52,7 +53,8 @@ dpt_status dpt_algo_sgm_events(const dpt_algo *a, const dpt_trainer *t, dpt_ledg
     if (secure && sampler == DPT_DGAUSS_TABLE) {
         double mu, tv;
         DPT_TRY(dpt_privacy_secure_distance(sampler, &mu, &tv));
-        return dpt_ledger_add_sgm_dgauss(l, t->cfg.sample_rate, a->sigma, t->model->n_params, mu, tv, count);
+        /* the noised coordinates: the trained parameters (dpt_train_config.freeze) */
+        return dpt_ledger_add_sgm_dgauss(l, t->cfg.sample_rate, a->sigma, t->n_trained, mu, tv, count);
     }
     return dpt_ledger_add_sgm(l, t->cfg.sample_rate, a->sigma, count);
 }
@@ -74,7 +76,9 @@ dpt_status dpt_algo_bind_sgm(dpt_algo *a, const dpt_trainer *t, const char *name
               "sampling)", name, dpt_sampler_enum_name(t->cfg.sampler));
     DPT_CHECK(secure == t->cfg.secure, DPT_EINVAL, "%s: the algorithm's secure flag (%d) differs from the run's (%d)",
               name, secure, t->cfg.secure);
-    a->sigma = secure ? dpt_privacy_secure_sigma_eff(sigma, t->model->n_params) : sigma;
+    /* the lattice rounding's sensitivity grows with the noised dimension: the trained
+     * parameters (frozen coordinates are exactly 0, never rounded or noised) */
+    a->sigma = secure ? dpt_privacy_secure_sigma_eff(sigma, t->n_trained) : sigma;
     return DPT_OK;
 }
 

@@ -185,7 +185,7 @@ typedef struct {
     uint8_t data_hash[32];
     uint64_t n_train, n_test, n_params, shards, seed, sampler, batch, max_batch;
     double q;
-    char algo[32], model[192];
+    char algo[32], model[192], freeze[1024];
 } agree_msg;
 
 static void agree_fill(const dpt_trainer *t, agree_msg *m) {
@@ -202,6 +202,7 @@ static void agree_fill(const dpt_trainer *t, agree_msg *m) {
     m->q = t->cfg.sample_rate;
     snprintf(m->algo, sizeof m->algo, "%s", t->algo->name);
     snprintf(m->model, sizeof m->model, "%s", t->cfg.model_spec);
+    memcpy(m->freeze, t->freeze_list, sizeof m->freeze);
 }
 
 dpt_status dpt_dist_check_agree(dpt_trainer *t) {
@@ -216,8 +217,10 @@ dpt_status dpt_dist_check_agree(dpt_trainer *t) {
                              "read the same dataset; %" PRIu64 " vs %" PRIu64 " training examples)", t->rank,
                              mine.n_train, root.n_train);
     return dpt_set_error(DPT_EMISMATCH, "rank %d: the run settings differ from rank 0's (algorithm %s vs %s, model "
-                         "%s vs %s, shards %" PRIu64 " vs %" PRIu64 "): every rank must get the same configuration",
-                         t->rank, mine.algo, root.algo, mine.model, root.model, mine.shards, root.shards);
+                         "%s vs %s, shards %" PRIu64 " vs %" PRIu64 ", frozen layers \"%s\" vs \"%s\"): every rank "
+                         "must get the same configuration",
+                         t->rank, mine.algo, root.algo, mine.model, root.model, mine.shards, root.shards, mine.freeze,
+                         root.freeze);
 }
 
 /* Reads a file whole; a missing file is length 0 with *present = 0. */

@@ -128,6 +128,7 @@ static dpt_status ledger_set_run_meta(dpt_trainer *t) {
     }
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "q", q));
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "sigma", sigma));
+    if (t->freeze_list[0]) DPT_TRY(dpt_ledger_set_meta(t->ledger, "frozen_layers", t->freeze_list));
     /* the data under the run's key, never their plain hash (rundir.c, "The run key") */
     return dpt_ledger_set_meta(t->ledger, "data_hmac", hash);
 }
@@ -188,6 +189,59 @@ static dpt_status budget_steps_left(const dpt_trainer *t, uint64_t cap, uint64_t
     }
     *left = lo;
     return DPT_OK;
+}
+
+/* ==== Frozen layers ==== */
+
+/* Resolves cfg.freeze against the model (dpt_model_freeze_parse): t->frozen,
+ * t->freeze_list (model order), the trained parameter ranges, the lowest trained layer and
+ * the trained parameter count. */
+static dpt_status freeze_setup(dpt_trainer *t, const char *spec) {
+    const dpt_model *m = t->model;
+    t->n_trained = m->n_params;
+    t->first_trained = 0;
+    t->cfg.freeze = NULL;
+    if (!spec || !spec[0]) return DPT_OK;
+    DPT_CHECK(strlen(spec) < sizeof t->freeze_list, DPT_EINVAL, "dpt_train_config.freeze is longer than %zu bytes",
+              sizeof t->freeze_list - 1);
+    DPT_CHECK(t->algo->freezable, DPT_ENOTSUP,
+              "dpt_train_config.freeze: algorithm %s cannot train with frozen layers (sgd and dpsgd can)",
+              t->algo->name);
+    t->frozen = calloc(m->n_layers, 1);
+    DPT_CHECK(t->frozen, DPT_ENOMEM, "frozen layers: out of memory");
+    DPT_TRY(dpt_error_context(dpt_model_freeze_parse(m, spec, t->frozen, NULL), "dpt_train_config.freeze"));
+    /* names in model order; trained slices, adjacent ones merged */
+    size_t len = 0, n_trained = 0, nr = 0, first = m->n_layers;
+    t->train_ranges = calloc(2 * m->n_layers, sizeof *t->train_ranges);
+    DPT_CHECK(t->train_ranges, DPT_ENOMEM, "frozen layers: out of memory");
+    for (size_t l = 0; l < m->n_layers; l++) {
+        const dpt_layer *L = &m->layers[l];
+        if (!L->n_params) continue;
+        if (t->frozen[l]) {
+            len += (size_t)snprintf(t->freeze_list + len, sizeof t->freeze_list - len, "%s%s", len ? "," : "",
+                                    L->name); /* fits: no longer than the names given */
+            continue;
+        }
+        if (first == m->n_layers) first = l;
+        n_trained += L->n_params;
+        if (nr && t->train_ranges[2 * nr - 1] == L->param_offset) t->train_ranges[2 * nr - 1] += L->n_params;
+        else {
+            t->train_ranges[2 * nr] = L->param_offset;
+            t->train_ranges[2 * nr + 1] = L->param_offset + L->n_params;
+            nr++;
+        }
+    }
+    DPT_ASSERT(nr); /* dpt_model_freeze_parse refuses freezing every layer */
+    t->n_train_ranges = nr;
+    t->first_trained = first;
+    t->n_trained = n_trained;
+    t->cfg.freeze = t->freeze_list;
+    return DPT_OK;
+}
+
+const char *dpt_trainer_frozen(const dpt_trainer *t, size_t *trained) {
+    if (trained) *trained = t ? t->n_trained : 0;
+    return t ? t->freeze_list : "";
 }
 
 /* 1 when b holds exactly a's examples (the same arrays, or equal contents). */
@@ -302,6 +356,7 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
     if ((s = dpt_dataset_hash(train, t->data_hash)) != DPT_OK) goto fail;
     if ((s = dpt_run_key_new(t)) != DPT_OK) goto fail;
     if ((s = dpt_run_id_new(t->run_id)) != DPT_OK) goto fail;
+    if ((s = freeze_setup(t, cfg->freeze)) != DPT_OK) goto fail;
     if (algo && algo->bind && (s = algo->bind(algo, t)) != DPT_OK) goto fail;
     if (algo && algo->is_private) {
         if (!(cfg->delta > 0 && cfg->delta < 1)) {
@@ -350,6 +405,8 @@ void dpt_trainer_free(dpt_trainer *t) {
     if (t->rng_init_live) dpt_rng_free(&t->rng_init);
     if (t->rng_noise_live) dpt_rng_free(&t->rng_noise);
     if (t->metrics_open) dpt_metrics_close(&t->metrics);
+    free(t->frozen);
+    free(t->train_ranges);
     dpt_free(t->idx);
     dpt_free(t->xb);
     dpt_free(t->yb);
@@ -467,7 +524,9 @@ static dpt_status train_step(dpt_trainer *t, double *loss_sum, size_t *batch) {
     if (a->record) DPT_TRY(a->record(a, t, b));
     if (b > 0 || a->is_private) {
         double lr = dpt_schedule_lr(&t->cfg.schedule, t->cfg.optim.lr, t->epoch);
-        dpt_status s = dpt_optim_step(&t->opt, t->model->theta, t->model->grad, lr);
+        dpt_status s = t->frozen ? dpt_optim_step_ranges(&t->opt, t->model->theta, t->model->grad, lr,
+                                                         t->train_ranges, t->n_train_ranges)
+                                 : dpt_optim_step(&t->opt, t->model->theta, t->model->grad, lr);
         if (s == DPT_OK && a->after_update) s = a->after_update(a, t);
         if (s == DPT_OK && a->after_update && secure_multi)
             s = dpt_comm_bcast(t->model->theta, t->model->n_params * sizeof(float), 0);
@@ -630,6 +689,7 @@ static char *state_json(dpt_trainer *t) {
         cJSON_AddStringToObject(root, "record_note", t->record_note);
     }
     if (t->init_note[0]) cJSON_AddStringToObject(root, "initial_params", t->init_note);
+    if (t->freeze_list[0]) cJSON_AddStringToObject(root, "frozen_layers", t->freeze_list);
     if (t->run_json) {
         cJSON *run = cJSON_Parse(t->run_json);
         if (run) cJSON_AddItemToObject(root, "run", run);
@@ -832,6 +892,7 @@ static dpt_status resume_local(dpt_trainer *t) {
     const cJSON *recn = cJSON_GetObjectItemCaseSensitive(root, "record_note");
     const cJSON *aset = cJSON_GetObjectItemCaseSensitive(root, "algorithm_settings");
     const cJSON *ipar = cJSON_GetObjectItemCaseSensitive(root, "initial_params");
+    const cJSON *frz = cJSON_GetObjectItemCaseSensitive(root, "frozen_layers");
     uint64_t step, epoch, ex, bs, seed, v_sampler, ss_step, ss_epoch, ss_cursor, ss_rej;
     double wall, lsum, rate, threads, sk, sg, se, loss_k, init_k;
     dpt_sampler_state ss;
@@ -856,7 +917,8 @@ static dpt_status resume_local(dpt_trainer *t) {
         !rng_state_parse(cJSON_GetObjectItemCaseSensitive(sm, "epoch_rng"), &ss.epoch_rng) ||
         (rid && (!cJSON_IsString(rid) || strlen(rid->valuestring) != 32)) || (rec && !cJSON_IsString(rec)) ||
         (recn && !cJSON_IsString(recn)) || (aset && !cJSON_IsString(aset)) ||
-        (ipar && (!cJSON_IsString(ipar) || strlen(ipar->valuestring) >= sizeof t->init_note))) {
+        (ipar && (!cJSON_IsString(ipar) || strlen(ipar->valuestring) >= sizeof t->init_note)) ||
+        (frz && !cJSON_IsString(frz))) {
         s = dpt_set_error(DPT_EFORMAT, "%s: training state is missing fields or has wrong types", path);
         goto out;
     }
@@ -905,6 +967,10 @@ static dpt_status resume_local(dpt_trainer *t) {
         snprintf(b, sizeof b, "%.17g", t->cfg.sample_rate);
         mismatch(msg, sizeof msg, "sample_rate", a, b);
     }
+    /* the frozen layers kept their values: training them now would be another run */
+    if (strcmp(frz ? frz->valuestring : "", t->freeze_list))
+        mismatch(msg, sizeof msg, "frozen layers (freeze)", frz && frz->valuestring[0] ? frz->valuestring : "(none)",
+                 t->freeze_list[0] ? t->freeze_list : "(none)");
     if ((int)loss_k != (int)t->cfg.loss || (int)init_k != (int)t->cfg.init)
         mismatch(msg, sizeof msg, "loss/init", "different", "as given");
     /* schedule_decays is absent from checkpoints written before exp:GAMMA:DECAYS existed: 0 */

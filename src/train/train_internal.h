@@ -45,6 +45,16 @@ struct dpt_trainer {
     char init_note[320]; /* "" = the seed's initialization; else where the starting
                             parameters came from (dpt_trainer_set_initial_params): in the
                             checkpoint's state and the ledger's metadata */
+    /* Frozen layers (cfg.freeze): frozen[l] = 1 for a frozen layer ([n_layers]; NULL when
+     * every layer trains), their names in model order, the parameter ranges that train
+     * (pairs [lo, hi) for dpt_optim_step_ranges), the lowest trained layer and the number
+     * of trained parameters. */
+    unsigned char *frozen;
+    char freeze_list[1024];
+    size_t *train_ranges;
+    size_t n_train_ranges;
+    size_t first_trained;
+    size_t n_trained;
     int budget_stopped; /* the run stopped before exceeding cfg.target_epsilon */
     double budget_eps_next;
     dpt_stop_reason stop_reason;
@@ -84,10 +94,16 @@ void dpt_chunk_bufs_free(dpt_chunk_bufs *b);
 
 /* The chunk prologue: forward pass of x [bc, D], per-example losses into b->loss, their
  * gradients with respect to the outputs times `scale` into b->dout, then the backward
- * pass (every layer's input cotangent stays in the model for backward_params).
+ * pass (every layer's input cotangent stays in the model for backward_params; with frozen
+ * layers only down to the lowest trained layer's output).
  * *loss_sum = sum of the unscaled per-example losses. */
 dpt_status dpt_train_forward_backward(dpt_trainer *t, dpt_chunk_bufs *b, const float *x, const int32_t *y,
                                       size_t bc, float scale, double *loss_sum);
+
+/* 1 when layer l has parameters and trains (is not frozen: dpt_train_config.freeze). */
+static inline int dpt_train_layer_trains(const dpt_trainer *t, size_t l) {
+    return t->model->layers[l].n_params && !(t->frozen && t->frozen[l]);
+}
 
 /* ==== Data parallel (dist.c) ==== */
 /* Sets S shards (0 = number of ranks): ownership and buffers. Refuses algorithms that did
