@@ -42,11 +42,12 @@ static int dpsgd_make(cli_algo_ctx *c, dpt_algo **out) {
     const double q = cfg->sample_rate;
     S.sigma = p->sigma;
     size_t P = 0;
-    if (p->secure) { /* the accounted multiplier depends on the parameter count */
+    if (p->secure) { /* the accounted multiplier depends on the noised (trained) parameter count */
         dpt_model *m = NULL;
         if (dpt_model_new(cfg->model_spec, 1, 1, &m) != DPT_OK) return cli_refuse("--model");
-        P = m->n_params;
+        dpt_status fs = dpt_model_freeze_parse(m, cfg->freeze ? cfg->freeze : "", NULL, &P);
         dpt_model_free(m);
+        if (fs != DPT_OK) return cli_refuse("--freeze");
     }
     if (!p->sigma_seen) {
         /* calibrate: steps = epochs * max(1, round(1/q)), as the Poisson sampler runs */
@@ -93,9 +94,11 @@ static void dpsgd_describe(const cli_algo_ctx *c, FILE *f) {
 
 static int dpsgd_report(const cli_algo_ctx *c, dpt_trainer *t) {
     if (c->priv->secure) {
-        double eff = dpt_privacy_secure_sigma_eff(S.sigma, dpt_trainer_model(t)->n_params);
+        size_t trained = 0;
+        dpt_trainer_frozen(t, &trained);
+        double eff = dpt_privacy_secure_sigma_eff(S.sigma, trained);
         printf("secure mode: noise sigma %g on the lattice-rounded sum; accounted as sigma %.6g (sensitivity C + "
-               "sqrt(parameters) x lattice step)\n", S.sigma, eff);
+               "sqrt(trained parameters) x lattice step)\n", S.sigma, eff);
         return cli_report_ledger(c, t, eff);
     }
     return cli_report_ledger(c, t, S.sigma);
@@ -105,6 +108,7 @@ const cli_algo CLI_ALGO_DPSGD = {
     .name = "dpsgd",
     .summary = "DP-SGD (Abadi et al. 2016): Poisson sampling, per-example clipping, Gaussian noise, RDP/PLD epsilon",
     .uses_privacy_flags = 1,
+    .freezable = 1,
     .opts = NULL,
     .check = dpsgd_check,
     .make = dpsgd_make,

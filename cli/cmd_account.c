@@ -124,6 +124,8 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
     /* given starting parameters (dpt_trainer_set_initial_params): the epsilon assumes they
      * do not depend on the training data */
     const char *init = dpt_ledger_get_meta(l, "initial_params");
+    /* layers that kept their starting values (dpt_train_config.freeze) */
+    const char *frozen = dpt_ledger_get_meta(l, "frozen_layers");
     if (json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "ledger", path);
@@ -140,6 +142,7 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
         cJSON_AddBoolToObject(o, "order_at_edge", edge);
         if (excl) cJSON_AddStringToObject(o, "epsilon_excludes", excl);
         if (init) cJSON_AddStringToObject(o, "initial_params", init);
+        if (frozen) cJSON_AddStringToObject(o, "frozen_layers", frozen);
         if (pld)
             cli_json_number(o, "epsilon_pld", e_pld);
         else
@@ -162,6 +165,7 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
             print_text("started from    ", init);
             printf("                (the epsilon assumes these parameters do not depend on the training data)\n");
         }
+        if (frozen) print_text("frozen layers   ", frozen);
         if (edge)
             printf("note: the best RDP order %g is at an edge of the order grid; widen it with --orders\n", order);
     }

@@ -217,12 +217,24 @@ static void print_summary(const dpt_trainer *t, const dpt_epoch_result *r, const
     printf("checkpoint: %s/checkpoint.safetensors  metrics: %s/metrics.jsonl\n", run_dir, out);
 }
 
+/* --freeze LAYERS for --algo A on model spec `model`: the algorithm honours frozen layers
+ * and the list names layers of the model (dpt_model_freeze_parse's message). */
+static int check_freeze(const cli_algo *A, const char *freeze, const char *model) {
+    if (!A->freezable)
+        return cli_error("--freeze: not with --algo %s (--algo sgd and dpsgd train with frozen layers)", A->name);
+    dpt_model *m = NULL;
+    if (dpt_model_new(model, 1, 1, &m) != DPT_OK) return cli_refuse("--model");
+    int rc = dpt_model_freeze_parse(m, freeze, NULL, NULL) == DPT_OK ? 0 : cli_refuse("--freeze");
+    dpt_model_free(m);
+    return rc;
+}
+
 static int cmd_train(int argc, char **argv) {
     const char *preset = NULL;
     const char *dataset = "fashion-mnist", *data_dir = DPT_DEFAULT_DATA_DIR, *model = "mlp:784-128-64-32-10:gelu";
     const char *algo_name = "sgd", *optimizer = "adam", *schedule = "constant", *sampler = "shuffle";
     const char *loss = "ce", *init = "default", *normalize = "auto", *out = "runs/latest", *classes = NULL;
-    const char *trace_path = NULL, *init_from = NULL;
+    const char *trace_path = NULL, *init_from = NULL, *freeze = NULL;
     double lr = 1e-3, momentum = 0.0, weight_decay = 0.0, sample_rate = 0.0;
     long batch = 256, epochs = 5, threads = 0, max_train = 0, max_test = 0, shards = 0;
     uint64_t seed = 1, max_steps = 0;
@@ -249,6 +261,7 @@ static int cmd_train(int argc, char **argv) {
         {"--normalize-unaccounted", CLI_FLAG, &norm_unaccounted, NULL, "private algorithms: allow scalar | channel | feature statistics fitted without noise; the epsilon then does NOT cover them (said in the output, metrics and ledger)", NULL},
         {"--model", CLI_STR, &model, "SPEC", "model spec: mlp:784-1000-10:relu, cnn:1x28x28:conv16k5,relu,fc10, or mnist_cnn | mnist_cnn_tanh | resnet5 (see docs/nn.md)", &model_seen},
         {"--init-from", CLI_STR, &init_from, "CKPT", "start from the parameters of this checkpoint (a file or run directory) instead of a random initialization: fine-tuning (--model defaults to its model). The epsilon covers this run only: the checkpoint must not depend on this run's training data (docs/checkpoints.md)", NULL},
+        {"--freeze", CLI_STR, &freeze, "LAYERS", "keep these layers' parameters at their starting values and train the others (comma-separated names of layers with parameters, e.g. conv1,conv2: a frozen trunk under --init-from). --algo sgd and dpsgd; DP-SGD clips and noises the trained layers only, with the same epsilon. A --resume gives the same list (docs/checkpoints.md)", NULL},
         {"--loss", CLI_STR, &loss, "NAME", "ce (softmax cross-entropy) | bce (sigmoid: one output for labels 0/1, or one-vs-all over K outputs) | mse (squared error: autoencoders, ae:... models, reconstructing the input)", NULL},
         {"--init", CLI_STR, &init, "NAME", "default | lecun | he | xavier | ntk", &init_seen},
         {"--optimizer", CLI_STR, &optimizer, "NAME", "sgd | adam", NULL},
@@ -279,7 +292,7 @@ static int cmd_train(int argc, char **argv) {
         {"-", CLI_SECTION, NULL, NULL, "Privacy options (private algorithms)", NULL},
         {"--sigma", CLI_DOUBLE, &pf.sigma, "X", "noise multiplier (> 0; noise std sigma*C on the clipped sum)", &pf.sigma_seen},
         {"--clip", CLI_DOUBLE, &pf.clip, "C", "per-example clipping norm C (> 0)", NULL},
-        {"--clip-mode", CLI_STR, &pf.clip_mode, "MODE", "flat | per-layer (C_l = C / sqrt(layers))", NULL},
+        {"--clip-mode", CLI_STR, &pf.clip_mode, "MODE", "flat | per-layer (C_l = C / sqrt(G), G the trained layers with parameters)", NULL},
         {"--target-epsilon", CLI_DOUBLE, &pf.target_eps, "E", "calibrate sigma to reach E after --epochs "
                                                               "(with --sigma: stop before exceeding E)", &pf.target_eps_seen},
         {"--delta", CLI_DOUBLE, &pf.delta, "D", "delta of the reported epsilon (< 1/N unless --force)", NULL},
@@ -401,6 +414,11 @@ static int cmd_train(int argc, char **argv) {
         cli_init_from_close(&ifr);
         return rc;
     }
+    /* --freeze: checked against the model before the data are loaded */
+    if (freeze && (rc = check_freeze(A, freeze, model)) != 0) {
+        cli_init_from_close(&ifr);
+        return rc;
+    }
     cli_data_opts dopts = {.dataset = dataset, .data_dir = data_dir, .normalize = normalize, .classes = classes,
                            .max_train = max_train, .max_test = max_test};
     dopts.private_ = A->uses_privacy_flags || A->states_privacy;
@@ -466,6 +484,7 @@ static int cmd_train(int argc, char **argv) {
         goto done;
     }
     cfg.model_spec = model;
+    cfg.freeze = freeze;
     cfg.batch_size = (size_t)batch;
     cfg.sample_rate = sample_rate;
     cfg.epochs = (uint64_t)epochs;
@@ -530,6 +549,11 @@ static int cmd_train(int argc, char **argv) {
                 dataset, train.n, test.n, t_load, model, m->n_params);
         if (A->describe) A->describe(&ctx, stderr);
         if (ifr.ck) fprintf(stderr, "  initial parameters: %s\n", ifr.source);
+        size_t trained = 0;
+        const char *frozen = dpt_trainer_frozen(t, &trained);
+        if (frozen[0])
+            fprintf(stderr, "  frozen layers: %s (they keep their starting values); %zu of %zu parameters train\n",
+                    frozen, trained, m->n_params);
         if (!strncmp(dataset, "csv:", 4) && !strchr(dataset, ','))
             fprintf(stderr, "  test set: the training set itself (csv:PATH without ,TEST): the test metrics below "
                             "measure fit to the training data, not generalization\n");
