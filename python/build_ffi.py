@@ -323,6 +323,12 @@ dpt_status dpt_trainer_set_initial_params(dpt_trainer *t, const float *params, s
 const char *dpt_trainer_initial_params(const dpt_trainer *t);
 """
 
+# Frozen layers (dpt_train_config.freeze): declared only when the headers have them.
+CDEF_FREEZE_FUNCS = r"""
+dpt_status dpt_model_freeze_parse(const dpt_model *m, const char *spec, unsigned char *frozen, size_t *trained);
+const char *dpt_trainer_frozen(const dpt_trainer *t, size_t *trained);
+"""
+
 # The trainer's callbacks (issue 19): declared only when the headers have them, so the
 # package builds against a library with or without them (dptrain.train checks hasattr).
 CDEF_CALLBACKS = r"""
@@ -453,6 +459,10 @@ def make_builder():
     train = CDEF_TRAIN
     if re.search(r"\bint\s+quiet\s*;", train_h):  # before the callbacks: the trainer printed epoch lines
         train = train.replace("    size_t shards;\n", "    size_t shards;\n    int progress, quiet;\n", 1)
+    have_freeze = bool(re.search(r"\bconst\s+char\s+\*freeze\s*;", train_h))
+    if have_freeze:  # a field of the config (its order does not matter in a `...;` struct)
+        train = train.replace("    const char *model_spec;\n", "    const char *model_spec;\n    const char *freeze;\n",
+                              1)
     cdef = CDEF_CORE + CDEF_ACCOUNTING + CDEF_DATA_NN
     if have_callbacks:
         cb_types, cb_rest = CDEF_CALLBACKS.split("extern \"Python\"", 1)
@@ -466,6 +476,8 @@ def make_builder():
     cdef += train
     if "dpt_trainer_set_initial_params" in train_h:
         cdef += CDEF_INIT_PARAMS
+    if have_freeze:
+        cdef += CDEF_FREEZE_FUNCS
     if have_inference:
         cdef += CDEF_INFERENCE
     ffi = cffi.FFI()

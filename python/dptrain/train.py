@@ -53,6 +53,7 @@ _ALGO_OPTIONS = {  # keyword -> the algorithms that take it (the CLI's per-algor
     "pca_sigma": ("dpmac",), "center_clip": ("dpmac",), "center_sigma": ("dpmac",), "eta": ("noisy-gd",),
     "langevin_sigma": ("noisy-gd",), "linearized": ("noisy-gd",), "neighbours": ("noisy-gd",),
     "kl_constant": ("noisy-gd",), "replace_candidates": ("noisy-gd",),
+    "freeze": ("sgd", "dpsgd"),
 }
 _PRIVACY_OPTIONS = ("sigma", "clip", "clip_mode", "target_epsilon", "delta", "secure", "force",
                     "allow_ledger_mismatch")
@@ -111,6 +112,7 @@ class Run:
         self.pca_mean = None        # dpmac with DP-PCA: the released centre [d] (center_sigma) or None
         self.pca_components = None  # dpmac with DP-PCA: the released components V [d, k]
         self.run_id = None
+        self.frozen = []            # the frozen layers (freeze=), in model order
 
     @property
     def epsilon(self):
@@ -272,6 +274,7 @@ class _Ctx:
         self.sampler = kw["sampler"]
         self.run = Run()
         self.algo = None         # dpt_algo * (owned by the trainer once created)
+        self.n_noised = None     # parameters that train (and are noised) with freeze=, else None
         self.keep = []           # C strings that must outlive the trainer
 
 
@@ -321,6 +324,32 @@ def _n_params(spec):
     return n
 
 
+def _freeze_spec(freeze):
+    """The C list ("conv1,conv2") of freeze= (a str, or a list / tuple of layer names)."""
+    if isinstance(freeze, str):
+        return freeze
+    if isinstance(freeze, (list, tuple)) and all(isinstance(f, str) for f in freeze):
+        bad = [f for f in freeze if "," in f]
+        if bad:
+            raise ValueError("freeze: layer name %r holds a comma (give the names as a list, or one comma-separated "
+                             "str)" % bad[0])
+        return ",".join(freeze)
+    raise TypeError("freeze must be a str or a list of layer names, got %r" % (freeze,))
+
+
+def _n_trained(spec, freeze):
+    """The parameters that train in a model of `spec` with the layers `freeze` (a C list)
+    frozen; ValueError naming freeze for a list the model refuses."""
+    pp = ffi.new("dpt_model **")
+    check(lib.dpt_model_new(cstr(spec, "model"), 1, 1, pp), "model")
+    n = ffi.new("size_t *")
+    try:
+        check(lib.dpt_model_freeze_parse(pp[0], cstr(freeze, "freeze"), ffi.NULL, n), "freeze")
+    finally:
+        lib.dpt_model_free(pp[0])
+    return int(n[0])
+
+
 def _make_sgd(c):
     out = ffi.new("dpt_algo **")
     check(lib.dpt_algo_sgd_new(out))
@@ -344,13 +373,14 @@ def _make_dpsgd(c):
         sigma = out[0]
         if kw["secure"]:
             eff = sigma
-            check(lib.dpt_privacy_secure_sigma_for(eff, _n_params(c.spec), out), "target_epsilon")
+            check(lib.dpt_privacy_secure_sigma_for(eff, c.n_noised or _n_params(c.spec), out), "target_epsilon")
             sigma = out[0]
     d = lib.dpt_dpsgd_config_defaults()
     d.sigma, d.clip, d.clip_mode, d.secure = sigma, float(kw["clip"]), mode[0], int(bool(kw["secure"]))
     out = ffi.new("dpt_algo **")
     check(lib.dpt_algo_dpsgd_new(ffi.new("dpt_dpsgd_config *", d), out), "algorithm dpsgd")
-    c.run.sigma = sigma if not kw["secure"] else lib.dpt_privacy_secure_sigma_eff(sigma, _n_params(c.spec))
+    c.run.sigma = sigma if not kw["secure"] else \
+        lib.dpt_privacy_secure_sigma_eff(sigma, c.n_noised or _n_params(c.spec))
     c.run.accounted = True
     return out[0]
 
@@ -701,7 +731,7 @@ _DEFAULTS = dict(
     model="mlp:784-128-64-32-10:gelu", algorithm="sgd", x_test=None, y_test=None, n_classes=0, input_shape=None,
     loss="ce", init="default", optimizer="adam", lr=None, momentum=0.0, weight_decay=0.0, lr_schedule="constant",
     sampler="shuffle", batch_size=256, sample_rate=None, epochs=5, max_steps=0, seed=1, threads=0, shards=0,
-    out_dir=None, resume=False, overwrite=False, init_params=None, init_source=None,
+    out_dir=None, resume=False, overwrite=False, init_params=None, init_source=None, freeze=None,
     sigma=None, clip=1.0, clip_mode="flat", target_epsilon=None, delta=1e-5, secure=False, force=False,
     allow_ledger_mismatch=False,
     kappa=0.0, pdp_sigma=0.0, lambda_=0.0, prop_sigma=0.0,
@@ -785,7 +815,10 @@ def train(x, y, **kwargs):
     spec or layers: {name: array} with every tensor, named as Model.parameters() names them
     (the state_dict of to_torch()'s module is; another module goes through from_torch), or
     a flat array of all parameters; None = the random initialization `init`), init_source (text
-    recorded with them in the ledger and checkpoints),
+    recorded with them in the ledger and checkpoints), freeze (layers whose parameters keep
+    their starting values while the others train, e.g. ["conv1", "conv2"] or "conv1,conv2";
+    algorithms sgd and dpsgd, which clips and noises the trained layers only; a resume gives
+    the same list),
     algorithm (sgd | dpsgd | pdp-sgd | proportional-noise | dpulr | ulr | dpmac | mac |
     noisy-gd), x_test / y_test, epochs=5, batch_size=256, sample_rate (Poisson q; default
     batch_size / n), optimizer="adam" (or "sgd"), lr (adam 1e-3, sgd 0.1), momentum,
@@ -904,6 +937,13 @@ def train(x, y, **kwargs):
                          % start.path)
     if start is not None:
         start = _initial_params(start, spec, kw["init_source"], algo_name)
+    freeze = None
+    if "freeze" in given:
+        if not hasattr(lib, "dpt_model_freeze_parse"):
+            raise NotImplementedError("this libdptrain cannot freeze layers (rebuild the package against a newer "
+                                      "library)")
+        freeze = _freeze_spec(kw["freeze"])
+    n_noised = _n_trained(spec, freeze) if freeze else None  # checked before the data are copied
 
     # ---- run configuration (cmd_train.c) ----
     cfg = ffi.new("dpt_train_config *", lib.dpt_train_config_defaults())
@@ -947,6 +987,8 @@ def train(x, y, **kwargs):
             raise ValueError("sample_rate must be in (0, 1], got %r" % q)
         cfg.sample_rate = q
     cfg.model_spec = cs(spec, "model")
+    if freeze:
+        cfg.freeze = cs(freeze, "freeze")
     out_dir = kw["out_dir"]
     if out_dir is not None:
         out_dir = os.fspath(out_dir)
@@ -976,6 +1018,7 @@ def train(x, y, **kwargs):
 
     c = _Ctx(cfg, kw, given, train_ds.n, test_ds, spec, (X, XT))
     c.keep = keep
+    c.n_noised = n_noised  # secure noise: the trained coordinates (None: every parameter)
     algo = _MAKERS[algo_name](c)
     if c.projected is not None:  # DP-PCA: the model trains on the projected features
         P, PT = c.projected
@@ -1009,6 +1052,8 @@ def train(x, y, **kwargs):
     if st != 0:  # the algorithm is owned (and freed) by dpt_trainer_new even on failure
         raise make_error(st, "train")
     trainer = tp[0]
+    if freeze:
+        run.frozen = ffi.string(lib.dpt_trainer_frozen(trainer, ffi.NULL)).decode().split(",")
     try:
         if start is not None:
             flat, src, what = start
