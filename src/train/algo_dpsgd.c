@@ -17,7 +17,11 @@
  * layers and wide convolutions on small maps keep the ghost norms. The kept rows live
  * only inside one accumulate call, so they can never be stale.
  * The reference path materializes per-example gradients in chunks of ref_chunk examples
- * (memory ref_chunk x P), clips them in double and sums them: the tests compare the two. */
+ * (memory ref_chunk x P), clips them in double and sums them: the tests compare the two.
+ * Frozen layers (dpt_train_config.freeze) take no part: every loop below runs over the
+ * trained layers (dpt_train_layer_trains), so g_i, its norm and the per-layer split
+ * C_l = C / sqrt(G) are those of the trained layers, and finish noises the trained
+ * coordinates only (packed: the secure mode's lattice has their dimension). */
 #include <dptrain/train.h>
 
 #include <dptrain/accounting.h>
