@@ -8,5 +8,6 @@ int dpt_cmd_train(int argc, char **argv);
 int dpt_cmd_eval(int argc, char **argv);
 int dpt_cmd_account(int argc, char **argv);
 int dpt_cmd_audit(int argc, char **argv);
+int dpt_cmd_model(int argc, char **argv);
 int dpt_cmd_account_kl(int argc, char **argv); /* account --kl-bound */
 #endif

@@ -17,6 +17,7 @@ static const struct {
     {"eval", dpt_cmd_eval, "evaluate a checkpoint on a test split"},
     {"account", dpt_cmd_account, "compute the privacy spent (epsilon) or calibrate noise"},
     {"audit", dpt_cmd_audit, "membership-inference audit: loss attack, LiRA, canary epsilon lower bound"},
+    {"model", dpt_cmd_model, "list a model's layers, shapes and parameters (the names --freeze takes)"},
 };
 #define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 

@@ -20,8 +20,9 @@
 #include "testutil.h"
 #include "train/train_internal.h"
 
-/* conv1 (kept per-example gradients), a residual group holding conv2 (ghost norms) and a
- * GroupNorm, conv3, fc1: on the blobs' 8 features seen as 2x2x2 */
+/* Parameter layers conv1 (kept per-example gradients), then a residual group holding conv2
+ * (ghost norms), gn1 and conv3, then fc1: on the blobs' 8 features seen as 2x2x2
+ * (`dptrain model --model` lists them) */
 static const char *CNN = "cnn:2x2x2:conv3k2p1,relu,[conv16k3p1,gn2,relu,conv3k3p1],relu,maxpool2s1,fc3";
 
 static dpt_train_config cfg_for(const char *spec, const char *freeze) {
@@ -220,7 +221,7 @@ static void test_runs(const dpt_dataset *tr) {
     dpt_model *probe = NULL;
     CHECK_OK(dpt_model_new(CNN, 1, 1, &probe));
     char fz[128];
-    names_of(probe, 0, 2, fz, sizeof fz); /* conv1 and conv3: a trained layer between them */
+    names_of(probe, 0, 2, fz, sizeof fz); /* conv1 and gn1: a trained layer (conv2) between them */
     dpt_model_free(probe);
     dpt_train_config c = cfg_for(CNN, fz);
     c.optim = dpt_optim_defaults(DPT_OPT_ADAM);
@@ -417,8 +418,10 @@ int main(void) {
     test_sum_vs_reference(&tr, mlp, 0, 2, 0.05, DPT_CLIP_FLAT);      /* fc2 between frozen layers */
     test_sum_vs_reference(&tr, mlp, 0, 1, 5.0, DPT_CLIP_FLAT);       /* nothing clipped */
     test_sum_vs_reference(&tr, mlp, 1, 2, 0.2, DPT_CLIP_PER_LAYER);  /* fc1 alone: C_l = C */
-    test_sum_vs_reference(&tr, CNN, 0, 2, 0.05, DPT_CLIP_FLAT);      /* conv2 (residual, ghost), gn1, fc1 train */
-    test_sum_vs_reference(&tr, CNN, 1, 3, 0.05, DPT_CLIP_FLAT);      /* conv1 (kept rows) and conv3 train */
+    /* conv1, gn1 frozen: conv2 (ghost), conv3, fc1 train; then conv2, conv3 frozen: conv1 (kept
+     * rows), gn1, fc1 train */
+    test_sum_vs_reference(&tr, CNN, 0, 2, 0.05, DPT_CLIP_FLAT);
+    test_sum_vs_reference(&tr, CNN, 1, 3, 0.05, DPT_CLIP_FLAT);
     test_sum_vs_reference(&tr, CNN, 0, 1, 0.2, DPT_CLIP_PER_LAYER);
     test_sensitivity(&tr, mlp);
     test_sensitivity(&tr, CNN);

@@ -37,6 +37,10 @@ typedef enum {
     DPT_LAYER_FLATTEN,   /* (C, H, W) -> (1, 1, C*H*W): the values are unchanged */
     DPT_LAYER_GROUPNORM  /* per example and group of channels; gamma, beta per channel */
 } dpt_layer_kind;
+/* "linear", "relu", "gelu", "tanh", "sigmoid", "identity", "conv", "maxpool", "avgpool",
+ * "flatten", "groupnorm" ("?" for a value outside the enum): the names of model specs and
+ * of the layers' default names ("relu1"). */
+const char *dpt_layer_kind_name(dpt_layer_kind kind);
 
 typedef enum {
     DPT_GRAD_SUM = 0,     /* out[P_l]      (+)= sum_i g_i                               */

@@ -53,8 +53,6 @@ dpt_status dpt_layer_pool_setup(dpt_layer *L, dpt_layer_kind kind, const size_t 
                                 size_t stride);
 void dpt_layer_flatten_setup(dpt_layer *L, const size_t in_shape[3]);
 dpt_status dpt_layer_groupnorm_setup(dpt_layer *L, const size_t in_shape[3], size_t groups);
-/* "relu" ... for a kind (static string). */
-const char *dpt_layer_kind_name(dpt_layer_kind kind);
 
 /* ==== Model specs ==== */
 

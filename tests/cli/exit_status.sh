@@ -23,7 +23,7 @@ TR=(train --dataset "csv:$T/d.csv" --model mlp:4-8-3:relu --epochs 1 --threads 1
 DP=(--algo dpsgd --batch-size 30 --max-steps 1)
 
 status 0 "Commands:" "$BIN" --help
-for c in train eval account audit; do status 0 "usage: dptrain $c" "$BIN" $c --help; done
+for c in train eval account audit model; do status 0 "usage: dptrain $c" "$BIN" $c --help; done
 status 2 "unknown command 'bogus'" "$BIN" bogus
 status 2 "unknown option '--bogus'" "$BIN" train --bogus
 status 2 "--lr: expected a number, got 'abc'" "$BIN" "${TR[@]}" --out "$T/r0" --lr abc
