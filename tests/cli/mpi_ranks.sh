@@ -5,7 +5,8 @@
 # metrics; the ledger holds exactly one event per step whatever R is; non-private SGD
 # likewise. The comparison can fail: --shards 1 (another summation order) differs. Ranks
 # that disagree on the data or on the starting parameters (--init-from) are refused with a
-# clear error, --init-from on 2 ranks equals one process, and --secure (OS-seeded noise
+# clear error, --init-from and --freeze on 2 ranks equal one process, ranks freezing
+# different layers are refused, and --secure (OS-seeded noise
 # per rank) still trains with one noise draw per step (rank 0's).
 set -u
 source "$(dirname "$0")/mpi_common.inc"
@@ -63,6 +64,23 @@ out=$(timeout 60 "${MPIRUN[@]}" -np 1 "$BIN" "${C[@]}" --init-from "$T/r0" --out
 rc=$?
 if [ $rc -eq 0 ] || ! grep -q "starting parameters differ from rank 0" <<<"$out" || [ -e "$T/bad2/checkpoint.safetensors" ]; then
   echo "FAIL: ranks with different starting parameters: rc=$rc, want an error naming them and no checkpoint; got: $out"
+  fail=$((fail+1))
+fi
+
+# --freeze: DP-SGD of fc2 alone on 2 ranks equals one process bit for bit; ranks that freeze
+# different layers (rank 1 none) are refused on every rank, naming the frozen layers
+run_ok "$T/log_fz0" "$BIN" "${C[@]}" --shards 2 --freeze fc1 --out "$T/fz0"
+run_ok "$T/log_fz2" "${MPIRUN[@]}" -np 2 "$BIN" "${C[@]}" --shards 2 --freeze fc1 --out "$T/fz2"
+check "[ \"\$(params_hash $T/fz0/checkpoint.safetensors)\" = \"\$(params_hash $T/fz2/checkpoint.safetensors)\" ]" \
+      "--freeze: parameters with 2 ranks differ from one process"
+check "[ \"\$(params_hash $T/fz0/checkpoint.safetensors)\" != \"\$(params_hash $T/r0/checkpoint.safetensors)\" ]" \
+      "--freeze changed nothing (the comparison above proves nothing)"
+checks=$((checks+1))
+out=$(timeout 60 "${MPIRUN[@]}" -np 1 "$BIN" "${C[@]}" --freeze fc1 --out "$T/bad3" : -np 1 "$BIN" "${C[@]}" \
+      --out "$T/bad3" 2>&1)
+rc=$?
+if [ $rc -eq 0 ] || ! grep -q 'frozen layers "fc1" vs ""\|frozen layers "" vs "fc1"' <<<"$out" || [ -e "$T/bad3/checkpoint.safetensors" ]; then
+  echo "FAIL: ranks freezing different layers: rc=$rc, want an error naming them and no checkpoint; got: $out"
   fail=$((fail+1))
 fi
 
