@@ -424,7 +424,8 @@ static void test_bad_config(void) {
 
 /* Refused when the trainer is made: a sampler the accountant does not cover. A diverged
  * model (NaN / inf per-example gradients) is DPT_ERANGE naming the cause, flat and
- * per-layer, as for the non-private optimizer. */
+ * per-layer, fast path and reference mode alike (the reference clips materialized rows
+ * with dpt_privacy_clip_rows_ref, not the clip factors), as for the non-private optimizer. */
 static void test_trainer_refusals(const dpt_dataset *tr) {
     dpt_train_config c = dp_cfg("mlp:8-16-3:gelu", 0.1);
     c.sampler = DPT_SAMPLER_SHUFFLE;
@@ -437,16 +438,17 @@ static void test_trainer_refusals(const dpt_dataset *tr) {
     CHECK_STATUS(dpt_trainer_new(&c, tr, NULL, a, &t), DPT_EINVAL);
     CHECK_ERR_HAS("dpsgd needs dpt_train_config.sampler = DPT_SAMPLER_POISSON, not DPT_SAMPLER_SHUFFLE");
     CHECK(t == NULL);
-    for (int mode = 0; mode < 2; mode++) {
-        c = dp_cfg("mlp:8-16-3:gelu", 0.1);
-        c.optim.lr = 1e30;
-        c.max_steps = 10;
-        t = make_trainer(&c, tr, 1.0, 1.0, mode ? DPT_CLIP_PER_LAYER : DPT_CLIP_FLAT, 0, NULL);
-        if (!t) return;
-        CHECK_STATUS(dpt_trainer_run(t, NULL), DPT_ERANGE);
-        CHECK_ERR_HAS("the model diverged; lower the learning rate");
-        dpt_trainer_free(t);
-    }
+    for (int mode = 0; mode < 2; mode++)
+        for (int reference = 0; reference < 2; reference++) {
+            c = dp_cfg("mlp:8-16-3:gelu", 0.1);
+            c.optim.lr = 1e30;
+            c.max_steps = 10;
+            t = make_trainer(&c, tr, 1.0, 1.0, mode ? DPT_CLIP_PER_LAYER : DPT_CLIP_FLAT, reference, NULL);
+            if (!t) return;
+            CHECK_STATUS(dpt_trainer_run(t, NULL), DPT_ERANGE);
+            CHECK_ERR_HAS("the model diverged; lower the learning rate");
+            dpt_trainer_free(t);
+        }
 }
 
 int main(void) {
