@@ -151,7 +151,7 @@ static int record_pca(cli_algo_ctx *c, const double *V, size_t d, size_t k, cons
     }
     char *text = ok ? cJSON_PrintUnformatted(run) : NULL;
     cJSON_Delete(run), cJSON_Delete(pca), cJSON_Delete(comp), cJSON_Delete(mean);
-    if (!text) return cli_error("--pca-dims: out of memory recording the projection");
+    if (!text) return cli_failf("--pca-dims: out of memory recording the projection");
     free(S.run_json);
     S.run_json = text;
     c->cfg->run_json = S.run_json;
@@ -259,7 +259,7 @@ static int dpmac_make(cli_algo_ctx *c, dpt_algo **out) {
         if (!c->quiet && c->prior)
             fprintf(stderr, "dptrain: that calibration includes the DP normalization statistics\n");
     }
-    if (pca_dims > 0 && run_pca(c) != 0) return 2;
+    if (pca_dims > 0 && (rc = run_pca(c)) != 0) return rc;
     cli_print_noise_mode(c);
     dpt_dpmac_config d = dpt_dpmac_config_defaults();
     d.sigma = S.sigma;

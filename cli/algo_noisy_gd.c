@@ -239,7 +239,7 @@ static int sum_candidates(const dpt_algo *a) {
         size_t n;
         if (dpt_noisy_gd_kl_values(a, kinds[j], &v, &n) != DPT_OK || !n) continue;
         if (!C.sum[j]) {
-            if (!(C.sum[j] = calloc(n, sizeof(double)))) return cli_error("--runs: out of memory");
+            if (!(C.sum[j] = calloc(n, sizeof(double)))) return cli_failf("--runs: out of memory");
             C.n[j] = n;
         }
         for (size_t i = 0; i < n && i < C.n[j]; i++) C.sum[j][i] += v[i];
@@ -247,31 +247,30 @@ static int sum_candidates(const dpt_algo *a) {
     return 0;
 }
 
-/* Every line of dir/metrics.jsonl, parsed; NULL (after printing the error) on failure. */
-static cJSON *read_metrics(const char *dir) {
+/* Every line of dir/metrics.jsonl, parsed into *out: 0, or the exit status after printing
+ * the error. */
+static int read_metrics(const char *dir, cJSON **out) {
     char path[1200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    *out = NULL;
     FILE *f = fopen(path, "r");
-    if (!f) {
-        cli_error("--runs: cannot read %s", path);
-        return NULL;
-    }
+    if (!f) return cli_error("--runs: cannot read %s", path);
     cJSON *arr = cJSON_CreateArray();
+    int rc = arr ? 0 : cli_failf("--runs: %s: out of memory", path);
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
-    while (arr && (len = getline(&line, &cap, f)) > 0) {
+    while (!rc && (len = getline(&line, &cap, f)) > 0) {
         if (len <= 1) continue;
         cJSON *o = cJSON_Parse(line);
-        if (!o) {
-            cli_error("--runs: %s: a line is not JSON", path);
-            cJSON_Delete(arr);
-            arr = NULL;
-        } else cJSON_AddItemToArray(arr, o);
+        if (!o) rc = cli_error("--runs: %s: a line is not JSON", path);
+        else cJSON_AddItemToArray(arr, o);
     }
     free(line);
     fclose(f);
-    return arr;
+    if (rc) cJSON_Delete(arr);
+    else *out = arr;
+    return rc;
 }
 
 /* mean and sample standard deviation (denominator R - 1) of key over the runs' line e;
@@ -313,8 +312,7 @@ static int write_aggregate(const cli_algo_ctx *c) {
     char dir[1100], path[1200];
     for (long k = 0; k < runs && !rc; k++) {
         snprintf(dir, sizeof dir, "%s/run%ld", c->out, k + 1);
-        if (!(m[k] = read_metrics(dir))) rc = 2;
-        else if (cJSON_GetArraySize(m[k]) != cJSON_GetArraySize(m[0]))
+        if ((rc = read_metrics(dir, &m[k])) == 0 && cJSON_GetArraySize(m[k]) != cJSON_GetArraySize(m[0]))
             rc = cli_error("--runs: %s/metrics.jsonl has %d epochs, run 1 has %d", dir, cJSON_GetArraySize(m[k]),
                            cJSON_GetArraySize(m[0]));
     }
@@ -354,7 +352,8 @@ static int write_aggregate(const cli_algo_ctx *c) {
             worst_of_mean(o, 1, "kl_add", runs);
         }
         char *line = cJSON_PrintUnformatted(o);
-        if (!line || fprintf(f, "%s\n", line) < 0) rc = cli_error("%s: write failed", path);
+        if (!line) rc = cli_failf("%s: out of memory", path);
+        else if (fprintf(f, "%s\n", line) < 0) rc = cli_error("%s: write failed", path);
         if (e == E - 1 && !rc) {
             double mu, sd;
             printf("over %ld runs (seeds %" PRIu64 "..%" PRIu64 "), mean and std of each run's worst case: ", runs,

@@ -240,9 +240,9 @@ int cli_parse_double_list(const char *flag, const char *s, double **out, size_t 
     size_t cap = 1;
     for (const char *p = s; *p; p++) cap += (*p == ',');
     double *v = calloc(cap, sizeof *v);
-    if (!v) return cli_error("%s: out of memory", flag);
+    if (!v) return cli_failf("%s: out of memory", flag);
     char *copy = strdup(s);
-    if (!copy) { free(v); return cli_error("%s: out of memory", flag); }
+    if (!copy) { free(v); return cli_failf("%s: out of memory", flag); }
     size_t k = 0;
     char *save = NULL;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {

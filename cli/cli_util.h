@@ -35,7 +35,8 @@ int cli_refuse(const char *context);
 int cli_parse_double(const char *flag, const char *s, double *out);
 int cli_parse_long(const char *flag, const char *s, long *out);
 int cli_parse_u64(const char *flag, const char *s, uint64_t *out);
-/* Comma-separated doubles ("1.5,2,32"); *out allocated with malloc (caller frees). */
+/* Comma-separated doubles ("1.5,2,32"); *out allocated with malloc (caller frees). Returns
+ * 2 for a malformed list, 1 when out of memory (cli_failf). */
 int cli_parse_double_list(const char *flag, const char *s, double **out, size_t *n);
 
 /* Option table driving both parsing and --help, so help always lists every option

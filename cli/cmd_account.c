@@ -284,7 +284,7 @@ int dpt_cmd_account(int argc, char **argv) {
     double *orders = NULL;
     size_t n_orders = 0;
     if (s_orders) {
-        if (cli_parse_double_list("--orders", s_orders, &orders, &n_orders)) return 2;
+        if ((rc = cli_parse_double_list("--orders", s_orders, &orders, &n_orders)) != 0) return rc;
         for (size_t i = 0; i < n_orders; i++)
             if (!(orders[i] > 1)) {
                 double bad = orders[i];

@@ -106,7 +106,7 @@ int dpt_cmd_eval(int argc, char **argv) {
             cJSON_Delete(o);
         }
         if (!text) {
-            code = cli_error("--json: out of memory");
+            code = cli_failf("--json: out of memory");
             goto done;
         }
         printf("%s\n", text);

@@ -308,7 +308,7 @@ static int cmd_train(int argc, char **argv) {
     };
     (void)preset; /* expanded by dpt_cmd_train before parsing; listed here for --help */
     cli_option *opts = build_table(common, priv);
-    if (!opts) return cli_error("out of memory");
+    if (!opts) return cli_failf("out of memory");
     int rc = cli_parse(argc, argv, 1, opts, usage_with_algos());
     free(opts);
     if (rc < 0) return 0;

@@ -82,7 +82,7 @@ int cli_preset_expand(int argc, char **argv, int *out_argc, char ***out_argv, ch
     char **v = calloc((size_t)argc + strlen(flags) / 2 + 2, sizeof *v);
     if (!copy || !v) {
         free(copy), free(v);
-        return cli_error("--preset: out of memory");
+        return cli_failf("--preset: out of memory");
     }
     /* calibrating (--target-epsilon) replaces the preset's noise multiplier */
     const int drop_sigma = given(argc, argv, "--target-epsilon");

@@ -95,7 +95,7 @@ int cli_trace_open(const char *path, int append, dpt_trainer *t, const dpt_algo 
     if (!tr || !(tr->path = strdup(path)) || !(tr->prev = malloc((m->n_params ? m->n_params : 1) * sizeof(float)))) {
         if (tr) free(tr->path);
         free(tr);
-        return cli_error("--trace: out of memory");
+        return cli_failf("--trace: out of memory");
     }
     tr->f = fopen(path, append ? "a" : "w");
     if (!tr->f) {
@@ -108,7 +108,7 @@ int cli_trace_open(const char *path, int append, dpt_trainer *t, const dpt_algo 
     tr->t = t;
     tr->algo = algo;
     if (dpt_trainer_ledger(t) && !(tr->mem = open_memstream(&tr->mem_buf, &tr->mem_len))) {
-        int r = cli_error("--trace: out of memory");
+        int r = cli_failf("--trace: out of memory");
         fclose(tr->f);
         free(tr->prev);
         free(tr->path);
@@ -168,7 +168,7 @@ int cli_trace_step(cli_trace *tr, const dpt_step_info *in) {
     tr->prev_valid = 1;
     if (tr->mem) {
         tr->pending++;
-        if (ferror(f)) return cli_error("--trace: out of memory");
+        if (ferror(f)) return cli_failf("--trace: out of memory");
         return 0;
     }
     fflush(f); /* whole lines for a reader watching a running (or crashed) run */
@@ -178,7 +178,7 @@ int cli_trace_step(cli_trace *tr, const dpt_step_info *in) {
 
 int cli_trace_publish(cli_trace *tr) {
     if (!tr || !tr->mem) return 0;
-    if (fflush(tr->mem) != 0) return cli_error("--trace: out of memory");
+    if (fflush(tr->mem) != 0) return cli_failf("--trace: out of memory");
     if (tr->mem_len && fwrite(tr->mem_buf, 1, tr->mem_len, tr->f) != tr->mem_len)
         return cli_error("--trace %s: write failed: %s", tr->path, strerror(errno));
     fflush(tr->f);
