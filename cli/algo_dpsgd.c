@@ -44,10 +44,11 @@ static int dpsgd_make(cli_algo_ctx *c, dpt_algo **out) {
     size_t P = 0;
     if (p->secure) { /* the accounted multiplier depends on the noised (trained) parameter count */
         dpt_model *m = NULL;
-        if (dpt_model_new(cfg->model_spec, 1, 1, &m) != DPT_OK) return cli_refuse("--model");
+        dpt_status ms = dpt_model_new(cfg->model_spec, 1, 1, &m);
+        if (ms != DPT_OK) return cli_refuse(ms, "--model");
         dpt_status fs = dpt_model_freeze_parse(m, cfg->freeze ? cfg->freeze : "", NULL, &P);
         dpt_model_free(m);
-        if (fs != DPT_OK) return cli_refuse("--freeze");
+        if (fs != DPT_OK) return cli_refuse(fs, "--freeze");
     }
     if (!p->sigma_seen) {
         /* calibrate: steps = epochs * max(1, round(1/q)), as the Poisson sampler runs */
@@ -59,10 +60,11 @@ static int dpsgd_make(cli_algo_ctx *c, dpt_algo **out) {
                                                             DPT_CONV_BALLE, 1e-4, &S.sigma)
                                  : dpt_calibrate_sigma(q, T, p->delta, p->target_eps, DPT_ACCT_RDP, DPT_CONV_BALLE, 1e-4,
                                                        &S.sigma);
-        if (cs != DPT_OK) return cli_refuse("--target-epsilon");
+        if (cs != DPT_OK) return cli_refuse(cs, "--target-epsilon");
         if (p->secure) {
             double eff = S.sigma;
-            if (dpt_privacy_secure_sigma_for(eff, P, &S.sigma) != DPT_OK) return cli_refuse("--target-epsilon");
+            if ((cs = dpt_privacy_secure_sigma_for(eff, P, &S.sigma)) != DPT_OK)
+                return cli_refuse(cs, "--target-epsilon");
             if (!c->quiet)
                 fprintf(stderr, "dptrain: --secure: the lattice rounding raises the sensitivity to C + sqrt(%zu) h, so "
                                 "sigma %.6g is needed for an effective %.6g\n", P, S.sigma, eff);

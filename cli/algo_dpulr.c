@@ -144,16 +144,16 @@ static int dpulr_make(cli_algo_ctx *c, dpt_algo **out) {
                 return cli_error("--min-batch %ld exceeds qN = %.6g (q %g, N %zu): the rejection theory needs "
                                  "1 <= N_B <= qN", MIN_BATCH, q * (double)N, q, N);
             S.nb = (uint64_t)MIN_BATCH;
-            if (dpt_dpulr_rdp(q, SIGMA0, N, S.nb, DPT_DPULR_RATIO_ALPHA, NULL, &rej, &sgm) != DPT_OK)
-                return cli_refuse("--min-batch");
+            dpt_status st = dpt_dpulr_rdp(q, SIGMA0, N, S.nb, DPT_DPULR_RATIO_ALPHA, NULL, &rej, &sgm);
+            if (st != DPT_OK) return cli_refuse(st, "--min-batch");
             S.ratio = rej / sgm;
             if (S.ratio > MAX_REJECTION_RATIO)
                 fprintf(stderr, "dptrain: warning: --min-batch %ld: the rejection term %.3g is %.3g x the SGM term at "
                                 "order %g (> %g): it adds noticeably to epsilon; a smaller N_B costs less\n",
                         MIN_BATCH, rej, S.ratio, DPT_DPULR_RATIO_ALPHA, MAX_REJECTION_RATIO);
         } else {
-            if (dpt_dpulr_default_min_batch(q, SIGMA0, N, MAX_REJECTION_RATIO, &S.nb, &S.ratio) != DPT_OK)
-                return cli_refuse("--min-batch");
+            dpt_status st = dpt_dpulr_default_min_batch(q, SIGMA0, N, MAX_REJECTION_RATIO, &S.nb, &S.ratio);
+            if (st != DPT_OK) return cli_refuse(st, "--min-batch");
             if (!c->quiet)
                 fprintf(stderr, "dptrain: --min-batch %" PRIu64 " (of qN = %.1f): rejection term %.3g x the SGM term "
                                 "at order %g\n", S.nb, q * (double)N, S.ratio, DPT_DPULR_RATIO_ALPHA);

@@ -184,9 +184,9 @@ int cli_fail(const char *context) {
     return 1;
 }
 
-int cli_refuse(const char *context) {
+int cli_refuse(dpt_status st, const char *context) {
     cli_fail(context);
-    return 2;
+    return st == DPT_ENOMEM ? 1 : 2;
 }
 
 /* strto* skip leading white space and strtoull accepts a sign: " -1" would be 2^64 - 1.

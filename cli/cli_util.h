@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <dptrain/core.h>
+
 /* Library messages name C parameters and config fields ("dpt_dpsgd_config.clip",
  * "sample_rate"); the CLI's users set flags. cli_flag_names copies msg into out[n] with
  * every such name that the CLI's table maps (cli_util.c) replaced by its flag ("--clip").
@@ -27,9 +29,11 @@ int cli_failf(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)))
 #endif
     ;
-/* The same message, returning 2: for a library refusal of what the command line gave (a
- * value, or a file it names) before the command's work began (README, "Exit status"). */
-int cli_refuse(const char *context);
+/* The same message, returning 2: for a library refusal (status st) of what the command line
+ * gave (a value, or a file it names) before the command's work began (README, "Exit
+ * status"). DPT_ENOMEM returns 1 instead: running out of memory refuses nothing the
+ * command line gave. */
+int cli_refuse(dpt_status st, const char *context);
 
 /* Strict number parsers: whole string must parse, finite, else error naming `flag`. */
 int cli_parse_double(const char *flag, const char *s, double *out);

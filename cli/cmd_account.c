@@ -59,7 +59,8 @@ static void print_json(cJSON *o) {
 /* The ledger inside a checkpoint (a run's checkpoint, or Model.save's file), as an owned copy. */
 static int checkpoint_ledger(const char *path, dpt_ledger **out) {
     dpt_checkpoint *ck = NULL;
-    if (dpt_checkpoint_open(path, 1, &ck) != DPT_OK) return cli_refuse("--ledger");
+    dpt_status st = dpt_checkpoint_open(path, 1, &ck);
+    if (st != DPT_OK) return cli_refuse(st, "--ledger");
     const dpt_ledger *v = dpt_checkpoint_ledger(ck);
     int rc = !v ? cli_error("--ledger %s: a checkpoint of a non-private run (%s): it has no privacy ledger", path,
                             dpt_checkpoint_algorithm(ck)[0] ? dpt_checkpoint_algorithm(ck) : "no algorithm recorded")
@@ -82,11 +83,12 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
     dpt_ledger *l = NULL;
     size_t plen = strlen(path);
     const int in_ck = plen >= 12 && !strcmp(path + plen - 12, ".safetensors");
+    dpt_status ls;
     if (in_ck) {
         int rc = checkpoint_ledger(path, &l);
         if (rc) return rc;
-    } else if (dpt_ledger_load(path, &l) != DPT_OK) {
-        return cli_refuse("--ledger");
+    } else if ((ls = dpt_ledger_load(path, &l)) != DPT_OK) {
+        return cli_refuse(ls, "--ledger");
     }
     /* a checkpoint beside the ledger must be of the same run (the run id in both) */
     const char *slash = strrchr(path, '/');
@@ -95,7 +97,7 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
     dpt_status chk = !in_ck && access(ck, F_OK) == 0 ? dpt_run_check_ledger(ck, path) : DPT_OK;
     if (chk == DPT_EMISMATCH) { /* another run's ledger, or one that lost steps */
         dpt_ledger_free(l);
-        return cli_refuse("--ledger");
+        return cli_refuse(chk, "--ledger");
     }
     if (chk != DPT_OK) /* an unreadable checkpoint does not make the (checksummed) ledger wrong */
         fprintf(stderr, "dptrain: warning: could not check that %s belongs to the checkpoint beside it (%s); the "
@@ -178,14 +180,15 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
 static int account_dpulr(const acct_result *r, uint64_t N, const char *s_nb, dpt_conversion conv, int json) {
     uint64_t nb = 0;
     double ratio = 0;
+    dpt_status st;
     if (s_nb) {
         if (parse_pos_u64("--min-batch", s_nb, &nb)) return 2;
-    } else if (dpt_dpulr_default_min_batch(r->q, r->sigma, N, 1e-3, &nb, &ratio) != DPT_OK) {
-        return cli_refuse("--min-batch");
+    } else if ((st = dpt_dpulr_default_min_batch(r->q, r->sigma, N, 1e-3, &nb, &ratio)) != DPT_OK) {
+        return cli_refuse(st, "--min-batch");
     }
     double rej = 0, eb = 0, ec = 0, ob = 0, oc = 0, sgm = 0;
     /* refuses an N_B outside [1, qN]: a bad --min-batch, as train says */
-    if (dpt_dpulr_rejection_term(r->q, N, nb, &rej) != DPT_OK) return cli_refuse("account");
+    if ((st = dpt_dpulr_rejection_term(r->q, N, nb, &rej)) != DPT_OK) return cli_refuse(st, "account");
     if (dpt_dpulr_epsilon(r->q, r->sigma, N, nb, r->steps, r->delta, DPT_CONV_BALLE, &eb, &ob) != DPT_OK ||
         dpt_dpulr_epsilon(r->q, r->sigma, N, nb, r->steps, r->delta, DPT_CONV_CLASSIC, &ec, &oc) != DPT_OK)
         return cli_fail("DP-ULR accountant");
@@ -381,7 +384,7 @@ int dpt_cmd_account(int argc, char **argv) {
         st = dpt_calibrate_sigma_ex(r.q, r.steps, r.delta, r.target, acct, conv, orders, n_orders, tol, &r.sigma);
         if (st != DPT_OK) {
             free(orders);
-            return cli_refuse("calibration"); /* an unreachable --target-epsilon, as train says */
+            return cli_refuse(st, "calibration"); /* an unreachable --target-epsilon, as train says */
         }
     }
     if (acct == DPT_ACCT_RDP)

@@ -339,7 +339,8 @@ int dpt_cmd_audit(int argc, char **argv) {
     if (!ckpt && (rc = cli_norm_check(&dopts)) != 0) return rc;
     if (ckpt) {
         /* the checkpoint's own data choices: the same training set and normalization */
-        if (dpt_checkpoint_peek(ckpt, &ck_spec, &ck_state) != DPT_OK) return cli_refuse("--checkpoint");
+        dpt_status ps = dpt_checkpoint_peek(ckpt, &ck_spec, &ck_state);
+        if (ps != DPT_OK) return cli_refuse(ps, "--checkpoint");
         ck_root = cJSON_Parse(ck_state);
         const cJSON *run = ck_root ? cJSON_GetObjectItemCaseSensitive(ck_root, "run") : NULL;
         const cJSON *ds = cJSON_GetObjectItemCaseSensitive(run, "dataset"), *dd = cJSON_GetObjectItemCaseSensitive(run, "data_dir");
@@ -376,13 +377,14 @@ int dpt_cmd_audit(int argc, char **argv) {
     free(run_json);
     run_json = NULL;
     if (ls != DPT_OK) {
-        code = cli_refuse(ckpt ? "--checkpoint data" : "--dataset");
+        code = cli_refuse(ls, ckpt ? "--checkpoint data" : "--dataset");
         goto done;
     }
     if (ckpt) { /* a DP-MAC run with DP-PCA: its members and non-members as its model saw them */
         const cJSON *pca = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ck_root, "run"), "pca");
-        if (pca && (cli_apply_recorded_pca(pca, &pop) != DPT_OK || cli_apply_recorded_pca(pca, &test) != DPT_OK)) {
-            code = cli_refuse("--checkpoint data");
+        if (pca && ((ls = cli_apply_recorded_pca(pca, &pop)) != DPT_OK ||
+                    (ls = cli_apply_recorded_pca(pca, &test)) != DPT_OK)) {
+            code = cli_refuse(ls, "--checkpoint data");
             goto done;
         }
     }
@@ -390,9 +392,9 @@ int dpt_cmd_audit(int argc, char **argv) {
         fprintf(stderr, "dptrain: note: --population %ld: the training split has %zu examples; the audit uses them "
                         "all\n", population, pop.n);
     if (ckpt) {
-        if (dpt_model_new(ck_spec, 256, (int)threads, &ck_model) != DPT_OK ||
-            dpt_checkpoint_load(ckpt, ck_model, NULL, NULL) != DPT_OK) {
-            code = cli_refuse("--checkpoint");
+        if ((ls = dpt_model_new(ck_spec, 256, (int)threads, &ck_model)) != DPT_OK ||
+            (ls = dpt_checkpoint_load(ckpt, ck_model, NULL, NULL)) != DPT_OK) {
+            code = cli_refuse(ls, "--checkpoint");
             goto done;
         }
         ac.target = ck_model;
@@ -416,7 +418,7 @@ int dpt_cmd_audit(int argc, char **argv) {
     if (as != DPT_OK) {
         /* a value the library refuses (--model, a --batch-size above the members, ...) is a
          * usage error, as in train, even when it is found as the first model is made */
-        code = as == DPT_EINVAL ? cli_refuse("audit") : cli_fail("audit");
+        code = as == DPT_EINVAL ? cli_refuse(as, "audit") : cli_fail("audit");
         goto done;
     }
     print_results(&ac, &res, ckpt, algo, sigma, delta);

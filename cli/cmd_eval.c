@@ -48,11 +48,13 @@ int dpt_cmd_eval(int argc, char **argv) {
     const char *slash = strrchr(ckpt, '/');
     char lp[1200];
     snprintf(lp, sizeof lp, "%.*sledger.json", slash ? (int)(slash - ckpt + 1) : 0, ckpt);
-    if (access(lp, F_OK) == 0 && dpt_run_check_ledger(ckpt, lp) != DPT_OK) return cli_refuse("--checkpoint");
+    dpt_status st;
+    if (access(lp, F_OK) == 0 && (st = dpt_run_check_ledger(ckpt, lp)) != DPT_OK)
+        return cli_refuse(st, "--checkpoint");
 
     dpt_threads_set_blas((int)threads);
     dpt_checkpoint *ck = NULL;
-    if (dpt_checkpoint_open(ckpt, (int)threads, &ck) != DPT_OK) return cli_refuse("--checkpoint");
+    if ((st = dpt_checkpoint_open(ckpt, (int)threads, &ck)) != DPT_OK) return cli_refuse(st, "--checkpoint");
     int code = 0;
     dpt_dataset test;
     memset(&test, 0, sizeof test);
@@ -63,8 +65,8 @@ int dpt_cmd_eval(int argc, char **argv) {
         code = cli_error("--checkpoint %s: no record of the training data in the checkpoint", ckpt);
         goto done;
     }
-    if (cli_load_test_from_run(run_s, data_dir, &test) != DPT_OK) {
-        code = cli_refuse("test data"); /* as train's --dataset */
+    if ((st = cli_load_test_from_run(run_s, data_dir, &test)) != DPT_OK) {
+        code = cli_refuse(st, "test data"); /* as train's --dataset */
         goto done;
     }
     size_t in_dim = dpt_model_in_dim(dpt_checkpoint_model(ck));
@@ -75,8 +77,8 @@ int dpt_cmd_eval(int argc, char **argv) {
         goto done;
     }
     double l, acc, eps = NAN;
-    dpt_status st = loss_name ? dpt_evaluate(dpt_checkpoint_model(ck), loss, &test, &l, &acc)
-                              : dpt_checkpoint_evaluate(ck, &test, &l, &acc);
+    st = loss_name ? dpt_evaluate(dpt_checkpoint_model(ck), loss, &test, &l, &acc)
+                   : dpt_checkpoint_evaluate(ck, &test, &l, &acc);
     if (st != DPT_OK) {
         code = cli_fail("eval");
         goto done;

@@ -132,7 +132,8 @@ int dpt_cmd_model(int argc, char **argv) {
         return cli_error("give --model SPEC or --checkpoint FILE (one of them; see dptrain model --help)");
     if (spec) {
         dpt_model *m = NULL;
-        if (dpt_model_new(spec, 1, 1, &m) != DPT_OK) return cli_refuse("--model");
+        dpt_status ms = dpt_model_new(spec, 1, 1, &m);
+        if (ms != DPT_OK) return cli_refuse(ms, "--model");
         print_model(m, spec, json);
         dpt_model_free(m);
         return 0;
@@ -144,7 +145,8 @@ int dpt_cmd_model(int argc, char **argv) {
     if (snprintf(path, sizeof path, dir ? "%s/checkpoint.safetensors" : "%s", ckpt) >= (int)sizeof path)
         return cli_error("--checkpoint: the path is too long");
     dpt_checkpoint *ck = NULL;
-    if (dpt_checkpoint_open(path, 1, &ck) != DPT_OK) return cli_refuse("--checkpoint");
+    dpt_status cs = dpt_checkpoint_open(path, 1, &ck);
+    if (cs != DPT_OK) return cli_refuse(cs, "--checkpoint");
     print_model(dpt_checkpoint_model(ck), dpt_checkpoint_spec(ck), json);
     dpt_checkpoint_close(ck);
     return 0;

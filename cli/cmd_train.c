@@ -223,8 +223,10 @@ static int check_freeze(const cli_algo *A, const char *freeze, const char *model
     if (!A->freezable)
         return cli_error("--freeze: not with --algo %s (--algo sgd and dpsgd train with frozen layers)", A->name);
     dpt_model *m = NULL;
-    if (dpt_model_new(model, 1, 1, &m) != DPT_OK) return cli_refuse("--model");
-    int rc = dpt_model_freeze_parse(m, freeze, NULL, NULL) == DPT_OK ? 0 : cli_refuse("--freeze");
+    dpt_status st = dpt_model_new(model, 1, 1, &m);
+    if (st != DPT_OK) return cli_refuse(st, "--model");
+    st = dpt_model_freeze_parse(m, freeze, NULL, NULL);
+    int rc = st == DPT_OK ? 0 : cli_refuse(st, "--freeze");
     dpt_model_free(m);
     return rc;
 }
@@ -393,7 +395,8 @@ static int cmd_train(int argc, char **argv) {
         /* checked again under the run directory's lock when training starts */
         size_t n_in = 0;
         char names[256];
-        if (dpt_run_dir_inspect(out, &n_in, names, sizeof names) != DPT_OK) return cli_refuse("--out");
+        dpt_status is = dpt_run_dir_inspect(out, &n_in, names, sizeof names);
+        if (is != DPT_OK) return cli_refuse(is, "--out");
         if (n_in)
             return cli_error("--out %s is not empty (it holds %s%s): add --resume to continue the run in it, or "
                              "--overwrite to replace that run (its files are removed first)", out, names,
@@ -443,8 +446,9 @@ static int cmd_train(int argc, char **argv) {
     char *run_json = NULL;
     cli_norm_info norm;
     double t_load = dpt_now();
-    if (cli_load_run_data(&dopts, &train, &test, &run_json, &norm) != DPT_OK) {
-        int r = cli_refuse("--dataset");
+    dpt_status ls = cli_load_run_data(&dopts, &train, &test, &run_json, &norm);
+    if (ls != DPT_OK) {
+        int r = cli_refuse(ls, "--dataset");
         dpt_dataset_free(&train);
         dpt_dataset_free(&test);
         free(resume_run);
@@ -527,9 +531,9 @@ static int cmd_train(int argc, char **argv) {
     }
     algo = NULL;
     if (ifr.ck && (exit_code = cli_init_from_start(&ifr, t)) != 0) goto done;
-    if (resume && dpt_trainer_resume(t) != DPT_OK) {
+    if (resume && (ns = dpt_trainer_resume(t)) != DPT_OK) {
         int sigma_changed = strstr(dpt_last_error(), "; sigma was") || strstr(dpt_last_error(), "says sigma was");
-        exit_code = cli_refuse("--resume"); /* the run in --out cannot be continued so: nothing ran */
+        exit_code = cli_refuse(ns, "--resume"); /* the run in --out cannot be continued so: nothing ran */
         /* the noise multiplier came from --target-epsilon, calibrated for this --epochs */
         if (sigma_changed && pf.target_eps_seen && !pf.sigma_seen)
             fprintf(stderr, "dptrain: note: sigma was not given: --target-epsilon calibrated it for --epochs %ld, and "

@@ -41,7 +41,8 @@ static int finite_params(const cli_init_from *f) {
     const dpt_model *m = dpt_checkpoint_model(f->ck);
     for (size_t i = 0; i < dpt_model_n_tensors(m); i++) {
         dpt_param_tensor t;
-        if (dpt_model_tensor(m, i, &t) != DPT_OK) return cli_refuse("--init-from");
+        dpt_status st = dpt_model_tensor(m, i, &t);
+        if (st != DPT_OK) return cli_refuse(st, "--init-from");
         for (size_t j = 0; j < t.size; j++)
             if (!isfinite(m->theta[t.offset + j]))
                 return cli_error("--init-from %s: tensor %s holds %g at index %zu: the parameters must be finite",
@@ -83,7 +84,8 @@ int cli_init_from_open(cli_init_from *f, const char *path, int resume, int overw
     if (overwrite && same_dir(f->file, out))
         return cli_error("--init-from %s is in --out %s, which --overwrite would empty (the checkpoint and its "
                          "ledger would be lost): write the new run to another directory", path, out);
-    if (dpt_checkpoint_open(f->file, 1, &f->ck) != DPT_OK) return cli_refuse("--init-from");
+    dpt_status cs = dpt_checkpoint_open(f->file, 1, &f->ck);
+    if (cs != DPT_OK) return cli_refuse(cs, "--init-from");
     int rc = finite_params(f);
     if (!rc) rc = describe(f, f->source, sizeof f->source);
     f->has_pca = has_recorded_pca(f->ck);
@@ -122,8 +124,8 @@ int cli_init_from_same_model(const cli_init_from *f, const char *spec) {
 int cli_init_from_start(const cli_init_from *f, dpt_trainer *t) {
     const dpt_model *mine = dpt_trainer_model(t), *theirs = dpt_checkpoint_model(f->ck);
     if (!same_layers(mine, theirs)) return model_differs(f, dpt_model_spec(mine));
-    if (dpt_trainer_set_initial_params(t, theirs->theta, theirs->n_params, f->source) != DPT_OK)
-        return cli_refuse("--init-from");
+    dpt_status st = dpt_trainer_set_initial_params(t, theirs->theta, theirs->n_params, f->source);
+    if (st != DPT_OK) return cli_refuse(st, "--init-from");
     /* the guarantee of this run does not reach back into the checkpoint's */
     if (dpt_checkpoint_ledger(f->ck))
         fprintf(stderr, "dptrain: note: --init-from %s comes from a private run: this run's epsilon covers this run "
