@@ -407,8 +407,7 @@ static int cmd_train(int argc, char **argv) {
     if (init_from && A->random_init_only)
         return cli_error("--init-from: not with --algo %s (what it reports is a statement about its random "
                          "initialization, --init)", A->name);
-    if (init_from && init_seen)
-        return cli_error("--init: not with --init-from (the run starts from the checkpoint's parameters)");
+    if (init_from && init_seen) return cli_init_from_refuse_init();
     cli_init_from ifr;
     memset(&ifr, 0, sizeof ifr);
     if (init_from && (rc = cli_init_from_open(&ifr, init_from, resume, overwrite, out)) == 0 && !model_seen)

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "cli_util.h"
+#include "presets.h"
 
 /* "checkpoint PATH (ALGO run, step N)" in at most len - 1 bytes: a long path keeps its
  * tail, cut at a character boundary */
@@ -67,6 +68,25 @@ static int same_dir(const char *file, const char *dir) {
     if (!slash) return 0;
     *slash = 0;
     return !strcmp(a[0] ? a : "/", b);
+}
+
+int cli_init_from_refuse_init(void) {
+    const char *init = NULL;
+    int typed = 0;
+    const char *preset = cli_preset_setting("--init", &init, &typed);
+    if (!preset || typed)
+        return cli_error("--init: not with --init-from (the run starts from the checkpoint's parameters)");
+    /* the user never typed --init: say whose it is, and the one way around it */
+    char rest[1024], model_note[256] = "";
+    cli_preset_flags_except("--init", rest, sizeof rest);
+    const char *model = NULL;
+    int model_typed = 0;
+    if (cli_preset_setting("--model", &model, &model_typed) && !model_typed)
+        snprintf(model_note, sizeof model_note, " (leave out its --model %s as well to take the checkpoint's model)",
+                 model);
+    return cli_error("--init-from: --preset %s sets --init %s, which a run from a checkpoint cannot take (it starts "
+                     "from the checkpoint's parameters), and a preset's flags cannot be unset: instead of --preset "
+                     "%s, give its other flags: %s%s", preset, init, preset, rest, model_note);
 }
 
 int cli_init_from_open(cli_init_from *f, const char *path, int resume, int overwrite, const char *out) {

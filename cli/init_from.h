@@ -19,6 +19,10 @@ typedef struct {
  * holds it (that would delete the checkpoint and its ledger); a file that is missing or
  * not a checkpoint, or with non-finite values (named by tensor). Returns 0 or the status. */
 int cli_init_from_open(cli_init_from *f, const char *path, int resume, int overwrite, const char *out);
+/* The refusal of --init with --init-from (exit status 2). When the --init is a --preset's,
+ * not typed, the message says so and lists the preset's other flags to give instead (a
+ * preset's flags cannot be unset). */
+int cli_init_from_refuse_init(void);
 /* The run's model (a spec, a named one or written out) against the checkpoint's: the same
  * layers, or refused. Before anything is created; an invalid spec is left to the trainer. */
 int cli_init_from_same_model(const cli_init_from *f, const char *spec);

@@ -44,6 +44,16 @@ static const struct {
 };
 #define N_PRESETS (sizeof PRESETS / sizeof PRESETS[0])
 
+/* The expansion in use, for messages about a flag the command line may not hold
+ * (cli_preset_setting): set by cli_preset_expand, cleared by cli_preset_free. */
+static struct {
+    const char *name; /* NULL: no --preset */
+    char **flags;     /* the preset's flags as inserted: flags[0..n) */
+    int n;
+    int argc;         /* the command line as given */
+    char **argv;
+} g_expanded;
+
 const char *cli_preset_names(void) {
     static char buf[512];
     if (!buf[0]) {
@@ -96,13 +106,41 @@ int cli_preset_expand(int argc, char **argv, int *out_argc, char ***out_argv, ch
         }
         v[n++] = tok;
     }
+    const int n_preset = n - 1;
     for (int i = 1; i < argc; i++) v[n++] = argv[i];
     v[n] = NULL;
     *out_argc = n, *out_argv = v, *storage = copy;
+    g_expanded.name = name, g_expanded.flags = v + 1, g_expanded.n = n_preset;
+    g_expanded.argc = argc, g_expanded.argv = argv;
     return 0;
+}
+
+const char *cli_preset_setting(const char *flag, const char **value, int *typed) {
+    for (int i = 0; g_expanded.name && i + 1 < g_expanded.n; i++)
+        if (!strcmp(g_expanded.flags[i], flag)) {
+            if (value) *value = g_expanded.flags[i + 1];
+            if (typed) *typed = given(g_expanded.argc, g_expanded.argv, flag);
+            return g_expanded.name;
+        }
+    return NULL;
+}
+
+void cli_preset_flags_except(const char *flag, char *out, size_t n) {
+    size_t w = 0;
+    out[0] = 0;
+    for (int i = 0; i < g_expanded.n && w < n; i++) {
+        if (!strcmp(g_expanded.flags[i], flag)) {
+            i++; /* and its value */
+            continue;
+        }
+        int k = snprintf(out + w, n - w, "%s%s", w ? " " : "", g_expanded.flags[i]);
+        if (k < 0) break;
+        w += (size_t)k;
+    }
 }
 
 void cli_preset_free(char **argv_expanded, char **argv_orig, char *storage) {
     if (argv_expanded != argv_orig) free(argv_expanded);
     free(storage);
+    memset(&g_expanded, 0, sizeof g_expanded);
 }

@@ -1,9 +1,10 @@
 /* `dptrain train --preset NAME`: named flag sets (a paper's settings) inserted before the
  * user's flags, so explicit flags override them. Memory: the expanded argv and its
  * storage belong to the caller, freed with cli_preset_free. Not thread-safe (the names
- * list is a static buffer). */
+ * list and the expansion in use are static). */
 #ifndef DPT_CLI_PRESETS_H
 #define DPT_CLI_PRESETS_H
+#include <stddef.h>
 
 /* "a | b | ..." of every preset name (static storage). */
 const char *cli_preset_names(void);
@@ -12,4 +13,14 @@ const char *cli_preset_names(void);
  * Returns 0, or the CLI error status for an unknown or missing name. */
 int cli_preset_expand(int argc, char **argv, int *out_argc, char ***out_argv, char **storage);
 void cli_preset_free(char **argv_expanded, char **argv_orig, char *storage);
+
+/* For messages about a flag the user may not have typed, between cli_preset_expand and
+ * cli_preset_free: the expanded preset's name when its flags set `flag` (one that takes a
+ * value), with that value in *value and in *typed whether the command line gives the flag
+ * too (its value then wins); NULL without --preset, or when the preset does not set it.
+ * value and typed may be NULL. */
+const char *cli_preset_setting(const char *flag, const char **value, int *typed);
+/* The preset's flags as inserted, without `flag` and its value, space-separated in out[n]
+ * (cut to n - 1 bytes; "" without --preset). */
+void cli_preset_flags_except(const char *flag, char *out, size_t n);
 #endif

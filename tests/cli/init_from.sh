@@ -8,9 +8,9 @@
 # shows the starting point. A named model (mnist_cnn) and its layers written out are the same
 # model. Refused before anything is created: with --resume, a path that is missing, a
 # directory without a checkpoint, a file that is not one or holds a NaN (named by tensor),
-# another model, --algo noisy-gd, --init, and --overwrite of the directory holding the
-# source (it would delete the source and its ledger); a run the trainer refuses leaves no
-# --out directory.
+# another model, --algo noisy-gd, --init (a --preset's named as such), and --overwrite of
+# the directory holding the source (it would delete the source and its ledger); a run the
+# trainer refuses leaves no --out directory.
 set -u
 BIN=$1
 source "$(dirname "$0")/lib/harness.sh"
@@ -92,6 +92,22 @@ expect_fail "which --overwrite would empty" "$BIN" train "${D[@]}" --algo dpsgd 
 check '[ "$(ck_tool sha "$T/ft/checkpoint.safetensors")" != "" ] && [ -e "$T/ft/ledger.json" ]' \
   "a refused --overwrite of the source's directory touched it"
 expect_fail "not with --init-from" "$BIN" train "${D[@]}" --init he --init-from "$T/pub" --out "$T/x6"
+# a --preset's --init (every preset sets one) is refused too, but the user never typed it:
+# the message says whose it is and lists the preset's other flags to give instead (its
+# --model among them, with the note that leaving it out takes the checkpoint's model);
+# --target-epsilon drops the preset's --sigma there as it does from the expansion
+out=$("$BIN" train --preset dpmac-usps-eps8 --target-epsilon 3 --init-from "$T/pub" --out "$T/x10" --quiet 2>&1)
+rc=$?
+check '[ $rc -eq 2 ]' "--preset with --init-from exited $rc, want 2: $out"
+check 'grep -q -- "--init-from: --preset dpmac-usps-eps8 sets --init xavier, which a run from a checkpoint cannot take" <<<"$out"' \
+  "--preset's --init: the message does not name the preset: $out"
+check 'grep -q -- "instead of --preset dpmac-usps-eps8, give its other flags: --algo dpmac --dataset usps .*--loss mse --optimizer adam .*--batch-size 500 (leave out its --model ae:256-300-100-20-100-300-256:relu as well to take the checkpoint.s model)$" <<<"$out"' \
+  "--preset's --init: the message does not list the preset's other flags: $out"
+check '! grep -q -- "other flags: .*--init \|other flags: .*--sigma " <<<"$out"' \
+  "--preset's --init: the flags listed hold --init or the dropped --sigma: $out"
+expect_fail "--init: not with --init-from" "$BIN" train --preset dpmac-usps-eps8 --init he --init-from "$T/pub" \
+  --out "$T/x10"
+check '[ ! -e "$T/x10" ]' "a refused --preset with --init-from left its --out directory"
 
 # -- a checkpoint holding a NaN (sealed again after the edit) is refused naming the tensor
 python3 - "$T/pub/checkpoint.safetensors" "$T/nan.safetensors" <<'PY'
