@@ -32,8 +32,7 @@ from .errors import (  # noqa: E402,F401
 from . import accounting  # noqa: E402,F401
 from .accounting import Ledger, read_ledger  # noqa: E402,F401
 from . import layers  # noqa: E402,F401
-from .model import Model  # noqa: E402,F401
-from .torch_interop import from_torch  # noqa: E402,F401 - imports torch only when called
+from .model import Model, from_torch  # noqa: E402,F401 - from_torch imports torch only when called
 from .train import train, Run, ALGORITHMS  # noqa: E402,F401
 from .data import load_idx  # noqa: E402,F401
 

@@ -16,8 +16,9 @@ from ._lib import HAVE_INFERENCE, check, cstr, ffi, lib
 from .accounting import Ledger
 from .data import as_features, as_labels
 from .errors import file_not_found
+from . import torch_interop  # imports torch only when a conversion runs
 
-__all__ = ["Model"]
+__all__ = ["Model", "from_torch"]
 
 _LOSSES = {"ce": lib.DPT_LOSS_SOFTMAX_CE, "bce": lib.DPT_LOSS_SIGMOID_BCE, "mse": lib.DPT_LOSS_SQUARED}
 _LOSS_NAMES = {v: k for k, v in _LOSSES.items()}
@@ -70,9 +71,8 @@ class Model:
     @classmethod
     def from_torch(cls, module, input_shape=None, threads=0):
         """A Model equivalent to a PyTorch module (an nn.Sequential of supported layers, or
-        to_torch()'s module) with its parameters copied: see dptrain.torch_interop.from_torch."""
-        from .torch_interop import from_torch
-        return from_torch(module, input_shape, threads=threads)
+        to_torch()'s module) with its parameters copied: see dptrain.from_torch."""
+        return torch_interop.module_to_model(cls, module, input_shape, threads=threads)
 
     @classmethod
     def load(cls, path, threads=0):
@@ -278,13 +278,30 @@ class Model:
     def to_torch(self):
         """A torch.nn.Module equivalent to this model, with these parameters loaded
         (load_state_dict strict): see dptrain.torch_interop."""
-        from .torch_interop import to_torch
-        return to_torch(self)
+        return torch_interop.to_torch(self)
 
     def state_dict(self):
         """The parameters as torch tensors, keyed like the checkpoint and to_torch()'s module."""
-        from .torch_interop import state_dict
-        return state_dict(self)
+        return torch_interop.state_dict(self)
 
     def __repr__(self):
         return "Model(%r, %d parameters)" % (self.spec, self.n_params)
+
+
+def from_torch(module, input_shape=None, threads=0):
+    """A dptrain.Model equivalent to the PyTorch `module`, with its parameters (float32 copies).
+
+    module: an nn.Sequential of supported modules (see dptrain.torch_interop.SUPPORTED;
+    nested Sequentials are flattened), or a DptrainNet (to_torch()'s module, residual
+    groups included).
+    input_shape: (C, H, W) of one example for image inputs ([n, C, H, W] in PyTorch), (D,)
+    or D for flat ones ([n, D]); optional for a DptrainNet (its own input shape).
+    threads: the Model's inference threads (0 = all cores).
+
+    The spec is built with the library's model builder, so m.spec is canonical; a DptrainNet
+    whose .spec describes the same layers keeps that spec ("mnist_cnn" stays "mnist_cnn"), so
+    Model -> to_torch -> from_torch gives back the same spec and parameters bit for bit.
+    Raises UnsupportedError (a ValueError) for a module or setting dptrain cannot represent,
+    InvalidArgumentError for a size that does not fit the shape reaching it (both name the
+    submodule's path), TypeError when `module` is not an nn.Module."""
+    return Model.from_torch(module, input_shape, threads=threads)

@@ -11,12 +11,16 @@ output of its last layer, as the C model does (act[l+1] = layer(act[l]) + act[s]
 may be flat [n, C*H*W] (as dptrain takes them) or [n, C, H, W]; the output is [n, outputs].
 Layouts agree: Linear weights are [out, in] and Conv2d weights [out, in, k, k] on both sides.
 
-PyTorch import (from_torch): the reverse, for an nn.Sequential of those modules (nested
-Sequentials flattened) or a DptrainNet. Each submodule is checked against what the C layer
-computes (square kernels, no dilation or padding in pools, GroupNorm eps 1e-5 and affine,
-exact GELU, ...) and added through the library's model builder (the dptrain.layers
-objects), which checks it against the shape reaching it; parameters are copied as float32.
-Errors name the submodule by its PyTorch path ("features.3 (BatchNorm2d): ...").
+PyTorch import (dptrain.from_torch, made here by module_to_model): the reverse, for an
+nn.Sequential of those modules (nested Sequentials flattened) or a DptrainNet. Each
+submodule is checked against what the C layer computes (square kernels, no dilation or
+padding in pools, GroupNorm eps 1e-5 and affine, exact GELU, ...) and added through the
+library's model builder (the dptrain.layers objects), which checks it against the shape
+reaching it; parameters are copied as float32. Errors name the submodule by its PyTorch
+path ("features.3 (BatchNorm2d): ...").
+
+This module does not import dptrain.model (which imports it for Model.to_torch and
+Model.from_torch): module_to_model is given the class to build.
 """
 
 import numpy as np
@@ -25,7 +29,7 @@ from ._lib import check, ffi, lib
 from .errors import DptrainError, InvalidArgumentError, UnsupportedError
 from . import layers as _L
 
-__all__ = ["to_torch", "state_dict", "from_torch", "DptrainNet"]
+__all__ = ["to_torch", "state_dict", "module_to_model", "DptrainNet"]
 
 
 def _torch():
@@ -273,24 +277,11 @@ def _params(torch, where, mod, names):
     return out
 
 
-def from_torch(module, input_shape=None, threads=0):
-    """A dptrain.Model equivalent to the PyTorch `module`, with its parameters (float32 copies).
-
-    module: an nn.Sequential of supported modules (see SUPPORTED; nested Sequentials are
-    flattened), or a DptrainNet (to_torch()'s module, residual groups included).
-    input_shape: (C, H, W) of one example for image inputs ([n, C, H, W] in PyTorch), (D,)
-    or D for flat ones ([n, D]); optional for a DptrainNet (its own input shape).
-    threads: the Model's inference threads (0 = all cores).
-
-    The spec is built with the library's model builder, so m.spec is canonical; a DptrainNet
-    whose .spec describes the same layers keeps that spec ("mnist_cnn" stays "mnist_cnn"), so
-    Model -> to_torch -> from_torch gives back the same spec and parameters bit for bit.
-    Raises UnsupportedError (a ValueError) for a module or setting dptrain cannot represent,
-    InvalidArgumentError for a size that does not fit the shape reaching it (both name the
-    submodule's path), TypeError when `module` is not an nn.Module."""
+def module_to_model(model_cls, module, input_shape=None, threads=0):
+    """dptrain.from_torch and Model.from_torch (documented there): the `model_cls`
+    (dptrain.Model, or a subclass) equivalent to the PyTorch `module`."""
     torch = _torch()
     nn = torch.nn
-    from .model import Model
     if not isinstance(module, nn.Module):
         raise TypeError("from_torch: module must be a torch.nn.Module, got %s" % type(module).__name__)
     Net = _net_class()
@@ -341,10 +332,10 @@ def from_torch(module, input_shape=None, threads=0):
                 raise type(e)("residual group %s..%s: %s" % (leaves[starts[i]][0], path, e), e.status,
                               e.status_name) from None
     spec = _L._builder_spec(b)
-    m = Model._from_spec(spec, threads=threads)
+    m = model_cls._from_spec(spec, threads=threads)
     if native and isinstance(module.spec, str) and module.spec and module.spec != spec:
         try:
-            own = Model._from_spec(module.spec, threads=threads)
+            own = model_cls._from_spec(module.spec, threads=threads)
         except DptrainError:
             own = None
         if own is not None and own.layers() == m.layers():
