@@ -106,9 +106,10 @@ int dpt_cmd_account_kl(int argc, char **argv) {
         }
         cJSON_AddStringToObject(j, "note", note);
         char *s = cJSON_PrintUnformatted(j);
-        if (s) printf("%s\n", s);
-        cJSON_free(s);
         cJSON_Delete(j);
+        if (!s) return cli_failf("--json: out of memory"); /* not silence and success */
+        printf("%s\n", s);
+        cJSON_free(s);
         return 0;
     }
     printf("note            %s\n", note);

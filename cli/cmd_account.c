@@ -45,13 +45,15 @@ static int parse_pos_u64(const char *flag, const char *s, uint64_t *out) {
     return 0;
 }
 
-static void print_json(cJSON *o) {
+/* Prints o as one line and frees it: 0, or exit status 1 when it cannot be printed (out
+ * of memory), rather than printing nothing and succeeding. */
+static int print_json(cJSON *o) {
     char *s = cJSON_PrintUnformatted(o);
-    if (s) {
-        printf("%s\n", s);
-        cJSON_free(s);
-    }
     cJSON_Delete(o);
+    if (!s) return cli_failf("--json: out of memory");
+    printf("%s\n", s);
+    cJSON_free(s);
+    return 0;
 }
 
 /* ==== --ledger ==== */
@@ -149,7 +151,11 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
             cli_json_number(o, "epsilon_pld", e_pld);
         else
             cJSON_AddNullToObject(o, "epsilon_pld");
-        print_json(o);
+        int jrc = print_json(o);
+        if (jrc) {
+            dpt_ledger_free(l);
+            return jrc;
+        }
     } else {
         printf("ledger          %s\n", path);
         if (run) printf("run id          %s\n", run);
@@ -214,8 +220,7 @@ static int account_dpulr(const acct_result *r, uint64_t N, const char *s_nb, dpt
         cli_json_number(o, "sgm_term_at_best_order", sgm);
         cli_json_number(o, "order", best);
         cli_json_number(o, "ratio_at_order_1_1", r11 / s11);
-        print_json(o);
-        return 0;
+        return print_json(o);
     }
     printf("accountant      DP-ULR: Poisson sampling with rejection + sampled Gaussian (RDP)\n");
     printf("sample rate q   %.6g   (dataset size N %llu, expected batch %.1f)\n", r->q, (unsigned long long)N,
@@ -412,8 +417,7 @@ int dpt_cmd_account(int argc, char **argv) {
             cli_json_number(o, "target_epsilon", r.target);
             cli_json_number(o, "tolerance", tol);
         }
-        print_json(o);
-        return 0;
+        return print_json(o);
     }
     printf("accountant      %s\n", acct == DPT_ACCT_RDP
                                        ? (conv == DPT_CONV_BALLE ? "RDP (Balle et al. 2020 conversion)"

@@ -59,7 +59,8 @@ static void layer_tensors(const dpt_model *m, const dpt_layer *L, char *buf, siz
     }
 }
 
-static void print_model(const dpt_model *m, const char *named, int json) {
+/* 0, or the exit status after a message (out of memory building the JSON) */
+static int print_model(const dpt_model *m, const char *named, int json) {
     char a[32], b[64], ts[256];
     cJSON *root = cJSON_CreateObject(), *layers = cJSON_AddArrayToObject(root, "layers");
     cJSON_AddStringToObject(root, "model", named);
@@ -105,14 +106,17 @@ static void print_model(const dpt_model *m, const char *named, int json) {
         printf("%4zu  %-12s %-10s %-14s %10s%s%s%s\n", l, L->name, dpt_layer_kind_name(L->kind), b,
                L->n_params ? thousands(L->n_params, a) : "-", ts[0] || extra[0] ? "  " : "", ts, extra);
     }
+    int rc = 0;
     if (json) {
         char *s = cJSON_PrintUnformatted(root);
         if (s) printf("%s\n", s);
+        else rc = cli_failf("--json: out of memory");
         free(s);
     } else {
         printf("\nlayers with parameters (dptrain train --freeze takes these names): %s\n", frozen_names);
     }
     cJSON_Delete(root);
+    return rc;
 }
 
 int dpt_cmd_model(int argc, char **argv) {
@@ -134,9 +138,9 @@ int dpt_cmd_model(int argc, char **argv) {
         dpt_model *m = NULL;
         dpt_status ms = dpt_model_new(spec, 1, 1, &m);
         if (ms != DPT_OK) return cli_refuse(ms, "--model");
-        print_model(m, spec, json);
+        rc = print_model(m, spec, json);
         dpt_model_free(m);
-        return 0;
+        return rc;
     }
     /* a run directory: its checkpoint */
     char path[1100];
@@ -147,7 +151,7 @@ int dpt_cmd_model(int argc, char **argv) {
     dpt_checkpoint *ck = NULL;
     dpt_status cs = dpt_checkpoint_open(path, 1, &ck);
     if (cs != DPT_OK) return cli_refuse(cs, "--checkpoint");
-    print_model(dpt_checkpoint_model(ck), dpt_checkpoint_spec(ck), json);
+    rc = print_model(dpt_checkpoint_model(ck), dpt_checkpoint_spec(ck), json);
     dpt_checkpoint_close(ck);
-    return 0;
+    return rc;
 }

@@ -872,8 +872,21 @@ static void test_backward_to(void) {
     dpt_model_free(m);
 }
 
+/* A model larger than the machine's memory is refused before anything is allocated (the
+ * estimate: parameters, gradient, activations), naming what it would need. */
+static void test_too_large(void) {
+    dpt_model *m = (dpt_model *)1;
+    double t0 = dpt_now();
+    CHECK_STATUS(dpt_model_new("mlp:4-16777216-16777216-3", 1, 1, &m), DPT_ENOMEM);
+    CHECK_ERR_HAS("model 'mlp:4-16777216-16777216-3' needs at least 2.25e+06 GB (281475127705603 parameters");
+    CHECK_ERR_HAS("more than this machine's");
+    CHECK(m == NULL);
+    CHECK(dpt_now() - t0 < 1.0); /* nothing was reserved and touched */
+}
+
 int main(void) {
     CHECK_OK(dpt_rng_init(&rng, 1234, DPT_STREAM_AUX));
+    test_too_large();
     test_backward_to();
     test_linear(1);
     test_linear(0);

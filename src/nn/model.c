@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 /* ==== construction ==== */
@@ -156,6 +157,20 @@ dpt_status dpt_model_new(const char *spec, size_t max_batch, int threads, dpt_mo
         if (need > max_scratch) max_scratch = need;
     }
     m->n_params = P;
+    /* What the buffers below take together, against the machine's memory: a model that
+     * cannot fit is refused here, before gigabytes are reserved and then touched (Linux
+     * overcommits: the process would be killed by the OOM killer, not get an error). */
+    double floats = 2.0 * (double)P + (double)max_scratch + 2.0 * (double)max_batch * (double)max_dim;
+    for (size_t l = 0; l <= m->n_layers; l++)
+        floats += 2.0 * (double)max_batch * (double)(l == 0 ? m->in_dim : m->layers[l - 1].out_dim);
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    const double have = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+    if (have > 0 && 4.0 * floats > have) {
+        st = dpt_set_error(DPT_ENOMEM, "model '%s' needs at least %.3g GB (%zu parameters, their gradient and the "
+                           "activations of a batch of %zu), more than this machine's %.3g GB of memory",
+                           spec, 4.0 * floats / 1e9, P, max_batch, have / 1e9);
+        goto fail;
+    }
     m->theta = dpt_alloc(P, sizeof(float), "model parameters");
     m->grad = dpt_alloc(P, sizeof(float), "model gradient");
     m->scratch = alloc_batch(1, max_scratch, "layer scratch");

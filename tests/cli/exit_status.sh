@@ -42,10 +42,10 @@ status 2 "--resume: " "$BIN" "${TR[@]}" "${DP[@]}" --sigma 2 --max-steps 2 --out
 status 1 "diverged" "$BIN" "${TR[@]}" --algo dpsgd --sigma 1 --batch-size 30 --optimizer sgd --lr 1e30 --out "$T/r4"
 # out of memory refuses nothing the command line gave: 1, also where the library's status
 # passes through cli_refuse. --secure builds the model before the trainer (the accounted
-# multiplier depends on its parameter count); its 2^48 parameters (1.1 PB of floats)
-# exceed any address space: the allocation fails at once on any machine (under ASan too,
-# told to return NULL); the buffers allocated before it are ~200 MB
-status 1 "--model: .*cannot allocate" env ASAN_OPTIONS="${ASAN_OPTIONS:-}:allocator_may_return_null=1" \
+# multiplier depends on its parameter count); its 2^48 parameters (1.1 PB of floats) are
+# more than any machine's memory: dpt_model_new refuses it before allocating (ASan is
+# told to return NULL should an allocation be tried anyway)
+status 1 "--model: .*needs at least 2.25e+06 GB" env ASAN_OPTIONS="${ASAN_OPTIONS:-}:allocator_may_return_null=1" \
   "$BIN" "${TR[@]}" "${DP[@]}" --sigma 1 --secure --model mlp:4-16777216-16777216-3 --out "$T/r5" # was 2
 
 # eval: the checkpoint, the ledger beside it, the test data it records
