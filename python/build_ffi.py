@@ -325,6 +325,7 @@ const char *dpt_trainer_initial_params(const dpt_trainer *t);
 
 # Frozen layers (dpt_train_config.freeze): declared only when the headers have them.
 CDEF_FREEZE_FUNCS = r"""
+const char *dpt_layer_kind_name(dpt_layer_kind kind);
 dpt_status dpt_model_freeze_parse(const dpt_model *m, const char *spec, unsigned char *frozen, size_t *trained);
 const char *dpt_trainer_frozen(const dpt_trainer *t, size_t *trained);
 """

@@ -57,6 +57,7 @@ class Model:
         # parameters ("" or None: it started from a random initialization)
         self.initial_params = initial_params or None
         self.path = path  # the checkpoint file it was loaded from (absolute), or None
+        self._blank = False  # Model.from_spec: all parameters 0 until set_parameters
 
     # ---- construction ----
     @classmethod
@@ -203,6 +204,7 @@ class Model:
             staged.append((off, size, a))
         for off, size, a in staged:
             theta[off:off + size] = a.ravel()
+        self._blank = False
 
     # ---- inference ----
     def _layer_index(self, layer):
@@ -286,6 +288,47 @@ class Model:
 
     def __repr__(self):
         return "Model(%r, %d parameters)" % (self.spec, self.n_params)
+
+    @classmethod
+    def from_spec(cls, spec, threads=0):
+        """A Model of `spec` ("mnist_cnn", "mlp:784-128-10:relu", ...) with all parameters 0:
+        to look at its layers (summary(), layers(), parameters() names) before training, or
+        to fill with set_parameters. dptrain.train(model=spec) initializes its own."""
+        if not isinstance(spec, str):
+            raise TypeError("spec must be a str, got %r" % (spec,))
+        m = cls._from_spec(spec, threads=threads, source="Model.from_spec(%r) with set_parameters" % spec)
+        m._blank = True
+        return m
+
+    def summary(self):
+        """The layers as a table (str): index, name (what train(freeze=) takes and the prefix
+        of the parameter names), kind, output shape, parameters and tensors; as the CLI's
+        `dptrain model`."""
+        tensors = {}
+        for name, shape, _, size in self._tensors():
+            tensors.setdefault(name.split(".")[0], []).append("%s %s" % (name, "x".join(str(s) for s in shape)))
+        shape_text = lambda s: str(s[2]) if s[0] == 1 and s[1] == 1 else "%d x %d x %d" % s
+        lines = ["model %s" % self.spec,
+                 "input %s (%d features), output %d, %s parameters" % (shape_text(self.input_shape), self.input_dim,
+                                                                       self.output_dim, format(self.n_params, ",")),
+                 "", "%4s  %-12s %-10s %-14s %10s  %s" % ("#", "layer", "kind", "output", "parameters", "tensors")]
+        trained = []
+        for i, L in enumerate(self.layers()):
+            n = int(self._m.layers[i].n_params)
+            if n:
+                trained.append(L["name"])
+            kind = ffi.string(lib.dpt_layer_kind_name(L["kind"])).decode() if hasattr(lib, "dpt_layer_kind_name") \
+                else str(L["kind"])
+            extra = ""
+            if L["residual_from"]:
+                s = L["residual_from"] - 1
+                extra = " (+ its input: a residual connection)" if s == i else " (+ the input of layer %d)" % s
+            lines.append(("%4d  %-12s %-10s %-14s %10s  %s%s" % (i, L["name"], kind, shape_text(L["out_shape"]),
+                                                                  format(n, ",") if n else "-",
+                                                                  ", ".join(tensors.get(L["name"], [])),
+                                                                  extra)).rstrip())
+        lines += ["", "layers with parameters (train(freeze=...) takes these names): %s" % ", ".join(trained)]
+        return "\n".join(lines)
 
 
 def from_torch(module, input_shape=None, threads=0):

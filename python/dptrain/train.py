@@ -907,6 +907,10 @@ def train(x, y, **kwargs):
     model = kw["model"]
     start = None  # the starting parameters' source (Model or init_params), for a fresh run
     if isinstance(model, Model):
+        if getattr(model, "_blank", False):
+            raise ValueError("model: a Model.from_spec(%r) has all parameters 0 (it is for looking at the layers): "
+                             "give its spec, model=%r, to train from a random initialization, or set_parameters "
+                             "first" % (model.spec, model.spec))
         spec, start = model.spec, model
     elif isinstance(model, str):
         spec = model
