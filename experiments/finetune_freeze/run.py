@@ -105,7 +105,7 @@ def main(argv):
                     frozen = sum(v.size for k, v in r.model.parameters().items() if k.split(".")[0] in (freeze or []))
                     rows.append(dict(seed=seed, public_examples=n_pub, public_accuracy="%.2f" % pub_acc,
                                      target_epsilon=eps, epsilon="%.4f" % r.epsilon, variant=name,
-                                     frozen=",".join(freeze or []) or "none", trained_params=total - frozen,
+                                     frozen="+".join(freeze or []) or "none", trained_params=total - frozen,
                                      final_accuracy="%.2f" % final, best_accuracy="%.2f" % best,
                                      train_seconds="%.1f" % wall))
                     print("seed %d public %d epsilon %.3f %-6s final %.2f%% best %.2f%%" % (
@@ -138,16 +138,28 @@ def plot(out, publics, variants):
     if not shutil.which("gnuplot"):
         print("gnuplot not found: no plot", file=sys.stderr)
         return
-    s = os.path.join(out, "summary.csv")
+    # one data block per (public size, variant): epsilon, mean, sd, so each variant is a line
+    with open(os.path.join(out, "summary.csv")) as f:
+        summary = list(csv.DictReader(f))
+    dat = os.path.join(out, "accuracy.dat")
+    with open(dat, "w") as f:
+        for n_pub in publics:
+            for name, _ in variants:
+                for r in summary:
+                    if int(r["public_examples"]) == n_pub and r["variant"] == name:
+                        f.write("%s %s %s\n" % (r["target_epsilon"], r["final_mean"],
+                                                 "0" if r["final_sd"] == "nan" else r["final_sd"]))
+                f.write("\n\n")
     gp = ["set terminal pngcairo size %d,450" % (520 * len(publics)), "set output '%s'" % os.path.join(out, "accuracy.png"),
-          "set datafile separator ','", "set key bottom right", "set xlabel 'epsilon (delta 1e-5)'",
-          "set ylabel 'test accuracy after 5 epochs (%, mean +- sd over seeds)'", "set logscale x", "set grid",
+          "set key bottom right", "set xlabel 'target epsilon (delta 1e-5)'",
+          "set ylabel 'test accuracy (%), mean +- sd of the seeds'", "set logscale x", "set grid",
           "set multiplot layout 1,%d" % len(publics)]
-    for n_pub in publics:
-        gp.append("set title 'DP-SGD fine-tuning, public model from %d examples'" % n_pub)
+    for i, n_pub in enumerate(publics):
+        gp.append("set title 'DP-SGD fine-tuning from a model of %d public examples'" % n_pub)
         gp.append("plot " + ", ".join(
-            "'%s' using ((strcol(1) eq '%d' && strcol(3) eq '%s') ? $2 : NaN):5:6 with yerrorlines title '%s'"
-            % (s, n_pub, name, name if name != "public" else "public (all layers)") for name, _ in variants))
+            "'%s' index %d using 1:2:3 with yerrorlines title '%s'"
+            % (dat, i * len(variants) + k, name if name != "public" else "public (all layers)")
+            for k, (name, _) in enumerate(variants)))
     gp.append("unset multiplot")
     path = os.path.join(out, "accuracy.gp")
     with open(path, "w") as f:
