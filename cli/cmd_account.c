@@ -432,7 +432,15 @@ int dpt_cmd_account(int argc, char **argv) {
     printf("delta           %g\n", r.delta);
     printf("epsilon         %.4f\n", r.eps);
     if (!isfinite(r.eps)) {
-        printf("note: no finite epsilon: sigma %g is too small for a guarantee\n", r.sigma);
+        /* the PLD grid puts every loss beyond its range at +infinity (a pessimistic
+         * discretization): over many steps that mass alone can exceed delta, while the
+         * RDP bound stays finite */
+        if (acct == DPT_ACCT_PLD)
+            printf("note: no finite epsilon from the PLD accountant: over %llu steps the probability of a privacy "
+                   "loss beyond its grid (counted as infinite) exceeds delta %g; --accountant rdp gives a finite, "
+                   "looser bound\n", (unsigned long long)r.steps, r.delta);
+        else
+            printf("note: no finite epsilon: sigma %g is too small for a guarantee\n", r.sigma);
         return 0;
     }
     if (acct == DPT_ACCT_RDP) printf("best order      %g\n", r.order);

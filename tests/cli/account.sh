@@ -137,5 +137,10 @@ assert d["epsilon_pld"] < d["epsilon_rdp"]
 ' "$out" "$direct" "$direct_pld"
 check "ledger table shows both" bash -c "'$BIN' account --ledger '$tmp/run.json' | grep -q 'epsilon (PLD)'"
 
+# PLD over 10^12 steps: the loss mass beyond its grid exceeds delta, so no finite epsilon, and
+# the note says why (it blamed sigma); RDP bounds the same run
+check "PLD at 10^12 steps: inf with the PLD note" bash -c "'$BIN' account --sample-rate 0.01 --sigma 1 --steps 1000000000000 --accountant pld | grep -q 'no finite epsilon from the PLD accountant: over 1000000000000 steps'"
+check "RDP at 10^12 steps: finite" bash -c "'$BIN' account --sample-rate 0.01 --sigma 1 --steps 1000000000000 --accountant rdp | grep -qE '^epsilon  *[0-9]'"
+
 if [ $fail -ne 0 ]; then echo "account.sh: FAILED"; exit 1; fi
 echo "account.sh: all checks passed"
