@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""docs/dpulr.md's Section 4.3 text on the DP-ULR runs of sessions 31-35 on CIFAR-10, filled in
+"""docs/dpulr.md's Section 4.3 text on the DP-ULR runs of sessions 31-36 on CIFAR-10, filled in
 from the CSVs the runs and the probe wrote, so that no number of our runs in it is typed by hand.
 Five parts of the doc (PARTS), each from the line starting with its first words up to the line
 starting with the next marker (blank lines before it stay); their prose and md_tables.py markers
@@ -14,7 +14,7 @@ leaves them to `md_tables.py check`):
   "**The paper's other captions"       q 1/25 with sigma0 8 and 4
   "- Section 4.3: DP-ULR to its plateau"  the item of "Not run (compute)"
 
-Read from results/: dpulr_base.csv, dpulr_q25.csv (run.sh --collect of sessions 31-35),
+Read from results/: dpulr_base.csv, dpulr_q25.csv (run.sh --collect of sessions 31-36),
 dpulr_long.csv (session 28), dpulr_results.csv (issue 10), results.csv (DP-SGD),
 signal_summary.csv (signal.sh) and trace20_explicit.csv (the traced steps). Fixed text here is
 what the CSVs do not hold: which build ran which steps, the run settings, and the runs' history.
@@ -43,12 +43,13 @@ Q25 = ["dpulr-q25-s8+base", "dpulr-q25-s4+base"]
 Q25_OLD = ["dpulr-q25-s8", "dpulr-q25-s4"]  # issue 10's runs (dpulr_results.csv)
 DPSGD = ["dpsgd", "dpsgd+seed2", "dpsgd+seed3"]
 # the step of each baseline seed from which the f4a3ac4 build ran it, and from which sessions 33,
-# 34 and 35 ran it (the command file has each resume; None: not resumed in that session);
+# 34, 35 and 36 ran it (the command file has each resume; None: not resumed in that session);
 # K16_S34: the K = 16 run's step at session 34
 F4_FROM = [1924, 1933, 251]
 S33_FROM = [3450, 3500, 1800]
 S34_FROM = [5000, 5050, 3350]
 S35_FROM = [7050, 6850, None]
+S36_FROM = [8050, 7850, None]
 K16_S34 = 500
 # the settings of run.sh's rows (not results): DP-SGD q and sigma, DP-ULR q and sigma0
 Q_SGD, SIGMA_SGD, Q_ULR, SIGMA0 = 0.00128, 1.0, 0.02, 5.0
@@ -121,7 +122,8 @@ def misses_text(runs):
         m = old_rule_miss(b)
         if m:
             n, e, a, f, e_max, a_max = m
-            first = "a new best %d epochs later" % (f - n) if f == e_max else "new bests from %d epochs later on" % (f - n)
+            later = "%d epoch%s later" % (f - n, "" if f - n == 1 else "s")
+            first = "a new best " + later if f == e_max else "new bests from %s on" % later
             out.append("%s had stopped at epoch %d (best %.2f%% at %d) and then reached %.2f%% at %d (%+.2f points, %s)"
                        % (name, n, a, e, a_max, e_max, a_max - a, first))
     return out
@@ -186,7 +188,8 @@ def render(results):
     sec32 = sorted(x for b, f, l in zip(S, F4_FROM, S33_FROM) for x in seconds_per_epoch(b, f, l))
     sec33 = sorted(x for b, f, l in zip(S, S33_FROM, S34_FROM) for x in seconds_per_epoch(b, f, l))
     sec34 = sorted(x for b, f, l in zip(S, S34_FROM, S35_FROM) for x in seconds_per_epoch(b, f, l))
-    sec35 = sorted(x for b, f in zip(S, S35_FROM) if f is not None for x in seconds_per_epoch(b, f))
+    sec35 = sorted(x for b, f, l in zip(S, S35_FROM, S36_FROM) if f is not None for x in seconds_per_epoch(b, f, l))
+    sec36 = sorted(x for b, f in zip(S, S36_FROM) if f is not None for x in seconds_per_epoch(b, f))
     sec_k = sorted(seconds_per_epoch(K, 0, K16_S34))
     if not sec32 or not sec33 or not sec_k:
         raise ProseError("no whole epoch of session 32 or 33 in %s" % base)
@@ -197,11 +200,14 @@ def render(results):
     s35 = (f"; median {st.median(sec35):.0f} s ({sec35[0]:.0f}-{sec35[-1]:.0f} s over {len(sec35)} epochs) in session 35,"
            " seeds 1 and 2 with four other runs, all at the lowest priority, while the session's builds, tests and"
            " helper agents took the cores much of the time" if sec35 else "")
-    unresumed = [i + 1 for i, f in enumerate(S35_FROM) if f is None]
+    s35 += (f"; median {st.median(sec36):.0f} s ({sec36[0]:.0f}-{sec36[-1]:.0f} s over {len(sec36)} epochs) in session 36,"
+            " the same six runs (K = 16 at a higher priority, autogroup nice 5, from about 08:25 UTC) beside the session's"
+            " builds, test runs, a fine-tuning experiment and a helper" if sec36 else "")
+    unresumed = [i + 1 for i, f in enumerate(S35_FROM) if f is None and S36_FROM[i] is None]
     if unresumed:
         u = S[unresumed[0] - 1]
         (ua, ue), un = best(u), max(u)
-        s35 += (f"; seed {unresumed[0]} was not resumed in session 35: at epoch {un} it had stopped rising by the"
+        s35 += (f"; seed {unresumed[0]} was not resumed in sessions 35 and 36: at epoch {un} it had stopped rising by the"
                 f" rule below with either window ({OLD_WINDOW} or {PLATEAU_WINDOW} epochs; best {ua:.2f}% at epoch"
                 f" {ue}, {un - ue} epochs back)" if stopped(u) and
                 md_tables.plateau({e: v["acc"] for e, v in u.items()}, OLD_WINDOW)[2] else "")
@@ -231,7 +237,7 @@ def render(results):
     B = "experiments/cifar10_resnet5/results/"
     parts = []
 
-    parts.append(f"""**The baseline alone, sessions 31-35** (`results/dpulr_base.csv`, written by `run.sh
+    parts.append(f"""**The baseline alone, sessions 31-36** (`results/dpulr_base.csv`, written by `run.sh
 --collect` from the runs' metrics; commands and the build of every start and resume in
 `results/dpulr_base_command.txt`; the text of this part and of the three after it is filled in
 from the CSVs by `experiments/cifar10_resnet5/prose.py`, checked in CI): Table 1's
@@ -278,7 +284,7 @@ The three seeds of the baseline alone up to the last epoch all of them reached:
     ck, dk = ahead(K, s1)
     top3 = [K[e]["acc"] - max(b[e]["acc"] for b in S) for e in ck if all(e in b for b in S)]
     sec_s1 = sorted(seconds_per_epoch(s1, S33_FROM[0], S34_FROM[0]))
-    parts.append(f"""**More perturbations per example (K = 16), sessions 33-35** (`COPIES=16 NOISE=baseline SEED=1
+    parts.append(f"""**More perturbations per example (K = 16), sessions 33-36** (`COPIES=16 NOISE=baseline SEED=1
 run.sh --epochs 200 --rows {K16}`, rows in `results/dpulr_base.csv`): the baseline alone
 as above with K = 16 instead of 4, seed 1 (so the same initialization as the K = 4 seed 1),
 same q, sigma0 and so the same epsilon per epoch; each step runs the rest of the network
@@ -369,11 +375,11 @@ draws of the perturbations; "along the true gradient" is that mean's component a
             cmp_at.append("%s %.2f%% (epoch %d, epsilon %.3f)" % (name, b[e]["acc"], e, b[e]["eps"]))
     old = [[(e, b[e]["acc"] - o[e]["acc"]) for e in sorted(o) if e in b] for b, o in zip(Q, QO)]
     eps_list = lambda b: ",".join(str(e) for e in sorted(b) if e in (1, 2, 4) or e % 5 == 0 or e == max(b))
-    parts.append(f"""**The paper's other captions (q 1/25, sigma0 8 and 4), sessions 33-35** (`NOISE=baseline SEED=1
+    parts.append(f"""**The paper's other captions (q 1/25, sigma0 8 and 4), sessions 33-36** (`NOISE=baseline SEED=1
 run.sh --epochs 200 --rows {Q25[0]},{Q25[1]}`, two runs; `results/dpulr_q25.csv`, commands
 in `results/dpulr_q25_command.txt`; 25 steps of expected batch 2000 per epoch, the baseline
 alone, K = 4, Adam lr 0.001, seed 1, f4a3ac4, seven runs sharing the 2 cores, these two at the lowest
-priority in session 34; six runs at the lowest priority in session 35). Issue 10 ran
+priority in session 34; six runs at the lowest priority in sessions 35 and 36). Issue 10 ran
 these captions 4 epochs each with antithetic pairs and fitted normalization
 (`dpulr_results.csv`); these runs are ahead of them in {sum(d > 0 for o in old for _, d in o)} of {sum(len(o) for o in old)} of those epochs
 ({min(d for o in old for _, d in o):+.2f} to {max(d for o in old for _, d in o):+.2f} points).
