@@ -947,7 +947,7 @@ def train(x, y, **kwargs):
             raise NotImplementedError("this libdptrain cannot freeze layers (rebuild the package against a newer "
                                       "library)")
         freeze = _freeze_spec(kw["freeze"])
-    n_noised = _n_trained(spec, freeze) if freeze else None  # checked before the data are copied
+    n_noised = _n_trained(spec, freeze) if freeze else None  # checked before the C dataset is built
 
     # ---- run configuration (cmd_train.c) ----
     cfg = ffi.new("dpt_train_config *", lib.dpt_train_config_defaults())
