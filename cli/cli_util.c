@@ -344,6 +344,18 @@ const char *cli_given(int argc, char **argv, int first, const cli_option *opts) 
 
 int cli_stderr_is_tty(void) { return isatty(STDERR_FILENO); }
 
+int cli_checkpoint_file(const char *flag, const char *path, char *out, size_t n) {
+    struct stat st;
+    if (!*path) return cli_error("%s: empty path", flag);
+    if (stat(path, &st) != 0) return cli_error("%s %s: %s", flag, path, strerror(errno));
+    const int dir = S_ISDIR(st.st_mode);
+    int w = snprintf(out, n, dir ? "%s/checkpoint.safetensors" : "%s", path);
+    if (w < 0 || (size_t)w >= n) return cli_error("%s: path too long", flag);
+    if (dir && stat(out, &st) != 0)
+        return cli_error("%s %s: a directory without a checkpoint.safetensors (%s)", flag, path, strerror(errno));
+    return 0;
+}
+
 void cli_text_clean(char *s) {
     for (size_t k; *s; s += k)
         if (!(k = dpt_text_char_len(s))) *s = '?', k = 1;

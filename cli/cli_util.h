@@ -64,6 +64,10 @@ void cli_print_help(const cli_option *opts, const char *usage);
 /* Name of the first option of `opts` that appears in argv[first..argc), or NULL. */
 const char *cli_given(int argc, char **argv, int first, const cli_option *opts);
 
+/* The checkpoint file a flag names: `path` itself, or path/checkpoint.safetensors for a run
+ * directory, into out[n]: 0, or exit status 2 after a message naming `flag` (a path that
+ * does not exist, a directory without a checkpoint, a path too long). */
+int cli_checkpoint_file(const char *flag, const char *path, char *out, size_t n);
 /* s as one line of UTF-8 text, in place: every byte outside a well-formed, printable
  * character (dpt_text_char_len) becomes '?' (a path or a file may hold any bytes); the
  * length is kept. */

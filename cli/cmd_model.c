@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli_util.h"
 #include "commands.h"
@@ -142,12 +141,8 @@ int dpt_cmd_model(int argc, char **argv) {
         dpt_model_free(m);
         return rc;
     }
-    /* a run directory: its checkpoint */
     char path[1100];
-    struct stat st;
-    const int dir = stat(ckpt, &st) == 0 && S_ISDIR(st.st_mode);
-    if (snprintf(path, sizeof path, dir ? "%s/checkpoint.safetensors" : "%s", ckpt) >= (int)sizeof path)
-        return cli_error("--checkpoint: the path is too long");
+    if ((rc = cli_checkpoint_file("--checkpoint", ckpt, path, sizeof path)) != 0) return rc;
     dpt_checkpoint *ck = NULL;
     dpt_status cs = dpt_checkpoint_open(path, 1, &ck);
     if (cs != DPT_OK) return cli_refuse(cs, "--checkpoint");

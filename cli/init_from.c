@@ -2,14 +2,12 @@
 #include "init_from.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli_util.h"
 #include "presets.h"
@@ -93,20 +91,14 @@ int cli_init_from_open(cli_init_from *f, const char *path, int resume, int overw
     memset(f, 0, sizeof *f);
     f->path = path;
     if (resume) return cli_error("--init-from: not with --resume (a resumed run continues from its own checkpoint)");
-    if (!*path) return cli_error("--init-from: empty path");
-    struct stat st;
-    if (stat(path, &st) != 0) return cli_error("--init-from %s: %s", path, strerror(errno));
-    int n = S_ISDIR(st.st_mode) ? snprintf(f->file, sizeof f->file, "%s/checkpoint.safetensors", path)
-                                : snprintf(f->file, sizeof f->file, "%s", path);
-    if (n < 0 || (size_t)n >= sizeof f->file) return cli_error("--init-from: path too long");
-    if (S_ISDIR(st.st_mode) && stat(f->file, &st) != 0)
-        return cli_error("--init-from %s: a directory without a checkpoint.safetensors (%s)", path, strerror(errno));
+    int rc = cli_checkpoint_file("--init-from", path, f->file, sizeof f->file);
+    if (rc) return rc;
     if (overwrite && same_dir(f->file, out))
         return cli_error("--init-from %s is in --out %s, which --overwrite would empty (the checkpoint and its "
                          "ledger would be lost): write the new run to another directory", path, out);
     dpt_status cs = dpt_checkpoint_open(f->file, 1, &f->ck);
     if (cs != DPT_OK) return cli_refuse(cs, "--init-from");
-    int rc = finite_params(f);
+    rc = finite_params(f);
     if (!rc) rc = describe(f, f->source, sizeof f->source);
     f->has_pca = has_recorded_pca(f->ck);
     return rc;
