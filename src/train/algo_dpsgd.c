@@ -237,12 +237,7 @@ static dpt_status accumulate_ref(dpsgd_state *s, dpt_trainer *t, const float *x,
         ls += part;
         /* g_i = per-example gradient rows [n, P]; a frozen layer's columns are 0 */
         if (t->frozen) memset(s->pe, 0, n * P * sizeof *s->pe);
-        for (size_t l = 0; l < m->n_layers; l++) {
-            const dpt_layer *L = &m->layers[l];
-            if (dpt_train_layer_trains(t, l))
-                DPT_TRY(L->ops->backward_params(L, m->act[l], m->dact[l + 1], n, DPT_GRAD_PER_EXAMPLE, NULL,
-                                                s->pe + L->param_offset, P, 0));
-        }
+        DPT_TRY(dpt_train_param_grad(t, n, DPT_GRAD_PER_EXAMPLE, s->pe, P, 0));
         if (s->cfg.clip_mode == DPT_CLIP_FLAT) {
             DPT_TRY(dpt_privacy_clip_rows_ref(s->pe, n, P, P, s->cfg.clip, NULL));
         } else {

@@ -25,14 +25,7 @@ static dpt_status sgd_accumulate(dpt_algo *a, dpt_trainer *t, const float *x, co
     sgd_state *s = a->state;
     dpt_model *m = t->model;
     DPT_TRY(dpt_train_forward_backward(t, &s->buf, x, y, bc, (float)s->inv_b, loss_sum));
-    if (!t->frozen) return dpt_model_param_grad(m, bc, DPT_GRAD_SUM, NULL, m->grad, 0, 1);
-    for (size_t l = 0; l < m->n_layers; l++) { /* the trained layers only (no cotangents below them) */
-        const dpt_layer *L = &m->layers[l];
-        if (dpt_train_layer_trains(t, l))
-            DPT_TRY(L->ops->backward_params(L, m->act[l], m->dact[l + 1], bc, DPT_GRAD_SUM, NULL,
-                                            m->grad + L->param_offset, 0, 1));
-    }
-    return DPT_OK;
+    return dpt_train_param_grad(t, bc, DPT_GRAD_SUM, m->grad, 0, 1); /* trained layers only */
 }
 
 static dpt_status sgd_finish(dpt_algo *a, dpt_trainer *t, size_t batch) { return DPT_OK; }

@@ -42,6 +42,20 @@ dpt_status dpt_train_forward_backward(dpt_trainer *t, dpt_chunk_bufs *b, const f
     return dpt_model_backward_to(m, b->dout, bc, t->frozen ? t->first_trained + 1 : 1);
 }
 
+dpt_status dpt_train_param_grad(dpt_trainer *t, size_t bc, dpt_grad_mode mode, float *out, size_t ld,
+                                int accumulate) {
+    dpt_model *m = t->model;
+    DPT_ASSERT(mode == DPT_GRAD_SUM || mode == DPT_GRAD_PER_EXAMPLE);
+    if (!t->frozen) return dpt_model_param_grad(m, bc, mode, NULL, out, ld, accumulate);
+    for (size_t l = 0; l < m->n_layers; l++) {
+        const dpt_layer *L = &m->layers[l];
+        if (dpt_train_layer_trains(t, l))
+            DPT_TRY(L->ops->backward_params(L, m->act[l], m->dact[l + 1], bc, mode, NULL, out + L->param_offset, ld,
+                                            accumulate));
+    }
+    return DPT_OK;
+}
+
 dpt_status dpt_algo_record_sgm(dpt_algo *a, dpt_trainer *t, size_t batch) {
     (void)batch;
     DPT_ASSERT(t->ledger); /* created by dpt_trainer_new for every private algorithm */

@@ -209,9 +209,9 @@ static dpt_status freeze_setup(dpt_trainer *t, const char *spec) {
               t->algo->name);
     t->frozen = calloc(m->n_layers, 1);
     DPT_CHECK(t->frozen, DPT_ENOMEM, "frozen layers: out of memory");
-    DPT_TRY(dpt_error_context(dpt_model_freeze_parse(m, spec, t->frozen, NULL), "dpt_train_config.freeze"));
+    DPT_TRY(dpt_error_context(dpt_model_freeze_parse(m, spec, t->frozen, &t->n_trained), "dpt_train_config.freeze"));
     /* names in model order; trained slices, adjacent ones merged */
-    size_t len = 0, n_trained = 0, nr = 0, first = m->n_layers;
+    size_t len = 0, nr = 0, first = m->n_layers;
     t->train_ranges = calloc(2 * m->n_layers, sizeof *t->train_ranges);
     DPT_CHECK(t->train_ranges, DPT_ENOMEM, "frozen layers: out of memory");
     for (size_t l = 0; l < m->n_layers; l++) {
@@ -223,7 +223,6 @@ static dpt_status freeze_setup(dpt_trainer *t, const char *spec) {
             continue;
         }
         if (first == m->n_layers) first = l;
-        n_trained += L->n_params;
         if (nr && t->train_ranges[2 * nr - 1] == L->param_offset) t->train_ranges[2 * nr - 1] += L->n_params;
         else {
             t->train_ranges[2 * nr] = L->param_offset;
@@ -234,7 +233,6 @@ static dpt_status freeze_setup(dpt_trainer *t, const char *spec) {
     DPT_ASSERT(nr); /* dpt_model_freeze_parse refuses freezing every layer */
     t->n_train_ranges = nr;
     t->first_trained = first;
-    t->n_trained = n_trained;
     t->cfg.freeze = t->freeze_list;
     return DPT_OK;
 }

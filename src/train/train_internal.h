@@ -100,6 +100,13 @@ void dpt_chunk_bufs_free(dpt_chunk_bufs *b);
 dpt_status dpt_train_forward_backward(dpt_trainer *t, dpt_chunk_bufs *b, const float *x, const int32_t *y,
                                       size_t bc, float scale, double *loss_sum);
 
+/* dpt_model_param_grad for the modes whose output is a parameter-shaped slice per layer
+ * (DPT_GRAD_SUM, DPT_GRAD_PER_EXAMPLE with row stride ld) over the trained layers only:
+ * the frozen layers' slices of out are left as they are (their cotangents were not
+ * computed). */
+dpt_status dpt_train_param_grad(dpt_trainer *t, size_t bc, dpt_grad_mode mode, float *out, size_t ld,
+                                int accumulate);
+
 /* 1 when layer l has parameters and trains (is not frozen: dpt_train_config.freeze). */
 static inline int dpt_train_layer_trains(const dpt_trainer *t, size_t l) {
     return t->model->layers[l].n_params && !(t->frozen && t->frozen[l]);
