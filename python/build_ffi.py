@@ -323,9 +323,10 @@ dpt_status dpt_trainer_set_initial_params(dpt_trainer *t, const float *params, s
 const char *dpt_trainer_initial_params(const dpt_trainer *t);
 """
 
-# Frozen layers (dpt_train_config.freeze): declared only when the headers have them.
+# Frozen layers (dpt_train_config.freeze) and the layer table: declared only when the headers
+# have them.
 CDEF_FREEZE_FUNCS = r"""
-const char *dpt_layer_kind_name(dpt_layer_kind kind);
+size_t dpt_model_summary(const dpt_model *m, char *buf, size_t n);
 dpt_status dpt_model_freeze_parse(const dpt_model *m, const char *spec, unsigned char *frozen, size_t *trained);
 const char *dpt_trainer_frozen(const dpt_trainer *t, size_t *trained);
 """

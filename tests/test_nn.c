@@ -884,8 +884,29 @@ static void test_too_large(void) {
     CHECK(dpt_now() - t0 < 1.0); /* nothing was reserved and touched */
 }
 
+/* dpt_model_summary writes like snprintf: the length of the whole text from a NULL buffer,
+ * a NUL-terminated prefix into a short one, and the rows (tests/cli/model.sh checks the
+ * rows of mnist_cnn as `dptrain model` prints them). */
+static void test_summary(void) {
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new("cnn:2x3x3:conv3k2p1,relu,[conv3k3p1,relu],fc2", 1, 1, &m));
+    if (!m) return;
+    const size_t need = dpt_model_summary(m, NULL, 0);
+    char *full = malloc(need + 1), small[16];
+    CHECK(dpt_model_summary(m, full, need + 1) == need && strlen(full) == need);
+    CHECK(dpt_model_summary(m, small, sizeof small) == need && strlen(small) == sizeof small - 1 &&
+          !strncmp(small, full, sizeof small - 1));
+    CHECK(strstr(full, "input 2 x 3 x 3 (18 features), output 2, "));
+    CHECK(strstr(full, "   0  conv1        conv       3 x 4 x 4              27  conv1.weight 3x2x2x2, conv1.bias 3\n"));
+    CHECK(strstr(full, "   2  conv2        conv       3 x 4 x 4              84  conv2.weight 3x3x3x3, conv2.bias 3\n"));
+    CHECK(strstr(full, "   3  relu2        relu       3 x 4 x 4               -  (+ the input of layer 2)\n"));
+    free(full);
+    dpt_model_free(m);
+}
+
 int main(void) {
     CHECK_OK(dpt_rng_init(&rng, 1234, DPT_STREAM_AUX));
+    test_summary();
     test_too_large();
     test_backward_to();
     test_linear(1);

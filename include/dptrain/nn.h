@@ -271,6 +271,13 @@ size_t dpt_model_n_linear(const dpt_model *m); /* weight layers: Linear and Conv
  * receives 1 for the frozen layers; *trained (may be NULL) the parameters that still train.
  * dpt_train_config.freeze takes the same list. */
 dpt_status dpt_model_freeze_parse(const dpt_model *m, const char *spec, unsigned char *frozen, size_t *trained);
+/* The model's layers as text, one line each after a line of input / output sizes and a
+ * header: index, name (the prefix of its tensors' names), kind, output shape (C x H x W),
+ * parameters and tensors ("fc1.weight 10x784, fc1.bias 10"), and residual connections.
+ * Written like snprintf: at most n bytes into buf (NUL-terminated when n > 0; buf may be
+ * NULL with n 0); returns the length of the whole text, so a caller can size buf from a
+ * first call. `dptrain model` and Python's Model.summary() print it. */
+size_t dpt_model_summary(const dpt_model *m, char *buf, size_t n);
 
 /* act[0] = x [B, in_dim]; runs every layer; the output is act[n_layers] [B, out_dim].
  * B <= max_batch (larger batches are the caller's to chunk). */

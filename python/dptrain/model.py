@@ -302,33 +302,14 @@ class Model:
 
     def summary(self):
         """The layers as a table (str): index, name (what train(freeze=) takes and the prefix
-        of the parameter names), kind, output shape, parameters and tensors; as the CLI's
-        `dptrain model`."""
-        tensors = {}
-        for name, shape, _, size in self._tensors():
-            tensors.setdefault(name.split(".")[0], []).append("%s %s" % (name, "x".join(str(s) for s in shape)))
-        shape_text = lambda s: str(s[2]) if s[0] == 1 and s[1] == 1 else "%d x %d x %d" % s
-        lines = ["model %s" % self.spec,
-                 "input %s (%d features), output %d, %s parameters" % (shape_text(self.input_shape), self.input_dim,
-                                                                       self.output_dim, format(self.n_params, ",")),
-                 "", "%4s  %-12s %-10s %-14s %10s  %s" % ("#", "layer", "kind", "output", "parameters", "tensors")]
-        trained = []
-        for i, L in enumerate(self.layers()):
-            n = int(self._m.layers[i].n_params)
-            if n:
-                trained.append(L["name"])
-            kind = ffi.string(lib.dpt_layer_kind_name(L["kind"])).decode() if hasattr(lib, "dpt_layer_kind_name") \
-                else str(L["kind"])
-            extra = ""
-            if L["residual_from"]:
-                s = L["residual_from"] - 1
-                extra = " (+ its input: a residual connection)" if s == i else " (+ the input of layer %d)" % s
-            lines.append(("%4d  %-12s %-10s %-14s %10s  %s%s" % (i, L["name"], kind, shape_text(L["out_shape"]),
-                                                                  format(n, ",") if n else "-",
-                                                                  ", ".join(tensors.get(L["name"], [])),
-                                                                  extra)).rstrip())
-        lines += ["", "layers with parameters (train(freeze=...) takes these names): %s" % ", ".join(trained)]
-        return "\n".join(lines)
+        of the parameter names), kind, output shape, parameters and tensors; the library's
+        dpt_model_summary, as the CLI's `dptrain model` prints it."""
+        need = int(lib.dpt_model_summary(self._m, ffi.NULL, 0))
+        buf = ffi.new("char[]", need + 1)
+        lib.dpt_model_summary(self._m, buf, need + 1)
+        trained = [L["name"] for i, L in enumerate(self.layers()) if int(self._m.layers[i].n_params)]
+        return "model %s\n%s\nlayers with parameters (train(freeze=...) takes these names): %s" % (
+            self.spec, ffi.string(buf).decode(), ", ".join(trained))
 
 
 def from_torch(module, input_shape=None, threads=0):

@@ -4,6 +4,7 @@
  * kind of layer it is driving (convolutions plug in by providing their own ops). */
 #include "nn_internal.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -481,6 +482,72 @@ dpt_status dpt_model_freeze_parse(const dpt_model *m, const char *spec, unsigned
     if (s == DPT_OK && trained) *trained = n;
     if (!frozen) free(f);
     return s;
+}
+
+/* ==== The layer table (dpt_model_summary) ==== */
+
+typedef struct {
+    char *buf;
+    size_t n, len; /* len: what the whole text needs, even past n */
+} text_out;
+
+static void put(text_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(text_out *o, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(o->len < o->n ? o->buf + o->len : NULL, o->len < o->n ? o->n - o->len : 0, fmt, ap);
+    va_end(ap);
+    if (w > 0) o->len += (size_t)w;
+}
+
+/* "1,234,567" */
+static const char *thousands(size_t v, char buf[32]) {
+    char raw[32];
+    int n = snprintf(raw, sizeof raw, "%zu", v), o = 0;
+    for (int i = 0; i < n; i++) {
+        if (i && (n - i) % 3 == 0) buf[o++] = ',';
+        buf[o++] = raw[i];
+    }
+    buf[o] = 0;
+    return buf;
+}
+
+static void shape_text(const size_t *s, char *buf, size_t n) {
+    if (s[0] == 1 && s[1] == 1) snprintf(buf, n, "%zu", s[2]);
+    else snprintf(buf, n, "%zu x %zu x %zu", s[0], s[1], s[2]);
+}
+
+size_t dpt_model_summary(const dpt_model *m, char *buf, size_t n) {
+    text_out o = {buf, buf ? n : 0, 0};
+    if (o.n) buf[0] = 0;
+    if (!m) return 0;
+    char a[32], b[64];
+    shape_text(m->layers[0].in_shape, b, sizeof b);
+    put(&o, "input %s (%zu features), output %zu, %s parameters\n\n", b, m->in_dim, m->out_dim,
+        thousands(m->n_params, a));
+    put(&o, "%4s  %-12s %-10s %-14s %10s  %s\n", "#", "layer", "kind", "output", "parameters", "tensors");
+    for (size_t l = 0; l < m->n_layers; l++) {
+        const dpt_layer *L = &m->layers[l];
+        shape_text(L->out_shape, b, sizeof b);
+        put(&o, "%4zu  %-12s %-10s %-14s %10s", l, L->name, dpt_layer_kind_name(L->kind), b,
+            L->n_params ? thousands(L->n_params, a) : "-");
+        const char *sep = "  ";
+        dpt_param_tensor t;
+        for (size_t i = 0; i < dpt_model_n_tensors(m); i++) {
+            if (dpt_model_tensor(m, i, &t) != DPT_OK || t.offset < L->param_offset ||
+                t.offset >= L->param_offset + L->n_params)
+                continue;
+            put(&o, "%s%s ", sep, t.name);
+            for (int d = 0; d < t.ndim; d++) put(&o, "%s%zu", d ? "x" : "", t.shape[d]);
+            sep = ", ";
+        }
+        /* residual_from = s + 1: act[s], the input of layer s, is added to this output */
+        sep = sep[0] == ',' ? " " : "  ";
+        if (L->residual_from == l + 1) put(&o, "%s(+ its input: a residual connection)", sep);
+        else if (L->residual_from) put(&o, "%s(+ the input of layer %zu)", sep, L->residual_from - 1);
+        put(&o, "\n");
+    }
+    return o.len;
 }
 
 size_t dpt_model_n_param_layers(const dpt_model *m) {
