@@ -222,6 +222,7 @@ static void print_summary(const dpt_trainer *t, const dpt_epoch_result *r, const
 static int check_freeze(const cli_algo *A, const char *freeze, const char *model) {
     if (!A->freezable)
         return cli_error("--freeze: not with --algo %s (--algo sgd and dpsgd train with frozen layers)", A->name);
+    if (!*freeze) return cli_error("--freeze: an empty list (leave the flag out to train every layer)");
     dpt_model *m = NULL;
     dpt_status st = dpt_model_new(model, 1, 1, &m);
     if (st != DPT_OK) return cli_refuse(st, "--model");

@@ -327,8 +327,14 @@ def _n_params(spec):
 def _freeze_spec(freeze):
     """The C list ("conv1,conv2") of freeze= (a str, or a list / tuple of layer names)."""
     if isinstance(freeze, str):
+        if not freeze.strip():
+            raise ValueError("freeze: an empty list of layers (leave freeze out, or None, to train every layer)")
         return freeze
     if isinstance(freeze, (list, tuple)) and all(isinstance(f, str) for f in freeze):
+        if not freeze:
+            raise ValueError("freeze: an empty list of layers (leave freeze out, or None, to train every layer)")
+        if any(not f.strip() for f in freeze):
+            raise ValueError("freeze: an empty layer name in %r" % (list(freeze),))
         bad = [f for f in freeze if "," in f]
         if bad:
             raise ValueError("freeze: layer name %r holds a comma (give the names as a list, or one comma-separated "

@@ -68,6 +68,7 @@ check 'grep -qF "C + sqrt(27) h" <<<"$LAST_OUT"' "secure calibration not on the 
 expect_fail "--freeze: model mlp:4-8-8-3:relu has no layer \"fc9\" (its layers with parameters: fc1, fc2, fc3)" \
   "$BIN" train "${D[@]}" --model mlp:4-8-8-3:relu --freeze fc9 --out "$T/x1"
 expect_fail "no layer \"relu1\" with parameters" "$BIN" train "${D[@]}" --model mlp:4-8-8-3:relu --freeze relu1 --out "$T/x2"
+expect_fail "--freeze: an empty list" "$BIN" train "${D[@]}" --model mlp:4-8-8-3:relu --freeze "" --out "$T/x6"
 expect_fail "every layer with parameters is frozen" \
   "$BIN" train "${D[@]}" --model mlp:4-8-8-3:relu --freeze fc1,fc2,fc3 --out "$T/x3"
 expect_fail "--freeze: not with --algo dpulr" \
