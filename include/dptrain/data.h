@@ -24,16 +24,22 @@ extern "C" {
 
 /* ==== Datasets ==== */
 
+/* A dataset is either for classification (y: int32 labels, n_classes >= 1, t NULL) or for
+ * regression (t: real-valued targets [n, t_dim], t_dim >= 1, y NULL and n_classes 0).
+ * Regression data are trained with the squared-error loss (DPT_LOSS_SQUARED) against t by
+ * the algorithms that opt in (dpt_algo.regression: sgd, dpsgd, pdp-sgd). */
 typedef struct {
     size_t n, dim;     /* examples, features per example (flattened) */
     float *x;          /* [n, dim] row-major, owned (dpt_alloc) */
-    int32_t *y;        /* [n] labels in [0, n_classes), owned (dpt_alloc) */
-    int n_classes;
+    int32_t *y;        /* [n] labels in [0, n_classes), owned (dpt_alloc); NULL for regression */
+    int n_classes;     /* 0 for regression */
     size_t shape[3];   /* per-example (C, H, W); for flat data (1, 1, dim) */
     char source[512];  /* file(s) it came from, for messages */
+    float *t;          /* [n, t_dim] regression targets, owned (dpt_alloc); NULL for classification */
+    size_t t_dim;      /* targets per example (regression), 0 for classification */
 } dpt_dataset;
 
-/* Frees x and y and zeroes *d. Accepts NULL. */
+/* Frees x, y and t and zeroes *d. Accepts NULL. */
 void dpt_dataset_free(dpt_dataset *d);
 
 /* A dataset from the caller's arrays: x [n, dim] row-major float32 features and y [n]
@@ -49,6 +55,14 @@ void dpt_dataset_free(dpt_dataset *d);
  *   DPT_ENOMEM  n * dim overflows, or the copies cannot be allocated. */
 dpt_status dpt_dataset_from_arrays(const float *x, const int32_t *y, size_t n, size_t dim, int n_classes,
                                    dpt_dataset *out);
+/* A regression dataset from the caller's arrays: x [n, dim] features and t [n, t_dim]
+ * real-valued targets, both row-major float32 and COPIED (as dpt_dataset_from_arrays).
+ * The model trained on it needs t_dim outputs, the loss DPT_LOSS_SQUARED (per example
+ * 0.5 ||f(x) - t||^2) and an algorithm that supports regression (sgd, dpsgd, pdp-sgd).
+ * Errors (*out zeroed): DPT_EINVAL x, t or out NULL; n, dim or t_dim 0; a NaN or infinite
+ * feature or target (the first, "t[12] (example 6, target 0)"); DPT_ENOMEM as above. */
+dpt_status dpt_dataset_from_targets(const float *x, const float *t, size_t n, size_t dim, size_t t_dim,
+                                    dpt_dataset *out);
 /* Sets the per-example shape (C, H, W) that convolutional models read; the features are
  * not moved (each example is C planes of H x W row-major values). c, h, w >= 1 and
  * c * h * w == d->dim, else DPT_EINVAL (d unchanged). */
@@ -90,6 +104,10 @@ dpt_status dpt_data_load_usps_pooled(const char *train_path, const char *test_pa
  * NaN/Inf/empty/non-numeric field or a wrong field count: DPT_EFORMAT naming
  * file:line:column (1-based; column 1 is the label). shape (1, 1, dim). */
 dpt_status dpt_data_load_csv(const char *path, dpt_dataset *out);
+/* Numeric CSV for regression: the first t_dim columns (t_dim >= 1) are real-valued targets,
+ * the rest the features; otherwise as dpt_data_load_csv (header, blank lines, CRLF, errors
+ * naming file:line:column). Fills t / t_dim, y NULL, n_classes 0. */
+dpt_status dpt_data_load_csv_targets(const char *path, size_t t_dim, dpt_dataset *out);
 
 typedef enum { DPT_SPLIT_TRAIN = 0, DPT_SPLIT_TEST = 1 } dpt_split;
 
@@ -108,18 +126,24 @@ typedef enum { DPT_SPLIT_TRAIN = 0, DPT_SPLIT_TEST = 1 } dpt_split;
  * name is DPT_EINVAL listing the known ones. */
 dpt_status dpt_data_load(const char *name, const char *data_dir, dpt_split split,
                          dpt_dataset *out);
+/* dpt_data_load for regression data: a csv: name whose files hold t_dim target columns
+ * first (dpt_data_load_csv_targets). Other names are classification data: DPT_EINVAL. */
+dpt_status dpt_data_load_targets(const char *name, const char *data_dir, dpt_split split, size_t t_dim,
+                                 dpt_dataset *out);
 
-/* Validation used by every loader: x all finite, labels in [0, n_classes), sizes
- * consistent (n * dim fits, shape product == dim). DPT_EFORMAT naming d->source. */
+/* Validation used by every loader: x all finite, labels in [0, n_classes) (regression:
+ * targets all finite, y NULL, n_classes 0), sizes consistent (n * dim fits, shape product
+ * == dim). DPT_EFORMAT naming d->source. */
 dpt_status dpt_dataset_validate(const dpt_dataset *d);
 
 /* Sets n_classes to k (k >= 1); DPT_EFORMAT if some label is >= k (e.g. a test CSV with a
- * class the training file does not have). */
+ * class the training file does not have). DPT_EINVAL for a regression dataset. */
 dpt_status dpt_dataset_set_n_classes(dpt_dataset *d, int k);
 
 /* Keep only examples whose label is in classes[0..k) and relabel them 0..k-1 in that order
  * (e.g. CIFAR-10 {0 airplane, 1 automobile}). Order of examples is kept. classes must be
- * distinct and in [0, n_classes). DPT_EINVAL on bad classes or when nothing is left. */
+ * distinct and in [0, n_classes). DPT_EINVAL on bad classes, when nothing is left, or for a
+ * regression dataset. */
 dpt_status dpt_dataset_filter_classes(dpt_dataset *d, const int *classes, size_t k);
 /* Keep the first n_first examples (1 <= n_first <= n, else DPT_EINVAL). */
 dpt_status dpt_dataset_take(dpt_dataset *d, size_t n_first);
@@ -127,8 +151,12 @@ dpt_status dpt_dataset_take(dpt_dataset *d, size_t n_first);
  * Indices must be < d->n (checked by DPT_ASSERT: they come from a sampler, not a user). */
 void dpt_dataset_gather(const dpt_dataset *d, const uint32_t *idx, size_t b, float *x_out,
                         int32_t *y_out);
+/* Gather the targets of rows idx[0..b) into t_out [b, t_dim] (a regression dataset; a
+ * classification dataset leaves t_out untouched). */
+void dpt_dataset_gather_targets(const dpt_dataset *d, const uint32_t *idx, size_t b, float *t_out);
 /* SHA-256 over (n, dim, shape[3], n_classes as uint64 little-endian, then x bytes, then y
- * bytes); used by checkpoints and the ledger to detect a different dataset on resume. */
+ * bytes; a regression dataset: n_classes 0, x bytes, then t_dim as uint64 and t bytes);
+ * used by checkpoints and the ledger to detect a different dataset on resume. */
 dpt_status dpt_dataset_hash(const dpt_dataset *d, uint8_t out[32]);
 
 /* ==== Normalization ====

@@ -41,7 +41,9 @@ typedef struct dpt_algo {
     const char *name;        /* "sgd", "dpsgd", ... */
     int is_private;          /* 1: has privacy events and an epsilon */
     dpt_status (*begin)(struct dpt_algo *a, dpt_trainer *t, size_t batch);
-    /* x [bc, D], y [bc]; returns the sum of per-example losses in *loss_sum */
+    /* x [bc, D], y [bc]; returns the sum of per-example losses in *loss_sum. A regression
+     * run (the training set has targets, dpt_dataset.t) passes y = NULL: the chunk's targets
+     * [bc, t_dim], rows aligned with x, are dpt_trainer_batch_targets(t) (see `regression`). */
     dpt_status (*accumulate)(struct dpt_algo *a, dpt_trainer *t, const float *x,
                              const int32_t *y, size_t bc, double *loss_sum);
     dpt_status (*finish)(struct dpt_algo *a, dpt_trainer *t, size_t batch);
@@ -93,6 +95,10 @@ typedef struct dpt_algo {
      * lowest trained layer and the optimizer skips the frozen slices. Others are refused
      * when layers are frozen (DPT_ENOTSUP). */
     int freezable;
+    /* 1: the algorithm trains on regression data (dpt_dataset.t, the squared-error loss
+     * against the targets): its accumulate reads dpt_trainer_batch_targets(t) and no labels
+     * (y is NULL). Others are refused with such data (DPT_ENOTSUP). */
+    int regression;
 } dpt_algo;
 
 /* Frees an algorithm that was not handed to dpt_trainer_new (which takes ownership, even
@@ -415,6 +421,9 @@ typedef struct {
     int from_checkpoint;      /* 1: published on resume from the record the checkpoint keeps
                                  (the run had saved it but not yet published it) */
     char note[256];           /* the algorithm's own short per-epoch summary, or "" */
+    double test_mse;          /* regression: mean squared error per target coordinate,
+                                 sum ||f(x) - t||^2 / (n t_dim) = 2 test_loss / t_dim;
+                                 NAN for classification or without a test set */
 } dpt_epoch_result;
 
 /* Messages the library would otherwise print (it never prints): notes on a resume, the
@@ -562,7 +571,9 @@ dpt_status dpt_run_dir_inspect(const char *dir, size_t *count, char *names, size
  * otherwise (checkpoints and ledgers older than run ids pass the id check). */
 dpt_status dpt_run_check_ledger(const char *checkpoint_path, const char *ledger_path);
 
-/* Mean loss and accuracy of the current model on a dataset (chunks of max_batch). */
+/* Mean loss and accuracy of the current model on a dataset (chunks of max_batch). For a
+ * regression dataset (targets) the loss must be DPT_LOSS_SQUARED: *mean_loss is the mean of
+ * 0.5 ||f(x) - t||^2 and *accuracy is NAN (dpt_evaluate_mse gives the mean squared error). */
 dpt_status dpt_evaluate(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d,
                         double *mean_loss, double *accuracy);
 
@@ -571,6 +582,9 @@ dpt_model *dpt_trainer_model(dpt_trainer *t);
 const dpt_train_config *dpt_trainer_config(const dpt_trainer *t);
 dpt_rng *dpt_trainer_noise_rng(dpt_trainer *t);
 size_t dpt_trainer_dataset_size(const dpt_trainer *t);
+/* Inside accumulate: the targets [bc, t_dim] of the chunk being accumulated (rows aligned
+ * with its x) when the training set is regression data; NULL for classification. */
+const float *dpt_trainer_batch_targets(const dpt_trainer *t);
 uint64_t dpt_trainer_step(const dpt_trainer *t);
 /* Data-parallel shards of the run (1 when not sharded; docs/distributed.md). */
 size_t dpt_trainer_shards(const dpt_trainer *t);

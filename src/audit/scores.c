@@ -10,6 +10,8 @@
 
 dpt_status dpt_audit_scores(dpt_model *m, const dpt_dataset *d, const uint32_t *idx, size_t n, double *loss,
                             double *phi) {
+    DPT_CHECK(!d->t, DPT_ENOTSUP, "audit: %s has regression targets; the membership-inference audit scores "
+              "classifiers only", d->source[0] ? d->source : "the dataset");
     DPT_CHECK(m->out_dim >= 2, DPT_EINVAL, "audit: needs a softmax classifier (>= 2 outputs), the model has %zu",
               m->out_dim);
     DPT_CHECK(d->dim == m->in_dim, DPT_EINVAL, "audit: data has %zu features, the model expects %zu", d->dim,
@@ -114,6 +116,8 @@ dpt_status dpt_audit_lira(const double *phi_sh, const uint8_t *in_mask, size_t S
 dpt_status dpt_audit_train_and_score(const dpt_audit_job *job, const dpt_dataset *pop, const uint8_t *member,
                                      const dpt_dataset *test, uint64_t seed, double *loss, double *phi,
                                      dpt_audit_run_info *info) {
+    DPT_CHECK(!pop->t, DPT_ENOTSUP, "audit: the population has regression targets; the membership-inference "
+              "audit scores classifiers only");
     size_t nm = 0;
     for (size_t i = 0; i < pop->n; i++) nm += member[i] != 0;
     DPT_CHECK(nm >= 1, DPT_EINVAL, "audit: the training subset is empty");

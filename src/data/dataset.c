@@ -10,13 +10,14 @@ void dpt_dataset_free(dpt_dataset *d) {
     if (!d) return;
     dpt_free(d->x);
     dpt_free(d->y);
+    dpt_free(d->t);
     memset(d, 0, sizeof *d);
 }
 
 dpt_status dpt_dataset_validate(const dpt_dataset *d) {
     DPT_CHECK(d, DPT_EINVAL, "dpt_dataset_validate: NULL dataset");
     const char *src = d->source[0] ? d->source : "(dataset)";
-    DPT_CHECK(d->n > 0 && d->dim > 0 && d->x && d->y, DPT_EFORMAT, "%s: empty dataset", src);
+    DPT_CHECK(d->n > 0 && d->dim > 0 && d->x && (d->y || d->t), DPT_EFORMAT, "%s: empty dataset", src);
     size_t nd, sp;
     DPT_CHECK(dpt_mul_overflow(d->n, d->dim, &nd) == 0, DPT_EFORMAT, "%s: n x dim overflows",
               src);
@@ -24,11 +25,22 @@ dpt_status dpt_dataset_validate(const dpt_dataset *d) {
                   dpt_mul_overflow(sp, d->shape[2], &sp) == 0 && sp == d->dim,
               DPT_EFORMAT, "%s: shape (%zu, %zu, %zu) does not match dim %zu", src, d->shape[0],
               d->shape[1], d->shape[2], d->dim);
-    DPT_CHECK(d->n_classes >= 1, DPT_EFORMAT, "%s: n_classes %d", src, d->n_classes);
-    for (size_t i = 0; i < d->n; i++)
-        DPT_CHECK(d->y[i] >= 0 && d->y[i] < d->n_classes, DPT_EFORMAT,
-                  "%s: label %d of example %zu out of range [0, %d)", src, (int)d->y[i], i,
-                  d->n_classes);
+    if (d->t) {
+        size_t nt;
+        DPT_CHECK(!d->y && d->n_classes == 0 && d->t_dim >= 1 && !dpt_mul_overflow(d->n, d->t_dim, &nt),
+                  DPT_EFORMAT, "%s: a regression dataset needs t_dim >= 1, no labels (y NULL) and n_classes 0 "
+                  "(t_dim %zu, y %s, n_classes %d)", src, d->t_dim, d->y ? "set" : "NULL", d->n_classes);
+        for (size_t i = 0; i < nt; i++)
+            DPT_CHECK(isfinite(d->t[i]), DPT_EFORMAT, "%s: non-finite target %g of example %zu (target %zu)", src,
+                      (double)d->t[i], i / d->t_dim, i % d->t_dim);
+    } else {
+        DPT_CHECK(d->t_dim == 0, DPT_EFORMAT, "%s: t_dim %zu without targets (t NULL)", src, d->t_dim);
+        DPT_CHECK(d->n_classes >= 1, DPT_EFORMAT, "%s: n_classes %d", src, d->n_classes);
+        for (size_t i = 0; i < d->n; i++)
+            DPT_CHECK(d->y[i] >= 0 && d->y[i] < d->n_classes, DPT_EFORMAT,
+                      "%s: label %d of example %zu out of range [0, %d)", src, (int)d->y[i], i,
+                      d->n_classes);
+    }
     for (size_t i = 0; i < nd; i++)
         DPT_CHECK(isfinite(d->x[i]), DPT_EFORMAT,
                   "%s: non-finite value %g in example %zu, feature %zu", src, (double)d->x[i],
@@ -37,6 +49,21 @@ dpt_status dpt_dataset_validate(const dpt_dataset *d) {
 }
 
 /* ==== Datasets from the caller's arrays ==== */
+
+/* v [nd] all finite, else DPT_EINVAL naming the first ("x[1234] (example 12, feature 34)").
+ * One vectorized pass finds whether any value is NaN or infinite (!(|v| <= FLT_MAX) holds
+ * for both), a second names the first: a branch per element made this check cost more than
+ * the copy (0.25 s for MNIST's 47M features). */
+static dpt_status check_finite(const char *F, const char *name, const char *what, const float *v, size_t nd,
+                               size_t per) {
+    int bad = 0;
+#pragma omp simd reduction(| : bad)
+    for (size_t i = 0; i < nd; i++) bad |= !(fabsf(v[i]) <= FLT_MAX);
+    for (size_t i = 0; bad && i < nd; i++)
+        DPT_CHECK(isfinite(v[i]), DPT_EINVAL, "%s: %s[%zu] = %g (example %zu, %s %zu) is not finite", F, name, i,
+                  (double)v[i], i / per, what, i % per);
+    return DPT_OK;
+}
 
 /* Checks everything before allocating, so a refused call leaves *out zeroed and costs no
  * memory; the message names the parameter and, for data, the first bad index. */
@@ -61,15 +88,7 @@ static dpt_status check_arrays(const float *x, const int32_t *y, size_t n, size_
                       F, i, (int)y[i], (int)INT32_MAX);
         if (y[i] > top) top = y[i];
     }
-    /* one vectorized pass finds whether any feature is NaN or infinite (!(|v| <= FLT_MAX)
-     * holds for both), a second names the first: a branch per element made this check cost
-     * more than the copy (0.25 s for MNIST's 47M features) */
-    int bad = 0;
-#pragma omp simd reduction(| : bad)
-    for (size_t i = 0; i < nd; i++) bad |= !(fabsf(x[i]) <= FLT_MAX);
-    for (size_t i = 0; bad && i < nd; i++)
-        DPT_CHECK(isfinite(x[i]), DPT_EINVAL, "%s: x[%zu] = %g (example %zu, feature %zu) is not finite", F, i,
-                  (double)x[i], i / dim, i % dim);
+    DPT_TRY(check_finite(F, "x", "feature", x, nd, dim));
     *classes_out = n_classes > 0 ? n_classes : (int)top + 1;
     return DPT_OK;
 }
@@ -97,6 +116,40 @@ dpt_status dpt_dataset_from_arrays(const float *x, const int32_t *y, size_t n, s
     return DPT_OK;
 }
 
+dpt_status dpt_dataset_from_targets(const float *x, const float *t, size_t n, size_t dim, size_t t_dim,
+                                    dpt_dataset *out) {
+    static const char *F = "dpt_dataset_from_targets";
+    DPT_CHECK(out, DPT_EINVAL, "%s: out is NULL", F);
+    memset(out, 0, sizeof *out);
+    DPT_CHECK(x, DPT_EINVAL, "%s: x is NULL", F);
+    DPT_CHECK(t, DPT_EINVAL, "%s: t is NULL", F);
+    DPT_CHECK(n >= 1, DPT_EINVAL, "%s: n must be >= 1 (no examples)", F);
+    DPT_CHECK(dim >= 1, DPT_EINVAL, "%s: dim must be >= 1 (no features)", F);
+    DPT_CHECK(t_dim >= 1, DPT_EINVAL, "%s: t_dim must be >= 1 (no targets)", F);
+    size_t nd, nt, bytes;
+    DPT_CHECK(!dpt_mul_overflow(n, dim, &nd) && !dpt_mul_overflow(nd, sizeof(float), &bytes) &&
+                  !dpt_mul_overflow(n, t_dim, &nt) && !dpt_mul_overflow(nt, sizeof(float), &bytes),
+              DPT_ENOMEM, "%s: n * dim = %zu * %zu or n * t_dim = %zu * %zu floats overflows the address space", F, n,
+              dim, n, t_dim);
+    DPT_TRY(check_finite(F, "x", "feature", x, nd, dim));
+    DPT_TRY(check_finite(F, "t", "target", t, nt, t_dim));
+    out->x = dpt_alloc(nd, sizeof(float), "dpt_dataset_from_targets: x");
+    out->t = dpt_alloc(nt, sizeof(float), "dpt_dataset_from_targets: t");
+    if (!out->x || !out->t) {
+        dpt_dataset_free(out);
+        return DPT_ENOMEM;
+    }
+    memcpy(out->x, x, nd * sizeof(float));
+    memcpy(out->t, t, nt * sizeof(float));
+    out->n = n;
+    out->dim = dim;
+    out->t_dim = t_dim;
+    out->shape[0] = out->shape[1] = 1;
+    out->shape[2] = dim;
+    snprintf(out->source, sizeof out->source, "(arrays: %zu x %zu, targets %zu)", n, dim, t_dim);
+    return DPT_OK;
+}
+
 dpt_status dpt_dataset_set_shape(dpt_dataset *d, size_t c, size_t h, size_t w) {
     DPT_CHECK(d, DPT_EINVAL, "dpt_dataset_set_shape: d is NULL");
     DPT_CHECK(c >= 1 && h >= 1 && w >= 1, DPT_EINVAL,
@@ -113,6 +166,7 @@ dpt_status dpt_dataset_set_shape(dpt_dataset *d, size_t c, size_t h, size_t w) {
 
 dpt_status dpt_dataset_set_n_classes(dpt_dataset *d, int k) {
     DPT_CHECK(d && k >= 1, DPT_EINVAL, "dpt_dataset_set_n_classes: need k >= 1 (got %d)", k);
+    DPT_CHECK(!d->t, DPT_EINVAL, "%s: a regression dataset (real-valued targets) has no classes", d->source);
     for (size_t i = 0; i < d->n; i++)
         DPT_CHECK(d->y[i] < k, DPT_EFORMAT,
                   "%s: label %d of example %zu is not one of the %d training classes",
@@ -126,6 +180,7 @@ dpt_status dpt_dataset_set_n_classes(dpt_dataset *d, int k) {
 dpt_status dpt_dataset_filter_classes(dpt_dataset *d, const int *classes, size_t k) {
     DPT_CHECK(d && classes && k >= 1, DPT_EINVAL, "dpt_dataset_filter_classes: %s",
               !d ? "d is NULL" : !classes ? "classes is NULL" : "k must be >= 1");
+    DPT_CHECK(!d->t, DPT_EINVAL, "%s: a regression dataset (real-valued targets) has no classes to filter", d->source);
     DPT_CHECK(k <= (size_t)d->n_classes, DPT_EINVAL, "dpt_dataset_filter_classes: k = %zu classes of %d", k,
               d->n_classes);
     /* map[old label] = new label or -1 */
@@ -180,7 +235,15 @@ void dpt_dataset_gather(const dpt_dataset *d, const uint32_t *idx, size_t b, flo
     for (size_t i = 0; i < b; i++) {
         DPT_ASSERT(idx[i] < d->n);
         memcpy(x_out + i * d->dim, d->x + (size_t)idx[i] * d->dim, d->dim * sizeof(float));
-        if (y_out) y_out[i] = d->y[idx[i]];
+        if (y_out && d->y) y_out[i] = d->y[idx[i]];
+    }
+}
+
+void dpt_dataset_gather_targets(const dpt_dataset *d, const uint32_t *idx, size_t b, float *t_out) {
+    if (!d->t) return;
+    for (size_t i = 0; i < b; i++) {
+        DPT_ASSERT(idx[i] < d->n);
+        memcpy(t_out + i * d->t_dim, d->t + (size_t)idx[i] * d->t_dim, d->t_dim * sizeof(float));
     }
 }
 
@@ -205,7 +268,13 @@ dpt_status dpt_dataset_hash(const dpt_dataset *d, uint8_t out[32]) {
     /* x and y as stored: float32 / int32 in the host byte order (little-endian on every
      * platform dptrain targets). */
     if (st == DPT_OK && d->n) st = dpt_hash_update(&h, d->x, d->n * d->dim * sizeof(float));
-    if (st == DPT_OK && d->n) st = dpt_hash_update(&h, d->y, d->n * sizeof(int32_t));
+    if (st == DPT_OK && d->n && d->y) st = dpt_hash_update(&h, d->y, d->n * sizeof(int32_t));
+    if (st == DPT_OK && d->n && d->t) { /* regression (n_classes 0 above: no classification hash starts so) */
+        uint8_t td[8];
+        put_le64(td, d->t_dim);
+        st = dpt_hash_update(&h, td, sizeof td);
+        if (st == DPT_OK) st = dpt_hash_update(&h, d->t, d->n * d->t_dim * sizeof(float));
+    }
     dpt_status st2 = dpt_hash_final(&h, out); /* also releases the context */
     return st != DPT_OK ? st : st2;
 }

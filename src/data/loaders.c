@@ -531,9 +531,10 @@ static size_t csv_count_fields(const char *buf, size_t s, size_t e) {
     return k;
 }
 
-dpt_status dpt_data_load_csv(const char *path, dpt_dataset *out) {
-    DPT_CHECK(path && out, DPT_EINVAL, "dpt_data_load_csv: NULL argument");
+/* t_dim = 0: a label column then features; t_dim >= 1: t_dim target columns then features. */
+static dpt_status load_csv(const char *path, size_t t_dim, dpt_dataset *out) {
     memset(out, 0, sizeof *out);
+    const size_t lead = t_dim ? t_dim : 1; /* columns before the features */
     uint8_t *raw;
     size_t len;
     dpt_status st = read_maybe_gz(path, &raw, &len);
@@ -558,11 +559,23 @@ dpt_status dpt_data_load_csv(const char *path, dpt_dataset *out) {
         n++;
     }
     if (n == 0) st = dpt_set_error(DPT_EFORMAT, "%s: no data rows", path);
-    if (st == DPT_OK && nf < 2)
-        st = dpt_set_error(DPT_EFORMAT, "%s: %zu column(s); need a label and at least one "
-                                        "feature", path, nf);
-    size_t dim = nf - 1;
+    if (st == DPT_OK && nf < lead + 1) {
+        if (t_dim)
+            st = dpt_set_error(DPT_EFORMAT, "%s: %zu column(s); need %zu target column(s) and at least one feature",
+                               path, nf, t_dim);
+        else
+            st = dpt_set_error(DPT_EFORMAT, "%s: %zu column(s); need a label and at least one "
+                                            "feature", path, nf);
+    }
+    size_t dim = st == DPT_OK ? nf - lead : 0;
     if (st == DPT_OK) st = alloc_xy(out, n, dim, path);
+    if (st == DPT_OK && t_dim) { /* regression: targets instead of labels */
+        dpt_free(out->y);
+        out->y = NULL;
+        out->t = dpt_alloc2(n, t_dim, sizeof(float), "dataset targets");
+        if (!out->t) st = DPT_ENOMEM;
+        out->t_dim = t_dim;
+    }
     long max_label = -1;
     size_t row = 0;
     int header_skipped = 0;
@@ -593,7 +606,14 @@ dpt_status dpt_data_load_csv(const char *path, dpt_dataset *out) {
                                    buf + fs);
                 break;
             }
-            if (col == 1) {
+            if (col <= t_dim) {
+                float fv = (float)v;
+                if (!isfinite(fv)) {
+                    st = dpt_set_error(DPT_EFORMAT, "%s:%zu:%zu: target %g overflows float32", path, line, col, v);
+                    break;
+                }
+                out->t[row * t_dim + (col - 1)] = fv;
+            } else if (col == 1) {
                 long l = label_of(v, CSV_MAX_LABEL);
                 if (l < 0) {
                     st = dpt_set_error(DPT_EFORMAT,
@@ -610,7 +630,7 @@ dpt_status dpt_data_load_csv(const char *path, dpt_dataset *out) {
                                        line, col, v);
                     break;
                 }
-                out->x[row * dim + (col - 2)] = fv;
+                out->x[row * dim + (col - lead - 1)] = fv;
             }
             p++; /* skip the comma */
         }
@@ -619,12 +639,25 @@ dpt_status dpt_data_load_csv(const char *path, dpt_dataset *out) {
     free(raw);
     if (st == DPT_OK) {
         DPT_ASSERT(row == n);
-        out->n_classes = (int)max_label + 1;
+        out->n_classes = t_dim ? 0 : (int)max_label + 1;
         out->shape[0] = 1;
         out->shape[1] = 1;
         out->shape[2] = dim;
     }
     return finish(out, st);
+}
+
+dpt_status dpt_data_load_csv(const char *path, dpt_dataset *out) {
+    DPT_CHECK(path && out, DPT_EINVAL, "dpt_data_load_csv: NULL argument");
+    return load_csv(path, 0, out);
+}
+
+dpt_status dpt_data_load_csv_targets(const char *path, size_t t_dim, dpt_dataset *out) {
+    DPT_CHECK(path && out, DPT_EINVAL, "dpt_data_load_csv_targets: NULL argument");
+    memset(out, 0, sizeof *out);
+    DPT_CHECK(t_dim >= 1 && t_dim <= 1000000, DPT_EINVAL, "dpt_data_load_csv_targets: t_dim must be in [1, 1000000], "
+              "got %zu", t_dim);
+    return load_csv(path, t_dim, out);
 }
 
 /* ==== Named datasets under a data directory ==== */
@@ -651,8 +684,9 @@ static dpt_status resolve(const char *dir, const char *name, const char *base, c
 
 #define PATH_CAP 4096
 
-dpt_status dpt_data_load(const char *name, const char *data_dir, dpt_split split,
-                         dpt_dataset *out) {
+/* dpt_data_load and dpt_data_load_targets (t_dim >= 1: csv names only). */
+static dpt_status data_load(const char *name, const char *data_dir, dpt_split split, size_t t_dim,
+                            dpt_dataset *out) {
     DPT_CHECK(name && out, DPT_EINVAL, "dpt_data_load: NULL argument");
     DPT_CHECK(split == DPT_SPLIT_TRAIN || split == DPT_SPLIT_TEST, DPT_EINVAL,
               "dpt_data_load: bad split %d", (int)split);
@@ -679,8 +713,10 @@ dpt_status dpt_data_load(const char *name, const char *data_dir, dpt_split split
         struct stat sb;
         DPT_CHECK(stat(path, &sb) == 0, DPT_EIO, "%s: no such file (from dataset name '%s')", path, name);
         DPT_CHECK(S_ISREG(sb.st_mode), DPT_EIO, "%s: not a regular file (from dataset name '%s')", path, name);
-        return dpt_data_load_csv(path, out);
+        return t_dim ? dpt_data_load_csv_targets(path, t_dim, out) : dpt_data_load_csv(path, out);
     }
+    DPT_CHECK(!t_dim, DPT_EINVAL, "dataset \"%s\" has class labels, not regression targets (targets come from "
+              "csv:PATH or csv:TRAIN,TEST files)", name);
     if (strcmp(name, "mnist") == 0 || strcmp(name, "fashion-mnist") == 0) {
         char ip[PATH_CAP], lp[PATH_CAP];
         DPT_TRY(resolve(dir, name, train ? "train-images-idx3-ubyte" : "t10k-images-idx3-ubyte",
@@ -720,4 +756,15 @@ dpt_status dpt_data_load(const char *name, const char *data_dir, dpt_split split
                          "unknown dataset \"%s\" (known: mnist, fashion-mnist, usps, usps-pooled, cifar10, "
                          "csv:PATH, csv:TRAIN,TEST)",
                          name);
+}
+
+dpt_status dpt_data_load(const char *name, const char *data_dir, dpt_split split, dpt_dataset *out) {
+    return data_load(name, data_dir, split, 0, out);
+}
+
+dpt_status dpt_data_load_targets(const char *name, const char *data_dir, dpt_split split, size_t t_dim,
+                                 dpt_dataset *out) {
+    if (out) memset(out, 0, sizeof *out);
+    DPT_CHECK(t_dim >= 1, DPT_EINVAL, "dpt_data_load_targets: t_dim must be >= 1 (0 is dpt_data_load)");
+    return data_load(name, data_dir, split, t_dim, out);
 }

@@ -138,7 +138,7 @@ static dpt_status dpsgd_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
 static dpt_status accumulate_fast(dpsgd_state *s, dpt_trainer *t, const float *x, const int32_t *y, size_t bc,
                                   double *loss_sum) {
     dpt_model *m = t->model;
-    DPT_TRY(dpt_train_forward_backward(t, &s->buf, x, y, bc, 1.0f, loss_sum));
+    DPT_TRY(dpt_train_forward_backward(t, &s->buf, x, y, dpt_trainer_batch_targets(t), bc, 1.0f, loss_sum));
     if (s->cfg.clip_mode == DPT_CLIP_FLAT) {
         /* ||g_i||^2 = sum_l ||g_{i,l}||^2: a kept layer's from its materialized rows, the
          * others' by SQNORM (Linear: ||x_{i,l}||^2 ||dv_{i,l}||^2, + ||dv_{i,l}||^2 for the
@@ -233,7 +233,9 @@ static dpt_status accumulate_ref(dpsgd_state *s, dpt_trainer *t, const float *x,
     for (size_t lo = 0; lo < bc; lo += rc) {
         size_t n = bc - lo < rc ? bc - lo : rc;
         double part = 0;
-        DPT_TRY(dpt_train_forward_backward(t, &s->buf, x + lo * D, y + lo, n, 1.0f, &part));
+        const float *tg = dpt_trainer_batch_targets(t);
+        DPT_TRY(dpt_train_forward_backward(t, &s->buf, x + lo * D, y ? y + lo : NULL, tg ? tg + lo * t->train->t_dim : NULL,
+                                           n, 1.0f, &part));
         ls += part;
         /* g_i = per-example gradient rows [n, P]; a frozen layer's columns are 0 */
         if (t->frozen) memset(s->pe, 0, n * P * sizeof *s->pe);
@@ -375,6 +377,7 @@ dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out) {
     a->bind = dpsgd_bind;
     a->distributable = 1; /* accumulate only adds into model->grad (docs/distributed.md) */
     a->freezable = 1;     /* the trained layers alone are clipped, summed and noised */
+    a->regression = 1;    /* the prologue's squared error against the targets: the same clipping */
     a->free = dpsgd_free;
     a->state = s;
     *out = a;

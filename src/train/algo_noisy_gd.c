@@ -544,6 +544,8 @@ dpt_status dpt_algo_noisy_gd_new(const dpt_noisy_gd_config *cfg, dpt_algo **out)
         DPT_CHECK(cfg->heldout && cfg->heldout->n >= 1, DPT_EINVAL,
                   "dpt_noisy_gd_config.heldout: the add/replace neighbours need held-out records (a non-empty "
                   "dataset)");
+    DPT_CHECK(!cfg->heldout || !cfg->heldout->t, DPT_ENOTSUP,
+              "dpt_noisy_gd_config.heldout has regression targets; noisy-gd trains classifiers only");
     if (cfg->kl & DPT_KL_REPLACE)
         DPT_CHECK(cfg->replace_candidates >= 1, DPT_EINVAL, "dpt_noisy_gd_config.replace_candidates must be >= 1");
     dpt_algo *a = calloc(1, sizeof *a);

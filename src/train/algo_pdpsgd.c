@@ -60,7 +60,7 @@ static dpt_status pdp_accumulate(dpt_algo *a, dpt_trainer *t, const float *x, co
                                  double *loss_sum) {
     pdp_state *s = a->state;
     dpt_model *m = t->model;
-    DPT_TRY(dpt_train_forward_backward(t, &s->buf, x, y, bc, (float)s->inv_b, loss_sum));
+    DPT_TRY(dpt_train_forward_backward(t, &s->buf, x, y, dpt_trainer_batch_targets(t), bc, (float)s->inv_b, loss_sum));
     DPT_TRY(dpt_model_param_grad(m, bc, DPT_GRAD_SUM, NULL, m->grad, 0, 1));
     if (s->cfg.kappa == 0) return DPT_OK;
     size_t off = 0;
@@ -155,6 +155,7 @@ static dpt_status pdp_alloc(dpt_algo **out, pdp_state **st) {
     a->privacy_note = "no formal DP guarantee";
     a->begin = pdp_begin;
     a->accumulate = pdp_accumulate;
+    a->regression = 1; /* the prologue's squared error against the targets */
     a->finish = pdp_finish;
     a->record = NULL;
     a->free = pdp_free;

@@ -24,7 +24,7 @@ static dpt_status sgd_accumulate(dpt_algo *a, dpt_trainer *t, const float *x, co
                                  double *loss_sum) {
     sgd_state *s = a->state;
     dpt_model *m = t->model;
-    DPT_TRY(dpt_train_forward_backward(t, &s->buf, x, y, bc, (float)s->inv_b, loss_sum));
+    DPT_TRY(dpt_train_forward_backward(t, &s->buf, x, y, dpt_trainer_batch_targets(t), bc, (float)s->inv_b, loss_sum));
     return dpt_train_param_grad(t, bc, DPT_GRAD_SUM, m->grad, 0, 1); /* trained layers only */
 }
 
@@ -56,6 +56,7 @@ dpt_status dpt_algo_sgd_new(dpt_algo **out) {
     a->record = NULL;
     a->distributable = 1; /* accumulate only adds into model->grad (docs/distributed.md) */
     a->freezable = 1;
+    a->regression = 1; /* the prologue's squared error against the targets */
     a->free = sgd_free;
     a->state = s;
     *out = a;

@@ -23,13 +23,14 @@ void dpt_chunk_bufs_free(dpt_chunk_bufs *b) {
 }
 
 dpt_status dpt_train_forward_backward(dpt_trainer *t, dpt_chunk_bufs *b, const float *x, const int32_t *y,
-                                      size_t bc, float scale, double *loss_sum) {
+                                      const float *tg, size_t bc, float scale, double *loss_sum) {
     dpt_model *m = t->model;
     DPT_ASSERT(bc <= b->cap);
+    DPT_ASSERT(!t->train->t == !tg); /* regression data: the chunk's targets (dpt_trainer_new checked the loss) */
     DPT_TRY(dpt_model_forward(m, x, bc));
-    /* squared error: an autoencoder, the targets are the inputs */
-    const float *tg = t->cfg.loss == DPT_LOSS_SQUARED ? x : NULL;
-    DPT_CHECK(!tg || m->in_dim == m->out_dim, DPT_EINVAL,
+    /* squared error on classification data: an autoencoder, the targets are the inputs */
+    if (!tg && t->cfg.loss == DPT_LOSS_SQUARED) tg = x;
+    DPT_CHECK(!tg || tg != x || m->in_dim == m->out_dim, DPT_EINVAL,
               "squared-error loss reconstructs the input, but the model maps %zu inputs to %zu outputs", m->in_dim,
               m->out_dim);
     DPT_TRY(dpt_loss(t->cfg.loss, dpt_model_output(m), bc, m->out_dim, y, tg, b->loss, b->dout));

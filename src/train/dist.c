@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,8 +142,9 @@ dpt_status dpt_dist_accumulate(dpt_trainer *t, size_t b, double *loss_sum, size_
         for (size_t j = 0; j < c; j += t->max_batch) {
             size_t bc = c - j < t->max_batch ? c - j : t->max_batch;
             dpt_dataset_gather(t->train, t->sidx + j, bc, t->xb, t->yb);
+            dpt_dataset_gather_targets(t->train, t->sidx + j, bc, t->tb);
             double part = 0;
-            DPT_TRY(a->accumulate(a, t, t->xb, t->yb, bc, &part));
+            DPT_TRY(a->accumulate(a, t, t->xb, t->tb ? NULL : t->yb, bc, &part));
             ls += part;
         }
         unsigned char *buf = t->part[k - t->sh_lo];
@@ -175,7 +177,7 @@ dpt_status dpt_dist_evaluate(dpt_trainer *t, const dpt_dataset *d, double *mean_
     DPT_TRY(dpt_error_context(reduce_bcast(t, t->part, 0, 2), "evaluation: reducing the shard results"));
     const double *v = (const double *)t->res;
     *mean_loss = v[0] / (double)d->n;
-    *accuracy = v[1] / (double)d->n;
+    *accuracy = d->t ? NAN : v[1] / (double)d->n; /* regression: no accuracy */
     return DPT_OK;
 }
 

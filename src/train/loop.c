@@ -247,7 +247,31 @@ static int same_data(const dpt_dataset *a, const dpt_dataset *b) {
     if (a == b) return 1;
     if (a->n != b->n || a->dim != b->dim) return 0;
     return (a->x == b->x || !memcmp(a->x, b->x, a->n * a->dim * sizeof *a->x)) &&
-           (a->y == b->y || !memcmp(a->y, b->y, a->n * sizeof *a->y));
+           (a->y == b->y || (a->y && b->y && !memcmp(a->y, b->y, a->n * sizeof *a->y))) &&
+           a->t_dim == b->t_dim &&
+           (a->t == b->t || (a->t && b->t && !memcmp(a->t, b->t, a->n * a->t_dim * sizeof *a->t)));
+}
+
+/* Regression data (targets): an algorithm that opted in, the squared-error loss, one
+ * output per target, and a test set of the same kind. */
+static dpt_status check_regression(const dpt_train_config *cfg, const dpt_dataset *train, const dpt_dataset *test,
+                                   const dpt_algo *algo, const dpt_model *m) {
+    if (!train->t) {
+        DPT_CHECK(!test || !test->t, DPT_EINVAL, "the test set has regression targets (%zu per example) but the "
+                  "training set has class labels", test->t_dim);
+        return DPT_OK;
+    }
+    DPT_CHECK(algo->regression, DPT_ENOTSUP, "algorithm %s does not train on regression data (real-valued targets); "
+              "sgd, dpsgd and pdp-sgd do", algo->name);
+    DPT_CHECK(cfg->loss == DPT_LOSS_SQUARED, DPT_EINVAL, "regression data (real-valued targets) need the squared-error "
+              "loss (dpt_train_config.loss = DPT_LOSS_SQUARED, \"mse\"), not %s",
+              cfg->loss == DPT_LOSS_SOFTMAX_CE ? "softmax cross-entropy" : "binary cross-entropy");
+    DPT_CHECK(m->out_dim == train->t_dim, DPT_EINVAL, "model_spec '%s' has %zu outputs but the data have %zu "
+              "regression target%s per example", cfg->model_spec, m->out_dim, train->t_dim, train->t_dim == 1 ? "" : "s");
+    DPT_CHECK(!test || test->t_dim == train->t_dim, DPT_EINVAL, "the test set has %s but the training set has %zu "
+              "regression target%s per example", test && test->t ? "another number of targets" : "class labels",
+              train->t_dim, train->t_dim == 1 ? "" : "s");
+    return DPT_OK;
 }
 
 dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train,
@@ -328,6 +352,7 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
                           cfg->model_spec, t->model->out_dim, test->n_classes);
         goto fail;
     }
+    if ((s = check_regression(cfg, train, test, algo, t->model)) != DPT_OK) goto fail;
     if ((s = dpt_rng_init(&t->rng_init, cfg->seed, DPT_STREAM_INIT)) != DPT_OK) goto fail;
     t->rng_init_live = 1;
     if ((s = cfg->secure ? dpt_rng_init_secure(&t->rng_noise, DPT_STREAM_NOISE)
@@ -347,7 +372,8 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
     t->idx = dpt_alloc(train->n, sizeof *t->idx, "batch indices");
     t->xb = dpt_alloc2(t->max_batch, train->dim, sizeof *t->xb, "batch features");
     t->yb = dpt_alloc(t->max_batch, sizeof *t->yb, "batch labels");
-    if (!t->idx || !t->xb || !t->yb) {
+    if (train->t) t->tb = dpt_alloc2(t->max_batch, train->t_dim, sizeof *t->tb, "batch targets");
+    if (!t->idx || !t->xb || !t->yb || (train->t && !t->tb)) {
         s = DPT_ENOMEM;
         goto fail;
     }
@@ -408,6 +434,7 @@ void dpt_trainer_free(dpt_trainer *t) {
     dpt_free(t->idx);
     dpt_free(t->xb);
     dpt_free(t->yb);
+    dpt_free(t->tb);
     free(t->run_json);
     dpt_ledger_free(t->ledger);
     dpt_dist_free(t);
@@ -423,6 +450,7 @@ dpt_model *dpt_trainer_model(dpt_trainer *t) { return t->model; }
 const dpt_train_config *dpt_trainer_config(const dpt_trainer *t) { return &t->cfg; }
 dpt_rng *dpt_trainer_noise_rng(dpt_trainer *t) { return &t->rng_noise; }
 size_t dpt_trainer_dataset_size(const dpt_trainer *t) { return t->train->n; }
+const float *dpt_trainer_batch_targets(const dpt_trainer *t) { return t->tb; }
 uint64_t dpt_trainer_step(const dpt_trainer *t) { return t->step; }
 size_t dpt_trainer_shards(const dpt_trainer *t) { return t->shards; }
 const struct dpt_ledger *dpt_trainer_ledger(const dpt_trainer *t) { return t->ledger; }
@@ -449,12 +477,20 @@ dpt_status dpt_eval_range(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d
     for (size_t lo = from; lo < to && s == DPT_OK; lo += mb) {
         size_t bc = to - lo < mb ? to - lo : mb;
         const float *x = d->x + lo * d->dim;
-        const int32_t *y = d->y + lo;
+        const int32_t *y = d->y ? d->y + lo : NULL;
         if ((s = dpt_model_forward(m, x, bc)) != DPT_OK) break;
         const float *o = dpt_model_output(m);
-        /* squared error: an autoencoder, the targets are the inputs */
-        const float *tg = loss == DPT_LOSS_SQUARED ? x : NULL;
-        if (tg && d->dim != K) {
+        /* squared error: against the regression targets, or on classification data an
+         * autoencoder's (the targets are the inputs) */
+        const float *tg = d->t ? d->t + lo * d->t_dim : loss == DPT_LOSS_SQUARED ? x : NULL;
+        if (d->t) {
+            if (loss != DPT_LOSS_SQUARED || d->t_dim != K) {
+                s = dpt_set_error(DPT_EINVAL, "evaluate: %s has %zu regression target%s per example: it needs the "
+                                              "squared-error loss and a model with as many outputs (the model has %zu)",
+                                  d->source[0] ? d->source : "the dataset", d->t_dim, d->t_dim == 1 ? "" : "s", K);
+                break;
+            }
+        } else if (tg && d->dim != K) {
             s = dpt_set_error(DPT_EINVAL, "evaluate: squared-error loss reconstructs the input, but the model maps "
                                           "%zu inputs to %zu outputs", d->dim, K);
             break;
@@ -462,6 +498,7 @@ dpt_status dpt_eval_range(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d
         if ((s = dpt_loss(loss, o, bc, K, y, tg, lbuf, NULL)) != DPT_OK) break;
         for (size_t i = 0; i < bc; i++) {
             lsum += lbuf[i];
+            if (!y) continue; /* regression: no accuracy */
             const float *oi = o + i * K;
             int pred = 0;
             if (K == 1)
@@ -488,7 +525,7 @@ dpt_status dpt_evaluate(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d, 
     size_t correct = 0;
     DPT_TRY(dpt_eval_range(m, loss, d, 0, d->n, &lsum, &correct));
     *mean_loss = lsum / (double)d->n;
-    *accuracy = (double)correct / (double)d->n;
+    *accuracy = d->t ? NAN : (double)correct / (double)d->n;
     return DPT_OK;
 }
 
@@ -507,8 +544,9 @@ static dpt_status train_step(dpt_trainer *t, double *loss_sum, size_t *batch) {
         for (size_t lo = 0; lo < b; lo += t->max_batch) {
             size_t bc = b - lo < t->max_batch ? b - lo : t->max_batch;
             dpt_dataset_gather(t->train, t->idx + lo, bc, t->xb, t->yb);
+            dpt_dataset_gather_targets(t->train, t->idx + lo, bc, t->tb);
             double part = 0;
-            DPT_TRY(a->accumulate(a, t, t->xb, t->yb, bc, &part));
+            DPT_TRY(a->accumulate(a, t, t->xb, t->tb ? NULL : t->yb, bc, &part));
             ls += part;
         }
     }
@@ -1082,7 +1120,7 @@ dpt_status dpt_trainer_resume(dpt_trainer *t) {
 
 static void result_empty(dpt_epoch_result *r) {
     memset(r, 0, sizeof *r);
-    r->train_loss = r->test_loss = r->test_accuracy = r->wall_s = r->lr = NAN;
+    r->train_loss = r->test_loss = r->test_accuracy = r->test_mse = r->wall_s = r->lr = NAN;
     r->epsilon = r->epsilon_pld = r->delta = NAN;
 }
 
@@ -1100,6 +1138,7 @@ static dpt_status compute_result(dpt_trainer *t, int partial, size_t in_epoch, s
     if (t->test) {
         if (t->dist) DPT_TRY(dpt_dist_evaluate(t, t->test, &r->test_loss, &r->test_accuracy));
         else DPT_TRY(dpt_evaluate(t->model, t->cfg.loss, t->test, &r->test_loss, &r->test_accuracy));
+        if (t->test->t) r->test_mse = 2.0 * r->test_loss / (double)t->test->t_dim;
     }
     r->wall_s = t->wall_s;
     if (t->ledger) {
@@ -1121,7 +1160,8 @@ static dpt_status record_line(dpt_trainer *t, dpt_epoch_result *r, char **line) 
     if (!t->algo->is_private) json_add_exact(o, "train_loss", r->train_loss);
     if (t->test) {
         json_add_exact(o, "test_loss", r->test_loss);
-        json_add_exact(o, "test_accuracy", r->test_accuracy);
+        if (t->test->t) json_add_exact(o, "test_mse", r->test_mse); /* regression: no accuracy */
+        else json_add_exact(o, "test_accuracy", r->test_accuracy);
     }
     json_add_exact(o, "lr", r->lr);
     json_add_exact(o, "wall_s", r->wall_s);
@@ -1157,9 +1197,9 @@ static dpt_status record_parse(const char *line, const char *note, dpt_epoch_res
     uint64_t e = 0, st = 0, es = 0, en = 0;
     int ok = cJSON_IsObject(o) && json_u64(o, "epoch", &e) && json_u64(o, "step", &st);
     if (ok) {
-        static const char *keys[] = {"train_loss", "test_loss", "test_accuracy", "lr", "wall_s",
+        static const char *keys[] = {"train_loss", "test_loss", "test_accuracy", "test_mse", "lr", "wall_s",
                                      "epsilon", "epsilon_pld", "delta"};
-        double *dst[] = {&r->train_loss, &r->test_loss, &r->test_accuracy, &r->lr, &r->wall_s,
+        double *dst[] = {&r->train_loss, &r->test_loss, &r->test_accuracy, &r->test_mse, &r->lr, &r->wall_s,
                          &r->epsilon, &r->epsilon_pld, &r->delta};
         for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) (void)json_double(o, keys[i], dst[i]);
         r->partial = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "partial"));

@@ -21,6 +21,7 @@ struct dpt_trainer {
     uint32_t *idx;  /* [n] indices of the current batch */
     float *xb;      /* [max_batch, D] gathered features */
     int32_t *yb;    /* [max_batch] gathered labels */
+    float *tb;      /* [max_batch, t_dim] gathered targets (regression data), else NULL */
     uint64_t step, epoch;
     double wall_s;  /* training time (all sessions of the run) */
     double epoch_loss_sum;
@@ -92,13 +93,15 @@ typedef struct {
 dpt_status dpt_chunk_bufs_reserve(dpt_chunk_bufs *b, const dpt_model *m);
 void dpt_chunk_bufs_free(dpt_chunk_bufs *b);
 
-/* The chunk prologue: forward pass of x [bc, D], per-example losses into b->loss, their
+/* The chunk prologue: forward pass of x [bc, D], per-example losses (against the labels y,
+ * the regression targets tg [bc, t_dim] when the training set has them, or x itself for the
+ * squared error on classification data: an autoencoder) into b->loss, their
  * gradients with respect to the outputs times `scale` into b->dout, then the backward
  * pass (every layer's input cotangent stays in the model for backward_params; with frozen
  * layers only down to the lowest trained layer's output).
  * *loss_sum = sum of the unscaled per-example losses. */
 dpt_status dpt_train_forward_backward(dpt_trainer *t, dpt_chunk_bufs *b, const float *x, const int32_t *y,
-                                      size_t bc, float scale, double *loss_sum);
+                                      const float *tg, size_t bc, float scale, double *loss_sum);
 
 /* dpt_model_param_grad for the modes whose output is a parameter-shaped slice per layer
  * (DPT_GRAD_SUM, DPT_GRAD_PER_EXAMPLE with row stride ld) over the trained layers only:
