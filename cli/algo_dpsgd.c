@@ -111,6 +111,7 @@ const cli_algo CLI_ALGO_DPSGD = {
     .summary = "DP-SGD (Abadi et al. 2016): Poisson sampling, per-example clipping, Gaussian noise, RDP/PLD epsilon",
     .uses_privacy_flags = 1,
     .freezable = 1,
+    .regression = 1,
     .opts = NULL,
     .check = dpsgd_check,
     .make = dpsgd_make,

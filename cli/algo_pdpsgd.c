@@ -59,6 +59,7 @@ static int no_dp_report(const cli_algo_ctx *c, dpt_trainer *t) {
 
 const cli_algo CLI_ALGO_PDPSGD = {
     .name = "pdp-sgd",
+    .regression = 1,
     .summary = "proportional DP regularizer (PDP-SGD paper): NOT differentially private, no epsilon",
     .uses_privacy_flags = 0,
     .opts = PDP_OPTS,
@@ -92,6 +93,7 @@ static void prop_describe(const cli_algo_ctx *c, FILE *f) {
 
 const cli_algo CLI_ALGO_PROPNOISE = {
     .name = "proportional-noise",
+    .regression = 1,
     .summary = "SGD + multiplicative weight noise theta(1 + lr*S*e) (PDP-SGD's origin): NOT DP, no epsilon",
     .uses_privacy_flags = 0,
     .opts = PROP_OPTS,

@@ -20,6 +20,7 @@ const cli_algo CLI_ALGO_SGD = {
     .summary = "non-private minibatch training (no privacy guarantee)",
     .uses_privacy_flags = 0,
     .freezable = 1,
+    .regression = 1,
     .opts = NULL,
     .check = NULL,
     .make = sgd_make,

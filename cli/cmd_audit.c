@@ -352,6 +352,12 @@ int dpt_cmd_audit(int argc, char **argv) {
             free(ck_spec), free(ck_state), cJSON_Delete(ck_root);
             return cli_error("--checkpoint %s: no record of its training data (dataset, normalization)", ckpt);
         }
+        long ck_targets = 0;
+        if (cli_run_targets(run, &ck_targets) != DPT_OK || ck_targets) {
+            free(ck_spec), free(ck_state), cJSON_Delete(ck_root);
+            return cli_error("--checkpoint %s: a regression run (--targets); the membership-inference audit scores "
+                             "classifiers only", ckpt);
+        }
         dopts.dataset = dataset = ds->valuestring;
         dopts.data_dir = data_dir_seen ? data_dir : dd->valuestring;
         dopts.classes = *cl->valuestring ? cl->valuestring : NULL;

@@ -76,6 +76,11 @@ int dpt_cmd_eval(int argc, char **argv) {
                                                         "projection: eval cannot rebuild the model's inputs)" : "");
         goto done;
     }
+    if (test.t && loss_name && loss != DPT_LOSS_SQUARED) {
+        code = cli_error("--loss %s: the checkpoint was trained on regression targets (--targets): only mse applies",
+                         loss_name);
+        goto done;
+    }
     double l, acc, eps = NAN;
     st = loss_name ? dpt_evaluate(dpt_checkpoint_model(ck), loss, &test, &l, &acc)
                    : dpt_checkpoint_evaluate(ck, &test, &l, &acc);
@@ -98,7 +103,8 @@ int dpt_cmd_eval(int argc, char **argv) {
             cli_json_number(o, "steps", (double)dpt_checkpoint_step(ck));
             cli_json_number(o, "test_examples", (double)test.n);
             cli_json_number(o, "test_loss", l);
-            cli_json_number(o, "test_accuracy", acc);
+            if (test.t) cli_json_number(o, "test_mse", 2 * l / (double)test.t_dim); /* regression */
+            else cli_json_number(o, "test_accuracy", acc);
             if (!isnan(eps)) {
                 cli_json_number(o, "epsilon", eps);
                 cli_json_number(o, "delta", delta);
@@ -114,7 +120,11 @@ int dpt_cmd_eval(int argc, char **argv) {
         printf("%s\n", text);
         cJSON_free(text);
     } else {
-        printf("%s: model %s, %zu test examples: loss %.4f, accuracy %.2f%%", ckpt, spec, test.n, l, 100.0 * acc);
+        if (test.t) /* regression: the mean squared error per target */
+            printf("%s: model %s, %zu test examples: loss %.4f, mse %.5g (rmse %.5g)", ckpt, spec, test.n, l,
+                   2 * l / (double)test.t_dim, sqrt(2 * l / (double)test.t_dim));
+        else
+            printf("%s: model %s, %zu test examples: loss %.4f, accuracy %.2f%%", ckpt, spec, test.n, l, 100.0 * acc);
         if (!isnan(eps))
             printf(", epsilon %.4g (RDP) at delta %g after %" PRIu64 " steps", eps, delta, dpt_checkpoint_step(ck));
         printf("\n");

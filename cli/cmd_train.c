@@ -1,5 +1,6 @@
 /* dptrain train: one training run from flags. The option table drives parsing and
  * --help, so every option is listed with its real default. */
+#include <cjson/cJSON.h>
 #include <dptrain/accounting.h>
 #include <dptrain/comm.h>
 #include <dptrain/train.h>
@@ -26,14 +27,16 @@ static const char *USAGE =
     "usage: dptrain train [options]\n\n"
     "Trains a model and writes the run directory (--out): checkpoint.safetensors (after\n"
     "every epoch), ledger.json (private algorithms) and metrics.jsonl (one JSON object per\n"
-    "epoch: epoch, step, train_loss (non-private only), test_loss, test_accuracy, lr, wall_s,\n"
-    "epsilon); a result is written only after the checkpoint and ledger holding its steps.\n"
+    "epoch: epoch, step, train_loss (non-private only), test_loss, test_accuracy (--targets:\n"
+    "test_mse), lr, wall_s, epsilon); a result is written only after the checkpoint and ledger\n"
+    "holding its steps.\n"
     "dptrain.secret (mode 0600) is the run's key: --resume needs it; never publish it.\n"
     "A non-empty --out is refused unless --resume (continue the run in it exactly where its\n"
     "last checkpoint left it) or --overwrite (replace it). Ctrl-C stops after the current\n"
     "step with everything saved (continue with --resume); a second Ctrl-C kills.\n"
     "Datasets live in DIR/<name>/ for --data-dir DIR (mnist, fashion-mnist, usps, cifar10);\n"
-    "csv:PATH reads a numeric CSV with the label in the first column.";
+    "csv:PATH reads a numeric CSV with the label in the first column (with --targets K: K\n"
+    "real-valued regression targets first).";
 
 /* common + privacy + every algorithm's flags, each group under its heading */
 static cli_option *build_table(const cli_option *common, const cli_option *priv) {
@@ -157,12 +160,14 @@ static int ui_on_epoch(void *user, const dpt_epoch_result *r) {
     }
     ui_clear_bar(ui);
     if (ui->quiet) return g_interrupted != 0;
-    char where[96] = "", loss[48] = "", test[64] = "", eps[96] = "";
+    char where[96] = "", loss[48] = "", test[80] = "", eps[96] = "";
     if (r->partial)
         snprintf(where, sizeof where, " (stopped after %zu of %zu steps)", r->steps_in_epoch, r->steps_per_epoch);
     if (!isnan(r->train_loss)) snprintf(loss, sizeof loss, "  train loss %.4f", r->train_loss);
     if (!isnan(r->test_accuracy))
         snprintf(test, sizeof test, "  test loss %.4f  test acc %.2f%%", r->test_loss, 100.0 * r->test_accuracy);
+    else if (!isnan(r->test_mse)) /* regression */
+        snprintf(test, sizeof test, "  test mse %.5g  (rmse %.5g)", r->test_mse, sqrt(r->test_mse));
     if (!isnan(r->epsilon) && !isnan(r->epsilon_pld))
         snprintf(eps, sizeof eps, "  epsilon %.4g (RDP) / %.4g (PLD) (delta %g)", r->epsilon, r->epsilon_pld, r->delta);
     else if (!isnan(r->epsilon))
@@ -209,7 +214,9 @@ static void print_summary(const dpt_trainer *t, const dpt_epoch_result *r, const
     else
         snprintf(when, sizeof when, "%" PRIu64 " epochs (%" PRIu64 " steps, %.1fs of training)", r->epoch, r->step,
                  r->wall_s);
-    if (isnan(r->test_accuracy))
+    if (!isnan(r->test_mse)) /* regression */
+        printf("test mse %.5g  (rmse %.5g)  after %s  [%s]\n", r->test_mse, sqrt(r->test_mse), when, A->tag);
+    else if (isnan(r->test_accuracy))
         printf("after %s  [%s]\n", when, A->tag);
     else
         printf("test accuracy %.2f%%  test loss %.4f  after %s  [%s]\n", 100.0 * r->test_accuracy, r->test_loss, when,
@@ -238,6 +245,8 @@ static int cmd_train(int argc, char **argv) {
     const char *algo_name = "sgd", *optimizer = "adam", *schedule = "constant", *sampler = "shuffle";
     const char *loss = "ce", *init = "default", *normalize = "auto", *out = "runs/latest", *classes = NULL;
     const char *trace_path = NULL, *init_from = NULL, *freeze = NULL;
+    long targets = 0;
+    int loss_seen = 0;
     double lr = 1e-3, momentum = 0.0, weight_decay = 0.0, sample_rate = 0.0;
     long batch = 256, epochs = 5, threads = 0, max_train = 0, max_test = 0, shards = 0;
     uint64_t seed = 1, max_steps = 0;
@@ -256,6 +265,7 @@ static int cmd_train(int argc, char **argv) {
         {"--dataset", CLI_STR, &dataset, "NAME", "mnist | fashion-mnist | usps | usps-pooled (zip.train + zip.test pooled, fixed permutation, 5000 train / 4298 test) | cifar10 | csv:PATH[,TEST] (without TEST the training set is also the test set)", NULL},
         {"--data-dir", CLI_STR, &data_dir, "DIR", "directory holding <dataset>/ folders", NULL},
         {"--classes", CLI_STR, &classes, "LIST", "keep only these labels, relabelled 0..k-1 (e.g. 0,1)", NULL},
+        {"--targets", CLI_LONG, &targets, "K", "regression: the first K columns of the csv: files are real-valued targets (no label column); trains with --loss mse (the default then) a --model with K outputs, --algo sgd, dpsgd, pdp-sgd or proportional-noise; reports the test mean squared error (docs/data.md)", NULL},
         {"--max-train", CLI_LONG, &max_train, "N", "use the first N training examples (0 = all)", NULL},
         {"--max-test", CLI_LONG, &max_test, "N", "use the first N test examples (0 = all)", NULL},
         {"--normalize", CLI_STR, &normalize, "MODE", "auto (private algorithms: public, or none for csv; others: scalar) | none | public (the dataset's published constants) | scalar | channel | feature (statistics of the training split; private algorithms: only with --normalize-unaccounted) | dp-scalar | dp-channel | dp-feature (DP statistics, in the ledger; needs --normalize-sigma) | affine:SHIFT:SCALE (fixed x <- (x - SHIFT) / SCALE, e.g. affine:-1:2 maps USPS [-1,1] pixels to [0,1]); docs/data.md", NULL},
@@ -265,7 +275,7 @@ static int cmd_train(int argc, char **argv) {
         {"--model", CLI_STR, &model, "SPEC", "model spec: mlp:784-1000-10:relu, cnn:1x28x28:conv16k5,relu,fc10, or mnist_cnn | mnist_cnn_tanh | resnet5 (see docs/nn.md)", &model_seen},
         {"--init-from", CLI_STR, &init_from, "CKPT", "start from the parameters of this checkpoint (a file or run directory) instead of a random initialization: fine-tuning (--model defaults to its model). The epsilon covers this run only: the checkpoint must not depend on this run's training data (docs/checkpoints.md)", NULL},
         {"--freeze", CLI_STR, &freeze, "LAYERS", "keep these layers' parameters at their starting values and train the others (comma-separated names of layers with parameters, as dptrain model --model SPEC lists them, e.g. conv1,conv2: a frozen trunk under --init-from). --algo sgd and dpsgd; DP-SGD clips and noises the trained layers only, with the same epsilon. A --resume gives the same list (docs/checkpoints.md)", NULL},
-        {"--loss", CLI_STR, &loss, "NAME", "ce (softmax cross-entropy) | bce (sigmoid: one output for labels 0/1, or one-vs-all over K outputs) | mse (squared error: autoencoders, ae:... models, reconstructing the input)", NULL},
+        {"--loss", CLI_STR, &loss, "NAME", "ce (softmax cross-entropy) | bce (sigmoid: one output for labels 0/1, or one-vs-all over K outputs) | mse (squared error: against the --targets, or without them reconstructing the input: autoencoders, ae:... models)", &loss_seen},
         {"--init", CLI_STR, &init, "NAME", "default | lecun | he | xavier | ntk", &init_seen},
         {"--optimizer", CLI_STR, &optimizer, "NAME", "sgd | adam", NULL},
         {"--lr", CLI_DOUBLE, &lr, "X", "learning rate (> 0; sgd default 0.1)", &lr_seen},
@@ -361,7 +371,20 @@ static int cmd_train(int argc, char **argv) {
     cfg.optim.weight_decay = weight_decay;
     if (dpt_optim_validate(&cfg.optim) != DPT_OK) return cli_error("--lr/--momentum/--weight-decay: %s", dpt_last_error());
     if (dpt_schedule_parse(schedule, &cfg.schedule) != DPT_OK) return cli_error("--lr-schedule: %s", dpt_last_error());
+    if (targets < 0 || targets > 1000000) return cli_error("--targets must be in [1, 1000000], got %ld", targets);
+    if (targets) { /* regression: checked before the data are loaded */
+        if (strncmp(dataset, "csv:", 4))
+            return cli_error("--targets: --dataset %s has class labels; regression targets come from csv:PATH[,TEST] "
+                             "files", dataset);
+        if (classes) return cli_error("--classes: not with --targets (regression data have no classes)");
+        if (!A->regression)
+            return cli_error("--targets: not with --algo %s (--algo sgd, dpsgd, pdp-sgd and proportional-noise train "
+                             "on regression targets)", A->name);
+        if (!loss_seen) loss = "mse";
+    }
     if (dpt_loss_parse(loss, &cfg.loss) != DPT_OK) return cli_error("--loss: %s", dpt_last_error());
+    if (targets && cfg.loss != DPT_LOSS_SQUARED)
+        return cli_error("--loss %s: regression targets (--targets) train with --loss mse", loss);
     if (dpt_init_parse(init, &cfg.init) != DPT_OK) return cli_error("--init: %s", dpt_last_error());
     if (!strcmp(sampler, "shuffle")) cfg.sampler = DPT_SAMPLER_SHUFFLE;
     else if (!strcmp(sampler, "poisson")) cfg.sampler = DPT_SAMPLER_POISSON;
@@ -423,7 +446,7 @@ static int cmd_train(int argc, char **argv) {
         return rc;
     }
     cli_data_opts dopts = {.dataset = dataset, .data_dir = data_dir, .normalize = normalize, .classes = classes,
-                           .max_train = max_train, .max_test = max_test};
+                           .max_train = max_train, .max_test = max_test, .targets = targets};
     dopts.private_ = A->uses_privacy_flags || A->states_privacy;
     dopts.dp_ok = A->uses_privacy_flags;
     dopts.unaccounted = norm_unaccounted;
@@ -439,6 +462,17 @@ static int cmd_train(int argc, char **argv) {
         char ck[1100];
         snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", out);
         dopts.reuse_run = resume_run = cli_checkpoint_run_json(ck);
+        /* the same kind of data: a run trained on targets resumes with the same --targets */
+        cJSON *rr = resume_run ? cJSON_Parse(resume_run) : NULL;
+        long had = 0;
+        if (rr && cli_run_targets(rr, &had) == DPT_OK && had != targets) {
+            cJSON_Delete(rr);
+            free(resume_run);
+            cli_init_from_close(&ifr);
+            if (!had) return cli_error("--targets %ld: the run in %s was trained on class labels (no --targets)", targets, out);
+            return cli_error("--targets: the run in %s was trained with --targets %ld; resume with the same", out, had);
+        }
+        cJSON_Delete(rr);
     }
     dpt_dataset train, test;
     memset(&train, 0, sizeof train);

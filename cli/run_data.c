@@ -175,7 +175,8 @@ static dpt_status parse_classes(const char *s, int *cls, size_t *k) {
 }
 
 static dpt_status prepare(const cli_data_opts *o, dpt_split split, dpt_dataset *d) {
-    DPT_TRY(dpt_data_load(o->dataset, o->data_dir, split, d));
+    if (o->targets > 0) DPT_TRY(dpt_data_load_targets(o->dataset, o->data_dir, split, (size_t)o->targets, d));
+    else DPT_TRY(dpt_data_load(o->dataset, o->data_dir, split, d));
     if (o->classes && (*o->classes || split == DPT_SPLIT_TRAIN)) { /* "" is refused, not ignored */
         int cls[64];
         size_t k;
@@ -376,7 +377,7 @@ int cli_load_run_data(const cli_data_opts *o, dpt_dataset *train, dpt_dataset *t
     DPT_TRY(prepare(o, DPT_SPLIT_TRAIN, train));
     if (test) {
         DPT_TRY(prepare(o, DPT_SPLIT_TEST, test));
-        if (test->n_classes != train->n_classes) {
+        if (!train->t && test->n_classes != train->n_classes) {
             int nc = test->n_classes > train->n_classes ? test->n_classes : train->n_classes;
             DPT_TRY(dpt_dataset_set_n_classes(train, nc));
             DPT_TRY(dpt_dataset_set_n_classes(test, nc));
@@ -390,6 +391,7 @@ int cli_load_run_data(const cli_data_opts *o, dpt_dataset *train, dpt_dataset *t
     cJSON_AddStringToObject(run, "dataset", absolute_dataset(o->dataset, ds_abs, sizeof ds_abs));
     cJSON_AddStringToObject(run, "data_dir", realpath(dd, dd_abs) ? dd_abs : dd);
     cJSON_AddStringToObject(run, "classes", o->classes ? o->classes : "");
+    if (o->targets > 0) cli_json_number(run, "targets", (double)o->targets); /* regression (absent: labels) */
     cli_json_number(run, "max_train", (double)o->max_train);
     cli_json_number(run, "max_test", (double)o->max_test);
     cli_json_number(run, "train_examples", (double)train->n);
@@ -509,6 +511,16 @@ dpt_status cli_apply_recorded_pca(const cJSON *pca, dpt_dataset *test) {
     return s;
 }
 
+dpt_status cli_run_targets(const cJSON *run, long *targets) {
+    *targets = 0;
+    const cJSON *tg = cJSON_GetObjectItemCaseSensitive(run, "targets");
+    if (!tg) return DPT_OK; /* classification (and every run before regression existed) */
+    DPT_TRY(json_count(tg, "targets", targets));
+    DPT_CHECK(*targets >= 1 && *targets <= 1000000, DPT_EFORMAT, "checkpoint run record: targets %ld is not in "
+              "[1, 1000000]", *targets);
+    return DPT_OK;
+}
+
 int cli_load_test_from_run(const char *run_json, const char *data_dir, dpt_dataset *test) {
     cJSON *run = cJSON_Parse(run_json);
     DPT_CHECK(run, DPT_EFORMAT, "checkpoint: run description is not valid JSON");
@@ -520,10 +532,12 @@ int cli_load_test_from_run(const char *run_json, const char *data_dir, dpt_datas
         cJSON_Delete(run);
         return dpt_set_error(DPT_EFORMAT, "checkpoint: run description lacks dataset fields");
     }
-    long max_test = 0;
+    long max_test = 0, targets = 0;
     dpt_status s = json_count(cJSON_GetObjectItemCaseSensitive(run, "max_test"), "max_test", &max_test);
+    if (s == DPT_OK) s = cli_run_targets(run, &targets);
     cli_data_opts o = {.dataset = ds->valuestring, .data_dir = data_dir ? data_dir : dd->valuestring,
-                       .normalize = nm->valuestring, .classes = cl->valuestring, .max_test = max_test};
+                       .normalize = nm->valuestring, .classes = cl->valuestring, .max_test = max_test,
+                       .targets = targets};
     if (s == DPT_OK) s = prepare(&o, DPT_SPLIT_TEST, test);
     dpt_normalizer nz;
     int have = 0;

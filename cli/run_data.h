@@ -20,6 +20,7 @@ typedef struct {
     const char *normalize; /* auto | none | public | scalar | channel | feature | dp-scalar | dp-channel |
                               dp-feature | affine:SHIFT:SCALE */
     const char *classes;   /* comma list or NULL */
+    long targets;          /* --targets K: regression, the first K csv columns are targets (0 = labels) */
     long max_train, max_test; /* 0 = all */
     /* The privacy rules (all zero: a non-private run, no DP fit): */
     int private_;          /* a private algorithm trains on this data */
@@ -69,9 +70,12 @@ void cli_norm_report(const cli_norm_info *info, const dpt_trainer *t);
 /* Rebuilds the test split described by a checkpoint's "run" object (data_dir overrides
  * the stored one when non-NULL), with its stored statistics. */
 int cli_load_test_from_run(const char *run_json, const char *data_dir, dpt_dataset *test);
+struct cJSON;
+/* The regression target count a checkpoint's "run" object records (*targets = 0: class
+ * labels, also for runs recorded before --targets existed); DPT_EFORMAT for a bad value. */
+dpt_status cli_run_targets(const struct cJSON *run, long *targets);
 /* A DP-MAC run's recorded DP-PCA (the "pca" object of its run description): centres d by
  * the recorded DP mean (if any) and projects it to the recorded dimensions, as training did.
  * DPT_EFORMAT for a record that does not fit d. */
-struct cJSON;
 dpt_status cli_apply_recorded_pca(const struct cJSON *pca, dpt_dataset *d);
 #endif

@@ -51,6 +51,7 @@ typedef struct {
                                      --init-from is refused (dpt_trainer_set_initial_params would be) */
     int freezable;                /* 1: --freeze is allowed (the library algorithm sets
                                      dpt_algo.freezable; checked here before the data load) */
+    int regression;               /* 1: --targets is allowed (dpt_algo.regression) */
     cli_option *opts;             /* its own flags (NULL-terminated; no CLI_SECTION) or NULL */
     /* Before the data is loaded: validate flags, adjust ctx->sampler / ctx->cfg.
      * Returns 0, or the exit code after printing the error (cli_error). May be NULL. */
