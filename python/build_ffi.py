@@ -323,6 +323,13 @@ dpt_status dpt_trainer_set_initial_params(dpt_trainer *t, const float *params, s
 const char *dpt_trainer_initial_params(const dpt_trainer *t);
 """
 
+# Regression targets (dpt_dataset.t, dpt_epoch_result.test_mse): declared only when the
+# headers have them.
+CDEF_TARGETS = r"""
+dpt_status dpt_dataset_from_targets(const float *x, const float *t, size_t n, size_t dim, size_t t_dim,
+                                    dpt_dataset *out);
+"""
+
 # Frozen layers (dpt_train_config.freeze) and the layer table: declared only when the headers
 # have them.
 CDEF_FREEZE_FUNCS = r"""
@@ -465,7 +472,14 @@ def make_builder():
     if have_freeze:  # a field of the config (its order does not matter in a `...;` struct)
         train = train.replace("    const char *model_spec;\n", "    const char *model_spec;\n    const char *freeze;\n",
                               1)
-    cdef = CDEF_CORE + CDEF_ACCOUNTING + CDEF_DATA_NN
+    have_targets = "dpt_dataset_from_targets" in _read_header(include_dirs, "data.h")
+    data_nn = CDEF_DATA_NN
+    if have_targets:  # fields of `...;` structs: their order does not matter
+        data_nn = data_nn.replace("    size_t shape[3];\n    ...;\n} dpt_dataset;",
+                                  "    size_t shape[3];\n    float *t;\n    size_t t_dim;\n    ...;\n} dpt_dataset;", 1)
+        train = train.replace("    double train_loss, test_loss, test_accuracy, wall_s, lr;\n",
+                              "    double train_loss, test_loss, test_accuracy, wall_s, lr;\n    double test_mse;\n", 1)
+    cdef = CDEF_CORE + CDEF_ACCOUNTING + data_nn
     if have_callbacks:
         cb_types, cb_rest = CDEF_CALLBACKS.split("extern \"Python\"", 1)
         # step info and the callback types must precede the config that holds them
@@ -480,6 +494,8 @@ def make_builder():
         cdef += CDEF_INIT_PARAMS
     if have_freeze:
         cdef += CDEF_FREEZE_FUNCS
+    if have_targets:
+        cdef += CDEF_TARGETS
     if have_inference:
         cdef += CDEF_INFERENCE
     ffi = cffi.FFI()

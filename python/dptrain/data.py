@@ -4,13 +4,14 @@ Features: any real numeric array [n, D] or [n, C, H, W] (image data), converted 
 float32 (a copy only when needed); complex, object and string arrays are refused. NaN and
 infinite values are refused by the library, which names the first one. Labels: integer
 array [n] (integral floats and bools are accepted and converted), stored as int32.
+Regression targets: a real array [n] or [n, k], stored as float32 [n, k].
 """
 
 import numpy as np
 
 from ._lib import check, ffi, lib
 
-__all__ = ["as_features", "as_labels", "Dataset", "load_idx"]
+__all__ = ["as_features", "as_labels", "as_targets", "Dataset", "load_idx"]
 
 
 def as_features(x, name="x", dim=None):
@@ -71,18 +72,49 @@ def as_labels(y, name="y", n=None):
     return np.ascontiguousarray(y, dtype=np.int32)
 
 
+def as_targets(t, name="y", n=None, k=None):
+    """Regression targets t [n] or [n, k] as a C-contiguous float32 [n, k] array; k (if
+    given) must match. NaN and infinite values are refused by the library."""
+    t = np.asarray(t)
+    if t.dtype.kind not in "fiu":
+        raise TypeError("%s: expected real-valued regression targets, got dtype %s" % (name, t.dtype))
+    if t.ndim == 1:
+        t = t[:, None]
+    if t.ndim != 2 or t.shape[1] == 0:
+        raise ValueError("%s must have shape [n] or [n, targets] (regression), got shape %s" % (name, t.shape))
+    if n is not None and t.shape[0] != n:
+        raise ValueError("%s has %d rows of targets for %d examples" % (name, t.shape[0], n))
+    if k is not None and t.shape[1] != k:
+        raise ValueError("%s has %d targets per example, the training targets have %d" % (name, t.shape[1], k))
+    if t.dtype.kind == "f" and t.dtype.itemsize > 4:
+        big = np.isfinite(t) & (np.abs(t) > np.finfo(np.float32).max)
+        if big.any():
+            i = int(np.flatnonzero(big.ravel())[0])
+            raise ValueError("%s[%d] (example %d, target %d) = %r is outside the float32 range"
+                             % (name, i, i // t.shape[1], i % t.shape[1], t.ravel()[i]))
+    return np.ascontiguousarray(t, dtype=np.float32)
+
+
 class Dataset:
     """A library dataset (dpt_dataset) holding a copy of (x, y); `ptr` for C calls."""
 
     def __init__(self, x, y, n_classes=0, shape=None, name="x, y"):
-        """x: C-contiguous float32 [n, D], y: C-contiguous int32 [n] (as_features, as_labels);
-        the library copies and validates them (NaN, labels outside [0, n_classes)); `name`
-        prefixes its messages ("x_test, y_test: dpt_dataset_from_arrays: y[3] = 5 ...")."""
+        """x: C-contiguous float32 [n, D], y: C-contiguous int32 [n] (as_features, as_labels)
+        or, for regression, float32 [n, k] targets (as_targets); the library copies and
+        validates them (NaN, labels outside [0, n_classes)); `name` prefixes its messages
+        ("x_test, y_test: dpt_dataset_from_arrays: y[3] = 5 ...")."""
         self._freed = True
         self.ptr = ffi.new("dpt_dataset *")
-        check(lib.dpt_dataset_from_arrays(ffi.cast("const float *", ffi.from_buffer(x)),
-                                          ffi.cast("const int32_t *", ffi.from_buffer(y)), x.shape[0], x.shape[1],
-                                          int(n_classes), self.ptr), name)
+        if y.dtype == np.float32:
+            if not hasattr(lib, "dpt_dataset_from_targets"):
+                raise NotImplementedError("this libdptrain has no regression targets (dpt_dataset_from_targets)")
+            check(lib.dpt_dataset_from_targets(ffi.cast("const float *", ffi.from_buffer(x)),
+                                               ffi.cast("const float *", ffi.from_buffer(y)), x.shape[0], x.shape[1],
+                                               y.shape[1], self.ptr), name)
+        else:
+            check(lib.dpt_dataset_from_arrays(ffi.cast("const float *", ffi.from_buffer(x)),
+                                              ffi.cast("const int32_t *", ffi.from_buffer(y)), x.shape[0],
+                                              x.shape[1], int(n_classes), self.ptr), name)
         self._freed = False
         if shape is not None and len(shape) == 3:
             check(lib.dpt_dataset_set_shape(self.ptr, *[int(s) for s in shape]), "input_shape")

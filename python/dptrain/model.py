@@ -58,6 +58,7 @@ class Model:
         self.initial_params = initial_params or None
         self.path = path  # the checkpoint file it was loaded from (absolute), or None
         self._blank = False  # Model.from_spec: all parameters 0 until set_parameters
+        self.targets = 0  # regression: the targets per example it was trained on (0: class labels)
 
     # ---- construction ----
     @classmethod
@@ -94,14 +95,20 @@ class Model:
         algo = ffi.string(lib.dpt_checkpoint_algorithm(ck)).decode() or None
         source = "checkpoint %s (%s run, step %d)" % (os.path.realpath(path), algo or "unknown",
                                                        int(lib.dpt_checkpoint_step(ck)))
+        init, targets = None, 0
         try:
-            init = json.loads(ffi.string(lib.dpt_checkpoint_state(ck)).decode()).get("initial_params")
+            state = json.loads(ffi.string(lib.dpt_checkpoint_state(ck)).decode())
+            init = state.get("initial_params")
+            run = state.get("run")
+            targets = run.get("targets", 0) if isinstance(run, dict) else state.get("targets", 0)  # Model.save's
         except (ValueError, AttributeError, UnicodeDecodeError):
-            init = None
-        return cls(lib.dpt_checkpoint_model(ck), ck, loss=_LOSS_NAMES.get(lib.dpt_checkpoint_loss(ck), "ce"),
-                   ledger=ledger, algorithm=algo, delta=_run_delta(ck) if ledger is not None else None,
-                   steps=int(lib.dpt_checkpoint_step(ck)), source=source,
-                   initial_params=init if isinstance(init, str) else None, path=os.path.realpath(path))
+            pass
+        m = cls(lib.dpt_checkpoint_model(ck), ck, loss=_LOSS_NAMES.get(lib.dpt_checkpoint_loss(ck), "ce"),
+                ledger=ledger, algorithm=algo, delta=_run_delta(ck) if ledger is not None else None,
+                steps=int(lib.dpt_checkpoint_step(ck)), source=source,
+                initial_params=init if isinstance(init, str) else None, path=os.path.realpath(path))
+        m.targets = targets if isinstance(targets, int) and targets == m.output_dim else 0
+        return m
 
     def save(self, path, overwrite=False):
         """Writes the model as a dptrain checkpoint (safetensors, written atomically and
@@ -129,6 +136,8 @@ class Model:
                  "config": {"loss": int(_LOSSES[self.loss])}, "saved_by": "dptrain.Model.save"}
         if self.initial_params:
             state["initial_params"] = self.initial_params
+        if self.targets:
+            state["targets"] = int(self.targets)
         if self.ledger is not None:
             state["ledger"] = self.ledger.to_json()
             if self.delta is not None:
@@ -254,16 +263,24 @@ class Model:
         return (o[:, 0] > 0).astype(np.int64) if o.shape[1] == 1 else o.argmax(axis=1)
 
     def evaluate(self, x, y):
-        """(mean loss, accuracy) with the training loss, computed by the library."""
-        from .data import Dataset
+        """(mean loss, accuracy) with the training loss, computed by the library; for a model
+        trained on regression targets (self.targets > 0), y are targets [n] or [n, k] and the
+        result is (mean loss, mean squared error per target)."""
+        from .data import Dataset, as_targets
         x = as_features(x, "x", self.input_dim)
-        y = as_labels(y, "y", x.shape[0])
-        ds = Dataset(x, y, n_classes=self.output_dim if self.output_dim > 1 else 2, name="x, y")
+        if self.targets:
+            y = as_targets(y, "y", x.shape[0], self.output_dim)
+            ds = Dataset(x, y, name="x, y")
+        else:
+            y = as_labels(y, "y", x.shape[0])
+            ds = Dataset(x, y, n_classes=self.output_dim if self.output_dim > 1 else 2, name="x, y")
         loss, acc = ffi.new("double *"), ffi.new("double *")
         try:
             check(lib.dpt_evaluate(self._m, _LOSSES[self.loss], ds.ptr, loss, acc), "evaluate")
         finally:
             ds.free()
+        if self.targets:
+            return loss[0], 2.0 * loss[0] / self.output_dim
         return loss[0], acc[0]
 
     def epsilon(self, delta=None, accountant="rdp"):

@@ -28,7 +28,7 @@ import numpy as np
 
 from ._lib import HAVE_CALLBACKS, check, cstr, ffi, lib, make_error
 from .accounting import Ledger
-from .data import Dataset, as_features, as_labels
+from .data import Dataset, as_features, as_labels, as_targets
 from .errors import PrivacyError
 from .layers import Layer, build_spec
 from .model import Model
@@ -197,8 +197,10 @@ class _Progress:
                 parts[0] += " (partial)"
             if not math.isnan(r["train_loss"]):
                 parts.append("train loss %.4f" % r["train_loss"])
-            if not math.isnan(r["test_accuracy"]):
+            if not math.isnan(r.get("test_accuracy", float("nan"))):
                 parts.append("test acc %.2f%%  test loss %.4f" % (100 * r["test_accuracy"], r["test_loss"]))
+            elif not math.isnan(r.get("test_mse", float("nan"))):  # regression
+                parts.append("test mse %.5g  (rmse %.5g)" % (r["test_mse"], math.sqrt(r["test_mse"])))
             eps, pld = r.get("epsilon", float("nan")), r.get("epsilon_pld")
             if eps is not None and not math.isnan(eps):
                 if pld is not None and not math.isnan(pld):
@@ -213,9 +215,10 @@ class _Progress:
 # ==== callbacks (run on the training thread; cffi takes the GIL for them) ====
 
 class _State:
-    def __init__(self, progress, user_callback):
+    def __init__(self, progress, user_callback, regression=False):
         self.progress = progress
         self.user_callback = user_callback
+        self.regression = regression  # epoch dicts carry test_mse instead of test_accuracy
         self.interrupt = threading.Event()
         self.history = []
         self.error = None
@@ -236,7 +239,7 @@ if HAVE_CALLBACKS:
     def _dpt_py_on_epoch(user, r):
         st = ffi.from_handle(user)
         try:
-            d = _epoch_dict(r)
+            d = _epoch_dict(r, st.regression)
             st.history.append(d)
             st.progress.epoch(d)
             if st.user_callback is not None and st.user_callback(dict(d)):
@@ -252,9 +255,12 @@ if HAVE_CALLBACKS:
         log.log(logging.WARNING if level == lib.DPT_LOG_WARN else logging.INFO, "%s", text)
 
 
-def _epoch_dict(r):
+def _epoch_dict(r, regression=False):
     d = dict(epoch=int(r.epoch), step=int(r.step), train_loss=r.train_loss, test_loss=r.test_loss,
              test_accuracy=r.test_accuracy, lr=r.lr, wall_s=r.wall_s)
+    if regression:  # the test set's mean squared error per target; no accuracy
+        del d["test_accuracy"]
+        d["test_mse"] = r.test_mse
     if HAVE_CALLBACKS:
         d.update(epsilon=r.epsilon, epsilon_pld=r.epsilon_pld, delta=r.delta, partial=bool(r.partial))
     return d
@@ -728,6 +734,9 @@ def _make_noisy_gd(c):
     return out[0]
 
 
+# the algorithms that train on regression targets (dpt_algo.regression)
+_REGRESSION = ("sgd", "dpsgd", "pdp-sgd", "proportional-noise")
+
 _MAKERS = {"sgd": _make_sgd, "dpsgd": _make_dpsgd, "pdp-sgd": _make_pdpsgd, "proportional-noise": _make_propnoise,
            "dpulr": _make_dpulr, "ulr": _make_ulr, "dpmac": _make_dpmac, "mac": _make_mac,
            "noisy-gd": _make_noisy_gd}
@@ -737,7 +746,7 @@ _DEFAULTS = dict(
     model="mlp:784-128-64-32-10:gelu", algorithm="sgd", x_test=None, y_test=None, n_classes=0, input_shape=None,
     loss="ce", init="default", optimizer="adam", lr=None, momentum=0.0, weight_decay=0.0, lr_schedule="constant",
     sampler="shuffle", batch_size=256, sample_rate=None, epochs=5, max_steps=0, seed=1, threads=0, shards=0,
-    out_dir=None, resume=False, overwrite=False, init_params=None, init_source=None, freeze=None,
+    out_dir=None, resume=False, overwrite=False, init_params=None, init_source=None, freeze=None, regression=False,
     sigma=None, clip=1.0, clip_mode="flat", target_epsilon=None, delta=1e-5, secure=False, force=False,
     allow_ledger_mismatch=False,
     kappa=0.0, pdp_sigma=0.0, lambda_=0.0, prop_sigma=0.0,
@@ -812,7 +821,8 @@ def _initial_params(start, spec, source, algo_name):
 
 
 def train(x, y, **kwargs):
-    """Trains a model on features x [n, D] (or [n, C, H, W]) and labels y [n]; returns a Run.
+    """Trains a model on features x [n, D] (or [n, C, H, W]) and labels y [n] (regression=True:
+    real-valued targets y [n] or [n, k]); returns a Run.
 
     Common: model (spec string, e.g. "mlp:784-128-10:relu" or "cnn:1x28x28:conv16k5,relu,fc10",
     or a list of dptrain.layers objects; default the CLI's "mlp:784-128-64-32-10:gelu"; or a
@@ -830,7 +840,11 @@ def train(x, y, **kwargs):
     batch_size / n), optimizer="adam" (or "sgd"), lr (adam 1e-3, sgd 0.1), momentum,
     weight_decay, lr_schedule ("constant" | "step:GAMMA:EVERY" | "exp:GAMMA"), sampler
     ("shuffle" | "poisson" | "full" | "poisson-reject"), loss ("ce" | "bce" | "mse": squared
-    reconstruction error of autoencoders, ae:... models), init,
+    error against regression targets, or without them the reconstruction error of
+    autoencoders, ae:... models), init, regression (True: y and y_test are real-valued
+    targets [n] or [n, k], trained with the squared error, loss "mse", by sgd, dpsgd, pdp-sgd
+    or proportional-noise; a model with k outputs; the history reports test_mse, the test
+    set's mean squared error per target, instead of test_accuracy),
     seed=1, threads=0 (all cores), max_steps, n_classes (0 = max label + 1), input_shape,
     out_dir (run directory: checkpoint, ledger.json, metrics.jsonl and the run's secret key
     dptrain.secret, which resume needs and which is never to be published; None = no files),
@@ -893,7 +907,20 @@ def train(x, y, **kwargs):
                           "channels last ([n, H, W, C]) need x.transpose(0, 3, 1, 2)" % (tuple(xa.shape), xa.shape[1]),
                           stacklevel=2)
     X = as_features(x, "x")
-    Y = as_labels(y, "y", X.shape[0])
+    regression = bool(kw["regression"])
+    if regression:  # real-valued targets, trained with the squared error (dpt_dataset_from_targets)
+        if "n_classes" in given:
+            raise ValueError("n_classes: not with regression=True (regression targets have no classes)")
+        if "loss" in given and kw["loss"] not in ("mse", "squared", "squared-error", "squared_error"):
+            raise ValueError("loss %r: regression=True trains with the squared error, loss='mse' (the default then)"
+                             % (kw["loss"],))
+        if algo_name not in _REGRESSION:
+            raise ValueError("regression=True: not with algorithm %r (%s train on regression targets)"
+                             % (algo_name, ", ".join(_REGRESSION)))
+        kw["loss"] = "mse"
+        Y = as_targets(y, "y", X.shape[0])
+    else:
+        Y = as_labels(y, "y", X.shape[0])
     if shape is None:
         shape = (1, 1, X.shape[1])
     shape = tuple(int(s) for s in shape)
@@ -1004,20 +1031,27 @@ def train(x, y, **kwargs):
         out_dir = os.fspath(out_dir)
         if not out_dir:
             raise ValueError("out_dir: empty directory name")
-        os.makedirs(out_dir, exist_ok=True)
+        # its parents only: the trainer creates out_dir and removes it again when it refuses the run
+        os.makedirs(os.path.dirname(os.path.abspath(out_dir)), exist_ok=True)
         cfg.out_dir = cs(out_dir, "out_dir")
     if hasattr(cfg, "overwrite"):  # (a library from before run-directory locking always overwrote)
         cfg.overwrite = int(bool(kw["overwrite"]))
     if hasattr(cfg, "quiet"):  # a library from before the callbacks printed its epoch lines
         cfg.quiet, cfg.progress = 1, 0
-    cfg.run_json = cs(json.dumps({"source": "python", "dptrain_python": sys.version.split()[0]}), "run_json")
+    rj = {"source": "python", "dptrain_python": sys.version.split()[0]}
+    if regression:  # as the CLI records --targets: Model.load knows the model predicts targets
+        rj["targets"] = int(Y.shape[1])
+    cfg.run_json = cs(json.dumps(rj), "run_json")
 
     train_ds = Dataset(X, Y, kw["n_classes"], shape, name="x, y")
     test_ds = XT = YT = None
     if kw["x_test"] is not None:
         XT = as_features(kw["x_test"], "x_test", X.shape[1])
-        YT = as_labels(kw["y_test"], "y_test", XT.shape[0])
-        if not kw["n_classes"] and YT.size and YT.max() >= train_ds.n_classes:
+        if regression:
+            YT = as_targets(kw["y_test"], "y_test", XT.shape[0], Y.shape[1])
+        else:
+            YT = as_labels(kw["y_test"], "y_test", XT.shape[0])
+        if not regression and not kw["n_classes"] and YT.size and YT.max() >= train_ds.n_classes:
             i = int(np.argmax(YT >= train_ds.n_classes))
             raise ValueError("y_test[%d] = %d is outside [0, %d): the number of classes comes from the training "
                              "labels y (largest %d); pass n_classes= when a split lacks a class"
@@ -1050,7 +1084,7 @@ def train(x, y, **kwargs):
     # ---- callbacks and the run ----
     stream = sys.stderr
     bar = kw["progress"] if "progress" in given else bool(getattr(stream, "isatty", lambda: False)())
-    state = _State(_Progress(stream, int(cfg.epochs), bool(bar), bool(kw["verbose"])), kw["on_epoch"])
+    state = _State(_Progress(stream, int(cfg.epochs), bool(bar), bool(kw["verbose"])), kw["on_epoch"], regression)
     handle = ffi.new_handle(state)
     if HAVE_CALLBACKS:
         cfg.on_step = lib._dpt_py_on_step
@@ -1135,7 +1169,8 @@ def train(x, y, **kwargs):
                                      initial_params=ffi.string(lib.dpt_trainer_initial_params(trainer)).decode()
                                      if hasattr(lib, "dpt_trainer_initial_params") else None)
         run.steps = int(lib.dpt_trainer_step(trainer))
-        run.last = _epoch_dict(last)
+        run.last = _epoch_dict(last, regression)
+        run.model.targets = int(Y.shape[1]) if regression else 0
         if HAVE_CALLBACKS:
             run.stop_reason = _STOP.get(int(lib.dpt_trainer_stop_reason(trainer)), "none")
             run.run_id = ffi.string(lib.dpt_trainer_run_id(trainer)).decode()
