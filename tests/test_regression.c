@@ -173,8 +173,9 @@ static void least_squares(const float *x, const float *t, size_t n, size_t D, si
 }
 
 /* Full-batch SGD on a linear model: the fitted weights are the least-squares solution and
- * the test loss / MSE are the naive loop's. */
-static void test_least_squares(void) {
+ * the test loss / MSE are the naive loop's; also data parallel over 3 shards (each shard
+ * gathers its own examples' targets, and the evaluation is split by shards). */
+static void test_least_squares(size_t shards) {
     const size_t n = 300, D = 3, T = 2;
     float *x, *t;
     make_data(n, D, T, 0.3, 2, &x, &t);
@@ -183,6 +184,7 @@ static void test_least_squares(void) {
     CHECK_OK(dpt_dataset_from_targets(x, t, 100, D, T, &te));
     dpt_train_config c = cfg_for("mlp:3-2");
     c.sampler = DPT_SAMPLER_FULL;
+    c.shards = shards;
     c.epochs = 400;
     c.optim.lr = 0.5;
     dpt_algo *a = NULL;
@@ -413,7 +415,8 @@ static void test_resume(const dpt_dataset *tr) {
 int main(void) {
     test_dataset();
     test_csv();
-    test_least_squares();
+    test_least_squares(0);
+    test_least_squares(3);
     float *x, *t;
     make_data(200, 3, 2, 0.5, 7, &x, &t);
     dpt_dataset tr;
