@@ -287,6 +287,37 @@ static void test_dpsgd_sum(const dpt_dataset *tr) {
         }
 }
 
+/* The non-private algorithms that take targets: the step direction of sgd and of pdp-sgd and
+ * proportional-noise without regularization is the mean of the hand-written per-example
+ * gradients (no clipping: C = infinity in reference_linear). */
+static void test_nonprivate_grad(const dpt_dataset *tr) {
+    dpt_train_config c = cfg_for("mlp:3-2");
+    for (int k = 0; k < 3; k++) {
+        dpt_algo *a = NULL;
+        dpt_trainer *t = NULL;
+        const dpt_pdp_config pdp = {0.0, 0.0};
+        const dpt_propnoise_config pn = {0.5, 0.0};
+        if (k == 0) CHECK_OK(dpt_algo_sgd_new(&a));
+        if (k == 1) CHECK_OK(dpt_algo_pdpsgd_new(&pdp, &a));
+        if (k == 2) CHECK_OK(dpt_algo_propnoise_new(&pn, &a));
+        CHECK_OK(dpt_trainer_new(&c, tr, NULL, a, &t));
+        if (!t) continue;
+        const size_t P = t->model->n_params, b = 23;
+        float *got = malloc(P * sizeof *got);
+        double *want = malloc(P * sizeof *want), nw = 0, nd = 0;
+        grad_of(t, a, tr, b, 1, got);
+        reference_linear(t->model->theta, tr, b, INFINITY, want);
+        for (size_t j = 0; j < P; j++) {
+            want[j] /= (double)b;
+            nw += want[j] * want[j], nd += (got[j] - want[j]) * (got[j] - want[j]);
+        }
+        CHECK(nw > 0.01);
+        CHECK_CLOSE(sqrt(nd), 0.0, 1e-5 * sqrt(nw), 0);
+        free(got), free(want);
+        dpt_trainer_free(t);
+    }
+}
+
 /* Neighbouring batches (the last example removed) differ by that example's clipped
  * gradient: norm C when its gradient is larger than C. */
 static void test_sensitivity(const dpt_dataset *tr) {
@@ -422,6 +453,7 @@ int main(void) {
     dpt_dataset tr;
     CHECK_OK(dpt_dataset_from_targets(x, t, 200, 3, 2, &tr));
     test_dpsgd_sum(&tr);
+    test_nonprivate_grad(&tr);
     test_sensitivity(&tr);
     test_noise();
     test_refusals(&tr);
