@@ -179,12 +179,14 @@ static int ngd_started(cli_algo_ctx *c, dpt_trainer *t) {
     return rc;
 }
 
-/* Per-candidate final values of one run (for worst-case-of-the-mean over several runs). */
+/* Per-candidate final values of one run (for worst-case-of-the-mean over several runs).
+ * Written after the run trained: a failure is the work's (exit status 1), as is every
+ * failure of the --runs aggregate below. */
 static int write_candidates(const dpt_algo *a, const char *dir) {
     char path[1200];
     snprintf(path, sizeof path, "%s/kl_candidates.csv", dir);
     FILE *f = fopen(path, "w");
-    if (!f) return cli_error("%s: cannot write", path);
+    if (!f) return cli_failf("%s: cannot write: %s", path, strerror(errno));
     fprintf(f, "kind,record,heldout,kl\n");
     const double *v;
     size_t n;
@@ -197,7 +199,8 @@ static int write_candidates(const dpt_algo *a, const char *dir) {
     if (dpt_noisy_gd_kl_values(a, DPT_KL_REPLACE, &v, &n) == DPT_OK &&
         dpt_noisy_gd_replace_candidates(a, &zi, &k) == DPT_OK && k)
         for (size_t i = 0; i < n; i++) fprintf(f, "replace,%zu,%zu,%.9g\n", i / k, zi[i % k], v[i]);
-    if (fclose(f) != 0) return cli_error("%s: write failed", path);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) return cli_failf("%s: write failed", path);
     return 0;
 }
 
@@ -254,7 +257,7 @@ static int read_metrics(const char *dir, cJSON **out) {
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
     *out = NULL;
     FILE *f = fopen(path, "r");
-    if (!f) return cli_error("--runs: cannot read %s", path);
+    if (!f) return cli_failf("--runs: cannot read %s: %s", path, strerror(errno));
     cJSON *arr = cJSON_CreateArray();
     int rc = arr ? 0 : cli_failf("--runs: %s: out of memory", path);
     char *line = NULL;
@@ -263,7 +266,7 @@ static int read_metrics(const char *dir, cJSON **out) {
     while (!rc && (len = getline(&line, &cap, f)) > 0) {
         if (len <= 1) continue;
         cJSON *o = cJSON_Parse(line);
-        if (!o) rc = cli_error("--runs: %s: a line is not JSON", path);
+        if (!o) rc = cli_failf("--runs: %s: a line is not JSON", path);
         else cJSON_AddItemToArray(arr, o);
     }
     free(line);
@@ -313,13 +316,13 @@ static int write_aggregate(const cli_algo_ctx *c) {
     for (long k = 0; k < runs && !rc; k++) {
         snprintf(dir, sizeof dir, "%s/run%ld", c->out, k + 1);
         if ((rc = read_metrics(dir, &m[k])) == 0 && cJSON_GetArraySize(m[k]) != cJSON_GetArraySize(m[0]))
-            rc = cli_error("--runs: %s/metrics.jsonl has %d epochs, run 1 has %d", dir, cJSON_GetArraySize(m[k]),
+            rc = cli_failf("--runs: %s/metrics.jsonl has %d epochs, run 1 has %d", dir, cJSON_GetArraySize(m[k]),
                            cJSON_GetArraySize(m[0]));
     }
     FILE *f = NULL;
     if (!rc) {
         snprintf(path, sizeof path, "%s/metrics.jsonl", c->out);
-        if (!(f = fopen(path, "w"))) rc = cli_error("%s: cannot write", path);
+        if (!(f = fopen(path, "w"))) rc = cli_failf("%s: cannot write: %s", path, strerror(errno));
     }
     const int E = rc ? 0 : cJSON_GetArraySize(m[0]);
     for (int e = 0; e < E && !rc; e++) {
@@ -353,7 +356,7 @@ static int write_aggregate(const cli_algo_ctx *c) {
         }
         char *line = cJSON_PrintUnformatted(o);
         if (!line) rc = cli_failf("%s: out of memory", path);
-        else if (fprintf(f, "%s\n", line) < 0) rc = cli_error("%s: write failed", path);
+        else if (fprintf(f, "%s\n", line) < 0) rc = cli_failf("%s: write failed", path);
         if (e == E - 1 && !rc) {
             double mu, sd;
             printf("over %ld runs (seeds %" PRIu64 "..%" PRIu64 "), mean and std of each run's worst case: ", runs,
@@ -366,7 +369,10 @@ static int write_aggregate(const cli_algo_ctx *c) {
         free(line);
         cJSON_Delete(o);
     }
-    if (f && fclose(f) != 0 && !rc) rc = cli_error("%s: write failed", path);
+    if (f) {
+        int bad = ferror(f);
+        if ((fclose(f) != 0 || bad) && !rc) rc = cli_failf("%s: write failed", path);
+    }
     for (long k = 0; k < runs; k++) cJSON_Delete(m[k]);
     return rc;
 }

@@ -40,6 +40,20 @@ expect_ok "$BIN" "${TR[@]}" "${DP[@]}" --sigma 1 --out "$T/b"
 status 2 "--resume: " "$BIN" "${TR[@]}" "${DP[@]}" --sigma 2 --max-steps 2 --out "$T/a" --resume # was 1
 # train: failures once training ran
 status 1 "diverged" "$BIN" "${TR[@]}" --algo dpsgd --sigma 1 --batch-size 30 --optimizer sgd --lr 1e30 --out "$T/r4"
+# noisy-gd writes kl_candidates.csv, and with --runs the aggregate OUT/metrics.jsonl, after
+# training: a file it cannot write then is the work's failure. The test runs as root, where
+# chmod stops nothing, and --out must be empty: the file size limit (ulimit -f, in KiB,
+# SIGXFSZ ignored so that write() fails with EFBIG) is what refuses the write. The limit
+# lies between what the runs write (checkpoint 2.2 KiB, metrics.jsonl 0.5 and 2.5 KiB) and
+# the failing file (kl_candidates.csv 8 KiB: 300 records; the aggregate 8 KiB: 16 epochs).
+FSIZE4=(bash -c 'trap "" XFSZ; ulimit -f 4; exec "$0" "$@"')
+NG=(--algo noisy-gd --langevin-sigma 0.05)
+status 1 "$T/n1/kl_candidates.csv: write failed" "${FSIZE4[@]}" "$BIN" "${TR[@]}" "${NG[@]}" --neighbours remove \
+  --out "$T/n1" # was 2
+status 1 "$T/n2/metrics.jsonl: write failed" "${FSIZE4[@]}" "$BIN" "${TR[@]}" "${NG[@]}" --neighbours none --runs 2 \
+  --epochs 16 --out "$T/n2" # was 2
+check '[ -s "$T/n2/run2/metrics.jsonl" ] && [ "$(wc -l <"$T/n2/run2/metrics.jsonl")" -eq 16 ]' \
+  "noisy-gd --runs 2 under ulimit -f 4: run 2 did not train to the end, so the failure tested was not the aggregate's"
 # out of memory refuses nothing the command line gave: 1, also where the library's status
 # passes through cli_refuse. --secure builds the model before the trainer (the accounted
 # multiplier depends on its parameter count); its 2^48 parameters (1.1 PB of floats) are
