@@ -425,7 +425,13 @@ static void test_bad_config(void) {
 /* Refused when the trainer is made: a sampler the accountant does not cover. A diverged
  * model (NaN / inf per-example gradients) is DPT_ERANGE naming the cause, flat and
  * per-layer, fast path and reference mode alike (the reference clips materialized rows
- * with dpt_privacy_clip_rows_ref, not the clip factors), as for the non-private optimizer. */
+ * with dpt_privacy_clip_rows_ref, not the clip factors), as for the non-private optimizer;
+ * per-layer clipping names the layer as the model does: fc1, or with fc1 of 8-16-16-3
+ * frozen fc2 (the first trained layer, parameter layer 0 of the clipping; with fc1 of
+ * 8-16-3 frozen, fc2's gradient (p - y) h stays finite whatever lr). One example whose features
+ * overflow the forward pass (3e38, finite) in a batch of all 12 (q = 1, in order) is named
+ * by its index: 7 on the fast path; on the reference path, which clips chunks of 5, row 2
+ * of the chunk from example 5. */
 static void test_trainer_refusals(const dpt_dataset *tr) {
     dpt_train_config c = dp_cfg("mlp:8-16-3:gelu", 0.1);
     c.sampler = DPT_SAMPLER_SHUFFLE;
@@ -439,16 +445,38 @@ static void test_trainer_refusals(const dpt_dataset *tr) {
     CHECK_ERR_HAS("dpsgd needs dpt_train_config.sampler = DPT_SAMPLER_POISSON, not DPT_SAMPLER_SHUFFLE");
     CHECK(t == NULL);
     for (int mode = 0; mode < 2; mode++)
+        for (int reference = 0; reference < 2; reference++)
+            for (int frozen = 0; frozen < 1 + mode; frozen++) {
+                c = dp_cfg(frozen ? "mlp:8-16-16-3:gelu" : "mlp:8-16-3:gelu", 0.1);
+                c.optim.lr = 1e30;
+                c.max_steps = 10;
+                c.freeze = frozen ? "fc1" : NULL;
+                t = make_trainer(&c, tr, 1.0, 1.0, mode ? DPT_CLIP_PER_LAYER : DPT_CLIP_FLAT, reference, NULL);
+                if (!t) return;
+                CHECK_STATUS(dpt_trainer_run(t, NULL), DPT_ERANGE);
+                CHECK_ERR_HAS("the model diverged; lower the learning rate");
+                CHECK_ERR_HAS(reference ? "dpsgd (reference): " : "dpsgd: ");
+                if (mode) CHECK_ERR_HAS(frozen ? ": layer fc2: clip factors: " : ": layer fc1: clip factors: ");
+                else CHECK(!strstr(dpt_last_error(), "layer"));
+                dpt_trainer_free(t);
+            }
+    dpt_dataset one;
+    tu_make_blobs(&one, 12, 4, 1.0f);
+    for (size_t j = 0; j < one.dim; j++) one.x[7 * one.dim + j] = 3e38f;
+    for (int mode = 0; mode < 2; mode++)
         for (int reference = 0; reference < 2; reference++) {
-            c = dp_cfg("mlp:8-16-3:gelu", 0.1);
-            c.optim.lr = 1e30;
-            c.max_steps = 10;
-            t = make_trainer(&c, tr, 1.0, 1.0, mode ? DPT_CLIP_PER_LAYER : DPT_CLIP_FLAT, reference, NULL);
-            if (!t) return;
+            c = dp_cfg("mlp:8-16-3:gelu", 1.0);
+            c.max_steps = 1;
+            t = make_trainer(&c, &one, 1.0, 1.0, mode ? DPT_CLIP_PER_LAYER : DPT_CLIP_FLAT, reference, NULL);
+            if (!t) break;
             CHECK_STATUS(dpt_trainer_run(t, NULL), DPT_ERANGE);
-            CHECK_ERR_HAS("the model diverged; lower the learning rate");
+            if (!reference) CHECK_ERR_HAS("dpsgd: ");
+            else CHECK_ERR_HAS("dpsgd (reference; examples counted from example 5 of the batch): ");
+            if (mode) CHECK_ERR_HAS("layer fc1: clip factors: ");
+            CHECK_ERR_HAS(reference ? "per-example gradient 2 is " : "per-example gradient 7 is ");
             dpt_trainer_free(t);
         }
+    dpt_dataset_free(&one);
 }
 
 int main(void) {

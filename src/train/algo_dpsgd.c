@@ -201,16 +201,18 @@ static dpt_status accumulate_fast(dpsgd_state *s, dpt_trainer *t, const float *x
         }
         return DPT_OK;
     }
-    /* ||g_{i,l}||^2 of each trained layer l */
+    /* ||g_{i,l}||^2 of each trained layer l, then its factors c_{i,l} = min(1, C_l / ||g_{i,l}||)
+     * (dpt_privacy_clip_factors_layers one layer at a time, so that a diverged layer is
+     * named as the model names it, as the reference path does) */
     size_t g = 0;
     for (size_t l = 0; l < m->n_layers; l++) {
         const dpt_layer *L = &m->layers[l];
         if (!dpt_train_layer_trains(t, l)) continue;
         DPT_TRY(L->ops->backward_params(L, m->act[l], m->dact[l + 1], bc, DPT_GRAD_SQNORM, NULL, s->sq + g * bc, 0, 0));
+        dpt_status st = dpt_privacy_clip_factors(s->sq + g * bc, bc, s->C_l[g], s->c + g * bc);
+        if (st != DPT_OK) return dpt_error_context(st, "dpsgd: layer %s", L->name); /* NaN/inf: DPT_ERANGE */
         g++;
     }
-    dpt_status st = dpt_privacy_clip_factors_layers(s->sq, s->G, bc, s->C_l, s->c);
-    if (st != DPT_OK) return dpt_error_context(st, "dpsgd");
     g = 0;
     for (size_t l = 0; l < m->n_layers; l++) {
         const dpt_layer *L = &m->layers[l];
@@ -224,6 +226,15 @@ static dpt_status accumulate_fast(dpsgd_state *s, dpt_trainer *t, const float *x
 }
 
 /* ==== Reference path: materialized per-example gradients, in chunks ==== */
+
+/* An error of dpt_privacy_clip_rows_ref on the chunk from example lo (NaN/inf: DPT_ERANGE,
+ * diverged), with the layer it clipped (per-layer mode; NULL: flat). The index in its
+ * message counts the chunk's rows, so the chunk's first example is said when it is not 0. */
+static dpt_status ref_clip_error(dpt_status st, size_t lo, const char *layer) {
+    if (layer) st = dpt_error_context(st, "layer %s", layer);
+    if (lo) return dpt_error_context(st, "dpsgd (reference; examples counted from example %zu of the batch)", lo);
+    return dpt_error_context(st, "dpsgd (reference)");
+}
 
 static dpt_status accumulate_ref(dpsgd_state *s, dpt_trainer *t, const float *x, const int32_t *y, size_t bc,
                                  double *loss_sum) {
@@ -241,13 +252,15 @@ static dpt_status accumulate_ref(dpsgd_state *s, dpt_trainer *t, const float *x,
         if (t->frozen) memset(s->pe, 0, n * P * sizeof *s->pe);
         DPT_TRY(dpt_train_param_grad(t, n, DPT_GRAD_PER_EXAMPLE, s->pe, P, 0));
         if (s->cfg.clip_mode == DPT_CLIP_FLAT) {
-            DPT_TRY(dpt_privacy_clip_rows_ref(s->pe, n, P, P, s->cfg.clip, NULL));
+            dpt_status st = dpt_privacy_clip_rows_ref(s->pe, n, P, P, s->cfg.clip, NULL);
+            if (st != DPT_OK) return ref_clip_error(st, lo, NULL);
         } else {
             size_t g = 0;
             for (size_t l = 0; l < m->n_layers; l++) {
                 const dpt_layer *L = &m->layers[l];
                 if (!dpt_train_layer_trains(t, l)) continue;
-                DPT_TRY(dpt_privacy_clip_rows_ref(s->pe + L->param_offset, n, L->n_params, P, s->C_l[g], NULL));
+                dpt_status st = dpt_privacy_clip_rows_ref(s->pe + L->param_offset, n, L->n_params, P, s->C_l[g], NULL);
+                if (st != DPT_OK) return ref_clip_error(st, lo, L->name);
                 g++;
             }
         }
