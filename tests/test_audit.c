@@ -277,6 +277,43 @@ static void test_loss_attack_memorize(void) {
     dpt_dataset_free(&pop);
 }
 
+/* dpt_audit_scores refuses what the caller got wrong, before any forward pass (it asserted
+ * the indices and labels, aborting the caller): a NULL model or dataset, an index beyond
+ * the data, n beyond the data without idx, a label that is not one of the model's classes. */
+static void test_scores_errors(void) {
+    dpt_dataset d;
+    make_random_labels(&d, 10, 8, 3);
+    dpt_model *m;
+    dpt_rng r;
+    CHECK_OK(dpt_model_new("mlp:8-16-4:relu", 4, 1, &m));
+    dpt_rng_init(&r, 5, DPT_STREAM_INIT);
+    CHECK_OK(dpt_model_init(m, DPT_INIT_DEFAULT, NULL, 0, 0.0, &r));
+    double loss[11];
+    uint32_t idx[3] = {1, 10, 2};
+    CHECK_STATUS(dpt_audit_scores(NULL, &d, NULL, 10, loss, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_audit_scores: m is NULL");
+    CHECK_STATUS(dpt_audit_scores(m, NULL, NULL, 10, loss, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_audit_scores: d is NULL");
+    CHECK_STATUS(dpt_audit_scores(m, &d, idx, 3, loss, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_audit_scores: idx[1] = 10 is not an example of d (10 examples)");
+    CHECK_STATUS(dpt_audit_scores(m, &d, NULL, 11, loss, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_audit_scores: n = 11 with idx NULL (d's first n examples), but d has 10");
+    idx[1] = 3;
+    const int32_t y2 = d.y[2];
+    d.y[2] = 4;
+    CHECK_STATUS(dpt_audit_scores(m, &d, idx, 3, loss, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_audit_scores: example 2 of d has label 4, not one of the model's 4 classes");
+    d.y[2] = -1;
+    CHECK_STATUS(dpt_audit_scores(m, &d, NULL, 10, loss, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("example 2 of d has label -1");
+    d.y[2] = y2;
+    CHECK_OK(dpt_audit_scores(m, &d, idx, 3, loss, NULL));
+    CHECK(isfinite(loss[0]) && isfinite(loss[1]) && isfinite(loss[2]) && loss[2] > 0);
+    dpt_rng_free(&r);
+    dpt_model_free(m);
+    dpt_dataset_free(&d);
+}
+
 /* ==== dpt_audit_run (the whole audit in the library) ==== */
 
 typedef struct {
@@ -402,6 +439,15 @@ static void test_audit_run(void) {
     CHECK_STATUS(dpt_audit_run(&c, &pop, &test, &r1), DPT_ENOMEM);
     CHECK(strstr(dpt_last_error(), "overflow") != NULL);
     CHECK(r1.n_attacks == 0 && r1.attack[0].in == NULL);
+    /* a canary is a test example given another class's label: data of one class have none
+     * to give (it drew the label with dpt_rng_below(r, 0), which asserted and aborted) */
+    for (size_t i = 0; i < pop.n; i++) pop.y[i] = 0;
+    for (size_t i = 0; i < test.n; i++) test.y[i] = 0;
+    pop.n_classes = test.n_classes = 1;
+    c = small_audit();
+    c.canaries = 10;
+    CHECK_STATUS(dpt_audit_run(&c, &pop, &test, &r1), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_audit_config.canaries 10: a canary is mislabelled, and the data have 1 class");
     dpt_dataset_free(&pop);
     dpt_dataset_free(&test);
 }
@@ -424,6 +470,7 @@ int main(void) {
     test_roc();
     test_lira_synthetic();
     test_loss_attack_memorize();
+    test_scores_errors();
     test_summarize_overflow();
     test_audit_run();
     TEST_MAIN_END();

@@ -533,8 +533,53 @@ static void test_text_chars(void) {
     CHECK(dpt_text_char_len("") == 0 && dpt_text_char_len("a") == 1 && dpt_text_char_len("\t") == 0);
 }
 
+/* Caller errors in functions that return a value have defined results (core.h), never an
+ * abort: dpt_rng_below(r, 0) reads n modulo 2^64, a uniform 64-bit value and the same draw
+ * as dpt_rng_u64 (it asserted n >= 1); a view with an ndim outside 1..DPT_MAX_DIMS, a NULL
+ * shape or a size that overflows is the empty tensor (the ndim was asserted, a NULL shape
+ * dereferenced). dpt_tensor_alloc refuses the same with a status naming the argument. */
+static void test_caller_errors(void) {
+    dpt_rng a, b;
+    CHECK_OK(dpt_rng_init(&a, 7, DPT_STREAM_AUX));
+    CHECK_OK(dpt_rng_init(&b, 7, DPT_STREAM_AUX));
+    int same = 1, top = 0;
+    for (int i = 0; i < 200; i++) {
+        uint64_t x = dpt_rng_below(&a, 0);
+        same &= x == dpt_rng_u64(&b);
+        top += (int)(x >> 63); /* the whole range: about half have the top bit */
+    }
+    CHECK(same);
+    CHECK(top > 60 && top < 140);
+    CHECK(dpt_rng_below(&a, 1) == 0);
+    dpt_rng_free(&a), dpt_rng_free(&b);
+
+    float buf[6];
+    size_t shape[2] = {2, 3}, huge[2] = {SIZE_MAX / 2, 3};
+    dpt_tensor v = dpt_tensor_view(buf, 2, shape);
+    CHECK(v.ndim == 2 && v.size == 6 && v.shape[1] == 3 && v.data == buf && !v.owns);
+    const dpt_tensor bad[4] = {dpt_tensor_view(buf, 0, shape), dpt_tensor_view(buf, DPT_MAX_DIMS + 1, shape),
+                               dpt_tensor_view(buf, 2, NULL), dpt_tensor_view(buf, 2, huge)};
+    for (int i = 0; i < 4; i++) {
+        CHECK(bad[i].ndim == 0 && bad[i].size == 0 && bad[i].data == NULL && bad[i].shape[0] == 0);
+        if (bad[i].ndim) fprintf(stderr, "bad view %d: ndim %d, size %zu\n", i, bad[i].ndim, bad[i].size);
+    }
+    dpt_tensor t;
+    CHECK_STATUS(dpt_tensor_alloc(NULL, 2, shape), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_tensor_alloc: t is NULL");
+    CHECK_STATUS(dpt_tensor_alloc(&t, DPT_MAX_DIMS + 1, shape), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_tensor_alloc: ndim 5 outside 1..4");
+    CHECK_STATUS(dpt_tensor_alloc(&t, 2, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_tensor_alloc: shape is NULL");
+    CHECK_STATUS(dpt_tensor_alloc(&t, 2, huge), DPT_ENOMEM);
+    CHECK_ERR_HAS("size overflow");
+    CHECK_OK(dpt_tensor_alloc(&t, 2, shape));
+    CHECK(t.ndim == 2 && t.size == 6 && t.owns && t.data);
+    dpt_tensor_free(&t);
+}
+
 int main(void) {
     test_errors();
+    test_caller_errors();
     test_rng_streams();
     test_samplers();
     test_gauss_chi2();

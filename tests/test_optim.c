@@ -355,8 +355,54 @@ static void test_ranges(void) {
     }
 }
 
+/* A dpt_optim that dpt_optim_init did not make for its config is refused with DPT_EINVAL,
+ * theta and the step count untouched: a zeroed struct; a config switched to Adam, given
+ * momentum or an unknown kind after init; a struct filled in by hand (the Adam update
+ * asserted its moments, aborting the caller; SGD silently ignored the momentum). */
+static void test_uninitialized(void) {
+    float th[4] = {1, 2, 3, 4}, g[4] = {0.1f, 0.2f, 0.3f, 0.4f}, th0[4];
+    memcpy(th0, th, sizeof th);
+    const size_t all[2] = {0, 4};
+    dpt_optim o;
+    memset(&o, 0, sizeof o);
+    CHECK_STATUS(dpt_optim_step(&o, th, g, 0.1), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_optim_step: o is not initialized");
+    const dpt_optim_config sgd = dpt_optim_defaults(DPT_OPT_SGD);
+    CHECK_OK(dpt_optim_init(&o, &sgd, 4));
+    o.cfg = dpt_optim_defaults(DPT_OPT_ADAM);
+    CHECK_STATUS(dpt_optim_step(&o, th, g, 0.1), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_optim_step: o is not initialized for its config (kind 1, m NULL, v NULL)");
+    CHECK_STATUS(dpt_optim_step_ranges(&o, th, g, 0.1, all, 1), DPT_EINVAL);
+    CHECK_ERR_HAS("(kind 1, m NULL, v NULL)");
+    o.cfg = sgd;
+    o.cfg.momentum = 0.9;
+    CHECK_STATUS(dpt_optim_step(&o, th, g, 0.1), DPT_EINVAL);
+    CHECK_ERR_HAS("(kind 0 with momentum, m NULL, v NULL)");
+    o.cfg = sgd;
+    o.cfg.kind = (dpt_opt_kind)7;
+    CHECK_STATUS(dpt_optim_step(&o, th, g, 0.1), DPT_EINVAL);
+    CHECK_ERR_HAS("(kind 7, m NULL, v NULL)");
+    CHECK(memcmp(th, th0, sizeof th) == 0 && o.t == 0);
+    o.cfg = sgd; /* as made: plain SGD */
+    CHECK_OK(dpt_optim_step(&o, th, g, 0.1));
+    CHECK(o.t == 1 && th[3] == (float)(4 - 0.1 * (double)0.4f));
+    dpt_optim_free(&o);
+    /* Adam made by dpt_optim_init has its moments, by hand it has none */
+    const dpt_optim_config adam = dpt_optim_defaults(DPT_OPT_ADAM);
+    memset(&o, 0, sizeof o);
+    o.cfg = adam, o.n = 4;
+    memcpy(th, th0, sizeof th);
+    CHECK_STATUS(dpt_optim_step(&o, th, g, 1e-3), DPT_EINVAL);
+    CHECK_ERR_HAS("(kind 1, m NULL, v NULL)");
+    CHECK(memcmp(th, th0, sizeof th) == 0 && o.t == 0);
+    CHECK_OK(dpt_optim_init(&o, &adam, 4));
+    CHECK_OK(dpt_optim_step(&o, th, g, 1e-3));
+    dpt_optim_free(&o);
+}
+
 int main(void) {
     test_ranges();
+    test_uninitialized();
     test_sgd();
     test_adam();
     test_nonfinite();

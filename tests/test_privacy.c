@@ -306,7 +306,21 @@ static void test_discrete_gauss_gof(uint32_t s, double chi2_crit) {
     dpt_rng_free(&r);
 }
 
+/* s = 0: N_Z(0, 0) is the point mass at 0 and nothing is drawn (it asserted s >= 1,
+ * aborting the caller; privacy.h) */
+static void test_discrete_gauss_zero(void) {
+    dpt_rng a, b;
+    CHECK_OK(dpt_rng_init(&a, 5, DPT_STREAM_NOISE));
+    CHECK_OK(dpt_rng_init(&b, 5, DPT_STREAM_NOISE));
+    int zero = 1;
+    for (int i = 0; i < 100; i++) zero &= dpt_privacy_discrete_gauss(&a, 0) == 0;
+    CHECK(zero);
+    CHECK(dpt_rng_u64(&a) == dpt_rng_u64(&b));
+    dpt_rng_free(&a), dpt_rng_free(&b);
+}
+
 int main(void) {
+    test_discrete_gauss_zero();
     test_clip_equality(0.05);
     test_clip_equality(3.0);
     test_clip_layers();

@@ -91,8 +91,9 @@ dpt_status dpt_audit_summarize(const double *in, size_t n_in, const double *out,
 /* ==== Scores ==== */
 /* For softmax cross-entropy models: per-example loss -log p_y and LiRA's
  * phi = log p_y - log(sum_{k != y} p_k) (stable in the logits), over d's examples idx
- * (NULL = all), in chunks of the model's max_batch. DPT_EINVAL when the model has one
- * output. */
+ * (NULL = the first n), in chunks of the model's max_batch. DPT_EINVAL, before any
+ * forward pass, when m or d is NULL, the model has one output or other than d's features,
+ * an example is not in d (idx[i] >= d->n; n > d->n) or its label is not a model class. */
 dpt_status dpt_audit_scores(dpt_model *m, const dpt_dataset *d, const uint32_t *idx, size_t n, double *loss,
                             double *phi);
 /* LiRA scores of the N target values phi_t from S shadows: phi_sh [S, N], in_mask [S, N]
@@ -156,7 +157,8 @@ typedef struct {
     size_t bootstrap;          /* bootstrap resamples of each summary (0 or 1: no interval) */
     double alpha;              /* intervals at confidence 1 - alpha, in (0, 1) */
     uint64_t seed;             /* the split, every model, the shadows' halves, the canaries */
-    size_t canaries;           /* canary audit with this many mislabelled test examples (0 = none) */
+    size_t canaries;           /* canary audit with this many mislabelled test examples (0 = none;
+                                  needs >= 2 classes) */
     size_t canary_runs;        /* independent training runs of the canary audit (>= 1) */
     size_t one_run_guesses;    /* one-run bound (one canary run): guesses per side (0 = canaries / 10) */
     dpt_model *target;         /* NULL: train the target on a random half of pop. Else audit

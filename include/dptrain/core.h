@@ -110,7 +110,13 @@ typedef struct {
     int owns;
 } dpt_tensor;
 
+/* ndim in 1..DPT_MAX_DIMS, shape [ndim]. DPT_EINVAL (t untouched) for a NULL t or shape or
+ * an ndim outside that range, DPT_ENOMEM when the size overflows or allocation fails. */
 dpt_status dpt_tensor_alloc(dpt_tensor *t, int ndim, const size_t *shape);
+/* A view of data (not owned, not checked) with that shape. An ndim outside 1..DPT_MAX_DIMS,
+ * a NULL shape or a size that overflows size_t give the empty tensor (all zero: ndim 0,
+ * size 0, data NULL) rather than aborting: check t.ndim when ndim or shape are not known
+ * to be valid. */
 dpt_tensor dpt_tensor_view(float *data, int ndim, const size_t *shape);
 void dpt_tensor_free(dpt_tensor *t); /* frees only owned data; accepts NULL */
 
@@ -177,7 +183,8 @@ void dpt_rng_fill_u32(dpt_rng *r, uint32_t *out, size_t n);
 uint64_t dpt_rng_u64(dpt_rng *r);
 /* Uniform double in [0, 1) with 53 random bits. */
 double dpt_rng_uniform(dpt_rng *r);
-/* Uniform integer in [0, n) without modulo bias (n >= 1). */
+/* Uniform integer in [0, n) without modulo bias. n = 0 stands for 2^64 (n is read modulo
+ * 2^64): a uniform 64-bit value, the same draw as dpt_rng_u64; no n aborts. */
 uint64_t dpt_rng_below(dpt_rng *r, uint64_t n);
 /* Standard normal, reference sampler: Box-Muller in double precision on 53-bit uniforms. */
 double dpt_rng_gauss_ref(dpt_rng *r);

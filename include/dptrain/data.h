@@ -148,7 +148,9 @@ dpt_status dpt_dataset_filter_classes(dpt_dataset *d, const int *classes, size_t
 /* Keep the first n_first examples (1 <= n_first <= n, else DPT_EINVAL). */
 dpt_status dpt_dataset_take(dpt_dataset *d, size_t n_first);
 /* Gather rows idx[0..b) into x_out [b, dim] and y_out [b] (y_out may be NULL).
- * Indices must be < d->n (checked by DPT_ASSERT: they come from a sampler, not a user). */
+ * Indices must be < d->n: one that is not aborts the process (DPT_ASSERT; this copy runs
+ * every step on a sampler's indices and returns no status). Callers holding indices of
+ * their own check them first (dpt_audit_scores does). */
 void dpt_dataset_gather(const dpt_dataset *d, const uint32_t *idx, size_t b, float *x_out,
                         int32_t *y_out);
 /* Gather the targets of rows idx[0..b) into t_out [b, t_dim] (a regression dataset; a

@@ -43,7 +43,9 @@ typedef struct {
 dpt_status dpt_optim_init(dpt_optim *o, const dpt_optim_config *cfg, size_t n);
 void dpt_optim_free(dpt_optim *o); /* accepts NULL */
 /* theta[n] -= update(grad[n]) with learning rate lr (the schedule's value for this step).
- * A non-finite gradient is DPT_ERANGE and theta is left unchanged. */
+ * A non-finite gradient is DPT_ERANGE and theta is left unchanged. DPT_EINVAL, theta
+ * unchanged, for an o that dpt_optim_init did not make for its config: zeroed, filled in
+ * by hand, or with cfg.kind or cfg.momentum changed after init (no state for them). */
 dpt_status dpt_optim_step(dpt_optim *o, float *theta, const float *grad, double lr);
 /* The same step restricted to n_ranges >= 1 ranges [ranges[2r], ranges[2r+1]) of the
  * parameters (non-empty, increasing, disjoint, within [0, n)): elements outside them

@@ -94,7 +94,11 @@ dpt_status dpt_privacy_secure_sigma_for(double sigma_eff, size_t n, double *sigm
 
 /* One sample of the discrete Gaussian N_Z(0, s^2) on the integers for an integer scale
  * 1 <= s <= 2^14 (Canonne, Kamath and Steinke 2020, Algorithm 3), exact: integer
- * arithmetic and Bernoulli(exp(-gamma)) trials on unbiased uniform integers only. */
+ * arithmetic and Bernoulli(exp(-gamma)) trials on unbiased uniform integers only.
+ * s = 0 returns 0 (N_Z(0, 0), the point mass; no draw). s > 2^14 aborts (DPT_ASSERT): the
+ * exact arithmetic would overflow 64 bits, every int64 is a possible sample so no value
+ * can signal the error, and a smaller scale would add less noise than asked; callers keep
+ * s <= 2^DPT_DGAUSS_LOG2_SCALE. */
 #define DPT_DGAUSS_LOG2_SCALE 14 /* the secure grid is (sigma C) 2^-14 Z (the CKS sampler's maximum) */
 int64_t dpt_privacy_discrete_gauss(dpt_rng *r, uint32_t s);
 

@@ -80,6 +80,10 @@ static dpt_status check_config(const dpt_audit_config *c, const dpt_dataset *pop
                   c->one_run_guesses, c->canary_runs, c->canaries / 2);
         DPT_CHECK(test && c->canaries <= test->n, DPT_EINVAL, "dpt_audit_run: dpt_audit_config.canaries %zu: only %zu test "
                   "examples to make canaries from", c->canaries, test ? test->n : (size_t)0);
+        /* a canary is a test example given another class's label (canary_audit) */
+        DPT_CHECK(pop->n_classes >= 2, DPT_EINVAL, "dpt_audit_run: dpt_audit_config.canaries %zu: a canary is "
+                  "mislabelled, and the data have %d class%s", c->canaries, pop->n_classes,
+                  pop->n_classes == 1 ? "" : "es");
     }
     if (c->target) {
         DPT_CHECK(test, DPT_EINVAL, "dpt_audit_run: a given target needs test data (its non-members)");

@@ -10,6 +10,7 @@
 
 dpt_status dpt_audit_scores(dpt_model *m, const dpt_dataset *d, const uint32_t *idx, size_t n, double *loss,
                             double *phi) {
+    DPT_CHECK(m && d, DPT_EINVAL, "dpt_audit_scores: %s is NULL", m ? "d" : "m");
     DPT_CHECK(!d->t, DPT_ENOTSUP, "audit: %s has regression targets; the membership-inference audit scores "
               "classifiers only", d->source[0] ? d->source : "the dataset");
     DPT_CHECK(m->out_dim >= 2, DPT_EINVAL, "audit: needs a softmax classifier (>= 2 outputs), the model has %zu",
@@ -17,6 +18,17 @@ dpt_status dpt_audit_scores(dpt_model *m, const dpt_dataset *d, const uint32_t *
     DPT_CHECK(d->dim == m->in_dim, DPT_EINVAL, "audit: data has %zu features, the model expects %zu", d->dim,
               m->in_dim);
     size_t mb = m->max_batch, D = d->dim, K = m->out_dim;
+    /* the caller's indices and labels, before anything runs (the loop below asserts them) */
+    DPT_CHECK(idx || n <= d->n, DPT_EINVAL,
+              "dpt_audit_scores: n = %zu with idx NULL (d's first n examples), but d has %zu", n, d->n);
+    for (size_t i = 0; i < n; i++) {
+        const size_t j = idx ? idx[i] : i;
+        DPT_CHECK(j < d->n, DPT_EINVAL, "dpt_audit_scores: idx[%zu] = %zu is not an example of d (%zu examples)", i, j,
+                  d->n);
+        DPT_CHECK(d->y[j] >= 0 && (size_t)d->y[j] < K, DPT_EINVAL,
+                  "dpt_audit_scores: example %zu of d has label %d, not one of the model's %zu classes", j,
+                  (int)d->y[j], K);
+    }
     float *xb = dpt_alloc2(mb, D, sizeof(float), "audit batch");
     int32_t *yb = dpt_alloc(mb, sizeof(int32_t), "audit labels");
     uint32_t *ib = dpt_alloc(mb, sizeof(uint32_t), "audit indices");

@@ -56,7 +56,10 @@ void *dpt_alloc(size_t n, size_t elem, const char *what) {
 void dpt_free(void *p) { free(p); }
 
 dpt_status dpt_tensor_alloc(dpt_tensor *t, int ndim, const size_t *shape) {
-    DPT_CHECK(t && ndim >= 1 && ndim <= DPT_MAX_DIMS, DPT_EINVAL, "tensor: ndim %d outside 1..%d", ndim, DPT_MAX_DIMS);
+    DPT_CHECK(t, DPT_EINVAL, "dpt_tensor_alloc: t is NULL");
+    DPT_CHECK(ndim >= 1 && ndim <= DPT_MAX_DIMS, DPT_EINVAL, "dpt_tensor_alloc: ndim %d outside 1..%d", ndim,
+              DPT_MAX_DIMS);
+    DPT_CHECK(shape, DPT_EINVAL, "dpt_tensor_alloc: shape is NULL");
     memset(t, 0, sizeof *t);
     size_t size = 1;
     for (int i = 0; i < ndim; i++) {
@@ -72,16 +75,17 @@ dpt_status dpt_tensor_alloc(dpt_tensor *t, int ndim, const size_t *shape) {
 }
 
 dpt_tensor dpt_tensor_view(float *data, int ndim, const size_t *shape) {
-    dpt_tensor t;
+    dpt_tensor t, empty;
     memset(&t, 0, sizeof t);
-    DPT_ASSERT(ndim >= 1 && ndim <= DPT_MAX_DIMS);
-    t.data = data;
-    t.ndim = ndim;
+    memset(&empty, 0, sizeof empty);
+    if (ndim < 1 || ndim > DPT_MAX_DIMS || !shape) return empty; /* no status to return: core.h */
     t.size = 1;
     for (int i = 0; i < ndim; i++) {
+        if (dpt_mul_overflow(t.size, shape[i], &t.size)) return empty;
         t.shape[i] = shape[i];
-        t.size *= shape[i];
     }
+    t.data = data;
+    t.ndim = ndim;
     return t;
 }
 

@@ -243,7 +243,7 @@ uint64_t dpt_rng_u64(dpt_rng *r) {
 double dpt_rng_uniform(dpt_rng *r) { return (double)(dpt_rng_u64(r) >> 11) * 0x1.0p-53; }
 
 uint64_t dpt_rng_below(dpt_rng *r, uint64_t n) {
-    DPT_ASSERT(n >= 1);
+    if (n == 0) return dpt_rng_u64(r); /* [0, 2^64): n is read modulo 2^64 (core.h) */
     /* reject the top partial copy of [0, n) so every residue is equally likely */
     uint64_t limit = UINT64_MAX - (UINT64_MAX % n + 1) % n;
     for (;;) {

@@ -130,7 +130,7 @@ static void step_range(dpt_optim *o, float *theta, const float *grad, double lr,
     const double step = lr / bc1, inv_sqrt_bc2 = 1.0 / sqrt(bc2);
     const double c1 = 1.0 - b1, c2 = 1.0 - b2;
     float *m = o->m, *v = o->v;
-    DPT_ASSERT(m && v);
+    DPT_ASSERT(m && v); /* dpt_optim_step_ranges refuses an Adam without them */
 #pragma omp parallel for schedule(static) if (par)
     for (long long i = a; i < b; i++) {
         double g = (double)grad[i] + wd * theta[i];
@@ -145,6 +145,13 @@ dpt_status dpt_optim_step_ranges(dpt_optim *o, float *theta, const float *grad, 
                                  size_t n_ranges) {
     DPT_CHECK(o && theta && grad && o->n > 0, DPT_EINVAL, "dpt_optim_step: %s",
               !o ? "o is NULL" : !theta ? "theta is NULL" : !grad ? "grad is NULL" : "o is not initialized");
+    /* the struct is public: a config changed after dpt_optim_init, or a struct filled in by
+     * hand, may lack the state its kind needs (step_range would read NULL moments) */
+    const int adam = o->cfg.kind == DPT_OPT_ADAM, sgd = o->cfg.kind == DPT_OPT_SGD;
+    DPT_CHECK((adam && o->m && o->v) || (sgd && (o->m || !(o->cfg.momentum > 0))), DPT_EINVAL,
+              "dpt_optim_step: o is not initialized for its config (kind %d%s, m %s, v %s): dpt_optim_init makes the "
+              "state the config needs", (int)o->cfg.kind, sgd && o->cfg.momentum > 0 ? " with momentum" : "",
+              o->m ? "set" : "NULL", o->v ? "set" : "NULL");
     DPT_CHECK(isfinite(lr) && lr > 0, DPT_EINVAL, "dpt_optim_step: lr (the learning rate) must be > 0, got %g", lr);
     DPT_CHECK(ranges && n_ranges >= 1, DPT_EINVAL, "dpt_optim_step_ranges: no ranges to update");
     for (size_t r = 0; r < n_ranges; r++) {

@@ -86,7 +86,8 @@ static int64_t discrete_laplace(dpt_rng *r, uint64_t t) {
 }
 
 int64_t dpt_privacy_discrete_gauss(dpt_rng *r, uint32_t s) {
-    DPT_ASSERT(s >= 1 && s <= (1u << 14));
+    if (s == 0) return 0; /* N_Z(0, 0) is the point mass at 0 (privacy.h) */
+    DPT_ASSERT(s <= (1u << 14)); /* documented in privacy.h: no status to return */
     /* Algorithm 3 with sigma^2 = s^2: t = floor(s) + 1, Y ~ DLap(t), accept with
      * probability exp(-(|Y| - s^2/t)^2 / (2 s^2)) = exp(-(|Y| t - s^2)^2 / (2 t^2 s^2)).
      * All integers: for s <= 2^14 the denominator is < 2^58 and, with |Y| t <= 2^30, the

@@ -88,6 +88,10 @@ AU=(audit --dataset "csv:$T/d.csv" --population 100 --max-test 50 --model mlp:4-
 status 2 "audit: dpt_audit_run: target model: model spec 'mlp:bad'" "$BIN" "${AU[@]}" --model mlp:bad --out "$T/u1" # was 1
 status 2 "--checkpoint: $T/none: cannot open" "$BIN" "${AU[@]}" --checkpoint "$T/none" --out "$T/u2" # was 1
 status 2 "--checkpoint: $T/d.csv: " "$BIN" "${AU[@]}" --checkpoint "$T/d.csv" --out "$T/u3" # was 1
+# a canary is a test example given another class's label: one class has none (was an abort)
+sed '2,$ s/^[0-9]*,/0,/' "$T/d.csv" >"$T/one.csv"
+status 2 "audit: dpt_audit_run: --canaries 10: a canary is mislabelled, and the data have 1 class" "$BIN" "${AU[@]}" \
+  --dataset "csv:$T/one.csv" --canaries 10 --out "$T/u5" # was 134 (SIGABRT)
 mkdir -p "$T/u4/audit.csv"
 status 1 "--out $T/u4: cannot write audit.csv" "$BIN" "${AU[@]}" --out "$T/u4" # was 2
 harness_end
