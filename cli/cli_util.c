@@ -38,6 +38,7 @@ static const struct {
     {"dpt_train_config.model_spec", "--model"},
     {"model_spec", "--model"},
     {"dpt_train_config.loss", "--loss"},
+    {"no_feature_cache", "--no-feature-cache"},
     {"dpt_train_config.init", "--init"},
     {"dpt_train_config.schedule", "--lr-schedule"},
     {"dpt_train_config.sampler", "--sampler"},

@@ -472,6 +472,8 @@ def make_builder():
     if have_freeze:  # a field of the config (its order does not matter in a `...;` struct)
         train = train.replace("    const char *model_spec;\n", "    const char *model_spec;\n    const char *freeze;\n",
                               1)
+    if re.search(r"\bint\s+no_feature_cache\s*;", train_h):
+        train = train.replace("    const char *model_spec;\n", "    const char *model_spec;\n    int no_feature_cache;\n", 1)
     have_targets = "dpt_dataset_from_targets" in _read_header(include_dirs, "data.h")
     data_nn = CDEF_DATA_NN
     if have_targets:  # fields of `...;` structs: their order does not matter

@@ -285,6 +285,9 @@ dpt_status dpt_model_forward(dpt_model *m, const float *x, size_t B);
 /* Runs layers [first, n_layers) starting from act[first], which the caller has filled
  * (DP-ULR restarts from a noisy module output). */
 dpt_status dpt_model_forward_from(dpt_model *m, size_t first, size_t B);
+/* Runs layers [first, end) only, from a filled act[first]: act[end] holds their output
+ * (a frozen trunk's features, computed once). first <= end <= n_layers, else DPT_EINVAL. */
+dpt_status dpt_model_forward_range(dpt_model *m, size_t first, size_t end, size_t B);
 static inline const float *dpt_model_output(const dpt_model *m) { return m->act[m->n_layers]; }
 
 /* Chain rule from dout [B, out_dim] down to layer 0's output: fills dact[l] for

@@ -99,6 +99,12 @@ typedef struct dpt_algo {
      * against the targets): its accumulate reads dpt_trainer_batch_targets(t) and no labels
      * (y is NULL). Others are refused with such data (DPT_ENOTSUP). */
     int regression;
+    /* Library algorithms only (their accumulate runs the model through the trainer's own
+     * forward pass): 1 lets the trainer hand accumulate the cached output of frozen layers
+     * as x ([bc, that layer's input size] rows, not the dataset's features; see
+     * dpt_train_config.no_feature_cache). An algorithm that calls dpt_model_forward itself
+     * must leave it 0. */
+    int cacheable;
 } dpt_algo;
 
 /* Frees an algorithm that was not handed to dpt_trainer_new (which takes ownership, even
@@ -506,6 +512,19 @@ typedef struct {
      * r owns shards [r S / R, (r+1) S / R)). 0 = the number of ranks at the start of the
      * run; a resumed run keeps its checkpoint's value unless given explicitly. */
     size_t shards;
+    /* Frozen layers below the lowest trained one (freeze) compute the same output for an
+     * example at every step: the trainer computes it once for every training example at
+     * the first step of the session and trains from it, skipping those layers' forward
+     * pass (the cache holds n times the lowest trained layer's inputs). Not done when it
+     * would take more than a quarter of the machine's memory, when a residual connection
+     * skips from below into the trained layers, for an autoencoder (squared error against
+     * the input), or for algorithms that did not opt in (dpt_algo.cacheable); a
+     * DPT_LOG_NOTE says which. 1 = never (the frozen layers run every step). The results
+     * agree up to float rounding (the trunk's forward pass runs on other batches, whose
+     * size changes a GEMM's rounding; tests/test_feature_cache.c), and a resumed run
+     * rebuilds the cache identically. The privacy analysis is unchanged: the trained
+     * layers' per-example gradients are clipped and noised as before. */
+    int no_feature_cache;
 } dpt_train_config;
 
 dpt_train_config dpt_train_config_defaults(void);

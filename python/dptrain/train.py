@@ -747,6 +747,7 @@ _DEFAULTS = dict(
     loss="ce", init="default", optimizer="adam", lr=None, momentum=0.0, weight_decay=0.0, lr_schedule="constant",
     sampler="shuffle", batch_size=256, sample_rate=None, epochs=5, max_steps=0, seed=1, threads=0, shards=0,
     out_dir=None, resume=False, overwrite=False, init_params=None, init_source=None, freeze=None, regression=False,
+    no_feature_cache=False,
     sigma=None, clip=1.0, clip_mode="flat", target_epsilon=None, delta=1e-5, secure=False, force=False,
     allow_ledger_mismatch=False,
     kappa=0.0, pdp_sigma=0.0, lambda_=0.0, prop_sigma=0.0,
@@ -834,7 +835,8 @@ def train(x, y, **kwargs):
     recorded with them in the ledger and checkpoints), freeze (layers whose parameters keep
     their starting values while the others train, e.g. ["conv1", "conv2"] or "conv1,conv2";
     algorithms sgd and dpsgd, which clips and noises the trained layers only; a resume gives
-    the same list),
+    the same list; the frozen trunk's output is computed once and kept unless
+    no_feature_cache=True),
     algorithm (sgd | dpsgd | pdp-sgd | proportional-noise | dpulr | ulr | dpmac | mac |
     noisy-gd), x_test / y_test, epochs=5, batch_size=256, sample_rate (Poisson q; default
     batch_size / n), optimizer="adam" (or "sgd"), lr (adam 1e-3, sgd 0.1), momentum,
@@ -1026,6 +1028,12 @@ def train(x, y, **kwargs):
     cfg.model_spec = cs(spec, "model")
     if freeze:
         cfg.freeze = cs(freeze, "freeze")
+    if kw["no_feature_cache"]:
+        if not freeze:
+            raise ValueError("no_feature_cache: only with freeze (without frozen layers there is nothing to cache)")
+        if not hasattr(cfg, "no_feature_cache"):
+            raise NotImplementedError("this libdptrain has no feature cache to turn off (no_feature_cache)")
+        cfg.no_feature_cache = 1
     out_dir = kw["out_dir"]
     if out_dir is not None:
         out_dir = os.fspath(out_dir)

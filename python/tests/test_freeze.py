@@ -88,3 +88,17 @@ def test_bad_types_and_algorithms(data):
         quiet(x, y, model=SPEC, freeze=["fc1,fc2"])
     with pytest.raises(ValueError, match="freeze is an option of algorithm sgd / dpsgd, not of dpulr"):
         quiet(x, y, model=SPEC, algorithm="dpulr", sigma0=5, freeze="fc1")
+
+
+def test_feature_cache_is_the_same_training(data, public):
+    """The frozen trunk's output is computed once and kept (the default) or run at every step
+    (no_feature_cache=True): the runs agree up to float rounding; without freeze the switch is
+    refused."""
+    x, y = data
+    kw = dict(model=public.model, algorithm="dpsgd", sigma=1.0, epochs=2, freeze="fc1")
+    a = quiet(x, y, **kw)
+    b = quiet(x, y, no_feature_cache=True, **kw)
+    for k, v in a.model.parameters().items():
+        np.testing.assert_allclose(v, b.model.parameters()[k], rtol=0, atol=1e-5, err_msg=k)
+    with pytest.raises(ValueError, match="no_feature_cache: only with freeze"):
+        quiet(x, y, model=SPEC, no_feature_cache=True, epochs=1)

@@ -299,10 +299,15 @@ dpt_status dpt_model_forward(dpt_model *m, const float *x, size_t B) {
 
 dpt_status dpt_model_forward_from(dpt_model *m, size_t first, size_t B) {
     DPT_CHECK(m, DPT_EINVAL, "model forward: NULL model");
+    return dpt_model_forward_range(m, first, m->n_layers, B);
+}
+
+dpt_status dpt_model_forward_range(dpt_model *m, size_t first, size_t end, size_t B) {
+    DPT_CHECK(m, DPT_EINVAL, "model forward: NULL model");
     CHECK_BATCH(m, B);
-    DPT_CHECK(first <= m->n_layers, DPT_EINVAL, "model '%s': first layer %zu > %zu layers", m->spec, first,
-              m->n_layers);
-    for (size_t l = first; l < m->n_layers; l++) {
+    DPT_CHECK(first <= end && end <= m->n_layers, DPT_EINVAL, "model '%s': layers [%zu, %zu) are not within its %zu "
+              "layers", m->spec, first, end, m->n_layers);
+    for (size_t l = first; l < end; l++) {
         const dpt_layer *L = &m->layers[l];
         DPT_TRY(L->ops->forward(L, m->act[l], m->act[l + 1], B));
         if (L->residual_from) add_to(m->act[l + 1], m->act[L->residual_from - 1], B * L->out_dim);

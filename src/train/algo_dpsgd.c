@@ -239,7 +239,7 @@ static dpt_status ref_clip_error(dpt_status st, size_t lo, const char *layer) {
 static dpt_status accumulate_ref(dpsgd_state *s, dpt_trainer *t, const float *x, const int32_t *y, size_t bc,
                                  double *loss_sum) {
     dpt_model *m = t->model;
-    size_t P = m->n_params, D = m->in_dim, rc = s->cfg.ref_chunk;
+    size_t P = m->n_params, D = dpt_train_x_dim(t), rc = s->cfg.ref_chunk; /* D: x's row (inputs or cached) */
     double ls = 0;
     for (size_t lo = 0; lo < bc; lo += rc) {
         size_t n = bc - lo < rc ? bc - lo : rc;
@@ -391,6 +391,7 @@ dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out) {
     a->distributable = 1; /* accumulate only adds into model->grad (docs/distributed.md) */
     a->freezable = 1;     /* the trained layers alone are clipped, summed and noised */
     a->regression = 1;    /* the prologue's squared error against the targets: the same clipping */
+    a->cacheable = 1;     /* the prologue runs the model (a frozen trunk's features may be cached) */
     a->free = dpsgd_free;
     a->state = s;
     *out = a;

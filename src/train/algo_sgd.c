@@ -57,6 +57,7 @@ dpt_status dpt_algo_sgd_new(dpt_algo **out) {
     a->distributable = 1; /* accumulate only adds into model->grad (docs/distributed.md) */
     a->freezable = 1;
     a->regression = 1; /* the prologue's squared error against the targets */
+    a->cacheable = 1;  /* the prologue runs the model (a frozen trunk's features may be cached) */
     a->free = sgd_free;
     a->state = s;
     *out = a;

@@ -1,6 +1,7 @@
 /* What the training algorithms share: chunk buffers and the forward/loss/backward prologue. */
 #include <dptrain/privacy.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "train_internal.h"
 
@@ -27,8 +28,14 @@ dpt_status dpt_train_forward_backward(dpt_trainer *t, dpt_chunk_bufs *b, const f
     dpt_model *m = t->model;
     DPT_ASSERT(bc <= b->cap);
     DPT_ASSERT(!t->train->t == !tg); /* regression data: the chunk's targets (dpt_trainer_new checked the loss) */
-    DPT_TRY(dpt_model_forward(m, x, bc));
-    /* squared error on classification data: an autoencoder, the targets are the inputs */
+    if (t->fc_state == 1) { /* x: the frozen trunk's cached output */
+        memcpy(m->act[t->fc_layer], x, bc * t->fc_dim * sizeof *x);
+        DPT_TRY(dpt_model_forward_from(m, t->fc_layer, bc));
+    } else {
+        DPT_TRY(dpt_model_forward(m, x, bc));
+    }
+    /* squared error on classification data: an autoencoder, the targets are the inputs
+     * (the feature cache is not used then) */
     if (!tg && t->cfg.loss == DPT_LOSS_SQUARED) tg = x;
     DPT_CHECK(!tg || tg != x || m->in_dim == m->out_dim, DPT_EINVAL,
               "squared-error loss reconstructs the input, but the model maps %zu inputs to %zu outputs", m->in_dim,
@@ -99,4 +106,85 @@ dpt_status dpt_algo_bind_sgm(dpt_algo *a, const dpt_trainer *t, const char *name
 
 void dpt_algo_free(dpt_algo *a) {
     if (a && a->free) a->free(a);
+}
+
+void dpt_train_gather(dpt_trainer *t, const uint32_t *idx, size_t bc) {
+    if (t->fc_state == 1) {
+        for (size_t i = 0; i < bc; i++) {
+            DPT_ASSERT(idx[i] < t->train->n);
+            memcpy(t->xb + i * t->fc_dim, t->fc + (size_t)idx[i] * t->fc_dim, t->fc_dim * sizeof *t->xb);
+        }
+        for (size_t i = 0; t->train->y && i < bc; i++) t->yb[i] = t->train->y[idx[i]];
+    } else {
+        dpt_dataset_gather(t->train, idx, bc, t->xb, t->yb);
+    }
+    dpt_dataset_gather_targets(t->train, idx, bc, t->tb);
+}
+
+/* Why the frozen trunk's features are not cached, or NULL when they can be. */
+static const char *cache_refusal(const dpt_trainer *t) {
+    const dpt_model *m = t->model;
+    const size_t l0 = t->first_trained;
+    if (t->cfg.no_feature_cache) return "no_feature_cache is set";
+    if (!t->algo->cacheable) return "the algorithm runs the model itself";
+    if (t->cfg.loss == DPT_LOSS_SQUARED && !t->train->t) return "the loss reconstructs the input";
+    for (size_t r = l0; r < m->n_layers; r++)
+        if (m->layers[r].residual_from && m->layers[r].residual_from - 1 < l0)
+            return "a residual connection skips from below the lowest trained layer into the trained ones";
+    return NULL;
+}
+
+dpt_status dpt_train_feature_cache(dpt_trainer *t) {
+    if (t->fc_state) return DPT_OK;
+    t->fc_state = -1;
+    if (!t->frozen) return DPT_OK;
+    dpt_model *m = t->model;
+    const size_t l0 = t->first_trained;
+    int trunk = 0; /* a frozen layer with parameters below the lowest trained one */
+    for (size_t l = 0; l < l0; l++) trunk |= m->layers[l].n_params != 0;
+    if (!trunk) return DPT_OK;
+    const char *why = cache_refusal(t);
+    const size_t n = t->train->n, dim = m->layers[l0].in_dim;
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    const double bytes = (double)n * (double)dim * sizeof(float);
+    const double have = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+    if (!why && have > 0 && 4 * bytes > have) why = "it would take more than a quarter of the machine's memory";
+    float *fc = NULL, *xb = NULL;
+    if (!why && !(fc = dpt_alloc2(n, dim, sizeof *fc, "frozen layers' features"))) why = "out of memory";
+    if (!why && dim > t->xb_cap && !(xb = dpt_alloc2(t->max_batch, dim, sizeof *xb, "batch features"))) {
+        why = "out of memory";
+        dpt_free(fc);
+        fc = NULL;
+    }
+    if (why) {
+        dpt_clear_error(); /* an allocation failure falls back to running the frozen layers */
+        dpt_trainer_log(t, DPT_LOG_NOTE, "frozen layers: their output is not cached (%s): they run at every step",
+                        why);
+        return DPT_OK;
+    }
+    /* the trunk's forward pass over the training set, in chunks of the batch buffers */
+    dpt_status st = DPT_OK;
+    for (size_t lo = 0; lo < n && st == DPT_OK; lo += t->max_batch) {
+        const size_t bc = n - lo < t->max_batch ? n - lo : t->max_batch;
+        memcpy(m->act[0], t->train->x + lo * t->train->dim, bc * t->train->dim * sizeof(float));
+        st = dpt_model_forward_range(m, 0, l0, bc);
+        if (st == DPT_OK) memcpy(fc + lo * dim, m->act[l0], bc * dim * sizeof *fc);
+    }
+    if (st != DPT_OK) {
+        dpt_free(fc);
+        dpt_free(xb);
+        return st;
+    }
+    if (xb) {
+        dpt_free(t->xb);
+        t->xb = xb;
+        t->xb_cap = dim;
+    }
+    t->fc = fc;
+    t->fc_dim = dim;
+    t->fc_layer = l0;
+    t->fc_state = 1;
+    dpt_trainer_log(t, DPT_LOG_INFO, "frozen layers: their output for the %zu training examples is computed once and "
+                    "kept (%.3g MB; no_feature_cache runs them at every step instead)", n, bytes / 1e6);
+    return DPT_OK;
 }

@@ -141,8 +141,7 @@ dpt_status dpt_dist_accumulate(dpt_trainer *t, size_t b, double *loss_sum, size_
         double ls = 0;
         for (size_t j = 0; j < c; j += t->max_batch) {
             size_t bc = c - j < t->max_batch ? c - j : t->max_batch;
-            dpt_dataset_gather(t->train, t->sidx + j, bc, t->xb, t->yb);
-            dpt_dataset_gather_targets(t->train, t->sidx + j, bc, t->tb);
+            dpt_train_gather(t, t->sidx + j, bc);
             double part = 0;
             DPT_TRY(a->accumulate(a, t, t->xb, t->tb ? NULL : t->yb, bc, &part));
             ls += part;

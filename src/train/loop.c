@@ -372,6 +372,7 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
     t->idx = dpt_alloc(train->n, sizeof *t->idx, "batch indices");
     t->xb = dpt_alloc2(t->max_batch, train->dim, sizeof *t->xb, "batch features");
     t->yb = dpt_alloc(t->max_batch, sizeof *t->yb, "batch labels");
+    t->xb_cap = train->dim;
     if (train->t) t->tb = dpt_alloc2(t->max_batch, train->t_dim, sizeof *t->tb, "batch targets");
     if (!t->idx || !t->xb || !t->yb || (train->t && !t->tb)) {
         s = DPT_ENOMEM;
@@ -435,6 +436,7 @@ void dpt_trainer_free(dpt_trainer *t) {
     dpt_free(t->xb);
     dpt_free(t->yb);
     dpt_free(t->tb);
+    dpt_free(t->fc);
     free(t->run_json);
     dpt_ledger_free(t->ledger);
     dpt_dist_free(t);
@@ -533,6 +535,7 @@ dpt_status dpt_evaluate(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d, 
 
 static dpt_status train_step(dpt_trainer *t, double *loss_sum, size_t *batch) {
     size_t b = 0;
+    DPT_TRY(dpt_train_feature_cache(t)); /* once per session, before its first step */
     DPT_TRY(dpt_sampler_next(t->sampler, t->idx, &b));
     dpt_algo *a = t->algo;
     DPT_TRY(a->begin(a, t, b));
@@ -543,8 +546,7 @@ static dpt_status train_step(dpt_trainer *t, double *loss_sum, size_t *batch) {
     } else {
         for (size_t lo = 0; lo < b; lo += t->max_batch) {
             size_t bc = b - lo < t->max_batch ? b - lo : t->max_batch;
-            dpt_dataset_gather(t->train, t->idx + lo, bc, t->xb, t->yb);
-            dpt_dataset_gather_targets(t->train, t->idx + lo, bc, t->tb);
+            dpt_train_gather(t, t->idx + lo, bc);
             double part = 0;
             DPT_TRY(a->accumulate(a, t, t->xb, t->tb ? NULL : t->yb, bc, &part));
             ls += part;

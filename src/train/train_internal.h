@@ -56,6 +56,14 @@ struct dpt_trainer {
     size_t n_train_ranges;
     size_t first_trained;
     size_t n_trained;
+    /* The frozen trunk's features (dpt_train_config.no_feature_cache): fc [n, fc_dim] =
+     * act[fc_layer] of every training example, fc_layer = first_trained. fc_state: 0 not
+     * decided yet (decided at the session's first step), 1 in use (gathered batches hold
+     * its rows, and the prologue starts the forward pass at fc_layer), -1 not used. */
+    float *fc;
+    size_t fc_dim, fc_layer;
+    int fc_state;
+    size_t xb_cap;  /* floats per row that xb holds */
     int budget_stopped; /* the run stopped before exceeding cfg.target_epsilon */
     double budget_eps_next;
     dpt_stop_reason stop_reason;
@@ -102,6 +110,17 @@ void dpt_chunk_bufs_free(dpt_chunk_bufs *b);
  * *loss_sum = sum of the unscaled per-example losses. */
 dpt_status dpt_train_forward_backward(dpt_trainer *t, dpt_chunk_bufs *b, const float *x, const int32_t *y,
                                       const float *tg, size_t bc, float scale, double *loss_sum);
+/* Floats per row of the x that accumulate receives: the model's inputs, or the cached
+ * features of the frozen trunk (fc_dim). */
+static inline size_t dpt_train_x_dim(const dpt_trainer *t) {
+    return t->fc_state == 1 ? t->fc_dim : t->model->in_dim;
+}
+/* Decides and (when it applies) builds the frozen trunk's feature cache; called before the
+ * first step of a session. Falls back to no cache (with a note) rather than failing. */
+dpt_status dpt_train_feature_cache(dpt_trainer *t);
+/* Gathers rows idx[0..bc) of the training set into t->xb (features, or the cached trunk
+ * features), t->yb (labels) and t->tb (regression targets). */
+void dpt_train_gather(dpt_trainer *t, const uint32_t *idx, size_t bc);
 
 /* dpt_model_param_grad for the modes whose output is a parameter-shaped slice per layer
  * (DPT_GRAD_SUM, DPT_GRAD_PER_EXAMPLE with row stride ld) over the trained layers only:

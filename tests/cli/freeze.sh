@@ -40,6 +40,8 @@ for t in fc1.weight fc1.bias fc2.weight fc2.bias; do
   check '[ "$(ck tensor "$P" $t)" = "$(ck tensor "$F" $t)" ]' "frozen tensor $t changed"
 done
 check '[ "$(ck tensor "$P" fc3.weight)" != "$(ck tensor "$F" fc3.weight)" ]' "the trained layer fc3 did not move"
+check 'grep -qF "frozen layers: their output for the 600 training examples is computed once and kept" <<<"$LAST_OUT"' \
+  "the run does not say that the frozen layers' output is cached: $LAST_OUT"
 check '[ "$(ck state "$F" frozen_layers)" = "fc1,fc2" ]' "the checkpoint's state does not name the frozen layers"
 expect_ok "$BIN" account --ledger "$T/ft/ledger.json"
 check 'grep -qF "frozen layers   fc1,fc2" <<<"$LAST_OUT"' "account --ledger does not name the frozen layers: $LAST_OUT"
@@ -73,8 +75,10 @@ expect_fail "every layer with parameters is frozen" \
   "$BIN" train "${D[@]}" --model mlp:4-8-8-3:relu --freeze fc1,fc2,fc3 --out "$T/x3"
 expect_fail "--freeze: not with --algo dpulr" \
   "$BIN" train "${D[@]}" --model mlp:4-8-8-3:relu --algo dpulr --sigma0 5 --freeze fc1 --out "$T/x4"
+expect_fail "--no-feature-cache: only with --freeze" "$BIN" train "${D[@]}" --model mlp:4-8-8-3:relu --no-feature-cache \
+  --out "$T/x6"
 check '[ "$("$BIN" train "${D[@]}" --model mlp:4-8-8-3:relu --freeze fc9 --out "$T/x5" >/dev/null 2>&1; echo $?)" = 2 ]' \
   "a bad --freeze does not exit 2"
-check '[ ! -e "$T/x1" ] && [ ! -e "$T/x2" ] && [ ! -e "$T/x3" ] && [ ! -e "$T/x4" ] && [ ! -e "$T/x5" ]' \
+check '[ ! -e "$T/x1" ] && [ ! -e "$T/x2" ] && [ ! -e "$T/x3" ] && [ ! -e "$T/x4" ] && [ ! -e "$T/x5" ] && [ ! -e "$T/x6" ]' \
   "a refused --freeze left a run directory"
 harness_end

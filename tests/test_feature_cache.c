@@ -1,0 +1,174 @@
+/* train: the frozen trunk's feature cache (dpt_train_config.no_feature_cache). A run that
+ * trains from the cached output of its frozen layers ends at the parameters of the same run
+ * that computes them at every step, up to float rounding (the trunk's forward pass runs on
+ * other batches, and a GEMM's rounding depends on the batch's size: a wrong row, stride or
+ * layer would differ by orders of magnitude more): DP-SGD on the fast and the reference path
+ * (whose chunks index x by the cached row width), flat and per-layer clipping, 3 shards,
+ * regression targets, a convolutional trunk. A resumed run rebuilds the cache in the same
+ * chunks and continues bit-identically. The cache is used only where it applies (a note says
+ * why not: a residual connection from below the trained layers, the switch) and holds the
+ * trunk's output for every example. */
+#include <dptrain/train.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testdata.h"
+#include "testutil.h"
+#include "train/train_internal.h"
+
+static char last_note[512];
+static void on_log(void *user, dpt_log_level level, const char *msg) {
+    (void)user, (void)level;
+    if (strstr(msg, "frozen layers")) snprintf(last_note, sizeof last_note, "%s", msg);
+}
+
+static dpt_train_config cfg_for(const char *spec, const char *freeze) {
+    dpt_train_config c = dpt_train_config_defaults();
+    c.model_spec = spec;
+    c.freeze = freeze;
+    c.sampler = DPT_SAMPLER_POISSON;
+    c.sample_rate = 0.1;
+    c.epochs = 2;
+    c.seed = 11;
+    c.threads = 2;
+    c.optim = dpt_optim_defaults(DPT_OPT_ADAM);
+    c.optim.lr = 0.01;
+    c.log = on_log;
+    return c;
+}
+
+/* A DP-SGD run; *state receives its cache state, theta its final parameters (malloc'd). */
+static float *dp_run(dpt_train_config c, const dpt_dataset *tr, int reference, dpt_clip_mode mode, int *state,
+                     size_t *P) {
+    dpt_dpsgd_config d = dpt_dpsgd_config_defaults();
+    d.sigma = 1.0, d.clip = 0.5, d.reference = reference, d.ref_chunk = 7, d.clip_mode = mode;
+    dpt_algo *a = NULL;
+    dpt_trainer *t = NULL;
+    CHECK_OK(dpt_algo_dpsgd_new(&d, &a));
+    CHECK_OK(dpt_trainer_new(&c, tr, NULL, a, &t));
+    if (!t) return NULL;
+    CHECK_OK(dpt_trainer_run(t, NULL));
+    *state = t->fc_state;
+    *P = t->model->n_params;
+    float *theta = malloc(*P * sizeof *theta);
+    memcpy(theta, t->model->theta, *P * sizeof *theta);
+    if (t->fc_state == 1) { /* the cache holds the trunk's output of every example */
+        dpt_model *m = t->model;
+        double worst = 0;
+        for (size_t e = 0; e < t->train->n; e += 37) {
+            CHECK_OK(dpt_model_forward(m, t->train->x + e * t->train->dim, 1));
+            for (size_t j = 0; j < t->fc_dim; j++)
+                worst = fmax(worst, fabs((double)m->act[t->fc_layer][j] - t->fc[e * t->fc_dim + j]) /
+                                        (1 + fabs((double)m->act[t->fc_layer][j])));
+        }
+        CHECK(worst < 1e-6);
+    }
+    dpt_trainer_free(t);
+    return theta;
+}
+
+/* The cached and the uncached run of c end at the same parameters up to rounding (and
+ * bit for bit when the cache is not used); the cache is used (want_state 1) or not (-1)
+ * with `note` in the log. */
+static void same_run(dpt_train_config c, const dpt_dataset *tr, int reference, dpt_clip_mode mode, int want_state,
+                     const char *note) {
+    int s1 = 0, s2 = 0;
+    size_t P = 0;
+    last_note[0] = 0;
+    float *a = dp_run(c, tr, reference, mode, &s1, &P);
+    if (!strstr(last_note, note)) {
+        fprintf(stderr, "%s (freeze %s): note '%s' lacks '%s'\n", c.model_spec, c.freeze, last_note, note);
+        CHECK(0);
+    }
+    c.no_feature_cache = 1;
+    float *b = dp_run(c, tr, reference, mode, &s2, &P);
+    CHECK(s1 == want_state && s2 == -1);
+    if (a && b) {
+        double worst = 0, moved = 0;
+        for (size_t j = 0; j < P; j++) worst = fmax(worst, fabs((double)a[j] - b[j]));
+        for (size_t j = 0; j < P; j++) moved = fmax(moved, fabs((double)b[j]));
+        if (want_state == -1) CHECK(worst == 0);
+        if (worst > 1e-6 * moved)
+            fprintf(stderr, "%s (freeze %s, reference %d): parameters differ by %g (largest %g)\n", c.model_spec,
+                    c.freeze, reference, worst, moved);
+        CHECK(worst <= 1e-6 * moved);
+    }
+    free(a), free(b);
+}
+
+static const char *CNN = "cnn:2x2x2:conv3k2p1,relu,[conv16k3p1,gn2,relu,conv3k3p1],relu,maxpool2s1,fc3";
+
+int main(void) {
+    dpt_dataset tr;
+    tu_make_blobs(&tr, 400, 3, 1.0f);
+    const char *MLP = "mlp:8-16-16-3:gelu";
+    for (int reference = 0; reference < 2; reference++)
+        for (int mode = 0; mode < 2; mode++) {
+            same_run(cfg_for(MLP, "fc1"), &tr, reference, mode ? DPT_CLIP_PER_LAYER : DPT_CLIP_FLAT, 1,
+                     "computed once");
+            same_run(cfg_for(MLP, "fc1,fc2"), &tr, reference, mode ? DPT_CLIP_PER_LAYER : DPT_CLIP_FLAT, 1,
+                     "computed once");
+        }
+    /* 3 shards */
+    dpt_train_config c = cfg_for(MLP, "fc1");
+    c.shards = 3;
+    same_run(c, &tr, 0, DPT_CLIP_FLAT, 1, "computed once");
+    /* a convolutional trunk: conv1 cached (the residual group starts at the trained conv2);
+     * conv1 and conv2 frozen: gn1 trains inside the group, whose skip starts below it */
+    CHECK_OK(dpt_dataset_set_shape(&tr, 2, 2, 2));
+    same_run(cfg_for(CNN, "conv1"), &tr, 0, DPT_CLIP_FLAT, 1, "computed once");
+    same_run(cfg_for(CNN, "conv1"), &tr, 1, DPT_CLIP_FLAT, 1, "computed once");
+    same_run(cfg_for(CNN, "conv1,conv2"), &tr, 0, DPT_CLIP_FLAT, -1, "a residual connection skips");
+    /* the switch itself: the note says why */
+    c = cfg_for(MLP, "fc1");
+    c.no_feature_cache = 1;
+    int st = 0;
+    size_t P = 0;
+    last_note[0] = 0;
+    free(dp_run(c, &tr, 0, DPT_CLIP_FLAT, &st, &P));
+    CHECK(st == -1 && strstr(last_note, "no_feature_cache is set"));
+    /* nothing frozen below the trained layers (fc3 frozen only): nothing to cache, no note */
+    last_note[0] = 0;
+    free(dp_run(cfg_for(MLP, "fc3"), &tr, 0, DPT_CLIP_FLAT, &st, &P));
+    CHECK(st == -1 && last_note[0] == 0);
+
+    /* regression targets */
+    dpt_dataset rg;
+    float *t = malloc(400 * 2 * sizeof *t);
+    for (size_t i = 0; i < 400; i++) t[2 * i] = tr.x[8 * i] - tr.x[8 * i + 3], t[2 * i + 1] = 0.5f * tr.x[8 * i + 1];
+    CHECK_OK(dpt_dataset_from_targets(tr.x, t, 400, 8, 2, &rg));
+    c = cfg_for("mlp:8-16-16-2:tanh", "fc1");
+    c.loss = DPT_LOSS_SQUARED;
+    same_run(c, &rg, 0, DPT_CLIP_FLAT, 1, "computed once");
+    same_run(c, &rg, 1, DPT_CLIP_FLAT, 1, "computed once");
+
+    /* a resumed run rebuilds the cache and continues bit-identically */
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/fc_run", tu_tmpdir());
+    c = cfg_for(MLP, "fc1");
+    c.out_dir = dir;
+    c.max_steps = 5;
+    int s1 = 0;
+    free(dp_run(c, &tr, 0, DPT_CLIP_FLAT, &s1, &P));
+    dpt_dpsgd_config d = dpt_dpsgd_config_defaults();
+    d.sigma = 1.0, d.clip = 0.5;
+    dpt_algo *a = NULL;
+    dpt_trainer *tn = NULL;
+    c.max_steps = 12;
+    CHECK_OK(dpt_algo_dpsgd_new(&d, &a));
+    CHECK_OK(dpt_trainer_new(&c, &tr, NULL, a, &tn));
+    CHECK_OK(dpt_trainer_resume(tn));
+    CHECK_OK(dpt_trainer_run(tn, NULL));
+    c.out_dir = NULL;
+    float *whole = dp_run(c, &tr, 0, DPT_CLIP_FLAT, &s1, &P); /* cached, uninterrupted */
+    if (tn && whole) CHECK(tn->fc_state == 1 && dpt_trainer_step(tn) == 12 && !memcmp(tn->model->theta, whole, P * 4));
+    dpt_trainer_free(tn);
+    free(whole);
+    dpt_dataset_free(&rg);
+    free(t);
+    dpt_dataset_free(&tr);
+    TEST_MAIN_END();
+}
