@@ -741,7 +741,7 @@ static dpt_status data_load(const char *name, const char *data_dir, dpt_split sp
         const char *pp[5];
         size_t np = train ? 5 : 1;
         for (size_t i = 0; i < np; i++) {
-            char base[32];
+            char base[48]; /* "data_batch_" + any size_t + ".bin" */
             if (train)
                 snprintf(base, sizeof base, "data_batch_%zu.bin", i + 1);
             else
