@@ -267,6 +267,25 @@ static void reference_linear(const float *theta, const dpt_dataset *d, size_t b,
     free(g);
 }
 
+/* The step of algorithm a on the first b examples (begin + accumulate, and finish when
+ * `finish`) equals scale x reference_linear(C), to relative norm `tol`; the reference's
+ * norm is at least `min_norm` (the comparison is not of zeros). */
+static void check_against_reference(dpt_trainer *t, dpt_algo *a, const dpt_dataset *tr, size_t b, int finish, double C,
+                                    double scale, double min_norm, double tol) {
+    const size_t P = t->model->n_params;
+    float *got = malloc(P * sizeof *got);
+    double *want = malloc(P * sizeof *want), nw = 0, nd = 0;
+    grad_of(t, a, tr, b, finish, got);
+    reference_linear(t->model->theta, tr, b, C, want);
+    for (size_t j = 0; j < P; j++) {
+        want[j] *= scale;
+        nw += want[j] * want[j], nd += (got[j] - want[j]) * (got[j] - want[j]);
+    }
+    CHECK(sqrt(nw) > min_norm);
+    CHECK_CLOSE(sqrt(nd), 0.0, tol * sqrt(nw), 0);
+    free(got), free(want);
+}
+
 static void test_dpsgd_sum(const dpt_dataset *tr) {
     dpt_train_config c = cfg_for("mlp:3-2");
     for (int mode = 0; mode < 2; mode++)
@@ -274,15 +293,8 @@ static void test_dpsgd_sum(const dpt_dataset *tr) {
             dpt_algo *a = NULL;
             dpt_trainer *t = dp_trainer(&c, tr, 1.0, 0.8, mode ? DPT_CLIP_PER_LAYER : DPT_CLIP_FLAT, reference, &a);
             if (!t) return;
-            const size_t P = t->model->n_params, b = 37;
-            float *got = malloc(P * sizeof *got);
-            double *want = malloc(P * sizeof *want), nw = 0, nd = 0;
-            grad_of(t, a, tr, b, 0, got);
-            reference_linear(t->model->theta, tr, b, 0.8, want);
-            for (size_t j = 0; j < P; j++) nw += want[j] * want[j], nd += (got[j] - want[j]) * (got[j] - want[j]);
-            CHECK(nw > 1);
-            CHECK_CLOSE(sqrt(nd), 0.0, 2e-6 * sqrt(nw), 0);
-            free(got), free(want);
+            const size_t b = 37;
+            check_against_reference(t, a, tr, b, 0, 0.8, 1.0, 1.0, 2e-6);
             dpt_trainer_free(t);
         }
 }
@@ -302,18 +314,7 @@ static void test_nonprivate_grad(const dpt_dataset *tr) {
         if (k == 2) CHECK_OK(dpt_algo_propnoise_new(&pn, &a));
         CHECK_OK(dpt_trainer_new(&c, tr, NULL, a, &t));
         if (!t) continue;
-        const size_t P = t->model->n_params, b = 23;
-        float *got = malloc(P * sizeof *got);
-        double *want = malloc(P * sizeof *want), nw = 0, nd = 0;
-        grad_of(t, a, tr, b, 1, got);
-        reference_linear(t->model->theta, tr, b, INFINITY, want);
-        for (size_t j = 0; j < P; j++) {
-            want[j] /= (double)b;
-            nw += want[j] * want[j], nd += (got[j] - want[j]) * (got[j] - want[j]);
-        }
-        CHECK(nw > 0.01);
-        CHECK_CLOSE(sqrt(nd), 0.0, 1e-5 * sqrt(nw), 0);
-        free(got), free(want);
+        check_against_reference(t, a, tr, 23, 1, INFINITY, 1.0 / 23, 0.1, 1e-5);
         dpt_trainer_free(t);
     }
 }

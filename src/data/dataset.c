@@ -93,6 +93,15 @@ static dpt_status check_arrays(const float *x, const int32_t *y, size_t n, size_
     return DPT_OK;
 }
 
+/* The caller's features x [n, dim] into out->x (allocated), flat per-example shape. */
+static void set_flat(dpt_dataset *out, const float *x, size_t n, size_t dim) {
+    memcpy(out->x, x, n * dim * sizeof(float));
+    out->n = n;
+    out->dim = dim;
+    out->shape[0] = out->shape[1] = 1;
+    out->shape[2] = dim;
+}
+
 dpt_status dpt_dataset_from_arrays(const float *x, const int32_t *y, size_t n, size_t dim, int n_classes,
                                    dpt_dataset *out) {
     DPT_CHECK(out, DPT_EINVAL, "dpt_dataset_from_arrays: out is NULL");
@@ -105,13 +114,9 @@ dpt_status dpt_dataset_from_arrays(const float *x, const int32_t *y, size_t n, s
         dpt_dataset_free(out);
         return DPT_ENOMEM;
     }
-    memcpy(out->x, x, n * dim * sizeof(float));
     memcpy(out->y, y, n * sizeof(int32_t));
-    out->n = n;
-    out->dim = dim;
+    set_flat(out, x, n, dim);
     out->n_classes = k;
-    out->shape[0] = out->shape[1] = 1;
-    out->shape[2] = dim;
     snprintf(out->source, sizeof out->source, "(arrays: %zu x %zu)", n, dim);
     return DPT_OK;
 }
@@ -139,13 +144,9 @@ dpt_status dpt_dataset_from_targets(const float *x, const float *t, size_t n, si
         dpt_dataset_free(out);
         return DPT_ENOMEM;
     }
-    memcpy(out->x, x, nd * sizeof(float));
     memcpy(out->t, t, nt * sizeof(float));
-    out->n = n;
-    out->dim = dim;
+    set_flat(out, x, n, dim);
     out->t_dim = t_dim;
-    out->shape[0] = out->shape[1] = 1;
-    out->shape[2] = dim;
     snprintf(out->source, sizeof out->source, "(arrays: %zu x %zu, targets %zu)", n, dim, t_dim);
     return DPT_OK;
 }
