@@ -15,7 +15,7 @@ skip_if_sanitized "$SANITIZE" "a program built the third-party way"
 . "$SRC/tests/cli/lib/harness.sh"   # $T (removed on exit), check, expect_ok, harness_end
 P=$T/prefix
 EX=$SRC/examples
-EXAMPLES="train_arrays calibrate_sigma evaluate_checkpoint finetune"
+EXAMPLES="train_arrays calibrate_sigma evaluate_checkpoint finetune regression"
 
 expect_ok cmake --install "$BUILD" --prefix "$P"
 for f in bin/dptrain lib/libdptrain.so lib/libdptrain.a include/dptrain/dptrain.h include/dptrain/version.h \
@@ -56,6 +56,11 @@ run_examples() {
   expect_ok env "$@" "$dir/calibrate_sigma" 2
   local spent; spent=$(sed -n 's/^spent: epsilon \([0-9.]*\) (RDP).*/\1/p' <<<"$LAST_OUT")
   check "awk -v e='$spent' 'BEGIN { exit !(e <= 2 && e > 1.99) }'" "$label: calibrate_sigma 2 spends RDP epsilon '$spent', want in (1.99, 2]"
+  expect_ok env "$@" "$dir/regression"
+  local mse; mse=$(sed -n 's/^test mean squared error \([0-9.]*\) .*/\1/p' <<<"$LAST_OUT")
+  check "awk -v m='$mse' 'BEGIN { exit !(m > 0.009 && m < 0.012) }'" "$label: regression's test mse '$mse', want about 0.01"
+  check 'grep -Eq "^privacy: epsilon 1\.000 at delta 1e-05 \(sigma [0-9.]+, clip 1, 500 steps\)$" <<<"$LAST_OUT"' \
+    "$label: regression printed: $LAST_OUT"
 }
 
 # ==== 1. pkg-config ====
