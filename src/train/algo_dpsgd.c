@@ -244,9 +244,9 @@ static dpt_status accumulate_ref(dpsgd_state *s, dpt_trainer *t, const float *x,
     for (size_t lo = 0; lo < bc; lo += rc) {
         size_t n = bc - lo < rc ? bc - lo : rc;
         double part = 0;
-        const float *tg = dpt_trainer_batch_targets(t);
-        DPT_TRY(dpt_train_forward_backward(t, &s->buf, x + lo * D, y ? y + lo : NULL, tg ? tg + lo * t->train->t_dim : NULL,
-                                           n, 1.0f, &part));
+        const float *tg = dpt_trainer_batch_targets(t); /* regression: [bc, t_dim], else NULL (and y) */
+        DPT_TRY(dpt_train_forward_backward(t, &s->buf, x + lo * D, y ? y + lo : NULL,
+                                           tg ? tg + lo * t->train->t_dim : NULL, n, 1.0f, &part));
         ls += part;
         /* g_i = per-example gradient rows [n, P]; a frozen layer's columns are 0 */
         if (t->frozen) memset(s->pe, 0, n * P * sizeof *s->pe);

@@ -262,12 +262,13 @@ static dpt_status check_regression(const dpt_train_config *cfg, const dpt_datase
         return DPT_OK;
     }
     DPT_CHECK(algo->regression, DPT_ENOTSUP, "algorithm %s does not train on regression data (real-valued targets); "
-              "sgd, dpsgd and pdp-sgd do", algo->name);
+              "sgd, dpsgd, pdp-sgd and proportional-noise do", algo->name);
     DPT_CHECK(cfg->loss == DPT_LOSS_SQUARED, DPT_EINVAL, "regression data (real-valued targets) need the squared-error "
               "loss (dpt_train_config.loss = DPT_LOSS_SQUARED, \"mse\"), not %s",
               cfg->loss == DPT_LOSS_SOFTMAX_CE ? "softmax cross-entropy" : "binary cross-entropy");
     DPT_CHECK(m->out_dim == train->t_dim, DPT_EINVAL, "model_spec '%s' has %zu outputs but the data have %zu "
-              "regression target%s per example", cfg->model_spec, m->out_dim, train->t_dim, train->t_dim == 1 ? "" : "s");
+              "regression target%s per example", cfg->model_spec, m->out_dim, train->t_dim,
+              train->t_dim == 1 ? "" : "s");
     DPT_CHECK(!test || test->t_dim == train->t_dim, DPT_EINVAL, "the test set has %s but the training set has %zu "
               "regression target%s per example", test && test->t ? "another number of targets" : "class labels",
               train->t_dim, train->t_dim == 1 ? "" : "s");
