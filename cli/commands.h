@@ -6,6 +6,7 @@
 #define DPT_CLI_COMMANDS_H
 int dpt_cmd_train(int argc, char **argv);
 int dpt_cmd_eval(int argc, char **argv);
+int dpt_cmd_predict(int argc, char **argv);
 int dpt_cmd_account(int argc, char **argv);
 int dpt_cmd_audit(int argc, char **argv);
 int dpt_cmd_model(int argc, char **argv);

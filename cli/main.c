@@ -15,6 +15,7 @@ static const struct {
 } COMMANDS[] = {
     {"train", dpt_cmd_train, "train a model (non-private or differentially private)"},
     {"eval", dpt_cmd_eval, "evaluate a checkpoint on a test split"},
+    {"predict", dpt_cmd_predict, "a trained model's predictions for the rows of a CSV file"},
     {"account", dpt_cmd_account, "compute the privacy spent (epsilon) or calibrate noise"},
     {"audit", dpt_cmd_audit, "membership-inference audit: loss attack, LiRA, canary epsilon lower bound"},
     {"model", dpt_cmd_model, "list a model's layers, shapes and parameters (the names --freeze takes)"},

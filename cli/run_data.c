@@ -511,6 +511,8 @@ dpt_status cli_apply_recorded_pca(const cJSON *pca, dpt_dataset *test) {
     return s;
 }
 
+static dpt_status apply_run_preprocessing(const cJSON *run, dpt_dataset *d);
+
 dpt_status cli_run_targets(const cJSON *run, long *targets) {
     *targets = 0;
     const cJSON *tg = cJSON_GetObjectItemCaseSensitive(run, "targets");
@@ -539,13 +541,30 @@ int cli_load_test_from_run(const char *run_json, const char *data_dir, dpt_datas
                        .normalize = nm->valuestring, .classes = cl->valuestring, .max_test = max_test,
                        .targets = targets};
     if (s == DPT_OK) s = prepare(&o, DPT_SPLIT_TEST, test);
+    if (s == DPT_OK) s = apply_run_preprocessing(run, test);
+    cJSON_Delete(run);
+    return s;
+}
+
+/* The stored normalization statistics and the recorded DP-PCA of a run (its "run" object),
+ * applied to d as training applied them. */
+static dpt_status apply_run_preprocessing(const cJSON *run, dpt_dataset *d) {
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(run, "normalize");
+    DPT_CHECK(cJSON_IsString(nm), DPT_EFORMAT, "checkpoint: run description lacks its normalization");
     dpt_normalizer nz;
     int have = 0;
-    if (s == DPT_OK) s = stored_normalizer(run, nm->valuestring, test->dim, &nz, &have);
-    if (s == DPT_OK && have) s = dpt_normalizer_apply(&nz, test);
+    dpt_status s = stored_normalizer(run, nm->valuestring, d->dim, &nz, &have);
+    if (s == DPT_OK && have) s = dpt_normalizer_apply(&nz, d);
     if (have) dpt_normalizer_free(&nz);
     const cJSON *pca = cJSON_GetObjectItemCaseSensitive(run, "pca");
-    if (s == DPT_OK && pca) s = cli_apply_recorded_pca(pca, test);
+    if (s == DPT_OK && pca) s = cli_apply_recorded_pca(pca, d);
+    return s;
+}
+
+int cli_apply_run_preprocessing(const char *run_json, dpt_dataset *d) {
+    cJSON *run = cJSON_Parse(run_json);
+    DPT_CHECK(run, DPT_EFORMAT, "checkpoint: run description is not valid JSON");
+    dpt_status s = apply_run_preprocessing(run, d);
     cJSON_Delete(run);
     return s;
 }

@@ -70,6 +70,9 @@ void cli_norm_report(const cli_norm_info *info, const dpt_trainer *t);
 /* Rebuilds the test split described by a checkpoint's "run" object (data_dir overrides
  * the stored one when non-NULL), with its stored statistics. */
 int cli_load_test_from_run(const char *run_json, const char *data_dir, dpt_dataset *test);
+/* Applies a run's stored normalization statistics and recorded DP-PCA (its "run" JSON) to
+ * d, as training did: new inputs for the model (dptrain predict). Returns a dpt_status. */
+int cli_apply_run_preprocessing(const char *run_json, dpt_dataset *d);
 struct cJSON;
 /* The regression target count a checkpoint's "run" object records (*targets = 0: class
  * labels, also for runs recorded before --targets existed); DPT_EFORMAT for a bad value. */

@@ -124,6 +124,30 @@ static void test_csv(void) {
     CHECK(strstr(dpt_last_error(), "reg.csv:2:2") != NULL);
     CHECK(!d.x && !d.t);
     CHECK_STATUS(dpt_data_load_csv_targets(p, 0, &d), DPT_EINVAL);
+    /* features alone (unlabelled, for prediction): the skipped columns are not read, and
+     * training, evaluation and the audit refuse such data */
+    write_file(p, "label,a,b\ncat,1,2\ndog,3,4.5\n");
+    CHECK_OK(dpt_data_load_csv_features(p, 1, &d));
+    CHECK(d.n == 2 && d.dim == 2 && !d.y && !d.t && d.n_classes == 0 && d.x && d.x[3] == 4.5f);
+    CHECK_OK(dpt_dataset_validate(&d));
+    CHECK_STATUS(dpt_dataset_set_n_classes(&d, 2), DPT_EINVAL);
+    dpt_train_config c = dpt_train_config_defaults();
+    c.model_spec = "mlp:2-2";
+    c.batch_size = 1;
+    dpt_algo *a = NULL;
+    dpt_trainer *t = NULL;
+    CHECK_OK(dpt_algo_sgd_new(&a));
+    CHECK_STATUS(dpt_trainer_new(&c, &d, NULL, a, &t), DPT_EINVAL);
+    CHECK(strstr(dpt_last_error(), "the training set has neither labels nor regression targets") != NULL);
+    dpt_model *m = NULL;
+    double l, acc, loss[2], phi[2];
+    CHECK_OK(dpt_model_new("mlp:2-2", 4, 1, &m));
+    CHECK_STATUS(dpt_evaluate(m, DPT_LOSS_SOFTMAX_CE, &d, &l, &acc), DPT_EINVAL);
+    CHECK_STATUS(dpt_audit_scores(m, &d, NULL, 2, loss, phi), DPT_EINVAL);
+    dpt_model_free(m);
+    dpt_dataset_free(&d);
+    CHECK_STATUS(dpt_data_load_csv_features(p, 3, &d), DPT_EFORMAT); /* nothing left after the skipped columns */
+    CHECK(strstr(dpt_last_error(), "need at least one feature after the 3 skipped") != NULL);
     remove(p);
 }
 

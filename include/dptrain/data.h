@@ -24,8 +24,10 @@ extern "C" {
 
 /* ==== Datasets ==== */
 
-/* A dataset is either for classification (y: int32 labels, n_classes >= 1, t NULL) or for
- * regression (t: real-valued targets [n, t_dim], t_dim >= 1, y NULL and n_classes 0).
+/* A dataset is either for classification (y: int32 labels, n_classes >= 1, t NULL), for
+ * regression (t: real-valued targets [n, t_dim], t_dim >= 1, y NULL and n_classes 0), or
+ * unlabelled, features alone for prediction (y and t NULL, n_classes 0, t_dim 0:
+ * dpt_data_load_csv_features; training, evaluation and the audit refuse it).
  * Regression data are trained with the squared-error loss (DPT_LOSS_SQUARED) against t by
  * the algorithms that opt in (dpt_algo.regression: sgd, dpsgd, pdp-sgd). */
 typedef struct {
@@ -108,6 +110,11 @@ dpt_status dpt_data_load_csv(const char *path, dpt_dataset *out);
  * the rest the features; otherwise as dpt_data_load_csv (header, blank lines, CRLF, errors
  * naming file:line:column). Fills t / t_dim, y NULL, n_classes 0. */
 dpt_status dpt_data_load_csv_targets(const char *path, size_t t_dim, dpt_dataset *out);
+/* Numeric CSV of features alone, for prediction (an unlabelled dataset: y and t NULL,
+ * n_classes 0, which training, evaluation and the audit refuse): the first `skip` columns
+ * are left unread (e.g. 1 for a file with its label column), every other field must be a
+ * finite number; otherwise as dpt_data_load_csv. */
+dpt_status dpt_data_load_csv_features(const char *path, size_t skip, dpt_dataset *out);
 
 typedef enum { DPT_SPLIT_TRAIN = 0, DPT_SPLIT_TEST = 1 } dpt_split;
 

@@ -61,6 +61,8 @@ static dpt_status check_config(const dpt_audit_config *c, const dpt_dataset *pop
     DPT_CHECK(c && pop, DPT_EINVAL, "dpt_audit_run: cfg and pop must not be NULL");
     DPT_CHECK(!pop->t && (!test || !test->t), DPT_ENOTSUP, "dpt_audit_run: regression data (real-valued targets); "
               "the membership-inference audit scores classifiers only");
+    DPT_CHECK(pop->y && (!test || test->y), DPT_EINVAL, "dpt_audit_run: the %s has no labels",
+              pop->y ? "test set" : "population");
     DPT_CHECK(c->shadows != 1, DPT_EINVAL, "dpt_audit_run: dpt_audit_config.shadows must be 0 or >= 2, got 1");
     DPT_CHECK(c->jobs >= 1 && c->jobs <= 64, DPT_EINVAL, "dpt_audit_run: dpt_audit_config.jobs must be in [1, 64], got %d", c->jobs);
     DPT_CHECK(c->alpha > 0 && c->alpha < 1, DPT_EINVAL, "dpt_audit_run: dpt_audit_config.alpha must be in (0, 1), got %g", c->alpha);

@@ -13,6 +13,7 @@ dpt_status dpt_audit_scores(dpt_model *m, const dpt_dataset *d, const uint32_t *
     DPT_CHECK(m && d, DPT_EINVAL, "dpt_audit_scores: %s is NULL", m ? "d" : "m");
     DPT_CHECK(!d->t, DPT_ENOTSUP, "audit: %s has regression targets; the membership-inference audit scores "
               "classifiers only", d->source[0] ? d->source : "the dataset");
+    DPT_CHECK(d->y, DPT_EINVAL, "audit: %s has no labels", d->source[0] ? d->source : "the dataset");
     DPT_CHECK(m->out_dim >= 2, DPT_EINVAL, "audit: needs a softmax classifier (>= 2 outputs), the model has %zu",
               m->out_dim);
     DPT_CHECK(d->dim == m->in_dim, DPT_EINVAL, "audit: data has %zu features, the model expects %zu", d->dim,
@@ -130,6 +131,7 @@ dpt_status dpt_audit_train_and_score(const dpt_audit_job *job, const dpt_dataset
                                      dpt_audit_run_info *info) {
     DPT_CHECK(!pop->t, DPT_ENOTSUP, "audit: the population has regression targets; the membership-inference "
               "audit scores classifiers only");
+    DPT_CHECK(pop->y && (!test || test->y), DPT_EINVAL, "audit: the %s has no labels", pop->y ? "test set" : "population");
     size_t nm = 0;
     for (size_t i = 0; i < pop->n; i++) nm += member[i] != 0;
     DPT_CHECK(nm >= 1, DPT_EINVAL, "audit: the training subset is empty");

@@ -17,7 +17,7 @@ void dpt_dataset_free(dpt_dataset *d) {
 dpt_status dpt_dataset_validate(const dpt_dataset *d) {
     DPT_CHECK(d, DPT_EINVAL, "dpt_dataset_validate: NULL dataset");
     const char *src = d->source[0] ? d->source : "(dataset)";
-    DPT_CHECK(d->n > 0 && d->dim > 0 && d->x && (d->y || d->t), DPT_EFORMAT, "%s: empty dataset", src);
+    DPT_CHECK(d->n > 0 && d->dim > 0 && d->x, DPT_EFORMAT, "%s: empty dataset", src);
     size_t nd, sp;
     DPT_CHECK(dpt_mul_overflow(d->n, d->dim, &nd) == 0, DPT_EFORMAT, "%s: n x dim overflows",
               src);
@@ -33,6 +33,9 @@ dpt_status dpt_dataset_validate(const dpt_dataset *d) {
         for (size_t i = 0; i < nt; i++)
             DPT_CHECK(isfinite(d->t[i]), DPT_EFORMAT, "%s: non-finite target %g of example %zu (target %zu)", src,
                       (double)d->t[i], i / d->t_dim, i % d->t_dim);
+    } else if (!d->y) { /* unlabelled: features for prediction */
+        DPT_CHECK(d->t_dim == 0 && d->n_classes == 0, DPT_EFORMAT, "%s: no labels and no targets, but t_dim %zu and "
+                  "n_classes %d", src, d->t_dim, d->n_classes);
     } else {
         DPT_CHECK(d->t_dim == 0, DPT_EFORMAT, "%s: t_dim %zu without targets (t NULL)", src, d->t_dim);
         DPT_CHECK(d->n_classes >= 1, DPT_EFORMAT, "%s: n_classes %d", src, d->n_classes);
@@ -167,7 +170,8 @@ dpt_status dpt_dataset_set_shape(dpt_dataset *d, size_t c, size_t h, size_t w) {
 
 dpt_status dpt_dataset_set_n_classes(dpt_dataset *d, int k) {
     DPT_CHECK(d && k >= 1, DPT_EINVAL, "dpt_dataset_set_n_classes: need k >= 1 (got %d)", k);
-    DPT_CHECK(!d->t, DPT_EINVAL, "%s: a regression dataset (real-valued targets) has no classes", d->source);
+    DPT_CHECK(d->y, DPT_EINVAL, "%s: a dataset without labels (regression targets, or unlabelled) has no classes",
+              d->source);
     for (size_t i = 0; i < d->n; i++)
         DPT_CHECK(d->y[i] < k, DPT_EFORMAT,
                   "%s: label %d of example %zu is not one of the %d training classes",
@@ -181,7 +185,8 @@ dpt_status dpt_dataset_set_n_classes(dpt_dataset *d, int k) {
 dpt_status dpt_dataset_filter_classes(dpt_dataset *d, const int *classes, size_t k) {
     DPT_CHECK(d && classes && k >= 1, DPT_EINVAL, "dpt_dataset_filter_classes: %s",
               !d ? "d is NULL" : !classes ? "classes is NULL" : "k must be >= 1");
-    DPT_CHECK(!d->t, DPT_EINVAL, "%s: a regression dataset (real-valued targets) has no classes to filter", d->source);
+    DPT_CHECK(d->y, DPT_EINVAL, "%s: a dataset without labels (regression targets, or unlabelled) has no classes to "
+              "filter", d->source);
     DPT_CHECK(k <= (size_t)d->n_classes, DPT_EINVAL, "dpt_dataset_filter_classes: k = %zu classes of %d", k,
               d->n_classes);
     /* map[old label] = new label or -1 */

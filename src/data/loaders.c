@@ -531,10 +531,12 @@ static size_t csv_count_fields(const char *buf, size_t s, size_t e) {
     return k;
 }
 
-/* t_dim = 0: a label column then features; t_dim >= 1: t_dim target columns then features. */
-static dpt_status load_csv(const char *path, size_t t_dim, dpt_dataset *out) {
+/* t_dim = 0: a label column then features; t_dim >= 1: t_dim target columns then features;
+ * skip != SIZE_MAX: features only (unlabelled), after `skip` columns that are not read. */
+static dpt_status load_csv(const char *path, size_t t_dim, size_t skip, dpt_dataset *out) {
     memset(out, 0, sizeof *out);
-    const size_t lead = t_dim ? t_dim : 1; /* columns before the features */
+    const int unlabelled = skip != SIZE_MAX;
+    const size_t lead = unlabelled ? skip : t_dim ? t_dim : 1; /* columns before the features */
     uint8_t *raw;
     size_t len;
     dpt_status st = read_maybe_gz(path, &raw, &len);
@@ -560,7 +562,10 @@ static dpt_status load_csv(const char *path, size_t t_dim, dpt_dataset *out) {
     }
     if (n == 0) st = dpt_set_error(DPT_EFORMAT, "%s: no data rows", path);
     if (st == DPT_OK && nf < lead + 1) {
-        if (t_dim)
+        if (unlabelled)
+            st = dpt_set_error(DPT_EFORMAT, "%s: %zu column(s); need at least one feature after the %zu skipped", path,
+                               nf, skip);
+        else if (t_dim)
             st = dpt_set_error(DPT_EFORMAT, "%s: %zu column(s); need %zu target column(s) and at least one feature",
                                path, nf, t_dim);
         else
@@ -569,9 +574,11 @@ static dpt_status load_csv(const char *path, size_t t_dim, dpt_dataset *out) {
     }
     size_t dim = st == DPT_OK ? nf - lead : 0;
     if (st == DPT_OK) st = alloc_xy(out, n, dim, path);
-    if (st == DPT_OK && t_dim) { /* regression: targets instead of labels */
+    if (st == DPT_OK && (t_dim || unlabelled)) { /* regression: targets instead of labels; or neither */
         dpt_free(out->y);
         out->y = NULL;
+    }
+    if (st == DPT_OK && t_dim) {
         out->t = dpt_alloc2(n, t_dim, sizeof(float), "dataset targets");
         if (!out->t) st = DPT_ENOMEM;
         out->t_dim = t_dim;
@@ -598,6 +605,10 @@ static dpt_status load_csv(const char *path, size_t t_dim, dpt_dataset *out) {
         for (size_t col = 1; col <= nf; col++) {
             size_t fs = p;
             while (p < le && buf[p] != ',') p++;
+            if (unlabelled && col <= skip) { /* a skipped column: not read */
+                p++;
+                continue;
+            }
             double v;
             int code = parse_num(buf, fs, p, &v);
             if (code) {
@@ -606,14 +617,14 @@ static dpt_status load_csv(const char *path, size_t t_dim, dpt_dataset *out) {
                                    buf + fs);
                 break;
             }
-            if (col <= t_dim) {
+            if (!unlabelled && col <= t_dim) {
                 float fv = (float)v;
                 if (!isfinite(fv)) {
                     st = dpt_set_error(DPT_EFORMAT, "%s:%zu:%zu: target %g overflows float32", path, line, col, v);
                     break;
                 }
                 out->t[row * t_dim + (col - 1)] = fv;
-            } else if (col == 1) {
+            } else if (!unlabelled && col == 1) {
                 long l = label_of(v, CSV_MAX_LABEL);
                 if (l < 0) {
                     st = dpt_set_error(DPT_EFORMAT,
@@ -639,7 +650,7 @@ static dpt_status load_csv(const char *path, size_t t_dim, dpt_dataset *out) {
     free(raw);
     if (st == DPT_OK) {
         DPT_ASSERT(row == n);
-        out->n_classes = t_dim ? 0 : (int)max_label + 1;
+        out->n_classes = t_dim || unlabelled ? 0 : (int)max_label + 1;
         out->shape[0] = 1;
         out->shape[1] = 1;
         out->shape[2] = dim;
@@ -649,7 +660,13 @@ static dpt_status load_csv(const char *path, size_t t_dim, dpt_dataset *out) {
 
 dpt_status dpt_data_load_csv(const char *path, dpt_dataset *out) {
     DPT_CHECK(path && out, DPT_EINVAL, "dpt_data_load_csv: NULL argument");
-    return load_csv(path, 0, out);
+    return load_csv(path, 0, SIZE_MAX, out);
+}
+
+dpt_status dpt_data_load_csv_features(const char *path, size_t skip, dpt_dataset *out) {
+    DPT_CHECK(path && out, DPT_EINVAL, "dpt_data_load_csv_features: NULL argument");
+    DPT_CHECK(skip < 1000000, DPT_EINVAL, "dpt_data_load_csv_features: skip must be below 1000000, got %zu", skip);
+    return load_csv(path, 0, skip, out);
 }
 
 dpt_status dpt_data_load_csv_targets(const char *path, size_t t_dim, dpt_dataset *out) {
@@ -657,7 +674,7 @@ dpt_status dpt_data_load_csv_targets(const char *path, size_t t_dim, dpt_dataset
     memset(out, 0, sizeof *out);
     DPT_CHECK(t_dim >= 1 && t_dim <= 1000000, DPT_EINVAL, "dpt_data_load_csv_targets: t_dim must be in [1, 1000000], "
               "got %zu", t_dim);
-    return load_csv(path, t_dim, out);
+    return load_csv(path, t_dim, SIZE_MAX, out);
 }
 
 /* ==== Named datasets under a data directory ==== */

@@ -546,6 +546,7 @@ dpt_status dpt_algo_noisy_gd_new(const dpt_noisy_gd_config *cfg, dpt_algo **out)
                   "dataset)");
     DPT_CHECK(!cfg->heldout || !cfg->heldout->t, DPT_ENOTSUP,
               "dpt_noisy_gd_config.heldout has regression targets; noisy-gd trains classifiers only");
+    DPT_CHECK(!cfg->heldout || cfg->heldout->y, DPT_EINVAL, "dpt_noisy_gd_config.heldout has no labels");
     if (cfg->kl & DPT_KL_REPLACE)
         DPT_CHECK(cfg->replace_candidates >= 1, DPT_EINVAL, "dpt_noisy_gd_config.replace_candidates must be >= 1");
     dpt_algo *a = calloc(1, sizeof *a);

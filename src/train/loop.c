@@ -256,6 +256,11 @@ static int same_data(const dpt_dataset *a, const dpt_dataset *b) {
  * output per target, and a test set of the same kind. */
 static dpt_status check_regression(const dpt_train_config *cfg, const dpt_dataset *train, const dpt_dataset *test,
                                    const dpt_algo *algo, const dpt_model *m) {
+    for (int k = 0; k < 2; k++) { /* unlabelled data (dpt_data_load_csv_features) are for prediction only */
+        const dpt_dataset *d = k ? test : train;
+        DPT_CHECK(!d || d->y || d->t, DPT_EINVAL, "the %s set has neither labels nor regression targets (%s): "
+                  "unlabelled data are for prediction only", k ? "test" : "training", d ? d->source : "");
+    }
     if (!train->t) {
         DPT_CHECK(!test || !test->t, DPT_EINVAL, "the test set has regression targets (%zu per example) but the "
                   "training set has class labels", test->t_dim);
@@ -486,6 +491,11 @@ dpt_status dpt_eval_range(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d
         /* squared error: against the regression targets, or on classification data an
          * autoencoder's (the targets are the inputs) */
         const float *tg = d->t ? d->t + lo * d->t_dim : loss == DPT_LOSS_SQUARED ? x : NULL;
+        if (!d->y && !d->t) {
+            s = dpt_set_error(DPT_EINVAL, "evaluate: %s has neither labels nor regression targets (unlabelled data "
+                                          "are for prediction only)", d->source[0] ? d->source : "the dataset");
+            break;
+        }
         if (d->t) {
             if (loss != DPT_LOSS_SQUARED || d->t_dim != K) {
                 s = dpt_set_error(DPT_EINVAL, "evaluate: %s has %zu regression target%s per example: it needs the "
