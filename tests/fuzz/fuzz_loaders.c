@@ -1,6 +1,6 @@
 /* Fuzzes the dataset loaders on files they did not write: the first byte picks the format
  * (IDX image + label pair, CIFAR-10 batch, USPS text, CSV, CSV with 1-3 regression target
- * columns), the rest is the file (for IDX:
+ * columns, CSV of features alone after 0-2 skipped columns), the rest is the file (for IDX:
  * a 2-byte little-endian length of the image file, then both files). A loaded dataset must
  * pass dpt_dataset_validate. Seeds: small valid files of each format made here. */
 #include <dptrain/data.h>
@@ -9,7 +9,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    int kind = data[0] % 5;
+    int kind = data[0] % 6;
     data++, size--;
     const char *a = fuzz_path("a"), *b = fuzz_path("b");
     dpt_dataset d;
@@ -31,7 +31,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fuzz_write(a, data, size);
         st = kind == 2   ? dpt_data_load_usps(a, &d)
              : kind == 3 ? dpt_data_load_csv(a, &d)
-                         : dpt_data_load_csv_targets(a, 1 + size % 3, &d);
+             : kind == 4 ? dpt_data_load_csv_targets(a, 1 + size % 3, &d)
+                         : dpt_data_load_csv_features(a, size % 3, &d);
     }
     if (st == DPT_OK && dpt_dataset_validate(&d) != DPT_OK) abort(); /* a loader returned an invalid dataset */
     dpt_dataset_free(&d);
@@ -80,4 +81,6 @@ static void fuzz_seeds(const char *dir) {
     fuzz_seed(dir, "csv", csv, sizeof csv - 1);
     static const char reg[] = "\4price,a,b\n1.25,0.5,-2\n-3e-2,1,1\r\n";
     fuzz_seed(dir, "csv_targets", reg, sizeof reg - 1);
+    static const char feat[] = "\5id,a,b\nx7,0.5,-2\n,1,1e3\r\n";
+    fuzz_seed(dir, "csv_features", feat, sizeof feat - 1);
 }
