@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""docs/dpulr.md's Section 4.3 text on the DP-ULR runs of sessions 31-36 on CIFAR-10, filled in
+"""docs/dpulr.md's Section 4.3 text on the DP-ULR runs of sessions 31-37 on CIFAR-10, filled in
 from the CSVs the runs and the probe wrote, so that no number of our runs in it is typed by hand.
 Five parts of the doc (PARTS), each from the line starting with its first words up to the line
 starting with the next marker (blank lines before it stay); their prose and md_tables.py markers
@@ -50,6 +50,10 @@ S33_FROM = [3450, 3500, 1800]
 S34_FROM = [5000, 5050, 3350]
 S35_FROM = [7050, 6850, None]
 S36_FROM = [8050, 7850, None]
+# where session 37 resumed the runs (seeds 1-3, antithetic seed 2, K = 16, q 1/25 sigma0 8 and 4;
+# None: not resumed); the machine was shut down before they were collected again and their
+# checkpoints were lost, so nothing after the collected epochs exists
+S37_FROM = [8650, 8450, None, 4000, 2400, 1925, 1950]
 K16_S34 = 500
 # the settings of run.sh's rows (not results): DP-SGD q and sigma, DP-ULR q and sigma0
 Q_SGD, SIGMA_SGD, Q_ULR, SIGMA0 = 0.00128, 1.0, 0.02, 5.0
@@ -258,7 +262,13 @@ aside, not in the CSV). Time per epoch with f4a3ac4: median {st.median(sec32):.0
 runs on the 2 cores (session 32; the long ones while CI runs shared the cores), median
 {st.median(sec33):.0f} s ({sec33[0]:.0f}-{sec33[-1]:.0f} s over {len(sec33)} epochs) with seven runs on them (session 33; CI and the probe below part of the time){s34}{s35}; 128-205 s in
 session 31 with two runs and the first build. The tables are of the epochs collected when
-this was written ({n1}, {n2} and {n3}; antithetic seed 2: {max(A2)}); the runs go on (`run.sh --resume`).
+this was written ({n1}, {n2} and {n3}; antithetic seed 2: {max(A2)}), and they are final: session 37 resumed
+the runs (seeds 1 and 2 from steps {S37_FROM[0]} and {S37_FROM[1]}, antithetic seed 2 from {S37_FROM[3]}, K = 16 from {S37_FROM[4]}, the
+q 1/25 captions from {S37_FROM[5]} and {S37_FROM[6]}: the checkpoints were a little past the collected epochs)
+and the machine running them was shut down before anything more was collected. Their
+checkpoints were in run.sh's OUT, a scratch directory outside the repository that did not
+survive, so there is nothing left for `run.sh --resume` to continue; going on would mean
+rerunning each from step 0 (for seed 1, {n1} epochs at the times per epoch above).
 
 <!-- md_tables.py cifar_curves {B}dpulr_long.csv {STEPS} {CURVE_EPOCHS} '{ANTI}=antithetic pairs + baseline, seed 1 (session 28)' {B}dpulr_base.csv '{SEEDS[0]}=baseline alone, seed 1' '{SEEDS[1]}=baseline alone, seed 2' '{SEEDS[2]}=baseline alone, seed 3' '{ANTI2}=antithetic pairs + baseline, seed 2' -->
 
@@ -400,7 +410,9 @@ sigma0 4:
   still rising: {"; ".join(rising)}), antithetic pairs over a third seed (two seeds, to
   {max(ex)} and {max(A2)} epochs), K = 16 beyond {max(K)} epochs and K > 16 (signal above), and the q 1/25
   captions beyond {max(Q[0])} and {max(Q[1])} epochs; the controller ran 8 epochs and did not learn (above).
-  DP-SGD has 3 seeds (one of {max(D[0])} epochs, two of {max(D[1])}).""")
+  DP-SGD has 3 seeds (one of {max(D[0])} epochs, two of {max(D[1])}). These runs cannot be continued:
+  their checkpoints were lost when the machine running them was shut down after session 37
+  (above).""")
     return [p.rstrip("\n").split("\n") for p in parts]
 
 
