@@ -1,6 +1,8 @@
 """Small data for the tests: Fashion-MNIST subsets (the Debian package dataset-fashion-mnist,
-which the CLI also reads) and synthetic blobs."""
+which the CLI also reads), synthetic blobs, and the smoke run of an experiment script."""
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -29,3 +31,16 @@ def blobs(n=600, d=20, k=3, seed=0):
     y = rng.integers(0, k, size=n)
     x = (centers[y] + rng.normal(size=(n, d))).astype(np.float32)
     return x, y
+
+
+def run_experiment_smoke(name, out):
+    """Runs experiments/NAME/run.py --smoke --out OUT with this tree's dptrain package on
+    PYTHONPATH (conftest.py put it on sys.path of this process only); fails the test, with the
+    script's output, unless it exits 0."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = os.path.join(here, "..", "..", "experiments", name, "run.py")
+    pypath = os.pathsep.join(p for p in (os.path.join(here, ".."), os.environ.get("PYTHONPATH")) if p)
+    p = subprocess.run([sys.executable, script, "--smoke", "--out", str(out)], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=pypath), timeout=300)
+    assert p.returncode == 0, p.stderr + p.stdout
+    return p

@@ -2,22 +2,15 @@
 row per method with the ledger's epsilon at the target (never above it), the least-squares
 optimum on the linear task at about the noise floor, and a plot when gnuplot is installed."""
 import csv
-import os
 import pathlib
 import shutil
-import subprocess
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPT = os.path.join(HERE, "..", "..", "experiments", "dp_regression", "run.py")
+from helpers import run_experiment_smoke
 
 
 def test_smoke(workdir):
     out = pathlib.Path(workdir) / "out"
-    pypath = os.pathsep.join(p for p in (os.path.join(HERE, ".."), os.environ.get("PYTHONPATH")) if p)
-    p = subprocess.run([sys.executable, SCRIPT, "--smoke", "--out", str(out)], capture_output=True, text=True,
-                       env=dict(os.environ, PYTHONPATH=pypath), timeout=300)
-    assert p.returncode == 0, p.stderr + p.stdout
+    run_experiment_smoke("dp_regression", out)
     rows = list(csv.DictReader(open(out / "results.csv")))
     assert [(r["task"], r["method"]) for r in rows] == [("linear", "least-squares"), ("linear", "sgd"),
                                                         ("linear", "dpsgd"), ("nonlinear", "sgd"),

@@ -3,23 +3,15 @@ row per variant with the ledger's epsilon at the target (never above it) and the
 parameter count of the frozen layers, a summary row per variant, and a plot when gnuplot is
 installed."""
 import csv
-import os
 import pathlib
 import shutil
-import subprocess
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPT = os.path.join(HERE, "..", "..", "experiments", "finetune_freeze", "run.py")
+from helpers import run_experiment_smoke
 
 
 def test_smoke(workdir):
     out = pathlib.Path(workdir) / "out"
-    # the script imports dptrain: this tree's package (conftest.py put it on sys.path only here)
-    pypath = os.pathsep.join(p for p in (os.path.join(HERE, ".."), os.environ.get("PYTHONPATH")) if p)
-    p = subprocess.run([sys.executable, SCRIPT, "--smoke", "--out", str(out)], capture_output=True, text=True,
-                       env=dict(os.environ, PYTHONPATH=pypath), timeout=300)
-    assert p.returncode == 0, p.stderr + p.stdout
+    run_experiment_smoke("finetune_freeze", out)
     rows = list(csv.DictReader(open(out / "results.csv")))
     assert [r["variant"] for r in rows] == ["random", "public", "fc1"]
     for r in rows:
