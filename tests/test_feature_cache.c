@@ -5,7 +5,8 @@
  * layer would differ by orders of magnitude more): DP-SGD on the fast and the reference path
  * (whose chunks index x by the cached row width), flat and per-layer clipping, 3 shards,
  * regression targets, a convolutional trunk. A resumed run rebuilds the cache in the same
- * chunks and continues bit-identically. The cache is used only where it applies (a note says
+ * chunks and continues bit-identically; a run whose frozen parameters changed after the
+ * cache was built computes it again. The cache is used only where it applies (a note says
  * why not: a residual connection from below the trained layers, the switch) and holds the
  * trunk's output for every example. */
 #include <dptrain/train.h>
@@ -101,6 +102,54 @@ static void same_run(dpt_train_config c, const dpt_dataset *tr, int reference, d
 
 static const char *CNN = "cnn:2x2x2:conv3k2p1,relu,[conv16k3p1,gn2,relu,conv3k3p1],relu,maxpool2s1,fc3";
 
+static int stop_at_2(void *user, const dpt_step_info *info) {
+    (void)user;
+    return info->step == 2;
+}
+
+/* The frozen trunk's parameters change after its features were cached: a first run fails at
+ * its first step (the head's values overflow the loss; the cache is already built and the
+ * run is still fresh), dpt_trainer_set_initial_params gives other values, trunk included;
+ * that run stops after 2 steps and the caller scales the trunk's weights before running on.
+ * Returns the final parameters (malloc'd): a run must compute the trunk from the values it
+ * has, so they equal those of the same calls without the cache. */
+static float *changed_trunk(const dpt_dataset *tr, int no_cache, size_t *P) {
+    dpt_train_config c = cfg_for("mlp:8-16-16-3:gelu", "fc1");
+    c.no_feature_cache = no_cache;
+    c.max_steps = 6;
+    c.on_step = stop_at_2;
+    dpt_dpsgd_config d = dpt_dpsgd_config_defaults();
+    d.sigma = 1.0, d.clip = 0.5;
+    dpt_algo *a = NULL;
+    dpt_trainer *t = NULL;
+    CHECK_OK(dpt_algo_dpsgd_new(&d, &a));
+    CHECK_OK(dpt_trainer_new(&c, tr, NULL, a, &t));
+    if (!t) return NULL;
+    dpt_model *m = t->model;
+    *P = m->n_params;
+    const size_t trunk = m->layers[0].n_params, head = m->layers[m->n_layers - 1].param_offset;
+    float *v = malloc(*P * sizeof *v);
+    memcpy(v, m->theta, *P * sizeof *v);
+    for (size_t j = 0; j < trunk; j++) v[j] *= 2;
+    for (size_t j = head; j < *P; j++) v[j] = 3e38f;
+    CHECK_OK(dpt_trainer_set_initial_params(t, v, *P, "overflowing head"));
+    CHECK(dpt_trainer_run(t, NULL) == DPT_ERANGE && dpt_trainer_step(t) == 0);
+    CHECK(t->fc_state == (no_cache ? -1 : 1)); /* built before the step failed */
+    for (size_t j = 0; j < trunk; j++) v[j] *= 0.25f;
+    for (size_t j = head; j < *P; j++) v[j] = 0.01f * (float)(j % 7);
+    CHECK_OK(dpt_trainer_set_initial_params(t, v, *P, "other values"));
+    CHECK_OK(dpt_trainer_run(t, NULL));
+    CHECK(dpt_trainer_step(t) == 2);
+    for (size_t j = 0; j < trunk; j++) m->theta[j] *= 3; /* behind the API, between runs */
+    c.on_step = NULL;
+    t->cfg.on_step = NULL;
+    CHECK_OK(dpt_trainer_run(t, NULL));
+    CHECK(dpt_trainer_step(t) == 6 && t->fc_state == (no_cache ? -1 : 1));
+    memcpy(v, m->theta, *P * sizeof *v);
+    dpt_trainer_free(t);
+    return v;
+}
+
 int main(void) {
     dpt_dataset tr;
     tu_make_blobs(&tr, 400, 3, 1.0f);
@@ -144,6 +193,18 @@ int main(void) {
     c.loss = DPT_LOSS_SQUARED;
     same_run(c, &rg, 0, DPT_CLIP_FLAT, 1, "computed once");
     same_run(c, &rg, 1, DPT_CLIP_FLAT, 1, "computed once");
+
+    /* the trunk's parameters changed after the cache was built */
+    last_note[0] = 0;
+    float *ch = changed_trunk(&tr, 0, &P), *un = changed_trunk(&tr, 1, &P);
+    if (ch && un) {
+        double worst = 0, moved = 0;
+        for (size_t j = 0; j < P; j++) worst = fmax(worst, fabs((double)ch[j] - un[j]));
+        for (size_t j = 0; j < P; j++) moved = fmax(moved, fabs((double)un[j]));
+        if (worst > 1e-6 * moved) fprintf(stderr, "changed trunk: parameters differ by %g (largest %g)\n", worst, moved);
+        CHECK(worst <= 1e-6 * moved);
+    }
+    free(ch), free(un);
 
     /* a resumed run rebuilds the cache and continues bit-identically */
     char dir[600];

@@ -93,7 +93,8 @@ dpt_status dpt_audit_summarize(const double *in, size_t n_in, const double *out,
  * phi = log p_y - log(sum_{k != y} p_k) (stable in the logits), over d's examples idx
  * (NULL = the first n), in chunks of the model's max_batch. DPT_EINVAL, before any
  * forward pass, when m or d is NULL, the model has one output or other than d's features,
- * an example is not in d (idx[i] >= d->n; n > d->n) or its label is not a model class. */
+ * an example is not in d (idx[i] >= d->n; n > d->n), its label is not a model class or d
+ * has no labels; DPT_ENOTSUP when d holds regression targets. */
 dpt_status dpt_audit_scores(dpt_model *m, const dpt_dataset *d, const uint32_t *idx, size_t n, double *loss,
                             double *phi);
 /* LiRA scores of the N target values phi_t from S shadows: phi_sh [S, N], in_mask [S, N]

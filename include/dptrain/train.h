@@ -522,7 +522,10 @@ typedef struct {
      * DPT_LOG_NOTE says which. 1 = never (the frozen layers run every step). The results
      * agree up to float rounding (the trunk's forward pass runs on other batches, whose
      * size changes a GEMM's rounding; tests/test_feature_cache.c), and a resumed run
-     * rebuilds the cache identically. The privacy analysis is unchanged: the trained
+     * rebuilds the cache identically. A run that finds the frozen layers' values changed
+     * since the cache was built (dpt_trainer_set_initial_params after a first step that
+     * failed, or the caller writing the model's theta between runs) builds it again; within
+     * a run (from a callback) they must not change. The privacy analysis is unchanged: the trained
      * layers' per-example gradients are clipped and noised as before. */
     int no_feature_cache;
 } dpt_train_config;

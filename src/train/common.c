@@ -134,27 +134,43 @@ static const char *cache_refusal(const dpt_trainer *t) {
     return NULL;
 }
 
+void dpt_train_feature_cache_check(dpt_trainer *t) {
+    if (t->fc_state != 1 || !memcmp(t->fc_trunk, t->model->theta, t->fc_trunk_n * sizeof *t->fc_trunk)) return;
+    dpt_free(t->fc);
+    dpt_free(t->fc_trunk);
+    t->fc = t->fc_trunk = NULL;
+    t->fc_state = 0;
+    dpt_trainer_log(t, DPT_LOG_NOTE, "frozen layers: their parameters changed since their output was cached: "
+                    "computing it again");
+}
+
 dpt_status dpt_train_feature_cache(dpt_trainer *t) {
     if (t->fc_state) return DPT_OK;
     t->fc_state = -1;
     if (!t->frozen) return DPT_OK;
     dpt_model *m = t->model;
     const size_t l0 = t->first_trained;
-    int trunk = 0; /* a frozen layer with parameters below the lowest trained one */
-    for (size_t l = 0; l < l0; l++) trunk |= m->layers[l].n_params != 0;
-    if (!trunk) return DPT_OK;
+    size_t trunk_n = 0; /* the frozen layers' parameters below the lowest trained one: theta[0, trunk_n) */
+    for (size_t l = 0; l < l0; l++)
+        if (m->layers[l].n_params && m->layers[l].param_offset + m->layers[l].n_params > trunk_n)
+            trunk_n = m->layers[l].param_offset + m->layers[l].n_params;
+    if (!trunk_n) return DPT_OK;
     const char *why = cache_refusal(t);
     const size_t n = t->train->n, dim = m->layers[l0].in_dim;
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     const double bytes = (double)n * (double)dim * sizeof(float);
     const double have = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
     if (!why && have > 0 && 4 * bytes > have) why = "it would take more than a quarter of the machine's memory";
-    float *fc = NULL, *xb = NULL;
-    if (!why && !(fc = dpt_alloc2(n, dim, sizeof *fc, "frozen layers' features"))) why = "out of memory";
-    if (!why && dim > t->xb_cap && !(xb = dpt_alloc2(t->max_batch, dim, sizeof *xb, "batch features"))) {
+    float *fc = NULL, *xb = NULL, *trunk = NULL;
+    if (!why && (!(fc = dpt_alloc2(n, dim, sizeof *fc, "frozen layers' features")) ||
+                 !(trunk = dpt_alloc2(trunk_n, 1, sizeof *trunk, "frozen layers' parameters"))))
         why = "out of memory";
+    if (!why && dim > t->xb_cap && !(xb = dpt_alloc2(t->max_batch, dim, sizeof *xb, "batch features")))
+        why = "out of memory";
+    if (why) {
         dpt_free(fc);
-        fc = NULL;
+        dpt_free(trunk);
+        fc = trunk = NULL;
     }
     if (why) {
         dpt_clear_error(); /* an allocation failure falls back to running the frozen layers */
@@ -173,14 +189,18 @@ dpt_status dpt_train_feature_cache(dpt_trainer *t) {
     if (st != DPT_OK) {
         dpt_free(fc);
         dpt_free(xb);
+        dpt_free(trunk);
         return st;
     }
+    memcpy(trunk, m->theta, trunk_n * sizeof *trunk);
     if (xb) {
         dpt_free(t->xb);
         t->xb = xb;
         t->xb_cap = dim;
     }
     t->fc = fc;
+    t->fc_trunk = trunk;
+    t->fc_trunk_n = trunk_n;
     t->fc_dim = dim;
     t->fc_layer = l0;
     t->fc_state = 1;

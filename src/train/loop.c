@@ -443,6 +443,7 @@ void dpt_trainer_free(dpt_trainer *t) {
     dpt_free(t->yb);
     dpt_free(t->tb);
     dpt_free(t->fc);
+    dpt_free(t->fc_trunk);
     free(t->run_json);
     dpt_ledger_free(t->ledger);
     dpt_dist_free(t);
@@ -1334,6 +1335,7 @@ static dpt_status run_loop(dpt_trainer *t, dpt_epoch_result *last) {
                                                    t->rank);
     DPT_TRY(share_flag(t, &cb_stop));
     if (t->step == 0 && !t->resumed) DPT_TRY(dpt_dist_check_start(t));
+    dpt_train_feature_cache_check(t);
     if (t->record) DPT_TRY(record_parse(t->record, t->record_note, &r));
     const size_t spe = dpt_sampler_steps_per_epoch(t->sampler);
     /* Budget: the last step index this run may take without exceeding target_epsilon */

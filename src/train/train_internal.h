@@ -59,9 +59,11 @@ struct dpt_trainer {
     /* The frozen trunk's features (dpt_train_config.no_feature_cache): fc [n, fc_dim] =
      * act[fc_layer] of every training example, fc_layer = first_trained. fc_state: 0 not
      * decided yet (decided at the session's first step), 1 in use (gathered batches hold
-     * its rows, and the prologue starts the forward pass at fc_layer), -1 not used. */
-    float *fc;
-    size_t fc_dim, fc_layer;
+     * its rows, and the prologue starts the forward pass at fc_layer), -1 not used.
+     * fc_trunk: the frozen trunk's parameters (theta[0, fc_trunk_n)) the features were
+     * computed with; a run that finds them changed computes the features again. */
+    float *fc, *fc_trunk;
+    size_t fc_dim, fc_layer, fc_trunk_n;
     int fc_state;
     size_t xb_cap;  /* floats per row that xb holds */
     int budget_stopped; /* the run stopped before exceeding cfg.target_epsilon */
@@ -118,6 +120,10 @@ static inline size_t dpt_train_x_dim(const dpt_trainer *t) {
 /* Decides and (when it applies) builds the frozen trunk's feature cache; called before the
  * first step of a session. Falls back to no cache (with a note) rather than failing. */
 dpt_status dpt_train_feature_cache(dpt_trainer *t);
+/* Called as a run starts: when the trunk's parameters differ from those the cached features
+ * were computed with (dpt_trainer_set_initial_params after a failed first step, a caller
+ * writing the model's theta between runs), drops the cache so the next step builds it again. */
+void dpt_train_feature_cache_check(dpt_trainer *t);
 /* Gathers rows idx[0..bc) of the training set into t->xb (features, or the cached trunk
  * features), t->yb (labels) and t->tb (regression targets). */
 void dpt_train_gather(dpt_trainer *t, const uint32_t *idx, size_t bc);
