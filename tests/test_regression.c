@@ -148,6 +148,17 @@ static void test_csv(void) {
     dpt_dataset_free(&d);
     CHECK_STATUS(dpt_data_load_csv_features(p, 3, &d), DPT_EFORMAT); /* nothing left after the skipped columns */
     CHECK(strstr(dpt_last_error(), "need at least one feature after the 3 skipped") != NULL);
+    /* the header is told by the first field that is read: skipped columns hold text in
+     * every row (ids, names) without making the first row a header, and a header whose
+     * skipped field looks like a number is still a header */
+    write_file(p, "id0,1,2\nid1,3,4\nid2,5,6\n");
+    CHECK_OK(dpt_data_load_csv_features(p, 1, &d));
+    CHECK(d.n == 3 && d.dim == 2 && d.x[0] == 1.0f && d.x[5] == 6.0f);
+    dpt_dataset_free(&d);
+    write_file(p, "7,x1,x2\nid,3,4\n");
+    CHECK_OK(dpt_data_load_csv_features(p, 1, &d));
+    CHECK(d.n == 1 && d.dim == 2 && d.x[0] == 3.0f);
+    dpt_dataset_free(&d);
     remove(p);
 }
 

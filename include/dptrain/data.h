@@ -112,8 +112,10 @@ dpt_status dpt_data_load_csv(const char *path, dpt_dataset *out);
 dpt_status dpt_data_load_csv_targets(const char *path, size_t t_dim, dpt_dataset *out);
 /* Numeric CSV of features alone, for prediction (an unlabelled dataset: y and t NULL,
  * n_classes 0, which training, evaluation and the audit refuse): the first `skip` columns
- * are left unread (e.g. 1 for a file with its label column), every other field must be a
- * finite number; otherwise as dpt_data_load_csv. */
+ * are left unread (e.g. 1 for a file with its label column, or ids and names in every
+ * row), every other field must be a finite number; the first line is a header when its
+ * first field after the skipped ones is not a number; otherwise as dpt_data_load_csv.
+ * skip is below 1000000 (t_dim, above, at most 1000000). */
 dpt_status dpt_data_load_csv_features(const char *path, size_t skip, dpt_dataset *out);
 
 typedef enum { DPT_SPLIT_TRAIN = 0, DPT_SPLIT_TEST = 1 } dpt_split;

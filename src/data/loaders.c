@@ -550,11 +550,14 @@ static dpt_status load_csv(const char *path, size_t t_dim, size_t skip, dpt_data
         if (is_blank_line(buf, ls, le)) continue;
         if (nf == 0) {
             nf = csv_count_fields(buf, ls, le);
-            size_t fe = ls;
-            while (fe < le && buf[fe] != ',') fe++;
+            /* the first field that is read (after the skipped ones, which may hold text in
+             * every row: ids, names) decides: text there makes the line a header */
+            size_t fs = ls, fe;
+            for (size_t k = 0; k < (unlabelled ? skip : 0) && fs < le; fs++) k += buf[fs] == ',';
+            for (fe = fs; fe < le && buf[fe] != ',';) fe++;
             double v;
-            if (parse_num(buf, ls, fe, &v) == 2) {
-                header = 1; /* first field is text: a header line */
+            if (fs < le && parse_num(buf, fs, fe, &v) == 2) {
+                header = 1; /* a header line */
                 continue;
             }
         }
