@@ -17,18 +17,18 @@
 #include "commands.h"
 #include "run_data.h"
 
-static const char *USAGE = "usage: dptrain eval --checkpoint FILE [options]\n\n"
+static const char *USAGE = "usage: dptrain eval --checkpoint FILE|DIR [options]\n\n"
                            "Evaluates a checkpoint written by dptrain train on the test split it was\n"
                            "trained against and prints test loss and accuracy (and, for a private run,\n"
                            "the epsilon of its privacy ledger at --delta).";
 
 int dpt_cmd_eval(int argc, char **argv) {
-    const char *ckpt = NULL, *data_dir = NULL, *loss_name = NULL;
+    const char *ckpt_arg = NULL, *data_dir = NULL, *loss_name = NULL;
     long threads = 0;
     double delta = 1e-5;
     int json = 0;
     cli_option opts[] = {
-        {"--checkpoint", CLI_STR, &ckpt, "FILE", "checkpoint.safetensors written by dptrain train (required)", NULL},
+        {"--checkpoint", CLI_STR, &ckpt_arg, "FILE|DIR", "checkpoint.safetensors written by dptrain train, or its run directory (required)", NULL},
         {"--data-dir", CLI_STR, &data_dir, "DIR", "where datasets live (default: the one used for training)", NULL},
         {"--loss", CLI_STR, &loss_name, "NAME", "loss to report: ce | bce | mse (default: the one trained with)", NULL},
         {"--delta", CLI_DOUBLE, &delta, "D", "delta of the reported epsilon (private runs)", NULL},
@@ -39,11 +39,13 @@ int dpt_cmd_eval(int argc, char **argv) {
     int rc = cli_parse(argc, argv, 1, opts, USAGE);
     if (rc < 0) return 0;
     if (rc) return rc;
-    if (!ckpt) return cli_error("--checkpoint: required (see dptrain eval --help)");
+    if (!ckpt_arg) return cli_error("--checkpoint: required (see dptrain eval --help)");
     if (threads < 0) return cli_error("--threads must be >= 0");
     if (!(delta > 0 && delta < 1)) return cli_error("--delta must be in (0, 1), got %g", delta);
     dpt_loss_kind loss = DPT_LOSS_SOFTMAX_CE;
     if (loss_name && dpt_loss_parse(loss_name, &loss) != DPT_OK) return cli_error("--loss: %s", dpt_last_error());
+    char ckpt[1100];
+    if ((rc = cli_checkpoint_file("--checkpoint", ckpt_arg, ckpt, sizeof ckpt)) != 0) return rc;
     /* a privacy ledger beside the checkpoint must be of the same run (the run id in both) */
     const char *slash = strrchr(ckpt, '/');
     char lp[1200];

@@ -22,46 +22,46 @@ static const char *USAGE =
     "the first N columns, e.g. the label of a labelled file), applies the normalization and\n"
     "DP-PCA the checkpoint records, as training did, and writes one CSV line per row, after a\n"
     "header: for a classifier (--loss ce) the predicted class and the softmax probabilities\n"
-    "(prediction,p_0,...); --loss bce: the class and each output's sigmoid; a regression\n"
+    "(prediction,p_0,...; a run trained with --classes names its kept labels: prediction,p_3,\n"
+    "p_7 for --classes 3,7); --loss bce: the class and each output's sigmoid; a regression\n"
     "model (--targets K) its K predicted targets (prediction, or prediction_0,...); an\n"
     "autoencoder (--loss mse without targets) its outputs (output_0,...).";
 
-/* The CSV text of the predictions o [n, K] (malloc'd; NULL when out of memory). */
-static char *format(const float *o, size_t n, size_t K, dpt_loss_kind loss, int regression) {
-    size_t cap = 64 + n * (K + 1) * 18, len = 0;
-    char *s = malloc(cap);
-    if (!s) return NULL;
-#define PUT(...) len += (size_t)snprintf(s + len, cap - len, __VA_ARGS__)
+/* Writes the CSV text of the predictions o [n, K] to f: a classifier's class is the label
+ * lab[k] of its output k (the data's labels before --classes relabelled them; lab NULL:
+ * k itself). */
+static void format(FILE *f, const float *o, size_t n, size_t K, dpt_loss_kind loss, int regression, const int *lab) {
     const int classifier = loss != DPT_LOSS_SQUARED;
-    if (classifier) PUT("prediction");
+#define LAB(k) (lab ? (long)lab[k] : (long)(k))
+    if (classifier) fputs("prediction", f);
     for (size_t k = 0; k < K; k++) {
         const char *sep = classifier || k ? "," : "";
-        if (classifier) PUT("%sp_%zu", sep, loss == DPT_LOSS_SIGMOID_BCE && K == 1 ? (size_t)1 : k);
-        else if (regression && K == 1) PUT("prediction");
-        else PUT("%s%s_%zu", sep, regression ? "prediction" : "output", k);
+        if (classifier) fprintf(f, "%sp_%ld", sep, loss == DPT_LOSS_SIGMOID_BCE && K == 1 ? LAB(1) : LAB(k));
+        else if (regression && K == 1) fputs("prediction", f);
+        else fprintf(f, "%s%s_%zu", sep, regression ? "prediction" : "output", k);
     }
-    PUT("\n");
+    fputc('\n', f);
     for (size_t i = 0; i < n; i++) {
         const float *r = o + i * K;
         if (classifier) {
             size_t best = 0;
             for (size_t k = 1; k < K; k++) best = r[k] > r[best] ? k : best;
             if (K == 1) best = r[0] > 0; /* one output: label 1 when its logit is positive */
-            PUT("%zu", best);
+            fprintf(f, "%ld", LAB(best));
             /* softmax in double from the largest logit; sigmoid per output for bce */
+            const double top = r[K == 1 ? 0 : best];
             double sum = 0;
-            for (size_t k = 0; k < K && loss == DPT_LOSS_SOFTMAX_CE; k++) sum += exp((double)r[k] - r[best]);
+            for (size_t k = 0; k < K && loss == DPT_LOSS_SOFTMAX_CE; k++) sum += exp((double)r[k] - top);
             for (size_t k = 0; k < K; k++) {
-                double p = loss == DPT_LOSS_SOFTMAX_CE ? exp((double)r[k] - r[best]) / sum : 1 / (1 + exp(-(double)r[k]));
-                PUT(",%.6g", p);
+                double p = loss == DPT_LOSS_SOFTMAX_CE ? exp((double)r[k] - top) / sum : 1 / (1 + exp(-(double)r[k]));
+                fprintf(f, ",%.6g", p);
             }
         } else {
-            for (size_t k = 0; k < K; k++) PUT("%s%.9g", k ? "," : "", (double)r[k]);
+            for (size_t k = 0; k < K; k++) fprintf(f, "%s%.9g", k ? "," : "", (double)r[k]);
         }
-        PUT("\n");
+        fputc('\n', f);
     }
-#undef PUT
-    return s;
+#undef LAB
 }
 
 int dpt_cmd_predict(int argc, char **argv) {
@@ -109,8 +109,33 @@ int dpt_cmd_predict(int argc, char **argv) {
         const cJSON *tg = cJSON_GetObjectItemCaseSensitive(root, "targets");
         if (cJSON_IsNumber(tg) && tg->valuedouble >= 1) targets = (long)tg->valuedouble;
     }
+    int lab[64];
+    size_t n_lab = 0;
+    st = run ? cli_run_classes(run, lab, &n_lab) : DPT_OK;
+    /* the features the run's inputs had: a recorded DP-PCA's, or the model's */
+    const dpt_model *m = dpt_checkpoint_model(ck);
+    const size_t K = dpt_model_out_dim(m);
+    size_t in = dpt_model_in_dim(m);
+    const cJSON *pca = run ? cJSON_GetObjectItemCaseSensitive(run, "pca") : NULL;
+    const cJSON *pf = pca ? cJSON_GetObjectItemCaseSensitive(pca, "features") : NULL;
+    if (cJSON_IsNumber(pf) && pf->valuedouble >= 1 && pf->valuedouble <= 1e7) in = (size_t)pf->valuedouble;
     char *run_s = run && cJSON_GetObjectItemCaseSensitive(run, "normalize") ? cJSON_PrintUnformatted(run) : NULL;
     cJSON_Delete(root);
+    if (st == DPT_OK && n_lab && n_lab != K && !(n_lab == 2 && K == 1))
+        st = dpt_set_error(DPT_EFORMAT, "checkpoint run record: %zu classes kept, but the model has %zu outputs", n_lab,
+                           K);
+    if (st != DPT_OK) {
+        free(run_s);
+        code = cli_refuse(st, "--checkpoint");
+        goto done;
+    }
+    if (d.dim != in) {
+        free(run_s);
+        code = cli_error("--input %s: %zu feature%s per row%s, but the model of %s takes %zu%s", input, d.dim,
+                         d.dim == 1 ? "" : "s", skip ? " after --skip" : "", ckpt, in,
+                         skip ? "" : " (--skip N leaves out leading columns such as a label)");
+        goto done;
+    }
     if (run_s) {
         st = cli_apply_run_preprocessing(run_s, &d);
         free(run_s);
@@ -118,14 +143,6 @@ int dpt_cmd_predict(int argc, char **argv) {
             code = cli_refuse(st, "--checkpoint");
             goto done;
         }
-    }
-    const dpt_model *m = dpt_checkpoint_model(ck);
-    const size_t in = dpt_model_in_dim(m), K = dpt_model_out_dim(m);
-    if (d.dim != in) {
-        code = cli_error("--input %s: %zu feature%s per row%s, but the model of %s takes %zu%s", input, d.dim,
-                         d.dim == 1 ? "" : "s", skip ? " after --skip" : "", ckpt, in,
-                         skip ? "" : " (--skip N leaves out leading columns such as a label)");
-        goto done;
     }
     o = malloc(d.n * K * sizeof *o);
     if (!o) {
@@ -136,15 +153,17 @@ int dpt_cmd_predict(int argc, char **argv) {
         code = cli_fail("predict");
         goto done;
     }
-    text = format(o, d.n, K, dpt_checkpoint_loss(ck), targets > 0);
-    if (!text) {
+    size_t text_len = 0;
+    FILE *mem = open_memstream(&text, &text_len);
+    if (mem) format(mem, o, d.n, K, dpt_checkpoint_loss(ck), targets > 0, n_lab ? lab : NULL);
+    if (!mem || ferror(mem) | fclose(mem)) {
         code = cli_failf("out of memory for the predictions' text");
         goto done;
     }
     if (out) {
-        if ((st = dpt_write_file_atomic(out, text, strlen(text))) != DPT_OK) code = cli_fail("--out");
+        if ((st = dpt_write_file_atomic(out, text, text_len)) != DPT_OK) code = cli_fail("--out");
         else fprintf(stderr, "dptrain predict: %zu predictions written to %s\n", d.n, out);
-    } else if (fputs(text, stdout) == EOF || fflush(stdout) != 0) {
+    } else if (fwrite(text, 1, text_len, stdout) != text_len || fflush(stdout) != 0) {
         code = cli_failf("writing the predictions to stdout failed");
     }
 done:

@@ -523,6 +523,15 @@ dpt_status cli_run_targets(const cJSON *run, long *targets) {
     return DPT_OK;
 }
 
+dpt_status cli_run_classes(const cJSON *run, int *cls, size_t *k) {
+    *k = 0;
+    const cJSON *cl = cJSON_GetObjectItemCaseSensitive(run, "classes");
+    if (!cl || (cJSON_IsString(cl) && !cl->valuestring[0])) return DPT_OK; /* every label, as it is */
+    DPT_CHECK(cJSON_IsString(cl), DPT_EFORMAT, "checkpoint run record: classes is not a string");
+    dpt_status s = parse_classes(cl->valuestring, cls, k);
+    return s == DPT_OK ? s : dpt_set_error(DPT_EFORMAT, "checkpoint run record: %s", dpt_last_error());
+}
+
 int cli_load_test_from_run(const char *run_json, const char *data_dir, dpt_dataset *test) {
     cJSON *run = cJSON_Parse(run_json);
     DPT_CHECK(run, DPT_EFORMAT, "checkpoint: run description is not valid JSON");

@@ -77,6 +77,9 @@ struct cJSON;
 /* The regression target count a checkpoint's "run" object records (*targets = 0: class
  * labels, also for runs recorded before --targets existed); DPT_EFORMAT for a bad value. */
 dpt_status cli_run_targets(const struct cJSON *run, long *targets);
+/* The labels a run kept with --classes, in the order that relabelled them 0..k-1: class j
+ * of the model is label cls[j] of the data (cls holds 64; *k = 0: every label, unchanged). */
+dpt_status cli_run_classes(const struct cJSON *run, int *cls, size_t *k);
 /* A DP-MAC run's recorded DP-PCA (the "pca" object of its run description): centres d by
  * the recorded DP mean (if any) and projects it to the recorded dimensions, as training did.
  * DPT_EFORMAT for a record that does not fit d. */

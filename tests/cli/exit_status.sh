@@ -63,7 +63,7 @@ status 1 "--model: .*needs at least 2.25e+06 GB" env ASAN_OPTIONS="${ASAN_OPTION
   "$BIN" "${TR[@]}" "${DP[@]}" --sigma 1 --secure --model mlp:4-16777216-16777216-3 --out "$T/r5" # was 2
 
 # eval: the checkpoint, the ledger beside it, the test data it records
-status 2 "--checkpoint: $T/none: cannot open" "$BIN" eval --checkpoint "$T/none" # was 1
+status 2 "--checkpoint $T/none: No such file or directory" "$BIN" eval --checkpoint "$T/none" # was 1
 status 2 "--checkpoint: $T/d.csv: " "$BIN" eval --checkpoint "$T/d.csv" # was 1
 expect_ok "$BIN" train --dataset "csv:$T/gone.csv" --model mlp:4-8-3:relu --epochs 1 --threads 1 --no-progress \
   --quiet --max-steps 1 --out "$T/g"

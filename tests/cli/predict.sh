@@ -4,7 +4,8 @@
 # standardized features (--normalize scalar): the predicted classes agree with the labels
 # exactly as often as eval's accuracy says, every row's probabilities sum to 1; a
 # regression model (--targets 2): the mean squared error of its predictions against the
-# file's targets is eval's mse; --out writes the same text atomically; refused (exit 2,
+# file's targets is eval's mse; a --classes run names the kept labels; 50 outputs for one
+# row; --out writes the same text atomically; refused (exit 2,
 # naming the flag and file): a row width the model does not take, a non-numeric field
 # (file:line:column), a missing file, no --input; a run directory works as --checkpoint.
 set -u
@@ -58,6 +59,46 @@ print("%.5g" % (sum((a - b) ** 2 for r, q in zip(t, p) for a, b in zip(r, q)) / 
 PY
 )
 check '[ -n "$mse" ] && [ "$got" = "$mse" ]' "predict's mse '$got' differs from eval's '$mse'"
+
+# -- a run with --classes: the classes are the kept labels (2 and 0 here, in that order),
+# with per-feature normalization; a wrong --skip is the input's fault, not the checkpoint's
+expect_ok "$BIN" train --dataset "csv:$T/d.csv" --classes 2,0 --model mlp:4-8-2:relu --normalize feature --epochs 3 \
+  --out "$T/two" "${C[@]}"
+expect_ok "$BIN" eval --checkpoint "$T/two" --json
+acc=$(python3 -c 'import json, sys; print("%.6f" % json.loads(sys.argv[1])["test_accuracy"])' "$LAST_OUT")
+expect_ok "$BIN" predict --checkpoint "$T/two" --input "$T/d.csv" --skip 1
+printf '%s\n' "$LAST_OUT" > "$T/two.pred"
+got=$(python3 - "$T/d.csv" "$T/two.pred" <<'PY'
+import sys
+labels = [int(l.split(",")[0]) for l in open(sys.argv[1]).read().split("\n")[1:] if l]
+lines = open(sys.argv[2]).read().split("\n")
+assert lines[0] == "prediction,p_2,p_0", lines[0]
+rows = [l.split(",") for l in lines[1:] if l]
+assert {r[0] for r in rows} <= {"2", "0"}, "a prediction is not a kept label"
+kept = [(r, y) for r, y in zip(rows, labels) if y in (2, 0)]
+print("%.6f" % (sum(int(r[0]) == y for r, y in kept) / len(kept)))
+PY
+)
+check '[ -n "$acc" ] && [ "$got" = "$acc" ]' "predict's accuracy over the kept labels '$got' differs from eval's '$acc'"
+expect_fail "--input $T/d.csv: 3 features per row after --skip, but the model" \
+  "$BIN" predict --checkpoint "$T/two" --input "$T/d.csv" --skip 2
+
+# -- many outputs for one row: the text grows with the outputs (a fixed estimate overflowed)
+python3 - "$T" <<'PY'
+import random, sys
+random.seed(7)
+with open(sys.argv[1] + "/wide.csv", "w") as f:
+    for _ in range(40):
+        x = [random.uniform(-1, 1) for _ in range(5)]
+        f.write(",".join("%.6f" % v for v in [-1.2345678e-05 * (k + 1) * x[k % 5] for k in range(50)] + x) + "\n")
+with open(sys.argv[1] + "/one.csv", "w") as f:
+    f.write("0.1,-0.2,0.3,-0.4,0.5\n")
+PY
+expect_ok "$BIN" train --dataset "csv:$T/wide.csv" --targets 50 --model mlp:5-50 --algo sgd --epochs 1 --batch-size 8 \
+  --out "$T/wide" "${C[@]}"
+expect_ok "$BIN" predict --checkpoint "$T/wide" --input "$T/one.csv"
+check '[ "$(printf "%s\n" "$LAST_OUT" | wc -l)" = 2 ] && [ "$(printf "%s\n" "$LAST_OUT" | head -1 | tr , "\n" | wc -l)" = 50 ] &&
+  [ "$(printf "%s\n" "$LAST_OUT" | tail -1 | tr , "\n" | wc -l)" = 50 ]' "predict with 50 outputs: $(printf "%s" "$LAST_OUT" | head -c 300)"
 
 # -- refusals: exit 2, naming the flag and the file
 expect_fail "--input $T/d.csv: 5 features per row, but the model of $T/cls/checkpoint.safetensors takes 4" \
