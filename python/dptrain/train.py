@@ -398,13 +398,7 @@ def _make_dpsgd(c):
 
 
 def _make_pdpsgd(c):
-    kw, g = c.kw, c.given
-    if "kappa" in g and "pdp_sigma" in g:
-        raise ValueError("kappa and pdp_sigma: give one of them, not both")
-    kappa = _nonneg(kw["kappa"], "kappa") if "kappa" in g else 0.0
-    if "pdp_sigma" in g:
-        kappa = lib.dpt_pdp_kappa(c.cfg.optim.lr, _nonneg(kw["pdp_sigma"], "pdp_sigma"))
-    lam = _nonneg(kw["lambda_"], "lambda_")
+    lam, kappa = _pdp_values(c.kw, c.given, c.cfg.optim.lr)
     out = ffi.new("dpt_algo **")
     check(lib.dpt_algo_pdpsgd_new(ffi.new("dpt_pdp_config *", {"lambda": lam, "kappa": kappa}), out),
           "algorithm pdp-sgd")
@@ -412,9 +406,7 @@ def _make_pdpsgd(c):
 
 
 def _make_propnoise(c):
-    if "prop_sigma" not in c.given:
-        raise ValueError("algorithm='proportional-noise' needs prop_sigma=")
-    s = _positive(c.kw["prop_sigma"], "prop_sigma")
+    s = _prop_sigma(c.kw, c.given)
     out = ffi.new("dpt_algo **")
     check(lib.dpt_algo_propnoise_new(ffi.new("dpt_propnoise_config *", {"sigma": s, "lambda": 0.0}), out),
           "prop_sigma")
@@ -758,6 +750,143 @@ _DEFAULTS = dict(
 )
 
 
+# ==== arguments shared with dptrain.audit.run (the same names, checks and messages) ====
+
+def _features(x, input_shape, stacklevel=3):
+    """(X, (C, H, W)): features x as C-contiguous float32 [n, D] (as_features) and the shape
+    of one example, from input_shape or inferred from a 3- or 4-dimensional x (a warning
+    for an x that looks channels-last, reported at the caller's caller)."""
+    xa = np.asarray(x) if not isinstance(x, np.ndarray) else x
+    shape = input_shape
+    if shape is None and getattr(xa, "ndim", 0) >= 3:
+        shape = xa.shape[1:] if xa.ndim == 4 else (1,) + tuple(xa.shape[1:])
+        if xa.ndim == 4 and xa.shape[3] in (1, 3, 4) and xa.shape[1] not in (1, 3, 4):
+            warnings.warn("x has shape %s: read as [n, C, H, W] (channels first), so C = %d; images stored "
+                          "channels last ([n, H, W, C]) need x.transpose(0, 3, 1, 2)" % (tuple(xa.shape), xa.shape[1]),
+                          stacklevel=stacklevel)
+    X = as_features(x, "x")
+    if shape is None:
+        shape = (1, 1, X.shape[1])
+    shape = tuple(int(s) for s in shape)
+    if len(shape) == 1:
+        shape = (1, 1) + shape
+    if len(shape) != 3 or int(np.prod(shape)) != X.shape[1]:
+        if input_shape is None:
+            raise ValueError("x has shape %s: expected [n, features], [n, H, W] or [n, C, H, W] (or pass "
+                             "input_shape=(C, H, W))" % (tuple(xa.shape),))
+        raise ValueError("input_shape %r does not match the %d features per example" % (input_shape, X.shape[1]))
+    return X, shape
+
+
+def _spec_of(model, shape, also=""):
+    """The spec string of model= given as a spec or a list of dptrain.layers objects (built
+    by the library's model builder for inputs of `shape`); `also` names what else the
+    caller takes, for the TypeError."""
+    if isinstance(model, str):
+        return model
+    if isinstance(model, (list, tuple)) and all(isinstance(m, Layer) for m in model):
+        return build_spec(model, shape)
+    if isinstance(model, Layer):
+        return build_spec([model], shape)
+    raise TypeError("model must be a spec string%s a list of dptrain.layers objects%s, got %r"
+                    % ("," if also else " or", (" or " + also) if also else "", model))
+
+
+def _optim_config(cfg, kw, given):
+    """cfg.optim and cfg.schedule from optimizer, lr (default: the optimizer's), momentum,
+    weight_decay and lr_schedule, checked by the library."""
+    opt = kw["optimizer"]
+    if opt not in ("sgd", "adam"):
+        raise ValueError("optimizer: expected 'sgd' or 'adam', got %r" % (opt,))
+    cfg.optim = lib.dpt_optim_defaults(lib.DPT_OPT_SGD if opt == "sgd" else lib.DPT_OPT_ADAM)
+    if "lr" in given:
+        cfg.optim.lr = _positive(kw["lr"], "lr")
+    cfg.optim.momentum = float(kw["momentum"])
+    cfg.optim.weight_decay = float(kw["weight_decay"])
+    check(lib.dpt_optim_validate(ffi.addressof(cfg, "optim")), "lr/momentum/weight_decay")
+    check(lib.dpt_schedule_parse(cstr(kw["lr_schedule"], "lr_schedule"), ffi.addressof(cfg, "schedule")),
+          "lr_schedule")
+
+
+def _init_scheme(name):
+    init = ffi.new("dpt_init_scheme *")
+    check(lib.dpt_init_parse(cstr(name, "init"), init), "init")
+    return init[0]
+
+
+def _pdp_values(kw, given, lr):
+    """(lambda, kappa) of pdp-sgd from kappa or pdp_sigma (kappa = (lr pdp_sigma)^2) and lambda_."""
+    if "kappa" in given and "pdp_sigma" in given:
+        raise ValueError("kappa and pdp_sigma: give one of them, not both")
+    kappa = _nonneg(kw["kappa"], "kappa") if "kappa" in given else 0.0
+    if "pdp_sigma" in given:
+        kappa = lib.dpt_pdp_kappa(lr, _nonneg(kw["pdp_sigma"], "pdp_sigma"))
+    return _nonneg(kw["lambda_"], "lambda_"), kappa
+
+
+def _prop_sigma(kw, given):
+    if "prop_sigma" not in given:
+        raise ValueError("algorithm='proportional-noise' needs prop_sigma=")
+    return _positive(kw["prop_sigma"], "prop_sigma")
+
+
+def _test_dataset(x_test, y_test, dim, train_ds, n_classes_given, shape, targets=0):
+    """(XT, YT, Dataset) of the test split for a training set train_ds with dim features:
+    labels (targets=0) within the training set's classes, or `targets` regression targets."""
+    XT = as_features(x_test, "x_test", dim)
+    if targets:
+        YT = as_targets(y_test, "y_test", XT.shape[0], targets)
+    else:
+        YT = as_labels(y_test, "y_test", XT.shape[0])
+    if not targets and not n_classes_given and YT.size and YT.max() >= train_ds.n_classes:
+        i = int(np.argmax(YT >= train_ds.n_classes))
+        raise ValueError("y_test[%d] = %d is outside [0, %d): the number of classes comes from the training "
+                         "labels y (largest %d); pass n_classes= when a split lacks a class"
+                         % (i, YT[i], train_ds.n_classes, train_ds.n_classes - 1))
+    return XT, YT, Dataset(XT, YT, train_ds.n_classes, shape, name="x_test, y_test")
+
+
+def _call_interruptibly(call, interrupt, name):
+    """Runs call() -- a long C call (cffi releases the GIL) whose callbacks return
+    interrupt.is_set() to stop it -- on a background thread; Ctrl-C meanwhile sets
+    `interrupt` and the call is awaited. Returns (call's result, whether Ctrl-C came)."""
+    result = [None]
+    done = threading.Event()
+
+    def work():
+        try:
+            result[0] = call()
+        finally:
+            done.set()
+
+    th = threading.Thread(target=work, name=name, daemon=True)
+    interrupted = [False]
+
+    def on_sigint(signum, frame):  # the next callback returns 1: the C side stops cleanly
+        interrupted[0] = True
+        interrupt.set()
+
+    # Ctrl-C while the C call runs: a handler of our own that only sets the flag. Catching
+    # the KeyboardInterrupt the default handler raises left windows: Python raises it at any
+    # bytecode boundary of this thread, also outside the try around the wait (the loop test,
+    # its back-edge). A fresh-clone test run under load lost a Ctrl-C twice that way, we
+    # believe (the training thread ran on); with the handler no such window is left. Only
+    # the main thread can install one; signal handlers run nowhere else.
+    own = HAVE_CALLBACKS and threading.current_thread() is threading.main_thread()
+    prev = signal.signal(signal.SIGINT, on_sigint) if own else None
+    try:
+        th.start()
+        # Poll an Event, not Thread.join: a KeyboardInterrupt inside join(timeout) can leave
+        # the Thread believing it has ended while it still runs (CPython issue 90882).
+        while not done.wait(0.05):
+            pass
+    finally:
+        if own:  # prev may be None (a handler set from C): SIG_DFL is the closest
+            signal.signal(signal.SIGINT, prev if prev is not None else signal.SIG_DFL)
+    th.join()
+    return result[0], interrupted[0]
+
+
 def _initial_params(start, spec, source, algo_name):
     """(flat float32 array, source text, option name) of the starting parameters `start` (a
     Model, {name: array} with every tensor, or a flat array of all parameters) for a model of
@@ -900,15 +1029,7 @@ def train(x, y, **kwargs):
                               "'auto')") from None
 
     # ---- data ----
-    xa = np.asarray(x) if not isinstance(x, np.ndarray) else x
-    shape = kw["input_shape"]
-    if shape is None and getattr(xa, "ndim", 0) >= 3:
-        shape = xa.shape[1:] if xa.ndim == 4 else (1,) + tuple(xa.shape[1:])
-        if xa.ndim == 4 and xa.shape[3] in (1, 3, 4) and xa.shape[1] not in (1, 3, 4):
-            warnings.warn("x has shape %s: read as [n, C, H, W] (channels first), so C = %d; images stored "
-                          "channels last ([n, H, W, C]) need x.transpose(0, 3, 1, 2)" % (tuple(xa.shape), xa.shape[1]),
-                          stacklevel=2)
-    X = as_features(x, "x")
+    X, shape = _features(x, kw["input_shape"])
     regression = bool(kw["regression"])
     if regression:  # real-valued targets, trained with the squared error (dpt_dataset_from_targets)
         if "n_classes" in given:
@@ -923,17 +1044,6 @@ def train(x, y, **kwargs):
         Y = as_targets(y, "y", X.shape[0])
     else:
         Y = as_labels(y, "y", X.shape[0])
-    if shape is None:
-        shape = (1, 1, X.shape[1])
-    shape = tuple(int(s) for s in shape)
-    if len(shape) == 1:
-        shape = (1, 1) + shape
-    if len(shape) != 3 or int(np.prod(shape)) != X.shape[1]:
-        if kw["input_shape"] is None:
-            raise ValueError("x has shape %s: expected [n, features], [n, H, W] or [n, C, H, W] (or pass "
-                             "input_shape=(C, H, W))" % (tuple(xa.shape),))
-        raise ValueError("input_shape %r does not match the %d features per example" % (kw["input_shape"],
-                                                                                       X.shape[1]))
     if (kw["x_test"] is None) != (kw["y_test"] is None):
         raise ValueError("x_test and y_test: give both or neither")
     _int(kw["n_classes"], "n_classes", 0)
@@ -947,15 +1057,8 @@ def train(x, y, **kwargs):
                              "give its spec, model=%r, to train from a random initialization, or set_parameters "
                              "first" % (model.spec, model.spec))
         spec, start = model.spec, model
-    elif isinstance(model, str):
-        spec = model
-    elif isinstance(model, (list, tuple)) and all(isinstance(m, Layer) for m in model):
-        spec = build_spec(model, shape)
-    elif isinstance(model, Layer):
-        spec = build_spec([model], shape)
     else:
-        raise TypeError("model must be a spec string, a list of dptrain.layers objects or a dptrain.Model, got %r"
-                        % (model,))
+        spec = _spec_of(model, shape, also="a dptrain.Model")
     if "init_params" in given:
         if start is not None:
             raise ValueError("init_params: model is a dptrain.Model, which brings its own parameters (give its spec, "
@@ -993,23 +1096,11 @@ def train(x, y, **kwargs):
         keep.append(b)
         return b
 
-    opt = kw["optimizer"]
-    if opt not in ("sgd", "adam"):
-        raise ValueError("optimizer: expected 'sgd' or 'adam', got %r" % (opt,))
-    cfg.optim = lib.dpt_optim_defaults(lib.DPT_OPT_SGD if opt == "sgd" else lib.DPT_OPT_ADAM)
-    if "lr" in given:
-        cfg.optim.lr = _positive(kw["lr"], "lr")
-    cfg.optim.momentum = float(kw["momentum"])
-    cfg.optim.weight_decay = float(kw["weight_decay"])
-    check(lib.dpt_optim_validate(ffi.addressof(cfg, "optim")), "lr/momentum/weight_decay")
-    check(lib.dpt_schedule_parse(cstr(kw["lr_schedule"], "lr_schedule"), ffi.addressof(cfg, "schedule")),
-          "lr_schedule")
+    _optim_config(cfg, kw, given)
     loss = ffi.new("dpt_loss_kind *")
     check(lib.dpt_loss_parse(cstr(kw["loss"], "loss"), loss), "loss")
     cfg.loss = loss[0]
-    init = ffi.new("dpt_init_scheme *")
-    check(lib.dpt_init_parse(cstr(kw["init"], "init"), init), "init")
-    cfg.init = init[0]
+    cfg.init = _init_scheme(kw["init"])
     sampler = kw["sampler"]
     if sampler not in _SAMPLERS or (sampler == "poisson-reject" and algo_name != "dpulr"):
         raise ValueError("sampler: expected 'shuffle', 'poisson' or 'full' (dpulr: 'poisson-reject'), got %r"
@@ -1054,17 +1145,8 @@ def train(x, y, **kwargs):
     train_ds = Dataset(X, Y, kw["n_classes"], shape, name="x, y")
     test_ds = XT = YT = None
     if kw["x_test"] is not None:
-        XT = as_features(kw["x_test"], "x_test", X.shape[1])
-        if regression:
-            YT = as_targets(kw["y_test"], "y_test", XT.shape[0], Y.shape[1])
-        else:
-            YT = as_labels(kw["y_test"], "y_test", XT.shape[0])
-        if not regression and not kw["n_classes"] and YT.size and YT.max() >= train_ds.n_classes:
-            i = int(np.argmax(YT >= train_ds.n_classes))
-            raise ValueError("y_test[%d] = %d is outside [0, %d): the number of classes comes from the training "
-                             "labels y (largest %d); pass n_classes= when a split lacks a class"
-                             % (i, YT[i], train_ds.n_classes, train_ds.n_classes - 1))
-        test_ds = Dataset(XT, YT, train_ds.n_classes, shape, name="x_test, y_test")
+        XT, YT, test_ds = _test_dataset(kw["x_test"], kw["y_test"], X.shape[1], train_ds, kw["n_classes"], shape,
+                                        targets=int(Y.shape[1]) if regression else 0)
     if algo_name not in ("dpsgd", "dpmac", "dpulr", "noisy-gd"):
         cfg.sampler = _SAMPLERS[sampler]
 
@@ -1118,50 +1200,20 @@ def train(x, y, **kwargs):
                 check(lib.dpt_trainer_add_gaussian_release(trainer, sens, mult, cstr(label, "label")), label)
         last = ffi.new("dpt_epoch_result *")
         steps_before = int(lib.dpt_trainer_step(trainer))
-        status = [None]
 
-        done = threading.Event()
+        def call():
+            st = lib.dpt_trainer_run(trainer, last)
+            # the library's error message is per thread: read it on this one
+            return st, make_error(st, "train") if st != 0 else None
 
-        def work():
-            try:
-                st = lib.dpt_trainer_run(trainer, last)
-                # the library's error message is per thread: read it on this one
-                status[0] = (st, make_error(st, "train") if st != 0 else None)
-            finally:
-                done.set()
-
-        th = threading.Thread(target=work, name="dptrain-train", daemon=True)
-        interrupted = [False]
-
-        def on_sigint(signum, frame):  # the next on_step returns 1: the trainer saves and stops
-            interrupted[0] = True
-            state.interrupt.set()
-
-        # Ctrl-C while the trainer runs: a handler of our own that only sets the flag. Catching
-        # the KeyboardInterrupt the default handler raises left windows: Python raises it at any
-        # bytecode boundary of this thread, also outside the try around the wait (the loop test,
-        # its back-edge). A fresh-clone test run under load lost a Ctrl-C twice that way, we
-        # believe (the training thread ran on); with the handler no such window is left. Only
-        # the main thread can install one; signal handlers run nowhere else.
-        own = HAVE_CALLBACKS and threading.current_thread() is threading.main_thread()
-        prev = signal.signal(signal.SIGINT, on_sigint) if own else None
-        try:
-            th.start()
-            # Poll an Event, not Thread.join: a KeyboardInterrupt inside join(timeout) can leave
-            # the Thread believing it has ended while it still runs (CPython issue 90882).
-            while not done.wait(0.05):
-                pass
-        finally:
-            if own:  # prev may be None (a handler set from C): SIG_DFL is the closest
-                signal.signal(signal.SIGINT, prev if prev is not None else signal.SIG_DFL)
-        th.join()
-        interrupted = interrupted[0]
+        # Ctrl-C: the next on_step returns 1; the trainer saves and stops
+        status, interrupted = _call_interruptibly(call, state.interrupt, "dptrain-train")
         if state.progress.drawn:
             stream.write("\r\x1b[K")
-        if status[0] is None:
+        if status is None:
             raise RuntimeError("dptrain: the training thread ended without a result")
-        if status[0][0] != 0:
-            raise status[0][1]
+        if status[0] != 0:
+            raise status[1]
         if state.error is not None and not isinstance(state.error, KeyboardInterrupt):
             raise state.error
         # ---- results ----
