@@ -395,6 +395,95 @@ dpt_status dpt_checkpoint_save(const char *path, const dpt_model *m, const dpt_o
 """
 
 
+# Membership-inference auditing (dptrain/audit.h; dptrain.audit): the statistics and the
+# scores of a model, declared when the header has them; the whole audit (dpt_audit_run)
+# and its progress callback, when it has that too (with the trainer's callbacks, which
+# dptrain.audit.run uses to stop the audit's trainers on Ctrl-C).
+CDEF_AUDIT = r"""
+typedef struct {
+    double auc, auc_lo, auc_hi;
+    double fpr_levels[2];
+    double tpr[2], tpr_lo[2], tpr_hi[2];
+    ...;
+} dpt_audit_summary;
+dpt_status dpt_audit_eps_lower_bound(uint64_t tp, uint64_t fn, uint64_t fp, uint64_t tn, double delta,
+                                     double alpha, double *eps_lb);
+dpt_status dpt_audit_eps_from_scores(const double *in, size_t n_in, const double *out, size_t n_out,
+                                     double delta, double alpha, double *eps_lb, double *threshold);
+dpt_status dpt_audit_one_run_eps(uint64_t m, uint64_t r, uint64_t v, double delta, double alpha, double *eps_lb);
+dpt_status dpt_audit_one_run_guess(const double *score, const uint8_t *is_member, size_t n, size_t k, uint64_t *r,
+                                   uint64_t *v);
+double dpt_audit_auc(const double *in, size_t n_in, const double *out, size_t n_out);
+double dpt_audit_tpr_at_fpr(const double *in, size_t n_in, const double *out, size_t n_out, double max_fpr);
+dpt_status dpt_audit_roc(const double *in, size_t n_in, const double *out, size_t n_out, double *fpr, double *tpr,
+                         size_t *n);
+dpt_status dpt_audit_summarize(const double *in, size_t n_in, const double *out, size_t n_out, size_t n_boot,
+                               double alpha, uint64_t seed, dpt_audit_summary *s);
+dpt_status dpt_audit_scores(dpt_model *m, const dpt_dataset *d, const uint32_t *idx, size_t n, double *loss,
+                            double *phi);
+"""
+CDEF_AUDIT_RUN = r"""
+typedef enum { DPT_AUDIT_SGD, DPT_AUDIT_DPSGD, DPT_AUDIT_PDPSGD, DPT_AUDIT_PROPNOISE, ... } dpt_audit_algo;
+typedef struct {
+    dpt_train_config cfg;
+    dpt_audit_algo algo;
+    dpt_dpsgd_config dpsgd;
+    dpt_pdp_config pdp;
+    dpt_propnoise_config prop;
+    ...;
+} dpt_audit_job;
+typedef enum { DPT_AUDIT_STAGE_START, DPT_AUDIT_STAGE_TARGET, DPT_AUDIT_STAGE_SHADOW, DPT_AUDIT_STAGE_CANARY,
+               ... } dpt_audit_stage;
+typedef struct {
+    dpt_audit_stage stage;
+    size_t done, total;
+    size_t population, members;
+    double test_accuracy;
+    double elapsed_s;
+    ...;
+} dpt_audit_progress;
+typedef void (*dpt_audit_progress_fn)(void *user, const dpt_audit_progress *p);
+typedef struct {
+    dpt_audit_job job;
+    size_t shadows;
+    int jobs;
+    size_t bootstrap;
+    double alpha;
+    uint64_t seed;
+    size_t canaries, canary_runs, one_run_guesses;
+    dpt_model *target;
+    size_t max_pairs;
+    dpt_audit_progress_fn progress;
+    void *user;
+    ...;
+} dpt_audit_config;
+dpt_audit_config dpt_audit_config_defaults(void);
+typedef struct {
+    const char *name;
+    double *in, *out;
+    size_t n_in, n_out;
+    dpt_audit_summary s;
+    ...;
+} dpt_audit_attack;
+typedef struct {
+    size_t population, members, shadows;
+    size_t n_attacks;
+    dpt_audit_attack attack[3];
+    double test_accuracy, epsilon, sample_rate;
+    double target_s, target_loop_s, shadow_s;
+    size_t canaries, canary_runs, canary_in, canary_out;
+    double canary_auc, canary_eps_lb, canary_threshold, canary_delta, canary_run_epsilon;
+    uint64_t one_run_guesses, one_run_correct;
+    double one_run_eps_lb;
+    ...;
+} dpt_audit_result;
+dpt_status dpt_audit_run(const dpt_audit_config *cfg, const dpt_dataset *pop, const dpt_dataset *test,
+                         dpt_audit_result *res);
+void dpt_audit_result_free(dpt_audit_result *res);
+extern "Python" void _dpt_py_audit_progress(void *, const dpt_audit_progress *);
+"""
+
+
 def _pkg_config(*args):
     try:
         out = subprocess.run(["pkg-config", *args, "dptrain"], check=True, capture_output=True, text=True)
@@ -500,6 +589,13 @@ def make_builder():
         cdef += CDEF_TARGETS
     if have_inference:
         cdef += CDEF_INFERENCE
+    audit_h = _read_header(include_dirs, "audit.h")
+    if re.search(r"\bdpt_audit_summarize\s*\(", audit_h) and re.search(r"\bdpt_audit_scores\s*\(", audit_h):
+        cdef += CDEF_AUDIT
+        if have_callbacks and re.search(r"\bdpt_audit_run\s*\(", audit_h):
+            cdef += CDEF_AUDIT_RUN
+            if re.search(r"\bvoid\s+dpt_algo_free\s*\(", train_h):  # dptrain.audit.run's constructor probe
+                cdef += "void dpt_algo_free(dpt_algo *a);\n"
     ffi = cffi.FFI()
     ffi.cdef(cdef)
     ffi.set_source(
