@@ -262,18 +262,23 @@ class Model:
         o = self.predict(x)
         return (o[:, 0] > 0).astype(np.int64) if o.shape[1] == 1 else o.argmax(axis=1)
 
-    def evaluate(self, x, y):
-        """(mean loss, accuracy) with the training loss, computed by the library; for a model
-        trained on regression targets (self.targets > 0), y are targets [n] or [n, k] and the
-        result is (mean loss, mean squared error per target)."""
+    def _dataset(self, x, y):
+        """A library dataset (data.Dataset; the caller frees it) of features x and labels y
+        for this model (targets for a regression model): what evaluate and
+        dptrain.audit.scores pass to the library."""
         from .data import Dataset, as_targets
         x = as_features(x, "x", self.input_dim)
         if self.targets:
             y = as_targets(y, "y", x.shape[0], self.output_dim)
-            ds = Dataset(x, y, name="x, y")
-        else:
-            y = as_labels(y, "y", x.shape[0])
-            ds = Dataset(x, y, n_classes=self.output_dim if self.output_dim > 1 else 2, name="x, y")
+            return Dataset(x, y, name="x, y")
+        y = as_labels(y, "y", x.shape[0])
+        return Dataset(x, y, n_classes=self.output_dim if self.output_dim > 1 else 2, name="x, y")
+
+    def evaluate(self, x, y):
+        """(mean loss, accuracy) with the training loss, computed by the library; for a model
+        trained on regression targets (self.targets > 0), y are targets [n] or [n, k] and the
+        result is (mean loss, mean squared error per target)."""
+        ds = self._dataset(x, y)
         loss, acc = ffi.new("double *"), ffi.new("double *")
         try:
             check(lib.dpt_evaluate(self._m, _LOSSES[self.loss], ds.ptr, loss, acc), "evaluate")
