@@ -1,10 +1,12 @@
-"""dptrain: differentially private training and privacy accounting, in Python (membership-
-inference auditing is the C library's and the CLI's: `dptrain audit`).
+"""dptrain: differentially private training, privacy accounting and membership-inference
+auditing, in Python.
 
 A thin layer over the C library libdptrain (cffi, API mode): accounting
 (`dptrain.accounting`), training from numpy arrays (`dptrain.train`), trained models with
 their parameters, predictions, privacy ledger and PyTorch export and import
-(`dptrain.Model`, `dptrain.from_torch`).
+(`dptrain.Model`, `dptrain.from_torch`), and auditing (`dptrain.audit`: attack statistics
+and epsilon lower bounds from scores, the membership scores of a Model, and the whole
+audit of `dptrain audit` in memory, `dptrain.audit.run`).
 See docs/python.md.
 """
 
@@ -35,6 +37,7 @@ from . import layers  # noqa: E402,F401
 from .model import Model, from_torch  # noqa: E402,F401 - from_torch imports torch only when called
 from .train import train, Run, ALGORITHMS  # noqa: E402,F401
 from .data import load_idx  # noqa: E402,F401
+from . import audit  # noqa: E402,F401
 
 __version__ = _ffi.string(_clib.dpt_version()).decode()
 # the source revision the loaded libdptrain.so was built from (git describe, or "unknown")
@@ -51,7 +54,8 @@ def library_path():
 
 
 __all__ = [
-    "accounting", "layers", "train", "Run", "ALGORITHMS", "Model", "from_torch", "Ledger", "read_ledger", "load_idx",
-    "library_path", "DptrainError", "InvalidArgumentError", "FormatError", "OutOfRangeError", "UnsupportedError",
-    "MismatchError", "DptrainIOError", "PrivacyError", "CryptoError", "BusyError", "__version__", "__build__",
+    "accounting", "audit", "layers", "train", "Run", "ALGORITHMS", "Model", "from_torch", "Ledger", "read_ledger",
+    "load_idx", "library_path", "DptrainError", "InvalidArgumentError", "FormatError", "OutOfRangeError",
+    "UnsupportedError", "MismatchError", "DptrainIOError", "PrivacyError", "CryptoError", "BusyError", "__version__",
+    "__build__",
 ]
