@@ -127,8 +127,8 @@ static void progress(void *user, const dpt_audit_progress *p) {
         const char *what = p->stage == DPT_AUDIT_STAGE_SHADOW ? "shadow" : "canary run";
         if (tty) fprintf(stderr, "\r%s %zu/%zu (%.1fs)", what, p->done, p->total, p->elapsed_s);
         if (p->done == p->total)
-            fprintf(stderr, "%s%zu %s trained (%.1fs)\n", tty ? "\n" : "", p->total,
-                    p->stage == DPT_AUDIT_STAGE_SHADOW ? "shadows" : "canary runs", p->elapsed_s);
+            fprintf(stderr, "%s%zu %s%s trained (%.1fs)\n", tty ? "\n" : "", p->total, what, p->total == 1 ? "" : "s",
+                    p->elapsed_s);
         break;
     }
     }
