@@ -70,15 +70,24 @@ dpt_status dpt_algo_record_sgm(dpt_algo *a, dpt_trainer *t, size_t batch) {
     return dpt_ledger_add_sgm(t->ledger, t->cfg.sample_rate, a->sigma, 1);
 }
 
-dpt_status dpt_algo_sgm_events(const dpt_algo *a, const dpt_trainer *t, dpt_ledger *l, int secure,
-                               dpt_dgauss_method sampler, uint64_t count) {
+dpt_status dpt_sgm_ledger_events(dpt_ledger *l, double q, double sigma_acct, size_t coords, int secure,
+                                 dpt_dgauss_method sampler, uint64_t count) {
     if (secure && sampler == DPT_DGAUSS_TABLE) {
         double mu, tv;
         DPT_TRY(dpt_privacy_secure_distance(sampler, &mu, &tv));
-        /* the noised coordinates: the trained parameters (dpt_train_config.freeze) */
-        return dpt_ledger_add_sgm_dgauss(l, t->cfg.sample_rate, a->sigma, t->n_trained, mu, tv, count);
+        return dpt_ledger_add_sgm_dgauss(l, q, sigma_acct, coords, mu, tv, count);
     }
-    return dpt_ledger_add_sgm(l, t->cfg.sample_rate, a->sigma, count);
+    return dpt_ledger_add_sgm(l, q, sigma_acct, count);
+}
+
+double dpt_sgm_accounted_sigma(double sigma, int secure, size_t coords) {
+    return secure ? dpt_privacy_secure_sigma_eff(sigma, coords) : sigma;
+}
+
+dpt_status dpt_algo_sgm_events(const dpt_algo *a, const dpt_trainer *t, dpt_ledger *l, int secure,
+                               dpt_dgauss_method sampler, uint64_t count) {
+    /* the noised coordinates: the trained parameters (dpt_train_config.freeze) */
+    return dpt_sgm_ledger_events(l, t->cfg.sample_rate, a->sigma, t->n_trained, secure, sampler, count);
 }
 
 const char *dpt_sampler_enum_name(dpt_sampler_kind k) {
@@ -100,7 +109,7 @@ dpt_status dpt_algo_bind_sgm(dpt_algo *a, const dpt_trainer *t, const char *name
               name, secure, t->cfg.secure);
     /* the lattice rounding's sensitivity grows with the noised dimension: the trained
      * parameters (frozen coordinates are exactly 0, never rounded or noised) */
-    a->sigma = secure ? dpt_privacy_secure_sigma_eff(sigma, t->n_trained) : sigma;
+    a->sigma = dpt_sgm_accounted_sigma(sigma, secure, t->n_trained);
     return DPT_OK;
 }
 

@@ -176,6 +176,16 @@ dpt_status dpt_algo_record_sgm(dpt_algo *a, dpt_trainer *t, size_t batch);
  * n_params coordinates (dpt_privacy_secure_distance). */
 dpt_status dpt_algo_sgm_events(const dpt_algo *a, const dpt_trainer *t, dpt_ledger *l, int secure,
                                dpt_dgauss_method sampler, uint64_t count);
+/* The two pieces of the sampled Gaussian mechanism's accounting that every user of it
+ * shares (DP-SGD, DP-MAC and dpt_sgm, mechanism.h), so each records the secure mode alike:
+ * the multiplier the ledger carries for noise multiplier sigma on `coords` noised
+ * coordinates (sigma, or in secure mode sigma relative to the lattice-rounded sum's
+ * sensitivity C + sqrt(coords) h: dpt_privacy_secure_sigma_eff), and `count` steps of the
+ * event: SGM(q, sigma_acct), or with secure noise from the table sampler sgm_dgauss events
+ * carrying the sampler's distance for the coords coordinates (dpt_privacy_secure_distance). */
+double dpt_sgm_accounted_sigma(double sigma, int secure, size_t coords);
+dpt_status dpt_sgm_ledger_events(dpt_ledger *l, double q, double sigma_acct, size_t coords, int secure,
+                                 dpt_dgauss_method sampler, uint64_t count);
 /* DP-SGD keeps a Conv2d layer's per-example gradients between its norms and its clipped
  * sum while all kept layers fit `floats` (default 32 M); tests set 0 to force the
  * SQNORM + WEIGHTED path. `a` must come from dpt_algo_dpsgd_new. */
