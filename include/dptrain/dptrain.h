@@ -17,6 +17,7 @@
 #include <dptrain/privacy.h>
 #include <dptrain/io.h>
 #include <dptrain/train.h>
+#include <dptrain/mechanism.h>
 #include <dptrain/inference.h>
 #include <dptrain/audit.h>
 

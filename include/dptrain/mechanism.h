@@ -1,0 +1,142 @@
+/* mechanism: DP-SGD's sampled Gaussian mechanism over gradients the caller computes
+ * ("bring your own gradients"): Poisson sampling of the batch, per-example clipping to L2
+ * norm C, Gaussian noise N(0, sigma^2 C^2) on the clipped sum (or the secure lattice
+ * mechanism), and a privacy ledger recording every step before anything is released.
+ * Memory: dpt_sgm_new allocates the handle (dpt_sgm_free); the ledger it returns is a view.
+ * Thread safety: one thread per dpt_sgm; different handles are independent.
+ * Errors: DPT_EINVAL naming the field (dpt_sgm_config.clip) or parameter, DPT_EBUDGET when
+ * a step would exceed target_epsilon, DPT_ERANGE for a non-finite gradient row,
+ * DPT_EMISMATCH for a resumed ledger of other settings, DPT_EIO for the ledger file. */
+#ifndef DPTRAIN_MECHANISM_H
+#define DPTRAIN_MECHANISM_H
+#include <dptrain/accounting.h>
+#include <dptrain/core.h>
+#include <dptrain/privacy.h>
+
+/* Declarations below are exported from libdptrain.so; everything else is hidden. */
+#pragma GCC visibility push(default)
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The mechanism, per step t (Abadi et al. 2016, Algorithm 1, with Poisson sampling):
+ *   B_t   = {i : u_i < q}, each of the n examples independently with probability q;
+ *   out_t = (sum_{i in B_t} g_i min(1, C / ||g_i||) + N(0, sigma^2 C^2 I_dim)) / (q n),
+ * where g_i is the caller's gradient of example i. Adding or removing one example moves
+ * the clipped sum by at most C, so each step is one SGM(q, sigma) event (add/remove
+ * adjacency) and the ledger's epsilon covers every out_t (and everything computed from
+ * them), under two assumptions only the caller can keep:
+ *   - g_i is a function of example i alone (and of public values, such as the current
+ *     parameters): a per-example gradient, never a batch statistic (batch norm across the
+ *     batch, a gradient of a loss that mixes examples);
+ *   - the batch indices stay secret: amplification by sampling rests on nobody learning
+ *     who was sampled. Use them to pick the examples and nothing else.
+ * The division by q n (not |B_t|) keeps the batch size, itself private, out of out_t. */
+typedef struct dpt_sgm dpt_sgm; /* opaque */
+
+typedef struct {
+    size_t n;              /* examples in the private dataset, 1..2^32 - 1 (indices are uint32) */
+    size_t dim;            /* floats in one (flattened) per-example gradient, >= 1 */
+    double sample_rate;    /* Poisson q in (0, 1] (>= 2^-53); the expected batch is q n */
+    double sigma;          /* noise multiplier (std / C) > 0; or 0 with target_epsilon > 0 and
+                              steps > 0: calibrated (RDP, Balle et al.'s conversion, to 1e-4) so
+                              that `steps` steps reach target_epsilon at delta (the secure mode
+                              calibrates its effective multiplier, see secure; the table
+                              sampler's distance, ~1e-15 per coordinate and step, is left out
+                              of the calibration but not of the ledger or the budget) */
+    double clip;           /* C > 0: each per-example gradient is scaled to L2 norm <= C */
+    double delta;          /* delta of dpt_sgm_epsilon's default, of the budget and of the
+                              calibration, in (0, 1) and < 1/n unless force (default 1e-5) */
+    double target_epsilon; /* > 0: dpt_sgm_sample refuses (DPT_EBUDGET) a step that would take
+                              the ledger's RDP epsilon at delta above it; 0: no budget */
+    uint64_t steps;        /* planned steps of the whole run (resumed ones included), used only
+                              to calibrate sigma; 0 = none. Not a limit. */
+    uint64_t seed;         /* the sampling (DPT_STREAM_DATA) and noise (DPT_STREAM_NOISE)
+                              streams when not secure; whoever knows it can recompute the batches
+                              and the noise, so keep it as secret as the data (default 1) */
+    int secure;            /* 1: as DP-SGD's secure mode (dpt_dpsgd_config.secure): OS-seeded
+                              streams (seed unused), Poisson membership from a 64-bit integer
+                              comparison (dpt_sampler_new_secure), and the discrete Gaussian
+                              lattice mechanism (dpt_privacy_noise_add_secure_ex) whose rounding
+                              raises the sensitivity: the ledger records the effective multiplier
+                              dpt_privacy_secure_sigma_eff(sigma, dim), and with the table sampler
+                              its distance (dpt_ledger_add_sgm_dgauss), exactly as DP-SGD does */
+    dpt_dgauss_method secure_sampler; /* secure: DPT_DGAUSS_TABLE (default, as DP-SGD) or _CKS */
+    int threads;           /* OpenMP threads of release (0 = all cores); results do not depend on it */
+    const char *ledger_path; /* NULL, or a file that holds the ledger (JSON, dpt_ledger_load),
+                              written atomically (temporary file, fsync, rename, directory fsync)
+                              by every dpt_sgm_sample before it returns. Copied. */
+    int resume;            /* with ledger_path: continue the ledger in that file, which must be
+                              one of a dpt_sgm of the same n, dim, q, sigma (as accounted), C and
+                              secure mode (DPT_EMISMATCH naming each difference otherwise);
+                              without resume an existing file is refused (DPT_EINVAL), so a run
+                              never loses the record of an earlier one */
+    int force;             /* 1: accept delta >= 1/n (such a delta allows publishing an example) */
+} dpt_sgm_config;
+
+/* Defaults: clip 1, delta 1e-5, seed 1, secure_sampler DPT_DGAUSS_TABLE; every other field 0
+ * or NULL (n, dim, sample_rate and sigma or target_epsilon + steps must be set). */
+dpt_sgm_config dpt_sgm_config_defaults(void);
+
+/* Checks cfg, calibrates sigma when asked, opens the streams and the ledger (a new one, or
+ * with resume the file's) and, with ledger_path and no resume, writes the empty ledger so
+ * the file exists from the start. The seeded streams of a resumed mechanism are keyed by
+ * (seed, steps already in the ledger), never reusing a batch or a noise draw of the earlier
+ * session (a resumed run is reproducible, but differs from an uninterrupted one).
+ * Errors: DPT_EINVAL naming the field (n 0 or above 2^32 - 1, dim 0, sample_rate outside
+ * (0, 1], sigma < 0 or 0 without target_epsilon and steps, clip <= 0, delta outside (0, 1)
+ * or >= 1/n without force, target_epsilon < 0, resume without ledger_path, an existing
+ * ledger_path without resume, an unknown secure_sampler); DPT_ERANGE (calibration: the
+ * target is unreachable); DPT_EIO / DPT_EFORMAT (the file); DPT_EMISMATCH (resume);
+ * DPT_ECRYPTO (the OS random source). *out is NULL on error. */
+dpt_status dpt_sgm_new(const dpt_sgm_config *cfg, dpt_sgm **out);
+void dpt_sgm_free(dpt_sgm *m); /* NULL ok */
+
+/* The capacity dpt_sgm_sample needs: min(n, ceil(q n + 6 sqrt(q n) + 8)), the trainer's
+ * bound for its Poisson buffers (a larger batch has probability below 1e-9). */
+size_t dpt_sgm_batch_cap(const dpt_sgm *m);
+
+/* Draws the next Poisson batch, records the step in the ledger (and, with ledger_path,
+ * writes the file) and only then writes the indices idx[0..*b) (ascending) and *b (which
+ * may be 0). The step counts whether or not it is released: a batch sampled again before
+ * release is spent. cap >= dpt_sgm_batch_cap(m) (DPT_EINVAL saying the capacity needed).
+ * In the rare case the batch is larger than cap, the step is recorded and pending, *b is
+ * its size, idx untouched, and the result DPT_ERANGE: read it with dpt_sgm_batch into a
+ * buffer of *b entries (never truncated, never redrawn: a redraw would bias the sampling).
+ * DPT_EBUDGET (nothing drawn or recorded): the step would exceed target_epsilon.
+ * DPT_EIO: the ledger file could not be written; no batch is pending then (the step stays
+ * in the in-memory ledger: over-counting is the safe side). */
+dpt_status dpt_sgm_sample(dpt_sgm *m, uint32_t *idx, size_t cap, size_t *b);
+/* The pending (sampled, not yet released) batch again: idx [cap] and *b. DPT_EINVAL when no
+ * batch is pending or cap < its size (*b then says the size). */
+dpt_status dpt_sgm_batch(const dpt_sgm *m, uint32_t *idx, size_t cap, size_t *b);
+
+/* The noisy update of the pending batch: grads [b, dim] row-major, row i the gradient of
+ * example idx[i] of the last dpt_sgm_sample (b equal to its *b; grads may be NULL when b is
+ * 0). Each row is scaled by min(1, C / ||g_i||) (norms in double), the rows are summed in
+ * double in a fixed order, N(0, sigma^2 C^2) is added per coordinate (secure: the lattice
+ * mechanism), and out [dim] = noisy sum / (q n). An empty batch releases pure noise.
+ * Once per sample: the batch is then no longer pending. Errors, with out untouched and the
+ * batch still pending: DPT_EINVAL (no pending batch, b differs, NULL pointers);
+ * DPT_ERANGE naming the first row with a NaN or infinite value (a diverged model). */
+dpt_status dpt_sgm_release(dpt_sgm *m, const float *grads, size_t b, float *out);
+
+/* epsilon of the ledger (every step sampled so far) at delta (0: the config's delta)
+ * under acct: DPT_ACCT_RDP with Balle et al.'s conversion (what the budget uses) or
+ * DPT_ACCT_PLD (tighter; slower). */
+dpt_status dpt_sgm_epsilon(const dpt_sgm *m, double delta, dpt_accountant acct, double *eps);
+/* The ledger (view; valid until dpt_sgm_free; do not modify). */
+const dpt_ledger *dpt_sgm_ledger(const dpt_sgm *m);
+/* The noise multiplier in use (given or calibrated): noise std / C. */
+double dpt_sgm_sigma(const dpt_sgm *m);
+/* The multiplier the ledger records per step: sigma, or in secure mode the effective
+ * dpt_privacy_secure_sigma_eff(sigma, dim). */
+double dpt_sgm_sigma_accounted(const dpt_sgm *m);
+/* Steps recorded (a resumed ledger's included). */
+uint64_t dpt_sgm_steps(const dpt_sgm *m);
+
+#ifdef __cplusplus
+}
+#endif
+#pragma GCC visibility pop
+#endif

@@ -1,0 +1,444 @@
+/* The sampled Gaussian mechanism over the caller's per-example gradients (mechanism.h):
+ * DP-SGD's privacy-critical half (Abadi et al. 2016, Algorithm 1 with Poisson sampling)
+ * without a model. It composes the library's pieces: the Poisson sampler (data), the
+ * Gaussian or secure lattice noise (privacy), the ledger and the calibration (accounting),
+ * and records each step exactly as DP-SGD does (dpt_sgm_ledger_events, common.c).
+ * Letter key: n = examples, P = dim (floats per gradient), B = batch, C = clip norm. */
+#include <dptrain/mechanism.h>
+#include <dptrain/data.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "mechanism_internal.h"
+#include "train_internal.h"
+
+#define SGM_ALGORITHM "dpt_sgm" /* the ledger's "algorithm" metadata */
+/* Steps are counted in uint64 and published as JSON numbers (doubles): at most 2^53. */
+#define SGM_MAX_STEPS 9007199254740992ull
+/* Coordinates per block of the parallel sum (each block sums its rows in order). */
+#define SGM_SUM_BLOCK 1024
+
+struct dpt_sgm {
+    dpt_sgm_config cfg;   /* a copy; cfg.ledger_path points to path */
+    char *path;           /* owned copy of ledger_path, or NULL */
+    double sigma;         /* noise multiplier in use (given or calibrated) */
+    double sigma_acct;    /* what the ledger records (secure: the effective multiplier) */
+    dpt_sampler *sampler; /* DPT_SAMPLER_POISSON, stream DPT_STREAM_DATA */
+    dpt_rng noise;        /* DPT_STREAM_NOISE */
+    int noise_live;
+    dpt_ledger *ledger;
+    uint64_t steps;       /* steps in the ledger (a resumed file's included) */
+    uint32_t *idx;        /* [n] the sampler's output (the secure sampler writes past the count) */
+    size_t b;             /* size of the pending batch */
+    int pending;          /* 1: sampled and recorded, not yet released */
+    size_t cap;           /* dpt_sgm_batch_cap */
+    double *fac;          /* [cap] clipping factors of one chunk of rows */
+    double *sum;          /* [P] the clipped sum */
+    float *noisy;         /* [P] the secure mechanism's working copy (out stays untouched on error) */
+    int budget_known;     /* budget_end computed (at the first sample) */
+    uint64_t budget_end;  /* steps the target_epsilon allows in all */
+};
+
+/* ==== Configuration ==== */
+
+dpt_sgm_config dpt_sgm_config_defaults(void) {
+    dpt_sgm_config c;
+    memset(&c, 0, sizeof c);
+    c.clip = 1.0;
+    c.delta = 1e-5;
+    c.seed = 1;
+    c.secure_sampler = DPT_DGAUSS_TABLE;
+    return c;
+}
+
+static dpt_status check_config(const dpt_sgm_config *c) {
+    DPT_CHECK(c->n >= 1 && c->n <= UINT32_MAX, DPT_EINVAL,
+              "dpt_sgm_config.n: the dataset size must be in [1, 2^32 - 1], got %zu", c->n);
+    DPT_CHECK(c->dim >= 1, DPT_EINVAL, "dpt_sgm_config.dim: the gradient length must be >= 1, got 0");
+    DPT_CHECK(c->sample_rate > 0 && c->sample_rate <= 1, DPT_EINVAL,
+              "dpt_sgm_config.sample_rate: the Poisson rate q must be in (0, 1], got %g", c->sample_rate);
+    DPT_CHECK(isfinite(c->sigma) && c->sigma >= 0, DPT_EINVAL,
+              "dpt_sgm_config.sigma: the noise multiplier must be finite and > 0 (or 0 to calibrate it), got %g",
+              c->sigma);
+    DPT_CHECK(isfinite(c->target_epsilon) && c->target_epsilon >= 0, DPT_EINVAL,
+              "dpt_sgm_config.target_epsilon must be finite and >= 0 (0: no budget), got %g", c->target_epsilon);
+    /* sigma = 0 would release the clipped sum itself: no accountant gives it a finite epsilon */
+    DPT_CHECK(c->sigma > 0 || (c->target_epsilon > 0 && c->steps > 0), DPT_EINVAL,
+              "dpt_sgm_config.sigma: give the noise multiplier (> 0), or target_epsilon and steps to calibrate it "
+              "(target_epsilon %g, steps %" PRIu64 ")", c->target_epsilon, c->steps);
+    DPT_CHECK(c->steps <= SGM_MAX_STEPS, DPT_EINVAL, "dpt_sgm_config.steps: at most 2^53, got %" PRIu64, c->steps);
+    DPT_CHECK(isfinite(c->clip) && c->clip > 0, DPT_EINVAL,
+              "dpt_sgm_config.clip: the clipping norm C must be > 0, got %g", c->clip);
+    DPT_CHECK(c->delta > 0 && c->delta < 1, DPT_EINVAL, "dpt_sgm_config.delta must be in (0, 1), got %g", c->delta);
+    DPT_CHECK(c->force || c->delta < 1.0 / (double)c->n, DPT_EINVAL,
+              "dpt_sgm_config.delta %g >= 1/n = %g: such a delta allows publishing a whole example; lower it, or set "
+              "dpt_sgm_config.force", c->delta, 1.0 / (double)c->n);
+    DPT_CHECK(c->secure_sampler == DPT_DGAUSS_TABLE || c->secure_sampler == DPT_DGAUSS_CKS, DPT_EINVAL,
+              "dpt_sgm_config.secure_sampler: unknown discrete Gaussian sampler %d", (int)c->secure_sampler);
+    DPT_CHECK(!c->resume || (c->ledger_path && c->ledger_path[0]), DPT_EINVAL,
+              "dpt_sgm_config.resume needs dpt_sgm_config.ledger_path (the ledger to continue)");
+    return DPT_OK;
+}
+
+/* ==== The ledger ==== */
+
+/* The settings every recorded event depends on, as the ledger's metadata holds them. */
+typedef struct {
+    char n[32], dim[32], q[32], sigma[32], clip[32], secure[32];
+} sgm_meta;
+static const char *const META_KEYS[] = {"n", "dim", "q", "sigma", "clip", "secure"};
+
+static void meta_values(const dpt_sgm *m, sgm_meta *v) {
+    snprintf(v->n, sizeof v->n, "%zu", m->cfg.n);
+    snprintf(v->dim, sizeof v->dim, "%zu", m->cfg.dim);
+    snprintf(v->q, sizeof v->q, "%.17g", m->cfg.sample_rate);
+    snprintf(v->sigma, sizeof v->sigma, "%.17g", m->sigma_acct); /* as the trainer: the accounted one */
+    snprintf(v->clip, sizeof v->clip, "%.17g", m->cfg.clip);
+    snprintf(v->secure, sizeof v->secure, "%s", !m->cfg.secure ? "0"
+             : m->cfg.secure_sampler == DPT_DGAUSS_TABLE ? "table" : "cks");
+}
+
+static const char *meta_field(const sgm_meta *v, size_t k) {
+    const char *f[] = {v->n, v->dim, v->q, v->sigma, v->clip, v->secure};
+    return f[k];
+}
+
+static dpt_status ledger_fresh(dpt_sgm *m) {
+    DPT_TRY(dpt_ledger_new(&m->ledger));
+    sgm_meta v;
+    meta_values(m, &v);
+    DPT_TRY(dpt_ledger_set_meta(m->ledger, "algorithm", SGM_ALGORITHM));
+    DPT_TRY(dpt_ledger_set_meta(m->ledger, "sampler", "poisson"));
+    for (size_t k = 0; k < sizeof META_KEYS / sizeof *META_KEYS; k++)
+        DPT_TRY(dpt_ledger_set_meta(m->ledger, META_KEYS[k], meta_field(&v, k)));
+    char s[32];
+    snprintf(s, sizeof s, "%.17g", m->sigma);
+    return dpt_ledger_set_meta(m->ledger, "noise_multiplier", s);
+}
+
+/* resume: the file's ledger, refused unless its events are of this mechanism's settings */
+static dpt_status ledger_resume(dpt_sgm *m) {
+    DPT_TRY(dpt_error_context(dpt_ledger_load(m->path, &m->ledger), "dpt_sgm_config.ledger_path (resume)"));
+    const char *algo = dpt_ledger_get_meta(m->ledger, "algorithm");
+    DPT_CHECK(algo && !strcmp(algo, SGM_ALGORITHM), DPT_EMISMATCH,
+              "dpt_sgm_config.ledger_path %s: not the ledger of a dpt_sgm (its algorithm is %s), cannot resume it",
+              m->path, algo ? algo : "not recorded");
+    sgm_meta v;
+    meta_values(m, &v);
+    char msg[768] = "";
+    size_t len = 0;
+    for (size_t k = 0; k < sizeof META_KEYS / sizeof *META_KEYS; k++) {
+        const char *was = dpt_ledger_get_meta(m->ledger, META_KEYS[k]), *now = meta_field(&v, k);
+        if (was && !strcmp(was, now)) continue;
+        int w = snprintf(msg + len, sizeof msg - len, "%s%s was %s, now %s", len ? "; " : "", META_KEYS[k],
+                         was ? was : "not recorded", now);
+        if (w > 0) len = len + (size_t)w < sizeof msg ? len + (size_t)w : sizeof msg - 1;
+    }
+    DPT_CHECK(!msg[0], DPT_EMISMATCH, "dpt_sgm_config.resume: the ledger %s was written by other settings: %s",
+              m->path, msg);
+    m->steps = dpt_ledger_steps(m->ledger);
+    return DPT_OK;
+}
+
+/* epsilon (RDP, Balle) of the ledger plus `more` steps of this mechanism */
+static dpt_status eps_after(const dpt_sgm *m, uint64_t more, double *eps) {
+    if (!more) return dpt_ledger_epsilon(m->ledger, m->cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, eps);
+    dpt_ledger *l = NULL;
+    DPT_TRY(dpt_ledger_copy(m->ledger, &l));
+    dpt_status s = dpt_sgm_ledger_events(l, m->cfg.sample_rate, m->sigma_acct, m->cfg.dim, m->cfg.secure,
+                                         m->cfg.secure_sampler, more);
+    if (s == DPT_OK) s = dpt_ledger_epsilon(l, m->cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, eps);
+    dpt_ledger_free(l);
+    return s;
+}
+
+/* The total steps target_epsilon allows: the largest T >= steps with eps(T) <= target
+ * (exponential search then bisection, as the trainer's budget: O(log T) accountant calls
+ * once, none per step; the events added later are the same ones, so it stays valid). */
+static dpt_status budget_compute(dpt_sgm *m) {
+    const double target = m->cfg.target_epsilon;
+    const uint64_t cap = SGM_MAX_STEPS - m->steps;
+    double e;
+    uint64_t lo = 0, hi = 1; /* eps(lo) <= target, as far as known */
+    DPT_TRY(eps_after(m, 0, &e));
+    if (e > target) {
+        hi = 0;
+    } else {
+        for (;;) {
+            if (hi >= cap) {
+                DPT_TRY(eps_after(m, cap, &e));
+                if (e <= target) lo = cap;
+                hi = cap;
+                break;
+            }
+            DPT_TRY(eps_after(m, hi, &e));
+            if (e > target) break;
+            lo = hi;
+            hi *= 2;
+        }
+        while (hi - lo > 1) {
+            uint64_t mid = lo + (hi - lo) / 2;
+            DPT_TRY(eps_after(m, mid, &e));
+            if (e <= target) lo = mid;
+            else hi = mid;
+        }
+    }
+    m->budget_end = m->steps + (hi == 0 ? 0 : lo);
+    m->budget_known = 1;
+    return DPT_OK;
+}
+
+/* ==== Construction ==== */
+
+static int path_exists(const char *path) {
+    struct stat sb;
+    return lstat(path, &sb) == 0;
+}
+
+/* sigma for `steps` steps to reach target_epsilon (the secure mode: the sigma whose
+ * effective multiplier reaches the calibrated one) */
+static dpt_status calibrate(const dpt_sgm_config *c, double *sigma) {
+    double acct;
+    DPT_TRY(dpt_error_context(dpt_calibrate_sigma(c->sample_rate, c->steps, c->delta, c->target_epsilon,
+                                                  DPT_ACCT_RDP, DPT_CONV_BALLE, 1e-4, &acct),
+                              "dpt_sgm_config.target_epsilon"));
+    if (!c->secure) {
+        *sigma = acct;
+        return DPT_OK;
+    }
+    return dpt_error_context(dpt_privacy_secure_sigma_for(acct, c->dim, sigma), "dpt_sgm_config.target_epsilon");
+}
+
+size_t dpt_sgm_batch_cap(const dpt_sgm *m) {
+    return m ? m->cap : 0;
+}
+
+static size_t batch_cap(size_t n, double q) {
+    double mean = q * (double)n;
+    double c = ceil(mean + 6.0 * sqrt(mean) + 8.0);
+    return c >= (double)n ? n : (size_t)c;
+}
+
+dpt_status dpt_sgm_new(const dpt_sgm_config *cfg, dpt_sgm **out) {
+    DPT_CHECK(out, DPT_EINVAL, "dpt_sgm_new: out is NULL");
+    *out = NULL;
+    DPT_CHECK(cfg, DPT_EINVAL, "dpt_sgm_new: cfg is NULL");
+    DPT_TRY(check_config(cfg));
+    dpt_sgm *m = calloc(1, sizeof *m);
+    DPT_CHECK(m, DPT_ENOMEM, "dpt_sgm_new: out of memory");
+    m->cfg = *cfg;
+    dpt_status s = DPT_OK;
+    if (cfg->ledger_path && cfg->ledger_path[0]) {
+        m->path = strdup(cfg->ledger_path);
+        if (!m->path) {
+            s = dpt_set_error(DPT_ENOMEM, "dpt_sgm_new: out of memory");
+            goto fail;
+        }
+    }
+    m->cfg.ledger_path = m->path;
+    m->sigma = cfg->sigma;
+    if (!(m->sigma > 0) && (s = calibrate(cfg, &m->sigma)) != DPT_OK) goto fail;
+    m->sigma_acct = dpt_sgm_accounted_sigma(m->sigma, cfg->secure, cfg->dim);
+    if (cfg->resume) {
+        if ((s = ledger_resume(m)) != DPT_OK) goto fail;
+    } else {
+        if (m->path && path_exists(m->path)) {
+            s = dpt_set_error(DPT_EINVAL, "dpt_sgm_config.ledger_path %s exists: set dpt_sgm_config.resume to continue "
+                              "its ledger, or choose another path (its record of an earlier run is kept)", m->path);
+            goto fail;
+        }
+        if ((s = ledger_fresh(m)) != DPT_OK) goto fail;
+        /* the file exists from the start: an unwritable path fails here, not at step 1 */
+        if (m->path && (s = dpt_ledger_save(m->ledger, m->path)) != DPT_OK) goto fail;
+    }
+    /* Streams. Seeded: a resumed session is keyed by (seed, steps so far) through an
+     * odd-constant multiple (a bijection of the step count), so it never replays a batch
+     * or a noise draw of an earlier session (identical noise on two different gradients
+     * would release their difference without noise); a fresh run keys by seed itself. */
+    const uint64_t seed = cfg->seed ^ (m->steps * 0xBF58476D1CE4E5B9ull);
+    s = cfg->secure ? dpt_sampler_new_secure(DPT_SAMPLER_POISSON, cfg->n, 0, cfg->sample_rate, 0, &m->sampler)
+                    : dpt_sampler_new(DPT_SAMPLER_POISSON, cfg->n, 0, cfg->sample_rate, 0, seed, &m->sampler);
+    if (s != DPT_OK) {
+        dpt_error_context(s, "dpt_sgm_new");
+        goto fail;
+    }
+    s = cfg->secure ? dpt_rng_init_secure(&m->noise, DPT_STREAM_NOISE) : dpt_rng_init(&m->noise, seed, DPT_STREAM_NOISE);
+    if (s != DPT_OK) goto fail;
+    m->noise_live = 1;
+    m->cap = batch_cap(cfg->n, cfg->sample_rate);
+    m->idx = dpt_alloc(cfg->n, sizeof *m->idx, "dpt_sgm batch indices");
+    m->fac = dpt_alloc(m->cap, sizeof *m->fac, "dpt_sgm clipping factors");
+    m->sum = dpt_alloc(cfg->dim, sizeof *m->sum, "dpt_sgm clipped sum");
+    m->noisy = dpt_alloc(cfg->dim, sizeof *m->noisy, "dpt_sgm release");
+    if (!m->idx || !m->fac || !m->sum || !m->noisy) {
+        s = DPT_ENOMEM;
+        goto fail;
+    }
+    *out = m;
+    return DPT_OK;
+fail:
+    dpt_sgm_free(m);
+    return s;
+}
+
+void dpt_sgm_free(dpt_sgm *m) {
+    if (!m) return;
+    dpt_sampler_free(m->sampler);
+    if (m->noise_live) dpt_rng_free(&m->noise);
+    dpt_ledger_free(m->ledger);
+    dpt_free(m->idx);
+    dpt_free(m->fac);
+    dpt_free(m->sum);
+    dpt_free(m->noisy);
+    free(m->path);
+    free(m);
+}
+
+/* ==== Sampling ==== */
+
+dpt_status dpt_sgm_sample(dpt_sgm *m, uint32_t *idx, size_t cap, size_t *b) {
+    DPT_CHECK(m, DPT_EINVAL, "dpt_sgm_sample: m is NULL");
+    DPT_CHECK(idx, DPT_EINVAL, "dpt_sgm_sample: idx is NULL");
+    DPT_CHECK(b, DPT_EINVAL, "dpt_sgm_sample: b is NULL");
+    DPT_CHECK(cap >= m->cap, DPT_EINVAL,
+              "dpt_sgm_sample: cap %zu is too small: a batch needs up to %zu entries (dpt_sgm_batch_cap: q n + 6 "
+              "sqrt(q n) + 8, at most n)", cap, m->cap);
+    DPT_CHECK(m->steps < SGM_MAX_STEPS, DPT_ERANGE, "dpt_sgm_sample: 2^53 steps recorded, no more can be counted");
+    if (m->cfg.target_epsilon > 0) {
+        if (!m->budget_known) DPT_TRY(budget_compute(m));
+        if (m->steps >= m->budget_end) {
+            /* refuse BEFORE drawing: the step whose release would exceed the target */
+            double now = 0, next = 0;
+            DPT_TRY(eps_after(m, 0, &now));
+            DPT_TRY(eps_after(m, 1, &next));
+            return dpt_set_error(DPT_EBUDGET, "dpt_sgm_sample: step %" PRIu64 " would raise epsilon from %.4g to %.4g "
+                                 "> dpt_sgm_config.target_epsilon %g (delta %g)", m->steps + 1, now, next,
+                                 m->cfg.target_epsilon, m->cfg.delta);
+        }
+    }
+    m->pending = 0; /* a batch sampled before and not released is spent: it was recorded */
+    DPT_TRY(dpt_sampler_next(m->sampler, m->idx, &m->b));
+    /* The step is in the ledger, and the ledger on disk, before the caller sees the batch:
+     * nothing derived from it can exist that the record does not cover. */
+    DPT_TRY(dpt_sgm_ledger_events(m->ledger, m->cfg.sample_rate, m->sigma_acct, m->cfg.dim, m->cfg.secure,
+                                  m->cfg.secure_sampler, 1));
+    m->steps++;
+    if (m->path) DPT_TRY(dpt_error_context(dpt_ledger_save(m->ledger, m->path), "dpt_sgm_sample"));
+    m->pending = 1;
+    *b = m->b;
+    DPT_CHECK(m->b <= cap, DPT_ERANGE,
+              "dpt_sgm_sample: the batch has %zu examples, more than cap %zu (probability below 1e-9): it is recorded "
+              "and pending; read it with dpt_sgm_batch into %zu entries", m->b, cap, m->b);
+    memcpy(idx, m->idx, m->b * sizeof *idx);
+    return DPT_OK;
+}
+
+dpt_status dpt_sgm_batch(const dpt_sgm *m, uint32_t *idx, size_t cap, size_t *b) {
+    DPT_CHECK(m, DPT_EINVAL, "dpt_sgm_batch: m is NULL");
+    DPT_CHECK(b, DPT_EINVAL, "dpt_sgm_batch: b is NULL");
+    DPT_CHECK(m->pending, DPT_EINVAL, "dpt_sgm_batch: no batch is pending (call dpt_sgm_sample)");
+    *b = m->b;
+    DPT_CHECK(idx || m->b == 0, DPT_EINVAL, "dpt_sgm_batch: idx is NULL");
+    DPT_CHECK(m->b <= cap, DPT_EINVAL, "dpt_sgm_batch: cap %zu is below the batch's %zu examples", cap, m->b);
+    if (m->b) memcpy(idx, m->idx, m->b * sizeof *idx);
+    return DPT_OK;
+}
+
+/* ==== Clipping and the sum ==== */
+
+/* sum [P] = sum_i g_i min(1, C / ||g_i||) over grads [b, P], rows in order, in double.
+ * Each norm is computed in double from the float row: dpt_privacy_clip_factors takes float
+ * squared norms, which overflow to inf for rows of norm above ~1.8e19, while every finite
+ * row must be clipped, not refused. The factor C / ||g_i|| makes ||c_i g_i|| = C to double
+ * rounding (the float factors of the trainer reach C to float rounding). Rows are taken in
+ * chunks of cap (the factor buffer): a larger batch is processed whole, never truncated.
+ * The coordinates are split in blocks over threads; each block adds the rows in order,
+ * so the result does not depend on the thread count. */
+dpt_status dpt_sgm_clipped_sum(const dpt_sgm *m, const float *grads, size_t b, double *sum) {
+    const size_t P = m->cfg.dim;
+    const double C = m->cfg.clip;
+    for (size_t i = 0; i < b; i++)
+        DPT_CHECK(dpt_all_finite(grads + i * P, P), DPT_ERANGE,
+                  "dpt_sgm_release: grads row %zu (example %" PRIu32 ") holds a NaN or infinite value (a diverged "
+                  "model? lower the learning rate)", i, m->pending && i < m->b ? m->idx[i] : 0);
+    memset(sum, 0, P * sizeof *sum);
+    const int nt = dpt_threads_resolve(m->cfg.threads);
+    const size_t n_blocks = (P + SGM_SUM_BLOCK - 1) / SGM_SUM_BLOCK;
+    for (size_t lo = 0; lo < b; lo += m->cap) {
+        const size_t bc = b - lo < m->cap ? b - lo : m->cap;
+        const float *g = grads + lo * P; /* [bc, P] */
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && bc * P > 65536)
+        for (size_t i = 0; i < bc; i++) {
+            double sq = 0;
+            for (size_t j = 0; j < P; j++) sq += (double)g[i * P + j] * g[i * P + j];
+            const double norm = sqrt(sq);
+            m->fac[i] = norm > C ? C / norm : 1.0; /* min(1, C / ||g_i||) */
+        }
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && n_blocks > 1 && bc * P > 65536)
+        for (size_t k = 0; k < n_blocks; k++) {
+            const size_t j0 = k * SGM_SUM_BLOCK, j1 = j0 + SGM_SUM_BLOCK < P ? j0 + SGM_SUM_BLOCK : P;
+            for (size_t i = 0; i < bc; i++) {
+                const double c = m->fac[i];
+                const float *row = g + i * P;
+                for (size_t j = j0; j < j1; j++) sum[j] += c * row[j];
+            }
+        }
+    }
+    return DPT_OK;
+}
+
+/* ==== Release ==== */
+
+dpt_status dpt_sgm_release(dpt_sgm *m, const float *grads, size_t b, float *out) {
+    DPT_CHECK(m, DPT_EINVAL, "dpt_sgm_release: m is NULL");
+    DPT_CHECK(out, DPT_EINVAL, "dpt_sgm_release: out is NULL");
+    DPT_CHECK(m->pending, DPT_EINVAL,
+              "dpt_sgm_release: no batch is pending: call dpt_sgm_sample first (each sampled batch is released once)");
+    DPT_CHECK(b == m->b, DPT_EINVAL, "dpt_sgm_release: b = %zu, but the sampled batch has %zu examples", b, m->b);
+    DPT_CHECK(grads || b == 0, DPT_EINVAL, "dpt_sgm_release: grads is NULL");
+    const size_t P = m->cfg.dim;
+    DPT_TRY(dpt_sgm_clipped_sum(m, grads, b, m->sum));
+    /* divide by the expected batch size q n, not |B|: the batch size is private */
+    const double qn = m->cfg.sample_rate * (double)m->cfg.n;
+    if (!m->cfg.secure) {
+        DPT_TRY(dpt_privacy_noise_add_sum(&m->noise, m->sum, P, m->sigma, m->cfg.clip, 0, m->cfg.threads));
+        for (size_t j = 0; j < P; j++) m->noisy[j] = (float)(m->sum[j] / qn);
+    } else {
+        /* the lattice mechanism of secure DP-SGD (its sum is float too), rescaled in the same pass */
+        for (size_t j = 0; j < P; j++) m->noisy[j] = (float)m->sum[j];
+        DPT_TRY(dpt_privacy_noise_add_secure_ex(&m->noise, m->noisy, P, m->sigma, m->cfg.clip, 1.0 / qn,
+                                                m->cfg.secure_sampler, m->cfg.threads));
+    }
+    memcpy(out, m->noisy, P * sizeof *out);
+    m->pending = 0;
+    return DPT_OK;
+}
+
+/* ==== Queries ==== */
+
+dpt_status dpt_sgm_epsilon(const dpt_sgm *m, double delta, dpt_accountant acct, double *eps) {
+    DPT_CHECK(m, DPT_EINVAL, "dpt_sgm_epsilon: m is NULL");
+    DPT_CHECK(eps, DPT_EINVAL, "dpt_sgm_epsilon: eps is NULL");
+    DPT_CHECK(acct == DPT_ACCT_RDP || acct == DPT_ACCT_PLD, DPT_EINVAL, "dpt_sgm_epsilon: unknown accountant %d",
+              (int)acct);
+    return dpt_ledger_epsilon(m->ledger, delta == 0 ? m->cfg.delta : delta, acct, DPT_CONV_BALLE, eps);
+}
+
+const dpt_ledger *dpt_sgm_ledger(const dpt_sgm *m) {
+    return m ? m->ledger : NULL;
+}
+
+double dpt_sgm_sigma(const dpt_sgm *m) {
+    return m ? m->sigma : NAN;
+}
+
+double dpt_sgm_sigma_accounted(const dpt_sgm *m) {
+    return m ? m->sigma_acct : NAN;
+}
+
+uint64_t dpt_sgm_steps(const dpt_sgm *m) {
+    return m ? m->steps : 0;
+}

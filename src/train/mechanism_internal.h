@@ -1,0 +1,10 @@
+/* Internals of dpt_sgm (mechanism.c) that the tests reach: the clipped sum before noise. */
+#ifndef DPT_MECHANISM_INTERNAL_H
+#define DPT_MECHANISM_INTERNAL_H
+#include <dptrain/mechanism.h>
+
+/* sum [dim] = sum_i g_i min(1, C / ||g_i||) over grads [b, dim] (the pre-noise release of
+ * dpt_sgm_release; the sensitivity test compares it on neighbouring batches). DPT_ERANGE
+ * for a row with a NaN or infinite value. */
+dpt_status dpt_sgm_clipped_sum(const dpt_sgm *m, const float *grads, size_t b, double *sum);
+#endif
