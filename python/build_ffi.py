@@ -484,6 +484,37 @@ extern "Python" void _dpt_py_audit_progress(void *, const dpt_audit_progress *);
 """
 
 
+# The sampled Gaussian mechanism over the caller's gradients (dptrain/mechanism.h;
+# dptrain.PrivateGradients), declared when the headers have it.
+CDEF_MECHANISM = r"""
+typedef enum { DPT_DGAUSS_TABLE, DPT_DGAUSS_CKS, ... } dpt_dgauss_method;
+typedef struct dpt_sgm dpt_sgm;
+typedef struct {
+    size_t n, dim;
+    double sample_rate, sigma, clip, delta, target_epsilon;
+    uint64_t steps, seed;
+    int secure;
+    dpt_dgauss_method secure_sampler;
+    int threads;
+    const char *ledger_path;
+    int resume, force;
+    ...;
+} dpt_sgm_config;
+dpt_sgm_config dpt_sgm_config_defaults(void);
+dpt_status dpt_sgm_new(const dpt_sgm_config *cfg, dpt_sgm **out);
+void dpt_sgm_free(dpt_sgm *m);
+size_t dpt_sgm_batch_cap(const dpt_sgm *m);
+dpt_status dpt_sgm_sample(dpt_sgm *m, uint32_t *idx, size_t cap, size_t *b);
+dpt_status dpt_sgm_batch(const dpt_sgm *m, uint32_t *idx, size_t cap, size_t *b);
+dpt_status dpt_sgm_release(dpt_sgm *m, const float *grads, size_t b, float *out);
+dpt_status dpt_sgm_epsilon(const dpt_sgm *m, double delta, dpt_accountant acct, double *eps);
+const dpt_ledger *dpt_sgm_ledger(const dpt_sgm *m);
+double dpt_sgm_sigma(const dpt_sgm *m);
+double dpt_sgm_sigma_accounted(const dpt_sgm *m);
+uint64_t dpt_sgm_steps(const dpt_sgm *m);
+"""
+
+
 def _pkg_config(*args):
     try:
         out = subprocess.run(["pkg-config", *args, "dptrain"], check=True, capture_output=True, text=True)
@@ -596,6 +627,8 @@ def make_builder():
             cdef += CDEF_AUDIT_RUN
             if re.search(r"\bvoid\s+dpt_algo_free\s*\(", train_h):  # dptrain.audit.run's constructor probe
                 cdef += "void dpt_algo_free(dpt_algo *a);\n"
+    if re.search(r"\bdpt_sgm_release\s*\(", _read_header(include_dirs, "mechanism.h")):
+        cdef += CDEF_MECHANISM
     ffi = cffi.FFI()
     ffi.cdef(cdef)
     ffi.set_source(

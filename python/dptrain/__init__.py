@@ -6,7 +6,8 @@ A thin layer over the C library libdptrain (cffi, API mode): accounting
 their parameters, predictions, privacy ledger and PyTorch export and import
 (`dptrain.Model`, `dptrain.from_torch`), and auditing (`dptrain.audit`: attack statistics
 and epsilon lower bounds from scores, the membership scores of a Model, and the whole
-audit of `dptrain audit` in memory, `dptrain.audit.run`).
+audit of `dptrain audit` in memory, `dptrain.audit.run`), and DP-SGD for a model of your
+own from its per-example gradients (`dptrain.PrivateGradients`).
 See docs/python.md.
 """
 
@@ -38,6 +39,7 @@ from .model import Model, from_torch  # noqa: E402,F401 - from_torch imports tor
 from .train import train, Run, ALGORITHMS  # noqa: E402,F401
 from .data import load_idx  # noqa: E402,F401
 from . import audit  # noqa: E402,F401
+from .mechanism import PrivateGradients  # noqa: E402,F401
 
 __version__ = _ffi.string(_clib.dpt_version()).decode()
 # the source revision the loaded libdptrain.so was built from (git describe, or "unknown")
@@ -55,6 +57,7 @@ def library_path():
 
 __all__ = [
     "accounting", "audit", "layers", "train", "Run", "ALGORITHMS", "Model", "from_torch", "Ledger", "read_ledger",
+    "PrivateGradients",
     "load_idx", "library_path", "DptrainError", "InvalidArgumentError", "FormatError", "OutOfRangeError",
     "UnsupportedError", "MismatchError", "DptrainIOError", "PrivacyError", "CryptoError", "BusyError", "__version__",
     "__build__",

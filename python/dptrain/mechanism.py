@@ -1,0 +1,243 @@
+"""DP-SGD for a model of your own: you compute per-example gradients (e.g. with torch.func),
+dptrain owns what the privacy guarantee rests on.
+
+`PrivateGradients` is the C library's dpt_sgm (dptrain/mechanism.h): Poisson sampling of each
+batch, clipping of every per-example gradient to L2 norm `clip`, Gaussian noise (or the
+secure discrete Gaussian) on the clipped sum, and a privacy ledger that records each step,
+and writes it to `ledger_path`, before `sample()` returns the batch:
+
+    >>> pg = dptrain.PrivateGradients(n=len(X), dim=n_params, batch_size=256, sigma=1.1, clip=1.0)
+    >>> idx = pg.sample()                       # the next batch (keep it secret)
+    >>> g = per_example_grads(params, X[idx])   # [b, ...] one row per example, your code
+    >>> params -= lr * pg.release(g)            # (clipped sum + noise) / (q n), float32 [dim]
+    >>> pg.epsilon()
+
+The epsilon holds when each row is the gradient of ONE example's loss (no batch statistics
+across examples), and when nobody learns the batch indices. See docs/python.md.
+"""
+
+import os
+
+import numpy as np
+
+from ._lib import check, cstr, ffi, lib
+from .accounting import Ledger, _accountant, steps_for_epochs
+
+__all__ = ["PrivateGradients"]
+
+_SAMPLERS = {"table": 0, "cks": 1}
+
+
+def _as_rows(grads, b, dim):
+    """grads as a C-contiguous float32 array [b, dim]: a numpy array or torch tensor [b, ...]
+    (flattened per row), or a dict / list / tuple of them (e.g. torch.func's per-parameter
+    gradients), each [b, ...], joined in their order (a dict's insertion order)."""
+    if grads is None:
+        if b != 0:
+            raise ValueError("release: grads is None, but the sampled batch has %d examples" % b)
+        return np.zeros((0, dim), dtype=np.float32)
+    if isinstance(grads, dict):
+        grads = list(grads.values())
+    if isinstance(grads, (list, tuple)):
+        parts = [_host(g) for g in grads]
+        for k, p in enumerate(parts):
+            if p.ndim < 1 or p.shape[0] != b:
+                raise ValueError("release: grads[%d] has shape %s: its first dimension must be the batch size %d"
+                                 % (k, p.shape, b))
+        a = np.concatenate([p.reshape(b, -1) for p in parts], axis=1) if parts else np.zeros((b, 0), np.float32)
+    else:
+        a = _host(grads)
+        if a.ndim < 1 or a.shape[0] != b:
+            raise ValueError("release: grads has shape %s, but the sampled batch has %d examples (one row each)"
+                             % (a.shape, b))
+        a = a.reshape(b, -1)
+    if a.shape[1] != dim:
+        raise ValueError("release: each example's gradient has %d values, the mechanism's dim is %d"
+                         % (a.shape[1], dim))
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def _host(x):
+    """A numpy array from a numpy array, a torch tensor (any device; detached) or a sequence."""
+    if type(x).__module__.startswith("torch"):
+        x = x.detach()
+        if x.device.type != "cpu":
+            x = x.cpu()
+        return x.numpy() if x.dtype.is_floating_point else x.float().numpy()
+    return np.asarray(x)
+
+
+class PrivateGradients:
+    """The sampled Gaussian mechanism over per-example gradients you compute (DP-SGD with a
+    model dptrain does not build).
+
+    Arguments (keywords; n and dim may be positional):
+      n             examples in the private dataset (indices 0..n-1)
+      dim           values in one example's gradient (all parameters, flattened)
+      sample_rate   Poisson rate q, or batch_size = the expected batch q n (give one)
+      sigma         noise multiplier (std / clip); or target_epsilon with epochs or steps to
+                    calibrate it (RDP). target_epsilon with sigma: a budget, sample() then
+                    raises PrivacyError before the step that would exceed it (also when
+                    calibrated)
+      epochs/steps  the planned length (epochs: ceil(epochs / q) steps), for the calibration
+      clip=1.0      L2 norm C every example's gradient is clipped to
+      delta=1e-5    of epsilon(), the budget and the calibration; < 1/n unless force=True
+      seed=None     seeds the batches and the noise (None: drawn from the OS, not
+                    reproducible); anyone who knows it can recompute both
+      secure=False  OS-seeded streams and the exact discrete Gaussian lattice mechanism, as
+                    dptrain.train(..., secure=True) (secure_sampler "table" or "cks")
+      ledger_path   a file the ledger is written to (atomically) before each batch is returned;
+                    resume=True continues it (same n, dim, q, sigma, clip, secure), else an
+                    existing file is refused
+      threads=0     threads of release() (0: all cores)
+
+    Use it as a context manager, or call close()."""
+
+    def __init__(self, n, dim, *, sample_rate=None, batch_size=None, sigma=None, target_epsilon=None,
+                 epochs=None, steps=None, clip=1.0, delta=1e-5, seed=None, secure=False, secure_sampler="table",
+                 ledger_path=None, resume=False, force=False, threads=0):
+        self._p = None
+        n, dim = _count(n, "n"), _count(dim, "dim")
+        if (sample_rate is None) == (batch_size is None):
+            raise ValueError("PrivateGradients: give exactly one of sample_rate= and batch_size= (= q n)")
+        q = float(sample_rate) if sample_rate is not None else float(batch_size) / n
+        if epochs is not None and steps is not None:
+            raise ValueError("PrivateGradients: give at most one of epochs= and steps=")
+        if sigma is None and target_epsilon is None:
+            raise ValueError("PrivateGradients: give sigma= (the noise multiplier), or target_epsilon= with epochs= "
+                             "or steps= to calibrate it")
+        if epochs is not None:
+            steps = steps_for_epochs(epochs, q)
+        if sigma is None and steps is None:
+            raise ValueError("PrivateGradients: target_epsilon= without sigma= calibrates sigma, which needs the "
+                             "planned epochs= or steps=")
+        if secure_sampler not in _SAMPLERS:
+            raise ValueError("secure_sampler must be 'table' or 'cks', got %r" % (secure_sampler,))
+        if seed is None:
+            seed = int.from_bytes(os.urandom(8), "little")
+        c = lib.dpt_sgm_config_defaults()
+        c.n, c.dim, c.sample_rate = n, dim, q
+        c.sigma = 0.0 if sigma is None else float(sigma)
+        c.target_epsilon = 0.0 if target_epsilon is None else float(target_epsilon)
+        c.steps = 0 if steps is None else _count(steps, "steps")
+        c.clip, c.delta = float(clip), float(delta)
+        c.seed = int(seed) % 2 ** 64
+        c.secure, c.secure_sampler = int(bool(secure)), _SAMPLERS[secure_sampler]
+        c.threads = int(threads)
+        c.resume, c.force = int(bool(resume)), int(bool(force))
+        path = None if ledger_path is None else ffi.new("char[]", cstr(os.fspath(ledger_path), "ledger_path"))
+        c.ledger_path = ffi.NULL if path is None else path  # copied by dpt_sgm_new
+        out = ffi.new("dpt_sgm **")
+        check(lib.dpt_sgm_new(ffi.new("dpt_sgm_config *", c), out), "PrivateGradients")
+        self._p = ffi.gc(out[0], lib.dpt_sgm_free)
+        self.n, self.dim, self.sample_rate, self.clip, self.delta = n, dim, q, float(clip), float(delta)
+        self.secure = bool(secure)
+        self.ledger_path = None if ledger_path is None else os.fspath(ledger_path)
+        self._cap = int(lib.dpt_sgm_batch_cap(self._p))
+        self._idx = np.empty(self._cap, dtype=np.uint32)
+        self._b = None  # size of the pending batch (None: none pending)
+
+    def _h(self):
+        if self._p is None:
+            raise ValueError("PrivateGradients: closed")
+        return self._p
+
+    # -- the two steps --
+    def sample(self):
+        """The next Poisson batch: a uint32 array of indices into the dataset (ascending;
+        possibly empty). The step is in the ledger (and its file) when this returns, whether
+        or not you release it. Keep the indices secret: use them to pick the examples only.
+        Raises PrivacyError (nothing drawn) when the step would exceed target_epsilon."""
+        h = self._h()
+        b = ffi.new("size_t *")
+        idx = self._idx
+        st = lib.dpt_sgm_sample(h, ffi.cast("uint32_t *", ffi.from_buffer(idx)), self._cap, b)
+        if st == lib.DPT_ERANGE and b[0] > self._cap:  # a batch above mean + 6 sd: read it whole
+            idx = np.empty(b[0], dtype=np.uint32)
+            st = lib.dpt_sgm_batch(h, ffi.cast("uint32_t *", ffi.from_buffer(idx)), idx.size, b)
+        check(st, "PrivateGradients.sample")
+        self._b = int(b[0])
+        return idx[:self._b].copy()
+
+    def release(self, grads):
+        """The noisy update of the last sampled batch: float32 [dim] = (sum of the rows
+        clipped to norm clip + N(0, sigma^2 clip^2)) / (q n). grads: [b, ...] per-example
+        gradients in the order of sample()'s indices (numpy or torch, any float dtype; each
+        row flattened), or a dict / list of such arrays (joined per row in their order; a
+        dict from torch.func in model.named_parameters() order); None for an empty batch.
+        Once per sample()."""
+        h = self._h()
+        if self._b is None:
+            raise ValueError("PrivateGradients.release: no batch is pending: call sample() first (each sampled "
+                             "batch is released once)")
+        a = _as_rows(grads, self._b, self.dim)
+        out = np.empty(self.dim, dtype=np.float32)
+        check(lib.dpt_sgm_release(h, ffi.cast("const float *", ffi.from_buffer(a)) if a.size else ffi.NULL,
+                                  a.shape[0], ffi.cast("float *", ffi.from_buffer(out))), "PrivateGradients.release")
+        self._b = None
+        return out
+
+    # -- the privacy spent --
+    def epsilon(self, delta=None, accountant="rdp"):
+        """epsilon of every step sampled so far at delta (default: the constructor's);
+        accountant "rdp" (what the budget uses) or "pld" (tighter)."""
+        out = ffi.new("double *")
+        check(lib.dpt_sgm_epsilon(self._h(), 0.0 if delta is None else float(delta), _accountant(accountant), out),
+              "PrivateGradients.epsilon")
+        return out[0]
+
+    @property
+    def steps(self):
+        """Steps recorded (sampled), a resumed ledger's included."""
+        return int(lib.dpt_sgm_steps(self._h()))
+
+    @property
+    def sigma(self):
+        """The noise multiplier in use (given or calibrated)."""
+        return float(lib.dpt_sgm_sigma(self._h()))
+
+    @property
+    def sigma_accounted(self):
+        """The multiplier the ledger records (secure: the lattice mechanism's effective one)."""
+        return float(lib.dpt_sgm_sigma_accounted(self._h()))
+
+    @property
+    def batch_size(self):
+        """The expected batch size q n (the divisor of release())."""
+        return self.sample_rate * self.n
+
+    @property
+    def ledger(self):
+        """A copy of the ledger (dptrain.Ledger) as it is now."""
+        return Ledger._copy_of(lib.dpt_sgm_ledger(self._h()))
+
+    # -- lifetime --
+    def close(self):
+        if self._p is not None:
+            p, self._p = self._p, None
+            ffi.gc(p, None)  # detach the destructor, then free now
+            lib.dpt_sgm_free(p)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self):
+        if self._p is None:
+            return "PrivateGradients(closed)"
+        return "PrivateGradients(n=%d, dim=%d, q=%g, sigma=%g, clip=%g, steps=%d%s)" % (
+            self.n, self.dim, self.sample_rate, self.sigma, self.clip, self.steps, ", secure" if self.secure else "")
+
+
+def _count(x, name):
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+        if isinstance(x, (float, np.floating)) and float(x).is_integer():
+            x = int(x)
+        else:
+            raise TypeError("%s must be an integer, got %r" % (name, x))
+    if x < 0:
+        raise ValueError("%s must be >= 0, got %d" % (name, x))
+    return int(x)
