@@ -5,7 +5,7 @@ The model below has a custom forward pass (a gated branch times a sigmoid gate, 
 linear skip branch), which dptrain.from_torch cannot convert. Data: Fashion-MNIST from
 /usr/share/datasets/fashion-mnist (or --data), else synthetic blobs of the same shape.
 
-    /usr/bin/python3 python/examples/own_model_torch.py                 # ~1 minute on 2 cores
+    /usr/bin/python3 python/examples/own_model_torch.py                 # ~20 s on 2 cores
     /usr/bin/python3 python/examples/own_model_torch.py --epochs 5 --train-size 60000 --secure
 
 What must stay true for the printed epsilon to hold: each row given to release() is the
@@ -48,14 +48,19 @@ def functional_call(model, params, args):
 
 def per_example_grads_fn(model):
     """(params, x, y) -> {name: [b, *shape]}: the gradient of each example's own loss.
-    torch.func's vmap(grad) when available (torch >= 2.0), else one backward per example."""
+    vmap(grad) of torch.func (torch >= 2.0) or functorch (torch 1.13, Debian 12's) when
+    available, else one backward pass per example."""
     def loss_one(p, xi, yi):
         return nn.functional.cross_entropy(functional_call(model, p, (xi[None],)), yi[None])
     try:
         from torch.func import grad, vmap
-        return vmap(grad(loss_one), in_dims=(None, 0, 0))
     except ImportError:
-        pass
+        try:
+            from functorch import grad, vmap
+        except ImportError:
+            vmap = None
+    if vmap is not None:
+        return vmap(grad(loss_one), in_dims=(None, 0, 0))
 
     def loop(p, x, y):
         q = {k: v.detach().requires_grad_() for k, v in p.items()}

@@ -151,18 +151,28 @@ def model_call(torch, model, params, args):
     return functional_call(model, params, args)
 
 
-def per_example_grads(torch, model):
+def vmap_grad():
+    """(vmap, grad) of torch.func (torch >= 2.0) or functorch (torch 1.13, Debian 12's), or None"""
+    try:
+        from torch.func import grad, vmap
+    except ImportError:
+        try:
+            from functorch import grad, vmap
+        except ImportError:
+            return None
+    return vmap, grad
+
+
+def per_example_grads(torch, model, vectorized=True):
     """(params, x, c, y) -> {name: [b, *shape]}, the gradient of each example's loss:
-    torch.func's vmap(grad) (torch >= 2.0), else one backward pass per example."""
+    vmap(grad) when available and vectorized, else one backward pass per example."""
     loss = torch.nn.functional.cross_entropy
 
     def loss_one(p, xi, ci, yi):
         return loss(model_call(torch, model, p, (xi[None], ci[None])), yi[None])
-    try:
-        from torch.func import grad, vmap
+    if vectorized and vmap_grad():
+        vmap, grad = vmap_grad()
         return vmap(grad(loss_one), in_dims=(None, 0, 0, 0))
-    except ImportError:
-        pass
 
     def loop(p, x, c, y):
         names = list(p)
@@ -175,8 +185,9 @@ def per_example_grads(torch, model):
 
 def test_torch_own_model():
     """A model from_torch cannot convert (an embedding and two branches added in a custom
-    forward), trained with per-example gradients from torch.func: the loss improves, and
-    the released update is the clipped sum / (q n) plus the noise."""
+    forward), trained with per-example gradients from vmap(grad) (torch.func, or functorch
+    on torch 1.13; equal to one backward pass per example): the loss improves, and the
+    released update is the clipped sum / (q n) plus the noise."""
     torch = pytest.importorskip("torch")
     from torch import nn
 
@@ -219,6 +230,10 @@ def test_torch_own_model():
         noise = twin_.release(None if len(idx) == 0 else np.zeros((len(idx), dim), np.float32))
         if step < 3:  # the update is the clipped per-example sum / (q n) plus the noise
             flat = torch.cat([v.reshape(len(idx), -1) for v in g.values()], 1).numpy()
+            if vmap_grad() and len(idx):  # the vectorized gradients are the per-example backward passes'
+                ref = per_example_grads(torch, model, vectorized=False)(params, x[idx], c[idx], y[idx])
+                ref = torch.cat([ref[k].reshape(len(idx), -1) for k in g], 1).numpy()
+                assert np.allclose(flat, ref, rtol=1e-4, atol=1e-6)
             want = clipped_sum(flat, C) / (q * n)
             got = upd.astype(np.float64) - noise
             assert np.all(np.abs(got - want) <= 1.2e-7 * (np.abs(upd) + np.abs(noise)) + 1e-12)
