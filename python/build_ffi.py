@@ -512,6 +512,10 @@ const dpt_ledger *dpt_sgm_ledger(const dpt_sgm *m);
 double dpt_sgm_sigma(const dpt_sgm *m);
 double dpt_sgm_sigma_accounted(const dpt_sgm *m);
 uint64_t dpt_sgm_steps(const dpt_sgm *m);
+dpt_status dpt_privacy_secure_distance(dpt_dgauss_method method, double *mu, double *tv);
+dpt_status dpt_dgauss_method_parse(const char *name, dpt_dgauss_method *out);
+dpt_status dpt_ledger_add_sgm_dgauss(dpt_ledger *l, double q, double sigma, uint64_t coords, double mu, double tv,
+                                     uint64_t count);
 """
 
 

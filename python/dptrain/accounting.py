@@ -28,7 +28,7 @@ from .errors import file_not_found
 __all__ = [
     "epsilon", "rdp_epsilon", "delta_pld", "rdp", "default_orders", "calibrate_sigma", "steps_for_epochs",
     "dpulr_epsilon", "dpulr_rdp", "dpulr_rejection_term", "dpulr_default_min_batch", "Ledger", "read_ledger",
-    "RdpEpsilon", "DPULR_RATIO_ALPHA",
+    "RdpEpsilon", "DPULR_RATIO_ALPHA", "secure_distance",
 ]
 
 DPULR_RATIO_ALPHA = float(lib.DPT_DPULR_RATIO_ALPHA)
@@ -297,6 +297,19 @@ def dpulr_default_min_batch(noise_multiplier, sample_rate, dataset_size, max_rat
 
 # ==== Ledger ====
 
+def secure_distance(sampler="table"):
+    """(mu, tv): the secure discrete Gaussian sampler's exact distance from the ideal one per
+    coordinate and step, which the ledger accounts (Ledger.add_sgm_dgauss); (0, 0) for the
+    exact "cks" sampler."""
+    if not hasattr(lib, "dpt_privacy_secure_distance"):
+        raise NotImplementedError("secure_distance: this libdptrain has no dpt_privacy_secure_distance")
+    m = ffi.new("dpt_dgauss_method *")
+    check(lib.dpt_dgauss_method_parse(cstr(sampler, "sampler"), m))
+    mu, tv = ffi.new("double *"), ffi.new("double *")
+    check(lib.dpt_privacy_secure_distance(m[0], mu, tv))
+    return mu[0], tv[0]
+
+
 def _json_of(ptr):
     pp = ffi.new("char **")
     check(lib.dpt_ledger_to_json(ptr, pp))
@@ -308,7 +321,8 @@ def _json_of(ptr):
 
 class Ledger:
     """An ordered list of privacy events (the C library's dpt_ledger), composed exactly as
-    the trainer composes them. Events: add_sgm (DP-SGD steps), add_gaussian (one Gaussian
+    the trainer composes them. Events: add_sgm (DP-SGD steps), add_sgm_dgauss (secure
+    DP-SGD with the table sampler), add_gaussian (one Gaussian
     release), add_dpulr, add_rdp_curve (any mechanism given by its RDP curve), add_eps_delta
     (basic composition). Ledgers saved by a run (ledger.json) load with Ledger.load."""
 
@@ -326,6 +340,17 @@ class Ledger:
         """`steps` steps of the Poisson-sampled Gaussian mechanism SGM(q, sigma)."""
         check(lib.dpt_ledger_add_sgm(self._p, _f(sample_rate, "sample_rate"), _f(noise_multiplier, "noise_multiplier"),
                                      _u64(steps, "steps")))
+        return self
+
+    def add_sgm_dgauss(self, sample_rate, noise_multiplier, coords, mu, tv, steps=1):
+        """`steps` steps of secure DP-SGD's lattice mechanism with the table sampler: SGM(q,
+        sigma) (sigma the effective multiplier) plus the sampler's distance (mu, tv) from the
+        ideal discrete Gaussian on each of `coords` coordinates (secure_distance("table"))."""
+        if not hasattr(lib, "dpt_ledger_add_sgm_dgauss"):
+            raise NotImplementedError("add_sgm_dgauss: this libdptrain has no dpt_ledger_add_sgm_dgauss")
+        check(lib.dpt_ledger_add_sgm_dgauss(self._p, _f(sample_rate, "sample_rate"),
+                                            _f(noise_multiplier, "noise_multiplier"), _u64(coords, "coords"),
+                                            _f(mu, "mu"), _f(tv, "tv"), _u64(steps, "steps")))
         return self
 
     def add_gaussian(self, sensitivity, sigma, label=None):

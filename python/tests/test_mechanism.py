@@ -72,6 +72,15 @@ def test_ledger_epsilon_matches_accounting():
         assert pg.sigma == sigma and pg.sigma_accounted < sigma
         assert pg.epsilon() == pytest.approx(accounting.Ledger().add_sgm(q, pg.sigma_accounted, 5).epsilon(1e-5),
                                              rel=1e-13)
+    # secure with the table sampler (the default): its distance from the exact sampler too
+    mu, tv = accounting.secure_distance("table")
+    assert accounting.secure_distance("cks") == (0.0, 0.0) and mu > 0
+    with dptrain.PrivateGradients(n, 8, sample_rate=q, sigma=sigma, secure=True) as pg:
+        for _ in range(5):
+            pg.release(np.zeros((len(pg.sample()), 8)))
+        want = accounting.Ledger().add_sgm_dgauss(q, pg.sigma_accounted, 8, mu, tv, 5).epsilon(1e-5)
+        assert pg.epsilon() == pytest.approx(want, rel=1e-13)
+        assert want > accounting.Ledger().add_sgm(q, pg.sigma_accounted, 5).epsilon(1e-5)
 
 
 def test_calibration_and_budget():
