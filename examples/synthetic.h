@@ -14,7 +14,7 @@
 
 /* x [n, SYN_DIM] row-major and y [n] (malloc'ed, the caller frees them); examples drawn
  * from stream `stream` (use different streams for training and test data). */
-static dpt_status synthetic_arrays(size_t n, uint32_t stream, float **x_out, int32_t **y_out) {
+static inline dpt_status synthetic_arrays(size_t n, uint32_t stream, float **x_out, int32_t **y_out) {
     float centre[SYN_CLASSES][SYN_DIM];
     dpt_rng r;
     dpt_status s = dpt_rng_init(&r, 2024, 0);
@@ -41,7 +41,7 @@ static dpt_status synthetic_arrays(size_t n, uint32_t stream, float **x_out, int
 }
 
 /* A dpt_dataset holding a copy of the arrays (free it with dpt_dataset_free). */
-static dpt_status synthetic_dataset(size_t n, uint32_t stream, dpt_dataset *d) {
+static inline dpt_status synthetic_dataset(size_t n, uint32_t stream, dpt_dataset *d) {
     float *x = NULL;
     int32_t *y = NULL;
     dpt_status s = synthetic_arrays(n, stream, &x, &y);

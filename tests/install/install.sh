@@ -15,7 +15,7 @@ skip_if_sanitized "$SANITIZE" "a program built the third-party way"
 . "$SRC/tests/cli/lib/harness.sh"   # $T (removed on exit), check, expect_ok, harness_end
 P=$T/prefix
 EX=$SRC/examples
-EXAMPLES="train_arrays calibrate_sigma evaluate_checkpoint finetune regression"
+EXAMPLES="train_arrays calibrate_sigma evaluate_checkpoint finetune regression own_gradients"
 
 expect_ok cmake --install "$BUILD" --prefix "$P"
 for f in bin/dptrain lib/libdptrain.so lib/libdptrain.a include/dptrain/dptrain.h include/dptrain/version.h \
@@ -61,6 +61,15 @@ run_examples() {
   check "awk -v m='$mse' 'BEGIN { exit !(m > 0.009 && m < 0.012) }'" "$label: regression's test mse '$mse', want about 0.01"
   check 'grep -Eq "^privacy: epsilon 1\.000 at delta 1e-05 \(sigma [0-9.]+, clip 1, 500 steps\)$" <<<"$LAST_OUT"' \
     "$label: regression printed: $LAST_OUT"
+  expect_ok env "$@" "$dir/own_gradients" "$dir/own_ledger.json"
+  check '[ "$(grep -c "^epoch [1-5]: test accuracy [0-9.]*%, epsilon [0-9.]*$" <<<"$LAST_OUT")" = 5 ] &&
+         grep -Eq "^privacy: epsilon 1\.000 \(RDP\) / 0\.[0-9]+ \(PLD\) at delta 1e-05 \(sigma [0-9.]+, clip 1, 100 steps\)$" <<<"$LAST_OUT"' \
+    "$label: own_gradients printed: $LAST_OUT"
+  acc=$(sed -n 's/^epoch 5: test accuracy \([0-9.]*\)%.*/\1/p' <<<"$LAST_OUT")
+  check "awk -v a='$acc' 'BEGIN { exit !(a > 70) }'" "$label: own_gradients test accuracy '$acc'%, want > 70%"
+  expect_ok env "$@" "$P/bin/dptrain" account --ledger "$dir/own_ledger.json"
+  check 'grep -q "100 sampled-Gaussian steps" <<<"$LAST_OUT"' "$label: own_gradients' ledger file: $LAST_OUT"
+  rm -f "$dir/own_ledger.json"
 }
 
 # ==== 1. pkg-config ====
