@@ -7,7 +7,9 @@ their parameters, predictions, privacy ledger and PyTorch export and import
 (`dptrain.Model`, `dptrain.from_torch`), and auditing (`dptrain.audit`: attack statistics
 and epsilon lower bounds from scores, the membership scores of a Model, and the whole
 audit of `dptrain audit` in memory, `dptrain.audit.run`), and DP-SGD for a model of your
-own from its per-example gradients (`dptrain.PrivateGradients`).
+own from its per-example gradients (`dptrain.PrivateGradients`; for PyTorch,
+`dptrain.per_example_gradients` computes them and `dptrain.set_gradients` hands the
+private update to a torch optimizer).
 See docs/python.md.
 """
 
@@ -40,6 +42,7 @@ from .train import train, Run, ALGORITHMS  # noqa: E402,F401
 from .data import load_idx  # noqa: E402,F401
 from . import audit  # noqa: E402,F401
 from .mechanism import PrivateGradients  # noqa: E402,F401
+from .torch_interop import per_example_gradients, set_gradients, trainable_parameters  # noqa: E402,F401 - torch on call
 
 __version__ = _ffi.string(_clib.dpt_version()).decode()
 # the source revision the loaded libdptrain.so was built from (git describe, or "unknown")
@@ -57,7 +60,7 @@ def library_path():
 
 __all__ = [
     "accounting", "audit", "layers", "train", "Run", "ALGORITHMS", "Model", "from_torch", "Ledger", "read_ledger",
-    "PrivateGradients",
+    "PrivateGradients", "per_example_gradients", "set_gradients", "trainable_parameters",
     "load_idx", "library_path", "DptrainError", "InvalidArgumentError", "FormatError", "OutOfRangeError",
     "UnsupportedError", "MismatchError", "DptrainIOError", "PrivacyError", "CryptoError", "BusyError", "__version__",
     "__build__",

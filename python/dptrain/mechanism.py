@@ -12,6 +12,10 @@ and writes it to `ledger_path`, before `sample()` returns the batch:
     >>> params -= lr * pg.release(g)            # (clipped sum + noise) / (q n), float32 [dim]
     >>> pg.epsilon()
 
+With PyTorch, dptrain.per_example_gradients(model, loss_fn) computes g ({name: [b, *shape]})
+and dptrain.set_gradients(model, update) puts the update into .grad for a torch optimizer
+(dptrain.torch_interop).
+
 The epsilon holds when each row is the gradient of ONE example's loss (no batch statistics
 across examples), and when nobody learns the batch indices. See docs/python.md.
 """
@@ -163,9 +167,9 @@ class PrivateGradients:
         """The noisy update of the last sampled batch: float32 [dim] = (sum of the rows
         clipped to norm clip + N(0, sigma^2 clip^2)) / (q n). grads: [b, ...] per-example
         gradients in the order of sample()'s indices (numpy or torch, any float dtype; each
-        row flattened), or a dict / list of such arrays (joined per row in their order; a
-        dict from torch.func in model.named_parameters() order); None for an empty batch.
-        Once per sample()."""
+        row flattened), or a dict / list of such arrays (joined per row in their order: the
+        dict of dptrain.per_example_gradients is in trainable_parameters() order, the order
+        set_gradients splits the update in); None for an empty batch. Once per sample()."""
         h = self._h()
         if self._b is None:
             raise ValueError("PrivateGradients.release: no batch is pending: call sample() first (each sampled "

@@ -19,6 +19,14 @@ library's model builder (the dptrain.layers objects), which checks it against th
 reaching it; parameters are copied as float32. Errors name the submodule by its PyTorch
 path ("features.3 (BatchNorm2d): ...").
 
+DP-SGD on your own PyTorch model (with dptrain.PrivateGradients): per_example_gradients(model,
+loss_fn) makes a function (inputs, target) -> {name: [b, *shape]}, each row the gradient of
+one example's own loss at the model's current parameters (vmap(grad) of torch.func or
+functorch, else one backward pass per example; a BatchNorm in training mode is refused);
+set_gradients(model, update) writes the released flat update into the parameters' .grad, so
+a torch optimizer steps with it (post-processing). Both use trainable_parameters(model), the
+requires_grad parameters in named_parameters() order, as the order of the flat gradient.
+
 This module does not import dptrain.model (which imports it for Model.to_torch and
 Model.from_torch): module_to_model is given the class to build.
 """
@@ -29,14 +37,16 @@ from ._lib import check, ffi, lib
 from .errors import DptrainError, InvalidArgumentError, UnsupportedError
 from . import layers as _L
 
-__all__ = ["to_torch", "state_dict", "module_to_model", "DptrainNet"]
+__all__ = ["to_torch", "state_dict", "module_to_model", "DptrainNet", "per_example_gradients", "set_gradients",
+           "trainable_parameters"]
 
 
 def _torch():
     try:
         import torch
     except ImportError as e:
-        raise ImportError("dptrain.to_torch and from_torch need PyTorch (Debian: apt-get install python3-torch)") from e
+        raise ImportError("dptrain.to_torch, from_torch, per_example_gradients and set_gradients need PyTorch "
+                          "(Debian: apt-get install python3-torch)") from e
     return torch
 
 
@@ -357,6 +367,181 @@ def module_to_model(model_cls, module, input_shape=None, threads=0):
     m.set_parameters(params)
     m.source = "PyTorch module %s" % type(module).__name__
     return m
+
+
+# ==== Per-example gradients and the optimizer step (DP-SGD on your own model) ====
+
+def trainable_parameters(model):
+    """[(name, parameter)] of `model`'s parameters with requires_grad, in
+    model.named_parameters() order (a tied parameter once, under its first name). The one
+    order of the flat gradient: per_example_gradients' dict, hence PrivateGradients.release's
+    join of it, and set_gradients' slices all follow it; the sum of the numels is the dim
+    of PrivateGradients."""
+    return [(k, p) for k, p in model.named_parameters() if p.requires_grad]
+
+
+def _fixed_tensors(model, trainable):
+    """{name: tensor} of what functional_call must see besides the trainable parameters:
+    the frozen parameters and the buffers (detached), and every other name of a tied
+    trainable parameter mapped to its first name ({alias: first})."""
+    ids = {id(p): k for k, p in trainable}
+    fixed, alias = {}, {}
+    for mpath, mod in model.named_modules(remove_duplicate=False):
+        for attr, t in list(mod._parameters.items()) + list(mod._buffers.items()):
+            if t is None:
+                continue
+            name = "%s.%s" % (mpath, attr) if mpath else attr
+            if id(t) in ids:
+                if ids[id(t)] != name:
+                    alias[name] = ids[id(t)]
+            else:
+                fixed[name] = t.detach()
+    return fixed, alias
+
+
+def _functional_call(torch):
+    try:
+        from torch.func import functional_call  # torch >= 2.0
+    except ImportError:
+        from torch.nn.utils.stateless import functional_call  # torch 1.12, 1.13
+    return functional_call
+
+
+def _vmap_grad():
+    """(vmap, grad) of torch.func (torch >= 2.0) or functorch (torch 1.13), or None."""
+    try:
+        from torch.func import grad, vmap
+    except ImportError:
+        try:
+            from functorch import grad, vmap
+        except ImportError:
+            return None
+    return vmap, grad
+
+
+def _check_per_example(nn, model):
+    """Refuse a BatchNorm that normalizes with the statistics of the batch it is given."""
+    for path, mod in model.named_modules():
+        if isinstance(mod, nn.modules.batchnorm._BatchNorm):
+            where = "%s (%s)" % (path or "the model", type(mod).__name__)
+            if mod.training:
+                raise _unsupported("per_example_gradients", "%s is in training mode: it normalizes with the "
+                                   "statistics of its batch, which mix the examples, and updates its running "
+                                   "statistics from the private data without noise; call model.eval() (running "
+                                   "statistics from public data) or use GroupNorm / LayerNorm" % where)
+            if mod.running_mean is None:
+                raise _unsupported("per_example_gradients", "%s has no running statistics "
+                                   "(track_running_stats=False), so it normalizes with the batch's even in eval "
+                                   "mode; use GroupNorm / LayerNorm" % where)
+
+
+def per_example_gradients(model, loss_fn, *, vectorized=None):
+    """A function grads(inputs, target=None) -> {name: tensor [b, *shape]}: for every example
+    i the gradient of its own loss, loss_fn(model(*inputs_i), target_i) with inputs_i the
+    i-th rows (kept as a batch of one, x[i:i+1]), with respect to each trainable parameter
+    (requires_grad; trainable_parameters() order, which PrivateGradients.release joins and
+    set_gradients splits in) at the model's parameters when grads is called. Detached.
+
+      inputs   a tensor [b, ...] or a tuple / list of tensors, each [b, ...] (several model
+               inputs: grads((x, c), y) calls model(x[i:i+1], c[i:i+1]))
+      target   a tensor [b, ...] (loss_fn(output, target[i:i+1])) or None (loss_fn(output))
+      loss_fn  returns one value for one example (a mean over a batch of one is that loss)
+      vectorized  None: vmap(grad) of torch.func (torch >= 2.0) or functorch (torch 1.13)
+               when importable, else one backward pass per example; True: vmap(grad) or an
+               ImportError; False: the loop (for a model vmap cannot batch)
+
+    The epsilon of DP-SGD assumes each row is ONE example's gradient, which holds when the
+    model computes example by example: a BatchNorm in training mode (or one without running
+    statistics) is refused, naming its module path, as its batch statistics mix the examples
+    and it updates its running statistics from the private data without noise; in eval mode
+    it normalizes with fixed statistics and is accepted (those should not come from the
+    private data). Buffers (running statistics, ...) and frozen parameters are passed
+    through unchanged. Dropout draws per example (vmap randomness "different"; functorch on
+    torch 1.13 cannot do it under grad: vectorized=False there). vmap holds the activations
+    of the whole batch at once."""
+    torch = _torch()
+    vg = _vmap_grad()
+    if vectorized and vg is None:
+        raise ImportError("per_example_gradients(vectorized=True) needs vmap and grad from torch.func (torch >= 2.0) "
+                          "or functorch (torch 1.13; Debian: python3-torch provides it): neither imports; "
+                          "vectorized=None uses one backward pass per example instead")
+    use_vmap = vg is not None and vectorized is not False
+    fcall = _functional_call(torch)
+
+    def scalar(loss):
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            raise ValueError("per_example_gradients: loss_fn must return one value per example, got %s"
+                             % (tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__))
+        return loss.reshape(())
+
+    def grads(inputs, target=None):
+        _check_per_example(torch.nn, model)
+        xs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+        if not xs or not all(isinstance(t, torch.Tensor) for t in xs):
+            raise TypeError("per_example_gradients: inputs must be a tensor [b, ...] or a tuple of them")
+        b = xs[0].shape[0] if xs[0].dim() else -1
+        for k, t in enumerate(xs + (() if target is None else (target,))):
+            if t.dim() == 0 or t.shape[0] != b:
+                raise ValueError("per_example_gradients: %s has shape %s; every input and the target need the "
+                                 "same first dimension (the batch, %d)" % (
+                                     "inputs[%d]" % k if k < len(xs) else "target", tuple(t.shape), b))
+        trainable = trainable_parameters(model)
+        if b == 0:
+            return {k: torch.zeros((0,) + tuple(p.shape), dtype=p.dtype, device=p.device) for k, p in trainable}
+        if use_vmap:
+            vmap, grad = vg
+            fixed, alias = _fixed_tensors(model, trainable)
+
+            def loss_one(p, xi, ti):
+                tensors = dict(fixed)
+                tensors.update(p)
+                tensors.update({a: p[k] for a, k in alias.items()})
+                out = fcall(model, tensors, tuple(v.unsqueeze(0) for v in xi))
+                return scalar(loss_fn(out) if ti is None else loss_fn(out, ti.unsqueeze(0)))
+            params = {k: p.detach() for k, p in trainable}
+            try:
+                g = vmap(grad(loss_one), in_dims=(None, 0, None if target is None else 0),
+                         randomness="different")(params, xs, target)
+            except RuntimeError as e:
+                if "randomness" not in str(e):
+                    raise
+                raise RuntimeError("per_example_gradients: vmap cannot draw the model's randomness per example "
+                                   "here (functorch on torch 1.13 fails on dropout in training mode under grad): "
+                                   "give vectorized=False (one backward pass per example)") from e
+            return {k: g[k].detach() for k, _ in trainable}
+        ps = [p for _, p in trainable]
+        rows = []
+        for i in range(b):
+            out = model(*(t[i:i + 1] for t in xs))
+            loss = scalar(loss_fn(out) if target is None else loss_fn(out, target[i:i + 1]))
+            gi = torch.autograd.grad(loss, ps, allow_unused=True)
+            rows.append([torch.zeros_like(p) if v is None else v.detach() for v, p in zip(gi, ps)])
+        return {k: torch.stack([r[j] for r in rows]) for j, (k, _) in enumerate(trainable)}
+
+    return grads
+
+
+def set_gradients(model, update):
+    """Write a flat update [dim] (numpy or torch; PrivateGradients.release's noisy mean
+    gradient) into the .grad of each trainable parameter (requires_grad), sliced in
+    trainable_parameters() order and copied to the parameter's dtype and device; .grad is
+    replaced, not accumulated, and frozen parameters are left alone. Then any torch
+    optimizer steps with it (SGD with momentum, Adam, weight decay, gradient clipping):
+    computed from the released update and the parameters only, that is post-processing and
+    costs no privacy. Raises InvalidArgumentError (a ValueError) when the length differs
+    from the trainable parameter count."""
+    torch = _torch()
+    trainable = trainable_parameters(model)
+    u = update.detach() if isinstance(update, torch.Tensor) else torch.from_numpy(np.asarray(update))
+    dim = sum(p.numel() for _, p in trainable)
+    if u.dim() != 1 or u.numel() != dim:
+        raise _invalid("set_gradients", "the update has shape %s, the model's trainable parameters %d values "
+                       "(requires_grad only, in named_parameters() order): give the flat [%d] update of "
+                       "PrivateGradients.release" % (tuple(u.shape), dim, dim))
+    k = 0
+    for _, p in trainable:
+        p.grad = u[k:k + p.numel()].to(device=p.device, dtype=p.dtype, copy=True).view_as(p)
+        k += p.numel()
 
 
 def __getattr__(name):  # dptrain.torch_interop.DptrainNet, created on first use (imports torch)
