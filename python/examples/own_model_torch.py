@@ -1,5 +1,7 @@
-"""DP-SGD on a PyTorch model of your own through dptrain: you compute per-example gradients,
-dptrain.PrivateGradients samples the batches, clips, adds the noise and keeps the ledger.
+"""DP-SGD on a PyTorch model of your own through dptrain: dptrain.per_example_gradients
+computes each example's gradient, dptrain.PrivateGradients samples the batches, clips, adds
+the noise and keeps the ledger, dptrain.set_gradients hands the noisy update to a torch
+optimizer.
 
 The model below has a custom forward pass (a gated branch times a sigmoid gate, plus a
 linear skip branch), which dptrain.from_torch cannot convert. Data: Fashion-MNIST from
@@ -9,7 +11,8 @@ linear skip branch), which dptrain.from_torch cannot convert. Data: Fashion-MNIS
     /usr/bin/python3 python/examples/own_model_torch.py --epochs 5 --train-size 60000 --secure
 
 What must stay true for the printed epsilon to hold: each row given to release() is the
-gradient of ONE example's loss at the current parameters (no batch statistics), the batch
+gradient of ONE example's loss at the current parameters (no batch statistics;
+per_example_gradients refuses a BatchNorm in training mode), the batch
 indices are not published, and every sampled batch is counted (sampling again without
 releasing still spends the step). See docs/python.md.
 """
@@ -36,38 +39,6 @@ class GatedNet(nn.Module):
 
     def forward(self, x):
         return self.head(torch.relu(self.a(x)) * torch.sigmoid(self.g(x)) + self.skip(x))
-
-
-def functional_call(model, params, args):
-    try:
-        from torch.func import functional_call as fc  # torch >= 2.0
-    except ImportError:
-        from torch.nn.utils.stateless import functional_call as fc
-    return fc(model, params, args)
-
-
-def per_example_grads_fn(model):
-    """(params, x, y) -> {name: [b, *shape]}: the gradient of each example's own loss.
-    vmap(grad) of torch.func (torch >= 2.0) or functorch (torch 1.13, Debian 12's) when
-    available, else one backward pass per example."""
-    def loss_one(p, xi, yi):
-        return nn.functional.cross_entropy(functional_call(model, p, (xi[None],)), yi[None])
-    try:
-        from torch.func import grad, vmap
-    except ImportError:
-        try:
-            from functorch import grad, vmap
-        except ImportError:
-            vmap = None
-    if vmap is not None:
-        return vmap(grad(loss_one), in_dims=(None, 0, 0))
-
-    def loop(p, x, y):
-        q = {k: v.detach().requires_grad_() for k, v in p.items()}
-        rows = [torch.autograd.grad(loss_one(q, x[i], y[i]), list(q.values())) for i in range(len(x))]
-        return {k: torch.stack([r[j] for r in rows]) if rows else torch.zeros((0,) + v.shape)
-                for j, (k, v) in enumerate(q.items())}
-    return loop
 
 
 def load(data_dir, train_size, pool, seed):
@@ -113,6 +84,7 @@ def main():
     ap.add_argument("--clip", type=float, default=1.0, help="per-example L2 clipping norm C")
     ap.add_argument("--delta", type=float, default=1e-5, help="delta of epsilon (< 1 / train size)")
     ap.add_argument("--lr", type=float, default=2.0, help="SGD learning rate on the noisy mean gradient")
+    ap.add_argument("--momentum", type=float, default=0.0, help="SGD momentum (post-processing of the updates)")
     ap.add_argument("--secure", action="store_true", help="OS-seeded sampling, discrete Gaussian lattice noise")
     ap.add_argument("--ledger", default=None, help="write the privacy ledger here (atomically, every step)")
     ap.add_argument("--seed", type=int, default=None, help="model init, data and noise seed (default: random)")
@@ -125,8 +97,7 @@ def main():
     x, y, xt, yt, source = load(args.data, args.train_size, args.pool, 0)
     n = len(x)
     model = GatedNet(x.shape[1], args.width)
-    params = {k: v.detach() for k, v in model.named_parameters()}
-    dim = sum(p.numel() for p in params.values())
+    dim = sum(p.numel() for _, p in dptrain.trainable_parameters(model))
     steps_per_epoch = max(1, round(n / args.batch_size))
     pg = dptrain.PrivateGradients(
         n, dim, batch_size=args.batch_size, clip=args.clip, delta=args.delta, seed=args.seed, secure=args.secure,
@@ -137,19 +108,18 @@ def main():
         source, n, len(xt), x.shape[1], dim))
     print("q %.5f (expected batch %d), sigma %.4f, C %g, %d steps per epoch%s" % (
         pg.sample_rate, args.batch_size, pg.sigma, args.clip, steps_per_epoch, ", secure" if args.secure else ""))
-    grads = per_example_grads_fn(model)
+    grads = dptrain.per_example_gradients(model, nn.functional.cross_entropy)  # (x, y) -> {name: [b, *shape]}
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)  # any optimizer: post-processing
     t0 = time.time()
     for epoch in range(1, args.epochs + 1):
         for _ in range(steps_per_epoch):
             idx = torch.from_numpy(pg.sample().astype(np.int64))  # secret: picks the examples, nothing else
-            g = grads(params, x[idx], y[idx])                      # {name: [b, *shape]}
-            update = torch.from_numpy(pg.release(g))               # (clipped sum + noise) / (q n)
-            k = 0
-            for name, p in params.items():
-                params[name] = p - args.lr * update[k:k + p.numel()].view_as(p)
-                k += p.numel()
+            update = pg.release(grads(x[idx], y[idx]))             # (clipped sum + noise) / (q n), [dim]
+            opt.zero_grad()
+            dptrain.set_gradients(model, update)                  # into each parameter's .grad
+            opt.step()
         with torch.no_grad():
-            acc = float((functional_call(model, params, (xt,)).argmax(1) == yt).float().mean())
+            acc = float((model(xt).argmax(1) == yt).float().mean())
         print("epoch %d: test accuracy %.4f, epsilon %.3f (RDP) at delta %g after %d steps (%.0f s)" % (
             epoch, acc, pg.epsilon(), args.delta, pg.steps, time.time() - t0))
     print("epsilon %.3f by the PLD accountant%s" % (pg.epsilon(accountant="pld"),
