@@ -358,6 +358,17 @@ static void test_ledger_file(void) {
     CHECK_CLOSE(eps, want, 0, 1e-14);
     dpt_ledger_free(l);
     dpt_sgm_free(m);
+    /* one handle per ledger file: a second one (a resume while the first runs) is refused
+     * while the first holds it, and allowed once it is freed */
+    m = make(&c);
+    dpt_sgm *m2 = NULL;
+    CHECK_STATUS(dpt_sgm_new(&c, &m2), DPT_EBUSY);
+    CHECK_ERR_HAS("in use by another dpt_sgm");
+    CHECK(m2 == NULL);
+    dpt_sgm_free(m);
+    m = make(&c);
+    CHECK(dpt_sgm_steps(m) == 4);
+    dpt_sgm_free(m);
     /* resume with other settings: refused, naming each */
     dpt_sgm_config bad = c;
     bad.clip = 2.0;
@@ -560,6 +571,7 @@ static void test_refusals(void) {
     g[1 * 8 + 3] = NAN; /* row 1 */
     CHECK_STATUS(dpt_sgm_release(m, g, b, out), DPT_ERANGE);
     CHECK_ERR_HAS("row 1");
+    CHECK(strstr(dpt_last_error(), "example") == NULL); /* which example was sampled is secret */
     CHECK(out[0] == 0); /* no output */
     g[1 * 8 + 3] = INFINITY;
     CHECK_STATUS(dpt_sgm_release(m, g, b, out), DPT_ERANGE);
@@ -600,8 +612,36 @@ static void test_empty_batch(void) {
     dpt_sgm_free(m);
 }
 
+/* seed 0 (the default): each mechanism draws its own from the OS, so two of them with the
+ * same settings sample other batches (P[equal] = 2^-n at q 1/2) and add other noise */
+static void test_os_seed(void) {
+    dpt_sgm_config c = base(64, 8, 0.5, 1.0, 1.0, 0);
+    CHECK(dpt_sgm_config_defaults().seed == 0);
+    dpt_sgm *a = make(&c), *b = make(&c);
+    size_t cap = dpt_sgm_batch_cap(a), ba = 0, bb = 0;
+    uint32_t *ia = malloc(cap * sizeof *ia), *ib = malloc(cap * sizeof *ib);
+    CHECK_OK(dpt_sgm_sample(a, ia, cap, &ba));
+    CHECK_OK(dpt_sgm_sample(b, ib, cap, &bb));
+    CHECK(ba != bb || memcmp(ia, ib, ba * sizeof *ia) != 0);
+    free(ia), free(ib);
+    dpt_sgm_free(a), dpt_sgm_free(b);
+    /* the noise: fresh mechanisms, zero gradients of the batch */
+    a = make(&c), b = make(&c);
+    cap = dpt_sgm_batch_cap(a);
+    float *g = calloc(cap * 8, sizeof *g), oa[8], ob[8];
+    ia = malloc(cap * sizeof *ia);
+    CHECK_OK(dpt_sgm_sample(a, ia, cap, &ba));
+    CHECK_OK(dpt_sgm_release(a, g, ba, oa));
+    CHECK_OK(dpt_sgm_sample(b, ia, cap, &bb));
+    CHECK_OK(dpt_sgm_release(b, g, bb, ob));
+    CHECK(memcmp(oa, ob, sizeof oa) != 0);
+    free(g), free(ia);
+    dpt_sgm_free(a), dpt_sgm_free(b);
+}
+
 int main(void) {
     test_sensitivity();
+    test_os_seed();
     noise_std(0, DPT_DGAUSS_TABLE, 200000);
     noise_std(1, DPT_DGAUSS_TABLE, 200000);
     noise_std(1, DPT_DGAUSS_CKS, 20000);

@@ -53,7 +53,9 @@ typedef struct {
                               to calibrate sigma; 0 = none. Not a limit. */
     uint64_t seed;         /* the sampling (DPT_STREAM_DATA) and noise (DPT_STREAM_NOISE)
                               streams when not secure; whoever knows it can recompute the batches
-                              and the noise, so keep it as secret as the data (default 1) */
+                              and the noise, so keep it as secret as the data. 0 (the default):
+                              drawn from the OS and never exposed (a run that cannot be
+                              repeated); another value makes the run reproducible */
     int secure;            /* 1: as DP-SGD's secure mode (dpt_dpsgd_config.secure): OS-seeded
                               streams (seed unused), Poisson membership from a 64-bit integer
                               comparison (dpt_sampler_new_secure), and the discrete Gaussian
@@ -65,7 +67,10 @@ typedef struct {
     int threads;           /* OpenMP threads of release (0 = all cores); results do not depend on it */
     const char *ledger_path; /* NULL, or a file that holds the ledger (JSON, dpt_ledger_load),
                               written atomically (temporary file, fsync, rename, directory fsync)
-                              by every dpt_sgm_sample before it returns. Copied. */
+                              by every dpt_sgm_sample before it returns. Copied. One dpt_sgm
+                              per file at a time: an exclusive flock on ledger_path + ".lock"
+                              (created, and left in place) is held until dpt_sgm_free; DPT_EBUSY
+                              when another handle holds it */
     int resume;            /* with ledger_path: continue the ledger in that file, which must be
                               one of a dpt_sgm of the same n, dim, q, sigma (as accounted), C and
                               secure mode (DPT_EMISMATCH naming each difference otherwise);
@@ -74,7 +79,7 @@ typedef struct {
     int force;             /* 1: accept delta >= 1/n (such a delta allows publishing an example) */
 } dpt_sgm_config;
 
-/* Defaults: clip 1, delta 1e-5, seed 1, secure_sampler DPT_DGAUSS_TABLE; every other field 0
+/* Defaults: clip 1, delta 1e-5, seed 0 (from the OS), secure_sampler DPT_DGAUSS_TABLE; every other field 0
  * or NULL (n, dim, sample_rate and sigma or target_epsilon + steps must be set). */
 dpt_sgm_config dpt_sgm_config_defaults(void);
 
@@ -87,7 +92,8 @@ dpt_sgm_config dpt_sgm_config_defaults(void);
  * (0, 1], sigma < 0 or 0 without target_epsilon and steps, clip <= 0, delta outside (0, 1)
  * or >= 1/n without force, target_epsilon < 0, resume without ledger_path, an existing
  * ledger_path without resume, an unknown secure_sampler); DPT_ERANGE (calibration: the
- * target is unreachable); DPT_EIO / DPT_EFORMAT (the file); DPT_EMISMATCH (resume);
+ * target is unreachable); DPT_EIO / DPT_EFORMAT (the file); DPT_EBUSY (another dpt_sgm holds
+ * the file's lock); DPT_EMISMATCH (resume);
  * DPT_ECRYPTO (the OS random source). *out is NULL on error. */
 dpt_status dpt_sgm_new(const dpt_sgm_config *cfg, dpt_sgm **out);
 void dpt_sgm_free(dpt_sgm *m); /* NULL ok */
@@ -116,9 +122,11 @@ dpt_status dpt_sgm_batch(const dpt_sgm *m, uint32_t *idx, size_t cap, size_t *b)
  * 0). Each row is scaled by min(1, C / ||g_i||) (norms in double), the rows are summed in
  * double in a fixed order, N(0, sigma^2 C^2) is added per coordinate (secure: the lattice
  * mechanism), and out [dim] = noisy sum / (q n). An empty batch releases pure noise.
- * Once per sample: the batch is then no longer pending. Errors, with out untouched and the
- * batch still pending: DPT_EINVAL (no pending batch, b differs, NULL pointers);
- * DPT_ERANGE naming the first row with a NaN or infinite value (a diverged model). */
+ * Once per sample: the batch is no longer pending from the moment the call starts. Errors,
+ * with out untouched and the batch still pending: DPT_EINVAL (no pending batch, b differs,
+ * NULL pointers); DPT_ERANGE naming the first row (its position, not the example: who was
+ * sampled is secret) with a NaN or infinite value (a diverged model). A failure of the
+ * noise itself spends the batch (it is never released with a second draw). */
 dpt_status dpt_sgm_release(dpt_sgm *m, const float *grads, size_t b, float *out);
 
 /* epsilon of the ledger (every step sampled so far) at delta (0: the config's delta)

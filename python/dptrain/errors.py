@@ -60,7 +60,8 @@ class CryptoError(DptrainError, RuntimeError):
 
 
 class BusyError(DptrainError, OSError):
-    """DPT_EBUSY: the run directory is locked by another trainer (in any process)."""
+    """DPT_EBUSY: the run directory is locked by another trainer, or a ledger file by another
+    PrivateGradients (in any process)."""
 
 
 # dpt_status -> class (values from include/dptrain/core.h)

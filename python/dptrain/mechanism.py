@@ -20,7 +20,9 @@ The epsilon holds when each row is the gradient of ONE example's loss (no batch 
 across examples), and when nobody learns the batch indices. See docs/python.md.
 """
 
+import functools
 import os
+import threading
 
 import numpy as np
 
@@ -30,6 +32,17 @@ from .accounting import Ledger, _accountant, steps_for_epochs
 __all__ = ["PrivateGradients"]
 
 _SAMPLERS = {"table": 0, "cks": 1}
+
+
+def _locked(method):
+    """One call into the mechanism at a time: the C handle is one thread's (its buffers and
+    noise stream are not shared safely), and two threads releasing one batch would release
+    it twice for one recorded step (cffi lets other threads run during the C call)."""
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return call
 
 
 def _as_rows(grads, b, dim):
@@ -48,26 +61,45 @@ def _as_rows(grads, b, dim):
             if p.ndim < 1 or p.shape[0] != b:
                 raise ValueError("release: grads[%d] has shape %s: its first dimension must be the batch size %d"
                                  % (k, p.shape, b))
-        a = np.concatenate([p.reshape(b, -1) for p in parts], axis=1) if parts else np.zeros((b, 0), np.float32)
+        a = np.concatenate([_rows(p, b) for p in parts], axis=1) if parts else np.zeros((b, 0), np.float32)
     else:
         a = _host(grads)
         if a.ndim < 1 or a.shape[0] != b:
             raise ValueError("release: grads has shape %s, but the sampled batch has %d examples (one row each)"
                              % (a.shape, b))
-        a = a.reshape(b, -1)
+        a = _rows(a, b)
     if a.shape[1] != dim:
         raise ValueError("release: each example's gradient has %d values, the mechanism's dim is %d"
                          % (a.shape[1], dim))
+    if a.dtype.kind == "c":
+        raise TypeError("release: the gradients are complex (dtype %s); give real per-example gradients" % a.dtype)
+    if a.dtype.kind not in "fiub":
+        raise TypeError("release: the gradients must be real numbers, got dtype %s" % a.dtype)
+    if a.dtype.itemsize > 4 and a.dtype.kind == "f" and a.size:
+        big = np.abs(a) > np.finfo(np.float32).max
+        if big.any():  # finite here, infinite in float32: say so (the library would call it a NaN or inf)
+            i, j = np.argwhere(big)[0]
+            raise OverflowError("release: grads row %d holds %r, beyond float32's range (the mechanism takes float32 "
+                                "gradients): scale the loss down, or clip the rows yourself first" % (i, a[i, j]))
     return np.ascontiguousarray(a, dtype=np.float32)
 
 
+def _rows(a, b):
+    """a [b, ...] as [b, values per row] (also for b = 0, where reshape(b, -1) cannot infer)."""
+    return a.reshape(b, int(np.prod(a.shape[1:], dtype=np.int64)))
+
+
 def _host(x):
-    """A numpy array from a numpy array, a torch tensor (any device; detached) or a sequence."""
+    """A numpy array from a numpy array, a torch tensor (any device; detached; dtypes numpy
+    lacks, such as bfloat16, as float32) or a sequence."""
     if type(x).__module__.startswith("torch"):
         x = x.detach()
         if x.device.type != "cpu":
             x = x.cpu()
-        return x.numpy() if x.dtype.is_floating_point else x.float().numpy()
+        if x.is_complex():
+            raise TypeError("release: the gradients are complex (%s); give real per-example gradients" % x.dtype)
+        import torch
+        return x.numpy() if x.dtype in (torch.float32, torch.float64, torch.float16) else x.float().numpy()
     return np.asarray(x)
 
 
@@ -86,8 +118,9 @@ class PrivateGradients:
       epochs/steps  the planned length (epochs: ceil(epochs / q) steps), for the calibration
       clip=1.0      L2 norm C every example's gradient is clipped to
       delta=1e-5    of epsilon(), the budget and the calibration; < 1/n unless force=True
-      seed=None     seeds the batches and the noise (None: drawn from the OS, not
-                    reproducible); anyone who knows it can recompute both
+      seed=None     seeds the batches and the noise (None or 0: drawn from the OS by the
+                    library, never exposed, not reproducible); anyone who knows it can
+                    recompute both
       secure=False  OS-seeded streams and the exact discrete Gaussian lattice mechanism, as
                     dptrain.train(..., secure=True) (secure_sampler "table" or "cks")
       ledger_path   a file the ledger is written to (atomically) before each batch is returned;
@@ -95,12 +128,15 @@ class PrivateGradients:
                     existing file is refused
       threads=0     threads of release() (0: all cores)
 
-    Use it as a context manager, or call close()."""
+    Use it as a context manager, or call close(). One call at a time: the methods hold a
+    lock, so threads may share it (each sampled batch is released once); one mechanism per
+    ledger_path at a time (another one, in this process or another, raises BusyError)."""
 
     def __init__(self, n, dim, *, sample_rate=None, batch_size=None, sigma=None, target_epsilon=None,
                  epochs=None, steps=None, clip=1.0, delta=1e-5, seed=None, secure=False, secure_sampler="table",
                  ledger_path=None, resume=False, force=False, threads=0):
         self._p = None
+        self._lock = threading.Lock()
         n, dim = _count(n, "n"), _count(dim, "dim")
         if (sample_rate is None) == (batch_size is None):
             raise ValueError("PrivateGradients: give exactly one of sample_rate= and batch_size= (= q n)")
@@ -118,7 +154,7 @@ class PrivateGradients:
         if secure_sampler not in _SAMPLERS:
             raise ValueError("secure_sampler must be 'table' or 'cks', got %r" % (secure_sampler,))
         if seed is None:
-            seed = int.from_bytes(os.urandom(8), "little")
+            seed = 0  # the library draws it from the OS
         c = lib.dpt_sgm_config_defaults()
         c.n, c.dim, c.sample_rate = n, dim, q
         c.sigma = 0.0 if sigma is None else float(sigma)
@@ -147,6 +183,7 @@ class PrivateGradients:
         return self._p
 
     # -- the two steps --
+    @_locked
     def sample(self):
         """The next Poisson batch: a uint32 array of indices into the dataset (ascending;
         possibly empty). The step is in the ledger (and its file) when this returns, whether
@@ -163,6 +200,7 @@ class PrivateGradients:
         self._b = int(b[0])
         return idx[:self._b].copy()
 
+    @_locked
     def release(self, grads):
         """The noisy update of the last sampled batch: float32 [dim] = (sum of the rows
         clipped to norm clip + N(0, sigma^2 clip^2)) / (q n). grads: [b, ...] per-example
@@ -182,6 +220,7 @@ class PrivateGradients:
         return out
 
     # -- the privacy spent --
+    @_locked
     def epsilon(self, delta=None, accountant="rdp"):
         """epsilon of every step sampled so far at delta (default: the constructor's);
         accountant "rdp" (what the budget uses) or "pld" (tighter)."""
@@ -191,6 +230,7 @@ class PrivateGradients:
         return out[0]
 
     @property
+    @_locked
     def steps(self):
         """Steps recorded (sampled), a resumed ledger's included."""
         return int(lib.dpt_sgm_steps(self._h()))
@@ -211,11 +251,13 @@ class PrivateGradients:
         return self.sample_rate * self.n
 
     @property
+    @_locked
     def ledger(self):
         """A copy of the ledger (dptrain.Ledger) as it is now."""
         return Ledger._copy_of(lib.dpt_sgm_ledger(self._h()))
 
     # -- lifetime --
+    @_locked
     def close(self):
         if self._p is not None:
             p, self._p = self._p, None

@@ -420,7 +420,8 @@ def _vmap_grad():
 
 
 def _check_per_example(nn, model):
-    """Refuse a BatchNorm that normalizes with the statistics of the batch it is given."""
+    """Refuse a BatchNorm that normalizes with the statistics of the batch it is given, and a
+    normalization (InstanceNorm) that would write private running statistics into the model."""
     for path, mod in model.named_modules():
         if isinstance(mod, nn.modules.batchnorm._BatchNorm):
             where = "%s (%s)" % (path or "the model", type(mod).__name__)
@@ -433,6 +434,12 @@ def _check_per_example(nn, model):
                 raise _unsupported("per_example_gradients", "%s has no running statistics "
                                    "(track_running_stats=False), so it normalizes with the batch's even in eval "
                                    "mode; use GroupNorm / LayerNorm" % where)
+        elif isinstance(mod, nn.modules.batchnorm._NormBase) and mod.training and mod.track_running_stats:
+            # InstanceNorm: per example, but it would copy private statistics into its buffers
+            raise _unsupported("per_example_gradients", "%s (%s) is in training mode with track_running_stats: it "
+                               "updates its running statistics from the private data without noise; call "
+                               "model.eval() or build it with track_running_stats=False"
+                               % (path or "the model", type(mod).__name__))
 
 
 def per_example_gradients(model, loss_fn, *, vectorized=None):

@@ -115,6 +115,43 @@ def test_ledger_file_and_resume(tmp_path):
     with pytest.raises(dptrain.MismatchError, match="clip was 1, now 2"):
         dptrain.PrivateGradients(resume=True, **dict(kw, clip=2.0))
     assert dptrain.Ledger.load(path).get_meta("algorithm") == "dpt_sgm"
+    # one mechanism per ledger file: a second resume while the first is open is refused
+    with dptrain.PrivateGradients(resume=True, **kw) as pg:
+        with pytest.raises(dptrain.BusyError, match="in use by another dpt_sgm"):
+            dptrain.PrivateGradients(resume=True, **kw)
+        assert pg.steps == 4
+
+
+def test_threads_release_a_batch_once():
+    """Threads sharing one mechanism: each sampled batch is released once (the methods hold a
+    lock; cffi lets other threads run during the C call)."""
+    import threading
+    pg = dptrain.PrivateGradients(200, 400000, sample_rate=0.05, sigma=1.0, delta=1e-3)
+    idx = pg.sample()
+    g = np.full((len(idx), 400000), 1e-4, np.float32)
+    results = []
+
+    def rel():
+        try:
+            results.append(pg.release(g))
+        except ValueError as e:
+            results.append(e)
+    ts = [threading.Thread(target=rel) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert sum(isinstance(r, np.ndarray) for r in results) == 1 and pg.steps == 1
+    assert all("no batch is pending" in str(r) for r in results if not isinstance(r, np.ndarray))
+    pg.close()
+
+
+def test_seed_none_draws_from_the_os():
+    kw = dict(n=64, dim=4, sample_rate=0.5, sigma=1.0, delta=1e-3)
+    with dptrain.PrivateGradients(**kw) as a, dptrain.PrivateGradients(**kw) as b:
+        ia, ib = a.sample(), b.sample()
+        assert not np.array_equal(ia, ib) or not np.array_equal(a.release(np.zeros((len(ia), 4))),
+                                                                b.release(np.zeros((len(ib), 4))))
 
 
 def test_refusals():
@@ -144,7 +181,18 @@ def test_refusals():
     bad[1, 2] = np.nan
     with pytest.raises(dptrain.OutOfRangeError, match="row 1"):
         pg.release(bad)
+    with pytest.raises(OverflowError, match="beyond float32's range"):
+        pg.release(np.full((len(idx), 3), 1e300))
+    with pytest.raises(TypeError, match="complex"):
+        pg.release(np.zeros((len(idx), 3), np.complex64))
     assert pg.release(np.zeros((len(idx), 1, 3))).shape == (3,)  # still pending after the errors; rows flattened
+    # an empty batch, as [0, ...] arrays of any shape, releases pure noise
+    with dptrain.PrivateGradients(100, 3, sample_rate=0.005, sigma=1, delta=1e-3) as pe:  # q n = 0.5
+        idx = pe.sample()
+        while len(idx):
+            pe.release(np.zeros((len(idx), 3)))
+            idx = pe.sample()
+        assert pe.release({"w": np.zeros((0, 1, 3))}).shape == (3,)
     with pytest.raises(ValueError, match="no batch is pending"):
         pg.release(np.zeros((len(idx), 3)))
     pg.close()

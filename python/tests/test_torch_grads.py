@@ -135,6 +135,20 @@ def test_batchnorm_refused_in_training_mode(vectorized):
         fn(x, y)
 
 
+@pytest.mark.parametrize("vectorized", PATHS)
+def test_instancenorm_with_running_stats_refused_in_training_mode(vectorized):
+    """InstanceNorm normalizes each example alone, but with track_running_stats in training
+    mode it would write the private data's statistics into its buffers without noise."""
+    torch.manual_seed(2)
+    m = nn.Sequential(nn.Conv1d(1, 2, 3), nn.InstanceNorm1d(2, track_running_stats=True), nn.Flatten(),
+                      nn.Linear(6, 3))
+    x, y = torch.randn(8, 1, 5), torch.randint(0, 3, (8,))
+    fn = dptrain.per_example_gradients(m, F.cross_entropy, vectorized=vectorized)
+    with pytest.raises(dptrain.UnsupportedError, match=r"1 \(InstanceNorm1d\) is in training mode"):
+        fn(x, y)
+    assert torch.equal(m[1].running_mean, torch.zeros(2))  # refused before anything ran
+
+
 def test_set_gradients():
     torch.manual_seed(0)
     model = TwoInputs()

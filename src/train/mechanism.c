@@ -6,11 +6,16 @@
  * Letter key: n = examples, P = dim (floats per gradient), B = batch, C = clip norm. */
 #include <dptrain/mechanism.h>
 #include <dptrain/data.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "mechanism_internal.h"
 #include "train_internal.h"
@@ -24,6 +29,7 @@
 struct dpt_sgm {
     dpt_sgm_config cfg;   /* a copy; cfg.ledger_path points to path */
     char *path;           /* owned copy of ledger_path, or NULL */
+    int lock_fd;          /* flock on path + ".lock" for the handle's lifetime (-1: none) */
     double sigma;         /* noise multiplier in use (given or calibrated) */
     double sigma_acct;    /* what the ledger records (secure: the effective multiplier) */
     dpt_sampler *sampler; /* DPT_SAMPLER_POISSON, stream DPT_STREAM_DATA */
@@ -49,7 +55,7 @@ dpt_sgm_config dpt_sgm_config_defaults(void) {
     memset(&c, 0, sizeof c);
     c.clip = 1.0;
     c.delta = 1e-5;
-    c.seed = 1;
+    c.seed = 0; /* from the OS */
     c.secure_sampler = DPT_DGAUSS_TABLE;
     return c;
 }
@@ -222,6 +228,29 @@ static size_t batch_cap(size_t n, double q) {
     return c >= (double)n ? n : (size_t)c;
 }
 
+/* One dpt_sgm per ledger file at a time: an exclusive flock on path + ".lock", held until
+ * dpt_sgm_free. Two handles on one ledger (two resumes of it, or two fresh ones racing to
+ * create it) would each count from the same step: the file would undercount, and seeded
+ * streams keyed by that step would repeat a batch and its noise on other gradients. */
+static dpt_status lock_ledger(dpt_sgm *m) {
+    char lp[4200];
+    int w = snprintf(lp, sizeof lp, "%s.lock", m->path);
+    DPT_CHECK(w > 0 && (size_t)w < sizeof lp, DPT_EINVAL, "dpt_sgm_config.ledger_path is too long");
+    int fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    DPT_CHECK(fd >= 0, DPT_EIO, "dpt_sgm_config.ledger_path %s: cannot open its lock file %s: %s", m->path, lp,
+              strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int e = errno;
+        close(fd);
+        if (e == EWOULDBLOCK)
+            return dpt_set_error(DPT_EBUSY, "dpt_sgm_config.ledger_path %s is in use by another dpt_sgm (its lock %s "
+                                 "is held): one mechanism per ledger at a time", m->path, lp);
+        return dpt_set_error(DPT_EIO, "dpt_sgm_config.ledger_path %s: cannot lock %s: %s", m->path, lp, strerror(e));
+    }
+    m->lock_fd = fd;
+    return DPT_OK;
+}
+
 dpt_status dpt_sgm_new(const dpt_sgm_config *cfg, dpt_sgm **out) {
     DPT_CHECK(out, DPT_EINVAL, "dpt_sgm_new: out is NULL");
     *out = NULL;
@@ -230,6 +259,7 @@ dpt_status dpt_sgm_new(const dpt_sgm_config *cfg, dpt_sgm **out) {
     dpt_sgm *m = calloc(1, sizeof *m);
     DPT_CHECK(m, DPT_ENOMEM, "dpt_sgm_new: out of memory");
     m->cfg = *cfg;
+    m->lock_fd = -1;
     dpt_status s = DPT_OK;
     if (cfg->ledger_path && cfg->ledger_path[0]) {
         m->path = strdup(cfg->ledger_path);
@@ -237,6 +267,7 @@ dpt_status dpt_sgm_new(const dpt_sgm_config *cfg, dpt_sgm **out) {
             s = dpt_set_error(DPT_ENOMEM, "dpt_sgm_new: out of memory");
             goto fail;
         }
+        if ((s = lock_ledger(m)) != DPT_OK) goto fail;
     }
     m->cfg.ledger_path = m->path;
     m->sigma = cfg->sigma;
@@ -258,7 +289,9 @@ dpt_status dpt_sgm_new(const dpt_sgm_config *cfg, dpt_sgm **out) {
      * odd-constant multiple (a bijection of the step count), so it never replays a batch
      * or a noise draw of an earlier session (identical noise on two different gradients
      * would release their difference without noise); a fresh run keys by seed itself. */
-    const uint64_t seed = cfg->seed ^ (m->steps * 0xBF58476D1CE4E5B9ull);
+    uint64_t base = cfg->seed;
+    if (!cfg->secure && base == 0 && (s = dpt_os_random_u64(&base)) != DPT_OK) goto fail; /* 0: from the OS */
+    const uint64_t seed = base ^ (m->steps * 0xBF58476D1CE4E5B9ull);
     s = cfg->secure ? dpt_sampler_new_secure(DPT_SAMPLER_POISSON, cfg->n, 0, cfg->sample_rate, 0, &m->sampler)
                     : dpt_sampler_new(DPT_SAMPLER_POISSON, cfg->n, 0, cfg->sample_rate, 0, seed, &m->sampler);
     if (s != DPT_OK) {
@@ -294,6 +327,7 @@ void dpt_sgm_free(dpt_sgm *m) {
     dpt_free(m->sum);
     dpt_free(m->noisy);
     free(m->path);
+    if (m->lock_fd >= 0) close(m->lock_fd); /* releases the flock; the lock file stays (removing it would race) */
     free(m);
 }
 
@@ -362,8 +396,8 @@ dpt_status dpt_sgm_clipped_sum(const dpt_sgm *m, const float *grads, size_t b, d
     const double C = m->cfg.clip;
     for (size_t i = 0; i < b; i++)
         DPT_CHECK(dpt_all_finite(grads + i * P, P), DPT_ERANGE,
-                  "dpt_sgm_release: grads row %zu (example %" PRIu32 ") holds a NaN or infinite value (a diverged "
-                  "model? lower the learning rate)", i, m->pending && i < m->b ? m->idx[i] : 0);
+                  "dpt_sgm_release: grads row %zu holds a NaN or infinite value (a diverged model? lower the "
+                  "learning rate)", i); /* the row, not the example: which examples were sampled is secret */
     memset(sum, 0, P * sizeof *sum);
     const int nt = dpt_threads_resolve(m->cfg.threads);
     const size_t n_blocks = (P + SGM_SUM_BLOCK - 1) / SGM_SUM_BLOCK;
@@ -400,20 +434,30 @@ dpt_status dpt_sgm_release(dpt_sgm *m, const float *grads, size_t b, float *out)
     DPT_CHECK(b == m->b, DPT_EINVAL, "dpt_sgm_release: b = %zu, but the sampled batch has %zu examples", b, m->b);
     DPT_CHECK(grads || b == 0, DPT_EINVAL, "dpt_sgm_release: grads is NULL");
     const size_t P = m->cfg.dim;
-    DPT_TRY(dpt_sgm_clipped_sum(m, grads, b, m->sum));
+    /* claimed before any work: a second release of this batch (another thread) is refused
+     * even while this one runs; an error gives it back (dpt_sgm is still one thread's at a
+     * time: the buffers and the noise stream are not shared safely) */
+    m->pending = 0;
+    dpt_status st = dpt_sgm_clipped_sum(m, grads, b, m->sum);
+    if (st != DPT_OK) {
+        m->pending = 1;
+        return st;
+    }
     /* divide by the expected batch size q n, not |B|: the batch size is private */
     const double qn = m->cfg.sample_rate * (double)m->cfg.n;
     if (!m->cfg.secure) {
-        DPT_TRY(dpt_privacy_noise_add_sum(&m->noise, m->sum, P, m->sigma, m->cfg.clip, 0, m->cfg.threads));
-        for (size_t j = 0; j < P; j++) m->noisy[j] = (float)(m->sum[j] / qn);
+        st = dpt_privacy_noise_add_sum(&m->noise, m->sum, P, m->sigma, m->cfg.clip, 0, m->cfg.threads);
+        for (size_t j = 0; st == DPT_OK && j < P; j++) m->noisy[j] = (float)(m->sum[j] / qn);
     } else {
         /* the lattice mechanism of secure DP-SGD (its sum is float too), rescaled in the same pass */
         for (size_t j = 0; j < P; j++) m->noisy[j] = (float)m->sum[j];
-        DPT_TRY(dpt_privacy_noise_add_secure_ex(&m->noise, m->noisy, P, m->sigma, m->cfg.clip, 1.0 / qn,
-                                                m->cfg.secure_sampler, m->cfg.threads));
+        st = dpt_privacy_noise_add_secure_ex(&m->noise, m->noisy, P, m->sigma, m->cfg.clip, 1.0 / qn,
+                                             m->cfg.secure_sampler, m->cfg.threads);
     }
+    /* a failure after noise was drawn keeps the batch spent: never release it with a
+     * second draw of the noise */
+    if (st != DPT_OK) return st;
     memcpy(out, m->noisy, P * sizeof *out);
-    m->pending = 0;
     return DPT_OK;
 }
 
