@@ -220,18 +220,6 @@ static void test_secure_keeps_data(void) {
     free(X), free(G), free(A);
 }
 
-static void naive_clipped_sum(const float *X, size_t n, size_t d, double C, double *sum, size_t *clipped) {
-    memset(sum, 0, d * sizeof(double));
-    *clipped = 0;
-    for (size_t i = 0; i < n; i++) {
-        double s = 0;
-        for (size_t j = 0; j < d; j++) s += (double)X[i * d + j] * X[i * d + j];
-        double f = sqrt(s) > C ? C / sqrt(s) : 1.0;
-        *clipped += sqrt(s) > C;
-        for (size_t j = 0; j < d; j++) sum[j] += f * X[i * d + j];
-    }
-}
-
 static void test_dp_mean_sensitivity(void) {
     const size_t n = 250, d = 7;
     const double C = 3.0;
@@ -239,7 +227,7 @@ static void test_dp_mean_sensitivity(void) {
     double *S = malloc(d * sizeof(double)), *R = malloc(d * sizeof(double)), *S2 = malloc(d * sizeof(double));
     size_t nc = 0, rc = 0;
     CHECK_OK(dpt_dp_mean_sum(X, n, d, C, S, &nc));
-    naive_clipped_sum(X, n, d, C, R, &rc);
+    tu_clipped_sum(X, n, d, C, R, &rc);
     CHECK(nc == rc && nc > 10 && nc < n - 10);
     for (size_t j = 0; j < d; j++) CHECK_CLOSE(S[j], R[j], 1e-9, 1e-12);
     /* neighbour: one row added, long (clipped) then short (kept as it is) */

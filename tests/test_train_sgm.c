@@ -52,17 +52,6 @@ static double norm_d(const double *v, size_t P) {
     return sqrt(s);
 }
 
-/* naive reference of the release before noise: sum_i g_i min(1, C / ||g_i||), in double */
-static void ref_clipped_sum(const float *g, size_t b, size_t P, double C, double *sum) {
-    memset(sum, 0, P * sizeof *sum);
-    for (size_t i = 0; i < b; i++) {
-        double sq = 0;
-        for (size_t j = 0; j < P; j++) sq += (double)g[i * P + j] * g[i * P + j];
-        double f = sqrt(sq) > C ? C / sqrt(sq) : 1.0;
-        for (size_t j = 0; j < P; j++) sum[j] += f * g[i * P + j];
-    }
-}
-
 /* ==== (1) sensitivity: neighbouring batches, clipped sums at most C apart ==== */
 static void test_sensitivity(void) {
     const size_t P = 40, b = 30;
@@ -95,7 +84,7 @@ static void test_sensitivity(void) {
         for (size_t j = 0; j < P; j++) CHECK_CLOSE(s1[j], g[j], 0, 1e-15);
         /* the sum against the naive reference */
         double *ref = malloc(P * sizeof *ref);
-        ref_clipped_sum(g, b + 1, P, C, ref);
+        tu_clipped_sum(g, b + 1, P, C, ref, NULL);
         CHECK_OK(dpt_sgm_clipped_sum(m, g, b + 1, s1));
         double worst = 0;
         for (size_t j = 0; j < P; j++) worst = fmax(worst, fabs(s1[j] - ref[j]));
@@ -159,7 +148,7 @@ static void test_scaling(void) {
         for (size_t i = 0; i < b1; i++) row_of_norm(g + i * P, P, C * (0.5 + 0.25 * (double)(i % 5)), &st);
         CHECK_OK(dpt_sgm_release(m1, g, b1, o1));
         CHECK_OK(dpt_sgm_release(m2, z, b1, o2)); /* the same noise on a zero sum */
-        ref_clipped_sum(g, b1, P, C, ref);
+        tu_clipped_sum(g, b1, P, C, ref, NULL);
         double worst = 0;
         for (size_t j = 0; j < P; j++) {
             double want = ref[j] / (q * (double)n), got = (double)o1[j] - (double)o2[j];
@@ -183,7 +172,7 @@ static void test_scaling(void) {
     float *g = malloc((b + 1) * P * sizeof *g);
     for (size_t i = 0; i < b; i++) row_of_norm(g + i * P, P, C * (0.5 + 0.5 * (double)(i % 4)), &st);
     CHECK_OK(dpt_sgm_release(ms, g, b, o1));
-    ref_clipped_sum(g, b, P, C, ref);
+    tu_clipped_sum(g, b, P, C, ref, NULL);
     double worst = 0;
     for (size_t j = 0; j < P; j++) {
         double want = ref[j] / (q * (double)n);

@@ -109,6 +109,19 @@ static inline const char *tu_tmpdir(void) {
     }
     return tu_tmpdir_path_;
 }
+/* Naive reference of a clipped sum: sum[d] = sum_i x_i min(1, C / ||x_i||) over the rows of
+ * X [n, d], in double; *clipped (may be NULL) counts the rows scaled down. */
+static inline void tu_clipped_sum(const float *X, size_t n, size_t d, double C, double *sum, size_t *clipped) {
+    memset(sum, 0, d * sizeof *sum);
+    if (clipped) *clipped = 0;
+    for (size_t i = 0; i < n; i++) {
+        double sq = 0;
+        for (size_t j = 0; j < d; j++) sq += (double)X[i * d + j] * X[i * d + j];
+        const double f = sqrt(sq) > C ? C / sqrt(sq) : 1.0;
+        if (clipped) *clipped += sqrt(sq) > C;
+        for (size_t j = 0; j < d; j++) sum[j] += f * X[i * d + j];
+    }
+}
 /* Cyclic Jacobi eigenvalues of a symmetric n x n matrix (naive reference for
  * LAPACK): A is overwritten, ev gets the diagonal after convergence (unsorted). */
 static inline void tu_jacobi_eigenvalues(double *A, size_t n, double *ev) {

@@ -210,14 +210,8 @@ def model_call(torch, model, params, args):
 
 def vmap_grad():
     """(vmap, grad) of torch.func (torch >= 2.0) or functorch (torch 1.13, Debian 12's), or None"""
-    try:
-        from torch.func import grad, vmap
-    except ImportError:
-        try:
-            from functorch import grad, vmap
-        except ImportError:
-            return None
-    return vmap, grad
+    from dptrain.torch_interop import _vmap_grad
+    return _vmap_grad()
 
 
 def per_example_grads(torch, model, vectorized=True):
