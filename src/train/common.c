@@ -1,5 +1,6 @@
 /* What the training algorithms share: chunk buffers and the forward/loss/backward prologue. */
 #include <dptrain/privacy.h>
+#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -82,6 +83,43 @@ dpt_status dpt_sgm_ledger_events(dpt_ledger *l, double q, double sigma_acct, siz
 
 double dpt_sgm_accounted_sigma(double sigma, int secure, size_t coords) {
     return secure ? dpt_privacy_secure_sigma_eff(sigma, coords) : sigma;
+}
+
+size_t dpt_poisson_batch_bound(size_t n, double q) {
+    const double mean = q * (double)n, c = ceil(mean + 6.0 * sqrt(mean) + 8.0);
+    return c >= (double)n ? n : (size_t)c;
+}
+
+dpt_status dpt_budget_steps_left(dpt_eps_after_fn eps, const void *ctx, double target, uint64_t cap,
+                                 uint64_t *left) {
+    double e;
+    *left = 0;
+    DPT_TRY(eps(ctx, 0, &e));
+    if (e > target) return DPT_OK;
+    uint64_t lo = 0, hi = 1; /* eps(lo) <= target */
+    for (;;) {
+        if (hi > cap) {
+            DPT_TRY(eps(ctx, cap, &e));
+            if (e <= target) {
+                *left = cap;
+                return DPT_OK;
+            }
+            hi = cap;
+            break;
+        }
+        DPT_TRY(eps(ctx, hi, &e));
+        if (e > target) break;
+        lo = hi;
+        hi *= 2;
+    }
+    while (hi - lo > 1) {
+        const uint64_t mid = lo + (hi - lo) / 2;
+        DPT_TRY(eps(ctx, mid, &e));
+        if (e <= target) lo = mid;
+        else hi = mid;
+    }
+    *left = lo;
+    return DPT_OK;
 }
 
 dpt_status dpt_algo_sgm_events(const dpt_algo *a, const dpt_trainer *t, dpt_ledger *l, int secure,

@@ -45,10 +45,7 @@ static size_t max_batch_for(const dpt_train_config *c, size_t n, double q) {
     switch (c->sampler) {
     case DPT_SAMPLER_SHUFFLE: mb = c->batch_size; break;
     case DPT_SAMPLER_FULL: mb = 1024; break;
-    default: {
-        double mean = q * (double)n;
-        mb = (size_t)ceil(mean + 6.0 * sqrt(mean) + 8.0);
-    }
+    default: mb = dpt_poisson_batch_bound(n, q);
     }
     if (mb > n) mb = n;
     return mb ? mb : 1;
@@ -141,54 +138,16 @@ static dpt_status ledger_sidecar_path(const dpt_trainer *t, char *buf, size_t n)
 
 /* epsilon (RDP, Balle conversion) of the ledger plus `more` steps of this run's events
  * (the algorithm's add_events, else SGM(q, sigma)). */
-static dpt_status ledger_eps_after(const dpt_trainer *t, uint64_t more, double *eps) {
+static dpt_status ledger_eps_after(const void *ctx, uint64_t more, double *eps) {
+    const dpt_trainer *t = ctx;
     if (!more) return dpt_ledger_epsilon(t->ledger, t->cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, eps);
-    char *js = NULL;
-    DPT_TRY(dpt_ledger_to_json(t->ledger, &js));
     dpt_ledger *l = NULL;
-    dpt_status s = dpt_ledger_from_json(js, &l);
-    free(js);
-    if (s == DPT_OK)
-        s = t->algo->add_events ? t->algo->add_events(t->algo, t, l, more)
-                                : dpt_ledger_add_sgm(l, t->cfg.sample_rate, t->algo->sigma, more);
+    DPT_TRY(dpt_ledger_copy(t->ledger, &l));
+    dpt_status s = t->algo->add_events ? t->algo->add_events(t->algo, t, l, more)
+                                       : dpt_ledger_add_sgm(l, t->cfg.sample_rate, t->algo->sigma, more);
     if (s == DPT_OK) s = dpt_ledger_epsilon(l, t->cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, eps);
     dpt_ledger_free(l);
     return s;
-}
-
-/* Largest number of further steps whose epsilon stays <= target (exponential search,
- * then bisection: O(log T) accountant calls once per run, none per step). */
-static dpt_status budget_steps_left(const dpt_trainer *t, uint64_t cap, uint64_t *left) {
-    double e;
-    DPT_TRY(ledger_eps_after(t, 0, &e));
-    if (e > t->cfg.target_epsilon) {
-        *left = 0;
-        return DPT_OK;
-    }
-    uint64_t lo = 0, hi = 1; /* eps(lo) <= target */
-    for (;;) {
-        if (hi > cap) {
-            DPT_TRY(ledger_eps_after(t, cap, &e));
-            if (e <= t->cfg.target_epsilon) {
-                *left = cap;
-                return DPT_OK;
-            }
-            break;
-        }
-        DPT_TRY(ledger_eps_after(t, hi, &e));
-        if (e > t->cfg.target_epsilon) break;
-        lo = hi;
-        hi *= 2;
-    }
-    if (hi > cap) hi = cap;
-    while (hi - lo > 1) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        DPT_TRY(ledger_eps_after(t, mid, &e));
-        if (e <= t->cfg.target_epsilon) lo = mid;
-        else hi = mid;
-    }
-    *left = lo;
-    return DPT_OK;
 }
 
 /* ==== Frozen layers ==== */
@@ -1347,7 +1306,7 @@ static dpt_status run_loop(dpt_trainer *t, dpt_epoch_result *last) {
             uint64_t to_max = t->cfg.max_steps > t->step ? t->cfg.max_steps - t->step : 0;
             if (to_max < cap) cap = to_max;
         }
-        DPT_TRY(budget_steps_left(t, cap, &left));
+        DPT_TRY(dpt_budget_steps_left(ledger_eps_after, t, t->cfg.target_epsilon, cap, &left));
         budget_end = t->step + left;
     }
     const int priv = t->algo->is_private;

@@ -150,7 +150,8 @@ static dpt_status ledger_resume(dpt_sgm *m) {
 }
 
 /* epsilon (RDP, Balle) of the ledger plus `more` steps of this mechanism */
-static dpt_status eps_after(const dpt_sgm *m, uint64_t more, double *eps) {
+static dpt_status eps_after(const void *ctx, uint64_t more, double *eps) {
+    const dpt_sgm *m = ctx;
     if (!more) return dpt_ledger_epsilon(m->ledger, m->cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, eps);
     dpt_ledger *l = NULL;
     DPT_TRY(dpt_ledger_copy(m->ledger, &l));
@@ -161,38 +162,12 @@ static dpt_status eps_after(const dpt_sgm *m, uint64_t more, double *eps) {
     return s;
 }
 
-/* The total steps target_epsilon allows: the largest T >= steps with eps(T) <= target
- * (exponential search then bisection, as the trainer's budget: O(log T) accountant calls
- * once, none per step; the events added later are the same ones, so it stays valid). */
+/* The total steps target_epsilon allows (the trainer's budget search; the events added
+ * later are the same ones, so it stays valid). */
 static dpt_status budget_compute(dpt_sgm *m) {
-    const double target = m->cfg.target_epsilon;
-    const uint64_t cap = SGM_MAX_STEPS - m->steps;
-    double e;
-    uint64_t lo = 0, hi = 1; /* eps(lo) <= target, as far as known */
-    DPT_TRY(eps_after(m, 0, &e));
-    if (e > target) {
-        hi = 0;
-    } else {
-        for (;;) {
-            if (hi >= cap) {
-                DPT_TRY(eps_after(m, cap, &e));
-                if (e <= target) lo = cap;
-                hi = cap;
-                break;
-            }
-            DPT_TRY(eps_after(m, hi, &e));
-            if (e > target) break;
-            lo = hi;
-            hi *= 2;
-        }
-        while (hi - lo > 1) {
-            uint64_t mid = lo + (hi - lo) / 2;
-            DPT_TRY(eps_after(m, mid, &e));
-            if (e <= target) lo = mid;
-            else hi = mid;
-        }
-    }
-    m->budget_end = m->steps + (hi == 0 ? 0 : lo);
+    uint64_t left = 0;
+    DPT_TRY(dpt_budget_steps_left(eps_after, m, m->cfg.target_epsilon, SGM_MAX_STEPS - m->steps, &left));
+    m->budget_end = m->steps + left;
     m->budget_known = 1;
     return DPT_OK;
 }
@@ -222,11 +197,6 @@ size_t dpt_sgm_batch_cap(const dpt_sgm *m) {
     return m ? m->cap : 0;
 }
 
-static size_t batch_cap(size_t n, double q) {
-    double mean = q * (double)n;
-    double c = ceil(mean + 6.0 * sqrt(mean) + 8.0);
-    return c >= (double)n ? n : (size_t)c;
-}
 
 /* One dpt_sgm per ledger file at a time: an exclusive flock on path + ".lock", held until
  * dpt_sgm_free. Two handles on one ledger (two resumes of it, or two fresh ones racing to
@@ -301,7 +271,7 @@ dpt_status dpt_sgm_new(const dpt_sgm_config *cfg, dpt_sgm **out) {
     s = cfg->secure ? dpt_rng_init_secure(&m->noise, DPT_STREAM_NOISE) : dpt_rng_init(&m->noise, seed, DPT_STREAM_NOISE);
     if (s != DPT_OK) goto fail;
     m->noise_live = 1;
-    m->cap = batch_cap(cfg->n, cfg->sample_rate);
+    m->cap = dpt_poisson_batch_bound(cfg->n, cfg->sample_rate);
     m->idx = dpt_alloc(cfg->n, sizeof *m->idx, "dpt_sgm batch indices");
     m->fac = dpt_alloc(m->cap, sizeof *m->fac, "dpt_sgm clipping factors");
     m->sum = dpt_alloc(cfg->dim, sizeof *m->sum, "dpt_sgm clipped sum");

@@ -184,6 +184,15 @@ dpt_status dpt_algo_sgm_events(const dpt_algo *a, const dpt_trainer *t, dpt_ledg
  * event: SGM(q, sigma_acct), or with secure noise from the table sampler sgm_dgauss events
  * carrying the sampler's distance for the coords coordinates (dpt_privacy_secure_distance). */
 double dpt_sgm_accounted_sigma(double sigma, int secure, size_t coords);
+/* The buffers' bound on a Poisson batch of rate q over n examples: min(n, ceil(q n +
+ * 6 sqrt(q n) + 8)) (a larger batch has probability below 1e-9 and is chunked, never cut). */
+size_t dpt_poisson_batch_bound(size_t n, double q);
+/* eps(ctx, more): the epsilon after `more` further steps (non-decreasing in more). */
+typedef dpt_status (*dpt_eps_after_fn)(const void *ctx, uint64_t more, double *eps);
+/* The budget: the largest k in [0, cap] with eps(k) <= target (0 also when eps(0) is above
+ * it): exponential search, then bisection, O(log k) accountant calls once, none per step. */
+dpt_status dpt_budget_steps_left(dpt_eps_after_fn eps, const void *ctx, double target, uint64_t cap,
+                                 uint64_t *left);
 dpt_status dpt_sgm_ledger_events(dpt_ledger *l, double q, double sigma_acct, size_t coords, int secure,
                                  dpt_dgauss_method sampler, uint64_t count);
 /* DP-SGD keeps a Conv2d layer's per-example gradients between its norms and its clipped
