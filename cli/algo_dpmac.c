@@ -177,7 +177,7 @@ static int run_pca(cli_algo_ctx *c) {
     double t0 = dpt_now();
     if (center_sigma_seen && V && mu && ptr && (pte || !(te && te->n))) {
         /* DP mean on its own noise stream (independent of the PCA's and the training's) */
-        s = c->priv->secure ? dpt_rng_init_secure(&r, DPT_STREAM_NOISE)
+        s = c->priv->secure || !c->cfg->seed ? dpt_rng_init_secure(&r, DPT_STREAM_NOISE)
                             : dpt_rng_init(&r, dpt_dp_mean_seed(c->cfg->seed), DPT_STREAM_NOISE);
         if (s == DPT_OK) {
             s = dpt_dp_mean(tr->x, tr->n, d, center_clip, center_sigma, &r, c->priv->secure, c->cfg->threads, mu,
@@ -198,7 +198,7 @@ static int run_pca(cli_algo_ctx *c) {
                     center_sigma);
     }
     if (V && mu && ptr && (pte || !(te && te->n))) {
-        s = c->priv->secure ? dpt_rng_init_secure(&r, DPT_STREAM_NOISE)
+        s = c->priv->secure || !c->cfg->seed ? dpt_rng_init_secure(&r, DPT_STREAM_NOISE)
                             : dpt_rng_init(&r, dpt_dp_pca_seed(c->cfg->seed), DPT_STREAM_NOISE);
         live = s == DPT_OK;
     }
@@ -304,9 +304,9 @@ static void dpmac_describe(const cli_algo_ctx *c, FILE *f) {
     if (taylor_order == 2)
         snprintf(order2, sizeof order2, ", second order: Theta2 %g, %ld W-steps per batch", clip2, w_steps);
     fprintf(f, "  algorithm dpmac (sigma %g, Theta %g%s, %ld z-steps at lr %g, mu %g, %s, q %g = expected batch %.1f, "
-               "delta %g), %s lr %g, %ld epochs, seed %" PRIu64 ", %d threads, run dir %s%s\n",
+               "delta %g), %s lr %g, %ld epochs, seed %s, %d threads, run dir %s%s\n",
             S.sigma, p->clip, order2, z_steps, z_lr, z_mu, pca, c->cfg->sample_rate, c->cfg->sample_rate * (double)c->train->n,
-            p->delta, c->optimizer, c->cfg->optim.lr, c->epochs, c->cfg->seed, dpt_threads_resolve(c->cfg->threads),
+            p->delta, c->optimizer, c->cfg->optim.lr, c->epochs, cli_seed_text(c->cfg), dpt_threads_resolve(c->cfg->threads),
             c->out, c->resume ? " (resumed)" : "");
 }
 
@@ -382,9 +382,9 @@ static int mac_make(cli_algo_ctx *c, dpt_algo **out) {
 
 static void mac_describe(const cli_algo_ctx *c, FILE *f) {
     fprintf(f, "  algorithm mac (non-private method of auxiliary coordinates: no clipping, no noise, no privacy "
-               "guarantee; %ld z-steps at lr %g), %s lr %g, %s batches of %zu, %ld epochs, seed %" PRIu64
+               "guarantee; %ld z-steps at lr %g), %s lr %g, %s batches of %zu, %ld epochs, seed %s"
                ", %d threads, run dir %s%s\n",
-            z_steps, z_lr, c->optimizer, c->cfg->optim.lr, c->sampler, c->cfg->batch_size, c->epochs, c->cfg->seed,
+            z_steps, z_lr, c->optimizer, c->cfg->optim.lr, c->sampler, c->cfg->batch_size, c->epochs, cli_seed_text(c->cfg),
             dpt_threads_resolve(c->cfg->threads), c->out, c->resume ? " (resumed)" : "");
 }
 

@@ -88,9 +88,9 @@ static int dpsgd_make(cli_algo_ctx *c, dpt_algo **out) {
 static void dpsgd_describe(const cli_algo_ctx *c, FILE *f) {
     const cli_privacy_flags *p = c->priv;
     fprintf(f, "  algorithm dpsgd (sigma %g, C %g, %s clipping, q %g = expected batch %.1f, delta %g), "
-               "%s lr %g, %ld epochs, seed %" PRIu64 ", %d threads, run dir %s%s\n",
+               "%s lr %g, %ld epochs, seed %s, %d threads, run dir %s%s\n",
             S.sigma, p->clip, p->clip_mode, c->cfg->sample_rate, c->cfg->sample_rate * (double)c->train->n, p->delta,
-            c->optimizer, c->cfg->optim.lr, c->epochs, c->cfg->seed, dpt_threads_resolve(c->cfg->threads), c->out,
+            c->optimizer, c->cfg->optim.lr, c->epochs, cli_seed_text(c->cfg), dpt_threads_resolve(c->cfg->threads), c->out,
             c->resume ? " (resumed)" : "");
 }
 

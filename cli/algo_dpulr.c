@@ -186,16 +186,16 @@ static void dpulr_describe(const cli_algo_ctx *c, FILE *f) {
     const cli_privacy_flags *p = c->priv;
     if (S.accounted)
         fprintf(f, "  algorithm dpulr (%s noise, sigma0 %g, C %g, K %ld%s%s, s %s%g, q %g = expected batch %.1f, N_B %" PRIu64
-                   ", delta %g), %s lr %g, %ld epochs, seed %" PRIu64 ", %d threads, run dir %s%s\n",
+                   ", delta %g), %s lr %g, %ld epochs, seed %s, %d threads, run dir %s%s\n",
                 NOISE, SIGMA0, p->clip, K, ANTITHETIC ? ", antithetic" : "", S.baseline ? ", baseline" : "",
                 S.noise == DPT_ULR_CONTROLLER ? "floor " : "", S.std, c->cfg->sample_rate,
                 c->cfg->sample_rate * (double)c->train->n, S.nb, p->delta, c->optimizer, c->cfg->optim.lr, c->epochs,
-                c->cfg->seed, dpt_threads_resolve(c->cfg->threads), c->out, c->resume ? " (resumed)" : "");
+                cli_seed_text(c->cfg), dpt_threads_resolve(c->cfg->threads), c->out, c->resume ? " (resumed)" : "");
     else
         fprintf(f, "  algorithm dpulr NOT ACCOUNTED (shuffled batches of %zu; %s noise, sigma0 %g, C %g, K %ld%s%s), %s lr "
-                   "%g, %ld epochs, seed %" PRIu64 ", run dir %s%s\n",
+                   "%g, %ld epochs, seed %s, run dir %s%s\n",
                 c->cfg->batch_size, NOISE, SIGMA0, p->clip, K, ANTITHETIC ? ", antithetic" : "",
-                S.baseline ? ", baseline" : "", c->optimizer, c->cfg->optim.lr, c->epochs, c->cfg->seed,
+                S.baseline ? ", baseline" : "", c->optimizer, c->cfg->optim.lr, c->epochs, cli_seed_text(c->cfg),
                 c->out, c->resume ? " (resumed)" : "");
 }
 
@@ -257,9 +257,9 @@ static int ulr_make(cli_algo_ctx *c, dpt_algo **out) {
 
 static void ulr_describe(const cli_algo_ctx *c, FILE *f) {
     fprintf(f, "  algorithm ulr (non-private forward learning: no privacy guarantee; K %ld, s %g%s%s), %s lr %g, %s "
-               "batches of %zu, %ld epochs, seed %" PRIu64 ", %d threads, run dir %s%s\n",
+               "batches of %zu, %ld epochs, seed %s, %d threads, run dir %s%s\n",
             K, S.std, ANTITHETIC ? ", antithetic" : "", S.baseline ? ", baseline" : "", c->optimizer, c->cfg->optim.lr,
-            c->sampler, c->cfg->batch_size, c->epochs, c->cfg->seed, dpt_threads_resolve(c->cfg->threads), c->out,
+            c->sampler, c->cfg->batch_size, c->epochs, cli_seed_text(c->cfg), dpt_threads_resolve(c->cfg->threads), c->out,
             c->resume ? " (resumed)" : "");
 }
 

@@ -128,14 +128,14 @@ static int ngd_make(cli_algo_ctx *c, dpt_algo **out) {
 
 static void ngd_describe(const cli_algo_ctx *c, FILE *f) {
     fprintf(f, "  algorithm noisy-gd (full batch, eta %g, sigma %g: step noise std %.4g per parameter%s), "
-               "KL over %s neighbours with the %s constant, %ld epochs (= steps), seed %" PRIu64 ", %d threads, "
+               "KL over %s neighbours with the %s constant, %ld epochs (= steps), seed %s, %d threads, "
                "run dir %s\n",
             eta, lsigma, sqrt(2.0 * eta) * lsigma, linearized ? ", linearized network" : "", neighbours, constant,
-            c->epochs, c->cfg->seed, dpt_threads_resolve(c->cfg->threads), c->out);
+            c->epochs, cli_seed_text(c->cfg), dpt_threads_resolve(c->cfg->threads), c->out);
     if (runs > 1)
-        fprintf(f, "  %ld runs: run k uses seed %" PRIu64 " + k - 1 and writes %s/run<k>/; %s/metrics.jsonl gets "
+        fprintf(f, "  %ld runs: run k uses seed %s + k - 1 and writes %s/run<k>/; %s/metrics.jsonl gets "
                    "the mean and std over runs\n",
-                runs, c->cfg->seed, c->out, c->out);
+                runs, cli_seed_text(c->cfg), c->out, c->out);
 }
 
 /* --overwrite: the trainer removes its own files from its directory (OUT, or OUT/run1 with
@@ -335,7 +335,8 @@ static int write_aggregate(const cli_algo_ctx *c) {
         }
         cli_json_number(o, "runs", (double)runs);
         char sb[32];
-        snprintf(sb, sizeof sb, "%" PRIu64, S.tcfg.seed);
+        if (!S.tcfg.seed_from_os) snprintf(sb, sizeof sb, "%" PRIu64, S.tcfg.seed);
+        else snprintf(sb, sizeof sb, "os"); /* every run drew its own seed from the OS */
         cJSON_AddStringToObject(o, "seed_first", sb);
         cJSON_AddStringToObject(o, "runs_note", "run k (1..runs) used seed seed_first + k - 1 and wrote run<k>/; "
                                                 "<key>_mean / <key>_std: mean and sample standard deviation "
@@ -359,8 +360,10 @@ static int write_aggregate(const cli_algo_ctx *c) {
         else if (fprintf(f, "%s\n", line) < 0) rc = cli_failf("%s: write failed", path);
         if (e == E - 1 && !rc) {
             double mu, sd;
-            printf("over %ld runs (seeds %" PRIu64 "..%" PRIu64 "), mean and std of each run's worst case: ", runs,
-                   S.tcfg.seed, S.tcfg.seed + (uint64_t)runs - 1);
+            if (!S.tcfg.seed_from_os)
+                printf("over %ld runs (seeds %" PRIu64 "..%" PRIu64 "), mean and std of each run's worst case: ", runs,
+                       S.tcfg.seed, S.tcfg.seed + (uint64_t)runs - 1);
+            else printf("over %ld runs (seeds from the OS), mean and std of each run's worst case: ", runs);
             if (mean_std(m, runs, e, "kl_worst", &mu, &sd)) printf("KL estimate %.6g +- %.6g", mu, sd);
             if (mean_std(m, runs, e, "test_accuracy", &mu, &sd))
                 printf("%stest accuracy %.2f%% +- %.2f%%", S.cfg.kl ? ", " : "", 100 * mu, 100 * sd);
@@ -382,17 +385,19 @@ static int more_runs(const cli_algo_ctx *c) {
     char dir[1100], label[64];
     for (long k = 2; k <= runs; k++) {
         dpt_train_config tc = S.tcfg;
-        tc.seed = S.tcfg.seed + (uint64_t)(k - 1);
+        /* an OS seed: each run draws its own */
+        tc.seed = S.tcfg.seed_from_os ? 0 : S.tcfg.seed + (uint64_t)(k - 1);
+        tc.seed_from_os = 0;
         snprintf(dir, sizeof dir, "%s/run%ld", c->out, k);
         tc.out_dir = dir;
-        if (!c->quiet) fprintf(stderr, "dptrain: noisy-gd run %ld of %ld (seed %" PRIu64 ")\n", k, runs, tc.seed);
+        if (!c->quiet) fprintf(stderr, "dptrain: noisy-gd run %ld of %ld (seed %s)\n", k, runs, cli_seed_text(&tc));
         dpt_algo *a = NULL;
         dpt_trainer *t = NULL;
         dpt_epoch_result r;
         if (dpt_algo_noisy_gd_new(&S.cfg, &a) != DPT_OK) return cli_fail("--algo noisy-gd");
         if (dpt_trainer_new(&tc, c->train, c->test, a, &t) != DPT_OK) return cli_fail("train");
         int rc = dpt_trainer_run(t, &r) != DPT_OK ? cli_fail("train") : 0;
-        snprintf(label, sizeof label, "run %ld (seed %" PRIu64 "): ", k, tc.seed);
+        snprintf(label, sizeof label, "run %ld (seed %s): ", k, cli_seed_text(&tc));
         if (!rc && S.cfg.kl) rc = report_one(a, dir, label);
         if (!rc && S.cfg.kl) rc = sum_candidates(a);
         dpt_trainer_free(t);
@@ -407,7 +412,7 @@ static int ngd_report(const cli_algo_ctx *c, dpt_trainer *t) {
     int rc = 0;
     if (S.cfg.kl) {
         char label[64] = "";
-        if (runs > 1) snprintf(label, sizeof label, "run 1 (seed %" PRIu64 "): ", S.tcfg.seed);
+        if (runs > 1) snprintf(label, sizeof label, "run 1 (seed %s): ", cli_seed_text(&S.tcfg));
         rc = report_one(S.algo, runs > 1 ? S.dir1 : c->out, label);
         if (!rc && linearized) printf("  (linearized network; the test accuracy below is of the ReLU network at W)\n");
     }

@@ -45,9 +45,9 @@ static int pdp_make(cli_algo_ctx *c, dpt_algo **out) {
 
 static void pdp_describe(const cli_algo_ctx *c, FILE *f) {
     fprintf(f, "  algorithm pdp-sgd (kappa %g%s, lambda %g; no formal DP guarantee), %s lr %g, %s batches of %zu, "
-               "%ld epochs, seed %" PRIu64 ", %d threads, run dir %s%s\n",
+               "%ld epochs, seed %s, %d threads, run dir %s%s\n",
             g_kappa_used, g_pdp_sigma_seen ? " = (lr*pdp-sigma)^2" : "", g_lambda, c->optimizer, c->cfg->optim.lr,
-            c->sampler, c->cfg->batch_size, c->epochs, c->cfg->seed, dpt_threads_resolve(c->cfg->threads), c->out,
+            c->sampler, c->cfg->batch_size, c->epochs, cli_seed_text(c->cfg), dpt_threads_resolve(c->cfg->threads), c->out,
             c->resume ? " (resumed)" : "");
 }
 
@@ -85,9 +85,9 @@ static int prop_make(cli_algo_ctx *c, dpt_algo **out) {
 
 static void prop_describe(const cli_algo_ctx *c, FILE *f) {
     fprintf(f, "  algorithm proportional-noise (relative weight noise lr*%g = %g per step; no formal DP guarantee), "
-               "%s lr %g, %s batches of %zu, %ld epochs, seed %" PRIu64 ", %d threads, run dir %s%s\n",
+               "%s lr %g, %s batches of %zu, %ld epochs, seed %s, %d threads, run dir %s%s\n",
             g_prop_sigma, g_prop_sigma * c->cfg->optim.lr, c->optimizer, c->cfg->optim.lr, c->sampler,
-            c->cfg->batch_size, c->epochs, c->cfg->seed, dpt_threads_resolve(c->cfg->threads), c->out,
+            c->cfg->batch_size, c->epochs, cli_seed_text(c->cfg), dpt_threads_resolve(c->cfg->threads), c->out,
             c->resume ? " (resumed)" : "");
 }
 

@@ -9,9 +9,9 @@ static int sgd_make(cli_algo_ctx *c, dpt_algo **out) {
 }
 
 static void sgd_describe(const cli_algo_ctx *c, FILE *f) {
-    fprintf(f, "  algorithm sgd (non-private: no privacy guarantee), %s lr %g, %s batches of %zu, %ld epochs, seed %" PRIu64
+    fprintf(f, "  algorithm sgd (non-private: no privacy guarantee), %s lr %g, %s batches of %zu, %ld epochs, seed %s"
                ", %d threads, run dir %s%s\n",
-            c->optimizer, c->cfg->optim.lr, c->sampler, c->cfg->batch_size, c->epochs, c->cfg->seed,
+            c->optimizer, c->cfg->optim.lr, c->sampler, c->cfg->batch_size, c->epochs, cli_seed_text(c->cfg),
             dpt_threads_resolve(c->cfg->threads), c->out, c->resume ? " (resumed)" : "");
 }
 

@@ -130,6 +130,8 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
     const char *init = dpt_ledger_get_meta(l, "initial_params");
     /* layers that kept their starting values (dpt_train_config.freeze) */
     const char *frozen = dpt_ledger_get_meta(l, "frozen_layers");
+    /* "caller": the run's seed was chosen, so whoever knows it can regenerate the noise */
+    const char *seed_src = dpt_ledger_get_meta(l, "seed_source");
     if (json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "ledger", path);
@@ -147,6 +149,7 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
         if (excl) cJSON_AddStringToObject(o, "epsilon_excludes", excl);
         if (init) cJSON_AddStringToObject(o, "initial_params", init);
         if (frozen) cJSON_AddStringToObject(o, "frozen_layers", frozen);
+        if (seed_src) cJSON_AddStringToObject(o, "seed_source", seed_src);
         if (pld)
             cli_json_number(o, "epsilon_pld", e_pld);
         else
@@ -169,6 +172,11 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
         else
             printf("epsilon (PLD)   n/a (ledger has RDP-curve or (eps, delta) events)\n");
         if (excl) print_text("NOT covered     ", excl);
+        if (seed_src && !strcmp(seed_src, "caller"))
+            printf("seed            chosen by the caller: whoever knows it can regenerate the batches and the noise; "
+                   "the epsilon holds only while it stays secret\n");
+        else if (seed_src)
+            printf("seed            drawn from the OS (kept in the run's secret file)\n");
         if (init) {
             print_text("started from    ", init);
             printf("                (the epsilon assumes these parameters do not depend on the training data)\n");

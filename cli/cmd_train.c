@@ -249,7 +249,7 @@ static int cmd_train(int argc, char **argv) {
     int loss_seen = 0, no_feature_cache = 0;
     double lr = 1e-3, momentum = 0.0, weight_decay = 0.0, sample_rate = 0.0;
     long batch = 256, epochs = 5, threads = 0, max_train = 0, max_test = 0, shards = 0;
-    uint64_t seed = 1, max_steps = 0;
+    uint64_t seed = 0, max_steps = 0;
     int resume = 0, overwrite = 0, quiet = 0, no_progress = 0, lr_seen = 0, momentum_seen = 0, wd_seen = 0;
     int sampler_seen = 0, sample_rate_seen = 0, batch_seen = 0, model_seen = 0, init_seen = 0;
     double norm_sigma = 0.0, norm_clip = 0.0;
@@ -288,7 +288,10 @@ static int cmd_train(int argc, char **argv) {
         {"--sample-rate", CLI_DOUBLE, &sample_rate, "Q", "poisson sampling rate q in (0, 1] (overrides B/N)", &sample_rate_seen},
         {"--epochs", CLI_LONG, &epochs, "E", "epochs to train (poisson: an epoch is round(1/q) steps)", NULL},
         {"--max-steps", CLI_U64, &max_steps, "T", "stop after T steps in total (0 = no limit)", NULL},
-        {"--seed", CLI_U64, &seed, "S", "seed of every random stream (init, sampling, noise)", NULL},
+        {"--seed", CLI_U64, &seed, "S", "seed of every random stream (init, sampling, noise); 0 (default): drawn "
+                                     "from the OS and kept only in RUN/dptrain.secret; S > 0 makes the run "
+                                     "reproducible, and anyone who knows S can regenerate its batches and noise "
+                                     "(private runs say so in the ledger, metrics and checkpoint)", NULL},
         {"--threads", CLI_LONG, &threads, "N", "threads (0 = all cores; under mpirun: per rank, cores / ranks on the host)", NULL},
         {"--shards", CLI_LONG, &shards, "S", "data-parallel shards: same result on any number of MPI ranks "
                                             "(0 = ranks; see docs/distributed.md)", NULL},
@@ -450,6 +453,36 @@ static int cmd_train(int argc, char **argv) {
         cli_init_from_close(&ifr);
         return rc;
     }
+    /* Seed 0: drawn from the OS here, so the releases made before the trainer (DP
+     * normalization, DP-PCA) and the training use one secret seed; a resume takes the run's
+     * from its secret file (those releases are then regenerated, never drawn anew). Every
+     * rank uses rank 0's. */
+    int seed_from_os = 0;
+    if (seed == 0) {
+        dpt_status ss = DPT_OK;
+        if (rank == 0 && resume) {
+            char kp[1100];
+            struct stat kst;
+            snprintf(kp, sizeof kp, "%s/%s", out, DPT_RUN_KEY_FILE);
+            /* no secret file: the trainer refuses, or (allowed) draws new streams */
+            if (lstat(kp, &kst) == 0) ss = dpt_run_secret_seed(out, &seed, &seed_from_os);
+        }
+        if (ss == DPT_OK && seed == 0 && rank == 0) {
+            ss = dpt_os_random_u64(&seed);
+            seed_from_os = 1;
+        }
+        if (ss == DPT_OK && dpt_comm_size() > 1) {
+            uint64_t msg[2] = {seed, (uint64_t)seed_from_os};
+            ss = dpt_comm_bcast(msg, sizeof msg, 0);
+            seed = msg[0], seed_from_os = (int)msg[1];
+        }
+        if (ss != DPT_OK) {
+            cli_init_from_close(&ifr);
+            return cli_refuse(ss, "--resume");
+        }
+        if (seed == 0) seed = 1, seed_from_os = 1; /* a 2^-64 draw: any non-zero value serves */
+    }
+    cfg.seed_from_os = seed_from_os;
     cli_data_opts dopts = {.dataset = dataset, .data_dir = data_dir, .normalize = normalize, .classes = classes,
                            .max_train = max_train, .max_test = max_test, .targets = targets};
     dopts.private_ = A->uses_privacy_flags || A->states_privacy;

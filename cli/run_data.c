@@ -277,7 +277,8 @@ static dpt_status fresh_normalizer(const cli_data_opts *o, const char *r, const 
         /* named datasets hold values in [-1, 1]: ||(a_i, b_i)|| <= sqrt(2K), nothing clipped */
         const double C = o->norm_clip_seen ? o->norm_clip : sqrt(2.0 * (double)K);
         dpt_rng rng;
-        DPT_TRY(o->secure ? dpt_rng_init_secure(&rng, DPT_STREAM_NOISE)
+        /* seed 0: the run's seed is the OS's, so is this stream's */
+        DPT_TRY(o->secure || !o->seed ? dpt_rng_init_secure(&rng, DPT_STREAM_NOISE)
                           : dpt_rng_init(&rng, dpt_dp_norm_seed(o->seed), DPT_STREAM_NOISE));
         dpt_status s = dpt_dp_normalizer_fit(train, k->mode, C, o->norm_sigma, &rng, o->secure, o->threads, nz, NULL);
         dpt_rng_free(&rng);

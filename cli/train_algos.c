@@ -56,8 +56,12 @@ int cli_report_ledger(const cli_algo_ctx *c, dpt_trainer *t, double sigma) {
 
 void cli_ledger_excludes(const struct dpt_ledger *l, char *buf, size_t n) {
     const char *ex = l ? dpt_ledger_get_meta(l, "epsilon_excludes") : NULL;
+    const char *seed = l ? dpt_ledger_get_meta(l, "seed_source") : NULL;
     if (n) buf[0] = 0;
     if (ex && n) snprintf(buf, n, "  [this epsilon does NOT cover: %s]", ex);
+    size_t used = n ? strlen(buf) : 0;
+    if (seed && !strcmp(seed, "caller") && used < n)
+        snprintf(buf + used, n - used, "  [SEEDED run (--seed): holds only while the seed stays secret]");
 }
 
 int cli_poisson_privacy_setup(cli_algo_ctx *c) {
@@ -96,7 +100,18 @@ void cli_print_noise_mode(const cli_algo_ctx *c) {
         fprintf(stderr, "dptrain: secure mode: OS-seeded noise and batch sampling (never logged), discrete Gaussian "
                         "noise on a lattice (table sampler; its distance from the exact one is accounted in the "
                         "epsilon)\n");
+    else if (!c->cfg->seed || c->cfg->seed_from_os)
+        fprintf(stderr, "dptrain: seed drawn from the OS (kept in RUN/dptrain.secret, mode 0600, never in the "
+                        "checkpoint, ledger or metrics); floating-point Gaussian noise (--secure for lattice noise)\n");
     else
-        fprintf(stderr, "dptrain: reproducible mode (seed %" PRIu64 " logged; the noise can be regenerated from "
-                        "it): NOT the secure mode (--secure)\n", c->cfg->seed);
+        fprintf(stderr, "dptrain: SEEDED run (--seed %" PRIu64 "): anyone who knows the seed can regenerate the "
+                        "batches and the noise, and the epsilon holds only while it stays secret; the ledger, "
+                        "metrics and checkpoint say so (omit --seed to draw it from the OS)\n", c->cfg->seed);
+}
+
+const char *cli_seed_text(const dpt_train_config *cfg) {
+    static _Thread_local char buf[48];
+    if (!cfg->seed || cfg->seed_from_os) return "from the OS";
+    snprintf(buf, sizeof buf, "%" PRIu64 " (chosen)", cfg->seed);
+    return buf;
 }

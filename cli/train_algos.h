@@ -91,6 +91,8 @@ void cli_ledger_excludes(const struct dpt_ledger *l, char *buf, size_t n);
 int cli_poisson_privacy_setup(cli_algo_ctx *c);
 /* The reproducible / secure mode notice (stderr). */
 void cli_print_noise_mode(const cli_algo_ctx *c);
+/* "from the OS" for seed 0 or an OS-drawn seed, else "S (chosen)" (a static buffer per thread). */
+const char *cli_seed_text(const dpt_train_config *cfg);
 /* --secure-sampler as a dpt_dgauss_method; 0, or the exit code after the error (the flag
  * without --secure, an unknown name). */
 int cli_secure_sampler(const cli_algo_ctx *c, dpt_dgauss_method *out);

@@ -597,22 +597,32 @@ static int file_holds(const char *path, const uint8_t h[32]) {
 }
 
 /* the run key in dir (0: no valid key file) and its mode */
+/* The whole secret file (malloc'd text; NULL when absent). */
+static char *read_secret(const char *dir) {
+    FILE *f = fopen(path_in(dir, DPT_RUN_KEY_FILE), "rb");
+    if (!f) return NULL;
+    char *text = calloc(1, 65536);
+    size_t n = text ? fread(text, 1, 65535, f) : 0;
+    fclose(f);
+    if (text) text[n] = 0;
+    return text;
+}
+
+/* The run key of the secret file (format 2: "key": "<64 hex>") and its mode. */
 static int read_key(const char *dir, uint8_t key[32], unsigned *mode) {
-    const char *p = path_in(dir, DPT_RUN_KEY_FILE);
     struct stat st;
-    FILE *f = fopen(p, "rb");
-    char text[128] = "";
-    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
-    if (f) fclose(f);
-    if (mode) *mode = stat(p, &st) == 0 ? (unsigned)(st.st_mode & 0777) : 0;
-    const char *magic = "dptrain-run-key 1\n";
-    if (n != strlen(magic) + 65 || strncmp(text, magic, strlen(magic)) || text[n - 1] != '\n') return 0;
-    for (int i = 0; i < 32; i++) {
+    if (mode) *mode = stat(path_in(dir, DPT_RUN_KEY_FILE), &st) == 0 ? (unsigned)(st.st_mode & 0777) : 0;
+    char *text = read_secret(dir);
+    const char *k = text ? strstr(text, "\"key\":\"") : NULL;
+    int ok = k && text[0] == '{';
+    for (int i = 0; ok && i < 32; i++) {
         unsigned v;
-        if (sscanf(text + strlen(magic) + 2 * i, "%2x", &v) != 1) return 0;
+        ok = sscanf(k + 7 + 2 * i, "%2x", &v) == 1;
         key[i] = (uint8_t)v;
     }
-    return 1;
+    ok = ok && k[7 + 64] == '"';
+    free(text);
+    return ok;
 }
 
 static void ledger_meta(const char *dir, const char *key, char *out, size_t n) {
@@ -678,10 +688,11 @@ static void test_data_key(void) {
     CHECK_ERR_HAS(DPT_RUN_KEY_FILE " is missing");
     CHECK_ERR_HAS("allow_ledger_mismatch");
     CHECK(ckpt_step(da) == 25 && ledger_file_steps(da) == 25);
-    /* a malformed key file is refused as such */
+    /* a malformed secret file is refused as such */
     append(path_in(da, DPT_RUN_KEY_FILE), "dptrain-run-key 1\n0123\n");
+    chmod(path_in(da, DPT_RUN_KEY_FILE), 0600);
     CHECK_STATUS(session(&c, 1, 0, 1, NULL, NULL, NULL), DPT_EFORMAT);
-    CHECK_ERR_HAS("not a run key file");
+    CHECK_ERR_HAS("not a dptrain run secret");
     /* allowed: the run continues under a new key and the ledger records why */
     unlink(path_in(da, DPT_RUN_KEY_FILE));
     c.allow_ledger_mismatch = 1;
@@ -855,6 +866,137 @@ static void test_silence(void) {
     CHECK(stat(cap, &st) == 0 && st.st_size == 0);
 }
 
+
+/* ==== seeds and the secret file (issue 38, item 2) ==== */
+
+/* 1 when the file's bytes contain `text` */
+static int file_has_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    char *b = calloc(1, 1 << 20);
+    size_t n = b ? fread(b, 1, (1 << 20) - 1, f) : 0;
+    fclose(f);
+    int hit = 0;
+    for (size_t i = 0; b && i + strlen(text) <= n && !hit; i++) hit = !memcmp(b + i, text, strlen(text));
+    free(b);
+    return hit;
+}
+
+static void copy_file(const char *from, const char *to) {
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    CHECK(a && b);
+    char buf[8192];
+    size_t n;
+    while (a && b && (n = fread(buf, 1, sizeof buf, a)) > 0) CHECK(fwrite(buf, 1, n, b) == n);
+    if (a) fclose(a);
+    if (b) fclose(b);
+    struct stat st;
+    if (stat(from, &st) == 0) chmod(to, st.st_mode & 0777);
+}
+
+static void test_seeds(void) {
+    float th1[NP], th2[NP], th3[NP];
+    /* The default seed is drawn from the OS: two private runs of the same data and
+     * settings publish different parameters (with a fixed default, retraining with and
+     * without a record and comparing them bit for bit would test membership). */
+    const char *d1 = new_dir("seed_os1"), *d2 = new_dir("seed_os2");
+    dpt_train_config c = cfg_for(d1, 1);
+    c.seed = 0;
+    c.epochs = 1;
+    CHECK(dpt_train_config_defaults().seed == 0);
+    CHECK_OK(session(&c, 1, 0, 0, NULL, th1, NULL));
+    c.out_dir = d2;
+    CHECK_OK(session(&c, 1, 0, 0, NULL, th2, NULL));
+    CHECK(memcmp(th1, th2, sizeof th1) != 0);
+    /* what the run publishes names neither the seed nor a stream state, and says where
+     * the seed came from; the secret file (mode 0600) holds them */
+    char got[128];
+    ckpt_field(d1, "seed_source", got, sizeof got);
+    CHECK(!strcmp(got, "os"));
+    const char *pub[] = {"checkpoint.safetensors", "ledger.json", "metrics.jsonl"};
+    for (int i = 0; i < 3; i++) {
+        CHECK(file_has_text(path_in(d1, pub[i]), "\"seed\"") == 0);
+        CHECK(file_has_text(path_in(d1, pub[i]), "noise_rng") == 0);
+        CHECK(file_has_text(path_in(d1, pub[i]), "\"substreams\"") == 0);
+    }
+    CHECK(file_has_text(path_in(d1, "metrics.jsonl"), "\"seed_source\":\"os\"") == 1);
+    ledger_meta(d1, "seed_source", got, sizeof got);
+    CHECK(!strcmp(got, "os"));
+    unsigned mode = 0;
+    uint8_t key[32];
+    CHECK(read_key(d1, key, &mode) && mode == 0600);
+    char *sec = read_secret(d1);
+    CHECK(sec && strstr(sec, "\"seed\":\"") && strstr(sec, "\"noise_rng\"") && strstr(sec, "\"seed_source\":\"os\""));
+    free(sec);
+
+    /* A resume continues the run's own streams from the secret file: two copies of the
+     * directory resumed for one more epoch publish identical parameters. */
+    const char *d3 = new_dir("seed_os_copy");
+    CHECK(mkdir(d3, 0755) == 0);
+    const char *files[] = {"checkpoint.safetensors", "ledger.json", "metrics.jsonl", DPT_RUN_KEY_FILE};
+    for (int i = 0; i < 4; i++) copy_file(path_in(d1, files[i]), path_in(d3, files[i]));
+    c.epochs = 2;
+    c.out_dir = d1;
+    CHECK_OK(session(&c, 1, 0, 1, NULL, th1, NULL));
+    c.out_dir = d3;
+    CHECK_OK(session(&c, 1, 0, 1, NULL, th3, NULL));
+    CHECK(memcmp(th1, th3, sizeof th1) == 0);
+    /* ... and equal to nothing a fresh run gives */
+    CHECK(memcmp(th1, th2, sizeof th1) != 0);
+    /* a caller's seed on resume must be the run's: an OS seed is never replaced */
+    c.seed = 5;
+    c.epochs = 3;
+    CHECK_STATUS(session(&c, 1, 0, 1, NULL, NULL, NULL), DPT_EMISMATCH);
+    CHECK_ERR_HAS("seed was drawn from the OS");
+
+    /* A secret file others can read is refused (they may have regenerated the noise). */
+    c.seed = 0;
+    chmod(path_in(d3, DPT_RUN_KEY_FILE), 0644);
+    CHECK_STATUS(session(&c, 1, 0, 1, NULL, NULL, NULL), DPT_EIO);
+    CHECK_ERR_HAS("readable or writable by other users");
+    chmod(path_in(d3, DPT_RUN_KEY_FILE), 0600);
+    CHECK_OK(session(&c, 1, 0, 1, NULL, NULL, NULL));
+
+    /* A seed the caller chose: reproducible, and labelled everywhere the run publishes;
+     * its value stays in the secret file. */
+    const char *d4 = new_dir("seed_caller"), *d5 = new_dir("seed_caller2");
+    c = cfg_for(d4, 1);
+    c.seed = 424242;
+    c.epochs = 1;
+    CHECK_OK(session(&c, 1, 0, 0, NULL, th1, NULL));
+    c.out_dir = d5;
+    CHECK_OK(session(&c, 1, 0, 0, NULL, th2, NULL));
+    CHECK(memcmp(th1, th2, sizeof th1) == 0);
+    ckpt_field(d4, "seed_source", got, sizeof got);
+    CHECK(!strcmp(got, "caller"));
+    ledger_meta(d4, "seed_source", got, sizeof got);
+    CHECK(!strcmp(got, "caller"));
+    CHECK(file_has_text(path_in(d4, "metrics.jsonl"), "\"seed_source\":\"caller\"") == 1);
+    for (int i = 0; i < 3; i++) CHECK(file_has_text(path_in(d4, pub[i]), "424242") == 0);
+    /* resumed with seed 0, the run goes on with its own seed (bit for bit as with it) */
+    c.epochs = 2;
+    c.seed = 0;
+    CHECK_OK(session(&c, 1, 0, 1, NULL, th1, NULL));
+    c.out_dir = d4;
+    c.seed = 424242;
+    CHECK_OK(session(&c, 1, 0, 1, NULL, th2, NULL));
+    CHECK(memcmp(th1, th2, sizeof th1) == 0);
+
+    /* The secret lost (allowed): the run goes on, with new streams from the OS, never the
+     * seed's streams from their start (that would repeat the noise of earlier steps). */
+    c.epochs = 3;
+    c.allow_ledger_mismatch = 1;
+    unlink(path_in(d4, DPT_RUN_KEY_FILE));
+    unlink(path_in(d5, DPT_RUN_KEY_FILE));
+    c.out_dir = d4;
+    CHECK_OK(session(&c, 1, 0, 1, NULL, th1, NULL));
+    c.out_dir = d5;
+    CHECK_OK(session(&c, 1, 0, 1, NULL, th2, NULL));
+    CHECK(memcmp(th1, th2, sizeof th1) != 0);
+    ledger_meta(d4, "seed_source", got, sizeof got);
+    CHECK(!strcmp(got, "os"));
+}
+
 int main(void) {
     tu_make_blobs(&TR, 600, 1, 1.0f);
     tu_make_blobs(&TE, 300, 2, 1.0f);
@@ -869,6 +1011,7 @@ int main(void) {
     test_fresh_overwrite_run_id();
     test_resume_settings();
     test_data_key();
+    test_seeds();
     test_overflow();
     test_atomic_writes();
     test_silence();

@@ -475,7 +475,17 @@ typedef struct {
     double sample_rate;       /* poisson: q (0 = derive from batch_size) */
     size_t min_batch;         /* poisson_reject: the rejection threshold N_B (>= 1) */
     uint64_t epochs;          /* >= 1; epochs x steps per epoch at most 2^53 */
-    uint64_t seed;            /* all streams derive from it (init, data, noise) */
+    /* All streams derive from the seed (init, data, noise). 0 (the default): drawn from the
+     * OS, kept only in the run's secret file (DPT_RUN_KEY_FILE) with the streams' state,
+     * never in the checkpoint, ledger or metrics; a resume continues with the run's own.
+     * Non-zero: the caller's choice, reproducible, and anyone who knows it can regenerate
+     * the batches and the noise: a private run labels it ("seed_source": "caller") in its
+     * ledger, metrics and checkpoint (docs/checkpoints.md, "Seeds"). */
+    uint64_t seed;
+    /* 1: `seed` is non-zero but was drawn from the OS by the caller itself (for releases it
+     * makes before the trainer exists from the same secret seed, as the CLI's DP-PCA): kept
+     * and labelled as seed 0 is. */
+    int seed_from_os;
     int threads;
     /* Run directory (NULL: no files). The trainer holds an exclusive lock on it (the file
      * dptrain.lock inside) from dpt_trainer_new to dpt_trainer_free, and a fresh run (no
@@ -587,6 +597,13 @@ const char *dpt_trainer_run_id(const dpt_trainer *t);
  * exist); `names` (may be NULL) receives the first few, comma-separated, truncated to
  * names_len bytes. DPT_EIO when dir exists but cannot be read or is not a directory. */
 dpt_status dpt_run_dir_inspect(const char *dir, size_t *count, char *names, size_t names_len);
+/* The seed stored in the secret file of run directory `dir` (*from_os = 1 when it was drawn
+ * from the OS): for a caller that must regenerate, on resume, a release it made from the
+ * run's seed before the trainer existed. *seed = 0 for a secret file of format 1 (older
+ * runs), which holds no seed. DPT_EIO when the file is missing, unreadable, or readable by
+ * other users; DPT_EFORMAT when it is malformed. The seed is secret: never print or publish
+ * it. */
+dpt_status dpt_run_secret_seed(const char *dir, uint64_t *seed, int *from_os);
 /* Checks that the privacy ledger file `ledger_path` belongs to the checkpoint
  * `checkpoint_path`: the checkpoint is of a private run, both carry the same run id, and
  * the ledger records at least the checkpoint's steps. DPT_EMISMATCH naming both files

@@ -123,6 +123,13 @@ class Run:
         return self.ledger.epsilon(self.delta)
 
     @property
+    def seed_source(self):
+        """Private runs: "os" (seed=0, the default: drawn from the OS and kept only in the run's
+        secret file) or "caller" (a seed was given: whoever knows it can regenerate the batches
+        and the noise, so the epsilon holds only while it stays secret); None otherwise."""
+        return None if self.ledger is None else self.ledger.get_meta("seed_source")
+
+    @property
     def epsilon_pld(self):
         if self.ledger is None or self.delta is None or not self.ledger.pld_applies:
             return None
@@ -737,7 +744,7 @@ _MAKERS = {"sgd": _make_sgd, "dpsgd": _make_dpsgd, "pdp-sgd": _make_pdpsgd, "pro
 _DEFAULTS = dict(
     model="mlp:784-128-64-32-10:gelu", algorithm="sgd", x_test=None, y_test=None, n_classes=0, input_shape=None,
     loss="ce", init="default", optimizer="adam", lr=None, momentum=0.0, weight_decay=0.0, lr_schedule="constant",
-    sampler="shuffle", batch_size=256, sample_rate=None, epochs=5, max_steps=0, seed=1, threads=0, shards=0,
+    sampler="shuffle", batch_size=256, sample_rate=None, epochs=5, max_steps=0, seed=0, threads=0, shards=0,
     out_dir=None, resume=False, overwrite=False, init_params=None, init_source=None, freeze=None, regression=False,
     no_feature_cache=False,
     sigma=None, clip=1.0, clip_mode="flat", target_epsilon=None, delta=1e-5, secure=False, force=False,
@@ -976,7 +983,9 @@ def train(x, y, **kwargs):
     targets [n] or [n, k], trained with the squared error, loss "mse", by sgd, dpsgd, pdp-sgd
     or proportional-noise; a model with k outputs; the history reports test_mse, the test
     set's mean squared error per target, instead of test_accuracy),
-    seed=1, threads=0 (all cores), max_steps, n_classes (0 = max label + 1), input_shape,
+    seed=0 (drawn from the OS and kept in out_dir/dptrain.secret; a seed S > 0 makes the run
+    reproducible, and whoever knows S can regenerate its batches and noise: Run.seed_source
+    says which), threads=0 (all cores), max_steps, n_classes (0 = max label + 1), input_shape,
     out_dir (run directory: checkpoint, ledger.json, metrics.jsonl and the run's secret key
     dptrain.secret, which resume needs and which is never to be published; None = no files),
     resume, overwrite.
@@ -1137,6 +1146,17 @@ def train(x, y, **kwargs):
         cfg.overwrite = int(bool(kw["overwrite"]))
     if hasattr(cfg, "quiet"):  # a library from before the callbacks printed its epoch lines
         cfg.quiet, cfg.progress = 1, 0
+    # Seed 0 (the default): drawn from the OS here, so the releases made before the trainer
+    # (DP mean, DP-PCA) and the training share one secret seed; a resume takes the run's from
+    # its secret file, so those releases are regenerated, never drawn anew (the CLI's rule).
+    if cfg.seed == 0:
+        seed, fo = ffi.new("uint64_t *"), ffi.new("int *")
+        if kw["resume"] and out_dir is not None and os.path.lexists(os.path.join(out_dir, "dptrain.secret")):
+            check(lib.dpt_run_secret_seed(cs(out_dir, "out_dir"), seed, fo), "resume")
+        if seed[0] == 0:
+            check(lib.dpt_os_random_u64(seed), "seed")
+        cfg.seed = seed[0] or 1
+        cfg.seed_from_os = 1
     rj = {"source": "python", "dptrain_python": sys.version.split()[0]}
     if regression:  # as the CLI records --targets: Model.load knows the model predicts targets
         rj["targets"] = int(Y.shape[1])

@@ -19,6 +19,7 @@ def fit(x, y, **kw):
     kw.setdefault("batch_size", 50)
     kw.setdefault("threads", 1)
     kw.setdefault("verbose", False)
+    kw.setdefault("seed", 1)  # the runs compared must share their streams
     return dptrain.train(x, y, **kw)
 
 

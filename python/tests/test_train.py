@@ -21,7 +21,8 @@ needs_inference = pytest.mark.skipif(not HAVE_INFERENCE, reason="libdptrain with
 
 def cli_train(cli, out, *args):
     cmd = [cli, "train", "--dataset", "fashion-mnist", "--data-dir", "/usr/share/datasets", "--max-train", "1000",
-           "--max-test", "200", "--normalize", "none", "--threads", "2", "--out", out, "--quiet", *map(str, args)]
+           "--max-test", "200", "--normalize", "none", "--threads", "2", "--out", out, "--quiet", "--seed", "1",
+           *map(str, args)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     return r.stdout
@@ -49,7 +50,7 @@ def test_python_run_equals_cli_run(cli, workdir, algo, args, kw):
     out_cli = os.path.join(workdir, "cli")
     cli_train(cli, out_cli, "--algo", algo, *args)
     run = dptrain.train(x, y, algorithm=algo, x_test=xt, y_test=yt, threads=2, verbose=False,
-                        out_dir=os.path.join(workdir, "py"), **kw)
+                        out_dir=os.path.join(workdir, "py"), seed=1, **kw)
     ref = dptrain.Model.load(out_cli)
     p, q = run.model.parameters(), ref.parameters()
     assert p.keys() == q.keys()
@@ -105,7 +106,7 @@ def test_every_algorithm_trains(algo, kw):
 def test_dpulr_defaults_are_explicit_with_the_baseline(caplog):
     x, y = blobs(n=300)
     common = dict(model="mlp:20-8-3:relu", algorithm="dpulr", sigma0=1.0, copies=4, epochs=1, batch_size=50,
-                  threads=1, verbose=False)
+                  threads=1, verbose=False, seed=1)
 
     def params(**kw):
         return dptrain.train(x, y, **common, **kw).model.parameters()
@@ -156,8 +157,8 @@ def test_cnn_from_layer_objects_equals_spec_string():
     x, y = blobs(n=200, d=64, k=3)
     x = x.reshape(-1, 1, 8, 8)
     layers = [L.Conv2d(4, 3, padding=1), L.ReLU(), L.MaxPool2d(2), L.Flatten(), L.Linear(3)]
-    a = dptrain.train(x, y, model=layers, epochs=1, batch_size=50, threads=1, verbose=False)
-    b = dptrain.train(x, y, model=a.model.spec, epochs=1, batch_size=50, threads=1, verbose=False)
+    a = dptrain.train(x, y, model=layers, epochs=1, batch_size=50, threads=1, verbose=False, seed=1)
+    b = dptrain.train(x, y, model=a.model.spec, epochs=1, batch_size=50, threads=1, verbose=False, seed=1)
     assert a.model.spec == "cnn:1x8x8:conv4k3p1,relu,maxpool2,flatten,fc3"
     pa, pb = a.model.parameters(), b.model.parameters()
     assert all(np.array_equal(pa[k], pb[k]) for k in pa)

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <openssl/crypto.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,7 @@ dpt_train_config dpt_train_config_defaults(void) {
     c.sampler = DPT_SAMPLER_SHUFFLE;
     c.batch_size = 256;
     c.epochs = 5;
-    c.seed = 1;
+    c.seed = 0; /* from the OS, kept in the run's secret file */
     c.threads = 0;
     c.delta = 1e-5;
     return c;
@@ -110,11 +111,19 @@ static void ledger_run_values(const dpt_trainer *t, char q[32], char sigma[32], 
     memcpy(data, t->data_tag, 65);
 }
 
+/* Where the streams' seed came from: "os" (drawn by the trainer, kept in the secret file)
+ * or "caller" (anyone who knows it can regenerate the batches and the noise: the epsilon
+ * holds only against an adversary who does not; docs/checkpoints.md, "Seeds"). */
+static dpt_status ledger_set_seed_meta(dpt_trainer *t) {
+    return dpt_ledger_set_meta(t->ledger, "seed_source", t->seed_caller ? "caller" : "os");
+}
+
 static dpt_status ledger_set_run_meta(dpt_trainer *t) {
     char q[32], sigma[32], hash[65];
     ledger_run_values(t, q, sigma, hash);
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "run_id", t->run_id));
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "secure", t->cfg.secure ? "1" : "0"));
+    DPT_TRY(ledger_set_seed_meta(t));
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "algorithm", t->algo->name));
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "sampler",
                                 t->cfg.sampler == DPT_SAMPLER_POISSON_REJECT ? "poisson_reject" : "poisson"));
@@ -318,6 +327,17 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
         goto fail;
     }
     if ((s = check_regression(cfg, train, test, algo, t->model)) != DPT_OK) goto fail;
+    /* seed 0: drawn from the OS (every rank uses rank 0's), known only to this process and
+     * the run's secret file; a caller's seed is labelled wherever the results go */
+    t->seed_caller = cfg->seed != 0 && !cfg->seed_from_os;
+    if (cfg->seed == 0) {
+        uint64_t os = 0;
+        while (os == 0)
+            if ((s = dpt_os_random_u64(&os)) != DPT_OK) goto fail;
+        if (dpt_comm_size() > 1 && (s = dpt_comm_bcast(&os, sizeof os, 0)) != DPT_OK) goto fail;
+        t->cfg.seed = os;
+    }
+    cfg = &t->cfg;
     if ((s = dpt_rng_init(&t->rng_init, cfg->seed, DPT_STREAM_INIT)) != DPT_OK) goto fail;
     t->rng_init_live = 1;
     if ((s = cfg->secure ? dpt_rng_init_secure(&t->rng_noise, DPT_STREAM_NOISE)
@@ -405,6 +425,13 @@ void dpt_trainer_free(dpt_trainer *t) {
     dpt_free(t->fc_trunk);
     free(t->run_json);
     dpt_ledger_free(t->ledger);
+    char *secrets[] = {t->secret_cur, t->secret_prev, t->secret_streams_all};
+    for (size_t k = 0; k < sizeof secrets / sizeof *secrets; k++)
+        if (secrets[k]) {
+            OPENSSL_cleanse(secrets[k], strlen(secrets[k]));
+            free(secrets[k]);
+        }
+    OPENSSL_cleanse(t->run_key, sizeof t->run_key);
     dpt_dist_free(t);
     free(t->record);
     /* a directory this trainer created and left with nothing but its lock (a resume that
@@ -577,53 +604,12 @@ static void json_add_exact(cJSON *o, const char *key, double v) {
     cJSON_AddRawToObject(o, key, buf);
 }
 
-static cJSON *rng_state_json(const dpt_rng_state *s) {
-    cJSON *o = cJSON_CreateObject();
-    char buf[32];
-    snprintf(buf, sizeof buf, "%" PRIu64, s->seed);
-    cJSON_AddStringToObject(o, "seed", buf);
-    json_add_exact(o, "stream", s->stream_id);
-    snprintf(buf, sizeof buf, "%" PRIu64, s->substreams);
-    cJSON_AddStringToObject(o, "substreams", buf);
-    snprintf(buf, sizeof buf, "%" PRIu64, s->block);
-    cJSON_AddStringToObject(o, "block", buf);
-    json_add_exact(o, "pos", s->pos);
-    return o;
-}
-
-static int json_u64(const cJSON *o, const char *key, uint64_t *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (cJSON_IsString(v)) {
-        char *end;
-        errno = 0;
-        unsigned long long x = strtoull(v->valuestring, &end, 10);
-        if (*end || errno || !(v->valuestring[0] >= '0' && v->valuestring[0] <= '9')) return 0; /* not " -1" */
-        *out = x;
-        return 1;
-    }
-    if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 9007199254740992.0 &&
-        v->valuedouble == floor(v->valuedouble)) {
-        *out = (uint64_t)v->valuedouble;
-        return 1;
-    }
-    return 0;
-}
+#define json_u64 dpt_json_u64
 
 static int json_double(const cJSON *o, const char *key, double *out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!cJSON_IsNumber(v)) return 0;
     *out = v->valuedouble;
-    return 1;
-}
-
-static int rng_state_parse(const cJSON *o, dpt_rng_state *s) {
-    uint64_t stream = 0, pos = 0;
-    memset(s, 0, sizeof *s);
-    if (!cJSON_IsObject(o) || !json_u64(o, "seed", &s->seed) || !json_u64(o, "stream", &stream) ||
-        !json_u64(o, "substreams", &s->substreams) || !json_u64(o, "block", &s->block) || !json_u64(o, "pos", &pos))
-        return 0;
-    s->stream_id = (uint32_t)stream;
-    s->pos = (uint32_t)pos;
     return 1;
 }
 
@@ -654,8 +640,9 @@ static char *state_json(dpt_trainer *t) {
     snprintf(buf, sizeof buf, "%zu", t->cfg.batch_size);
     cJSON_AddStringToObject(cfg, "batch_size", buf);
     json_add_exact(cfg, "sample_rate", t->cfg.sample_rate);
-    snprintf(buf, sizeof buf, "%" PRIu64, t->cfg.seed);
-    cJSON_AddStringToObject(cfg, "seed", buf);
+    /* not the seed: it is in the run's secret file (rundir.c), with the streams' state */
+    cJSON_AddStringToObject(cfg, "seed_source", t->seed_caller ? "caller" : "os");
+    cJSON_AddBoolToObject(cfg, "secure", t->cfg.secure != 0);
     json_add_exact(cfg, "threads", t->threads);
     snprintf(buf, sizeof buf, "%zu", t->shards);
     cJSON_AddStringToObject(cfg, "shards", buf);
@@ -677,11 +664,6 @@ static char *state_json(dpt_trainer *t) {
      * for non-private runs (it is a diagnostic; sampling does not depend on it) */
     snprintf(buf, sizeof buf, "%" PRIu64, priv ? (uint64_t)0 : ss.rejections);
     cJSON_AddStringToObject(sm, "rejections", buf);
-    cJSON_AddItemToObject(sm, "rng", rng_state_json(&ss.rng));
-    cJSON_AddItemToObject(sm, "epoch_rng", rng_state_json(&ss.epoch_rng));
-    dpt_rng_state ns;
-    dpt_rng_get_state(&t->rng_noise, &ns);
-    if (!t->rng_noise.secure) cJSON_AddItemToObject(root, "noise_rng", rng_state_json(&ns));
     if (t->ledger) {
         /* as a string: the ledger's own bit-exact, checksummed serialization */
         char *lj = NULL;
@@ -725,8 +707,9 @@ static dpt_status save_checkpoint(dpt_trainer *t) {
         DPT_TRY(dpt_run_dir_clear(t, t->out_dir));
         t->clear_pending = 0;
     }
-    /* the key first: no file that names data_hmac exists without it */
-    if (!t->key_saved) DPT_TRY(dpt_run_key_save(t));
+    /* the secret first: no file that names data_hmac exists without the key, and the
+     * streams' state of this step is there before the checkpoint that needs it */
+    DPT_TRY(dpt_run_key_save(t));
     if (t->ledger) {
         /* The step's privacy cost reaches the disk before any parameters that depend on it:
          * sidecar first (atomic), then the checkpoint (which carries the same ledger). */
@@ -740,6 +723,30 @@ static dpt_status save_checkpoint(dpt_trainer *t) {
     dpt_status s = dpt_checkpoint_save(path, t->model, &t->opt, js);
     free(js);
     return s;
+}
+
+/* New streams (noise and sampling) from a seed drawn from the OS (every rank uses rank
+ * 0's), for a resume that cannot continue the run's streams in secret. */
+static dpt_status reseed_from_os(dpt_trainer *t) {
+    uint64_t os = 0;
+    while (os == 0) DPT_TRY(dpt_os_random_u64(&os));
+    if (t->nranks > 1) DPT_TRY(dpt_comm_bcast(&os, sizeof os, 0));
+    t->cfg.seed = os;
+    t->seed_caller = 0;
+    if (!t->rng_noise.secure) {
+        dpt_rng_free(&t->rng_noise);
+        t->rng_noise_live = 0;
+        DPT_TRY(dpt_rng_init(&t->rng_noise, os, DPT_STREAM_NOISE));
+        t->rng_noise_live = 1;
+    }
+    if (!t->cfg.secure) {
+        const dpt_train_config *c = &t->cfg;
+        dpt_sampler *sm = NULL;
+        DPT_TRY(dpt_sampler_new(c->sampler, t->train->n, c->batch_size, c->sample_rate, c->min_batch, os, &sm));
+        dpt_sampler_free(t->sampler);
+        t->sampler = sm;
+    }
+    return DPT_OK;
 }
 
 /* Compares a stored setting with the current one; collects a readable mismatch. */
@@ -912,18 +919,23 @@ static dpt_status resume_local(dpt_trainer *t) {
                           "neither file); start a new run (overwrite)", path);
         goto out;
     }
+    /* written before the seed and the streams moved to the secret file: they are here */
+    const int ck_old = cJSON_IsObject(cfg) && cJSON_GetObjectItemCaseSensitive(cfg, "seed") != NULL;
+    seed = 0;
     if (!cJSON_IsObject(cfg) || !cJSON_IsObject(sm) || !cJSON_IsString(alg) || !cJSON_IsString(hash) ||
         !json_u64(root, "step", &step) || !json_u64(root, "epoch", &epoch) || !json_u64(root, "epoch_examples", &ex) ||
         !json_double(root, "wall_s", &wall) || !json_double(root, "epoch_loss_sum", &lsum) ||
-        !json_u64(cfg, "batch_size", &bs) || !json_u64(cfg, "seed", &seed) || !json_u64(cfg, "sampler", &v_sampler) ||
+        !json_u64(cfg, "batch_size", &bs) || !json_u64(cfg, "sampler", &v_sampler) ||
         !json_double(cfg, "sample_rate", &rate) || !json_double(cfg, "threads", &threads) ||
         !json_double(cfg, "schedule_kind", &sk) || !json_double(cfg, "schedule_gamma", &sg) ||
         !json_double(cfg, "schedule_every", &se) || !json_double(cfg, "loss", &loss_k) ||
         !json_double(cfg, "init", &init_k) || !json_u64(sm, "step", &ss_step) ||
         !json_u64(sm, "epoch", &ss_epoch) || !json_u64(sm, "cursor", &ss_cursor) ||
         !json_u64(sm, "rejections", &ss_rej) ||
-        !rng_state_parse(cJSON_GetObjectItemCaseSensitive(sm, "rng"), &ss.rng) ||
-        !rng_state_parse(cJSON_GetObjectItemCaseSensitive(sm, "epoch_rng"), &ss.epoch_rng) ||
+        (ck_old && (!json_u64(cfg, "seed", &seed) ||
+                    !dpt_rng_state_parse(cJSON_GetObjectItemCaseSensitive(sm, "rng"), &ss.rng) ||
+                    !dpt_rng_state_parse(cJSON_GetObjectItemCaseSensitive(sm, "epoch_rng"), &ss.epoch_rng))) ||
+        (!ck_old && !cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(cfg, "secure"))) ||
         (rid && (!cJSON_IsString(rid) || strlen(rid->valuestring) != 32)) || (rec && !cJSON_IsString(rec)) ||
         (recn && !cJSON_IsString(recn)) || (aset && !cJSON_IsString(aset)) ||
         (ipar && (!cJSON_IsString(ipar) || strlen(ipar->valuestring) >= sizeof t->init_note)) ||
@@ -933,8 +945,9 @@ static dpt_status resume_local(dpt_trainer *t) {
     }
     const char *ck_run_id = rid ? rid->valuestring : NULL;
     if (ipar) memcpy(t->init_note, ipar->valuestring, strlen(ipar->valuestring) + 1); /* fits: checked above */
-    /* secure runs never save their noise stream */
-    const int ck_secure = cJSON_GetObjectItemCaseSensitive(root, "noise_rng") == NULL;
+    /* secure runs never save their noise stream (older checkpoints say so by its absence) */
+    const int ck_secure = ck_old ? cJSON_GetObjectItemCaseSensitive(root, "noise_rng") == NULL
+                                 : cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "secure"));
     if (strcmp(alg->valuestring, t->algo->name)) mismatch(msg, sizeof msg, "algorithm", alg->valuestring, t->algo->name);
     else if (aset && strcmp(aset->valuestring, t->algo->settings ? t->algo->settings : ""))
         mismatch(msg, sizeof msg, "algorithm settings", aset->valuestring,
@@ -961,9 +974,20 @@ static dpt_status resume_local(dpt_trainer *t) {
                            : "");
     } else if (!may_differ && strcmp(hash->valuestring, t->data_tag))
         mismatch(msg, sizeof msg, "training data (data_hmac)", hash->valuestring, t->data_tag);
-    if (seed != t->cfg.seed) {
-        snprintf(a, sizeof a, "%" PRIu64, seed);
-        snprintf(b, sizeof b, "%" PRIu64, t->cfg.seed);
+    /* The seed: the secret file's (an older checkpoint's own). Resumed with seed 0 the run
+     * continues with its seed; a caller's seed must be the run's. */
+    if (!ck_old && have_key && t->secret_version != 2) {
+        s = dpt_set_error(DPT_EFORMAT, "%s/%s holds the run key alone (format 1) but %s keeps its random streams "
+                          "there: the two files are of different runs", t->out_dir, DPT_RUN_KEY_FILE, path);
+        goto out;
+    }
+    const uint64_t run_seed = ck_old ? seed : t->secret_seed;
+    const int run_caller = ck_old || t->secret_seed_caller;
+    if (t->seed_caller && (ck_old || have_key) && (!run_caller || run_seed != t->cfg.seed)) {
+        /* a caller's seed is the caller's to see; an OS seed is never printed */
+        if (run_caller) snprintf(a, sizeof a, "%" PRIu64, run_seed);
+        else snprintf(a, sizeof a, "drawn from the OS");
+        snprintf(b, sizeof b, "%" PRIu64 " (resume with seed 0 to continue with the run's own)", t->cfg.seed);
         mismatch(msg, sizeof msg, "seed", a, b);
     }
     if ((int)v_sampler != (int)t->cfg.sampler || (t->cfg.sampler == DPT_SAMPLER_SHUFFLE && bs != t->cfg.batch_size)) {
@@ -1037,6 +1061,35 @@ static dpt_status resume_local(dpt_trainer *t) {
     if ((int)threads != t->threads && t->rank == 0)
         dpt_trainer_log(t, DPT_LOG_NOTE, "resuming with %d threads (the checkpoint used %d): results are identical "
                         "only for the same thread count", t->threads, (int)threads);
+    /* The random streams continue where the checkpoint's step left them: from the secret
+     * file, or from an older checkpoint itself. A private run that cannot continue them
+     * secretly (the secret file lost, or an older checkpoint, which holds its seed in the
+     * open) goes on with streams drawn from the OS: never a replay of noise or batches. */
+    int have_noise = 0;
+    const int fresh = t->ledger && (ck_old || !have_key);
+    if (fresh) {
+        if ((s = reseed_from_os(t)) != DPT_OK) goto out;
+        dpt_sampler_state now;
+        dpt_sampler_get_state(t->sampler, &now);
+        ss.rng = now.rng;
+        ss.epoch_rng = now.epoch_rng;
+        dpt_trainer_log(t, DPT_LOG_NOTE, "%s: the run continues with new random streams drawn from the OS (%s)", path,
+                        ck_old ? "the checkpoint was written by an older dptrain and holds the run's seed: do not "
+                                 "publish it" : "the run's secret file is lost");
+    } else if (ck_old) {
+        const cJSON *nj = cJSON_GetObjectItemCaseSensitive(root, "noise_rng");
+        if (nj && !dpt_rng_state_parse(nj, &ns)) {
+            s = dpt_set_error(DPT_EFORMAT, "%s: noise_rng state is malformed", path);
+            goto out;
+        }
+        have_noise = nj != NULL;
+        t->cfg.seed = seed;
+        t->seed_caller = 1;
+    } else if (have_key) {
+        if ((s = dpt_run_secret_streams(t, step, &ss, &ns, &have_noise)) != DPT_OK) goto out;
+        t->cfg.seed = t->secret_seed;
+        t->seed_caller = t->secret_seed_caller;
+    }
     ss.step = ss_step;
     ss.epoch = ss_epoch;
     ss.cursor = ss_cursor;
@@ -1045,14 +1098,8 @@ static dpt_status resume_local(dpt_trainer *t) {
         s = dpt_error_context(s, "%s", path);
         goto out;
     }
-    const cJSON *nj = cJSON_GetObjectItemCaseSensitive(root, "noise_rng");
-    if (nj) {
-        if (!rng_state_parse(nj, &ns)) {
-            s = dpt_set_error(DPT_EFORMAT, "%s: noise_rng state is malformed", path);
-            goto out;
-        }
-        if ((s = dpt_rng_set_state(&t->rng_noise, &ns)) != DPT_OK) goto out;
-    }
+    if (have_noise && !t->rng_noise.secure && (s = dpt_rng_set_state(&t->rng_noise, &ns)) != DPT_OK) goto out;
+    if (t->ledger && (s = ledger_set_seed_meta(t)) != DPT_OK) goto out;
     free(t->record);
     t->record = NULL;
     t->record_note[0] = 0;
@@ -1146,6 +1193,7 @@ static dpt_status record_line(dpt_trainer *t, dpt_epoch_result *r, char **line) 
     if (!t->ledger && t->algo->privacy_note) cJSON_AddStringToObject(o, "privacy", t->algo->privacy_note);
     if (t->excludes[0]) cJSON_AddStringToObject(o, "privacy_excludes", t->excludes);
     if (t->ledger) {
+        cJSON_AddStringToObject(o, "seed_source", t->seed_caller ? "caller" : "os");
         json_add_exact(o, "epsilon", r->epsilon);
         if (isfinite(r->epsilon_pld)) json_add_exact(o, "epsilon_pld", r->epsilon_pld);
         json_add_exact(o, "delta", r->delta);

@@ -13,6 +13,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
@@ -50,16 +52,30 @@ dpt_status dpt_run_id_new(char id[33]) {
     return DPT_OK;
 }
 
-/* ==== The run key ====
+/* ==== The run's secret file ====
  * A plain SHA-256 of the training set in a shared file would let anyone holding a
  * candidate dataset confirm it, and an adversary knowing all records but one test
  * candidates for the last: a release no accountant covers. Files that leave the run carry
  * data_hmac = HMAC-SHA256(key, dpt_dataset_hash) instead, under a 32-byte key drawn from
- * the OS for each run and kept only in DIR/dptrain.secret (mode 0600):
- *     dptrain-run-key 1\n<64 lowercase hex digits>\n                                   */
+ * the OS for each run.
+ * The seed and the random streams' positions belong here too, never in the checkpoint:
+ * whoever holds them can regenerate the batches and the noise, and with them re-run the
+ * training with and without a record and compare the published parameters bit for bit (a
+ * perfect membership test whatever epsilon the run states). The positions are secret
+ * too: a rejection sampler's draw count depends on the values drawn.
+ * Format 2 (mode 0600, written atomically before every checkpoint):
+ *   {"format": "dptrain-secret", "version": 2, "key": "<64 hex>", "seed": "<u64>",
+ *    "seed_source": "os" | "caller", "streams": [STATE, STATE]}
+ * STATE = {"step": "<u64>", "sampler_rng": RNG, "sampler_epoch_rng": RNG, "noise_rng": RNG}
+ * (noise_rng absent for secure runs, whose noise stream is drawn from the OS at every
+ * session); the newest state first and the one before it, so the state of the step the
+ * checkpoint holds is there even after a crash between the two writes.
+ * Format 1 (older runs): "dptrain-run-key 1\n<64 lowercase hex digits>\n", the key alone
+ * (their checkpoints held the seed and the streams). */
 
-#define KEY_MAGIC "dptrain-run-key 1\n"
-#define KEY_FILE_LEN (sizeof KEY_MAGIC - 1 + 64 + 1)
+#define KEY_MAGIC_V1 "dptrain-run-key 1\n"
+#define KEY_FILE_LEN_V1 (sizeof KEY_MAGIC_V1 - 1 + 64 + 1)
+#define SECRET_MAX_BYTES 65536
 
 static dpt_status run_key_set(dpt_trainer *t, const uint8_t key[32]) {
     memcpy(t->run_key, key, 32);
@@ -75,7 +91,9 @@ dpt_status dpt_run_key_new(dpt_trainer *t) {
     uint8_t key[32];
     DPT_CHECK(RAND_bytes(key, 32) == 1, DPT_ECRYPTO, "RAND_bytes failed (no OS randomness for the run key)");
     t->key_saved = 0;
-    return run_key_set(t, key);
+    dpt_status s = run_key_set(t, key);
+    OPENSSL_cleanse(key, sizeof key);
+    return s;
 }
 
 static dpt_status key_path(const dpt_trainer *t, char *buf, size_t n) {
@@ -84,13 +102,111 @@ static dpt_status key_path(const dpt_trainer *t, char *buf, size_t n) {
     return DPT_OK;
 }
 
+int dpt_json_u64(const cJSON *o, const char *key, uint64_t *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (cJSON_IsString(v)) {
+        char *end;
+        errno = 0;
+        unsigned long long x = strtoull(v->valuestring, &end, 10);
+        if (*end || errno || !(v->valuestring[0] >= '0' && v->valuestring[0] <= '9')) return 0; /* not " -1" */
+        *out = x;
+        return 1;
+    }
+    if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 9007199254740992.0 &&
+        v->valuedouble == floor(v->valuedouble)) {
+        *out = (uint64_t)v->valuedouble;
+        return 1;
+    }
+    return 0;
+}
+
+static void add_u64(cJSON *o, const char *key, uint64_t v) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%" PRIu64, v);
+    cJSON_AddStringToObject(o, key, buf);
+}
+
+cJSON *dpt_rng_state_json(const dpt_rng_state *s) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    add_u64(o, "seed", s->seed);
+    add_u64(o, "stream", s->stream_id);
+    add_u64(o, "substreams", s->substreams);
+    add_u64(o, "block", s->block);
+    add_u64(o, "pos", s->pos);
+    return o;
+}
+
+int dpt_rng_state_parse(const cJSON *o, dpt_rng_state *s) {
+    uint64_t stream = 0, pos = 0;
+    memset(s, 0, sizeof *s);
+    if (!cJSON_IsObject(o) || !dpt_json_u64(o, "seed", &s->seed) || !dpt_json_u64(o, "stream", &stream) ||
+        !dpt_json_u64(o, "substreams", &s->substreams) || !dpt_json_u64(o, "block", &s->block) ||
+        !dpt_json_u64(o, "pos", &pos) || stream > UINT32_MAX || pos > UINT32_MAX)
+        return 0;
+    s->stream_id = (uint32_t)stream;
+    s->pos = (uint32_t)pos;
+    return 1;
+}
+
+/* The streams' state now, as one entry of "streams". */
+static cJSON *streams_now(const dpt_trainer *t) {
+    cJSON *e = cJSON_CreateObject();
+    if (!e) return NULL;
+    add_u64(e, "step", t->step);
+    dpt_sampler_state ss;
+    dpt_sampler_get_state(t->sampler, &ss);
+    cJSON_AddItemToObject(e, "sampler_rng", dpt_rng_state_json(&ss.rng));
+    cJSON_AddItemToObject(e, "sampler_epoch_rng", dpt_rng_state_json(&ss.epoch_rng));
+    if (!t->rng_noise.secure) {
+        dpt_rng_state ns;
+        dpt_rng_get_state(&t->rng_noise, &ns);
+        cJSON_AddItemToObject(e, "noise_rng", dpt_rng_state_json(&ns));
+    }
+    return e;
+}
+
 dpt_status dpt_run_key_save(dpt_trainer *t) {
-    char path[600], text[KEY_FILE_LEN + 1];
+    char path[600];
     DPT_TRY(key_path(t, path, sizeof path));
-    memcpy(text, KEY_MAGIC, sizeof KEY_MAGIC - 1);
-    dpt_hex(t->run_key, 32, text + sizeof KEY_MAGIC - 1);
-    text[KEY_FILE_LEN - 1] = '\n';
-    DPT_TRY(dpt_write_file_private(path, text, KEY_FILE_LEN));
+    cJSON *now = streams_now(t);
+    char *now_text = now ? cJSON_PrintUnformatted(now) : NULL;
+    cJSON_Delete(now);
+    DPT_CHECK(now_text, DPT_ENOMEM, "%s: out of memory", path);
+    /* the newest state, and the last one written for an earlier step */
+    const char *prev = t->secret_cur && t->secret_cur_step != t->step ? t->secret_cur : t->secret_prev;
+    cJSON *root = cJSON_CreateObject();
+    char hex[65];
+    dpt_hex(t->run_key, 32, hex);
+    cJSON_AddStringToObject(root, "format", "dptrain-secret");
+    cJSON_AddNumberToObject(root, "version", 2);
+    cJSON_AddStringToObject(root, "key", hex);
+    OPENSSL_cleanse(hex, sizeof hex);
+    add_u64(root, "seed", t->cfg.seed);
+    cJSON_AddStringToObject(root, "seed_source", t->seed_caller ? "caller" : "os");
+    cJSON *arr = cJSON_AddArrayToObject(root, "streams");
+    cJSON_AddItemToArray(arr, cJSON_Parse(now_text));
+    if (prev) cJSON_AddItemToArray(arr, cJSON_Parse(prev));
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    dpt_status s = text ? dpt_write_file_private(path, text, strlen(text))
+                        : dpt_set_error(DPT_ENOMEM, "%s: out of memory", path);
+    if (text) {
+        OPENSSL_cleanse(text, strlen(text));
+        free(text);
+    }
+    if (s != DPT_OK) {
+        free(now_text);
+        return s;
+    }
+    if (prev != t->secret_prev) {
+        free(t->secret_prev);
+        t->secret_prev = t->secret_cur;
+    } else {
+        free(t->secret_cur);
+    }
+    t->secret_cur = now_text;
+    t->secret_cur_step = t->step;
     t->key_saved = 1;
     return DPT_OK;
 }
@@ -99,31 +215,136 @@ static int hex_nibble(char c) {
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
+static int hex_key(const char *hex, uint8_t key[32]) {
+    for (int i = 0; i < 32; i++) {
+        int hi = hex_nibble(hex[2 * i]), lo = hex_nibble(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0) return 0;
+        key[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return hex[64] == 0 || hex[64] == '\n';
+}
+
 dpt_status dpt_run_key_load(dpt_trainer *t, int *found) {
     char path[600];
     DPT_TRY(key_path(t, path, sizeof path));
     struct stat st;
-    *found = stat(path, &st) == 0;
+    *found = lstat(path, &st) == 0;
     if (!*found) {
         DPT_CHECK(errno == ENOENT, DPT_EIO, "%s: cannot read it: %s", path, strerror(errno));
         return DPT_OK;
     }
+    DPT_CHECK(S_ISREG(st.st_mode), DPT_EIO, "%s: not a regular file (a symbolic link or a special file): the run's "
+              "secret must be the file the run wrote", path);
+    /* others may have read the seed and the key: the noise would then be no secret */
+    DPT_CHECK(!(st.st_mode & 077), DPT_EIO, "%s is readable or writable by other users (mode %04o): whoever read it "
+              "can regenerate this run's batches and noise. If nobody else did, make it private (chmod 600 %s) and "
+              "resume; otherwise start a new run", path, (unsigned)(st.st_mode & 07777), path);
     uint8_t *b = NULL, key[32];
     size_t n = 0;
-    DPT_TRY(dpt_read_file_max(path, KEY_FILE_LEN, &b, &n));
-    int ok = n == KEY_FILE_LEN && !memcmp(b, KEY_MAGIC, sizeof KEY_MAGIC - 1) && b[KEY_FILE_LEN - 1] == '\n';
-    const char *hex = (const char *)b + sizeof KEY_MAGIC - 1;
-    for (int i = 0; ok && i < 32; i++) {
-        int hi = hex_nibble(hex[2 * i]), lo = hex_nibble(hex[2 * i + 1]);
-        ok = hi >= 0 && lo >= 0;
-        key[i] = (uint8_t)(hi << 4 | lo);
+    DPT_TRY(dpt_read_file_max(path, SECRET_MAX_BYTES, &b, &n));
+    dpt_status s = DPT_OK;
+    free(t->secret_streams_all);
+    t->secret_streams_all = NULL;
+    if (n == KEY_FILE_LEN_V1 && !memcmp(b, KEY_MAGIC_V1, sizeof KEY_MAGIC_V1 - 1) && b[KEY_FILE_LEN_V1 - 1] == '\n') {
+        /* format 1: the key alone (the checkpoint holds the seed and the streams) */
+        if (!hex_key((const char *)b + sizeof KEY_MAGIC_V1 - 1, key))
+            s = dpt_set_error(DPT_EFORMAT, "%s: the run key is not 64 lowercase hex digits", path);
+        t->secret_version = 1;
+    } else {
+        cJSON *root = cJSON_ParseWithLength((const char *)b, n);
+        const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+        const cJSON *ver = cJSON_GetObjectItemCaseSensitive(root, "version");
+        const cJSON *k = cJSON_GetObjectItemCaseSensitive(root, "key");
+        const cJSON *src = cJSON_GetObjectItemCaseSensitive(root, "seed_source");
+        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "streams");
+        uint64_t seed = 0;
+        if (!cJSON_IsObject(root) || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, "dptrain-secret"))
+            s = dpt_set_error(DPT_EFORMAT, "%s: not a dptrain run secret (expected a JSON object with \"format\": "
+                              "\"dptrain-secret\", or a format-1 key file)", path);
+        else if (!cJSON_IsNumber(ver) || ver->valuedouble != 2)
+            s = dpt_set_error(DPT_EFORMAT, "%s: secret file version %g is not supported (this dptrain reads 1 and 2)",
+                              path, cJSON_IsNumber(ver) ? ver->valuedouble : -1.0);
+        else if (!cJSON_IsString(k) || strlen(k->valuestring) != 64 || !hex_key(k->valuestring, key) ||
+                 !dpt_json_u64(root, "seed", &seed) || !cJSON_IsString(src) ||
+                 (strcmp(src->valuestring, "os") && strcmp(src->valuestring, "caller")) || !cJSON_IsArray(arr))
+            s = dpt_set_error(DPT_EFORMAT, "%s: the run secret is missing fields or has wrong types (key, seed, "
+                              "seed_source, streams)", path);
+        else {
+            t->secret_version = 2;
+            t->secret_seed = seed;
+            t->secret_seed_caller = !strcmp(src->valuestring, "caller");
+            t->secret_streams_all = cJSON_PrintUnformatted(arr);
+            if (!t->secret_streams_all) s = dpt_set_error(DPT_ENOMEM, "%s: out of memory", path);
+        }
+        cJSON_Delete(root);
     }
+    OPENSSL_cleanse(b, n);
     dpt_free(b);
-    DPT_CHECK(ok, DPT_EFORMAT, "%s: not a run key file (expected \"dptrain-run-key 1\" and a line of 64 lowercase "
-              "hex digits)", path);
-    DPT_TRY(run_key_set(t, key));
+    if (s == DPT_OK) s = run_key_set(t, key);
+    OPENSSL_cleanse(key, sizeof key);
+    DPT_TRY(s);
     t->key_saved = 1;
     return DPT_OK;
+}
+
+dpt_status dpt_run_secret_seed(const char *dir, uint64_t *seed, int *from_os) {
+    DPT_CHECK(dir && seed && from_os, DPT_EINVAL, "dpt_run_secret_seed: NULL argument");
+    *seed = 0;
+    *from_os = 0;
+    dpt_trainer *t = calloc(1, sizeof *t);
+    DPT_CHECK(t, DPT_ENOMEM, "dpt_run_secret_seed: out of memory");
+    int found = 0;
+    dpt_status s = DPT_OK;
+    if (snprintf(t->out_dir, sizeof t->out_dir, "%s", dir) >= (int)sizeof t->out_dir)
+        s = dpt_set_error(DPT_EINVAL, "dpt_run_secret_seed: dir is too long");
+    if (s == DPT_OK) s = dpt_run_key_load(t, &found);
+    if (s == DPT_OK && !found)
+        s = dpt_set_error(DPT_EIO, "%s/%s does not exist: the run's seed is not known", dir, DPT_RUN_KEY_FILE);
+    if (s == DPT_OK && t->secret_version == 2) { /* format 1 holds no seed: *seed stays 0 */
+        *seed = t->secret_seed;
+        *from_os = !t->secret_seed_caller;
+    }
+    free(t->secret_streams_all);
+    OPENSSL_cleanse(t->run_key, sizeof t->run_key);
+    free(t);
+    return s;
+}
+
+dpt_status dpt_run_secret_streams(dpt_trainer *t, uint64_t step, dpt_sampler_state *ss, dpt_rng_state *ns,
+                                  int *have_noise) {
+    char path[600];
+    DPT_TRY(key_path(t, path, sizeof path));
+    cJSON *arr = t->secret_streams_all ? cJSON_Parse(t->secret_streams_all) : NULL;
+    const cJSON *e = NULL, *hit = NULL;
+    cJSON_ArrayForEach(e, arr) {
+        uint64_t s = 0;
+        if (dpt_json_u64(e, "step", &s) && s == step) {
+            hit = e;
+            break;
+        }
+    }
+    dpt_status st = DPT_OK;
+    if (!hit)
+        st = dpt_set_error(DPT_EMISMATCH, "%s holds no random-stream state for step %" PRIu64 " (the checkpoint's): "
+                           "the secret is of another run or of another point of this one", path, step);
+    else {
+        const cJSON *nj = cJSON_GetObjectItemCaseSensitive(hit, "noise_rng");
+        *have_noise = nj != NULL;
+        if (!dpt_rng_state_parse(cJSON_GetObjectItemCaseSensitive(hit, "sampler_rng"), &ss->rng) ||
+            !dpt_rng_state_parse(cJSON_GetObjectItemCaseSensitive(hit, "sampler_epoch_rng"), &ss->epoch_rng) ||
+            (nj && !dpt_rng_state_parse(nj, ns)))
+            st = dpt_set_error(DPT_EFORMAT, "%s: the random-stream state of step %" PRIu64 " is malformed", path,
+                               step);
+        else {
+            /* the next save keeps this state as the one before it */
+            free(t->secret_cur);
+            t->secret_cur = cJSON_PrintUnformatted(hit);
+            t->secret_cur_step = step;
+            if (!t->secret_cur) st = dpt_set_error(DPT_ENOMEM, "%s: out of memory", path);
+        }
+    }
+    cJSON_Delete(arr);
+    return st;
 }
 
 /* ==== Lock ==== */

@@ -36,6 +36,20 @@ struct dpt_trainer {
                              checkpoint, or read back by resume) */
     int key_lost;         /* resumed without the run's key (allow_ledger_mismatch): the
                              data could not be compared, and the run has a new key */
+    /* The seed (cfg.seed, never 0 once the trainer exists): drawn from the OS when the
+     * caller gave 0 (seed_caller = 0), else the caller's (seed_caller = 1: anyone who knows
+     * it can regenerate the batches and the noise; labelled wherever the run's results go).
+     * It and the streams' positions are kept only in the secret file (rundir.c). */
+    int seed_caller;
+    char *secret_cur, *secret_prev; /* the secret file's stream states (JSON text): the newest
+                                       (of step secret_cur_step) and the one before it */
+    uint64_t secret_cur_step;
+    /* What dpt_run_key_load read: the format (1: key only), and for format 2 the seed, its
+     * source and every stored stream state (JSON array text) */
+    int secret_version;
+    uint64_t secret_seed;
+    int secret_seed_caller;
+    char *secret_streams_all;
     dpt_metrics metrics;
     int metrics_open;
     int resumed;
@@ -229,6 +243,17 @@ void dpt_run_dir_unlock(int fd);
 dpt_status dpt_run_key_new(dpt_trainer *t);
 dpt_status dpt_run_key_save(dpt_trainer *t);
 dpt_status dpt_run_key_load(dpt_trainer *t, int *found);
+/* After dpt_run_key_load of a format-2 secret: the sampler's and the noise stream's state
+ * at `step` (*have_noise = 0 for a secure run, which stores no noise stream); DPT_EMISMATCH
+ * when the file holds no state of that step. */
+dpt_status dpt_run_secret_streams(dpt_trainer *t, uint64_t step, dpt_sampler_state *ss, dpt_rng_state *ns,
+                                  int *have_noise);
+/* JSON helpers shared by the checkpoint state and the secret file: an unsigned 64-bit
+ * integer stored as a decimal string (or an exact JSON number), and an RNG state. */
+struct cJSON;
+int dpt_json_u64(const struct cJSON *o, const char *key, uint64_t *out);
+struct cJSON *dpt_rng_state_json(const dpt_rng_state *s);
+int dpt_rng_state_parse(const struct cJSON *o, dpt_rng_state *s);
 /* Removes the files of a previous run (and their temporaries) from dir, only those;
  * says what it removed and what it left through the trainer's log. */
 dpt_status dpt_run_dir_clear(const dpt_trainer *t, const char *dir);

@@ -32,7 +32,17 @@ expect_fail "--clip-mode" "$BIN" train "${C[@]}" --sigma 1 --clip-mode layer --o
 
 # a run: notice, epsilon per epoch, ledger sidecar
 expect_ok "$BIN" train "${C[@]}" --sigma 1.2 --batch-size 60 --epochs 2 --out "$T/run"
-check 'grep -q "NOT the secure mode" <<<"$LAST_OUT"' "reproducible-mode notice missing"
+check 'grep -q "seed drawn from the OS" <<<"$LAST_OUT"' "OS-seed notice missing"
+check '! grep -q "SEEDED" <<<"$LAST_OUT"' "an OS-seeded run called seeded"
+check '[ "$(stat -c %a "$T/run/dptrain.secret")" = 600 ] && ! grep -q "\"seed\"" "$T/run/checkpoint.safetensors" "$T/run/ledger.json" "$T/run/metrics.jsonl"' "the seed is outside the secret file"
+# a chosen seed is labelled: the start, the final privacy line, the ledger (account), metrics
+expect_ok "$BIN" train "${C[@]}" --sigma 1.2 --batch-size 60 --epochs 1 --seed 77 --out "$T/seeded"
+check 'grep -q "SEEDED run (--seed 77)" <<<"$LAST_OUT" && grep -q "privacy: .*SEEDED run" <<<"$LAST_OUT"' "seeded run not labelled in the output"
+check 'grep -q "\"seed_source\":\"caller\"" "$T/seeded/metrics.jsonl"' "seeded run not labelled in metrics"
+expect_ok "$BIN" account --ledger "$T/seeded/ledger.json"
+check 'grep -q "chosen by the caller" <<<"$LAST_OUT"' "account --ledger does not label a seeded run"
+expect_ok "$BIN" account --ledger "$T/run/ledger.json" --json
+check 'grep -q "\"seed_source\":[ ]*\"os\"" <<<"$LAST_OUT"' "account --json lacks seed_source"
 check 'grep -q "epsilon" <<<"$LAST_OUT"' "epsilon not printed"
 check 'python3 -c "
 import json,sys

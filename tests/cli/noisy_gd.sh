@@ -15,7 +15,7 @@ for path, n in ((sys.argv[1], 60), (sys.argv[2], 15)):
             c = i % 2
             f.write("%d,%s\n" % (c, ",".join("%.4f" % (random.gauss(0, 0.5) + (1.0 if j % 2 == c else 0.0)) for j in range(4))))
 PY
-C=(--dataset "csv:$T/d.csv,$T/t.csv" --normalize none --model mlp:4-8-8-2:relu:nobias --init lecun --threads 1 --no-progress)
+C=(--dataset "csv:$T/d.csv,$T/t.csv" --normalize none --model mlp:4-8-8-2:relu:nobias --init lecun --threads 1 --no-progress --seed 1)
 checks=$((checks+1))
 out=$("$BIN" train --algo noisy-gd "${C[@]}" --eta 0.05 --langevin-sigma 0.05 --epochs 4 --out "$T/r" 2>&1)
 rc=$?

@@ -70,7 +70,9 @@ expect_fail "truncated" "$BIN" eval --checkpoint "$T/trunc.safetensors"
 cp "$T/run/checkpoint.safetensors" "$T/flip.safetensors"
 printf '\x55' | dd of="$T/flip.safetensors" bs=1 seek=$(( $(stat -c %s "$T/flip.safetensors") - 10 )) conv=notrunc 2>/dev/null
 expect_fail "flip.safetensors" "$BIN" eval --checkpoint "$T/flip.safetensors"
-expect_fail "--seed\|seed was 1, now 9" "$BIN" train "${COMMON[@]}" --epochs 4 --out "$T/run" --resume --seed 9
+expect_fail "seed was drawn from the OS, now 9" "$BIN" train "${COMMON[@]}" --epochs 4 --out "$T/run" --resume --seed 9
+# resumed without --seed, the run continues with its own (OS) seed
+expect_ok "$BIN" train "${COMMON[@]}" --epochs 4 --out "$T/run" --resume
 # a changed learning rate on resume is used, and said so
 expect_ok "$BIN" train "${COMMON[@]}" --epochs 4 --out "$T/run" --resume --lr 0.02
 check 'grep -q "note: resuming with learning rate 0.02 (the checkpoint.s run used 0.01)" <<<"$LAST_OUT"' "no note for a changed --lr on resume"

@@ -1,0 +1,69 @@
+"""Seeds (issue 38, item 2): seed=0, the default, draws the seed from the OS, so a private
+run published twice is not a membership test; a chosen seed is reproducible and labelled
+(Run.seed_source, the ledger, every history line); the seed and the streams stay in
+out_dir/dptrain.secret, and a resume continues them, regenerating (never redrawing) the
+releases made before training."""
+import json
+import os
+import stat
+
+import numpy as np
+
+import dptrain
+
+from helpers import blobs
+
+SPEC = "mlp:20-8-3:relu"
+
+
+def private(x, y, **kw):
+    kw.setdefault("sigma", 1.0)
+    kw.setdefault("epochs", 1)
+    return dptrain.train(x, y, model=SPEC, algorithm="dpsgd", batch_size=50, threads=1,
+                         optimizer="sgd", lr=0.3, verbose=False, progress=False, **kw)
+
+
+def flat(run):
+    return np.concatenate([v.ravel() for v in run.model.parameters().values()])
+
+
+def test_default_seed_is_from_the_os_and_labelled():
+    x, y = blobs(n=300)
+    a, b = private(x, y), private(x, y)
+    assert not np.array_equal(flat(a), flat(b))  # a fixed default would make them equal
+    assert a.seed_source == "os" and b.seed_source == "os"
+    c, d = private(x, y, seed=5), private(x, y, seed=5)
+    assert np.array_equal(flat(c), flat(d))
+    assert c.seed_source == "caller"
+    assert dptrain.train.__kwdefaults__ is None or dptrain.train.__kwdefaults__.get("seed", 0) == 0
+
+
+def test_published_files_hold_no_seed_and_resume_continues(tmp_path):
+    x, y = blobs(n=300)
+    out = str(tmp_path / "r")
+    private(x, y, seed=987654, out_dir=out)
+    for name in ("checkpoint.safetensors", "ledger.json", "metrics.jsonl"):
+        data = open(os.path.join(out, name), "rb").read()
+        assert b"987654" not in data and b"noise_rng" not in data, name
+    lines = [json.loads(s) for s in open(os.path.join(out, "metrics.jsonl"))]
+    assert all(line["seed_source"] == "caller" for line in lines)
+    secret = os.path.join(out, "dptrain.secret")
+    assert stat.S_IMODE(os.stat(secret).st_mode) == 0o600
+    assert b"987654" in open(secret, "rb").read()
+    # resumed with the default seed: the run goes on with its own
+    r = private(x, y, out_dir=out, resume=True, epochs=2)
+    assert r.seed_source == "caller" and r.steps == 12
+
+
+def test_dp_pca_run_resumes_with_an_os_seed(tmp_path):
+    """DP-PCA is computed before the trainer from the run's seed: a resume regenerates the
+    same release from the secret file (a new draw would be a second, unaccounted release,
+    and a different projection of the data, which the trainer refuses)."""
+    x, y = blobs(n=300)
+    out = str(tmp_path / "pca")
+    kw = dict(model="mlp:6-8-3:relu", algorithm="dpmac", batch_size=50, sigma=1.1, pca_dims=6, pca_sigma=4.0,
+              z_steps=2, threads=1, verbose=False, progress=False, out_dir=out)
+    a = dptrain.train(x, y, epochs=1, **kw)
+    b = dptrain.train(x, y, epochs=2, resume=True, **kw)
+    assert np.array_equal(a.pca_components, b.pca_components)
+    assert b.history[-1]["epoch"] == 2
