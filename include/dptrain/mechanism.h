@@ -54,8 +54,12 @@ typedef struct {
     uint64_t seed;         /* the sampling (DPT_STREAM_DATA) and noise (DPT_STREAM_NOISE)
                               streams when not secure; whoever knows it can recompute the batches
                               and the noise, so keep it as secret as the data. 0 (the default):
-                              drawn from the OS and never exposed (a run that cannot be
-                              repeated); another value makes the run reproducible */
+                              drawn from the OS at every dpt_sgm_new and never exposed, so
+                              no two handles (two resumes of copies of one ledger file
+                              included) share a batch or a noise draw; another value makes
+                              the run reproducible, and then two handles resumed from copies
+                              of one ledger at the same step draw the same batch and noise.
+                              The ledger's metadata says which (seed_source "os" / "caller") */
     int secure;            /* 1: as DP-SGD's secure mode (dpt_dpsgd_config.secure): OS-seeded
                               streams (seed unused), Poisson membership from a 64-bit integer
                               comparison (dpt_sampler_new_secure), and the discrete Gaussian
@@ -70,7 +74,10 @@ typedef struct {
                               by every dpt_sgm_sample before it returns. Copied. One dpt_sgm
                               per file at a time: an exclusive flock on ledger_path + ".lock"
                               (created, and left in place) is held until dpt_sgm_free; DPT_EBUSY
-                              when another handle holds it */
+                              when another handle holds it. The lock file also records the
+                              ledger's id and the most steps it recorded: a resume of an older
+                              copy put back at the path is refused (DPT_EMISMATCH). Stale
+                              temporaries of a process killed mid-write are removed at open */
     int resume;            /* with ledger_path: continue the ledger in that file, which must be
                               one of a dpt_sgm of the same n, dim, q, sigma (as accounted), C and
                               secure mode (DPT_EMISMATCH naming each difference otherwise);

@@ -6,7 +6,9 @@
  * Letter key: n = examples, P = dim (floats per gradient), B = batch, C = clip norm. */
 #include <dptrain/mechanism.h>
 #include <dptrain/data.h>
+#include <dirent.h>
 #include <errno.h>
+#include <libgen.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
@@ -29,7 +31,8 @@
 struct dpt_sgm {
     dpt_sgm_config cfg;   /* a copy; cfg.ledger_path points to path */
     char *path;           /* owned copy of ledger_path, or NULL */
-    int lock_fd;          /* flock on path + ".lock" for the handle's lifetime (-1: none) */
+    int lock_fd;          /* flock on path + ".lock" for the handle's lifetime (-1: none); the
+                             file holds the ledger's id and the most steps it ever recorded */
     double sigma;         /* noise multiplier in use (given or calibrated) */
     double sigma_acct;    /* what the ledger records (secure: the effective multiplier) */
     dpt_sampler *sampler; /* DPT_SAMPLER_POISSON, stream DPT_STREAM_DATA */
@@ -120,9 +123,78 @@ static dpt_status ledger_fresh(dpt_sgm *m) {
     DPT_TRY(dpt_ledger_set_meta(m->ledger, "sampler", "poisson"));
     for (size_t k = 0; k < sizeof META_KEYS / sizeof *META_KEYS; k++)
         DPT_TRY(dpt_ledger_set_meta(m->ledger, META_KEYS[k], meta_field(&v, k)));
-    char s[32];
+    char s[33];
     snprintf(s, sizeof s, "%.17g", m->sigma);
-    return dpt_ledger_set_meta(m->ledger, "noise_multiplier", s);
+    DPT_TRY(dpt_ledger_set_meta(m->ledger, "noise_multiplier", s));
+    /* a random id: the lock file's high-water mark names it (rollback detection) */
+    DPT_TRY(dpt_run_id_new(s));
+    return dpt_ledger_set_meta(m->ledger, "ledger_id", s);
+}
+
+/* Where the streams' seed came from: "os" (dpt_sgm_config.seed 0, a new one at every open)
+ * or "caller" (whoever knows it can regenerate the batches and the noise; two handles
+ * resumed from copies of one ledger file draw the same ones). Set at every open. */
+static dpt_status ledger_seed_meta(dpt_sgm *m) {
+    return dpt_ledger_set_meta(m->ledger, "seed_source", m->cfg.secure || !m->cfg.seed ? "os" : "caller");
+}
+
+/* ==== Rollback detection ====
+ * The lock file beside the ledger ("PATH.lock") records "dpt_sgm-ledger <ledger_id>
+ * <steps>\n" after every step: the most steps the ledger at PATH ever recorded. A resume
+ * that finds a ledger with the same id but fewer steps (an older copy put back) is
+ * refused: it would report a smaller epsilon than was spent. A copy at another path has
+ * no such record; with the default seed its streams are new at every open, so it repeats
+ * no batch and no noise, but its epsilon counts only its own steps (docs/dpsgd.md). */
+#define HWM_MAGIC "dpt_sgm-ledger "
+
+static dpt_status hwm_write(const dpt_sgm *m) {
+    if (m->lock_fd < 0) return DPT_OK;
+    const char *id = dpt_ledger_get_meta(m->ledger, "ledger_id");
+    if (!id) return DPT_OK; /* a ledger of an older dptrain: nothing to name */
+    char line[128];
+    int n = snprintf(line, sizeof line, HWM_MAGIC "%s %" PRIu64 "\n", id, m->steps);
+    DPT_CHECK(n > 0 && (size_t)n < sizeof line, DPT_EINVAL, "dpt_sgm: ledger_id is too long");
+    DPT_CHECK(ftruncate(m->lock_fd, 0) == 0 && pwrite(m->lock_fd, line, (size_t)n, 0) == n, DPT_EIO,
+              "dpt_sgm_config.ledger_path %s: cannot write its lock file: %s", m->path, strerror(errno));
+    return DPT_OK;
+}
+
+static dpt_status hwm_check(const dpt_sgm *m) {
+    const char *id = dpt_ledger_get_meta(m->ledger, "ledger_id");
+    char buf[128] = "";
+    ssize_t r = pread(m->lock_fd, buf, sizeof buf - 1, 0);
+    if (!id || r <= 0) return DPT_OK;
+    buf[r] = 0;
+    char rec_id[80];
+    unsigned long long most = 0;
+    if (sscanf(buf, HWM_MAGIC "%79s %llu", rec_id, &most) != 2 || strcmp(rec_id, id)) return DPT_OK;
+    DPT_CHECK(most <= m->steps, DPT_EMISMATCH,
+              "dpt_sgm_config.ledger_path %s records %" PRIu64 " steps, but this ledger recorded %llu before (its "
+              "lock file %s.lock says so): an older copy was put back. Its epsilon would leave out steps that were "
+              "spent; restore the newest ledger, or start a new one at another path", m->path, m->steps, most,
+              m->path);
+    return DPT_OK;
+}
+
+/* Temporaries of the ledger's atomic writes (".NAME.tmp-XXXXXX" beside it) that a process
+ * killed mid-write left: with the lock held no write of this ledger is under way. */
+static void remove_stale_temps(const char *path) {
+    char *d = strdup(path), *b = strdup(path);
+    if (d && b) {
+        const char *dir = dirname(d), *base = basename(b);
+        char prefix[4200];
+        int w = snprintf(prefix, sizeof prefix, ".%s.tmp-", base);
+        DIR *dh = w > 0 && (size_t)w < sizeof prefix ? opendir(dir) : NULL;
+        struct dirent *e;
+        while (dh && (e = readdir(dh))) {
+            if (strncmp(e->d_name, prefix, (size_t)w) || strlen(e->d_name) != (size_t)w + 6) continue;
+            char full[8400];
+            if (snprintf(full, sizeof full, "%s/%s", dir, e->d_name) < (int)sizeof full) (void)unlink(full);
+        }
+        if (dh) closedir(dh);
+    }
+    free(d);
+    free(b);
 }
 
 /* resume: the file's ledger, refused unless its events are of this mechanism's settings */
@@ -206,7 +278,7 @@ static dpt_status lock_ledger(dpt_sgm *m) {
     char lp[4200];
     int w = snprintf(lp, sizeof lp, "%s.lock", m->path);
     DPT_CHECK(w > 0 && (size_t)w < sizeof lp, DPT_EINVAL, "dpt_sgm_config.ledger_path is too long");
-    int fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     DPT_CHECK(fd >= 0, DPT_EIO, "dpt_sgm_config.ledger_path %s: cannot open its lock file %s: %s", m->path, lp,
               strerror(errno));
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -217,7 +289,14 @@ static dpt_status lock_ledger(dpt_sgm *m) {
                                  "is held): one mechanism per ledger at a time", m->path, lp);
         return dpt_set_error(DPT_EIO, "dpt_sgm_config.ledger_path %s: cannot lock %s: %s", m->path, lp, strerror(e));
     }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return dpt_set_error(DPT_EIO, "dpt_sgm_config.ledger_path %s: its lock file %s is not a regular file", m->path,
+                             lp);
+    }
     m->lock_fd = fd;
+    remove_stale_temps(m->path);
     return DPT_OK;
 }
 
@@ -245,6 +324,8 @@ dpt_status dpt_sgm_new(const dpt_sgm_config *cfg, dpt_sgm **out) {
     m->sigma_acct = dpt_sgm_accounted_sigma(m->sigma, cfg->secure, cfg->dim);
     if (cfg->resume) {
         if ((s = ledger_resume(m)) != DPT_OK) goto fail;
+        if ((s = hwm_check(m)) != DPT_OK) goto fail;
+        if ((s = ledger_seed_meta(m)) != DPT_OK) goto fail;
     } else {
         if (m->path && path_exists(m->path)) {
             s = dpt_set_error(DPT_EINVAL, "dpt_sgm_config.ledger_path %s exists: set dpt_sgm_config.resume to continue "
@@ -252,8 +333,10 @@ dpt_status dpt_sgm_new(const dpt_sgm_config *cfg, dpt_sgm **out) {
             goto fail;
         }
         if ((s = ledger_fresh(m)) != DPT_OK) goto fail;
+        if ((s = ledger_seed_meta(m)) != DPT_OK) goto fail;
         /* the file exists from the start: an unwritable path fails here, not at step 1 */
         if (m->path && (s = dpt_ledger_save(m->ledger, m->path)) != DPT_OK) goto fail;
+        if ((s = hwm_write(m)) != DPT_OK) goto fail;
     }
     /* Streams. Seeded: a resumed session is keyed by (seed, steps so far) through an
      * odd-constant multiple (a bijection of the step count), so it never replays a batch
@@ -330,7 +413,10 @@ dpt_status dpt_sgm_sample(dpt_sgm *m, uint32_t *idx, size_t cap, size_t *b) {
     DPT_TRY(dpt_sgm_ledger_events(m->ledger, m->cfg.sample_rate, m->sigma_acct, m->cfg.dim, m->cfg.secure,
                                   m->cfg.secure_sampler, 1));
     m->steps++;
-    if (m->path) DPT_TRY(dpt_error_context(dpt_ledger_save(m->ledger, m->path), "dpt_sgm_sample"));
+    if (m->path) {
+        DPT_TRY(dpt_error_context(dpt_ledger_save(m->ledger, m->path), "dpt_sgm_sample"));
+        DPT_TRY(dpt_error_context(hwm_write(m), "dpt_sgm_sample"));
+    }
     m->pending = 1;
     *b = m->b;
     DPT_CHECK(m->b <= cap, DPT_ERANGE,
