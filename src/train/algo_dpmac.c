@@ -51,6 +51,8 @@ typedef struct {
     float *w0, *g1;               /* [P] w_hat and the released first-order direction */
     int has_quadratic;            /* finish() released a quadratic for after_update */
     char settings[256];           /* dpt_algo.settings: what a resumed run must keep */
+    dpt_gauss_release rel;        /* private: the first-order release and the step's ledger
+                                     event (made at bind; its sigma also noises the Hessian) */
 } dpmac_state;
 
 dpt_dpmac_config dpt_dpmac_config_defaults(void) {
@@ -440,25 +442,20 @@ static dpt_status dpmac_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
         return DPT_OK;
     }
     DPT_TRY(reserve(s, t)); /* K is known even if no chunk ran */
-    /* M partitions per layer (b; b and C for order 2), each noised with sqrt(M K) times its
-     * own bound: the stacked release has sensitivity 1 in units of the noise std / sigma */
-    const double M = s->cfg.taylor_order == 2 ? 2.0 : 1.0;
-    const double C = sqrt(M * (double)s->K) * s->cfg.clip;
     dpt_rng *noise = dpt_trainer_noise_rng(t);
-    const double qN = expected_batch(t);
-    DPT_CHECK(qN > 0, DPT_EINVAL, "dpmac: expected batch size qN = %g must be > 0", qN);
-    if (s->cfg.secure) /* the division by 2 qN fused into the release */
-        return dpt_privacy_noise_add_secure_ex(noise, m->grad, m->n_params, s->cfg.sigma, C, 1.0 / (2.0 * qN),
-                                               s->cfg.secure_sampler, t->threads);
-    DPT_TRY(dpt_privacy_noise_add(noise, m->grad, m->n_params, s->cfg.sigma, C, t->threads));
-    const float inv = (float)(1.0 / (2.0 * qN));
-    for (size_t j = 0; j < m->n_params; j++) m->grad[j] *= inv;
+    /* (sum + N(0, sigma^2 C^2)) / (2 qN), C = sqrt(M K) Theta (dpmac_bind); secure: the
+     * lattice mechanism with the division fused into it */
+    DPT_ASSERT(s->rel.coords == m->n_params);
+    DPT_TRY(dpt_gauss_release_apply(&s->rel, noise, m->grad, t->threads));
+    if (s->cfg.secure) return DPT_OK;
+    const double M = s->cfg.taylor_order == 2 ? 2.0 : 1.0;
+    const float inv = (float)s->rel.scale;
     if (s->cfg.taylor_order == 2) {
         const double C2 = sqrt(M * (double)s->K) * s->cfg.clip2;
         for (size_t k = 0; k < s->K; k++) {
             const size_t D1 = s->din[k], d2 = D1 * D1;
             float *H = s->S2[k];
-            DPT_TRY(dpt_privacy_noise_add(noise, H, s->width[k] * d2, s->cfg.sigma, C2, t->threads));
+            DPT_TRY(dpt_privacy_noise_add(noise, H, s->width[k] * d2, s->rel.sigma, C2, t->threads));
             for (size_t h = 0; h < s->width[k]; h++) { /* scale and symmetrize (post-processing) */
                 float *Hh = H + h * d2;
                 for (size_t i = 0; i < D1; i++) {
@@ -517,7 +514,8 @@ static dpt_status dpmac_after_update(dpt_algo *a, dpt_trainer *t) {
 /* SGM events, with the secure table sampler's distance when it drew the noise */
 static dpt_status dpmac_add_events(dpt_algo *a, const dpt_trainer *t, dpt_ledger *l, uint64_t count) {
     const dpmac_state *s = a->state;
-    return dpt_algo_sgm_events(a, t, l, s->cfg.secure, s->cfg.secure_sampler, count);
+    (void)t;
+    return dpt_gauss_release_record(&s->rel, l, count);
 }
 
 static dpt_status dpmac_record(dpt_algo *a, dpt_trainer *t, size_t batch) {
@@ -526,10 +524,15 @@ static dpt_status dpmac_record(dpt_algo *a, dpt_trainer *t, size_t batch) {
     return dpmac_add_events(a, t, t->ledger, 1);
 }
 
-/* One SGM event per step; a->sigma as DP-SGD's (dpt_algo_bind_sgm). */
+/* One SGM event per step; a->sigma as DP-SGD's (dpt_algo_bind_sgm). M partitions per layer
+ * (b; b and C for order 2), each noised with sqrt(M K) times its own bound: the stacked
+ * release has sensitivity 1 in units of the noise std / sigma. */
 static dpt_status dpmac_bind(dpt_algo *a, dpt_trainer *t) {
     dpmac_state *s = a->state;
-    return dpt_algo_bind_sgm(a, t, "dpmac", s->cfg.sigma, s->cfg.secure);
+    if (!s->structured) DPT_TRY(analyse_model(s, t->model, t->cfg.loss)); /* K */
+    const double M = s->cfg.taylor_order == 2 ? 2.0 : 1.0;
+    return dpt_algo_bind_sgm(a, t, "dpmac", s->cfg.sigma, sqrt(M * (double)s->K) * s->cfg.clip, 2.0, s->cfg.secure,
+                             s->cfg.secure_sampler, &s->rel);
 }
 
 static void dpmac_free(dpt_algo *a) {

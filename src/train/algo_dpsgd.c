@@ -46,6 +46,7 @@ typedef struct {
     size_t keep_budget; /* floats all kept layers may take together */
     char settings[64];  /* dpt_algo.settings: the clipping a resumed run must keep */
     float *packed;  /* with frozen layers: [trained parameters] the noised coordinates, packed */
+    dpt_gauss_release rel; /* the noise and the ledger event of a step (made at bind) */
 } dpsgd_state;
 
 /* 32 M floats (128 MB) for the kept per-example gradients of all layers together: at the
@@ -285,8 +286,6 @@ static dpt_status dpsgd_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
     dpsgd_state *s = a->state;
     dpt_model *m = t->model;
     dpt_rng *noise = dpt_trainer_noise_rng(t);
-    double qN = t->cfg.sample_rate * (double)t->train->n;
-    DPT_CHECK(qN > 0, DPT_EINVAL, "dpsgd: expected batch size qN = %g must be > 0", qN);
     /* (sum + noise) / qN in one pass over the gradient; with frozen layers over the trained
      * coordinates only (packed, so the secure mode's lattice dimension is theirs; the
      * frozen slices of grad stay 0 and the optimizer skips them) */
@@ -301,10 +300,8 @@ static dpt_status dpsgd_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
         }
         DPT_ASSERT(k == n);
     }
-    dpt_status st = !s->cfg.secure ? dpt_privacy_noise_add_scaled(noise, v, n, s->cfg.sigma, s->cfg.clip, 1.0 / qN,
-                                                                  t->threads)
-                                   : dpt_privacy_noise_add_secure_ex(noise, v, n, s->cfg.sigma, s->cfg.clip, 1.0 / qN,
-                                                                     s->cfg.secure_sampler, t->threads);
+    DPT_ASSERT(n == s->rel.coords);
+    dpt_status st = dpt_gauss_release_apply(&s->rel, noise, v, t->threads);
     if (st != DPT_OK || !t->frozen) return st;
     for (size_t r = 0, k = 0; r < t->n_train_ranges; r++) {
         const size_t lo = t->train_ranges[2 * r], len = t->train_ranges[2 * r + 1] - lo;
@@ -318,7 +315,8 @@ static dpt_status dpsgd_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
  * sampler's distance (dpt_algo_sgm_events); add_events gives the budget look-ahead the same. */
 static dpt_status dpsgd_add_events(dpt_algo *a, const dpt_trainer *t, dpt_ledger *l, uint64_t count) {
     const dpsgd_state *s = a->state;
-    return dpt_algo_sgm_events(a, t, l, s->cfg.secure, s->cfg.secure_sampler, count);
+    (void)t;
+    return dpt_gauss_release_record(&s->rel, l, count);
 }
 
 static dpt_status dpsgd_record(dpt_algo *a, dpt_trainer *t, size_t batch) {
@@ -331,7 +329,8 @@ static dpt_status dpsgd_record(dpt_algo *a, dpt_trainer *t, size_t batch) {
  * a->sigma is sigma, or the secure mode's effective multiplier (dpt_algo_bind_sgm). */
 static dpt_status dpsgd_bind(dpt_algo *a, dpt_trainer *t) {
     dpsgd_state *s = a->state;
-    return dpt_algo_bind_sgm(a, t, "dpsgd", s->cfg.sigma, s->cfg.secure);
+    return dpt_algo_bind_sgm(a, t, "dpsgd", s->cfg.sigma, s->cfg.clip, 1.0, s->cfg.secure, s->cfg.secure_sampler,
+                             &s->rel);
 }
 
 static void dpsgd_free(dpt_algo *a) {

@@ -122,11 +122,6 @@ dpt_status dpt_budget_steps_left(dpt_eps_after_fn eps, const void *ctx, double t
     return DPT_OK;
 }
 
-dpt_status dpt_algo_sgm_events(const dpt_algo *a, const dpt_trainer *t, dpt_ledger *l, int secure,
-                               dpt_dgauss_method sampler, uint64_t count) {
-    /* the noised coordinates: the trained parameters (dpt_train_config.freeze) */
-    return dpt_sgm_ledger_events(l, t->cfg.sample_rate, a->sigma, t->n_trained, secure, sampler, count);
-}
 
 const char *dpt_sampler_enum_name(dpt_sampler_kind k) {
     switch (k) {
@@ -138,16 +133,22 @@ const char *dpt_sampler_enum_name(dpt_sampler_kind k) {
     return "an unknown sampler";
 }
 
-dpt_status dpt_algo_bind_sgm(dpt_algo *a, const dpt_trainer *t, const char *name, double sigma, int secure) {
+dpt_status dpt_algo_bind_sgm(dpt_algo *a, const dpt_trainer *t, const char *name, double sigma, double sens,
+                             double div, int secure, dpt_dgauss_method sampler, dpt_gauss_release *rel) {
     /* checked here, when the trainer is made, not in the first step */
     DPT_CHECK(t->cfg.sampler == DPT_SAMPLER_POISSON, DPT_EINVAL,
               "%s needs dpt_train_config.sampler = DPT_SAMPLER_POISSON, not %s (its epsilon is computed for Poisson "
               "sampling)", name, dpt_sampler_enum_name(t->cfg.sampler));
     DPT_CHECK(secure == t->cfg.secure, DPT_EINVAL, "%s: the algorithm's secure flag (%d) differs from the run's (%d)",
               name, secure, t->cfg.secure);
-    /* the lattice rounding's sensitivity grows with the noised dimension: the trained
-     * parameters (frozen coordinates are exactly 0, never rounded or noised) */
-    a->sigma = dpt_sgm_accounted_sigma(sigma, secure, t->n_trained);
+    /* divide by the expected batch size q N, never |B|: the batch size is private */
+    const double qN = t->cfg.sample_rate * (double)t->train->n;
+    DPT_CHECK(qN > 0, DPT_EINVAL, "%s: expected batch size qN = %g must be > 0", name, qN);
+    /* the noised coordinates: the trained parameters (frozen ones are exactly 0, never
+     * rounded or noised; the lattice rounding's sensitivity grows with their number) */
+    DPT_TRY(dpt_error_context(dpt_gauss_release_init(rel, t->cfg.sample_rate, sigma, sens, 1.0 / (div * qN),
+                                                     t->n_trained, secure, sampler), "%s", name));
+    a->sigma = rel->sigma_acct;
     return DPT_OK;
 }
 

@@ -33,8 +33,9 @@ struct dpt_sgm {
     char *path;           /* owned copy of ledger_path, or NULL */
     int lock_fd;          /* flock on path + ".lock" for the handle's lifetime (-1: none); the
                              file holds the ledger's id and the most steps it ever recorded */
-    double sigma;         /* noise multiplier in use (given or calibrated) */
-    double sigma_acct;    /* what the ledger records (secure: the effective multiplier) */
+    dpt_gauss_release rel; /* sigma in use (given or calibrated), the one the ledger records
+                              (secure: the effective multiplier), C, 1 / (q n): the release
+                              and its event, as DP-SGD's */
     dpt_sampler *sampler; /* DPT_SAMPLER_POISSON, stream DPT_STREAM_DATA */
     dpt_rng noise;        /* DPT_STREAM_NOISE */
     int noise_live;
@@ -104,7 +105,7 @@ static void meta_values(const dpt_sgm *m, sgm_meta *v) {
     snprintf(v->n, sizeof v->n, "%zu", m->cfg.n);
     snprintf(v->dim, sizeof v->dim, "%zu", m->cfg.dim);
     snprintf(v->q, sizeof v->q, "%.17g", m->cfg.sample_rate);
-    snprintf(v->sigma, sizeof v->sigma, "%.17g", m->sigma_acct); /* as the trainer: the accounted one */
+    snprintf(v->sigma, sizeof v->sigma, "%.17g", m->rel.sigma_acct); /* as the trainer: the accounted one */
     snprintf(v->clip, sizeof v->clip, "%.17g", m->cfg.clip);
     snprintf(v->secure, sizeof v->secure, "%s", !m->cfg.secure ? "0"
              : m->cfg.secure_sampler == DPT_DGAUSS_TABLE ? "table" : "cks");
@@ -124,7 +125,7 @@ static dpt_status ledger_fresh(dpt_sgm *m) {
     for (size_t k = 0; k < sizeof META_KEYS / sizeof *META_KEYS; k++)
         DPT_TRY(dpt_ledger_set_meta(m->ledger, META_KEYS[k], meta_field(&v, k)));
     char s[33];
-    snprintf(s, sizeof s, "%.17g", m->sigma);
+    snprintf(s, sizeof s, "%.17g", m->rel.sigma);
     DPT_TRY(dpt_ledger_set_meta(m->ledger, "noise_multiplier", s));
     /* a random id: the lock file's high-water mark names it (rollback detection) */
     DPT_TRY(dpt_run_id_new(s));
@@ -227,8 +228,7 @@ static dpt_status eps_after(const void *ctx, uint64_t more, double *eps) {
     if (!more) return dpt_ledger_epsilon(m->ledger, m->cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, eps);
     dpt_ledger *l = NULL;
     DPT_TRY(dpt_ledger_copy(m->ledger, &l));
-    dpt_status s = dpt_sgm_ledger_events(l, m->cfg.sample_rate, m->sigma_acct, m->cfg.dim, m->cfg.secure,
-                                         m->cfg.secure_sampler, more);
+    dpt_status s = dpt_gauss_release_record(&m->rel, l, more);
     if (s == DPT_OK) s = dpt_ledger_epsilon(l, m->cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, eps);
     dpt_ledger_free(l);
     return s;
@@ -319,9 +319,13 @@ dpt_status dpt_sgm_new(const dpt_sgm_config *cfg, dpt_sgm **out) {
         if ((s = lock_ledger(m)) != DPT_OK) goto fail;
     }
     m->cfg.ledger_path = m->path;
-    m->sigma = cfg->sigma;
-    if (!(m->sigma > 0) && (s = calibrate(cfg, &m->sigma)) != DPT_OK) goto fail;
-    m->sigma_acct = dpt_sgm_accounted_sigma(m->sigma, cfg->secure, cfg->dim);
+    double sigma = cfg->sigma;
+    if (!(sigma > 0) && (s = calibrate(cfg, &sigma)) != DPT_OK) goto fail;
+    /* divide by the expected batch size q n, not |B|: the batch size is private */
+    if ((s = dpt_gauss_release_init(&m->rel, cfg->sample_rate, sigma, cfg->clip,
+                                    1.0 / (cfg->sample_rate * (double)cfg->n), cfg->dim, cfg->secure,
+                                    cfg->secure_sampler)) != DPT_OK)
+        goto fail;
     if (cfg->resume) {
         if ((s = ledger_resume(m)) != DPT_OK) goto fail;
         if ((s = hwm_check(m)) != DPT_OK) goto fail;
@@ -410,8 +414,7 @@ dpt_status dpt_sgm_sample(dpt_sgm *m, uint32_t *idx, size_t cap, size_t *b) {
     DPT_TRY(dpt_sampler_next(m->sampler, m->idx, &m->b));
     /* The step is in the ledger, and the ledger on disk, before the caller sees the batch:
      * nothing derived from it can exist that the record does not cover. */
-    DPT_TRY(dpt_sgm_ledger_events(m->ledger, m->cfg.sample_rate, m->sigma_acct, m->cfg.dim, m->cfg.secure,
-                                  m->cfg.secure_sampler, 1));
+    DPT_TRY(dpt_gauss_release_record(&m->rel, m->ledger, 1));
     m->steps++;
     if (m->path) {
         DPT_TRY(dpt_error_context(dpt_ledger_save(m->ledger, m->path), "dpt_sgm_sample"));
@@ -499,17 +502,8 @@ dpt_status dpt_sgm_release(dpt_sgm *m, const float *grads, size_t b, float *out)
         m->pending = 1;
         return st;
     }
-    /* divide by the expected batch size q n, not |B|: the batch size is private */
-    const double qn = m->cfg.sample_rate * (double)m->cfg.n;
-    if (!m->cfg.secure) {
-        st = dpt_privacy_noise_add_sum(&m->noise, m->sum, P, m->sigma, m->cfg.clip, 0, m->cfg.threads);
-        for (size_t j = 0; st == DPT_OK && j < P; j++) m->noisy[j] = (float)(m->sum[j] / qn);
-    } else {
-        /* the lattice mechanism of secure DP-SGD (its sum is float too), rescaled in the same pass */
-        for (size_t j = 0; j < P; j++) m->noisy[j] = (float)m->sum[j];
-        st = dpt_privacy_noise_add_secure_ex(&m->noise, m->noisy, P, m->sigma, m->cfg.clip, 1.0 / qn,
-                                             m->cfg.secure_sampler, m->cfg.threads);
-    }
+    /* (sum + noise) / (q n) (secure: the lattice mechanism of secure DP-SGD on the float sum) */
+    st = dpt_gauss_release_apply_sum(&m->rel, &m->noise, m->sum, m->noisy, m->cfg.threads);
     /* a failure after noise was drawn keeps the batch spent: never release it with a
      * second draw of the noise */
     if (st != DPT_OK) return st;
@@ -532,11 +526,11 @@ const dpt_ledger *dpt_sgm_ledger(const dpt_sgm *m) {
 }
 
 double dpt_sgm_sigma(const dpt_sgm *m) {
-    return m ? m->sigma : NAN;
+    return m ? m->rel.sigma : NAN;
 }
 
 double dpt_sgm_sigma_accounted(const dpt_sgm *m) {
-    return m ? m->sigma_acct : NAN;
+    return m ? m->rel.sigma_acct : NAN;
 }
 
 uint64_t dpt_sgm_steps(const dpt_sgm *m) {

@@ -185,11 +185,6 @@ dpt_status dpt_eval_range(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d
  * (dpt_privacy_secure_sigma_eff), after checking the algorithm's and the run's secure
  * flags agree. */
 dpt_status dpt_algo_record_sgm(dpt_algo *a, dpt_trainer *t, size_t batch);
-/* `count` steps of those events into l: SGM(q, a->sigma), or, when the noise is secure and
- * drawn by the table sampler, sgm_dgauss events carrying its distance for the model's
- * n_params coordinates (dpt_privacy_secure_distance). */
-dpt_status dpt_algo_sgm_events(const dpt_algo *a, const dpt_trainer *t, dpt_ledger *l, int secure,
-                               dpt_dgauss_method sampler, uint64_t count);
 /* The two pieces of the sampled Gaussian mechanism's accounting that every user of it
  * shares (DP-SGD, DP-MAC and dpt_sgm, mechanism.h), so each records the secure mode alike:
  * the multiplier the ledger carries for noise multiplier sigma on `coords` noised
@@ -198,6 +193,25 @@ dpt_status dpt_algo_sgm_events(const dpt_algo *a, const dpt_trainer *t, dpt_ledg
  * event: SGM(q, sigma_acct), or with secure noise from the table sampler sgm_dgauss events
  * carrying the sampler's distance for the coords coordinates (dpt_privacy_secure_distance). */
 double dpt_sgm_accounted_sigma(double sigma, int secure, size_t coords);
+/* The sampled Gaussian release (sgm_release.c): one per mechanism, fixed at init. The noise
+ * it adds (std sigma sens) and the event it records (SGM(q, sigma_acct)) come from the same
+ * fields; nothing else holds either. */
+typedef struct {
+    double q;          /* Poisson rate of the batch */
+    double sigma;      /* noise multiplier drawn */
+    double sigma_acct; /* what the ledger records: sigma, or secure mode's effective multiplier */
+    double sens;       /* L2 sensitivity C of the clipped sum */
+    double scale;      /* the release is (sum + noise) * scale: 1 / (q N) (DP-MAC 1 / (2 q N)) */
+    size_t coords;     /* noised coordinates */
+    int secure;
+    dpt_dgauss_method sampler;
+} dpt_gauss_release;
+dpt_status dpt_gauss_release_init(dpt_gauss_release *r, double q, double sigma, double sens, double scale,
+                                  size_t coords, int secure, dpt_dgauss_method sampler);
+dpt_status dpt_gauss_release_apply(const dpt_gauss_release *r, dpt_rng *noise, float *v, int threads);
+dpt_status dpt_gauss_release_apply_sum(const dpt_gauss_release *r, dpt_rng *noise, double *sum, float *out,
+                                       int threads);
+dpt_status dpt_gauss_release_record(const dpt_gauss_release *r, dpt_ledger *l, uint64_t count);
 /* The buffers' bound on a Poisson batch of rate q over n examples: min(n, ceil(q n +
  * 6 sqrt(q n) + 8)) (a larger batch has probability below 1e-9 and is chunked, never cut). */
 size_t dpt_poisson_batch_bound(size_t n, double q);
@@ -213,9 +227,12 @@ dpt_status dpt_sgm_ledger_events(dpt_ledger *l, double q, double sigma_acct, siz
  * sum while all kept layers fit `floats` (default 32 M); tests set 0 to force the
  * SQNORM + WEIGHTED path. `a` must come from dpt_algo_dpsgd_new. */
 void dpt_dpsgd_set_keep_budget(dpt_algo *a, size_t floats);
-/* Binds an SGM algorithm: refuses a sampler other than Poisson (DPT_EINVAL) and sets
- * a->sigma (the secure mode's effective multiplier when secure). */
-dpt_status dpt_algo_bind_sgm(dpt_algo *a, const dpt_trainer *t, const char *name, double sigma, int secure);
+/* Binds an SGM algorithm: refuses a sampler other than Poisson (DPT_EINVAL) and a secure
+ * flag other than the run's, makes its release (q, sigma, sensitivity sens, the release
+ * scaled by 1 / (div q N), the trained coordinates, the noise mode) and sets a->sigma to the
+ * release's accounted multiplier (what the ledger's metadata shows). */
+dpt_status dpt_algo_bind_sgm(dpt_algo *a, const dpt_trainer *t, const char *name, double sigma, double sens,
+                             double div, int secure, dpt_dgauss_method sampler, dpt_gauss_release *rel);
 /* "DPT_SAMPLER_POISSON", ... as the enum spells it (errors name it so). */
 const char *dpt_sampler_enum_name(dpt_sampler_kind k);
 
