@@ -555,8 +555,9 @@ static dpt_status train_step(dpt_trainer *t, double *loss_sum, size_t *batch) {
      * rank 0's noisy update is the one every rank applies (its draw is the only one used). */
     int secure_multi = t->nranks > 1 && t->rng_noise.secure;
     if (secure_multi) DPT_TRY(dpt_comm_bcast(t->model->grad, t->model->n_params * sizeof(float), 0));
-    /* The privacy cost of this step is recorded (and, for private algorithms, persisted)
-     * before the parameters that depend on it change. */
+    /* The privacy cost of this step is recorded in the ledger in memory before the
+     * parameters that depend on it change; it reaches the disk (ledger.json) before any
+     * file or callback that carries those parameters (save_checkpoint, publish). */
     if (a->record) DPT_TRY(a->record(a, t, b));
     if (b > 0 || a->is_private) {
         double lr = dpt_schedule_lr(&t->cfg.schedule, t->cfg.optim.lr, t->epoch);
