@@ -47,7 +47,7 @@ static cli_option DPULR_OPTS[] = {
     {"--sigma0", CLI_STR, &SIGMA0_S, "X",
      "required: target noise multiplier sigma0 (> 0), noise std >= sigma0*C per direction", &SIGMA0_SEEN},
     {"--min-batch", CLI_STR, &MIN_BATCH_S, "N_B",
-     "rejection threshold in [1, qN] (default: largest with rejection term <= 1e-3 x SGM term)", &NB_SEEN},
+     "rejection threshold in [1, qN] (default: largest with rejection cost <= 1e-3 x SGM term at order 1.1)", &NB_SEEN},
     {"--ulr-noise", CLI_STR, &NOISE, "MODE",
      "explicit (clip + N(0, sigma0^2 C^2): the standard analysis) | controller (the paper's Eq. 7 + top-up; "
      "Gaussian approximation)", NULL},

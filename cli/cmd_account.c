@@ -25,7 +25,7 @@ static const char *USAGE =
     "sigma (add/remove adjacency), or the smallest sigma that meets a target epsilon.\n"
     "With --epochs E, steps = ceil(E / q) (an epoch is 1/q steps in expectation, q = B/N).\n"
     "--algo dpulr: DP-ULR's Poisson sampling with rejection of batches smaller than N_B\n"
-    "(per step: rejection term + SGM RDP of sigma = sigma0; RDP accountant only).";
+    "(per step: the rejection bound of docs/dpulr.md, at least the SGM RDP of sigma = sigma0; RDP accountant only).";
 
 typedef struct {
     double q, sigma, delta, target, eps, order;
@@ -371,7 +371,7 @@ int dpt_cmd_account(int argc, char **argv) {
     if (!rc && acct == DPT_ACCT_PLD && s_orders) rc = cli_error("--orders: only used by the RDP accountant");
     if (!rc && dpulr) {
         uint64_t n = 0;
-        if (!s_n) rc = cli_error("--dataset-size: --algo dpulr needs the dataset size N (the rejection term depends on it)");
+        if (!s_n) rc = cli_error("--dataset-size: --algo dpulr needs the dataset size N (the rejection bound depends on it)");
         else if (parse_pos_u64("--dataset-size", s_n, &n)) rc = 2;
         else if (!(r.q < 1)) rc = cli_error("--sample-rate: --algo dpulr needs q < 1, got %g", r.q);
         else {
