@@ -295,7 +295,7 @@ static void test_tail_pmf(void) {
 static void test_errors(void) {
     double g;
     CHECK_STATUS(dpt_dpulr_check(0.01, 1000, 11), DPT_EINVAL); /* qN = 10 */
-    CHECK_ERR_HAS("--min-batch: N_B = 11 must be in [1, qN]");
+    CHECK_ERR_HAS("N_B = 11 must be in [1, qN]");
     CHECK_STATUS(dpt_dpulr_rdp(0.01, 1.0, 1000, 0, 2.0, &g, NULL, NULL), DPT_EINVAL);
     CHECK_ERR_HAS("N_B = 0 must be in [1, qN]");
     CHECK_STATUS(dpt_dpulr_check(0.0, 1000, 1), DPT_EINVAL);

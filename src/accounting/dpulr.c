@@ -136,7 +136,7 @@ dpt_status dpt_dpulr_check(double q, uint64_t N, uint64_t N_B) {
     DPT_CHECK(N >= 2, DPT_EINVAL, "dpulr accountant: the dataset needs at least 2 examples, got %llu",
               (unsigned long long)N);
     DPT_CHECK(N_B >= 1 && (double)N_B <= q * (double)N * (1.0 + 1e-12), DPT_EINVAL,
-              "--min-batch: N_B = %llu must be in [1, qN] = [1, %.6g] (q %g, N %llu)", (unsigned long long)N_B,
+              "N_B = %llu must be in [1, qN] = [1, %.6g] (q %g, N %llu)", (unsigned long long)N_B,
               q * (double)N, q, (unsigned long long)N);
     return DPT_OK;
 }
@@ -149,7 +149,7 @@ typedef struct {
 } pair_terms;
 
 static dpt_status pair_setup(double q, uint64_t n, uint64_t N_B, pair_terms *p) {
-    DPT_CHECK(N_B <= n, DPT_EINVAL, "--min-batch: N_B = %llu exceeds the %llu other examples (q %g)",
+    DPT_CHECK(N_B <= n, DPT_EINVAL, "dpulr accountant: N_B = %llu exceeds the %llu other examples (q %g)",
               (unsigned long long)N_B, (unsigned long long)n, q);
     double lo, hi;
     log_upper_tail(n, q, N_B, &lo, &hi);
