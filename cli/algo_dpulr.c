@@ -47,7 +47,7 @@ static cli_option DPULR_OPTS[] = {
     {"--sigma0", CLI_STR, &SIGMA0_S, "X",
      "required: target noise multiplier sigma0 (> 0), noise std >= sigma0*C per direction", &SIGMA0_SEEN},
     {"--min-batch", CLI_STR, &MIN_BATCH_S, "N_B",
-     "rejection threshold in [1, qN] (default: largest with rejection term <= 1e-3 x SGM term)", &NB_SEEN},
+     "rejection threshold in [1, qN] (default: largest with rejection cost <= 1e-3 x SGM term at order 1.1)", &NB_SEEN},
     {"--ulr-noise", CLI_STR, &NOISE, "MODE",
      "explicit (clip + N(0, sigma0^2 C^2): the standard analysis) | controller (the paper's Eq. 7 + top-up; "
      "Gaussian approximation)", NULL},
@@ -148,14 +148,14 @@ static int dpulr_make(cli_algo_ctx *c, dpt_algo **out) {
             if (st != DPT_OK) return cli_refuse(st, "--min-batch");
             S.ratio = rej / sgm;
             if (S.ratio > MAX_REJECTION_RATIO)
-                fprintf(stderr, "dptrain: warning: --min-batch %ld: the rejection term %.3g is %.3g x the SGM term at "
+                fprintf(stderr, "dptrain: warning: --min-batch %ld: the rejection cost %.3g is %.3g x the SGM term at "
                                 "order %g (> %g): it adds noticeably to epsilon; a smaller N_B costs less\n",
                         MIN_BATCH, rej, S.ratio, DPT_DPULR_RATIO_ALPHA, MAX_REJECTION_RATIO);
         } else {
             dpt_status st = dpt_dpulr_default_min_batch(q, SIGMA0, N, MAX_REJECTION_RATIO, &S.nb, &S.ratio);
             if (st != DPT_OK) return cli_refuse(st, "--min-batch");
             if (!c->quiet)
-                fprintf(stderr, "dptrain: --min-batch %" PRIu64 " (of qN = %.1f): rejection term %.3g x the SGM term "
+                fprintf(stderr, "dptrain: --min-batch %" PRIu64 " (of qN = %.1f): rejection cost %.3g x the SGM term "
                                 "at order %g\n", S.nb, q * (double)N, S.ratio, DPT_DPULR_RATIO_ALPHA);
         }
         cfg->sample_rate = q;
@@ -207,20 +207,19 @@ static int dpulr_report(const cli_algo_ctx *c, dpt_trainer *t) {
     }
     const dpt_ledger *l = dpt_trainer_ledger(t);
     if (!l) return cli_fail("epsilon: no privacy ledger");
-    double delta = c->priv->delta, eb = NAN, ec = NAN, rej = 0, e_next = 0;
+    double delta = c->priv->delta, eb = NAN, ec = NAN, e_next = 0;
     if (dpt_ledger_epsilon(l, delta, DPT_ACCT_RDP, DPT_CONV_BALLE, &eb) != DPT_OK ||
         dpt_ledger_epsilon(l, delta, DPT_ACCT_RDP, DPT_CONV_CLASSIC, &ec) != DPT_OK)
         return cli_fail("epsilon");
-    if (dpt_dpulr_rejection_term(c->cfg->sample_rate, c->train->n, S.nb, &rej) != DPT_OK) return cli_fail("epsilon");
     if (dpt_trainer_budget_stopped(t, &e_next))
         printf("stopped by the privacy budget: the next step would reach epsilon %.4g > %g\n", e_next,
                c->priv->target_eps);
     char ex[320];
     cli_ledger_excludes(l, ex, sizeof ex);
     printf("privacy: epsilon %.4g (RDP, Balle conversion) / %.4g (classic conversion, as in the paper) at delta %g "
-           "after %" PRIu64 " steps (Poisson q %g with rejection below N_B %" PRIu64 ", sigma0 %g; rejection term "
-           "%.3g per step)%s%s  ledger: %s/ledger.json\n",
-           eb, ec, delta, dpt_ledger_steps(l), c->cfg->sample_rate, S.nb, SIGMA0, rej,
+           "after %" PRIu64 " steps (Poisson q %g with rejection below N_B %" PRIu64 ", sigma0 %g; rejection cost "
+           "%.3g x the SGM term at order %g)%s%s  ledger: %s/ledger.json\n",
+           eb, ec, delta, dpt_ledger_steps(l), c->cfg->sample_rate, S.nb, SIGMA0, S.ratio, DPT_DPULR_RATIO_ALPHA,
            S.noise == DPT_ULR_CONTROLLER ? " [controller: under the paper's Gaussian approximation]" : "", ex, c->out);
     return 0;
 }

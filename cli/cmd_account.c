@@ -25,7 +25,7 @@ static const char *USAGE =
     "sigma (add/remove adjacency), or the smallest sigma that meets a target epsilon.\n"
     "With --epochs E, steps = ceil(E / q) (an epoch is 1/q steps in expectation, q = B/N).\n"
     "--algo dpulr: DP-ULR's Poisson sampling with rejection of batches smaller than N_B\n"
-    "(per step: rejection term + SGM RDP of sigma = sigma0; RDP accountant only).";
+    "(per step: the rejection bound of docs/dpulr.md, at least the SGM RDP of sigma = sigma0; RDP accountant only).";
 
 typedef struct {
     double q, sigma, delta, target, eps, order;
@@ -202,12 +202,13 @@ static int account_dpulr(const acct_result *r, uint64_t N, const char *s_nb, dpt
     }
     double rej = 0, eb = 0, ec = 0, ob = 0, oc = 0, sgm = 0;
     /* refuses an N_B outside [1, qN]: a bad --min-batch, as train says */
-    if ((st = dpt_dpulr_rejection_term(r->q, N, nb, &rej)) != DPT_OK) return cli_refuse(st, "account");
+    if ((st = dpt_dpulr_check(r->q, N, nb)) != DPT_OK) return cli_refuse(st, "account");
     if (dpt_dpulr_epsilon(r->q, r->sigma, N, nb, r->steps, r->delta, DPT_CONV_BALLE, &eb, &ob) != DPT_OK ||
         dpt_dpulr_epsilon(r->q, r->sigma, N, nb, r->steps, r->delta, DPT_CONV_CLASSIC, &ec, &oc) != DPT_OK)
         return cli_fail("DP-ULR accountant");
     double best = conv == DPT_CONV_BALLE ? ob : oc;
-    if (dpt_rdp_sgm(r->q, r->sigma, best, &sgm) != DPT_OK) return cli_fail("DP-ULR accountant");
+    /* the rejection's cost over plain Poisson sampling at the best order (issue 38 bound) */
+    if (dpt_dpulr_rdp(r->q, r->sigma, N, nb, best, NULL, &rej, &sgm) != DPT_OK) return cli_fail("DP-ULR accountant");
     double r11 = 0, s11 = 0;
     if (dpt_dpulr_rdp(r->q, r->sigma, N, nb, DPT_DPULR_RATIO_ALPHA, NULL, &r11, &s11) != DPT_OK)
         return cli_fail("DP-ULR accountant");
@@ -224,7 +225,7 @@ static int account_dpulr(const acct_result *r, uint64_t N, const char *s_nb, dpt
         cli_json_number(o, "dataset_size", (double)N);
         cli_json_number(o, "min_batch", (double)nb);
         cli_json_number(o, "steps", (double)r->steps);
-        cli_json_number(o, "rejection_term", rej);
+        cli_json_number(o, "rejection_cost_at_best_order", rej);
         cli_json_number(o, "sgm_term_at_best_order", sgm);
         cli_json_number(o, "order", best);
         cli_json_number(o, "ratio_at_order_1_1", r11 / s11);
@@ -234,12 +235,12 @@ static int account_dpulr(const acct_result *r, uint64_t N, const char *s_nb, dpt
     printf("sample rate q   %.6g   (dataset size N %llu, expected batch %.1f)\n", r->q, (unsigned long long)N,
            r->q * (double)N);
     printf("min batch N_B   %llu%s\n", (unsigned long long)nb,
-           s_nb ? "" : "   (default: rejection term <= 1e-3 x SGM term at order 1.1)");
+           s_nb ? "" : "   (default: rejection cost <= 1e-3 x SGM term at order 1.1)");
     printf("steps           %llu\n", (unsigned long long)r->steps);
     printf("sigma0          %.6g\n", r->sigma);
     printf("delta           %g\n", r->delta);
-    printf("rejection term  %.4g per step (order-independent)\n", rej);
     printf("SGM term        %.4g per step at order %g\n", sgm, best);
+    printf("rejection cost  %.4g per step at order %g (bound of docs/dpulr.md minus the SGM term)\n", rej, best);
     printf("ratio at a=1.1  %.4g%s\n", r11 / s11, r11 / s11 > 1e-3 ? "   (not negligible: a smaller N_B costs less)" : "");
     printf("epsilon         %.4f   (Balle et al. 2020 conversion, best order %g)\n", eb, ob);
     printf("epsilon         %.4f   (classic conversion, as in the paper, best order %g)\n", ec, oc);
@@ -378,7 +379,7 @@ int dpt_cmd_account(int argc, char **argv) {
     if (!rc && acct == DPT_ACCT_PLD && s_orders) rc = cli_error("--orders: only used by the RDP accountant");
     if (!rc && dpulr) {
         uint64_t n = 0;
-        if (!s_n) rc = cli_error("--dataset-size: --algo dpulr needs the dataset size N (the rejection term depends on it)");
+        if (!s_n) rc = cli_error("--dataset-size: --algo dpulr needs the dataset size N (the rejection bound depends on it)");
         else if (parse_pos_u64("--dataset-size", s_n, &n)) rc = 2;
         else if (!(r.q < 1)) rc = cli_error("--sample-rate: --algo dpulr needs q < 1, got %g", r.q);
         else {

@@ -95,7 +95,9 @@ dpt_status dpt_ledger_save(const dpt_ledger *l, const char *path);
 dpt_status dpt_ledger_load(const char *path, dpt_ledger **out);
 
 static const double DPT_DPULR_RATIO_ALPHA;
-dpt_status dpt_dpulr_rejection_term(double q, uint64_t N, uint64_t N_B, double *term);
+dpt_status dpt_dpulr_check(double q, uint64_t N, uint64_t N_B);
+dpt_status dpt_dpulr_rdp_curve(double q, double sigma0, uint64_t N, uint64_t N_B,
+                               const double *orders, size_t n, double *out);
 dpt_status dpt_dpulr_rdp(double q, double sigma0, uint64_t N, uint64_t N_B, double alpha,
                          double *gamma, double *rejection, double *sgm);
 dpt_status dpt_dpulr_epsilon(double q, double sigma0, uint64_t N, uint64_t N_B,

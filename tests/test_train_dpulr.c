@@ -556,6 +556,10 @@ static void test_run(dpt_ulr_noise mode) {
     CHECK_OK(dpt_dpulr_epsilon(0.2, 1.0, 300, 50, 30, 1e-5, DPT_CONV_BALLE, &e2, NULL));
     CHECK_CLOSE(e, e2, 0, 1e-12);
     CHECK(!strcmp(dpt_ledger_get_meta(l, "sampler"), "poisson_reject"));
+    /* issue 38: the controller's epsilon is said not to cover it; explicit mode has no such note */
+    const char *ex = dpt_ledger_get_meta(l, "epsilon_excludes");
+    if (mode == DPT_ULR_CONTROLLER) CHECK(ex && strstr(ex, DPT_ULR_CONTROLLER_NOTE));
+    else CHECK(ex == NULL);
     printf("dpulr run (%s): test accuracy %.3f, epsilon %.3f\n", mode == DPT_ULR_EXPLICIT ? "explicit" : "controller",
            r.test_accuracy, e);
     CHECK(r.test_accuracy > 0.6); /* chance is 1/3 */

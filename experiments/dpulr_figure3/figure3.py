@@ -45,13 +45,13 @@ def main():
                 rows.append(dict(batch=b, q="%.10g" % q, sigma0="%g" % s, epoch=e, steps=steps, curve="dpsgd",
                                  min_batch="", epsilon_balle="%.6g" % balle["epsilon"],
                                  epsilon_classic="%.6g" % classic["epsilon"], epsilon_pld="%.6g" % pld["epsilon"],
-                                 rejection_term=""))
+                                 rejection_cost=""))
                 for curve, extra in (("dpulr", []), ("dpulr_nb_qn", ["--min-batch", str(int(q * n + 1e-9))])):
                     u = account(dptrain, "--algo", "dpulr", *common, *extra)
                     rows.append(dict(batch=b, q="%.10g" % q, sigma0="%g" % s, epoch=e, steps=steps, curve=curve,
                                      min_batch=u["min_batch"], epsilon_balle="%.6g" % u["epsilon_balle"],
                                      epsilon_classic="%.6g" % u["epsilon_classic"], epsilon_pld="",
-                                     rejection_term="%.6g" % u["rejection_term"]))
+                                     rejection_cost="%.6g" % u["rejection_cost_at_best_order"]))
     with open("%s/figure3.csv" % out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()

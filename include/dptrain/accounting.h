@@ -175,27 +175,34 @@ dpt_status dpt_ledger_load(const char *path, dpt_ledger **out);
 
 /* ==== DP-ULR: Poisson sampling with rejection (dpulr.c) ====
  * Each example is drawn with probability q and the whole batch is redrawn while it has
- * fewer than N_B examples (1 <= N_B <= qN). Per step (Theorems 3.5-3.6 and Eq. 38 of the
- * DP-ULR paper, with Nbar = N - 1 for a dataset of N examples):
- *   gamma(alpha) = ln(1 + q p(N_B - 1; Nbar, q) / (1 - P(N_B - 1; Nbar, q)))   rejection term
- *                + RDP_SGM(q, sigma0, alpha)                                    exact SGM RDP
- * p, P: Binomial(Nbar, q) pmf and cdf, in log space. The paper's closed form
- * 2 q^2 alpha / sigma0^2 for the second term is replaced by the exact SGM RDP (see
- * docs/dpulr.md). Errors name --min-batch for N_B outside [1, qN]. */
+ * fewer than N_B examples (1 <= N_B <= qN); the clipped sum (norm <= C per example) plus
+ * N(0, sigma0^2 C^2 I) is released. Per step, for neighbours of sizes n, n + 1 (n = N - 1
+ * and N), with u = p(N_B; n, q) / P(X_n >= N_B), r = N_B (1 - q) / (n - N_B + 1),
+ * p* = (q + r) / (1 + r), A = e^{(a-1) RDP_SGM(q, sigma0, a)}, B = e^{(a-1) RDP_SGM(p*, sigma0/2, a)}:
+ *   e^{(a-1) gamma(a)} = max( (1 + r u)^{-a}  [(1 - u) A + u (1 + r)^a B],
+ *                             (1 + r u)^{a-1} [(1 - u) A + u (1 + r)^{1-a} B] )
+ * (proof: docs/dpulr.md; it replaces the paper's ln(c0/c1) + RDP_SGM(q, sigma0), which is
+ * not an upper bound when N_B is near qN, issue 38). Errors name --min-batch for N_B
+ * outside [1, qN]. */
 /* the order at which the ratio rejection / SGM is judged (Figure 2 of the paper) */
 #define DPT_DPULR_RATIO_ALPHA 1.1
 double dpt_binom_logpmf(uint64_t n, double q, uint64_t k);
-dpt_status dpt_dpulr_rejection_term(double q, uint64_t N, uint64_t N_B, double *term);
-/* gamma at one order; rejection, sgm (may be NULL) receive the two terms. */
+/* DPT_EINVAL unless q in (0, 1), N >= 2 and 1 <= N_B <= qN. */
+dpt_status dpt_dpulr_check(double q, uint64_t N, uint64_t N_B);
+/* gamma at one order; rejection = gamma - RDP_SGM(q, sigma0) >= 0 (what the rejection costs
+ * over plain Poisson sampling) and sgm = RDP_SGM(q, sigma0); each may be NULL. */
 dpt_status dpt_dpulr_rdp(double q, double sigma0, uint64_t N, uint64_t N_B, double alpha,
                          double *gamma, double *rejection, double *sgm);
+/* gamma at each of orders[0..n-1] into out[n] (+inf where no bound is computed). */
+dpt_status dpt_dpulr_rdp_curve(double q, double sigma0, uint64_t N, uint64_t N_B,
+                               const double *orders, size_t n, double *out);
 /* epsilon after `steps` steps (default order grid); best_order may be NULL. */
 dpt_status dpt_dpulr_epsilon(double q, double sigma0, uint64_t N, uint64_t N_B,
                              uint64_t steps, double delta, dpt_conversion conv, double *eps,
                              double *best_order);
-/* Largest N_B in [1, qN] whose rejection term is <= max_ratio times the SGM term at order
- * DPT_DPULR_RATIO_ALPHA (the SGM RDP is smallest there, so the bound holds at every
- * larger order). When even N_B = 1 exceeds it, *N_B = 1 and *ratio tells by how much. */
+/* Largest N_B in [1, qN] whose rejection cost (gamma - sgm above) is <= max_ratio times the
+ * SGM term at order DPT_DPULR_RATIO_ALPHA. When even N_B = 1 exceeds it, *N_B = 1 and
+ * *ratio tells by how much. Any N_B is accounted by the bound; this only picks a cheap one. */
 dpt_status dpt_dpulr_default_min_batch(double q, double sigma0, uint64_t N, double max_ratio,
                                        uint64_t *N_B, double *ratio);
 /* Ledger event "dpulr": `count` steps of the mechanism above (evaluated exactly at every

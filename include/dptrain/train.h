@@ -191,6 +191,11 @@ dpt_status dpt_algo_propnoise_new(const dpt_propnoise_config *cfg, dpt_algo **ou
  *     fast stream that need not be the noise stream (dpt_rng_gauss_fill_fast_at).
  * private = 0 is the non-private ULR baseline: no clipping, no noise, mean over |B|. */
 typedef enum { DPT_ULR_CONTROLLER = 0, DPT_ULR_EXPLICIT = 1 } dpt_ulr_noise;
+/* The text a run with noise = DPT_ULR_CONTROLLER records as not covered by its epsilon
+ * (ledger metadata "epsilon_excludes", metrics "privacy_excludes"): the noise level is chosen
+ * from the batch, and no DP proof covers that (docs/dpulr.md, issue 38). */
+#define DPT_ULR_CONTROLLER_NOTE \
+    "DP-ULR --ulr-noise controller: the noise level is chosen from the batch; no DP proof covers it"
 #define DPT_ULR_AUTO (-1)       /* dpt_dpulr_config.baseline: on where allowed (see below) */
 #define DPT_ULR_DEFAULT_STD 0.1 /* the perturbation std s when perturb_std is 0 (explicit, ulr) */
 typedef struct {

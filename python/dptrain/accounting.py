@@ -27,7 +27,7 @@ from .errors import file_not_found
 
 __all__ = [
     "epsilon", "rdp_epsilon", "delta_pld", "rdp", "default_orders", "calibrate_sigma", "steps_for_epochs",
-    "dpulr_epsilon", "dpulr_rdp", "dpulr_rejection_term", "dpulr_default_min_batch", "Ledger", "read_ledger",
+    "dpulr_epsilon", "dpulr_rdp", "dpulr_default_min_batch", "Ledger", "read_ledger",
     "RdpEpsilon", "DPULR_RATIO_ALPHA", "secure_distance",
 ]
 
@@ -253,16 +253,10 @@ def calibrate_sigma(target_epsilon, sample_rate, delta, steps=None, epochs=None,
 
 # ==== DP-ULR: Poisson sampling with rejection ====
 
-def dpulr_rejection_term(sample_rate, dataset_size, min_batch):
-    """The rejection term ln(1 + q p(N_B - 1) / (1 - P(N_B - 1))) of one DP-ULR step."""
-    out = ffi.new("double *")
-    check(lib.dpt_dpulr_rejection_term(_f(sample_rate, "sample_rate"), _u64(dataset_size, "dataset_size"),
-                                       _u64(min_batch, "min_batch"), out))
-    return out[0]
-
-
 def dpulr_rdp(noise_multiplier, sample_rate, dataset_size, min_batch, order):
-    """(gamma, rejection, sgm): the per-step RDP of DP-ULR at one order and its two terms."""
+    """(gamma, rejection, sgm): the per-step RDP bound of DP-ULR at one order (docs/dpulr.md,
+    issue 38), what the rejection costs over plain Poisson sampling (gamma - sgm) and the
+    sampled Gaussian RDP at (q, sigma0)."""
     g, r, s = ffi.new("double *"), ffi.new("double *"), ffi.new("double *")
     check(lib.dpt_dpulr_rdp(_f(sample_rate, "sample_rate"), _f(noise_multiplier, "noise_multiplier"),
                             _u64(dataset_size, "dataset_size"), _u64(min_batch, "min_batch"), _f(order, "order"),
@@ -287,7 +281,7 @@ def dpulr_epsilon(noise_multiplier, sample_rate, dataset_size, min_batch, steps,
 
 
 def dpulr_default_min_batch(noise_multiplier, sample_rate, dataset_size, max_ratio=1e-3):
-    """(N_B, ratio): the largest N_B whose rejection term is at most max_ratio times the SGM
+    """(N_B, ratio): the largest N_B whose rejection cost is at most max_ratio times the SGM
     term at order DPULR_RATIO_ALPHA (what `dptrain train --algo dpulr` uses by default)."""
     nb, ratio = ffi.new("uint64_t *"), ffi.new("double *")
     check(lib.dpt_dpulr_default_min_batch(_f(sample_rate, "sample_rate"), _f(noise_multiplier, "noise_multiplier"),

@@ -130,6 +130,16 @@ class Run:
         return None if self.ledger is None else self.ledger.get_meta("seed_source")
 
     @property
+    def epsilon_excludes(self):
+        """What the run's epsilon does NOT cover ("; "-joined, from the ledger metadata
+        "epsilon_excludes"), e.g. DP-ULR's ulr_noise='controller', whose noise level is chosen
+        from the batch (issue 38), or test metrics computed on the training data; None when the
+        epsilon carries no such qualification or there is no ledger."""
+        if self.ledger is None:
+            return None
+        return self.ledger.get_meta("epsilon_excludes")
+
+    @property
     def epsilon_pld(self):
         if self.ledger is None or self.delta is None or not self.ledger.pld_applies:
             return None
@@ -500,7 +510,7 @@ def _make_dpulr(c):
             g_, rej, sgm = ffi.new("double *"), ffi.new("double *"), ffi.new("double *")
             check(lib.dpt_dpulr_rdp(q, sigma0, N, nb, lib.DPT_DPULR_RATIO_ALPHA, g_, rej, sgm), "min_batch")
             if rej[0] / sgm[0] > 1e-3:
-                log.warning("min_batch %d: the rejection term %.3g is %.3g x the SGM term at order %g (> 0.001): it "
+                log.warning("min_batch %d: the rejection cost %.3g is %.3g x the SGM term at order %g (> 0.001): it "
                             "adds noticeably to epsilon; a smaller N_B costs less", nb, rej[0], rej[0] / sgm[0],
                             lib.DPT_DPULR_RATIO_ALPHA)
         else:

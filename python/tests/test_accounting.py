@@ -174,7 +174,9 @@ def test_dpulr_equals_c_and_cli(cli):
     assert j["epsilon"] == e and j["min_batch"] == nb
     g, r, s = acc.dpulr_rdp(s0, q, N, nb, 4.0)
     assert g == pytest.approx(r + s, rel=1e-15)
-    assert acc.dpulr_rejection_term(q, N, nb) == r
+    assert r >= 0 and not hasattr(acc, "dpulr_rejection_term")  # withdrawn with the old bound (issue 38)
+    # the bound, not the withdrawn ln(c0/c1) + SGM: the audit's counterexample
+    assert acc.dpulr_epsilon(0.8, 0.1, 100, 10, 1, 1e-5) == pytest.approx(10.7078, abs=1e-3)
 
 
 def test_ledger_composition_equals_c():

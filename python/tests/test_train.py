@@ -118,6 +118,10 @@ def test_dpulr_defaults_are_explicit_with_the_baseline(caplog):
     nobase = params(baseline=False)
     assert not all(np.array_equal(d[k], nobase[k]) for k in d)
     # the controller: no baseline unless asked for, and then refused
+    # issue 38: the Run says its epsilon does not cover the controller; explicit mode has no such note
+    ctrl = dptrain.train(x, y, **common, ulr_noise="controller")
+    assert "--ulr-noise controller" in ctrl.epsilon_excludes and ctrl.epsilon is not None
+    assert dptrain.train(x, y, **common).epsilon_excludes is None
     with caplog.at_level("WARNING", logger="dptrain"):
         c, c0 = params(ulr_noise="controller"), params(ulr_noise="controller", baseline=False)
     assert "Gaussian approximation" in caplog.text  # its epsilon rests on it, and the run says so

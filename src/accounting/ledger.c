@@ -211,8 +211,7 @@ dpt_status dpt_ledger_add_eps_delta(dpt_ledger *l, double eps, double delta, con
 dpt_status dpt_ledger_add_dpulr(dpt_ledger *l, double q, double sigma0, uint64_t N, uint64_t N_B, uint64_t count) {
     DPT_CHECK(l != NULL, DPT_EINVAL, "ledger is NULL");
     DPT_CHECK(isfinite(sigma0) && sigma0 > 0, DPT_EINVAL, "noise multiplier sigma0 must be > 0, got %g", sigma0);
-    double term;
-    DPT_TRY(dpt_dpulr_rejection_term(q, N, N_B, &term)); /* validates q, N, N_B */
+    DPT_TRY(dpt_dpulr_check(q, N, N_B));
     DPT_TRY(check_count(count));
     ledger_event e = {.kind = EV_DPULR, .count = count, .q = q, .sigma = sigma0, .n_data = N, .n_b = N_B};
     return push_event(l, &e);
@@ -370,10 +369,10 @@ dpt_status dpt_ledger_epsilon_rdp(const dpt_ledger *l, double delta, dpt_convers
             for (size_t j = 0; j < n_orders; j++) total[j] += c * curve_at(e, orders[j]);
             break;
         case EV_DPULR: {
-            double rej = 0;
-            st = dpt_dpulr_rejection_term(e->q, e->n_data, e->n_b, &rej);
-            if (st == DPT_OK) st = dpt_acct_rdp_curve(e->q, e->sigma, orders, n_orders, tmp);
-            for (size_t j = 0; j < n_orders && st == DPT_OK; j++) total[j] += c * (rej + tmp[j]);
+            /* recomputed from the stored parameters (q, sigma0, N, N_B) every time: a ledger
+             * written before issue 38 gets the sound bound, not the withdrawn one */
+            st = dpt_dpulr_rdp_curve(e->q, e->sigma, e->n_data, e->n_b, orders, n_orders, tmp);
+            for (size_t j = 0; j < n_orders && st == DPT_OK; j++) total[j] += c * tmp[j];
             break;
         }
         case EV_SGM_DGAUSS: {

@@ -661,6 +661,10 @@ static int controller_on(const ulr_state *s) { return s->cfg.private_ && s->cfg.
 static dpt_status ulr_bind(dpt_algo *a, dpt_trainer *t) {
     ulr_state *s = a->state;
     if (!s->cfg.private_) return DPT_OK;
+    /* issue 38: the controller picks s_l and the top-up from the batch (and clipping breaks
+     * its variance floor), so no accountant covers it: the run says so wherever its epsilon
+     * is published (ledger "epsilon_excludes", every metrics line) */
+    if (s->cfg.accounted && controller_on(s)) DPT_TRY(dpt_trainer_exclude_from_guarantee(t, DPT_ULR_CONTROLLER_NOTE));
     if (s->cfg.accounted)
         DPT_CHECK(t->cfg.sampler == DPT_SAMPLER_POISSON_REJECT && t->cfg.min_batch >= 1, DPT_EINVAL,
                   "dpulr: the accounted mode needs Poisson sampling with rejection (dpt_train_config.sampler = "

@@ -135,6 +135,9 @@ static dpt_status ledger_set_run_meta(dpt_trainer *t) {
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "q", q));
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "sigma", sigma));
     if (t->freeze_list[0]) DPT_TRY(dpt_ledger_set_meta(t->ledger, "frozen_layers", t->freeze_list));
+    /* exclusions recorded before the ledger existed (an algorithm's bind) or missing from a
+     * resumed ledger written by an older version: added, never dropped */
+    DPT_TRY(dpt_trainer_excludes_to_ledger(t));
     /* the data under the run's key, never their plain hash (rundir.c, "The run key") */
     return dpt_ledger_set_meta(t->ledger, "data_hmac", hash);
 }

@@ -31,6 +31,30 @@ dpt_status dpt_trainer_exclude_from_guarantee(dpt_trainer *t, const char *what) 
     return DPT_OK;
 }
 
+dpt_status dpt_trainer_excludes_to_ledger(dpt_trainer *t) {
+    if (!t->ledger || !t->excludes[0]) return DPT_OK;
+    const char *have = dpt_ledger_get_meta(t->ledger, "epsilon_excludes");
+    char all[2 * sizeof t->excludes + 2];
+    snprintf(all, sizeof all, "%s", have ? have : "");
+    int changed = 0;
+    for (const char *p = t->excludes; *p;) {
+        const char *e = strstr(p, "; ");
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        char one[sizeof t->excludes];
+        memcpy(one, p, len);
+        one[len] = 0;
+        if (!strstr(all, one)) {
+            size_t n = strlen(all);
+            DPT_CHECK(n + 2 + len < sizeof all, DPT_EINVAL, "the privacy exclusions together exceed %zu bytes",
+                      sizeof all - 1);
+            snprintf(all + n, sizeof all - n, "%s%s", n ? "; " : "", one);
+            changed = 1;
+        }
+        p += len + (e ? 2 : 0);
+    }
+    return changed ? dpt_ledger_set_meta(t->ledger, "epsilon_excludes", all) : DPT_OK;
+}
+
 /* 1 when s is one line of text (dpt_text_char_len): safe in JSON, in a terminal and for any
  * reader of the ledger */
 static int text_ok(const char *s) {

@@ -274,4 +274,8 @@ int dpt_rng_state_parse(const struct cJSON *o, dpt_rng_state *s);
 /* Removes the files of a previous run (and their temporaries) from dir, only those;
  * says what it removed and what it left through the trainer's log. */
 dpt_status dpt_run_dir_clear(const dpt_trainer *t, const char *dir);
+/* Adds every exclusion of t->excludes ("; "-joined) that the ledger's "epsilon_excludes"
+ * lacks, keeping the ledger's own (release.c). No-op without a ledger. */
+dpt_status dpt_trainer_excludes_to_ledger(dpt_trainer *t);
+
 #endif

@@ -4,7 +4,8 @@
 # controller, --sigma instead of --sigma0, ...); an accounted run writes epsilon per epoch,
 # a ledger with dpulr events, and prints the Balle and classic epsilons; the shuffled mode
 # is labelled NOT ACCOUNTED and prints no epsilon; --resume continues the ledger; the
-# account command prints the rejection and SGM terms and agrees with the training ledger.
+# account command prints the rejection cost and SGM term and agrees with the training ledger;
+# a controller run says wherever its epsilon appears that the epsilon does not cover it.
 set -u
 BIN=$1
 source "$(dirname "$0")/lib/harness.sh"
@@ -44,6 +45,23 @@ expect_ok "$BIN" train "${C[@]}" --sigma0 1 --batch-size 60 --epochs 1 --ulr-noi
 check 'grep -q "algorithm dpulr (controller noise, sigma0 1, C 1, K 4, s floor 0," <<<"$LAST_OUT"' \
   "controller run describes other settings"
 check '[ "$(grep -c "Gaussian approximation" <<<"$LAST_OUT")" = 2 ]' "controller caveat missing"
+# issue 38: its epsilon does not cover the controller, and every place that publishes it says so
+check 'grep -q "controller: the noise level is chosen from the batch; no DP proof covers it" <<<"$LAST_OUT"' \
+  "the controller run's epsilon line does not say it is not covered"
+check 'python3 -c "
+import json
+ls=[json.loads(l) for l in open(\"$T/ctrl/metrics.jsonl\")]
+assert ls and all(\"--ulr-noise controller\" in l[\"privacy_excludes\"] for l in ls), ls
+m=json.load(open(\"$T/ctrl/ledger.json\"))[\"meta\"]
+assert \"--ulr-noise controller\" in m[\"epsilon_excludes\"], m
+"' "controller run: metrics / ledger do not exclude the controller"
+expect_ok "$BIN" account --ledger "$T/ctrl/ledger.json" --delta 1e-5
+check 'grep -q "NOT covered .*--ulr-noise controller" <<<"$LAST_OUT"' "account --ledger does not say the controller is not covered"
+expect_ok "$BIN" account --ledger "$T/ctrl/ledger.json" --delta 1e-5 --json
+check 'python3 -c "
+import json,sys
+assert \"--ulr-noise controller\" in json.loads(sys.argv[1])[\"epsilon_excludes\"]
+" "$LAST_OUT"' "account --ledger --json does not exclude the controller"
 expect_ok "$BIN" train "${C[@]}" --sigma0 1 --batch-size 60 --epochs 1 --no-baseline --out "$T/nobase"
 check 'grep -q "algorithm dpulr (explicit noise, sigma0 1, C 1, K 4, s 0.1," <<<"$LAST_OUT"' "--no-baseline not applied"
 check 'python3 -c "
@@ -52,7 +70,8 @@ ls=[json.loads(l) for l in open(\"$T/run/metrics.jsonl\")]
 assert len(ls)==2 and all(\"epsilon\" in l and \"epsilon_pld\" not in l for l in ls)
 l=json.load(open(\"$T/run/ledger.json\"))
 assert l[\"total_sgm_steps\"]==40 and l[\"events\"][0][\"type\"]==\"dpulr\", l
-assert l[\"meta\"][\"sampler\"]==\"poisson_reject\"
+assert l[\"meta\"][\"sampler\"]==\"poisson_reject\" and \"controller\" not in l[\"meta\"].get(\"epsilon_excludes\", \"\")
+assert all(\"controller\" not in x.get(\"privacy_excludes\", \"\") for x in ls)
 "' "metrics / ledger of the accounted run wrong"
 NB=$(python3 -c "import json; print(int(json.load(open('$T/run/ledger.json'))['events'][0]['min_batch']))")
 EPS=$(python3 -c "import json; print(json.loads(open('$T/run/metrics.jsonl').readlines()[-1])['epsilon'])")
@@ -60,7 +79,7 @@ expect_ok "$BIN" account --algo dpulr --batch-size 60 --dataset-size 1200 --sigm
 check 'python3 -c "
 import json,sys
 o=json.loads(sys.argv[1]); assert abs(o[\"epsilon_balle\"]-$EPS)<=1e-9*$EPS, (o, $EPS)
-assert o[\"rejection_term\"]>0 and o[\"epsilon_classic\"]>o[\"epsilon_balle\"]
+assert o[\"rejection_cost_at_best_order\"]>0 and o[\"epsilon_classic\"]>o[\"epsilon_balle\"]
 " "$LAST_OUT"' "account --algo dpulr disagrees with the training ledger"
 expect_ok "$BIN" account --algo dpulr --batch-size 60 --dataset-size 1200 --sigma 1 --steps 40 --min-batch 60
 check 'grep -q "not negligible" <<<"$LAST_OUT"' "no warning for N_B = qN"
