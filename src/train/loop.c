@@ -1215,6 +1215,9 @@ static dpt_status publish(dpt_trainer *t, int partial, size_t in_epoch, size_t s
         return dpt_set_error(DPT_ERANGE, "step %" PRIu64 ": the parameters are not finite (NaN or Inf): the model "
                              "diverged; lower the learning rate (dpt_optim_config.lr)", t->step);
     DPT_TRY(compute_result(t, partial, in_epoch, spe, r));
+    /* an ended epoch's loss sums are spent: reset before the checkpoint, which a resume at
+     * this boundary reads (else the next epoch's mean would include this one's batches) */
+    if (!partial) t->epoch_loss_sum = 0, t->epoch_examples = 0;
     char *line = NULL;
     DPT_TRY(record_line(t, r, &line));
     free(t->record);
@@ -1355,10 +1358,8 @@ static dpt_status run_loop(dpt_trainer *t, dpt_epoch_result *last) {
         if (ended) {
             int e_stop = 0;
             t->epoch++;
-            DPT_TRY(publish(t, 0, spe, spe, &r, &e_stop));
+            DPT_TRY(publish(t, 0, spe, spe, &r, &e_stop)); /* also resets the epoch's loss sums */
             unsaved = 0;
-            t->epoch_loss_sum = 0;
-            t->epoch_examples = 0;
             cb_stop |= e_stop;
         }
         DPT_TRY(share_flag(t, &cb_stop));
