@@ -2,9 +2,12 @@
  * weighted-GEMM path equals the materialized reference (flat and per-layer); the
  * pre-noise clipped sums of two neighbouring batches (one example removed, same Poisson
  * sampling of the rest) differ by exactly min(||g||, C) <= C; with gradients forced to
- * zero the released update is pure noise N(0, sigma^2 C^2) / qN; empty Poisson batches
+ * zero the released update is pure noise N(0, sigma^2 C^2) / qN; with |B| != qN the SGD
+ * step is -lr (clipped sum + noise) / qN; empty Poisson batches
  * still add noise; and a DP run learns. */
 #include <dptrain/accounting.h>
+#include <dptrain/optim.h>
+#include <dptrain/privacy.h>
 #include <dptrain/train.h>
 
 #include <math.h>
@@ -157,6 +160,50 @@ static void test_noise_only(void) {
     CHECK_CLOSE(sd, want, 5 * want / sqrt(2.0 * cnt), 0);
     dpt_trainer_free(t);
     dpt_dataset_free(&z);
+}
+
+/* ==== the update divides by the expected batch size qN, not |B| ==== */
+/* Batches of |B| = 23 and 97 with qN = 60 (issue 38.8: the tests that used |B| = qN let a
+ * division by |B| survive): three trainers on one seed draw the same noise z; the first
+ * gives the clipped sum S, the third z alone (dpt_privacy_noise_add_scaled on zeros), and
+ * the second's SGD step must move theta by exactly -lr (S + z) / qN. */
+static void test_update_divides_by_qN(const dpt_dataset *tr) {
+    const double q = 0.1, qN = q * (double)tr->n, sigma = 1.3, C = 0.7;
+    const size_t sizes[2] = {23, 97};
+    dpt_train_config c = dp_cfg("mlp:8-16-3:gelu", q);
+    c.optim.momentum = 0;
+    for (int k = 0; k < 2; k++) {
+        const size_t b = sizes[k];
+        CHECK((double)b != qN);
+        dpt_algo *a1, *a2, *a3;
+        dpt_trainer *t1 = make_trainer(&c, tr, sigma, C, DPT_CLIP_FLAT, 0, &a1);
+        dpt_trainer *t2 = make_trainer(&c, tr, sigma, C, DPT_CLIP_FLAT, 0, &a2);
+        dpt_trainer *t3 = make_trainer(&c, tr, sigma, C, DPT_CLIP_FLAT, 0, &a3);
+        if (!t1 || !t2 || !t3) return;
+        dpt_model *m2 = dpt_trainer_model(t2);
+        const size_t P = m2->n_params;
+        float *S = malloc(P * sizeof *S), *G = malloc(P * sizeof *G), *z = calloc(P, sizeof *z);
+        float *theta0 = malloc(P * sizeof *theta0);
+        memcpy(theta0, m2->theta, P * sizeof *theta0);
+        tu_algo_grad(t1, a1, tr->x, tr->y, b, 0, S); /* the clipped sum, before noise */
+        tu_algo_grad(t2, a2, tr->x, tr->y, b, 1, G); /* the released gradient */
+        CHECK_OK(dpt_privacy_noise_add_scaled(dpt_trainer_noise_rng(t3), z, P, sigma, C, 1.0, t3->threads));
+        CHECK_OK(dpt_optim_step(&t2->opt, m2->theta, m2->grad, c.optim.lr));
+        double worst = 0, zz = 0;
+        for (size_t j = 0; j < P; j++) {
+            const double want = ((double)S[j] + z[j]) / qN; /* float rounding of S, z, G and theta */
+            const double tol = 2e-7 * (fabs(S[j]) + fabs(z[j])) / qN + 1e-12;
+            worst = fmax(worst, fabs(G[j] - want) / tol);
+            const double step = (double)m2->theta[j] - theta0[j], want_step = -c.optim.lr * want;
+            worst = fmax(worst, fabs(step - want_step) / (c.optim.lr * tol + 2e-7 * fabs(theta0[j])));
+            zz += (double)z[j] * z[j];
+        }
+        CHECK(worst <= 1.0);
+        if (!(worst <= 1.0)) fprintf(stderr, "|B| = %zu: update off by %g tolerances from -lr (S + z) / qN\n", b, worst);
+        CHECK_CLOSE(sqrt(zz / (double)P), sigma * C, 0, 0.3); /* the noise is there */
+        free(S), free(G), free(z), free(theta0);
+        dpt_trainer_free(t1), dpt_trainer_free(t2), dpt_trainer_free(t3);
+    }
 }
 
 /* ==== empty Poisson batches, and learning ==== */
@@ -508,6 +555,7 @@ int main(void) {
     test_fast_vs_reference(&tr, DPT_CLIP_FLAT, 0.05, wide, 0);
     test_sensitivity(&tr, wide, 0.05, 0, DPT_CLIP_FLAT);
     test_noise_only();
+    test_update_divides_by_qN(&tr);
     test_empty_batches_and_learning(&tr, &te);
     test_bad_config();
     test_trainer_refusals(&tr);
