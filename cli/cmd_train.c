@@ -503,17 +503,16 @@ static int cmd_train(int argc, char **argv) {
     memset(&ui, 0, sizeof ui);
     int exit_code = 0;
     {
-        /* epochs x steps per epoch must fit the step counters (the trainer checks it too, but
-         * an algorithm may calibrate its noise for that many steps before) */
-        double n = (double)train.n, spe = 1;
-        if (cfg.sampler == DPT_SAMPLER_SHUFFLE) spe = ceil(n / (double)batch);
-        else if (cfg.sampler != DPT_SAMPLER_FULL) {
-            double q = sample_rate_seen ? sample_rate : (double)batch / n;
-            spe = q > 0 ? floor(1.0 / q + 0.5) : 1;
-            if (spe < 1) spe = 1;
-        }
-        if ((double)epochs * spe > 9007199254740992.0) {
-            exit_code = cli_error("--epochs %ld: that many epochs of %.0f steps is more than 2^53 steps", epochs, spe);
+        /* the planned steps (dpt_sampler_steps_for_epochs, the trainer's rule) must fit the
+         * step counters: the trainer checks it too, but an algorithm may calibrate its noise
+         * for that many steps before */
+        uint64_t planned = 0;
+        dpt_status ps = dpt_sampler_steps_for_epochs(cfg.sampler, train.n, (size_t)batch,
+                                                     sample_rate_seen ? sample_rate : 0, (uint64_t)epochs, &planned);
+        if (ps != DPT_OK) {
+            exit_code = cli_error("%s: %s", ps == DPT_ERANGE ? "--epochs" : sample_rate_seen ? "--sample-rate"
+                                                                                             : "--batch-size",
+                                  dpt_last_error());
             goto done;
         }
     }

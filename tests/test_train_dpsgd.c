@@ -440,15 +440,32 @@ static void test_budget(const dpt_dataset *tr) {
     CHECK(eps <= c.target_epsilon);
     CHECK_OK(dpt_rdp_sgm_epsilon(0.05, 1.5, st + 1, 1e-5, DPT_CONV_BALLE, NULL, 0, &next, NULL));
     CHECK(next > c.target_epsilon);
-    /* calibration: sigma for (q, epochs * round(1/q) steps) gives eps <= target, and the
-     * whole run fits in the budget */
-    double sigma = 0;
-    uint64_t steps = 10 * 20;
-    CHECK_OK(dpt_calibrate_sigma(0.05, steps, 1e-5, 2.0, DPT_ACCT_RDP, DPT_CONV_BALLE, 1e-3, &sigma));
+    /* calibration as the CLI and Python plan it: the run's steps (dpt_sampler_steps_for_epochs,
+     * 10 x round(1/q)) and dpt_train_calibrate_sigma (dpt_calibrate_sigma under RDP, Balle,
+     * tol 1e-4 without a prior); eps <= target, and the whole run fits in the budget */
+    double sigma = 0, plain = 0;
+    uint64_t steps = 0;
+    CHECK_OK(dpt_sampler_steps_for_epochs(DPT_SAMPLER_POISSON, tr->n, 0, 0.05, c.epochs, &steps));
+    CHECK(steps == 10 * 20);
+    CHECK_OK(dpt_train_calibrate_sigma(NULL, 0.05, steps, 1e-5, 2.0, &sigma));
+    CHECK_OK(dpt_calibrate_sigma(0.05, steps, 1e-5, 2.0, DPT_ACCT_RDP, DPT_CONV_BALLE, 1e-4, &plain));
+    CHECK(sigma == plain);
     c.target_epsilon = 2.0;
     CHECK_OK(run_dp(&c, tr, sigma, 0, &st, &ls, &eps, NULL, 0));
     CHECK(st == steps && ls == steps);
-    CHECK(eps <= 2.0 && eps > 1.9);
+    CHECK(eps <= 2.0 && eps > 1.99);
+    /* on top of a release before training: the ledger search with the same settings */
+    dpt_ledger *prior = NULL;
+    double with_prior = 0, want = 0;
+    CHECK_OK(dpt_ledger_new(&prior));
+    CHECK_OK(dpt_ledger_add_gaussian(prior, 1.0, 4.0, "dp-normalize"));
+    CHECK_OK(dpt_train_calibrate_sigma(prior, 0.05, steps, 1e-5, 2.0, &with_prior));
+    CHECK_OK(dpt_ledger_calibrate_sgm(prior, 0.05, steps, 1e-5, 2.0, DPT_ACCT_RDP, DPT_CONV_BALLE, 1e-4, &want));
+    CHECK(with_prior == want && with_prior > sigma);
+    CHECK_OK(dpt_ledger_add_gaussian(prior, 1.0, 0.3, "large")); /* alone above the target */
+    CHECK_STATUS(dpt_train_calibrate_sigma(prior, 0.05, steps, 1e-5, 2.0, &with_prior), DPT_ERANGE);
+    CHECK_ERR_HAS("already in the ledger");
+    dpt_ledger_free(prior);
 }
 
 static void test_bad_config(void) {
