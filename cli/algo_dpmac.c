@@ -133,6 +133,20 @@ static int pre_training_ledger(const dpt_ledger *prior, dpt_ledger **out) {
     return 0;
 }
 
+/* The DP mean and DP-PCA this run will release before training (cli_algo.planned_releases):
+ * their cost is known from their noise before the data is read (secure mode: a lower
+ * bound, the accounted multipliers are smaller) */
+static int dpmac_planned(const cli_algo_ctx *c, dpt_ledger *l, char *what, size_t n) {
+    if (pca_dims <= 0 || c->resume) return 0; /* a resumed run's ledger holds them already */
+    if (center_sigma_seen && dpt_ledger_add_gaussian(l, 1.0, center_sigma, "dp-mean") != DPT_OK)
+        return cli_fail("--center-sigma");
+    if (dpt_ledger_add_gaussian(l, 1.0, pca_sigma, "dp-pca") != DPT_OK) return cli_fail("--pca-sigma");
+    if (center_sigma_seen) snprintf(what, n, "DP mean (--center-sigma %g) and DP-PCA (--pca-sigma %g)", center_sigma,
+                                    pca_sigma);
+    else snprintf(what, n, "DP-PCA (--pca-sigma %g)", pca_sigma);
+    return 0;
+}
+
 /* Adds the released DP-PCA (and DP mean) to the run's description, so that dptrain eval can
  * map a test split's raw features as training did. Both are DP releases in the ledger: the
  * checkpoint may hold them. */
@@ -348,6 +362,7 @@ const cli_algo CLI_ALGO_DPMAC = {
     .uses_privacy_flags = 1,
     .opts = OPTS,
     .check = dpmac_check,
+    .planned_releases = dpmac_planned,
     .make = dpmac_make,
     .started = dpmac_started,
     .describe = dpmac_describe,

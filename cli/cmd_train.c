@@ -239,6 +239,30 @@ static int check_freeze(const cli_algo *A, const char *freeze, const char *model
     return rc;
 }
 
+/* --target-epsilon and the releases a fresh run makes before training (DP normalization
+ * statistics, DP mean, DP-PCA): their cost follows from their noise, so a target they
+ * alone exceed is refused before any of them is computed or anything is written (the
+ * trainer refuses it too when they are recorded, dpt_trainer_add_gaussian_release). */
+static int check_planned_releases(const cli_algo *A, const cli_algo_ctx *ctx, const cli_data_opts *dopts,
+                                  const cli_privacy_flags *pf) {
+    if (!A->uses_privacy_flags) return 0;
+    dpt_ledger *l = NULL;
+    if (dpt_ledger_new(&l) != DPT_OK) return cli_fail("--target-epsilon");
+    char norm[160] = "", algo[160] = "";
+    int rc = cli_norm_planned(dopts, l, norm, sizeof norm);
+    if (!rc && A->planned_releases) rc = A->planned_releases(ctx, l, algo, sizeof algo);
+    double e = 0;
+    if (!rc && dpt_ledger_n_events(l) > 0) {
+        if (dpt_ledger_epsilon(l, pf->delta, DPT_ACCT_RDP, DPT_CONV_BALLE, &e) != DPT_OK) rc = cli_fail("--target-epsilon");
+        else if (e > pf->target_eps)
+            rc = cli_error("--target-epsilon %g: the releases before training alone, %s%s%s, spend epsilon %.4g at "
+                           "delta %g: refused before computing them (nothing was written); raise their noise or the "
+                           "target", pf->target_eps, norm, norm[0] && algo[0] ? " and " : "", algo, e, pf->delta);
+    }
+    dpt_ledger_free(l);
+    return rc;
+}
+
 static int cmd_train(int argc, char **argv) {
     const char *preset = NULL;
     const char *dataset = "fashion-mnist", *data_dir = DPT_DEFAULT_DATA_DIR, *model = "mlp:784-128-64-32-10:gelu";
@@ -459,6 +483,10 @@ static int cmd_train(int argc, char **argv) {
     dopts.norm_clip = norm_clip, dopts.norm_clip_seen = norm_clip_seen;
     dopts.seed = seed, dopts.secure = pf.secure, dopts.threads = (int)threads;
     if ((rc = cli_norm_check(&dopts)) != 0) {
+        cli_init_from_close(&ifr);
+        return rc;
+    }
+    if (pf.target_eps_seen && !resume && (rc = check_planned_releases(A, &ctx, &dopts, &pf)) != 0) {
         cli_init_from_close(&ifr);
         return rc;
     }

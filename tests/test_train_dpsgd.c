@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testdata.h"
 #include "testalgo.h"
@@ -468,6 +469,41 @@ static void test_budget(const dpt_dataset *tr) {
     dpt_ledger_free(prior);
 }
 
+/* Releases before training under a budget (issue 38.5): a DP normalization release that
+ * alone spends 4.729 > target 3 (noise multiplier 1, delta 1e-5) is refused when recorded,
+ * leaving the ledger as it was; one within the target whose run cannot afford its first
+ * step writes nothing into out_dir (no checkpoint with the statistics, no ledger, no
+ * metrics), and out_dir, which the trainer created, is gone. */
+static void test_budget_before_training(const dpt_dataset *tr) {
+    char dir[320], p[400];
+    snprintf(dir, sizeof dir, "%s/prerelease", tu_tmpdir());
+    dpt_train_config c = dp_cfg("mlp:8-16-3:gelu", 0.05);
+    c.target_epsilon = 3.0;
+    c.out_dir = dir;
+    dpt_trainer *t = make_trainer(&c, tr, 1.0, 1.0, DPT_CLIP_FLAT, 0, NULL);
+    if (!t) return;
+    CHECK_STATUS(dpt_trainer_add_gaussian_release(t, 1.0, 1.0, "dp-normalize"), DPT_ERANGE);
+    CHECK_ERR_HAS("spend epsilon 4.729");
+    CHECK(dpt_ledger_n_events(dpt_trainer_ledger(t)) == 0);
+    dpt_trainer_free(t);
+    CHECK(access(dir, F_OK) != 0); /* nothing was written */
+    /* within the target alone (2.7), but the first step at sigma 0.3 would exceed it */
+    t = make_trainer(&c, tr, 0.3, 1.0, DPT_CLIP_FLAT, 0, NULL);
+    if (!t) return;
+    CHECK_OK(dpt_trainer_add_gaussian_release(t, 1.0, 1.6, "dp-normalize"));
+    dpt_epoch_result r;
+    CHECK_OK(dpt_trainer_run(t, &r));
+    CHECK(dpt_trainer_step(t) == 0 && dpt_trainer_stop_reason(t) == DPT_STOP_BUDGET && r.epoch == 0);
+    const char *files[] = {"checkpoint.safetensors", "ledger.json", "metrics.jsonl", DPT_RUN_KEY_FILE};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        CHECK(access(p, F_OK) != 0);
+        if (access(p, F_OK) == 0) fprintf(stderr, "a run that took no step wrote %s\n", p);
+    }
+    dpt_trainer_free(t);
+    CHECK(access(dir, F_OK) != 0);
+}
+
 static void test_bad_config(void) {
     dpt_dpsgd_config d = dpt_dpsgd_config_defaults();
     dpt_algo *a;
@@ -579,6 +615,7 @@ int main(void) {
     test_ledger(&tr);
     test_ledger_meta(&tr);
     test_budget(&tr);
+    test_budget_before_training(&tr);
     test_secure_wiring(&tr);
     dpt_dataset_free(&tr);
     dpt_dataset_free(&te);

@@ -314,7 +314,10 @@ dpt_status dpt_train_calibrate_sigma(const struct dpt_ledger *prior, double q, u
 /* Records a Gaussian release made before training (e.g. DP-PCA of the inputs) in the
  * trainer's privacy ledger, so the reported epsilon covers it. Only for a private
  * algorithm, before the first step of a fresh run (a resumed run's ledger holds it
- * already): DPT_EINVAL otherwise. */
+ * already): DPT_EINVAL otherwise. With cfg.target_epsilon > 0, DPT_ERANGE (the ledger
+ * unchanged) when the releases recorded so far and this one alone would spend more than
+ * it: the caller must not publish the release then. (A fresh run that takes no step
+ * writes no checkpoint, ledger or metrics: dpt_trainer_run.) */
 dpt_status dpt_trainer_add_gaussian_release(dpt_trainer *t, double sensitivity, double sigma,
                                             const char *label);
 /* Records that the run's privacy statement (its epsilon, or an estimate) does not cover
@@ -573,6 +576,7 @@ dpt_status dpt_trainer_resume(dpt_trainer *t);
  * ledger.json, then checkpoint.safetensors (atomically), then one metrics.jsonl line,
  * then on_epoch. A resumed run first publishes the checkpoint's last result if
  * metrics.jsonl lacks it (a crash between saving and publishing), never re-running it.
+ * A fresh run that takes no step (the budget refuses the first one) writes nothing.
  * `last` (may be NULL) receives the last published result (epoch 0 and NAN metrics when
  * none exists). Called from one of the run's own callbacks (or dpt_trainer_resume so
  * called): DPT_EINVAL. */

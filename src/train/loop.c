@@ -1368,10 +1368,10 @@ static dpt_status run_loop(dpt_trainer *t, dpt_epoch_result *last) {
     if (unsaved) {
         /* stopped inside an epoch: its steps are saved and published like an epoch's */
         DPT_TRY(publish(t, 1, (size_t)(t->step % spe), spe, &r, &ignored));
-    } else if (t->out_dir[0] && !t->resumed && !t->record) {
-        /* a fresh run that took no step (e.g. no budget for one): its checkpoint and ledger */
-        DPT_TRY(save_checkpoint(t));
     }
+    /* a fresh run that took no step (e.g. no budget for one) publishes nothing: no
+     * checkpoint (which would hold the statistics released before training, DP
+     * normalization or DP-PCA, with no model trained on them), no ledger, no metrics */
     if (t->stop_reason == DPT_STOP_BUDGET) {
         double now_eps = 0;
         DPT_TRY(ledger_eps_after(t, 0, &now_eps));
