@@ -537,10 +537,10 @@ static int cmd_train(int argc, char **argv) {
         uint64_t planned = 0;
         dpt_status ps = dpt_sampler_steps_for_epochs(cfg.sampler, train.n, (size_t)batch,
                                                      sample_rate_seen ? sample_rate : 0, (uint64_t)epochs, &planned);
-        if (ps != DPT_OK) {
-            exit_code = cli_error("%s: %s", ps == DPT_ERANGE ? "--epochs" : sample_rate_seen ? "--sample-rate"
-                                                                                             : "--batch-size",
-                                  dpt_last_error());
+        /* too many steps, or a --sample-rate (already in (0, 1]) below 2^-53; a --batch-size
+         * outside [1, N] is left to the trainer's message */
+        if (ps == DPT_ERANGE || (ps != DPT_OK && sample_rate_seen)) {
+            exit_code = cli_error("%s: %s", ps == DPT_ERANGE ? "--epochs" : "--sample-rate", dpt_last_error());
             goto done;
         }
     }
