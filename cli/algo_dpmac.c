@@ -117,17 +117,34 @@ static int dpmac_check(cli_algo_ctx *c) {
     return 0;
 }
 
-/* RDP epsilon of [releases before training: DP normalization statistics] + [DP mean] +
- * [DP-PCA] + T steps of SGM(q, sigma) */
-static int composed_eps(const dpt_ledger *prior, double q, double sigma, uint64_t T, double delta, double *eps) {
+/* *out = the releases before training: [DP normalization statistics (prior)] + [DP mean]
+ * + [DP-PCA], as the run's ledger will hold them before step 1 (non-secure multipliers:
+ * calibration is refused in secure mode) */
+static int pre_training_ledger(const dpt_ledger *prior, dpt_ledger **out) {
     dpt_ledger *l = NULL;
     dpt_status s = prior ? dpt_ledger_copy(prior, &l) : dpt_ledger_new(&l);
     if (s == DPT_OK && pca_dims > 0 && center_sigma_seen) s = dpt_ledger_add_gaussian(l, 1.0, center_sigma, "dp-mean");
     if (s == DPT_OK && pca_dims > 0) s = dpt_ledger_add_gaussian(l, 1.0, pca_sigma, "dp-pca");
-    if (s == DPT_OK) s = dpt_ledger_add_sgm(l, q, sigma, T);
-    if (s == DPT_OK) s = dpt_ledger_epsilon(l, delta, DPT_ACCT_RDP, DPT_CONV_BALLE, eps);
-    dpt_ledger_free(l);
-    return s == DPT_OK ? 0 : -1;
+    if (s != DPT_OK) {
+        dpt_ledger_free(l);
+        return -1;
+    }
+    *out = l;
+    return 0;
+}
+
+/* The DP mean and DP-PCA this run will release before training (cli_algo.planned_releases):
+ * their cost is known from their noise before the data is read (secure mode: a lower
+ * bound, the accounted multipliers are smaller) */
+static int dpmac_planned(const cli_algo_ctx *c, dpt_ledger *l, char *what, size_t n) {
+    if (pca_dims <= 0 || c->resume) return 0; /* a resumed run's ledger holds them already */
+    if (center_sigma_seen && dpt_ledger_add_gaussian(l, 1.0, center_sigma, "dp-mean") != DPT_OK)
+        return cli_fail("--center-sigma");
+    if (dpt_ledger_add_gaussian(l, 1.0, pca_sigma, "dp-pca") != DPT_OK) return cli_fail("--pca-sigma");
+    if (center_sigma_seen) snprintf(what, n, "DP mean (--center-sigma %g) and DP-PCA (--pca-sigma %g)", center_sigma,
+                                    pca_sigma);
+    else snprintf(what, n, "DP-PCA (--pca-sigma %g)", pca_sigma);
+    return 0;
 }
 
 /* Adds the released DP-PCA (and DP mean) to the run's description, so that dptrain eval can
@@ -232,25 +249,24 @@ static int dpmac_make(cli_algo_ctx *c, dpt_algo **out) {
     int rc = cli_poisson_privacy_setup(c);
     if (rc) return rc;
     const double q = cfg->sample_rate;
-    uint64_t spe = (uint64_t)llround(1.0 / q);
-    if (spe < 1) spe = 1;
-    const uint64_t T = (uint64_t)c->epochs * spe;
     S.sigma = p->sigma;
     if (!p->sigma_seen) {
-        /* calibrate sigma so that DP-PCA + T steps reach the target (bisection on the RDP
-         * epsilon of the composed ledger: decreasing in sigma) */
-        double lo = 0.05, hi = 100, e = 0;
-        if (composed_eps(c->prior, q, hi, T, p->delta, &e) != 0) return cli_fail("--target-epsilon");
-        if (e > p->target_eps)
-            return cli_error("--target-epsilon %g is unreachable: even sigma %g spends %.4g (the releases before "
-                             "training alone may exceed it; raise --pca-sigma, --center-sigma or --normalize-sigma)",
-                             p->target_eps, hi, e);
-        for (int it = 0; it < 100 && hi - lo > 1e-4 * hi; it++) {
-            double mid = 0.5 * (lo + hi);
-            if (composed_eps(c->prior, q, mid, T, p->delta, &e) != 0) return cli_fail("--target-epsilon");
-            if (e > p->target_eps) lo = mid; else hi = mid;
-        }
-        S.sigma = hi;
+        /* calibrate sigma so that [DP normalization +] [DP mean +] DP-PCA + the trainer's
+         * steps reach the target: the library's planning functions, as dpsgd and Python */
+        uint64_t T = 0;
+        dpt_status cs = dpt_sampler_steps_for_epochs(DPT_SAMPLER_POISSON, c->train->n, cfg->batch_size, q,
+                                                     (uint64_t)c->epochs, &T);
+        if (cs != DPT_OK) return cli_refuse(cs, "--epochs");
+        const uint64_t spe = T / (uint64_t)c->epochs;
+        dpt_ledger *pre = NULL;
+        if (pre_training_ledger(c->prior, &pre) != 0) return cli_fail("--target-epsilon");
+        cs = dpt_train_calibrate_sigma(pre, q, T, p->delta, p->target_eps, &S.sigma);
+        dpt_ledger_free(pre);
+        if (cs == DPT_ERANGE)
+            return cli_error("--target-epsilon %g is unreachable: %s (the releases before training alone may exceed "
+                             "it; raise --pca-sigma, --center-sigma or --normalize-sigma)", p->target_eps,
+                             dpt_last_error());
+        if (cs != DPT_OK) return cli_refuse(cs, "--target-epsilon");
         if (!c->quiet)
             fprintf(stderr, "dptrain: calibrated sigma %.6g for epsilon %g at delta %g after %ld epochs of "
                             "%" PRIu64 " steps (q %g%s, RDP accountant)\n",
@@ -346,6 +362,7 @@ const cli_algo CLI_ALGO_DPMAC = {
     .uses_privacy_flags = 1,
     .opts = OPTS,
     .check = dpmac_check,
+    .planned_releases = dpmac_planned,
     .make = dpmac_make,
     .started = dpmac_started,
     .describe = dpmac_describe,

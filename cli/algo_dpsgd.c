@@ -51,16 +51,16 @@ static int dpsgd_make(cli_algo_ctx *c, dpt_algo **out) {
         if (fs != DPT_OK) return cli_refuse(fs, "--freeze");
     }
     if (!p->sigma_seen) {
-        /* calibrate: steps = epochs * max(1, round(1/q)), as the Poisson sampler runs */
-        uint64_t spe = (uint64_t)llround(1.0 / q);
-        if (spe < 1) spe = 1;
-        /* on top of the releases made before training (DP normalization statistics) */
-        const uint64_t T = (uint64_t)c->epochs * spe;
-        dpt_status cs = c->prior ? dpt_ledger_calibrate_sgm(c->prior, q, T, p->delta, p->target_eps, DPT_ACCT_RDP,
-                                                            DPT_CONV_BALLE, 1e-4, &S.sigma)
-                                 : dpt_calibrate_sigma(q, T, p->delta, p->target_eps, DPT_ACCT_RDP, DPT_CONV_BALLE, 1e-4,
-                                                       &S.sigma);
-        if (cs != DPT_OK) return cli_refuse(cs, "--target-epsilon");
+        /* calibrate for the steps the trainer will take, on top of the releases made before
+         * training (DP normalization statistics): the library's planning functions, which
+         * Python's train() calls too */
+        uint64_t T = 0;
+        dpt_status cs = dpt_sampler_steps_for_epochs(DPT_SAMPLER_POISSON, c->train->n, cfg->batch_size, q,
+                                                     (uint64_t)c->epochs, &T);
+        if (cs != DPT_OK) return cli_refuse(cs, "--epochs");
+        const uint64_t spe = T / (uint64_t)c->epochs;
+        if ((cs = dpt_train_calibrate_sigma(c->prior, q, T, p->delta, p->target_eps, &S.sigma)) != DPT_OK)
+            return cli_refuse(cs, "--target-epsilon");
         if (p->secure) {
             double eff = S.sigma;
             if ((cs = dpt_privacy_secure_sigma_for(eff, P, &S.sigma)) != DPT_OK)

@@ -23,7 +23,8 @@ static const char *USAGE =
     "                       (KL closed forms of noisy GD; see dptrain account --kl-bound --help)\n\n"
     "Privacy spent by DP-SGD with Poisson sampling at rate q and Gaussian noise multiplier\n"
     "sigma (add/remove adjacency), or the smallest sigma that meets a target epsilon.\n"
-    "With --epochs E, steps = ceil(E / q) (an epoch is 1/q steps in expectation, q = B/N).\n"
+    "With --epochs E, steps = E x max(1, round(1/q)), the steps `dptrain train --epochs E` takes\n"
+    "(q = B/N; an epoch is a whole number of steps, docs/accounting.md).\n"
     "--algo dpulr: DP-ULR's Poisson sampling with rejection of batches smaller than N_B\n"
     "(per step: the rejection bound of docs/dpulr.md, at least the SGM RDP of sigma = sigma0; RDP accountant only).";
 
@@ -265,7 +266,7 @@ int dpt_cmd_account(int argc, char **argv) {
         {"--dataset-size", CLI_STR, &s_n, "N", "number of training examples", NULL},
         {"--sigma", CLI_STR, &s_sigma, "S", "noise multiplier (noise std / clipping norm), > 0", NULL},
         {"--steps", CLI_STR, &s_steps, "T", "number of noisy steps, >= 1", NULL},
-        {"--epochs", CLI_STR, &s_epochs, "E", "epochs instead of steps: steps = ceil(E / q)", NULL},
+        {"--epochs", CLI_STR, &s_epochs, "E", "whole epochs instead of steps: steps = E x max(1, round(1/q)), as training runs them", NULL},
         {"--delta", CLI_DOUBLE, &delta, "D", "target delta in (0, 1)", NULL},
         {"--accountant", CLI_STR, &acct_name, "rdp|pld", "accountant", NULL},
         {"--conversion", CLI_STR, &conv_name, "balle|classic",
@@ -358,12 +359,18 @@ int dpt_cmd_account(int argc, char **argv) {
         if (s_steps && s_epochs) rc = cli_error("--steps: give either --steps or --epochs, not both");
         else if (s_steps) rc = parse_pos_u64("--steps", s_steps, &r.steps);
         else if (s_epochs) {
-            double e;
-            if (parse_pos_double("--epochs", s_epochs, &e)) rc = 2;
+            /* the trainer's rule (dpt_sampler_steps_for_epochs): whole epochs of round(1/q) steps */
+            uint64_t e = 0;
+            char *end = NULL;
+            const double ed = strtod(s_epochs, &end);
+            if (end != s_epochs && !*end && isfinite(ed) && ed > 0 && ed != floor(ed))
+                rc = cli_error("--epochs: %s is not a whole number: training runs whole epochs of max(1, round(1/q)) "
+                               "steps; give --steps for a part of one", s_epochs);
+            else if (parse_pos_u64("--epochs", s_epochs, &e)) rc = 2;
             else {
-                double t = ceil(e / r.q - 1e-9); /* steps = ceil(E / q), robust to E/q = integer */
-                if (!(t >= 1 && t <= 1e15)) rc = cli_error("--epochs: %s epochs at q = %g give %g steps", s_epochs, r.q, t);
-                else r.steps = (uint64_t)t;
+                dpt_status es = dpt_sampler_steps_for_epochs(dpulr ? DPT_SAMPLER_POISSON_REJECT : DPT_SAMPLER_POISSON,
+                                                             0, 0, r.q, e, &r.steps);
+                if (es != DPT_OK) rc = cli_error("--epochs: %s", dpt_last_error());
             }
         } else {
             rc = cli_error("--steps: required (or --epochs)");
@@ -433,7 +440,7 @@ int dpt_cmd_account(int argc, char **argv) {
                                                                  : "RDP (classic conversion)")
                                        : "PLD (pessimistic, FFT composition)");
     printf("sample rate q   %.6g\n", r.q);
-    printf("steps           %llu%s\n", (unsigned long long)r.steps, s_epochs ? " (ceil(epochs / q))" : "");
+    printf("steps           %llu%s\n", (unsigned long long)r.steps, s_epochs ? " (epochs x round(1/q), as training runs)" : "");
     if (s_target)
         printf("sigma           %.6g   (calibrated for epsilon <= %g, tolerance %g)\n", r.sigma, r.target, tol);
     else

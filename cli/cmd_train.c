@@ -239,6 +239,30 @@ static int check_freeze(const cli_algo *A, const char *freeze, const char *model
     return rc;
 }
 
+/* --target-epsilon and the releases a fresh run makes before training (DP normalization
+ * statistics, DP mean, DP-PCA): their cost follows from their noise, so a target they
+ * alone exceed is refused before any of them is computed or anything is written (the
+ * trainer refuses it too when they are recorded, dpt_trainer_add_gaussian_release). */
+static int check_planned_releases(const cli_algo *A, const cli_algo_ctx *ctx, const cli_data_opts *dopts,
+                                  const cli_privacy_flags *pf) {
+    if (!A->uses_privacy_flags) return 0;
+    dpt_ledger *l = NULL;
+    if (dpt_ledger_new(&l) != DPT_OK) return cli_fail("--target-epsilon");
+    char norm[160] = "", algo[160] = "";
+    int rc = cli_norm_planned(dopts, l, norm, sizeof norm);
+    if (!rc && A->planned_releases) rc = A->planned_releases(ctx, l, algo, sizeof algo);
+    double e = 0;
+    if (!rc && dpt_ledger_n_events(l) > 0) {
+        if (dpt_ledger_epsilon(l, pf->delta, DPT_ACCT_RDP, DPT_CONV_BALLE, &e) != DPT_OK) rc = cli_fail("--target-epsilon");
+        else if (e > pf->target_eps)
+            rc = cli_error("--target-epsilon %g: the releases before training alone, %s%s%s, spend epsilon %.4g at "
+                           "delta %g: refused before computing them (nothing was written); raise their noise or the "
+                           "target", pf->target_eps, norm, norm[0] && algo[0] ? " and " : "", algo, e, pf->delta);
+    }
+    dpt_ledger_free(l);
+    return rc;
+}
+
 static int cmd_train(int argc, char **argv) {
     const char *preset = NULL;
     const char *dataset = "fashion-mnist", *data_dir = DPT_DEFAULT_DATA_DIR, *model = "mlp:784-128-64-32-10:gelu";
@@ -495,6 +519,10 @@ static int cmd_train(int argc, char **argv) {
         cli_init_from_close(&ifr);
         return rc;
     }
+    if (pf.target_eps_seen && !resume && (rc = check_planned_releases(A, &ctx, &dopts, &pf)) != 0) {
+        cli_init_from_close(&ifr);
+        return rc;
+    }
     char *resume_run = NULL;
     if (resume) { /* continue with the statistics the run stored (no new fit, no new release) */
         char ck[1100];
@@ -536,17 +564,16 @@ static int cmd_train(int argc, char **argv) {
     memset(&ui, 0, sizeof ui);
     int exit_code = 0;
     {
-        /* epochs x steps per epoch must fit the step counters (the trainer checks it too, but
-         * an algorithm may calibrate its noise for that many steps before) */
-        double n = (double)train.n, spe = 1;
-        if (cfg.sampler == DPT_SAMPLER_SHUFFLE) spe = ceil(n / (double)batch);
-        else if (cfg.sampler != DPT_SAMPLER_FULL) {
-            double q = sample_rate_seen ? sample_rate : (double)batch / n;
-            spe = q > 0 ? floor(1.0 / q + 0.5) : 1;
-            if (spe < 1) spe = 1;
-        }
-        if ((double)epochs * spe > 9007199254740992.0) {
-            exit_code = cli_error("--epochs %ld: that many epochs of %.0f steps is more than 2^53 steps", epochs, spe);
+        /* the planned steps (dpt_sampler_steps_for_epochs, the trainer's rule) must fit the
+         * step counters: the trainer checks it too, but an algorithm may calibrate its noise
+         * for that many steps before */
+        uint64_t planned = 0;
+        dpt_status ps = dpt_sampler_steps_for_epochs(cfg.sampler, train.n, (size_t)batch,
+                                                     sample_rate_seen ? sample_rate : 0, (uint64_t)epochs, &planned);
+        /* too many steps, or a --sample-rate (already in (0, 1]) below 2^-53; a --batch-size
+         * outside [1, N] is left to the trainer's message */
+        if (ps == DPT_ERANGE || (ps != DPT_OK && sample_rate_seen)) {
+            exit_code = cli_error("%s: %s", ps == DPT_ERANGE ? "--epochs" : "--sample-rate", dpt_last_error());
             goto done;
         }
     }

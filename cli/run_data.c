@@ -434,6 +434,16 @@ char *cli_checkpoint_run_json(const char *checkpoint_path) {
 
 /* ==== The release in the ledger ==== */
 
+int cli_norm_planned(const cli_data_opts *o, struct dpt_ledger *l, char *what, size_t n) {
+    norm_kind k;
+    if (parse_kind(resolve(o), &k) != DPT_OK || k.cls != NK_DP || o->reuse_run) return 0;
+    /* the multiplier as given: in secure mode the accounted one is smaller (the lattice
+     * rounding raises the sensitivity), so this cost is a lower bound there */
+    if (dpt_ledger_add_gaussian(l, 1.0, o->norm_sigma, DP_LABEL) != DPT_OK) return cli_fail("--normalize");
+    snprintf(what, n, "DP normalization statistics (--normalize %s, --normalize-sigma %g)", resolve(o), o->norm_sigma);
+    return 0;
+}
+
 int cli_norm_prior(const cli_norm_info *info, struct dpt_ledger **out) {
     *out = NULL;
     if (!info->dp) return 0;

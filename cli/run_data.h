@@ -58,6 +58,11 @@ int cli_load_run_data(const cli_data_opts *o, dpt_dataset *train, dpt_dataset *t
 /* The "run" object of a checkpoint as a JSON string (malloc'd), or NULL when the file is
  * absent or has none. */
 char *cli_checkpoint_run_json(const char *checkpoint_path);
+/* Before any data is loaded: adds to l the DP normalization release that loading with o
+ * would make (nothing for other kinds or a reused run's statistics), at the multiplier
+ * given (a lower bound on its cost in secure mode), and names it in what. Returns 0 or the
+ * exit code after printing the error. */
+int cli_norm_planned(const cli_data_opts *o, struct dpt_ledger *l, char *what, size_t n);
 /* A ledger holding the DP release of info (none: an empty ledger is not made, *out =
  * NULL), for calibrating the training noise on top of it. */
 int cli_norm_prior(const cli_norm_info *info, struct dpt_ledger **out);

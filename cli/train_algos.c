@@ -49,8 +49,12 @@ int cli_report_ledger(const cli_algo_ctx *c, dpt_trainer *t, double sigma) {
                c->priv->target_eps);
     char ex[320];
     cli_ledger_excludes(l, ex, sizeof ex);
-    printf("privacy: epsilon %.4g (RDP) / %.4g (PLD) at delta %g after %" PRIu64 " steps (q %g, sigma %g)%s  "
-           "ledger: %s/ledger.json\n", e_rdp, e_pld, delta, dpt_ledger_steps(l), c->cfg->sample_rate, sigma, ex, c->out);
+    /* a run that took no step wrote nothing (dpt_trainer_run): no ledger file to point at */
+    char where[600];
+    if (dpt_trainer_step(t)) snprintf(where, sizeof where, "ledger: %s/ledger.json", c->out);
+    else snprintf(where, sizeof where, "nothing written: the run took no step");
+    printf("privacy: epsilon %.4g (RDP) / %.4g (PLD) at delta %g after %" PRIu64 " steps (q %g, sigma %g)%s  %s\n",
+           e_rdp, e_pld, delta, dpt_ledger_steps(l), c->cfg->sample_rate, sigma, ex, where);
     return 0;
 }
 

@@ -56,6 +56,11 @@ typedef struct {
     /* Before the data is loaded: validate flags, adjust ctx->sampler / ctx->cfg.
      * Returns 0, or the exit code after printing the error (cli_error). May be NULL. */
     int (*check)(cli_algo_ctx *c);
+    /* Before loading (after check): adds to l the releases the algorithm will make before
+     * training (e.g. DP-PCA), at the noise given, and names them in what ("" if none),
+     * so that a --target-epsilon they alone exceed is refused before any is computed.
+     * Returns 0 or an exit code. May be NULL (no such release). */
+    int (*planned_releases)(const cli_algo_ctx *c, struct dpt_ledger *l, char *what, size_t n);
     /* After loading: build the algorithm (calibrate noise, print the mode notice).
      * Returns 0 or an exit code; *out is owned by the trainer afterwards. */
     int (*make)(cli_algo_ctx *c, dpt_algo **out);

@@ -318,6 +318,15 @@ dpt_status dpt_trainer_add_gaussian_release(dpt_trainer *t, double sensitivity, 
                                             const char *label);
 """
 
+# Planning a run: the steps of E epochs as the trainer takes them and the calibration of a
+# run's sigma (data.h, train.h); declared when the headers have them.
+CDEF_PLANNING = r"""
+dpt_status dpt_sampler_steps_for_epochs(dpt_sampler_kind kind, size_t n, size_t batch_size, double q,
+                                        uint64_t epochs, uint64_t *steps);
+dpt_status dpt_train_calibrate_sigma(const dpt_ledger *prior, double q, uint64_t steps, double delta,
+                                     double target_eps, double *sigma);
+"""
+
 # Starting parameters (fine-tuning): declared only when the headers have them, like the
 # callbacks below (dptrain.train checks hasattr).
 CDEF_INIT_PARAMS = r"""
@@ -621,6 +630,9 @@ def make_builder():
             tail.replace("    size_t shards;\n", "    size_t shards;\n" + CALLBACK_CONFIG_FIELDS, 1)
         train += "extern \"Python\"" + cb_rest
     cdef += train
+    if "dpt_train_calibrate_sigma" in train_h and "dpt_sampler_steps_for_epochs" in _read_header(include_dirs,
+                                                                                                "data.h"):
+        cdef += CDEF_PLANNING
     if "dpt_trainer_set_initial_params" in train_h:
         cdef += CDEF_INIT_PARAMS
     if have_freeze:

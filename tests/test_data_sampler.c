@@ -346,8 +346,69 @@ static void test_speed(void) {
     dpt_sampler_free(s);
 }
 
+/* dpt_sampler_steps_for_epochs: the steps a sampler of these parameters takes to complete
+ * E epochs (drawn here batch by batch until dpt_sampler_epoch reaches E), E x round(1/q)
+ * for Poisson: N = 1000, B = 385, 10 epochs is 30 steps, not ceil(10 / 0.385) = 26
+ * (issue 38.7); refusals name the parameter. */
+static void test_steps_for_epochs(void) {
+    uint64_t T = 0;
+    CHECK_OK(dpt_sampler_steps_for_epochs(DPT_SAMPLER_POISSON, 1000, 385, 0, 10, &T)); /* q = B / N */
+    CHECK(T == 30);
+    CHECK_OK(dpt_sampler_steps_for_epochs(DPT_SAMPLER_POISSON, 0, 0, 0.385, 10, &T)); /* q given: n unused */
+    CHECK(T == 30);
+    const struct {
+        dpt_sampler_kind kind;
+        size_t n, batch, min_batch;
+        double q;
+        uint64_t epochs, want;
+    } cases[] = {
+        {DPT_SAMPLER_POISSON, 1000, 385, 0, 0.385, 10, 30},
+        {DPT_SAMPLER_POISSON, 200, 0, 0, 0.3, 3, 9},      /* 1/q = 3.33 */
+        {DPT_SAMPLER_POISSON, 200, 0, 0, 0.6, 4, 8},      /* 1/q = 1.67 */
+        {DPT_SAMPLER_POISSON, 50, 0, 0, 1.0, 2, 2},
+        {DPT_SAMPLER_POISSON_REJECT, 100, 0, 20, 0.25, 3, 12},
+        {DPT_SAMPLER_SHUFFLE, 10, 3, 0, 0, 4, 16},        /* ceil(10 / 3) = 4 */
+        {DPT_SAMPLER_SHUFFLE, 12, 4, 0, 0, 2, 6},
+        {DPT_SAMPLER_FULL, 7, 0, 0, 0, 3, 3},
+    };
+    uint32_t idx[1000];
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        CHECK_OK(dpt_sampler_steps_for_epochs(cases[c].kind, cases[c].n, cases[c].batch, cases[c].q, cases[c].epochs,
+                                              &T));
+        CHECK(T == cases[c].want);
+        dpt_sampler *s = NULL;
+        CHECK_OK(dpt_sampler_new(cases[c].kind, cases[c].n, cases[c].batch, cases[c].q, cases[c].min_batch, 7, &s));
+        if (!s) continue;
+        uint64_t drawn = 0;
+        size_t b;
+        while (dpt_sampler_epoch(s) < cases[c].epochs && drawn < 1000) {
+            CHECK_OK(dpt_sampler_next(s, idx, &b));
+            drawn++;
+        }
+        CHECK(drawn == T);
+        if (drawn != T) fprintf(stderr, "case %zu: the sampler took %llu steps, the function says %llu\n", c,
+                                (unsigned long long)drawn, (unsigned long long)T);
+        dpt_sampler_free(s);
+    }
+    CHECK_STATUS(dpt_sampler_steps_for_epochs(DPT_SAMPLER_POISSON, 10, 1, 0.1, 0, &T), DPT_EINVAL);
+    CHECK_ERR_HAS("epochs");
+    CHECK_STATUS(dpt_sampler_steps_for_epochs(DPT_SAMPLER_POISSON, 10, 1, 1.5, 1, &T), DPT_EINVAL);
+    CHECK_ERR_HAS("q = 1.5");
+    CHECK_STATUS(dpt_sampler_steps_for_epochs(DPT_SAMPLER_POISSON, 0, 0, 0, 1, &T), DPT_EINVAL);
+    CHECK_STATUS(dpt_sampler_steps_for_epochs(DPT_SAMPLER_POISSON, 10, 0, 1e-20, 1, &T), DPT_EINVAL);
+    CHECK_ERR_HAS("below 2^-53");
+    CHECK_STATUS(dpt_sampler_steps_for_epochs(DPT_SAMPLER_SHUFFLE, 10, 11, 0, 1, &T), DPT_EINVAL);
+    CHECK_ERR_HAS("batch size 11");
+    CHECK_OK(dpt_sampler_steps_for_epochs(DPT_SAMPLER_POISSON, 10, 0, 0x1p-53, 1, &T));
+    CHECK(T == (uint64_t)1 << 53);
+    CHECK_STATUS(dpt_sampler_steps_for_epochs(DPT_SAMPLER_POISSON, 10, 0, 0x1p-53, 2, &T), DPT_ERANGE);
+    CHECK_ERR_HAS("2^53");
+    CHECK_STATUS(dpt_sampler_steps_for_epochs(DPT_SAMPLER_FULL, 1, 0, 0, 1, NULL), DPT_EINVAL);
+}
+
 int main(void) {
     test_poisson();
+    test_steps_for_epochs();
     test_reject();
     test_shuffle_full();
     test_resume();

@@ -1,6 +1,7 @@
 /* train: the loop with the non-private SGD strategy on small synthetic data made here:
  * it learns, Poisson and full-batch sampling work (empty batches included), a resumed run
- * is bit-identical to an uninterrupted one (at an epoch boundary and mid-epoch), and a
+ * is bit-identical to an uninterrupted one (at an epoch boundary and mid-epoch; at the
+ * boundary also its metrics.jsonl train_loss per epoch), and a
  * resume with different data or settings is refused. */
 #include <dptrain/train.h>
 
@@ -58,6 +59,22 @@ static void rmrf_files(const char *dir) {
     remove(p);
 }
 
+/* The train_loss of each line of dir/metrics.jsonl into loss[] (at most max): the count. */
+static int metrics_losses(const char *dir, double *loss, int max) {
+    char p[600], buf[2048];
+    snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
+    FILE *f = fopen(p, "r");
+    CHECK(f != NULL);
+    int n = 0;
+    while (f && fgets(buf, sizeof buf, f) && n < max) {
+        const char *k = strstr(buf, "\"train_loss\":");
+        CHECK(k != NULL);
+        loss[n++] = k ? strtod(k + strlen("\"train_loss\":"), NULL) : NAN;
+    }
+    if (f) fclose(f);
+    return n;
+}
+
 /* a callback that calls back into the trainer */
 typedef struct {
     dpt_trainer *t;
@@ -101,6 +118,11 @@ int main(void) {
     run(&c, &tr, &te, 1, tb, &r);
     CHECK(memcmp(ta, tb, P * 4) == 0);
     CHECK(r.step == 3 * 19);
+    /* ... with the same train_loss per epoch: the resumed epoch's mean is over its own
+     * batches, not also over those of the epoch saved at the boundary (issue 38.14) */
+    double la[4], lb[4];
+    CHECK(metrics_losses(dir_a, la, 4) == 3 && metrics_losses(dir_b, lb, 4) == 3);
+    for (int e = 0; e < 3; e++) CHECK_CLOSE(lb[e], la[e], 0, 0);
 
     /* ... and mid-epoch (stop after 25 steps, then resume). */
     rmrf_files(dir_b);

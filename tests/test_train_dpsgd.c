@@ -2,14 +2,18 @@
  * weighted-GEMM path equals the materialized reference (flat and per-layer); the
  * pre-noise clipped sums of two neighbouring batches (one example removed, same Poisson
  * sampling of the rest) differ by exactly min(||g||, C) <= C; with gradients forced to
- * zero the released update is pure noise N(0, sigma^2 C^2) / qN; empty Poisson batches
+ * zero the released update is pure noise N(0, sigma^2 C^2) / qN; with |B| != qN the SGD
+ * step is -lr (clipped sum + noise) / qN; empty Poisson batches
  * still add noise; and a DP run learns. */
 #include <dptrain/accounting.h>
+#include <dptrain/optim.h>
+#include <dptrain/privacy.h>
 #include <dptrain/train.h>
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testdata.h"
 #include "testalgo.h"
@@ -157,6 +161,50 @@ static void test_noise_only(void) {
     CHECK_CLOSE(sd, want, 5 * want / sqrt(2.0 * cnt), 0);
     dpt_trainer_free(t);
     dpt_dataset_free(&z);
+}
+
+/* ==== the update divides by the expected batch size qN, not |B| ==== */
+/* Batches of |B| = 23 and 97 with qN = 60 (issue 38.8: the tests that used |B| = qN let a
+ * division by |B| survive): three trainers on one seed draw the same noise z; the first
+ * gives the clipped sum S, the third z alone (dpt_privacy_noise_add_scaled on zeros), and
+ * the second's SGD step must move theta by exactly -lr (S + z) / qN. */
+static void test_update_divides_by_qN(const dpt_dataset *tr) {
+    const double q = 0.1, qN = q * (double)tr->n, sigma = 1.3, C = 0.7;
+    const size_t sizes[2] = {23, 97};
+    dpt_train_config c = dp_cfg("mlp:8-16-3:gelu", q);
+    c.optim.momentum = 0;
+    for (int k = 0; k < 2; k++) {
+        const size_t b = sizes[k];
+        CHECK((double)b != qN);
+        dpt_algo *a1, *a2, *a3;
+        dpt_trainer *t1 = make_trainer(&c, tr, sigma, C, DPT_CLIP_FLAT, 0, &a1);
+        dpt_trainer *t2 = make_trainer(&c, tr, sigma, C, DPT_CLIP_FLAT, 0, &a2);
+        dpt_trainer *t3 = make_trainer(&c, tr, sigma, C, DPT_CLIP_FLAT, 0, &a3);
+        if (!t1 || !t2 || !t3) return;
+        dpt_model *m2 = dpt_trainer_model(t2);
+        const size_t P = m2->n_params;
+        float *S = malloc(P * sizeof *S), *G = malloc(P * sizeof *G), *z = calloc(P, sizeof *z);
+        float *theta0 = malloc(P * sizeof *theta0);
+        memcpy(theta0, m2->theta, P * sizeof *theta0);
+        tu_algo_grad(t1, a1, tr->x, tr->y, b, 0, S); /* the clipped sum, before noise */
+        tu_algo_grad(t2, a2, tr->x, tr->y, b, 1, G); /* the released gradient */
+        CHECK_OK(dpt_privacy_noise_add_scaled(dpt_trainer_noise_rng(t3), z, P, sigma, C, 1.0, t3->threads));
+        CHECK_OK(dpt_optim_step(&t2->opt, m2->theta, m2->grad, c.optim.lr));
+        double worst = 0, zz = 0;
+        for (size_t j = 0; j < P; j++) {
+            const double want = ((double)S[j] + z[j]) / qN; /* float rounding of S, z, G and theta */
+            const double tol = 2e-7 * (fabs(S[j]) + fabs(z[j])) / qN + 1e-12;
+            worst = fmax(worst, fabs(G[j] - want) / tol);
+            const double step = (double)m2->theta[j] - theta0[j], want_step = -c.optim.lr * want;
+            worst = fmax(worst, fabs(step - want_step) / (c.optim.lr * tol + 2e-7 * fabs(theta0[j])));
+            zz += (double)z[j] * z[j];
+        }
+        CHECK(worst <= 1.0);
+        if (!(worst <= 1.0)) fprintf(stderr, "|B| = %zu: update off by %g tolerances from -lr (S + z) / qN\n", b, worst);
+        CHECK_CLOSE(sqrt(zz / (double)P), sigma * C, 0, 0.3); /* the noise is there */
+        free(S), free(G), free(z), free(theta0);
+        dpt_trainer_free(t1), dpt_trainer_free(t2), dpt_trainer_free(t3);
+    }
 }
 
 /* ==== empty Poisson batches, and learning ==== */
@@ -393,15 +441,67 @@ static void test_budget(const dpt_dataset *tr) {
     CHECK(eps <= c.target_epsilon);
     CHECK_OK(dpt_rdp_sgm_epsilon(0.05, 1.5, st + 1, 1e-5, DPT_CONV_BALLE, NULL, 0, &next, NULL));
     CHECK(next > c.target_epsilon);
-    /* calibration: sigma for (q, epochs * round(1/q) steps) gives eps <= target, and the
-     * whole run fits in the budget */
-    double sigma = 0;
-    uint64_t steps = 10 * 20;
-    CHECK_OK(dpt_calibrate_sigma(0.05, steps, 1e-5, 2.0, DPT_ACCT_RDP, DPT_CONV_BALLE, 1e-3, &sigma));
+    /* calibration as the CLI and Python plan it: the run's steps (dpt_sampler_steps_for_epochs,
+     * 10 x round(1/q)) and dpt_train_calibrate_sigma (dpt_calibrate_sigma under RDP, Balle,
+     * tol 1e-4 without a prior); eps <= target, and the whole run fits in the budget */
+    double sigma = 0, plain = 0;
+    uint64_t steps = 0;
+    CHECK_OK(dpt_sampler_steps_for_epochs(DPT_SAMPLER_POISSON, tr->n, 0, 0.05, c.epochs, &steps));
+    CHECK(steps == 10 * 20);
+    CHECK_OK(dpt_train_calibrate_sigma(NULL, 0.05, steps, 1e-5, 2.0, &sigma));
+    CHECK_OK(dpt_calibrate_sigma(0.05, steps, 1e-5, 2.0, DPT_ACCT_RDP, DPT_CONV_BALLE, 1e-4, &plain));
+    CHECK(sigma == plain);
     c.target_epsilon = 2.0;
     CHECK_OK(run_dp(&c, tr, sigma, 0, &st, &ls, &eps, NULL, 0));
     CHECK(st == steps && ls == steps);
-    CHECK(eps <= 2.0 && eps > 1.9);
+    CHECK(eps <= 2.0 && eps > 1.99);
+    /* on top of a release before training: the ledger search with the same settings */
+    dpt_ledger *prior = NULL;
+    double with_prior = 0, want = 0;
+    CHECK_OK(dpt_ledger_new(&prior));
+    CHECK_OK(dpt_ledger_add_gaussian(prior, 1.0, 4.0, "dp-normalize"));
+    CHECK_OK(dpt_train_calibrate_sigma(prior, 0.05, steps, 1e-5, 2.0, &with_prior));
+    CHECK_OK(dpt_ledger_calibrate_sgm(prior, 0.05, steps, 1e-5, 2.0, DPT_ACCT_RDP, DPT_CONV_BALLE, 1e-4, &want));
+    CHECK(with_prior == want && with_prior > sigma);
+    CHECK_OK(dpt_ledger_add_gaussian(prior, 1.0, 0.3, "large")); /* alone above the target */
+    CHECK_STATUS(dpt_train_calibrate_sigma(prior, 0.05, steps, 1e-5, 2.0, &with_prior), DPT_ERANGE);
+    CHECK_ERR_HAS("already in the ledger");
+    dpt_ledger_free(prior);
+}
+
+/* Releases before training under a budget (issue 38.5): a DP normalization release that
+ * alone spends 4.729 > target 3 (noise multiplier 1, delta 1e-5) is refused when recorded,
+ * leaving the ledger as it was; one within the target whose run cannot afford its first
+ * step writes nothing into out_dir (no checkpoint with the statistics, no ledger, no
+ * metrics), and out_dir, which the trainer created, is gone. */
+static void test_budget_before_training(const dpt_dataset *tr) {
+    char dir[320], p[400];
+    snprintf(dir, sizeof dir, "%s/prerelease", tu_tmpdir());
+    dpt_train_config c = dp_cfg("mlp:8-16-3:gelu", 0.05);
+    c.target_epsilon = 3.0;
+    c.out_dir = dir;
+    dpt_trainer *t = make_trainer(&c, tr, 1.0, 1.0, DPT_CLIP_FLAT, 0, NULL);
+    if (!t) return;
+    CHECK_STATUS(dpt_trainer_add_gaussian_release(t, 1.0, 1.0, "dp-normalize"), DPT_ERANGE);
+    CHECK_ERR_HAS("spend epsilon 4.729");
+    CHECK(dpt_ledger_n_events(dpt_trainer_ledger(t)) == 0);
+    dpt_trainer_free(t);
+    CHECK(access(dir, F_OK) != 0); /* nothing was written */
+    /* within the target alone (2.7), but the first step at sigma 0.3 would exceed it */
+    t = make_trainer(&c, tr, 0.3, 1.0, DPT_CLIP_FLAT, 0, NULL);
+    if (!t) return;
+    CHECK_OK(dpt_trainer_add_gaussian_release(t, 1.0, 1.6, "dp-normalize"));
+    dpt_epoch_result r;
+    CHECK_OK(dpt_trainer_run(t, &r));
+    CHECK(dpt_trainer_step(t) == 0 && dpt_trainer_stop_reason(t) == DPT_STOP_BUDGET && r.epoch == 0);
+    const char *files[] = {"checkpoint.safetensors", "ledger.json", "metrics.jsonl", DPT_RUN_KEY_FILE};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        CHECK(access(p, F_OK) != 0);
+        if (access(p, F_OK) == 0) fprintf(stderr, "a run that took no step wrote %s\n", p);
+    }
+    dpt_trainer_free(t);
+    CHECK(access(dir, F_OK) != 0);
 }
 
 static void test_bad_config(void) {
@@ -508,12 +608,14 @@ int main(void) {
     test_fast_vs_reference(&tr, DPT_CLIP_FLAT, 0.05, wide, 0);
     test_sensitivity(&tr, wide, 0.05, 0, DPT_CLIP_FLAT);
     test_noise_only();
+    test_update_divides_by_qN(&tr);
     test_empty_batches_and_learning(&tr, &te);
     test_bad_config();
     test_trainer_refusals(&tr);
     test_ledger(&tr);
     test_ledger_meta(&tr);
     test_budget(&tr);
+    test_budget_before_training(&tr);
     test_secure_wiring(&tr);
     dpt_dataset_free(&tr);
     dpt_dataset_free(&te);

@@ -792,9 +792,9 @@ static void test_overflow(void) {
     CHECK_STATUS(session(&c, 0, 0, 0, NULL, NULL, NULL), DPT_EINVAL);
     CHECK_ERR_HAS("epochs");
     c = cfg_for(NULL, 1);
-    c.sample_rate = 1e-300;
+    c.sample_rate = 1e-300; /* an epoch of round(1/q) steps: dpt_sampler_steps_for_epochs refuses it */
     CHECK_STATUS(session(&c, 1, 0, 0, NULL, NULL, NULL), DPT_EINVAL);
-    CHECK_ERR_HAS("2^53");
+    CHECK_ERR_HAS("below 2^-53");
 }
 
 /* ==== concurrent atomic writes of one path ==== */

@@ -139,11 +139,13 @@ static void test_scaling(void) {
     float *o1 = malloc(P * sizeof *o1), *o2 = malloc(P * sizeof *o2);
     double *ref = malloc(P * sizeof *ref);
     uint64_t st = 3;
+    int off_qn = 0; /* steps whose |B| differs from q n (a division by |B| must show) */
     for (int step = 0; step < 3; step++) {
         size_t b1 = 0, b2 = 0;
         CHECK_OK(dpt_sgm_sample(m1, i1, cap, &b1));
         CHECK_OK(dpt_sgm_sample(m2, i2, cap, &b2));
         CHECK(b1 == b2 && !memcmp(i1, i2, b1 * sizeof *i1));
+        off_qn += (double)b1 != q * (double)n;
         float *g = malloc((b1 + 1) * P * sizeof *g), *z = calloc(b1 * P + 1, sizeof *z);
         for (size_t i = 0; i < b1; i++) row_of_norm(g + i * P, P, C * (0.5 + 0.25 * (double)(i % 5)), &st);
         CHECK_OK(dpt_sgm_release(m1, g, b1, o1));
@@ -163,6 +165,7 @@ static void test_scaling(void) {
         free(g);
         free(z);
     }
+    CHECK(off_qn > 0);
     /* the secure mechanism's scaling: sigma tiny, out ~ clipped sum / (q n) */
     c.secure = 1;
     c.sigma = 1e-6;

@@ -153,8 +153,8 @@ dpt_status dpt_ledger_epsilon_rdp(const dpt_ledger *l, double delta, dpt_convers
 int dpt_ledger_pld_applies(const dpt_ledger *l);
 /* *out = an independent copy of l (events and metadata); dpt_ledger_free it. */
 dpt_status dpt_ledger_copy(const dpt_ledger *l, dpt_ledger **out);
-/* dpt_calibrate_sigma on top of the releases already in `prior` (NULL or empty: the same
- * search as dpt_calibrate_sigma): the smallest sigma, to within tol, such that prior +
+/* dpt_calibrate_sigma on top of the releases already in `prior` (NULL or without events:
+ * exactly dpt_calibrate_sigma's result): the smallest sigma, to within tol, such that prior +
  * `steps` steps of SGM(q, sigma) has epsilon(delta) <= target_eps under acct (conv for
  * RDP). prior is not modified. DPT_ERANGE when prior alone already spends target_eps, or
  * when no sigma in [0.05, 1e4] reaches it. */

@@ -251,6 +251,17 @@ void dpt_sampler_free(dpt_sampler *s);
  * min_batch far above q n). */
 dpt_status dpt_sampler_next(dpt_sampler *s, uint32_t *idx, size_t *b);
 size_t dpt_sampler_steps_per_epoch(const dpt_sampler *s);
+/* The number of steps of `epochs` epochs: epochs x steps per epoch (the rule above:
+ * SHUFFLE ceil(n / batch_size), POISSON(_REJECT) max(1, round(1/q)), FULL 1). This is
+ * what dpt_trainer_run takes for dpt_train_config.epochs, and the one definition that
+ * `dptrain account --epochs`, Python's accounting.steps_for_epochs and every
+ * --target-epsilon calibration use (docs/accounting.md, "Epochs and steps"); it is not
+ * ceil(epochs / q). POISSON(_REJECT): q in [2^-53, 1], or q = 0 for batch_size / n (as
+ * dpt_train_config.sample_rate = 0; n and batch_size are only read then). SHUFFLE:
+ * 1 <= batch_size <= n. epochs >= 1. DPT_EINVAL otherwise, DPT_ERANGE when the steps
+ * exceed 2^53. Example: n = 1000, batch 385 (q = 0.385), 10 epochs: 10 x 3 = 30 steps. */
+dpt_status dpt_sampler_steps_for_epochs(dpt_sampler_kind kind, size_t n, size_t batch_size, double q,
+                                        uint64_t epochs, uint64_t *steps);
 /* 1 when the batch returned by the last dpt_sampler_next ended an epoch. */
 int dpt_sampler_epoch_ended(const dpt_sampler *s);
 /* Completed epochs and steps so far. */

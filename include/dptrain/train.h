@@ -300,10 +300,29 @@ dpt_dpmac_config dpt_dpmac_config_defaults(void);
  * run's trainer refuses a sampler other than DPT_SAMPLER_POISSON. */
 dpt_status dpt_algo_dpmac_new(const dpt_dpmac_config *cfg, dpt_algo **out);
 
+/* ==== Planning a private run ====
+ * The noise multiplier for a target epsilon, as `dptrain train --target-epsilon` and
+ * Python's train(target_epsilon=) calibrate it (one definition for both): the smallest
+ * sigma, to within 1e-4, such that the releases in `prior` (NULL: none; the DP
+ * normalization statistics, DP mean and DP-PCA a run records in its ledger before step 1)
+ * composed with `steps` steps of SGM(q, sigma) spend at most target_eps at delta under the
+ * RDP accountant with Balle et al.'s conversion on the default order grid (the epsilon a
+ * run reports). steps: dpt_sampler_steps_for_epochs of the run's epochs. Without a prior
+ * (or an empty one) it is dpt_calibrate_sigma(q, steps, delta, target_eps, DPT_ACCT_RDP,
+ * DPT_CONV_BALLE, 1e-4, sigma), the sigma of `dptrain account --target-epsilon`. prior is
+ * not modified. DPT_ERANGE when prior alone already spends target_eps (no step can fit)
+ * or no sigma in [0.05, 1e4] reaches it; DPT_EINVAL for q, steps, delta or target_eps out
+ * of range. */
+dpt_status dpt_train_calibrate_sigma(const struct dpt_ledger *prior, double q, uint64_t steps, double delta,
+                                     double target_eps, double *sigma);
+
 /* Records a Gaussian release made before training (e.g. DP-PCA of the inputs) in the
  * trainer's privacy ledger, so the reported epsilon covers it. Only for a private
  * algorithm, before the first step of a fresh run (a resumed run's ledger holds it
- * already): DPT_EINVAL otherwise. */
+ * already): DPT_EINVAL otherwise. With cfg.target_epsilon > 0, DPT_ERANGE (the ledger
+ * unchanged) when the releases recorded so far and this one alone would spend more than
+ * it: the caller must not publish the release then. (A fresh run that takes no step
+ * writes no checkpoint, ledger or metrics: dpt_trainer_run.) */
 dpt_status dpt_trainer_add_gaussian_release(dpt_trainer *t, double sensitivity, double sigma,
                                             const char *label);
 /* Records that the run's privacy statement (its epsilon, or an estimate) does not cover
@@ -572,6 +591,7 @@ dpt_status dpt_trainer_resume(dpt_trainer *t);
  * ledger.json, then checkpoint.safetensors (atomically), then one metrics.jsonl line,
  * then on_epoch. A resumed run first publishes the checkpoint's last result if
  * metrics.jsonl lacks it (a crash between saving and publishing), never re-running it.
+ * A fresh run that takes no step (the budget refuses the first one) writes nothing.
  * `last` (may be NULL) receives the last published result (epoch 0 and NAN metrics when
  * none exists). Called from one of the run's own callbacks (or dpt_trainer_resume so
  * called): DPT_EINVAL. */

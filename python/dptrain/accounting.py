@@ -209,24 +209,34 @@ def rdp(noise_multiplier, sample_rate, orders=None, steps=1):
 
 # ==== calibration ====
 
+def _have_planning():
+    if not hasattr(lib, "dpt_sampler_steps_for_epochs"):
+        raise NotImplementedError("this libdptrain has no dpt_sampler_steps_for_epochs / dpt_train_calibrate_sigma "
+                                  "(rebuild the package against a newer library)")
+
+
 def steps_for_epochs(epochs, sample_rate):
-    """Steps of `epochs` epochs at sampling rate q: ceil(epochs / q), as `dptrain account
-    --epochs` counts them (an epoch is 1/q steps in expectation)."""
-    e, q = _f(epochs, "epochs"), _f(sample_rate, "sample_rate")
+    """Steps of `epochs` whole epochs of Poisson sampling at rate q: epochs x max(1,
+    round(1/q)), the steps dptrain.train(epochs=...) and `dptrain train --epochs` take and
+    `dptrain account --epochs` counts (the library's dpt_sampler_steps_for_epochs; not
+    ceil(epochs / q)). Example: q = 385/1000, 10 epochs: 30 steps."""
+    _have_planning()
+    q = _f(sample_rate, "sample_rate")
+    if isinstance(epochs, (float, np.floating)) and math.isfinite(epochs) and epochs > 0 and epochs != math.floor(epochs):
+        raise ValueError("epochs: %r is not a whole number: training runs whole epochs of max(1, round(1/q)) steps; "
+                         "give steps= for a part of one" % (epochs,))
+    e = _u64(epochs, "epochs")
     if not (q > 0 and q <= 1):
         raise ValueError("sample_rate must be in (0, 1], got %r" % (q,))
-    if not (e > 0 and math.isfinite(e)):
-        raise ValueError("epochs must be > 0, got %r" % (e,))
-    t = math.ceil(e / q - 1e-9)
-    if not (1 <= t <= 1e15):
-        raise ValueError("epochs: %g epochs at q = %g give %g steps" % (e, q, t))
-    return int(t)
+    out = ffi.new("uint64_t *")
+    check(lib.dpt_sampler_steps_for_epochs(lib.DPT_SAMPLER_POISSON, 0, 0, q, e, out), "epochs")
+    return int(out[0])
 
 
 def calibrate_sigma(target_epsilon, sample_rate, delta, steps=None, epochs=None, accountant="rdp",
                     conversion="balle", tol=1e-4, orders=None):
     """The smallest noise multiplier, to within `tol`, whose epsilon after `steps` steps (or
-    `epochs` epochs: ceil(epochs / q) steps) is at most target_epsilon: the result never
+    `epochs` epochs: steps_for_epochs(epochs, q) steps) is at most target_epsilon: the result never
     overshoots the target, and sigma - tol does. `orders` (RDP only): the order grid of the
     epsilon that will be reported, the same as epsilon(..., orders=) takes (default: the
     library's grid). Raises OutOfRangeError (a ValueError) when the target cannot be

@@ -115,7 +115,8 @@ class PrivateGradients:
                     calibrate it (RDP). target_epsilon with sigma: a budget, sample() then
                     raises PrivacyError before the step that would exceed it (also when
                     calibrated)
-      epochs/steps  the planned length (epochs: ceil(epochs / q) steps), for the calibration
+      epochs/steps  the planned length (epochs: whole epochs of max(1, round(1/q)) steps,
+                    accounting.steps_for_epochs), for the calibration
       clip=1.0      L2 norm C every example's gradient is clipped to
       delta=1e-5    of epsilon(), the budget and the calibration; < 1/n unless force=True
       seed=None     seeds the batches and the noise (None or 0: drawn from the OS by the

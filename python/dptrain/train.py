@@ -29,7 +29,7 @@ import numpy as np
 from ._lib import HAVE_CALLBACKS, check, cstr, ffi, lib, make_error
 from .accounting import Ledger
 from .data import Dataset, as_features, as_labels, as_targets
-from .errors import PrivacyError
+from .errors import OutOfRangeError, PrivacyError
 from .layers import Layer, build_spec
 from .model import Model
 
@@ -59,9 +59,20 @@ _PRIVACY_OPTIONS = ("sigma", "clip", "clip_mode", "target_epsilon", "delta", "se
                     "allow_ledger_mismatch")
 
 
-def _llround(x):
-    """C's llround for x >= 0 (half away from zero; Python's round() rounds half to even)."""
-    return int(math.floor(x + 0.5))
+def _calibrate(c, q, prior=None):
+    """The noise multiplier for target_epsilon over the run's planned steps, on top of the
+    releases in `prior` (a Ledger, or None): the library's dpt_sampler_steps_for_epochs and
+    dpt_train_calibrate_sigma, which `dptrain train` calls too (cli/algo_dpsgd.c)."""
+    if not hasattr(lib, "dpt_train_calibrate_sigma"):
+        raise NotImplementedError("target_epsilon without sigma: this libdptrain has no dpt_train_calibrate_sigma "
+                                  "(rebuild the package against a newer library)")
+    kw = c.kw
+    steps, out = ffi.new("uint64_t *"), ffi.new("double *")
+    check(lib.dpt_sampler_steps_for_epochs(lib.DPT_SAMPLER_POISSON, c.N, c.cfg.batch_size, q, int(kw["epochs"]),
+                                           steps), "epochs")
+    check(lib.dpt_train_calibrate_sigma(ffi.NULL if prior is None else prior._p, q, steps[0], kw["delta"],
+                                        float(kw["target_epsilon"]), out), "target_epsilon")
+    return out[0]
 
 
 def _positive(v, name, what="must be > 0"):
@@ -395,12 +406,9 @@ def _make_dpsgd(c):
     q = _poisson_setup(c)
     sigma = float(kw["sigma"]) if "sigma" in c.given else None
     if sigma is None:
-        spe = max(1, _llround(1.0 / q))
-        out = ffi.new("double *")
-        check(lib.dpt_calibrate_sigma(q, int(kw["epochs"]) * spe, kw["delta"], float(kw["target_epsilon"]),
-                                      lib.DPT_ACCT_RDP, lib.DPT_CONV_BALLE, 1e-4, out), "target_epsilon")
-        sigma = out[0]
+        sigma = _calibrate(c, q)
         if kw["secure"]:
+            out = ffi.new("double *")
             eff = sigma
             check(lib.dpt_privacy_secure_sigma_for(eff, c.n_noised or _n_params(c.spec), out), "target_epsilon")
             sigma = out[0]
@@ -590,35 +598,20 @@ def _make_dpmac(c):
                          "cannot be regenerated); start a new run")
     cfg.sampler = lib.DPT_SAMPLER_POISSON
     q = _poisson_setup(c)
-    spe = max(1, _llround(1.0 / q))
-    T = int(kw["epochs"]) * spe
     if "sigma" in g:
         sigma = float(kw["sigma"])
     else:
-        # the CLI's bisection on the RDP epsilon of the composed ledger (decreasing in sigma)
-        target = float(kw["target_epsilon"])
-
-        def eps(s):  # [DP mean +] [DP-PCA +] T steps, composed in RDP
-            led = Ledger()
-            if k > 0 and center:
-                led.add_gaussian(1.0, float(kw["center_sigma"]), "dp-mean")
-            if k > 0:
-                led.add_gaussian(1.0, float(kw["pca_sigma"]), "dp-pca")
-            return led.add_sgm(q, s, T).epsilon(kw["delta"])
-        lo, hi = 0.05, 100.0
-        e = eps(hi)
-        if e > target:
-            raise ValueError("target_epsilon %g is unreachable: even sigma %g spends %.4g (the DP-PCA release alone may "
-                             "exceed it; raise pca_sigma)" % (target, hi, e))
-        it = 0
-        while it < 100 and hi - lo > 1e-4 * hi:
-            mid = 0.5 * (lo + hi)
-            if eps(mid) > target:
-                lo = mid
-            else:
-                hi = mid
-            it += 1
-        sigma = hi
+        # [DP mean +] [DP-PCA +] the planned steps, as the CLI calibrates (cli/algo_dpmac.c)
+        pre = Ledger()
+        if k > 0 and center:
+            pre.add_gaussian(1.0, float(kw["center_sigma"]), "dp-mean")
+        if k > 0:
+            pre.add_gaussian(1.0, float(kw["pca_sigma"]), "dp-pca")
+        try:
+            sigma = _calibrate(c, q, pre)
+        except OutOfRangeError as e:
+            raise OutOfRangeError("%s (the releases before training alone may exceed it; raise pca_sigma or "
+                                  "center_sigma)" % (e,), e.status, e.status_name) from None
     if k > 0:
         _dp_pca(c, k, center)
     d = lib.dpt_dpmac_config_defaults()

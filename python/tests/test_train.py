@@ -182,6 +182,34 @@ def test_target_epsilon_calibrates_and_is_not_exceeded():
     assert dptrain.accounting.epsilon(1.5, 0.1, run2.steps + 1, 1e-4) > 2.0
 
 
+def test_epochs_mean_the_same_steps_in_accounting_and_training(cli):
+    # issue 38.7: N = 1000, B = 385, 10 epochs: steps_for_epochs and `dptrain account --epochs`
+    # said ceil(10 / 0.385) = 26 steps (epsilon 15.08) while training took 10 round(1/q) = 30
+    # (16.23); all three now use dpt_sampler_steps_for_epochs
+    x, y = blobs(n=1000)
+    q, delta = 385 / 1000, 1e-5
+    assert dptrain.accounting.steps_for_epochs(10, q) == 30
+    run = dptrain.train(x, y, model="mlp:20-8-3:relu", algorithm="dpsgd", sigma=1.0, epochs=10, batch_size=385,
+                        delta=delta, threads=1, verbose=False)
+    assert run.steps == run.ledger.steps == dptrain.accounting.steps_for_epochs(10, q)
+    assert run.epsilon == dptrain.accounting.epsilon(1.0, q, 30, delta)
+    j = json.loads(subprocess.run([cli, "account", "--batch-size", "385", "--dataset-size", "1000", "--sigma", "1",
+                                   "--epochs", "10", "--json"], capture_output=True, text=True, check=True).stdout)
+    assert (j["steps"], j["epsilon"]) == (run.steps, run.epsilon)
+    # the calibration plans the same steps: the sigma of calibrate_sigma(epochs=10) and of
+    # `dptrain account --target-epsilon --epochs 10`
+    cal = dptrain.train(x, y, model="mlp:20-8-3:relu", algorithm="dpsgd", target_epsilon=8.0, epochs=10,
+                        batch_size=385, delta=delta, threads=1, verbose=False)
+    assert cal.sigma == dptrain.accounting.calibrate_sigma(8.0, q, delta, epochs=10)
+    assert cal.steps == 30 and cal.epsilon <= 8.0
+    j = json.loads(subprocess.run([cli, "account", "--batch-size", "385", "--dataset-size", "1000", "--target-epsilon",
+                                   "8", "--epochs", "10", "--json"], capture_output=True, text=True,
+                                  check=True).stdout)
+    assert j["sigma"] == cal.sigma and j["steps"] == 30
+    with pytest.raises(ValueError, match="whole number"):
+        dptrain.accounting.steps_for_epochs(2.5, q)
+
+
 @pytest.mark.skipif(not HAVE_CALLBACKS, reason="libdptrain without trainer callbacks")
 def test_history_forms_and_on_epoch_stop():
     x, y = blobs(n=300)

@@ -38,15 +38,19 @@ dpt_status dpt_ledger_calibrate_sgm(const dpt_ledger *prior, double q, uint64_t 
     DPT_CHECK(isfinite(tol) && tol > 0, DPT_EINVAL, "tol must be > 0, got %g", tol);
     DPT_CHECK(acct == DPT_ACCT_RDP || acct == DPT_ACCT_PLD, DPT_EINVAL, "acct: unknown accountant %d", (int)acct);
     DPT_CHECK(sigma, DPT_EINVAL, "sigma is NULL");
+    /* nothing recorded: exactly dpt_calibrate_sigma's sigma (what `dptrain account
+     * --target-epsilon` prints for the same q, steps and delta) */
+    if (!prior || dpt_ledger_n_events(prior) == 0)
+        return dpt_calibrate_sigma(q, steps, delta, target_eps, acct, conv, tol, sigma);
     char *base = NULL;
-    if (prior) {
+    {
         double e0;
         DPT_TRY(dpt_ledger_epsilon(prior, delta, acct, conv, &e0));
         DPT_CHECK(e0 < target_eps, DPT_ERANGE,
                   "target_eps %g is unreachable: the releases already in the ledger spend epsilon %.6g", target_eps, e0);
         DPT_TRY(dpt_ledger_to_json(prior, &base));
     }
-    /* the same search as dpt_calibrate_sigma: sigma in [0.05, 1e4], epsilon decreasing in
+    /* the search of dpt_calibrate_sigma: sigma in [0.05, 1e4], epsilon decreasing in
      * sigma; invariant eps(hi) <= target < eps(lo) */
     const double s_min = 0.05, s_max = 1e4;
     double lo = 1.0, hi = 1.0, e = 0;

@@ -3,6 +3,7 @@
  * privacy amplification by subsampling assumes exactly this), full batch, and Poisson with
  * rejection of small batches (DP-ULR: batches with |B| < min_batch are redrawn).
  * All randomness comes from one dpt_rng on stream DPT_STREAM_DATA. */
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,17 +94,61 @@ void dpt_sampler_free(dpt_sampler *s) {
     dpt_free(s);
 }
 
-size_t dpt_sampler_steps_per_epoch(const dpt_sampler *s) {
-    switch (s->kind) {
-    case DPT_SAMPLER_SHUFFLE: return (s->n + s->batch_size - 1) / s->batch_size;
+/* ==== Epochs ==== */
+
+/* Steps of one epoch, the one rule behind dpt_sampler_steps_per_epoch (what the trainer
+ * runs) and dpt_sampler_steps_for_epochs (what `dptrain account --epochs`, Python's
+ * steps_for_epochs and the --target-epsilon calibration plan): parameters as
+ * sampler_new checked them. A Poisson epoch is round(1/q) steps, not ceil(E/q) over E
+ * epochs: every epoch of a run is the same whole number of steps. */
+static size_t epoch_steps(dpt_sampler_kind kind, size_t n, size_t batch_size, double q) {
+    switch (kind) {
+    case DPT_SAMPLER_SHUFFLE: return (n + batch_size - 1) / batch_size;
     case DPT_SAMPLER_POISSON:
     case DPT_SAMPLER_POISSON_REJECT: {
-        double k = floor(1.0 / s->q + 0.5);
+        double k = floor(1.0 / q + 0.5);
         return k < 1 ? 1 : (size_t)k;
     }
     case DPT_SAMPLER_FULL:
     default: return 1;
     }
+}
+
+size_t dpt_sampler_steps_per_epoch(const dpt_sampler *s) {
+    return epoch_steps(s->kind, s->n, s->batch_size, s->q);
+}
+
+dpt_status dpt_sampler_steps_for_epochs(dpt_sampler_kind kind, size_t n, size_t batch_size, double q,
+                                        uint64_t epochs, uint64_t *steps) {
+    DPT_CHECK(steps, DPT_EINVAL, "dpt_sampler_steps_for_epochs: steps is NULL");
+    *steps = 0;
+    DPT_CHECK(epochs >= 1, DPT_EINVAL, "epochs must be >= 1, got 0");
+    switch (kind) {
+    case DPT_SAMPLER_SHUFFLE:
+        DPT_CHECK(n >= 1 && batch_size >= 1 && batch_size <= n, DPT_EINVAL,
+                  "batch size %zu not in [1, %zu] (the dataset size)", batch_size, n);
+        break;
+    case DPT_SAMPLER_POISSON:
+    case DPT_SAMPLER_POISSON_REJECT:
+        DPT_CHECK(q == 0 || (q > 0 && q <= 1), DPT_EINVAL, "sampling rate q = %g not in (0, 1]", q);
+        if (q == 0) { /* as dpt_train_config.sample_rate = 0: q = batch_size / n */
+            DPT_CHECK(n >= 1 && batch_size >= 1 && batch_size <= n, DPT_EINVAL,
+                      "sampling rate q = batch size / N = %zu / %zu is outside (0, 1]", batch_size, n);
+            q = (double)batch_size / (double)n;
+        }
+        DPT_CHECK(q >= 0x1p-53, DPT_EINVAL, "sampling rate q = %g is below 2^-53: an epoch of round(1/q) steps is not "
+                  "countable", q);
+        break;
+    case DPT_SAMPLER_FULL:
+        break;
+    default:
+        return dpt_set_error(DPT_EINVAL, "sampler: unknown kind %d", (int)kind);
+    }
+    const double spe = (double)epoch_steps(kind, n, batch_size, q);
+    DPT_CHECK((double)epochs * spe <= 0x1p53, DPT_ERANGE,
+              "epochs = %" PRIu64 " of %.17g steps each is more than 2^53 steps", epochs, spe);
+    *steps = epochs * (uint64_t)spe;
+    return DPT_OK;
 }
 
 /* ==== Shuffle ==== */

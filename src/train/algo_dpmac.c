@@ -689,5 +689,21 @@ dpt_status dpt_trainer_add_gaussian_release(dpt_trainer *t, double sensitivity, 
     DPT_CHECK(t->step == 0 && !t->resumed, DPT_EINVAL,
               "a pre-training release (%s) can only be recorded before the first step of a fresh run",
               label ? label : "gaussian");
+    if (t->cfg.target_epsilon > 0) {
+        /* a budget that the releases before training alone exceed: refused before the
+         * caller publishes the release (the run could take no step) */
+        dpt_ledger *l = NULL;
+        double e = 0;
+        dpt_status s = dpt_ledger_copy(t->ledger, &l);
+        if (s == DPT_OK) s = dpt_ledger_add_gaussian(l, sensitivity, sigma, label);
+        if (s == DPT_OK) s = dpt_ledger_epsilon(l, t->cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, &e);
+        dpt_ledger_free(l);
+        DPT_TRY(s);
+        DPT_CHECK(!(e > t->cfg.target_epsilon), DPT_ERANGE,
+                  "target_epsilon %g: the releases before training alone (%s included: sensitivity %g, noise std %g) "
+                  "spend epsilon %.4g at delta %g: refused before anything was released; raise their noise or the "
+                  "target", t->cfg.target_epsilon, label ? label : "a Gaussian release", sensitivity, sigma, e,
+                  t->cfg.delta);
+    }
     return dpt_ledger_add_gaussian(t->ledger, sensitivity, sigma, label);
 }

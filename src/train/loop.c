@@ -75,27 +75,27 @@ static dpt_status validate_config(const dpt_train_config *c, const dpt_dataset *
         cJSON_Delete(rj);
         DPT_CHECK(obj, DPT_EINVAL, "dpt_train_config.run_json is not a JSON object");
     }
-    /* steps per epoch, as the sampler counts them (dpt_sampler_steps_per_epoch) */
-    double spe = 1;
-    if (c->sampler == DPT_SAMPLER_SHUFFLE) {
+    if (c->sampler == DPT_SAMPLER_SHUFFLE)
         DPT_CHECK(c->batch_size >= 1 && c->batch_size <= train->n, DPT_EINVAL,
                   "batch_size must be in [1, %zu] (the training set size), got %zu", train->n, c->batch_size);
-        spe = ceil((double)train->n / (double)c->batch_size);
-    }
     if (c->sampler == DPT_SAMPLER_POISSON || c->sampler == DPT_SAMPLER_POISSON_REJECT) {
         double q = c->sample_rate > 0 ? c->sample_rate : (double)c->batch_size / (double)train->n;
         DPT_CHECK(c->sample_rate == 0 || (c->sample_rate > 0 && c->sample_rate <= 1), DPT_EINVAL,
                   "sample_rate must be in (0, 1], got %g", c->sample_rate);
         DPT_CHECK(q > 0 && q <= 1, DPT_EINVAL, "sample_rate = batch_size / N = %zu / %zu = %g is outside (0, 1]",
                   c->batch_size, train->n, q);
-        spe = floor(1.0 / q + 0.5);
-        if (spe < 1) spe = 1;
         if (c->sampler == DPT_SAMPLER_POISSON_REJECT)
             DPT_CHECK(c->min_batch >= 1 && (double)c->min_batch <= q * (double)train->n * (1 + 1e-12), DPT_EINVAL,
                       "min_batch N_B = %zu must be in [1, qN] = [1, %.6g]", c->min_batch, q * (double)train->n);
     }
-    DPT_CHECK((double)c->epochs * spe <= MAX_RUN_STEPS, DPT_EINVAL,
-              "epochs = %" PRIu64 " of %.17g steps each is more than 2^53 steps", c->epochs, spe);
+    /* the planned steps, by the rule the sampler runs (at most 2^53) */
+    uint64_t planned = 0;
+    if (dpt_sampler_steps_for_epochs(c->sampler, train->n, c->batch_size, c->sample_rate, c->epochs, &planned) !=
+        DPT_OK) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", dpt_last_error());
+        return dpt_set_error(DPT_EINVAL, "%s", why);
+    }
     DPT_TRY(dpt_optim_validate(&c->optim));
     DPT_CHECK(c->optim.kind != DPT_OPT_ADAM || c->optim.momentum == 0, DPT_EINVAL,
               "optim.momentum = %g applies to SGD only (Adam's momentum is optim.beta1)", c->optim.momentum);
@@ -1267,6 +1267,9 @@ static dpt_status publish(dpt_trainer *t, int partial, size_t in_epoch, size_t s
         return dpt_set_error(DPT_ERANGE, "step %" PRIu64 ": the parameters are not finite (NaN or Inf): the model "
                              "diverged; lower the learning rate (dpt_optim_config.lr)", t->step);
     DPT_TRY(compute_result(t, partial, in_epoch, spe, r));
+    /* an ended epoch's loss sums are spent: reset before the checkpoint, which a resume at
+     * this boundary reads (else the next epoch's mean would include this one's batches) */
+    if (!partial) t->epoch_loss_sum = 0, t->epoch_examples = 0;
     char *line = NULL;
     DPT_TRY(record_line(t, r, &line));
     free(t->record);
@@ -1407,10 +1410,8 @@ static dpt_status run_loop(dpt_trainer *t, dpt_epoch_result *last) {
         if (ended) {
             int e_stop = 0;
             t->epoch++;
-            DPT_TRY(publish(t, 0, spe, spe, &r, &e_stop));
+            DPT_TRY(publish(t, 0, spe, spe, &r, &e_stop)); /* also resets the epoch's loss sums */
             unsaved = 0;
-            t->epoch_loss_sum = 0;
-            t->epoch_examples = 0;
             cb_stop |= e_stop;
         }
         DPT_TRY(share_flag(t, &cb_stop));
@@ -1419,10 +1420,10 @@ static dpt_status run_loop(dpt_trainer *t, dpt_epoch_result *last) {
     if (unsaved) {
         /* stopped inside an epoch: its steps are saved and published like an epoch's */
         DPT_TRY(publish(t, 1, (size_t)(t->step % spe), spe, &r, &ignored));
-    } else if (t->out_dir[0] && !t->resumed && !t->record) {
-        /* a fresh run that took no step (e.g. no budget for one): its checkpoint and ledger */
-        DPT_TRY(save_checkpoint(t));
     }
+    /* a fresh run that took no step (e.g. no budget for one) publishes nothing: no
+     * checkpoint (which would hold the statistics released before training, DP
+     * normalization or DP-PCA, with no model trained on them), no ledger, no metrics */
     if (t->stop_reason == DPT_STOP_BUDGET) {
         double now_eps = 0;
         DPT_TRY(ledger_eps_after(t, 0, &now_eps));

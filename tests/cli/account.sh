@@ -16,15 +16,22 @@ check() { # description, command...
 # valid runs
 check "table output" bash -c "'$BIN' account --sample-rate 0.004 --sigma 1.1 --steps 15000 | grep -q '^epsilon'"
 check "help lists defaults" bash -c "'$BIN' account --help | grep -q 'default: 1e-05'"
-check "help states how epochs become steps" bash -c "'$BIN' account --help | grep -q 'ceil(E / q)'"
+check "help states how epochs become steps" bash -c "'$BIN' account --help | grep -q 'steps = E x max(1, round(1/q))'"
 
-# TF Privacy MNIST tutorial: eps 3.01 (classic conversion, steps = ceil(60 * 60000 / 256))
-out=$("$BIN" account --batch-size 256 --dataset-size 60000 --sigma 1.1 --epochs 60 --conversion classic --json)
+# TF Privacy MNIST tutorial: eps 3.01 (classic conversion, its steps = ceil(60 * 60000 / 256))
+out=$("$BIN" account --batch-size 256 --dataset-size 60000 --sigma 1.1 --steps 14063 --conversion classic --json)
 check "TF Privacy 3.01" python3 -c '
 import json, sys
 d = json.loads(sys.argv[1])
 assert d["steps"] == 14063, d
 assert abs(d["epsilon"] - 3.01) < 0.005, d
+' "$out"
+# --epochs: whole epochs of round(1/q) steps, as training runs them: 60 x round(234.375)
+out=$("$BIN" account --batch-size 256 --dataset-size 60000 --sigma 1.1 --epochs 60 --conversion classic --json)
+check "--epochs 60 at q = 256/60000 is 14040 steps" python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["steps"] == 14040, d
 ' "$out"
 
 # --json: exactly one object with the keys

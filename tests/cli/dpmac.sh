@@ -34,7 +34,7 @@ expect_fail "--sampler poisson" "$BIN" train "${C[@]}" --model mlp:8-16-3:relu -
 expect_fail "--clip-mode" "$BIN" train "${C[@]}" --model mlp:8-16-3:relu --sigma 1 --clip-mode per-layer --out "$T/x"
 expect_fail "--z-steps is an option of --algo dpmac" "$BIN" train --algo dpsgd --dataset "csv:$T/d.csv" --sigma 1 --z-steps 3 --out "$T/x"
 expect_fail "autoencoder" "$BIN" train "${C[@]}" --model mlp:8-16-3:relu --loss mse --sigma 1 --epochs 1 --out "$T/x"
-expect_fail "unreachable" "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --target-epsilon 0.05 --pca-dims 4 --pca-sigma 1 --out "$T/x"
+expect_fail "the releases before training alone, DP-PCA (--pca-sigma 1), spend epsilon" "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --target-epsilon 0.05 --pca-dims 4 --pca-sigma 1 --out "$T/x"
 
 # classifier with DP-PCA: ledger = PCA + training
 expect_ok "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --sigma 1.1 --pca-dims 4 --pca-sigma 8 --epochs 2 --out "$T/run"

@@ -95,6 +95,30 @@ check 'grep -q "stopping before step" <<<"$LAST_OUT" && python3 -c "
 import json; l=[json.loads(x) for x in open(\"$T/stop/metrics.jsonl\")]; assert l and l[-1][\"epsilon\"]<=1.0, l[-1:]"' \
   "budget stop not announced, or no epoch before it: $LAST_OUT"
 
+# "epochs" means one thing (issue 38.7): N = 1000, B = 385, 10 epochs is 10 round(1/q) = 30
+# steps for `account --epochs` as for training (account said ceil(10 / 0.385) = 26 steps,
+# epsilon 15.08, while the run took 30, 16.23), with the same epsilon bit for bit; and
+# --target-epsilon calibrates the sigma `account --target-epsilon --epochs` prints
+E=(--batch-size 385 --max-train 1000 --epochs 10)
+expect_ok "$BIN" train "${C[@]}" "${E[@]}" --sigma 1 --out "$T/ep"
+acct=$("$BIN" account --batch-size 385 --dataset-size 1000 --sigma 1 --epochs 10 --json)
+check 'python3 -c "
+import json, sys
+a = json.loads(sys.argv[1]); m = [json.loads(l) for l in open(\"$T/ep/metrics.jsonl\")][-1]
+l = json.load(open(\"$T/ep/ledger.json\"))
+assert a[\"steps\"] == 30 == m[\"step\"] == l[\"total_sgm_steps\"], (a, m[\"step\"], l[\"total_sgm_steps\"])
+assert a[\"epsilon\"] == m[\"epsilon\"], (a, m)
+" "$acct"' "account --epochs 10 and a 10-epoch run disagree on steps or epsilon: $acct"
+expect_ok "$BIN" train "${C[@]}" "${E[@]}" --target-epsilon 8 --out "$T/ep_cal"
+acct=$("$BIN" account --batch-size 385 --dataset-size 1000 --target-epsilon 8 --epochs 10 --json)
+check 'python3 -c "
+import json, re, sys
+a = json.loads(sys.argv[1]); s = re.search(r\"calibrated sigma (\\S+) .* of 3 steps\", sys.argv[2]).group(1)
+assert s == \"%.6g\" % a[\"sigma\"] and a[\"steps\"] == 30, (s, a)
+assert json.load(open(\"$T/ep_cal/ledger.json\"))[\"total_sgm_steps\"] == 30
+" "$acct" "$LAST_OUT"' "train --target-epsilon and account --target-epsilon calibrate differently: $acct"
+expect_fail "--epochs: 2.5 is not a whole number" "$BIN" account --batch-size 385 --dataset-size 1000 --sigma 1 --epochs 2.5
+
 # SIGKILL at random points: the ledger on disk never records fewer steps than the
 # checkpoint's parameters reflect (the sidecar is written before the checkpoint)
 K=(--algo dpsgd --dataset "csv:$T/d.csv" --model mlp:4-64-64-3:relu --threads 1 --no-progress --sigma 1 --batch-size 3 --epochs 40 --out "$T/kill")

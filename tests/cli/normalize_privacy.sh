@@ -180,6 +180,31 @@ e_dp=$(grep -o "privacy: epsilon [0-9.]*" <<<"$LAST_OUT" | awk '{print $3}')
 check "awk -v a='$s_dp' -v b='$s_none' 'BEGIN { exit !(a > b * 1.01) }'" "calibration ignored the DP release: sigma $s_dp vs $s_none without it"
 check "awk -v e='$e_dp' 'BEGIN { exit !(e > 1.98 && e <= 2.0) }'" "calibrated run with the DP release spent epsilon $e_dp, target 2"
 
+# ---- releases before training and --target-epsilon (issue 38.5) ----
+# DP statistics at noise multiplier 1 alone spend 4.729 at delta 1e-5: with --target-epsilon 3
+# (a budget with --sigma, or a calibration without) the run is refused before they are
+# computed, with the cost named, and writes nothing (it used to report epsilon 4.729 > 3
+# after 0 steps and keep the statistics in a checkpoint)
+NRM=(--normalize dp-scalar --normalize-sigma 1 --normalize-clip 60)
+for how in "--sigma 1" ""; do
+  expect_fail "--target-epsilon 3: the releases before training alone, DP normalization statistics (--normalize dp-scalar, --normalize-sigma 1), spend epsilon 4.729 at delta 1e-05: refused before computing them" \
+    "$BIN" train --algo dpsgd $how --target-epsilon 3 --optimizer sgd --lr 0.2 "${CSV[@]}" "${NRM[@]}" --out "$T/pre"
+  "$BIN" train --algo dpsgd $how --target-epsilon 3 --optimizer sgd --lr 0.2 "${CSV[@]}" "${NRM[@]}" --out "$T/pre" >/dev/null 2>&1
+  rc=$?
+  check "[ $rc -eq 2 ] && [ ! -e '$T/pre' ]" "a refused DP-normalized run ($how) exited $rc or left $T/pre: $(ls "$T/pre" 2>&1)"
+done
+# DP-PCA (dpmac) is a release before training too, and composes with the statistics
+expect_fail "the releases before training alone, DP normalization statistics (--normalize dp-scalar, --normalize-sigma 4) and DP-PCA (--pca-sigma 1), spend epsilon" \
+  "$BIN" train --algo dpmac --sigma 1 --target-epsilon 3 --pca-dims 3 --pca-sigma 1 "${CSV[@]}" --model mlp:3-8-3:relu \
+  --normalize dp-scalar --normalize-sigma 4 --normalize-clip 60 --out "$T/pre"
+check "[ ! -e '$T/pre' ]" "a refused DP-PCA run left $T/pre"
+# within the target alone (2.78 at multiplier 1.6), but its first step would exceed it: the run
+# takes no step and publishes nothing (no checkpoint holding the statistics, no ledger or metrics)
+out=$("$BIN" train --algo dpsgd --sigma 0.3 --target-epsilon 3 --optimizer sgd --lr 0.2 "${CSV[@]}" \
+  --normalize dp-scalar --normalize-sigma 1.6 --normalize-clip 60 --out "$T/pre0" 2>&1); rc=$?
+check "[ $rc -eq 1 ] && [ ! -e '$T/pre0' ] && grep -q 'nothing written: the run took no step' <<<\"\$out\"" \
+  "a DP-normalized run that took no step: rc $rc, files $(ls "$T/pre0" 2>&1): $out"
+
 # ---- a named dataset (the MNIST layout made above) ----
 IMG="$T/data/mnist/train-images-idx3-ubyte"
 M=(--dataset mnist --data-dir "$T/data" --model mlp:100-10 --epochs 1 --batch-size 60 --threads 1 --no-progress)

@@ -139,7 +139,7 @@ expect_ok "$BIN" train --algo dpsgd "${D[@]}" --target-epsilon 2 --epochs 1 --ou
 expect_fail "calibrated it for --epochs 2, and a resumed run keeps its noise" "$BIN" train --algo dpsgd "${D[@]}" --target-epsilon 2 --epochs 2 --out "$T/cal" --resume
 expect_fail "2^53" "$BIN" train "${D[@]}" --epochs 4611686018427387904 --out "$T/x"
 expect_fail "--epochs" "$BIN" train "${D[@]}" --epochs 9223372036854775808 --out "$T/x"
-expect_fail "2^53" "$BIN" train "${DP[@]}" --sample-rate 1e-300 --epochs 1000 --out "$T/x"
+expect_fail "--sample-rate: sampling rate q = 1e-300 is below 2^-53" "$BIN" train "${DP[@]}" --sample-rate 1e-300 --epochs 1000 --out "$T/x"
 
 # -- --overwrite also removes what noisy-gd wrote beside its trainer's files (run<k>/)
 NG=(--algo noisy-gd --dataset "csv:$T/d.csv" --normalize none --model mlp:4-8-3:relu --init lecun --threads 1

@@ -1,0 +1,15 @@
+/* Planning a private run before it starts: the noise multiplier for a target epsilon on
+ * top of the releases recorded before training (train.h, "Planning a private run"). The
+ * number of steps comes from dpt_sampler_steps_for_epochs (data.h), the rule the trainer
+ * runs. */
+#include <dptrain/accounting.h>
+#include <dptrain/train.h>
+
+/* What a run reports (compute_result in loop.c): RDP, Balle et al.'s conversion, the
+ * default order grid; sigma to 1e-4. */
+#define PLAN_TOL 1e-4
+
+dpt_status dpt_train_calibrate_sigma(const dpt_ledger *prior, double q, uint64_t steps, double delta,
+                                     double target_eps, double *sigma) {
+    return dpt_ledger_calibrate_sgm(prior, q, steps, delta, target_eps, DPT_ACCT_RDP, DPT_CONV_BALLE, PLAN_TOL, sigma);
+}
