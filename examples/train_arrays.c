@@ -1,11 +1,15 @@
 /* Train a classifier with DP-SGD on data held in memory and report its privacy, epoch by
  * epoch through the trainer's callback.
  *   cc train_arrays.c $(pkg-config --cflags --libs dptrain) -o train_arrays
- *   ./train_arrays [RUN_DIR]
+ *   ./train_arrays [RUN_DIR [SEED]]
  * With RUN_DIR the run directory gets checkpoint.safetensors, ledger.json and
- * metrics.jsonl (evaluate_checkpoint reads them); without it nothing is written. */
+ * metrics.jsonl (evaluate_checkpoint reads them); without it nothing is written. The seed
+ * is drawn from the OS unless SEED is given: a chosen seed makes the run reproducible, and
+ * whoever knows it can regenerate the noise, so never publish a model trained with one
+ * that others may know (the ledger says seed_source "caller"). */
 #include <dptrain/dptrain.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "synthetic.h"
 
@@ -45,6 +49,7 @@ int main(int argc, char **argv) {
     cfg.optim.lr = 0.5;
     cfg.delta = 1e-5;
     cfg.out_dir = argc > 1 ? argv[1] : NULL;
+    cfg.seed = argc > 2 ? strtoull(argv[2], NULL, 10) : 0; /* 0: drawn from the OS (the default) */
     cfg.on_epoch = on_epoch;
 
     dpt_dpsgd_config dp = dpt_dpsgd_config_defaults();

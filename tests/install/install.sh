@@ -34,7 +34,7 @@ check 'grep -q "^\.SH COMMANDS" "$P/share/man/man1/dptrain.1" && grep -q "dptrai
 # run_examples DIR LABEL [env...]: runs the built examples and checks what they print
 run_examples() {
   local dir=$1 label=$2; shift 2
-  expect_ok env "$@" "$dir/train_arrays" "$dir/run"
+  expect_ok env "$@" "$dir/train_arrays" "$dir/run" 7
   check 'grep -q "^privacy: epsilon [0-9.]* at delta 1e-05$" <<<"$LAST_OUT"' "$label: train_arrays printed: $LAST_OUT"
   check '[ "$(grep -c "^epoch [1-5]: test accuracy [0-9.]*%, epsilon [0-9.]*$" <<<"$LAST_OUT")" = 5 ]' \
     "$label: train_arrays's epoch callback did not report 5 epochs: $LAST_OUT"
@@ -126,7 +126,7 @@ if [ -n "$deb" ]; then
     fi
   fi
 fi
-# every way trained the same model (same seed and thread count): the same output
+# every way trained the same model (the same chosen seed and thread count): the same output
 for d in pcs cm-shared cm-static debpc; do
   [ -e "$T/$d/train.out" ] && check 'cmp -s "$T/pc/train.out" "$T/$d/train.out"' "train_arrays printed differently when built by $d"
 done
