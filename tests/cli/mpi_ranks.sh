@@ -53,11 +53,17 @@ fi
 # every rank, before a step (it crashed: the values were broadcast in a collective that the
 # other rank never entered)
 run_ok "$T/log_ft0" "$BIN" train --algo sgd --dataset "csv:$T/d.csv" --threads 1 --no-progress --batch-size 60 \
-  --epochs 1 --shards 2 --init-from "$T/r0" --out "$T/ft0"
+  --epochs 1 --shards 2 --init-from "$T/r0" --seed 5 --out "$T/ft0"
 run_ok "$T/log_ft2" "${MPIRUN[@]}" -np 2 "$BIN" train --algo sgd --dataset "csv:$T/d.csv" --threads 1 --no-progress \
-  --batch-size 60 --epochs 1 --shards 2 --init-from "$T/r0" --out "$T/ft2"
+  --batch-size 60 --epochs 1 --shards 2 --init-from "$T/r0" --seed 5 --out "$T/ft2"
 check "[ \"\$(params_hash $T/ft0/checkpoint.safetensors)\" = \"\$(params_hash $T/ft2/checkpoint.safetensors)\" ]" \
       "--init-from: parameters with 2 ranks differ from one process"
+# without --seed every rank uses rank 0's seed from the OS (the ranks' settings agree), and a
+# resume on 2 ranks continues it from the secret file
+run_ok "$T/log_os2" "${MPIRUN[@]}" -np 2 "$BIN" train --algo dpsgd --dataset "csv:$T/d.csv" --model mlp:4-8-3:relu \
+  --threads 1 --no-progress --optimizer sgd --lr 0.5 --sigma 1.1 --clip 1 --batch-size 60 --epochs 1 --out "$T/os2"
+run_ok "$T/log_os2r" "${MPIRUN[@]}" -np 2 "$BIN" train --algo dpsgd --dataset "csv:$T/d.csv" --model mlp:4-8-3:relu \
+  --threads 1 --no-progress --optimizer sgd --lr 0.5 --sigma 1.1 --clip 1 --batch-size 60 --epochs 2 --out "$T/os2" --resume
 checks=$((checks+1))
 out=$(timeout 60 "${MPIRUN[@]}" -np 1 "$BIN" "${C[@]}" --init-from "$T/r0" --out "$T/bad2" : -np 1 "$BIN" "${C[@]}" \
       --out "$T/bad2" 2>&1)
