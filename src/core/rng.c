@@ -13,6 +13,7 @@
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <pthread.h>
@@ -106,6 +107,7 @@ static void derive_key(uint64_t seed, uint32_t stream_id, uint8_t key[32]) {
     for (int i = 0; i < 4; i++) msg[22 + i] = (uint8_t)(stream_id >> (8 * i));
     unsigned len = 0;
     DPT_ASSERT(EVP_Digest(msg, sizeof msg, key, &len, EVP_sha256(), NULL) == 1 && len == 32);
+    OPENSSL_cleanse(msg, sizeof msg); /* the seed */
 }
 
 dpt_status dpt_rng_init(dpt_rng *r, uint64_t seed, uint32_t stream_id) {
@@ -142,7 +144,7 @@ dpt_status dpt_rng_child(const dpt_rng *parent, uint64_t sub, dpt_rng *child) {
 void dpt_rng_free(dpt_rng *r) {
     if (!r) return;
     if (r->ctx) EVP_CIPHER_CTX_free(r->ctx);
-    memset(r, 0, sizeof *r); /* also wipes a secure key */
+    OPENSSL_cleanse(r, sizeof *r); /* also wipes a secure key */
 }
 
 dpt_status dpt_os_random_u64(uint64_t *out) {
@@ -564,8 +566,8 @@ dpt_status dpt_rng_gauss_fill_fast_at(const dpt_rng *r, uint64_t sub, uint64_t f
     DPT_CHECK(EVP_Digest(msg, sizeof msg, h, &len, EVP_sha256(), NULL) == 1 && len == 32, DPT_ECRYPTO,
               "gauss_fill_fast_at: SHA-256 failed");
     dpt_status st = fill_sub(h, 1, sub, first_chunk, out, n, stddev, 0, 1.0f, threads);
-    memset(msg, 0, sizeof msg);
-    memset(h, 0, sizeof h);
+    OPENSSL_cleanse(msg, sizeof msg); /* a memset of dead arrays is dropped */
+    OPENSSL_cleanse(h, sizeof h);
     return st;
 }
 

@@ -38,6 +38,7 @@
 
 #include <dptrain/privacy.h>
 #include <math.h>
+#include <openssl/crypto.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -324,7 +325,7 @@ dpt_status dg_sample_from(const dg_table *T, dpt_keystream *ks, int32_t *z, size
             break;
         }
     }
-    memset(buf, 0, sizeof buf); /* the keystream of a secure stream is the noise */
+    OPENSSL_cleanse(buf, sizeof buf); /* the keystream of a secure stream is the noise (memset: dropped) */
     if (st == DPT_OK && z != work) memcpy(z, work, n * sizeof *z);
     return st;
 }

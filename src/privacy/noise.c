@@ -6,6 +6,7 @@
 #include <dptrain/privacy.h>
 
 #include <math.h>
+#include <openssl/crypto.h>
 #include <string.h>
 
 #include "core/keystream.h"
@@ -146,7 +147,7 @@ static dpt_status secure_chunk(const dg_table *T, const dpt_rng *noise, dpt_keys
             double k = nearbyint((double)sj[j] / h); /* ties to even: deterministic */
             sj[j] = (float)(scale * (h * (k + (double)zbuf[j])));
         }
-        memset(zbuf, 0, (hi - lo) * sizeof *zbuf);
+        OPENSSL_cleanse(zbuf, (hi - lo) * sizeof *zbuf); /* the noise */
         return DPT_OK;
     }
     dpt_rng c;

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <openssl/crypto.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -411,6 +412,7 @@ void dpt_trainer_free(dpt_trainer *t) {
      * found no checkpoint, a run that failed before writing) goes again */
     if (t->dir_created && t->lock_fd >= 0) dpt_run_dir_remove_if_unused(t->out_dir);
     dpt_run_dir_unlock(t->lock_fd);
+    OPENSSL_cleanse(t->run_key, sizeof t->run_key); /* a memset before free is dropped */
     free(t);
 }
 

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
@@ -75,7 +76,9 @@ dpt_status dpt_run_key_new(dpt_trainer *t) {
     uint8_t key[32];
     DPT_CHECK(RAND_bytes(key, 32) == 1, DPT_ECRYPTO, "RAND_bytes failed (no OS randomness for the run key)");
     t->key_saved = 0;
-    return run_key_set(t, key);
+    dpt_status s = run_key_set(t, key);
+    OPENSSL_cleanse(key, sizeof key); /* copies of secrets: OPENSSL_cleanse, which -O2 keeps */
+    return s;
 }
 
 static dpt_status key_path(const dpt_trainer *t, char *buf, size_t n) {
@@ -90,7 +93,9 @@ dpt_status dpt_run_key_save(dpt_trainer *t) {
     memcpy(text, KEY_MAGIC, sizeof KEY_MAGIC - 1);
     dpt_hex(t->run_key, 32, text + sizeof KEY_MAGIC - 1);
     text[KEY_FILE_LEN - 1] = '\n';
-    DPT_TRY(dpt_write_file_private(path, text, KEY_FILE_LEN));
+    dpt_status s = dpt_write_file_private(path, text, KEY_FILE_LEN);
+    OPENSSL_cleanse(text, sizeof text);
+    DPT_TRY(s);
     t->key_saved = 1;
     return DPT_OK;
 }
@@ -118,10 +123,14 @@ dpt_status dpt_run_key_load(dpt_trainer *t, int *found) {
         ok = hi >= 0 && lo >= 0;
         key[i] = (uint8_t)(hi << 4 | lo);
     }
+    OPENSSL_cleanse(b, n);
     dpt_free(b);
+    if (!ok) OPENSSL_cleanse(key, sizeof key);
     DPT_CHECK(ok, DPT_EFORMAT, "%s: not a run key file (expected \"dptrain-run-key 1\" and a line of 64 lowercase "
               "hex digits)", path);
-    DPT_TRY(run_key_set(t, key));
+    dpt_status s = run_key_set(t, key);
+    OPENSSL_cleanse(key, sizeof key);
+    DPT_TRY(s);
     t->key_saved = 1;
     return DPT_OK;
 }
