@@ -23,6 +23,10 @@ for f in bin/dptrain lib/libdptrain.so lib/libdptrain.a include/dptrain/dptrain.
          share/man/man1/dptrain.1 share/doc/dptrain/README.md share/doc/dptrain/examples/train_arrays.c; do
   check '[ -e "$P/$f" ]' "not installed: $f"
 done
+# no test hook in what is installed (DPTRAIN_FAULT lives in the tests' build only)
+for f in bin/dptrain lib/libdptrain.so lib/libdptrain.a; do
+  check '! strings -a "$P/$f" | grep -q DPTRAIN_FAULT' "installed $f holds the test hook DPTRAIN_FAULT"
+done
 soname=$(readelf -d "$P/lib/libdptrain.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 check '[ -n "$soname" ] && [ -e "$P/lib/$soname" ]' "libdptrain.so has no SONAME, or no file of that name ($soname)"
 # the installed binary finds the installed library through its $ORIGIN RPATH
@@ -112,6 +116,9 @@ if [ -n "$deb" ]; then
   check '! tr "," "\n" <<<"$depends" | grep -q -- "-dev\b"' "$deb depends on a -dev package: $depends"
   expect_ok dpkg-deb -x "$deb" "$T/root"
   R=$T/root/usr
+  for f in bin/dptrain lib/libdptrain.so lib/libdptrain.a; do
+    check '! strings -a "$R/$f" | grep -q DPTRAIN_FAULT' "the Debian package's $f holds the test hook DPTRAIN_FAULT"
+  done
   expect_ok env -u LD_LIBRARY_PATH "$R/bin/dptrain" --version
   build_pc "$T/debpc" "$R/lib/pkgconfig" "$R/lib"
   run_examples "$T/debpc" "Debian package, pkg-config"
