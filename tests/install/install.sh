@@ -119,6 +119,15 @@ if [ -n "$deb" ]; then
   for f in bin/dptrain lib/libdptrain.so lib/libdptrain.a; do
     check '! strings -a "$R/$f" | grep -q DPTRAIN_FAULT' "the Debian package's $f holds the test hook DPTRAIN_FAULT"
   done
+  # the package holds the code that was built and checked (baseline + run-time dispatch):
+  # the same machine code as the build tree's library and CLI, and the same ISA check
+  for f in lib/libdptrain.so:libdptrain.so bin/dptrain:dptrain; do
+    objcopy -O binary --only-section=.text "$R/${f%%:*}" "$T/deb.text" 2>/dev/null
+    objcopy -O binary --only-section=.text "$BUILD/${f#*:}" "$T/build.text" 2>/dev/null
+    check 'cmp -s "$T/deb.text" "$T/build.text"' "the Debian package's ${f%%:*} holds other code than $BUILD/${f#*:}"
+  done
+  isa_out=$(bash "$SRC/tests/abi/isa.sh" "$R/lib/libdptrain.so" "$R/bin/dptrain" 2>&1); rc=$?
+  check '[ $rc -eq 0 ] || [ $rc -eq 77 ]' "the Debian package's code needs more than the baseline CPU: $isa_out"
   expect_ok env -u LD_LIBRARY_PATH "$R/bin/dptrain" --version
   build_pc "$T/debpc" "$R/lib/pkgconfig" "$R/lib"
   run_examples "$T/debpc" "Debian package, pkg-config"
