@@ -85,6 +85,8 @@ int dg_group_base(const dg_table *T, const uint8_t *rec, int32_t *out);
 int dg_group_v3(const dg_table *T, const uint8_t *rec, int32_t *out);
 dpt_status dg_sample_from_base(const dg_table *T, dpt_keystream *ks, int32_t *z, size_t n, int32_t *work);
 dpt_status dg_sample_from_v3(const dg_table *T, dpt_keystream *ks, int32_t *z, size_t n, int32_t *work);
+dpt_status dg_table_verify_base(dg_table *T);
+dpt_status dg_table_verify_v3(dg_table *T);
 #endif
 
 #endif
