@@ -44,10 +44,10 @@ static void check_gemm(gemm_fn f, const char *name) {
             for (size_t ik = 0; ik < 4; ik++)
                 for (int acc = 0; acc < 2; acc++) {
                     const size_t M = Ms[im], N = Ns[in], K = Ks[ik], ldb = N + 3, ars = K + 2, crs = N + 1;
-                    float *a = malloc((M * ars + 1) * sizeof *a) /* + 1: K = 0 */, *b = malloc((K ? (K - 1) * ldb + N : 1) * sizeof *b);
-                    float *c = malloc(M * crs * sizeof *c);
-                    for (size_t i = 0; i < M * ars + 1; i++) a[i] = urand();
-                    for (size_t i = 0; i < (K ? (K - 1) * ldb + N : 1); i++) b[i] = urand();
+                    const size_t na = M * ars, nb = K ? (K - 1) * ldb + N : 1; /* B ends at its last element */
+                    float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b), *c = malloc(M * crs * sizeof *c);
+                    for (size_t i = 0; i < na; i++) a[i] = urand();
+                    for (size_t i = 0; i < nb; i++) b[i] = urand();
                     for (size_t i = 0; i < M * crs; i++) c[i] = urand();
                     double *ref = malloc(M * N * sizeof *ref);
                     for (size_t m = 0; m < M; m++)
