@@ -17,6 +17,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin         # data-parallel training with mpirun (docs/distributed.md)
   iproute2                           # the two-host MPI test (network namespaces + veth)
   valgrind                           # the secure sampler's constant-time test (memcheck, tests/test_ct_dgauss.c)
+  qemu-user                          # runs the build on an emulated CPU without AVX2 (tests/abi/baseline_cpu.sh)
   dataset-fashion-mnist              # default training data
   clang libclang-rt-dev libomp-dev   # libFuzzer harnesses (scripts/fuzz.sh, docs/fuzzing.md)
   python3-dev python3-cffi           # the Python package: cffi extension (API mode) over libdptrain.so

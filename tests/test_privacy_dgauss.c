@@ -299,7 +299,73 @@ static void test_method_names(void) {
     CHECK_ERR_HAS("'table' or 'cks'");
 }
 
+#if DPT_ISA_DISPATCH
+dpt_status dpt_privacy_noise_add_secure_ex_base(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
+                                                double scale, dpt_dgauss_method method, int threads);
+dpt_status dpt_privacy_noise_add_secure_ex_v3(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
+                                              double scale, dpt_dgauss_method method, int threads);
+#endif
+
+/* The baseline and x86-64-v3 builds of the group kernel (core/isa.h) accept the same
+ * candidates with the same values, so one verification covers both: 3000 groups of the
+ * secure table, tail candidates forced in some; the two builds of the verification agree,
+ * and so do those of the secure mechanism (the lattice rounding around the sampler). */
+static void test_isa_builds_agree(void) {
+#if DPT_ISA_DISPATCH
+    if (!dpt_isa_v3()) {
+        printf("this CPU does not run x86-64-v3: one build of dg_group to check\n");
+        return;
+    }
+    const dg_table *T = dg_table_secure();
+    CHECK(T != NULL);
+    if (!T) return;
+    dpt_rng r;
+    CHECK_OK(dpt_rng_init(&r, 77, DPT_STREAM_NOISE));
+    static uint8_t rec[DG_GROUP_BYTES];
+    int32_t a[DG_GROUP], b[DG_GROUP];
+    size_t differ = 0, accepted = 0;
+    for (int g = 0; g < 3000; g++) {
+        for (size_t k = 0; k < sizeof rec; k += 4) {
+            uint32_t w = dpt_rng_u32(&r);
+            memcpy(rec + k, &w, 4);
+        }
+        if (g % 3 == 0) memset(rec + 4 * (g % DG_GROUP), 0xff, 4); /* a tail candidate */
+        int na = dg_group_base(T, rec, a), nb = dg_group_v3(T, rec, b);
+        differ += na != nb || memcmp(a, b, (size_t)(na > 0 ? na : 0) * sizeof *a);
+        accepted += (size_t)na;
+    }
+    if (differ) fprintf(stderr, "dg_group: the baseline and v3 builds differ in %zu of 3000 groups\n", differ);
+    CHECK(differ == 0);
+    CHECK(accepted > 3000 * DG_GROUP * 8 / 10);
+    dpt_rng_free(&r);
+    /* and both verifications find the same distance, to the bit */
+    static dg_table a0, a1;
+    a0 = a1 = *T;
+    CHECK_OK(dg_table_verify_base(&a0));
+    CHECK_OK(dg_table_verify_v3(&a1));
+    CHECK(!memcmp(&a0, &a1, sizeof a0));
+    CHECK(a0.mu == T->mu && a0.tv == T->tv && a0.p_accept == T->p_accept);
+    /* the secure mechanism's two builds (src/privacy/noise.c): the same outputs, both samplers */
+    const size_t n = 70000; /* several chunks */
+    for (int m = 0; m < 2; m++) {
+        float *s0 = malloc(n * sizeof *s0), *s1 = malloc(n * sizeof *s1);
+        for (size_t j = 0; j < n; j++) s0[j] = s1[j] = (float)((double)j / n - 0.5) * 3.0f;
+        dpt_rng r0, r1;
+        CHECK_OK(dpt_rng_init(&r0, 31, DPT_STREAM_NOISE));
+        CHECK_OK(dpt_rng_init(&r1, 31, DPT_STREAM_NOISE));
+        const dpt_dgauss_method meth = m ? DPT_DGAUSS_CKS : DPT_DGAUSS_TABLE;
+        CHECK_OK(dpt_privacy_noise_add_secure_ex_base(&r0, s0, m ? 3000 : n, 1.1, 0.7, 0.5, meth, 2));
+        CHECK_OK(dpt_privacy_noise_add_secure_ex_v3(&r1, s1, m ? 3000 : n, 1.1, 0.7, 0.5, meth, 2));
+        CHECK(!memcmp(s0, s1, n * sizeof *s0));
+        dpt_rng_free(&r0);
+        dpt_rng_free(&r1);
+        free(s0), free(s1);
+    }
+#endif
+}
+
 int main(void) {
+    test_isa_builds_agree();
     test_verified_distance();
     test_fit();
     test_broken_table_fails();

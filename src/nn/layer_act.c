@@ -1,6 +1,9 @@
 /* Elementwise activations (ReLU, GELU, tanh, sigmoid, identity): no parameters.
  * n = B * K elements; x, v, dv, dx: [B, K] with K = D. Loops are plain and independent
- * per element (vectorizable, bit-identical for any thread count). */
+ * per element (vectorizable, bit-identical for any thread count). Built twice on x86-64
+ * (core/isa.h): baseline and x86-64-v3 (layer_act_v3.c), where fmaf is one instruction and
+ * the loops use 8-float vectors; dpt_layer_act_setup gives a layer the CPU's kernels. The
+ * two agree bit for bit (fmaf is exactly rounded in both). */
 #include "nn_internal.h"
 #include "fastmath.h"
 
@@ -153,6 +156,7 @@ static const dpt_layer_ops act_ops = {
     act_forward, act_backward_input, NULL, act_jvp, act_n_tensors, NULL, NULL,
 };
 
+#if !DPT_ISA_V3_TU
 const char *dpt_layer_kind_name(dpt_layer_kind kind) {
     switch (kind) {
     case DPT_LAYER_LINEAR: return "linear";
@@ -169,8 +173,9 @@ const char *dpt_layer_kind_name(dpt_layer_kind kind) {
     }
     return "?";
 }
+#endif
 
-void dpt_layer_act_setup(dpt_layer *L, dpt_layer_kind kind, size_t n) {
+void DPT_ISA_NAME(dpt_layer_act_setup)(dpt_layer *L, dpt_layer_kind kind, size_t n) {
     DPT_ASSERT(kind != DPT_LAYER_LINEAR);
     L->kind = kind;
     L->ops = &act_ops;
@@ -181,3 +186,9 @@ void dpt_layer_act_setup(dpt_layer *L, dpt_layer_kind kind, size_t n) {
     L->out_shape[2] = n;
     L->n_params = 0;
 }
+
+#if DPT_ISA_DISPATCH && !DPT_ISA_V3_TU
+void dpt_layer_act_setup(dpt_layer *L, dpt_layer_kind kind, size_t n) {
+    (dpt_isa_v3() ? dpt_layer_act_setup_v3 : dpt_layer_act_setup_base)(L, kind, n);
+}
+#endif

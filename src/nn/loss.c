@@ -1,7 +1,8 @@
 /* Losses over outputs o [B, K]: per-example loss[i] and dout[i, :] = d loss_i / d o_i
  * (not divided by B). Sums run in double (the softmax's exponentials in float, see
  * softmax_ce_rows). NaN in o propagates into the results (the caller
- * checks with dpt_all_finite); a label out of range is DPT_EINVAL. */
+ * checks with dpt_all_finite); a label out of range is DPT_EINVAL. Built twice on x86-64
+ * (core/isa.h): baseline and x86-64-v3 (loss_v3.c; the same bits, fmaf exactly rounded). */
 #include "nn_internal.h"
 #include "fastmath.h"
 
@@ -128,8 +129,8 @@ static void bce_one(float o, double t, double *l, float *d) {
     }
 }
 
-dpt_status dpt_loss(dpt_loss_kind kind, const float *o, size_t B, size_t K, const int32_t *labels,
-                    const float *targets, float *loss, float *dout) {
+dpt_status DPT_ISA_NAME(dpt_loss)(dpt_loss_kind kind, const float *o, size_t B, size_t K, const int32_t *labels,
+                                  const float *targets, float *loss, float *dout) {
     DPT_CHECK(o || B == 0, DPT_EINVAL, "loss: NULL output");
     DPT_CHECK(K >= 1, DPT_EINVAL, "loss: output width must be at least 1");
     switch (kind) {
@@ -193,6 +194,14 @@ dpt_status dpt_loss(dpt_loss_kind kind, const float *o, size_t B, size_t K, cons
     return dpt_set_error(DPT_EINVAL, "loss: unknown kind %d", (int)kind);
 }
 
+#if DPT_ISA_DISPATCH && !DPT_ISA_V3_TU
+dpt_status dpt_loss(dpt_loss_kind kind, const float *o, size_t B, size_t K, const int32_t *labels,
+                    const float *targets, float *loss, float *dout) {
+    return (dpt_isa_v3() ? dpt_loss_v3 : dpt_loss_base)(kind, o, B, K, labels, targets, loss, dout);
+}
+#endif
+
+#if !DPT_ISA_V3_TU
 dpt_status dpt_loss_parse(const char *s, dpt_loss_kind *out) {
     static const struct {
         const char *name;
@@ -211,3 +220,4 @@ dpt_status dpt_loss_parse(const char *s, dpt_loss_kind *out) {
         }
     return dpt_set_error(DPT_EINVAL, "unknown loss '%s' (expected ce|bce|mse)", s);
 }
+#endif

@@ -5,6 +5,8 @@
 
 #include <dptrain/nn.h>
 
+#include "core/isa.h"
+
 /* Element count above which an elementwise or per-example loop is split over threads
  * (below it, thread start-up costs more than it saves). */
 #define DPT_NN_PAR_MIN 65536
@@ -40,11 +42,29 @@ void dpt_small_gemm(size_t M, size_t N, size_t K, const float *a, size_t ars, si
  * too). Sums run over k in order, in float; the bias is added as the GEMM path adds it. */
 void dpt_conv_direct(size_t O, size_t K, size_t T, size_t Wo, size_t Wp, const float *w, const float *bias,
                      const size_t *koff, const float *xp, float *out, int accumulate);
+#if DPT_ISA_DISPATCH /* both builds by name (core/isa.h): the functions above call one */
+void dpt_small_gemm_base(size_t M, size_t N, size_t K, const float *a, size_t ars, size_t acs, const float *b,
+                         size_t ldb, float *c, size_t crs, size_t ccs, int accumulate);
+void dpt_small_gemm_v3(size_t M, size_t N, size_t K, const float *a, size_t ars, size_t acs, const float *b,
+                       size_t ldb, float *c, size_t crs, size_t ccs, int accumulate);
+void dpt_conv_direct_base(size_t O, size_t K, size_t T, size_t Wo, size_t Wp, const float *w, const float *bias,
+                          const size_t *koff, const float *xp, float *out, int accumulate);
+void dpt_conv_direct_v3(size_t O, size_t K, size_t T, size_t Wo, size_t Wp, const float *w, const float *bias,
+                        const size_t *koff, const float *xp, float *out, int accumulate);
+#endif
 
 /* Sets up L as a Linear layer D -> K (weights and scratch are attached by the model). */
 void dpt_layer_linear_setup(dpt_layer *L, size_t D, size_t K, int has_bias);
 /* Sets up L as an elementwise activation on n features; kind is not LINEAR. */
 void dpt_layer_act_setup(dpt_layer *L, dpt_layer_kind kind, size_t n);
+#if DPT_ISA_DISPATCH /* the kernels of the baseline or the x86-64-v3 build (core/isa.h) */
+void dpt_layer_act_setup_base(dpt_layer *L, dpt_layer_kind kind, size_t n);
+void dpt_layer_act_setup_v3(dpt_layer *L, dpt_layer_kind kind, size_t n);
+dpt_status dpt_loss_base(dpt_loss_kind kind, const float *o, size_t B, size_t K, const int32_t *labels,
+                         const float *targets, float *loss, float *dout);
+dpt_status dpt_loss_v3(dpt_loss_kind kind, const float *o, size_t B, size_t K, const int32_t *labels,
+                       const float *targets, float *loss, float *dout);
+#endif
 /* Spatial layers on a (C, H, W) input (shapes, parameter count and scratch_need set here;
  * weights and scratch are attached by the model). DPT_EINVAL when the shapes do not fit. */
 dpt_status dpt_layer_conv_setup(dpt_layer *L, const size_t in_shape[3], size_t C_out, size_t k, size_t stride,

@@ -6,7 +6,9 @@
  * packing operands and 183 its multiply kernel). Here B is read in place (its rows are already
  * contiguous in n) and A is broadcast one element at a time, so nothing is copied.
  * Register blocks of MR x 16 (two 8-float vectors per row); the last column block is read
- * with masked loads, so no element past column N of B is touched. */
+ * with masked loads, so no element past column N of B is touched.
+ * Built twice on x86-64 (core/isa.h): for the baseline (portable vectors below, no FMA) and
+ * for x86-64-v3 (small_gemm_v3.c: AVX2 and FMA intrinsics), chosen per call by the CPU. */
 #include "nn_internal.h"
 
 #include <string.h>
@@ -103,8 +105,8 @@ static inline __attribute__((always_inline)) void block(size_t mr, size_t nc, si
     }
 }
 
-void dpt_small_gemm(size_t M, size_t N, size_t K, const float *a, size_t ars, size_t acs, const float *b,
-                    size_t ldb, float *c, size_t crs, size_t ccs, int accumulate) {
+void DPT_ISA_NAME(dpt_small_gemm)(size_t M, size_t N, size_t K, const float *a, size_t ars, size_t acs,
+                                  const float *b, size_t ldb, float *c, size_t crs, size_t ccs, int accumulate) {
     for (size_t i = 0; i < M; i += MR) {
         const size_t mr = M - i < MR ? M - i : MR;
         for (size_t j = 0; j < N; j += 16) {
@@ -148,8 +150,9 @@ static inline __attribute__((always_inline)) void conv_block(size_t mr, int two,
     }
 }
 
-void dpt_conv_direct(size_t O, size_t K, size_t T, size_t Wo, size_t Wp, const float *w, const float *bias,
-                     const size_t *koff, const float *xp, float *out, int accumulate) {
+void DPT_ISA_NAME(dpt_conv_direct)(size_t O, size_t K, size_t T, size_t Wo, size_t Wp, const float *w,
+                                   const float *bias, const size_t *koff, const float *xp, float *out,
+                                   int accumulate) {
     for (size_t t = 0; t < T; t += 16) {
         const int two = T - t >= 16;
         const float *x0 = xp + (t / Wo) * Wp + t % Wo;
@@ -162,3 +165,14 @@ void dpt_conv_direct(size_t O, size_t K, size_t T, size_t Wo, size_t Wp, const f
         }
     }
 }
+
+#if DPT_ISA_DISPATCH && !DPT_ISA_V3_TU
+void dpt_small_gemm(size_t M, size_t N, size_t K, const float *a, size_t ars, size_t acs, const float *b,
+                    size_t ldb, float *c, size_t crs, size_t ccs, int accumulate) {
+    (dpt_isa_v3() ? dpt_small_gemm_v3 : dpt_small_gemm_base)(M, N, K, a, ars, acs, b, ldb, c, crs, ccs, accumulate);
+}
+void dpt_conv_direct(size_t O, size_t K, size_t T, size_t Wo, size_t Wp, const float *w, const float *bias,
+                     const size_t *koff, const float *xp, float *out, int accumulate) {
+    (dpt_isa_v3() ? dpt_conv_direct_v3 : dpt_conv_direct_base)(O, K, T, Wo, Wp, w, bias, koff, xp, out, accumulate);
+}
+#endif

@@ -33,11 +33,18 @@
  * 14 sigma of them), computes its acceptance exactly as the sampler does (the same inline
  * functions), the number of U values below it, hence the table's output pmf, and compares
  * it with rho / S in long double: mu = max |ln ratio| (pointwise, for the RDP accountant)
- * and tv (truncated ideal mass beyond E + 64 v and the tail-record shortfall). */
+ * and tv (truncated ideal mass beyond E + 64 v and the tail-record shortfall).
+ *
+ * Built twice on x86-64 (core/isa.h): the sampler (dg_group, dg_sample_from) also for
+ * x86-64-v3 (dgauss_v3.c: AVX2 vectors, fma4 one instruction) and chosen per call by the CPU;
+ * the baseline build's fma4 is libm's fma per lane (correctly rounded too: both builds give
+ * the same bits, and a verification covers both), about 7x slower. So is the verification;
+ * the table construction exists once. */
 #include "privacy/dgauss.h"
 
 #include <dptrain/privacy.h>
 #include <math.h>
+#include <openssl/crypto.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -62,13 +69,14 @@ typedef double v4d __attribute__((vector_size(32)));
 #define BC8I(x) ((v8i){(x), (x), (x), (x), (x), (x), (x), (x)})
 
 /* v[idx[k]] in every lane k (idx in [0, 8)): a register permute, never a memory index, so
- * constant time. GCC's __builtin_shuffle takes a variable index vector; clang (the fuzz
- * build) has no such builtin: AVX2's vpermps there, or a select over the 8 lanes. */
+ * constant time. With AVX2, GCC's __builtin_shuffle (a variable index vector: vpermps) or
+ * the intrinsic (clang, the fuzz build); without it a select over the 8 lanes (GCC lowers
+ * the shuffle to loads indexed by idx there: tests/test_ct_dgauss.c saw them). */
 #if defined(__clang__) && defined(__AVX2__)
 #include <immintrin.h>
 #endif
 static inline v8f perm8f(v8f v, v8i idx) {
-#if !defined(__clang__)
+#if !defined(__clang__) && defined(__AVX2__)
     return __builtin_shuffle(v, idx);
 #elif defined(__AVX2__)
     return (v8f)_mm256_permutevar8x32_ps((__m256)v, (__m256i)idx);
@@ -148,9 +156,16 @@ static inline double dg_tail_ahat(const dg_table *T, int j, int64_t d) {
     double hi = T->g0_hi + s, bb = hi - T->g0_hi;
     double err = (T->g0_hi - (hi - bb)) + (s - bb); /* TwoSum: hi + err = g0_hi + s exactly */
     double lo = (err + T->g0_lo) + (double)jj * LN2_LO;
-    /* the clamp as a vector mask (a scalar ?: became a branch: tests/test_ct_dgauss.c) */
+    /* the clamp as a mask from integer arithmetic on the bits (a scalar ?: became a branch,
+     * and so did a vector compare of equal lanes in the baseline build: tests/test_ct_dgauss.c):
+     * hi < -700 when its sign bit is set and its magnitude's bits exceed those of 700 */
+    int64_t hb, b700;
+    const double d700 = 700.0;
+    memcpy(&hb, &hi, sizeof hb);
+    memcpy(&b700, &d700, sizeof b700);
+    const int64_t below1 = -(int64_t)(((uint64_t)hb >> 63) & ((uint64_t)(b700 - (hb & INT64_MAX)) >> 63));
     v4d h = BC4D(hi), l = BC4D(lo);
-    v4l below = (h < BC4D(-700.0));
+    v4l below = {below1, below1, below1, below1};
     h = (v4d)(((v4l)h & ~below) | ((v4l)BC4D(-700.0) & below));
     l = (v4d)((v4l)l & ~below);
     v4d a = dg_exp(h, l);
@@ -191,7 +206,7 @@ static inline uint64_t load_le64(const uint8_t *p) { return load_le32(p) | (uint
 #define DG_DECLASSIFY(p, n) ((void)0)
 #endif
 
-int dg_group(const dg_table *T, const uint8_t *rec, int32_t *out) {
+int DPT_ISA_NAME(dg_group)(const dg_table *T, const uint8_t *rec, int32_t *out) {
     const uint8_t *pa = rec, *pb = rec + DG_GROUP * 4, *pt = pb + DG_GROUP * 8;
     /* the two tail records: every group computes both */
     uint64_t tw[DG_TAIL_RECORDS * DG_TAIL_WORDS];
@@ -296,6 +311,7 @@ int dg_group(const dg_table *T, const uint8_t *rec, int32_t *out) {
     return (int)n;
 }
 
+#if !DPT_ISA_V3_TU
 dpt_status dg_sample(const dg_table *T, const dpt_rng *r, uint64_t sub, int32_t *z, size_t n, int32_t *work) {
     dpt_keystream ks;
     DPT_TRY(dpt_keystream_open(&ks, r, sub, 0));
@@ -303,8 +319,18 @@ dpt_status dg_sample(const dg_table *T, const dpt_rng *r, uint64_t sub, int32_t 
     dpt_keystream_close(&ks);
     return st;
 }
+#endif
 
+#if DPT_ISA_DISPATCH && !DPT_ISA_V3_TU
+int dg_group(const dg_table *T, const uint8_t *rec, int32_t *out) {
+    return (dpt_isa_v3() ? dg_group_v3 : dg_group_base)(T, rec, out);
+}
 dpt_status dg_sample_from(const dg_table *T, dpt_keystream *ks, int32_t *z, size_t n, int32_t *work) {
+    return (dpt_isa_v3() ? dg_sample_from_v3 : dg_sample_from_base)(T, ks, z, n, work);
+}
+#endif
+
+dpt_status DPT_ISA_NAME(dg_sample_from)(const dg_table *T, dpt_keystream *ks, int32_t *z, size_t n, int32_t *work) {
     uint8_t buf[DG_BATCH * DG_GROUP_BYTES] __attribute__((aligned(64)));
     /* a bound no run reaches: 4x the expected number of groups, plus a margin */
     const uint64_t cap = (uint64_t)(4.0 * (double)n / (DG_GROUP * T->p_accept)) + 64;
@@ -316,7 +342,7 @@ dpt_status dg_sample_from(const dg_table *T, dpt_keystream *ks, int32_t *z, size
             st = dpt_keystream_read(ks, buf, sizeof buf);
             if (st != DPT_OK) break;
         }
-        got += (size_t)dg_group(T, buf + (g % DG_BATCH) * DG_GROUP_BYTES, work + got);
+        got += (size_t)DPT_ISA_NAME(dg_group)(T, buf + (g % DG_BATCH) * DG_GROUP_BYTES, work + got);
         if (++g > cap) {
             st = dpt_set_error(DPT_ERANGE, "discrete Gaussian table sampler: %llu groups for %zu values "
                                            "(acceptance %g): the table is broken", (unsigned long long)g, n,
@@ -324,7 +350,7 @@ dpt_status dg_sample_from(const dg_table *T, dpt_keystream *ks, int32_t *z, size
             break;
         }
     }
-    memset(buf, 0, sizeof buf); /* the keystream of a secure stream is the noise */
+    OPENSSL_cleanse(buf, sizeof buf); /* the keystream of a secure stream is the noise (memset: dropped) */
     if (st == DPT_OK && z != work) memcpy(z, work, n * sizeof *z);
     return st;
 }
@@ -343,6 +369,7 @@ static long double normalizer(long double sigma) {
     return s;
 }
 
+#if !DPT_ISA_V3_TU
 void dg_table_prepare(dg_table *T) {
     T->scale_u = ldexp(1.0, T->nu);
     for (int j = 0; j < DG_MAX_CELLS; j++) {
@@ -417,7 +444,11 @@ dpt_status dg_table_build(double sigma, dg_table *T) {
     return dg_table_verify(T);
 }
 
-/* ==== Verification: the exact output distribution of a table ==== */
+#endif /* !DPT_ISA_V3_TU */
+
+/* ==== Verification: the exact output distribution of a table ====
+ * In both builds (core/isa.h): the v3 one computes the same bits as the baseline (each fma4
+ * is correctly rounded in both), ~5x faster; it runs once per table. */
 
 /* P(U < x) for the tail's floating uniform U = (1 + f 2^-52) 2^(-1-e), P(e) = 2^-(e+1)
  * (e < 63), P(63) = 2^-63, f uniform on 52 bits. */
@@ -438,7 +469,7 @@ static long double tail_u_below(double x) {
  * probability that a candidate is accepted with the value z. */
 #define DG_LN_G (-60.0L) /* the pointwise comparison covers every z with ln p(z) >= this */
 
-dpt_status dg_table_verify(dg_table *T) {
+dpt_status DPT_ISA_NAME(dg_table_verify)(dg_table *T) {
     const long double sg = T->sigma, S = normalizer(sg), lnS = logl(S), s2x2 = 2 * sg * sg;
     const int64_t w = (int64_t)1 << T->kw, v = (int64_t)1 << T->kv, E = T->E;
     for (int c = 1; c <= T->nb; c++)
@@ -521,6 +552,11 @@ dpt_status dg_table_verify(dg_table *T) {
     return DPT_OK;
 }
 
+#if !DPT_ISA_V3_TU
+#if DPT_ISA_DISPATCH
+dpt_status dg_table_verify(dg_table *T) { return (dpt_isa_v3() ? dg_table_verify_v3 : dg_table_verify_base)(T); }
+#endif
+
 /* ==== The secure scale's table, once per process ==== */
 
 static dg_table secure_table;
@@ -541,3 +577,4 @@ const dg_table *dg_table_secure(void) {
     }
     return &secure_table;
 }
+#endif /* !DPT_ISA_V3_TU */

@@ -9,6 +9,7 @@
 
 #include <dptrain/core.h>
 
+#include "core/isa.h"
 #include "core/keystream.h"
 
 #define DG_GROUP 64        /* candidates per group: one keystream record, one tail pool */
@@ -79,5 +80,13 @@ dpt_status dg_sample_from(const dg_table *T, dpt_keystream *ks, int32_t *z, size
  * record `rec` (DG_GROUP_BYTES bytes, little-endian words), accepted values appended to
  * out (room for DG_GROUP); returns how many. */
 int dg_group(const dg_table *T, const uint8_t *rec, int32_t *out);
+#if DPT_ISA_DISPATCH /* both builds by name (core/isa.h): dg_group and dg_sample_from call one */
+int dg_group_base(const dg_table *T, const uint8_t *rec, int32_t *out);
+int dg_group_v3(const dg_table *T, const uint8_t *rec, int32_t *out);
+dpt_status dg_sample_from_base(const dg_table *T, dpt_keystream *ks, int32_t *z, size_t n, int32_t *work);
+dpt_status dg_sample_from_v3(const dg_table *T, dpt_keystream *ks, int32_t *z, size_t n, int32_t *work);
+dpt_status dg_table_verify_base(dg_table *T);
+dpt_status dg_table_verify_v3(dg_table *T);
+#endif
 
 #endif

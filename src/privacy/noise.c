@@ -2,14 +2,25 @@
  * (Abadi et al. 2016, Algorithm 1, "add noise"). Samplers over the ChaCha20 noise stream:
  * the fast ziggurat fill, the Box-Muller reference, and for --secure the discrete Gaussian
  * on a lattice, either the exact one of Canonne, Kamath and Steinke 2020 (the reference) or
- * the constant-time table sampler of dgauss.c (fast, at an accounted distance). */
+ * the constant-time table sampler of dgauss.c (fast, at an accounted distance). The secure
+ * lattice mechanism is built twice on x86-64 (core/isa.h; noise_v3.c): its per-coordinate
+ * rounding is a libm call in the baseline build, one instruction in the x86-64-v3 one. */
 #include <dptrain/privacy.h>
 
 #include <math.h>
+#include <openssl/crypto.h>
 #include <string.h>
 
 #include "core/keystream.h"
 #include "privacy/dgauss.h"
+
+#if DPT_ISA_DISPATCH
+/* the secure lattice mechanism's two builds */
+dpt_status dpt_privacy_noise_add_secure_ex_base(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
+                                                double scale, dpt_dgauss_method method, int threads);
+dpt_status dpt_privacy_noise_add_secure_ex_v3(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
+                                              double scale, dpt_dgauss_method method, int threads);
+#endif
 
 static dpt_status check_args(float *sum, size_t n, double sigma, double C) {
     DPT_CHECK(isfinite(sigma) && sigma >= 0, DPT_EINVAL, "sigma: the noise multiplier must be >= 0, got %g", sigma);
@@ -18,6 +29,7 @@ static dpt_status check_args(float *sum, size_t n, double sigma, double C) {
     return DPT_OK;
 }
 
+#if !DPT_ISA_V3_TU
 /* ==== Fast: ziggurat ==== */
 
 dpt_status dpt_privacy_noise_add(dpt_rng *noise, float *sum, size_t n, double sigma, double C, int threads) {
@@ -132,6 +144,8 @@ dpt_status dpt_privacy_secure_distance(dpt_dgauss_method method, double *mu, dou
     return DPT_OK;
 }
 
+#endif /* !DPT_ISA_V3_TU */
+
 /* The lattice points k_j + Z_j of one chunk [lo, hi), Z_j from its own substream `sub`:
  * the table sampler reads it through the thread's keystream reader ks, CKS through the
  * child stream c. */
@@ -146,7 +160,7 @@ static dpt_status secure_chunk(const dg_table *T, const dpt_rng *noise, dpt_keys
             double k = nearbyint((double)sj[j] / h); /* ties to even: deterministic */
             sj[j] = (float)(scale * (h * (k + (double)zbuf[j])));
         }
-        memset(zbuf, 0, (hi - lo) * sizeof *zbuf);
+        OPENSSL_cleanse(zbuf, (hi - lo) * sizeof *zbuf); /* the noise */
         return DPT_OK;
     }
     dpt_rng c;
@@ -160,8 +174,9 @@ static dpt_status secure_chunk(const dg_table *T, const dpt_rng *noise, dpt_keys
     return DPT_OK;
 }
 
-dpt_status dpt_privacy_noise_add_secure_ex(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
-                                           double scale, dpt_dgauss_method method, int threads) {
+dpt_status DPT_ISA_NAME(dpt_privacy_noise_add_secure_ex)(dpt_rng *noise, float *sum, size_t n, double sigma,
+                                                         double C, double scale, dpt_dgauss_method method,
+                                                         int threads) {
     DPT_TRY(check_args(sum, n, sigma, C));
     DPT_CHECK(isfinite(scale), DPT_EINVAL, "scale must be finite, got %g", scale);
     DPT_CHECK(method == DPT_DGAUSS_TABLE || method == DPT_DGAUSS_CKS, DPT_EINVAL,
@@ -229,6 +244,15 @@ dpt_status dpt_privacy_noise_add_secure_ex(dpt_rng *noise, float *sum, size_t n,
     return DPT_OK;
 }
 
+#if !DPT_ISA_V3_TU
+#if DPT_ISA_DISPATCH
+dpt_status dpt_privacy_noise_add_secure_ex(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
+                                           double scale, dpt_dgauss_method method, int threads) {
+    return (dpt_isa_v3() ? dpt_privacy_noise_add_secure_ex_v3 : dpt_privacy_noise_add_secure_ex_base)(
+        noise, sum, n, sigma, C, scale, method, threads);
+}
+#endif
+
 dpt_status dpt_privacy_noise_add_secure(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
                                         int threads) {
     return dpt_privacy_noise_add_secure_ex(noise, sum, n, sigma, C, 1.0, DPT_DGAUSS_CKS, threads);
@@ -248,3 +272,4 @@ dpt_status dpt_privacy_secure_sigma_for(double sigma_eff, size_t n, double *sigm
     *sigma = sigma_eff / (1.0 - r);
     return DPT_OK;
 }
+#endif /* !DPT_ISA_V3_TU */

@@ -441,6 +441,7 @@ void dpt_trainer_free(dpt_trainer *t) {
      * found no checkpoint, a run that failed before writing) goes again */
     if (t->dir_created && t->lock_fd >= 0) dpt_run_dir_remove_if_unused(t->out_dir);
     dpt_run_dir_unlock(t->lock_fd);
+    OPENSSL_cleanse(t->run_key, sizeof t->run_key); /* a memset before free is dropped */
     free(t);
 }
 
@@ -585,8 +586,12 @@ static dpt_status train_step(dpt_trainer *t, double *loss_sum, size_t *batch) {
  * process there (SIGKILL to itself), as a crash or a kill -9 would. The points lie between
  * the writes of a publication: after-ledger (ledger.json saved, checkpoint not),
  * after-checkpoint (both saved, metrics line not written), after-metrics (metrics line
- * written, on_epoch not called). */
+ * written, on_epoch not called). Compiled only into the test builds (DPT_FAULT_INJECTION,
+ * CMakeLists.txt): the installed library has no hook. */
 static dpt_status fault_point(dpt_trainer *t, const char *point) {
+#ifndef DPT_FAULT_INJECTION
+    return DPT_OK;
+#else
     const char *f = getenv("DPTRAIN_FAULT");
     size_t n = strlen(point);
     if (!f || strncmp(f, point, n) || (f[n] && f[n] != ':')) return DPT_OK;
@@ -596,6 +601,7 @@ static dpt_status fault_point(dpt_trainer *t, const char *point) {
     if (++t->fault_hits != want) return DPT_OK;
     if (!strcmp(rest, ":kill")) raise(SIGKILL);
     return dpt_set_error(DPT_EIO, "injected fault at %s (DPTRAIN_FAULT, a test hook)", point);
+#endif
 }
 
 /* ==== Checkpoint state ==== */

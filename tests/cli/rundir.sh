@@ -10,6 +10,8 @@
 # private run's progress bar shows no loss and its metrics no train_loss.
 set -u
 BIN=$1
+# the same CLI built with the test hooks (DPTRAIN_FAULT); the installed one has none
+FBIN=${DPT_CLI_FAULTS:?DPT_CLI_FAULTS: the dptrain-faults binary (set by ctest)}
 source "$(dirname "$0")/lib/harness.sh"
 blobs_csv "$T/d.csv" 3000
 D=(--dataset "csv:$T/d.csv" --model mlp:4-8-3:relu --threads 1 --no-progress --optimizer sgd --lr 0.5 --batch-size 60)
@@ -86,7 +88,7 @@ check '[ "$(steps_of "$T/long/ledger.json")" = $((s_ck + 5)) ]' "resume after Ct
 
 # -- a crash between saving and publishing (--secure: a re-run would draw fresh noise)
 S=("${DP[@]}" --secure --epochs 3 --out "$T/sec")
-(DPTRAIN_FAULT=after-checkpoint:2:kill "$BIN" train "${S[@]}" >"$T/f.out" 2>"$T/f.err"; exit $?) 2>/dev/null
+(DPTRAIN_FAULT=after-checkpoint:2:kill "$FBIN" train "${S[@]}" >"$T/f.out" 2>"$T/f.err"; exit $?) 2>/dev/null
 rc=$?
 check '[ $rc -eq 137 ] && [ "$(records "$T/sec/metrics.jsonl")" = "1:50" ]' "crash after the 2nd checkpoint: rc $rc, metrics $(records "$T/sec/metrics.jsonl")"
 check '! grep -q "epoch 2/" "$T/f.err"' "epoch 2 was shown before it was published"
@@ -95,11 +97,11 @@ check '[ "$(records "$T/sec/metrics.jsonl")" = "1:50 2:100 3:150" ] && [ "$(step
       "resume after the crash: metrics $(records "$T/sec/metrics.jsonl"), ledger $(steps_of "$T/sec/ledger.json") (want 150: epoch 2 not re-run)"
 check 'grep -q "epoch 2/3  step 100 .*published now" <<<"$LAST_OUT"' "the saved epoch 2 was not published from the checkpoint"
 rm -rf "$T/sec"
-(DPTRAIN_FAULT=after-ledger:2:kill "$BIN" train "${S[@]}" >/dev/null 2>&1; exit $?) 2>/dev/null
+(DPTRAIN_FAULT=after-ledger:2:kill "$FBIN" train "${S[@]}" >/dev/null 2>&1; exit $?) 2>/dev/null
 expect_ok "$BIN" train "${S[@]}" --resume
 check '[ "$(records "$T/sec/metrics.jsonl")" = "1:50 2:100 3:150" ] && [ "$(steps_of "$T/sec/ledger.json")" = 200 ]' \
       "crash after the 2nd ledger: metrics $(records "$T/sec/metrics.jsonl"), ledger $(steps_of "$T/sec/ledger.json") (want 200: the lost steps stay spent)"
-(DPTRAIN_FAULT=after-metrics:1:kill "$BIN" train "${DP[@]}" --epochs 2 --out "$T/am" >/dev/null 2>&1; exit $?) 2>/dev/null
+(DPTRAIN_FAULT=after-metrics:1:kill "$FBIN" train "${DP[@]}" --epochs 2 --out "$T/am" >/dev/null 2>&1; exit $?) 2>/dev/null
 expect_ok "$BIN" train "${DP[@]}" --epochs 2 --out "$T/am" --resume
 check '[ "$(records "$T/am/metrics.jsonl")" = "1:50 2:100" ]' "crash after a metrics line: $(records "$T/am/metrics.jsonl")"
 

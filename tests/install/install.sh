@@ -23,6 +23,10 @@ for f in bin/dptrain lib/libdptrain.so lib/libdptrain.a include/dptrain/dptrain.
          share/man/man1/dptrain.1 share/doc/dptrain/README.md share/doc/dptrain/examples/train_arrays.c; do
   check '[ -e "$P/$f" ]' "not installed: $f"
 done
+# no test hook in what is installed (DPTRAIN_FAULT lives in the tests' build only)
+for f in bin/dptrain lib/libdptrain.so lib/libdptrain.a; do
+  check '! strings -a "$P/$f" | grep -q DPTRAIN_FAULT' "installed $f holds the test hook DPTRAIN_FAULT"
+done
 soname=$(readelf -d "$P/lib/libdptrain.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 check '[ -n "$soname" ] && [ -e "$P/lib/$soname" ]' "libdptrain.so has no SONAME, or no file of that name ($soname)"
 # the installed binary finds the installed library through its $ORIGIN RPATH
@@ -112,6 +116,18 @@ if [ -n "$deb" ]; then
   check '! tr "," "\n" <<<"$depends" | grep -q -- "-dev\b"' "$deb depends on a -dev package: $depends"
   expect_ok dpkg-deb -x "$deb" "$T/root"
   R=$T/root/usr
+  for f in bin/dptrain lib/libdptrain.so lib/libdptrain.a; do
+    check '! strings -a "$R/$f" | grep -q DPTRAIN_FAULT' "the Debian package's $f holds the test hook DPTRAIN_FAULT"
+  done
+  # the package holds the code that was built and checked (baseline + run-time dispatch):
+  # the same machine code as the build tree's library and CLI, and the same ISA check
+  for f in lib/libdptrain.so:libdptrain.so bin/dptrain:dptrain; do
+    objcopy -O binary --only-section=.text "$R/${f%%:*}" "$T/deb.text" 2>/dev/null
+    objcopy -O binary --only-section=.text "$BUILD/${f#*:}" "$T/build.text" 2>/dev/null
+    check 'cmp -s "$T/deb.text" "$T/build.text"' "the Debian package's ${f%%:*} holds other code than $BUILD/${f#*:}"
+  done
+  isa_out=$(bash "$SRC/tests/abi/isa.sh" "$R/lib/libdptrain.so" "$R/bin/dptrain" 2>&1); rc=$?
+  check '[ $rc -eq 0 ] || [ $rc -eq 77 ]' "the Debian package's code needs more than the baseline CPU: $isa_out"
   expect_ok env -u LD_LIBRARY_PATH "$R/bin/dptrain" --version
   build_pc "$T/debpc" "$R/lib/pkgconfig" "$R/lib"
   run_examples "$T/debpc" "Debian package, pkg-config"

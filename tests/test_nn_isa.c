@@ -1,0 +1,197 @@
+/* Both builds of the nn kernels chosen at run time (src/core/isa.h): the baseline build
+ * (any x86-64 CPU) and the x86-64-v3 build (AVX2, FMA; run only when this CPU has it), each
+ * called by name:
+ * - dpt_small_gemm and dpt_conv_direct against double-precision loops (the baseline's
+ *   portable vectors and the v3 intrinsics differ in rounding, not in the math);
+ * - the activations' forward and backward and the losses give the same bits in both builds
+ *   (fmaf is exactly rounded in both; ISO C mode contracts nothing else), special values
+ *   included;
+ * - the dispatchers (dpt_small_gemm, dpt_layer_act_setup, dpt_loss) pick the v3 build
+ *   exactly when the CPU has it.
+ * A build without a second copy (DPT_ISA_DISPATCH 0: -march=native on an AVX2 CPU, another
+ * architecture or compiler) checks its one build against the references. */
+#include <dptrain/nn.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn_internal.h"
+#include "testutil.h"
+
+typedef void (*gemm_fn)(size_t, size_t, size_t, const float *, size_t, size_t, const float *, size_t, float *, size_t,
+                        size_t, int);
+typedef void (*conv_fn)(size_t, size_t, size_t, size_t, size_t, const float *, const float *, const size_t *,
+                        const float *, float *, int);
+typedef void (*act_setup_fn)(dpt_layer *, dpt_layer_kind, size_t);
+typedef dpt_status (*loss_fn)(dpt_loss_kind, const float *, size_t, size_t, const int32_t *, const float *, float *,
+                              float *);
+
+static uint64_t lcg = 12345;
+static float urand(void) { /* uniform in [-1, 1) */
+    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(lcg >> 11) * 0x1p-52 - 1.0);
+}
+
+/* ==== dpt_small_gemm against a double loop ==== */
+
+static void check_gemm(gemm_fn f, const char *name) {
+    static const size_t Ms[] = {1, 5, 6, 7, 13}, Ns[] = {1, 7, 8, 9, 16, 17, 31}, Ks[] = {0, 1, 3, 50};
+    size_t bad = 0;
+    for (size_t im = 0; im < 5; im++)
+        for (size_t in = 0; in < 7; in++)
+            for (size_t ik = 0; ik < 4; ik++)
+                for (int acc = 0; acc < 2; acc++) {
+                    const size_t M = Ms[im], N = Ns[in], K = Ks[ik], ldb = N + 3, ars = K + 2, crs = N + 1;
+                    const size_t na = M * ars, nb = K ? (K - 1) * ldb + N : 1; /* B ends at its last element */
+                    float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b), *c = malloc(M * crs * sizeof *c);
+                    for (size_t i = 0; i < na; i++) a[i] = urand();
+                    for (size_t i = 0; i < nb; i++) b[i] = urand();
+                    for (size_t i = 0; i < M * crs; i++) c[i] = urand();
+                    double *ref = malloc(M * N * sizeof *ref);
+                    for (size_t m = 0; m < M; m++)
+                        for (size_t n = 0; n < N; n++) {
+                            double r = acc ? c[m * crs + n] : 0.0;
+                            for (size_t k = 0; k < K; k++) r += (double)a[m * ars + k] * b[k * ldb + n];
+                            ref[m * N + n] = r;
+                        }
+                    f(M, N, K, a, ars, 1, b, ldb, c, crs, 1, acc);
+                    for (size_t m = 0; m < M; m++)
+                        for (size_t n = 0; n < N; n++) {
+                            double got = c[m * crs + n], want = ref[m * N + n];
+                            bad += !(fabs(got - want) <= 1e-5 * (1.0 + sqrt((double)K)) + 1e-5 * fabs(want));
+                        }
+                    free(a), free(b), free(c), free(ref);
+                }
+    if (bad) fprintf(stderr, "%s: %zu entries off the double loop\n", name, bad);
+    CHECK(bad == 0);
+}
+
+/* ==== dpt_conv_direct against a double loop ==== */
+
+static void check_conv(conv_fn f, const char *name) {
+    size_t bad = 0;
+    for (size_t O = 1; O <= 13; O += 4)
+        for (size_t Wo = 8; Wo <= 16; Wo += 8)
+            for (size_t Ho = 1; Ho <= 3; Ho++)
+                for (int acc = 0; acc < 2; acc++) {
+                    const size_t C = 2, k = 3, Wp = Wo + k - 1, Hp = Ho + k - 1, K = C * k * k, T = Ho * Wo;
+                    size_t koff[18];
+                    for (size_t c = 0, j = 0; c < C; c++)
+                        for (size_t ki = 0; ki < k; ki++)
+                            for (size_t kj = 0; kj < k; kj++) koff[j++] = (c * Hp + ki) * Wp + kj;
+                    float *w = malloc(O * K * sizeof *w), *bias = malloc(O * sizeof *bias);
+                    float *xp = malloc(C * Hp * Wp * sizeof *xp), *out = malloc(O * T * sizeof *out);
+                    double *ref = malloc(O * T * sizeof *ref);
+                    for (size_t i = 0; i < O * K; i++) w[i] = urand();
+                    for (size_t i = 0; i < O; i++) bias[i] = urand();
+                    for (size_t i = 0; i < C * Hp * Wp; i++) xp[i] = urand();
+                    for (size_t i = 0; i < O * T; i++) out[i] = urand();
+                    for (size_t o = 0; o < O; o++)
+                        for (size_t t = 0; t < T; t++) {
+                            double r = (acc ? out[o * T + t] : 0.0) + bias[o];
+                            for (size_t j = 0; j < K; j++) r += (double)w[o * K + j] * xp[koff[j] + (t / Wo) * Wp + t % Wo];
+                            ref[o * T + t] = r;
+                        }
+                    f(O, K, T, Wo, Wp, w, bias, koff, xp, out, acc);
+                    for (size_t i = 0; i < O * T; i++) bad += !(fabs(out[i] - ref[i]) <= 1e-5 * (1.0 + fabs(ref[i])));
+                    free(w), free(bias), free(xp), free(out), free(ref);
+                }
+    if (bad) fprintf(stderr, "%s: %zu outputs off the double loop\n", name, bad);
+    CHECK(bad == 0);
+}
+
+#if DPT_ISA_DISPATCH
+/* ==== activations and losses: the same bits in both builds ==== */
+
+#define NA 1037 /* not a multiple of any vector width: the scalar remainders run too */
+
+static void fill_special(float *x, size_t n) {
+    static const float sp[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-40f, -1e-40f, 88.0f, -88.0f, 1e30f, -1e30f, 5.5f};
+    for (size_t i = 0; i < n; i++) x[i] = i < sizeof sp / sizeof *sp ? sp[i] : 8.0f * urand();
+}
+
+static void check_act_same(void) {
+    static const dpt_layer_kind kinds[] = {DPT_LAYER_RELU, DPT_LAYER_GELU, DPT_LAYER_TANH, DPT_LAYER_SIGMOID,
+                                           DPT_LAYER_IDENTITY};
+    float *x = malloc(NA * sizeof *x), *dv = malloc(NA * sizeof *dv);
+    float *v[2], *dx[2];
+    for (int s = 0; s < 2; s++) v[s] = malloc(NA * sizeof *v[s]), dx[s] = malloc(NA * sizeof *dx[s]);
+    fill_special(x, NA);
+    for (size_t i = 0; i < NA; i++) dv[i] = urand();
+    for (size_t kk = 0; kk < sizeof kinds / sizeof *kinds; kk++) {
+        const act_setup_fn setup[2] = {dpt_layer_act_setup_base, dpt_layer_act_setup_v3};
+        for (int s = 0; s < 2; s++) {
+            dpt_layer L;
+            memset(&L, 0, sizeof L);
+            setup[s](&L, kinds[kk], NA);
+            L.threads = 1;
+            CHECK_OK(L.ops->forward(&L, x, v[s], 1));
+            CHECK_OK(L.ops->backward_input(&L, x, v[s], dv, dx[s], 1));
+        }
+        int same = !memcmp(v[0], v[1], NA * sizeof(float)) && !memcmp(dx[0], dx[1], NA * sizeof(float));
+        if (!same) fprintf(stderr, "activation %s: the baseline and v3 builds differ\n", dpt_layer_kind_name(kinds[kk]));
+        CHECK(same);
+    }
+    for (int s = 0; s < 2; s++) free(v[s]), free(dx[s]);
+    free(x), free(dv);
+}
+
+static void check_loss_same(void) {
+    static const size_t Ks[] = {1, 3, 10, 37};
+    const size_t B = 67;
+    const loss_fn f[2] = {dpt_loss_base, dpt_loss_v3};
+    for (size_t ik = 0; ik < 4; ik++)
+        for (int kind = 0; kind < 3; kind++) {
+            const size_t K = Ks[ik];
+            const dpt_loss_kind lk = kind == 0 ? DPT_LOSS_SOFTMAX_CE : kind == 1 ? DPT_LOSS_SIGMOID_BCE : DPT_LOSS_SQUARED;
+            float *o = malloc(B * K * sizeof *o), *t = malloc(B * K * sizeof *t);
+            int32_t *y = malloc(B * sizeof *y);
+            fill_special(o, B * K);
+            for (size_t i = 0; i < B * K; i++) t[i] = urand();
+            for (size_t i = 0; i < B; i++) y[i] = (int32_t)(i % (lk == DPT_LOSS_SIGMOID_BCE && K == 1 ? 2 : K));
+            float *l[2], *d[2];
+            for (int s = 0; s < 2; s++) {
+                l[s] = malloc(B * sizeof *l[s]), d[s] = malloc(B * K * sizeof *d[s]);
+                CHECK_OK(f[s](lk, o, B, K, y, t, l[s], d[s])); /* values and gradients */
+            }
+            int same = !memcmp(l[0], l[1], B * sizeof(float)) && !memcmp(d[0], d[1], B * K * sizeof(float));
+            for (int s = 0; s < 2; s++) CHECK_OK(f[s](lk, o, B, K, y, t, l[s], NULL)); /* values alone */
+            same = same && !memcmp(l[0], l[1], B * sizeof(float));
+            if (!same) fprintf(stderr, "loss kind %d, K = %zu: the baseline and v3 builds differ\n", kind, K);
+            CHECK(same);
+            for (int s = 0; s < 2; s++) free(l[s]), free(d[s]);
+            free(o), free(t), free(y);
+        }
+}
+#endif
+
+int main(void) {
+    check_gemm(dpt_small_gemm, "dpt_small_gemm");
+    check_conv(dpt_conv_direct, "dpt_conv_direct");
+#if DPT_ISA_DISPATCH
+    const int v3 = dpt_isa_v3();
+    printf("this CPU %s x86-64-v3: both builds checked%s\n", v3 ? "runs" : "does not run",
+           v3 ? "" : " (the v3 one: skipped)");
+    check_gemm(dpt_small_gemm_base, "dpt_small_gemm_base");
+    check_conv(dpt_conv_direct_base, "dpt_conv_direct_base");
+    if (v3) {
+        check_gemm(dpt_small_gemm_v3, "dpt_small_gemm_v3");
+        check_conv(dpt_conv_direct_v3, "dpt_conv_direct_v3");
+        check_act_same();
+        check_loss_same();
+    }
+    /* the dispatchers choose by the CPU */
+    dpt_layer L;
+    memset(&L, 0, sizeof L);
+    dpt_layer_act_setup(&L, DPT_LAYER_GELU, 8);
+    dpt_layer Lw;
+    memset(&Lw, 0, sizeof Lw);
+    (v3 ? dpt_layer_act_setup_v3 : dpt_layer_act_setup_base)(&Lw, DPT_LAYER_GELU, 8);
+    CHECK(L.ops == Lw.ops);
+#else
+    printf("one build of the kernels (no run-time dispatch in this build)\n");
+#endif
+    TEST_MAIN_END();
+}
