@@ -428,13 +428,9 @@ void dpt_trainer_free(dpt_trainer *t) {
     dpt_free(t->fc_trunk);
     free(t->run_json);
     dpt_ledger_free(t->ledger);
-    char *secrets[] = {t->secret_cur, t->secret_prev, t->secret_streams_all};
-    for (size_t k = 0; k < sizeof secrets / sizeof *secrets; k++)
-        if (secrets[k]) {
-            OPENSSL_cleanse(secrets[k], strlen(secrets[k]));
-            free(secrets[k]);
-        }
-    OPENSSL_cleanse(t->run_key, sizeof t->run_key);
+    dpt_secret_free(t->secret_cur);
+    dpt_secret_free(t->secret_prev);
+    dpt_secret_free(t->secret_streams_all);
     dpt_dist_free(t);
     free(t->record);
     /* a directory this trainer created and left with nothing but its lock (a resume that

@@ -77,6 +77,26 @@ dpt_status dpt_run_id_new(char id[33]) {
 #define KEY_FILE_LEN_V1 (sizeof KEY_MAGIC_V1 - 1 + 64 + 1)
 #define SECRET_MAX_BYTES 65536
 
+void dpt_secret_free(char *text) {
+    if (!text) return;
+    OPENSSL_cleanse(text, strlen(text));
+    free(text);
+}
+
+/* cJSON_Delete of a tree that held secrets (the key, the seed, stream states), each string
+ * wiped first: freed heap keeps what was written there */
+static void json_wipe(cJSON *o) {
+    for (; o; o = o->next) {
+        if (o->valuestring) OPENSSL_cleanse(o->valuestring, strlen(o->valuestring));
+        json_wipe(o->child);
+    }
+}
+
+static void json_wipe_delete(cJSON *o) {
+    json_wipe(o);
+    cJSON_Delete(o);
+}
+
 static dpt_status run_key_set(dpt_trainer *t, const uint8_t key[32]) {
     memcpy(t->run_key, key, 32);
     uint8_t mac[32];
@@ -171,7 +191,7 @@ dpt_status dpt_run_key_save(dpt_trainer *t) {
     DPT_TRY(key_path(t, path, sizeof path));
     cJSON *now = streams_now(t);
     char *now_text = now ? cJSON_PrintUnformatted(now) : NULL;
-    cJSON_Delete(now);
+    json_wipe_delete(now);
     DPT_CHECK(now_text, DPT_ENOMEM, "%s: out of memory", path);
     /* the newest state, and the last one written for an earlier step */
     const char *prev = t->secret_cur && t->secret_cur_step != t->step ? t->secret_cur : t->secret_prev;
@@ -188,7 +208,7 @@ dpt_status dpt_run_key_save(dpt_trainer *t) {
     cJSON_AddItemToArray(arr, cJSON_Parse(now_text));
     if (prev) cJSON_AddItemToArray(arr, cJSON_Parse(prev));
     char *text = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
+    json_wipe_delete(root);
     dpt_status s = text ? dpt_write_file_private(path, text, strlen(text))
                         : dpt_set_error(DPT_ENOMEM, "%s: out of memory", path);
     if (text) {
@@ -196,14 +216,14 @@ dpt_status dpt_run_key_save(dpt_trainer *t) {
         free(text);
     }
     if (s != DPT_OK) {
-        free(now_text);
+        dpt_secret_free(now_text);
         return s;
     }
     if (prev != t->secret_prev) {
-        free(t->secret_prev);
+        dpt_secret_free(t->secret_prev);
         t->secret_prev = t->secret_cur;
     } else {
-        free(t->secret_cur);
+        dpt_secret_free(t->secret_cur);
     }
     t->secret_cur = now_text;
     t->secret_cur_step = t->step;
@@ -243,7 +263,7 @@ dpt_status dpt_run_key_load(dpt_trainer *t, int *found) {
     size_t n = 0;
     DPT_TRY(dpt_read_file_max(path, SECRET_MAX_BYTES, &b, &n));
     dpt_status s = DPT_OK;
-    free(t->secret_streams_all);
+    dpt_secret_free(t->secret_streams_all);
     t->secret_streams_all = NULL;
     if (n == KEY_FILE_LEN_V1 && !memcmp(b, KEY_MAGIC_V1, sizeof KEY_MAGIC_V1 - 1) && b[KEY_FILE_LEN_V1 - 1] == '\n') {
         /* format 1: the key alone (the checkpoint holds the seed and the streams) */
@@ -276,7 +296,7 @@ dpt_status dpt_run_key_load(dpt_trainer *t, int *found) {
             t->secret_streams_all = cJSON_PrintUnformatted(arr);
             if (!t->secret_streams_all) s = dpt_set_error(DPT_ENOMEM, "%s: out of memory", path);
         }
-        cJSON_Delete(root);
+        json_wipe_delete(root);
     }
     OPENSSL_cleanse(b, n);
     dpt_free(b);
@@ -304,7 +324,7 @@ dpt_status dpt_run_secret_seed(const char *dir, uint64_t *seed, int *from_os) {
         *seed = t->secret_seed;
         *from_os = !t->secret_seed_caller;
     }
-    free(t->secret_streams_all);
+    dpt_secret_free(t->secret_streams_all);
     OPENSSL_cleanse(t->run_key, sizeof t->run_key);
     free(t);
     return s;
@@ -337,13 +357,13 @@ dpt_status dpt_run_secret_streams(dpt_trainer *t, uint64_t step, dpt_sampler_sta
                                step);
         else {
             /* the next save keeps this state as the one before it */
-            free(t->secret_cur);
+            dpt_secret_free(t->secret_cur);
             t->secret_cur = cJSON_PrintUnformatted(hit);
             t->secret_cur_step = step;
             if (!t->secret_cur) st = dpt_set_error(DPT_ENOMEM, "%s: out of memory", path);
         }
     }
-    cJSON_Delete(arr);
+    json_wipe_delete(arr);
     return st;
 }
 

@@ -265,6 +265,9 @@ dpt_status dpt_run_key_load(dpt_trainer *t, int *found);
  * when the file holds no state of that step. */
 dpt_status dpt_run_secret_streams(dpt_trainer *t, uint64_t step, dpt_sampler_state *ss, dpt_rng_state *ns,
                                   int *have_noise);
+/* Wipes (OPENSSL_cleanse) and frees a secret text (a stream state, the secret file's JSON).
+ * Accepts NULL. */
+void dpt_secret_free(char *text);
 /* JSON helpers shared by the checkpoint state and the secret file: an unsigned 64-bit
  * integer stored as a decimal string (or an exact JSON number), and an RNG state. */
 struct cJSON;
