@@ -1,4 +1,5 @@
 /* dptrain: command-line front end. Dispatches to one function per command. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -69,6 +70,17 @@ int main(int argc, char **argv) {
         return 1;
     }
     int rc = dispatch(argc, argv);
+    /* One check for every command: output that could not be written (a full disk, a
+     * closed pipe with SIGPIPE ignored, >/dev/full) is a failure, never exit status 0.
+     * The stdio error flag also records a write that failed earlier, when a buffer filled.
+     * A command that failed already said why (predict checks its own output). */
+    errno = 0;
+    int flush_failed = fflush(stdout) != 0;
+    if (rc == 0 && (flush_failed || ferror(stdout))) {
+        fprintf(stderr, "dptrain: cannot write to standard output%s%s\n", flush_failed && errno ? ": " : "",
+                flush_failed && errno ? strerror(errno) : "");
+        rc = 1;
+    }
     if (rc != 0 && dpt_comm_size() > 1) {
         fprintf(stderr, "dptrain (rank %d): stopping every rank of the job (exit code %d)\n", dpt_comm_rank(), rc);
         fflush(stdout);
