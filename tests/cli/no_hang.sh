@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# CLI: nothing waits forever (issue 38, item 13). Every command runs under `timeout`, so a
+# regression fails here instead of hanging the suite:
+#  - --resume with a FIFO where the checkpoint should be: refused at once, naming it (the
+#    run record was read with fopen first, which waits for a writer);
+#  - --trace naming a FIFO is written in place once a reader opens it (its "is this a
+#    trace?" check used to read it and wait for a writer).
+set -u
+BIN=$1
+source "$(dirname "$0")/lib/harness.sh"
+blobs_csv "$T/d.csv" 90
+C=(--dataset "csv:$T/d.csv" --model mlp:4-8-3:relu --batch-size 10 --threads 1 --no-progress --quiet)
+TO=(timeout 60)
+
+# -- a FIFO as the checkpoint of --resume
+expect_ok "${TO[@]}" "$BIN" train "${C[@]}" --epochs 1 --out "$T/r"
+mv "$T/r/checkpoint.safetensors" "$T/ck.bak"
+mkfifo "$T/r/checkpoint.safetensors"
+out=$("${TO[@]}" "$BIN" train "${C[@]}" --epochs 2 --out "$T/r" --resume 2>&1); rc=$?
+check '[ $rc -eq 2 ] && grep -q "checkpoint.safetensors: not a regular file (a FIFO)" <<<"$out"' \
+  "--resume with a FIFO checkpoint: rc $rc (124 = hung): $out"
+check '[ -p "$T/r/checkpoint.safetensors" ]' "the FIFO was replaced"
+
+# -- --trace into a FIFO: written once a reader is there
+mkfifo "$T/trace.fifo"
+"${TO[@]}" cat "$T/trace.fifo" > "$T/trace.txt" &
+reader=$!
+out=$("${TO[@]}" "$BIN" train "${C[@]}" --epochs 1 --out "$T/t" --trace "$T/trace.fifo" 2>&1); rc=$?
+wait $reader
+check '[ $rc -eq 0 ] && grep -q "per-step diagnostics" "$T/trace.txt" && [ -p "$T/trace.fifo" ]' \
+  "--trace to a FIFO: rc $rc (124 = hung): $out; $(head -c 200 "$T/trace.txt")"
+harness_end
