@@ -256,8 +256,8 @@ static int read_metrics(const char *dir, cJSON **out) {
     char path[1200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
     *out = NULL;
-    FILE *f = fopen(path, "r");
-    if (!f) return cli_failf("--runs: cannot read %s: %s", path, strerror(errno));
+    FILE *f = NULL; /* a regular file only: opening a FIFO would wait for a writer forever */
+    if (dpt_open_regular(path, &f, NULL) != DPT_OK) return cli_fail("--runs");
     cJSON *arr = cJSON_CreateArray();
     int rc = arr ? 0 : cli_failf("--runs: %s: out of memory", path);
     char *line = NULL;

@@ -381,6 +381,76 @@ int cli_make_dirs(const char *path) { return make_dirs(path, 1); }
 
 int cli_make_parents(const char *path) { return make_dirs(path, 0); }
 
+int cli_check_out_dir(const char *flag, const char *path) {
+    char buf[1024];
+    if (!*path) return cli_error("%s: empty directory name", flag);
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return cli_error("%s: a path of %zu bytes; at most %zu", flag, strlen(path), sizeof buf - 1);
+    struct stat sb;
+    int exists = stat(buf, &sb) == 0;
+    if (exists && !S_ISDIR(sb.st_mode)) return cli_error("%s %s: not a directory", flag, path);
+    /* the nearest existing ancestor: the one mkdir -p would create the rest in */
+    while (!exists) {
+        if (errno != ENOENT) return cli_error("%s %s: %s", flag, path, strerror(errno));
+        size_t n = strlen(buf);
+        while (n > 1 && buf[n - 1] == '/') buf[--n] = 0;
+        char *slash = strrchr(buf, '/');
+        if (!slash) snprintf(buf, sizeof buf, ".");
+        else if (slash == buf) buf[1] = 0;
+        else *slash = 0;
+        exists = stat(buf, &sb) == 0;
+        if (exists && !S_ISDIR(sb.st_mode)) return cli_error("%s %s: %s is not a directory", flag, path, buf);
+    }
+    if (access(buf, W_OK | X_OK) != 0)
+        return cli_error("%s %s: cannot write into %s: %s", flag, path, buf, strerror(errno));
+    return 0;
+}
+
+/* ==== Output files ==== */
+
+/* Writes through an existing non-regular file (a device, FIFO or socket): renaming a
+ * temporary over it would replace /dev/null or a pipe by a regular file. */
+static int write_through(const char *flag, const char *path, const void *data, size_t n) {
+    int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return cli_failf("%s %s: cannot open it for writing: %s", flag, path, strerror(errno));
+    const char *p = data;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            int e = w < 0 ? errno : EIO;
+            close(fd);
+            return cli_failf("%s %s: write failed: %s", flag, path, strerror(e));
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    if (close(fd) != 0) return cli_failf("%s %s: write failed: %s", flag, path, strerror(errno));
+    return 0;
+}
+
+int cli_write_output(const char *flag, const char *path, const void *data, size_t n) {
+    struct stat l, t;
+    if (lstat(path, &l) != 0) {
+        if (errno != ENOENT) return cli_failf("%s %s: cannot examine it: %s", flag, path, strerror(errno));
+        if (dpt_write_file_atomic(path, data, n) != DPT_OK) return cli_fail(flag);
+        return 0;
+    }
+    if (!S_ISLNK(l.st_mode)) t = l;
+    else if (stat(path, &t) != 0)
+        return cli_failf("%s %s: a symbolic link to a file that cannot be reached (%s); refusing to replace the link",
+                         flag, path, strerror(errno));
+    if (S_ISDIR(t.st_mode)) return cli_failf("%s %s: is a directory", flag, path);
+    if (!S_ISREG(t.st_mode)) return write_through(flag, path, data, n);
+    if (!S_ISLNK(l.st_mode)) return dpt_write_file_atomic(path, data, n) == DPT_OK ? 0 : cli_fail(flag);
+    /* a link to a regular file: replace the file it names, keep the link */
+    char *real = realpath(path, NULL);
+    if (!real) return cli_failf("%s %s: cannot resolve the symbolic link: %s", flag, path, strerror(errno));
+    int rc = dpt_write_file_atomic(real, data, n) == DPT_OK ? 0 : cli_fail(flag);
+    free(real);
+    return rc;
+}
+
 int cli_run_in_dir(const char *dir, const char *const argv[], int quiet_stderr) {
     fflush(NULL);
     pid_t pid = fork();

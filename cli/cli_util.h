@@ -74,10 +74,24 @@ int cli_checkpoint_file(const char *flag, const char *path, char *out, size_t n)
 void cli_text_clean(char *s);
 /* 1 when stdout / stderr is a terminal (progress bars only there). */
 int cli_stderr_is_tty(void);
+/* Writes n bytes to the output file a flag names, exit status style (0, or 1 after a
+ * message naming `flag`):
+ *   - a regular file or a new name: replaced atomically (dpt_write_file_atomic);
+ *   - a character or block device, a FIFO or a socket: written through in place, never
+ *     renamed over (/dev/null, /dev/tty, a named pipe); a FIFO waits for its reader;
+ *   - a symbolic link: resolved, then the same rules for what it points to; the link stays
+ *     and a regular target is replaced atomically (--out /dev/stdout writes to stdout).
+ *     A dangling link and a directory are refused. */
+int cli_write_output(const char *flag, const char *path, const void *data, size_t n);
 /* mkdir -p: creates path and its missing parents (mode 0755). 0 when that succeeds or they
  * exist already (path may be a file then: callers check), else -1 with errno set by mkdir
  * (-1 too for a path of 1024 bytes or more, errno then untouched). */
 int cli_make_dirs(const char *path);
+/* Whether cli_make_dirs(path) would give a directory this process can write into,
+ * without creating anything: path is such a directory, or its nearest existing ancestor
+ * is. 0, or exit status 2 after a message naming `flag`. Commands check their output
+ * directory with it before their work and create it only when they have results. */
+int cli_check_out_dir(const char *flag, const char *path);
 /* mkdir -p of path's parent directories (not of path itself): -1 with errno on failure. */
 int cli_make_parents(const char *path);
 /* Runs argv[0] (looked up in PATH) with the arguments argv[1..] in directory dir, without a

@@ -265,6 +265,8 @@ int dpt_cmd_audit(int argc, char **argv) {
     int rc = cli_parse(argc, argv, 1, opts, USAGE);
     if (rc < 0) return 0;
     if (rc) return rc;
+    /* before any data is read or model trained: a file, or a place we cannot write, fails now */
+    if ((rc = cli_check_out_dir("--out", out)) != 0) return rc;
     dpt_audit_config ac = dpt_audit_config_defaults();
     dpt_audit_job *job = &ac.job;
     if (!strcmp(algo, "sgd")) job->algo = DPT_AUDIT_SGD;
@@ -405,17 +407,6 @@ int dpt_cmd_audit(int argc, char **argv) {
         }
         ac.target = ck_model;
     }
-    if (cli_make_dirs(out) != 0) {
-        code = cli_error("--out %s: cannot create directory: %s", out, strerror(errno));
-        goto done;
-    }
-    /* before any model is trained: a file, or a directory we cannot write, fails now */
-    struct stat ost;
-    if (stat(out, &ost) != 0 || !S_ISDIR(ost.st_mode) || access(out, W_OK | X_OK) != 0) {
-        code = cli_error("--out %s: %s", out, stat(out, &ost) == 0 && !S_ISDIR(ost.st_mode) ? "not a directory"
-                                                                                              : "cannot write into it");
-        goto done;
-    }
     dpt_threads_set_blas((int)threads);
     audit_view view = {quiet, dataset, model, algo, epochs, shadows};
     ac.progress = progress;
@@ -428,6 +419,11 @@ int dpt_cmd_audit(int argc, char **argv) {
         goto done;
     }
     print_results(&ac, &res, ckpt, algo, sigma, delta);
+    /* created only now: a refused command line or a failed audit leaves no directory */
+    if (cli_make_dirs(out) != 0) {
+        code = cli_failf("--out %s: cannot create directory: %s", out, strerror(errno));
+        goto done;
+    }
     int plotted = 0;
     code = write_outputs(out, res.attack, res.n_attacks, ac.bootstrap, !no_plot, &plotted);
     if (!code) {

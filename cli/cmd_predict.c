@@ -71,7 +71,7 @@ int dpt_cmd_predict(int argc, char **argv) {
         {"--checkpoint", CLI_STR, &ckpt_arg, "FILE|DIR", "checkpoint.safetensors written by dptrain train, or its run directory (required)", NULL},
         {"--input", CLI_STR, &input, "FILE", "CSV file of the examples to predict (.gz accepted; required)", NULL},
         {"--skip", CLI_LONG, &skip, "N", "leading columns that are not features: 1 for a file with its label first, K for a --targets K file", NULL},
-        {"--out", CLI_STR, &out, "FILE", "write the predictions to FILE (replaced atomically) instead of stdout", NULL},
+        {"--out", CLI_STR, &out, "FILE", "write the predictions to FILE instead of stdout (a file is replaced atomically; a device or FIFO is written in place; a symbolic link is followed and kept)", NULL},
         {"--threads", CLI_LONG, &threads, "N", "threads (0 = all cores)", NULL},
         {NULL, 0, NULL, NULL, NULL, NULL},
     };
@@ -161,8 +161,7 @@ int dpt_cmd_predict(int argc, char **argv) {
         goto done;
     }
     if (out) {
-        if ((st = dpt_write_file_atomic(out, text, text_len)) != DPT_OK) code = cli_fail("--out");
-        else fprintf(stderr, "dptrain predict: %zu predictions written to %s\n", d.n, out);
+        if ((code = cli_write_output("--out", out, text, text_len)) == 0) fprintf(stderr, "dptrain predict: %zu predictions written to %s\n", d.n, out);
     } else if (fwrite(text, 1, text_len, stdout) != text_len || fflush(stdout) != 0) {
         code = cli_failf("writing the predictions to stdout failed");
     }

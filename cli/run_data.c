@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli_util.h"
 
@@ -419,9 +420,10 @@ int cli_load_run_data(const cli_data_opts *o, dpt_dataset *train, dpt_dataset *t
 }
 
 char *cli_checkpoint_run_json(const char *checkpoint_path) {
-    FILE *f = fopen(checkpoint_path, "rb");
-    if (!f) return NULL;
-    fclose(f);
+    /* stat, not fopen: opening a FIFO for reading waits for a writer forever. What is not a
+     * regular file has no run record here; the trainer's resume then refuses it by name. */
+    struct stat sb;
+    if (stat(checkpoint_path, &sb) != 0 || !S_ISREG(sb.st_mode)) return NULL;
     char *state = NULL, *out = NULL;
     if (dpt_checkpoint_peek(checkpoint_path, NULL, &state) != DPT_OK) return NULL;
     cJSON *root = cJSON_Parse(state);

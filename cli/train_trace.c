@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli_util.h"
 
@@ -73,8 +74,14 @@ static double sumsq_diff(const float *a, const float *b, size_t n) {
 
 #define TRACE_HEAD "{\"trace\":\"dptrain per-step diagnostics\""
 
-/* 1: path does not exist or is a trace this command wrote (its first line says so) */
+/* 1: path does not exist or is a trace this command wrote (its first line says so), or a
+ * device or FIFO, which is written in place (reading a FIFO to check it would wait for a
+ * writer forever) */
 static int replaceable(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) return errno == ENOENT;
+    if (S_ISCHR(sb.st_mode) || S_ISFIFO(sb.st_mode)) return 1;
+    if (!S_ISREG(sb.st_mode)) return 0;
     FILE *f = fopen(path, "r");
     if (!f) return errno == ENOENT;
     char head[sizeof TRACE_HEAD] = "";

@@ -330,6 +330,33 @@ static void test_pld_gaussian_exact(void) {
     }
 }
 
+/* A huge sigma: every privacy loss is within 1e-16 of 0, below the rounding error of the
+ * computed loss range, and the grid could end below losses that exist; their mass went to
+ * +infinity and epsilon was inf for sigma 1e17..1e30 (issue 38, item 16). The bound must
+ * be finite and tiny: at most the RDP accountant's and the closed form of the unsampled
+ * Gaussian mechanism (q = 1, mu = sqrt(T) / sigma, Balle & Wang 2018) plus one grid
+ * interval (1e-4 nats); delta(eps) at most the closed form's plus round-off. */
+static void test_pld_huge_sigma(void) {
+    const double sig[] = {1e16, 1e17, 1e20, 1e25, 1e30, 1e100};
+    const double qs[] = {1.0, 0.5, 1e-4};
+    const uint64_t Ts[] = {1, 1000};
+    for (size_t i = 0; i < sizeof sig / sizeof sig[0]; i++)
+        for (size_t j = 0; j < sizeof qs / sizeof qs[0]; j++)
+            for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++) {
+                double mu = sqrt((double)Ts[k]) / sig[i], delta = 1e-5;
+                double e = pld_eps(qs[j], sig[i], Ts[k], delta), r = rdp_eps(qs[j], sig[i], Ts[k], delta, DPT_CONV_BALLE);
+                double d = NAN;
+                CHECK_OK(dpt_pld_sgm_delta(qs[j], sig[i], Ts[k], 0.01, &d));
+                int ok = isfinite(e) && e >= 0 && e <= r && e <= gauss_eps(mu, delta) + 1e-4 &&
+                         d >= 0 && d <= gauss_delta(mu, 0.01) + 1e-12;
+                if (!ok)
+                    fprintf(stderr, "  q=%g sigma=%g T=%llu: pld eps %g (rdp %g, gaussian %g), delta(0.01) %g "
+                            "(gaussian %g)\n", qs[j], sig[i], (unsigned long long)Ts[k], e, r, gauss_eps(mu, delta),
+                            d, gauss_delta(mu, 0.01));
+                CHECK(ok);
+            }
+}
+
 static void test_pld_published(void) {
     /* dp_accounting pld/pld_privacy_accountant_test.py (add/remove adjacency):
      * test_poisson_subsampled_gaussian: q 0.2, sigma 0.5, 3 steps: delta(eps = 1) =
@@ -525,6 +552,7 @@ int main(void) {
     test_conversions();
     test_published_rdp();
     test_pld_gaussian_exact();
+    test_pld_huge_sigma();
     test_pld_published();
     test_pld_below_rdp();
     test_pld_converged();

@@ -463,6 +463,44 @@ static void test_summarize_overflow(void) {
     CHECK_STATUS(dpt_audit_lira(in, (const uint8_t *)"abcd", SIZE_MAX / 2, 4, in, 0, out), DPT_EINVAL);
 }
 
+/* A NaN score compares unequal to itself: the tie-grouping walks of AUC and TPR never
+ * advanced past it and ROC wrote points past its n_in + n_out + 1 entries (issue 38, item
+ * 10). Every score function must refuse it, naming the score. The alarm turns a
+ * regression (a hang) into a failure. */
+static void test_nan_scores(void) {
+    alarm(20);
+    double in[4] = {1, NAN, 3, 4}, out[3] = {0, 1, 2}, inf_in[2] = {INFINITY, 1}, inf_out[2] = {-INFINITY, 1};
+    double fpr[8], tpr[8];
+    size_t n = 99;
+    dpt_clear_error();
+    CHECK(isnan(dpt_audit_auc(in, 4, out, 3)));
+    CHECK_ERR_HAS("auc: member score in[1] is NaN");
+    dpt_clear_error();
+    CHECK(isnan(dpt_audit_auc(out, 3, in, 4)));
+    CHECK_ERR_HAS("auc: non-member score out[1] is NaN");
+    dpt_clear_error();
+    CHECK(isnan(dpt_audit_tpr_at_fpr(in, 4, out, 3, 0.5)));
+    CHECK_ERR_HAS("tpr_at_fpr: member score in[1] is NaN");
+    CHECK_STATUS(dpt_audit_roc(in, 4, out, 3, fpr, tpr, &n), DPT_EINVAL);
+    CHECK_ERR_HAS("roc: member score in[1] is NaN");
+    CHECK(n == 99);
+    dpt_audit_summary s;
+    CHECK_STATUS(dpt_audit_summarize(in, 4, out, 3, 10, 0.1, 1, &s), DPT_EINVAL);
+    CHECK_ERR_HAS("member score in[1] is NaN");
+    double eps = -1, thr = -1;
+    CHECK_STATUS(dpt_audit_eps_from_scores(out, 3, in, 4, 1e-5, 0.05, &eps, &thr), DPT_EINVAL);
+    CHECK_ERR_HAS("non-member score out[1] is NaN");
+    uint8_t mem[4] = {1, 0, 1, 0};
+    uint64_t r = 0, v = 0;
+    CHECK_STATUS(dpt_audit_one_run_guess(in, mem, 4, 1, &r, &v), DPT_EINVAL);
+    CHECK_ERR_HAS("score[1] is NaN");
+    /* infinities are ordered: still accepted, with the usual answers */
+    CHECK_CLOSE(dpt_audit_auc(inf_in, 2, inf_out, 2), 0.875, 0, 0);
+    CHECK_OK(dpt_audit_roc(inf_in, 2, inf_out, 2, fpr, tpr, &n));
+    CHECK(n == 4);
+    alarm(0);
+}
+
 int main(void) {
     test_betainc();
     test_eps_bound();
@@ -472,6 +510,7 @@ int main(void) {
     test_loss_attack_memorize();
     test_scores_errors();
     test_summarize_overflow();
+    test_nan_scores();
     test_audit_run();
     TEST_MAIN_END();
 }

@@ -442,6 +442,75 @@ static void test_lock(void) {
     dpt_trainer_free(t2);
 }
 
+/* The lock file is truncated and rewritten: a symbolic link, hard link, FIFO or foreign
+ * file named dptrain.lock overwrote what it pointed to (issue 38, item 11). Each is
+ * refused and left as it was. */
+static void read_all(const char *path, char *b, size_t n) {
+    b[0] = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return;
+    size_t r = fread(b, 1, n - 1, f);
+    b[r] = 0;
+    fclose(f);
+}
+
+static void test_lock_file_kinds(void) {
+    char victim[700]; /* path_in's buffers are reused */
+    snprintf(victim, sizeof victim, "%s", path_in(tu_tmpdir(), "lock_victim.txt"));
+    const char *text = "precious contents\n";
+    FILE *f = fopen(victim, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+    char got[64];
+    const char *kinds[4] = {"symlink", "hardlink", "fifo", "foreign"};
+    for (int k = 0; k < 4; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "lock_%s", kinds[k]);
+        const char *dir = new_dir(name);
+        CHECK(mkdir(dir, 0755) == 0);
+        const char *lock = path_in(dir, "dptrain.lock");
+        if (k == 0) CHECK(symlink(victim, lock) == 0);
+        if (k == 1) CHECK(link(victim, lock) == 0);
+        if (k == 2) CHECK(mkfifo(lock, 0644) == 0);
+        if (k == 3) {
+            FILE *g = fopen(lock, "w");
+            CHECK(g != NULL);
+            if (g) fputs("not a pid\n", g), fclose(g);
+        }
+        dpt_train_config c = cfg_for(dir, 0);
+        dpt_trainer *t = NULL;
+        alarm(20); /* a FIFO must not block the open */
+        dpt_status st = new_trainer(&c, 0, 0, &t);
+        alarm(0);
+        CHECK_STATUS(st, DPT_EIO);
+        CHECK_ERR_HAS("dptrain.lock");
+        CHECK_ERR_HAS(k == 0 ? "is a symbolic link" : k == 1 ? "has other hard links"
+                      : k == 2 ? "is not a regular file" : "holds more than a process id");
+        dpt_trainer_free(t);
+        read_all(victim, got, sizeof got);
+        if (strcmp(got, text)) fprintf(stderr, "%s: victim now holds \"%s\"\n", kinds[k], got);
+        CHECK(!strcmp(got, text));
+        struct stat sb;
+        CHECK(lstat(lock, &sb) == 0 && (k == 0 ? S_ISLNK(sb.st_mode) : k == 2 ? S_ISFIFO(sb.st_mode)
+                                                                     : S_ISREG(sb.st_mode)));
+        if (k == 3) {
+            read_all(lock, got, sizeof got);
+            CHECK(!strcmp(got, "not a pid\n"));
+        }
+    }
+    /* a lock file left by an earlier run (a pid line) is still taken over */
+    const char *dir = new_dir("lock_stale");
+    CHECK(mkdir(dir, 0755) == 0);
+    f = fopen(path_in(dir, "dptrain.lock"), "w");
+    if (f) fputs("999999\n", f), fclose(f);
+    dpt_train_config c = cfg_for(dir, 0);
+    dpt_trainer *t = NULL;
+    CHECK_OK(new_trainer(&c, 0, 0, &t));
+    dpt_trainer_free(t);
+}
+
 /* ==== fresh runs, overwrite, run ids ==== */
 static void test_fresh_overwrite_run_id(void) {
     const char *dp = new_dir("dp_run");
@@ -1008,6 +1077,7 @@ int main(void) {
     test_budget();
     test_faults();
     test_lock();
+    test_lock_file_kinds();
     test_fresh_overwrite_run_id();
     test_resume_settings();
     test_data_key();

@@ -69,6 +69,10 @@ dpt_status dpt_audit_one_run_guess(const double *score, const uint8_t *is_member
                                    uint64_t *v);
 
 /* ==== ROC ==== */
+/* Scores may be +-inf but not NaN: the functions below (and eps_from_scores, summarize and
+ * one_run_guess above and below) refuse a NaN score with DPT_EINVAL naming it; the two
+ * that return a double return NAN then, with dpt_last_error() set (as for an empty set
+ * or a failed allocation). */
 /* AUC = P(s_in > s_out) + P(s_in = s_out)/2. NAN when a set is empty. */
 double dpt_audit_auc(const double *in, size_t n_in, const double *out, size_t n_out);
 /* Largest TPR over thresholds whose FPR <= max_fpr (a test "score >= t"). */

@@ -295,8 +295,9 @@ def scores(model, x, y):
     try:
         n = ds.n
         loss, phi = np.empty(n, dtype=np.float64), np.empty(n, dtype=np.float64)
-        check(lib.dpt_audit_scores(model._m, ds.ptr, ffi.NULL, n, ffi.cast("double *", ffi.from_buffer(loss)),
-                                   ffi.cast("double *", ffi.from_buffer(phi))), "scores")
+        with model._lock:  # the model's scratch buffers (Model)
+            check(lib.dpt_audit_scores(model._m, ds.ptr, ffi.NULL, n, ffi.cast("double *", ffi.from_buffer(loss)),
+                                       ffi.cast("double *", ffi.from_buffer(phi))), "scores")
     finally:
         ds.free()
     return Scores(loss, phi)
@@ -722,7 +723,11 @@ def run(x, y, *, x_test=None, y_test=None, model=None, algorithm="sgd", target=N
             # the library's error message is per thread: read it on this one
             return s, make_error(s, "audit") if s != 0 else None
 
-        status, interrupted = _call_interruptibly(call, state.interrupt, "dptrain-audit")
+        if target is not None:  # the target model's scratch buffers, for the whole audit
+            with target._lock:
+                status, interrupted = _call_interruptibly(call, state.interrupt, "dptrain-audit")
+        else:
+            status, interrupted = _call_interruptibly(call, state.interrupt, "dptrain-audit")
         try:
             if state.drawn:
                 state.stream.write("\r\x1b[K")

@@ -139,6 +139,15 @@ class PrivateGradients:
         self._p = None
         self._lock = threading.Lock()
         n, dim = _count(n, "n"), _count(dim, "dim")
+        if n < 1:  # before batch_size / n: a ZeroDivisionError named nothing
+            raise ValueError("PrivateGradients: n (examples in the dataset) must be >= 1, got 0")
+        threads = _count(threads, "threads")
+        if threads > 1024:
+            raise ValueError("PrivateGradients: threads must be in [0, 1024] (0: all cores), got %d" % threads)
+        if seed is not None:
+            seed = _count(seed, "seed")  # a negative seed was reduced mod 2^64 in silence
+            if seed >= 2 ** 64:
+                raise ValueError("PrivateGradients: seed must be in [0, 2^64 - 1], got %d" % seed)
         if (sample_rate is None) == (batch_size is None):
             raise ValueError("PrivateGradients: give exactly one of sample_rate= and batch_size= (= q n)")
         q = float(sample_rate) if sample_rate is not None else float(batch_size) / n

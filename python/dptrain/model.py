@@ -9,6 +9,7 @@ through the library's verified checkpoint reader) or from a PyTorch module
 
 import json
 import os
+import threading
 
 import numpy as np
 
@@ -45,6 +46,12 @@ class Model:
                  initial_params=None, path=None):
         self._m = _model          # dpt_model *
         self._owner = _owner      # keeps the C object alive (gc'd cdata)
+        # The C model is one set of scratch buffers (activations of max_batch examples):
+        # two threads in predict/evaluate at once overwrote each other's rows and returned
+        # wrong numbers silently. Every call that runs the model or touches its parameters
+        # holds this lock (reentrant: predict_classes calls predict), so threads may share
+        # a Model; they take turns.
+        self._lock = threading.RLock()
         self.loss = loss
         self.ledger = ledger
         self.algorithm = algorithm
@@ -128,6 +135,10 @@ class Model:
                 path, os.path.join(path, "checkpoint.safetensors")))
         if os.path.lexists(path) and not overwrite:  # a dangling link too
             raise FileExistsError("save: %s exists (overwrite=True replaces it)" % path)
+        with self._lock:
+            self._save_locked(path)
+
+    def _save_locked(self, path):
         theta = np.frombuffer(ffi.buffer(self._m.theta, self.n_params * 4), dtype=np.float32)
         if not np.all(np.isfinite(theta)):
             bad = [k for k, v in self.parameters().items() if not np.all(np.isfinite(v))]
@@ -192,7 +203,8 @@ class Model:
         """{name: float32 ndarray} named as in the checkpoint ("fc1.weight" [K, D], ...);
         copies (changing them does not change the model; use set_parameters)."""
         theta = np.frombuffer(ffi.buffer(self._m.theta, self.n_params * 4), dtype=np.float32)
-        return {name: theta[off:off + size].reshape(shape).copy() for name, shape, off, size in self._tensors()}
+        with self._lock:
+            return {name: theta[off:off + size].reshape(shape).copy() for name, shape, off, size in self._tensors()}
 
     def set_parameters(self, params):
         """Replaces parameters by name (every name must exist with the same shape)."""
@@ -211,9 +223,10 @@ class Model:
             if not np.all(np.isfinite(a)):
                 raise ValueError("set_parameters: %s has NaN or infinite values" % name)
             staged.append((off, size, a))
-        for off, size, a in staged:
-            theta[off:off + size] = a.ravel()
-        self._blank = False
+        with self._lock:
+            for off, size, a in staged:
+                theta[off:off + size] = a.ravel()
+            self._blank = False
 
     # ---- inference ----
     def _layer_index(self, layer):
@@ -250,11 +263,12 @@ class Model:
         K = int(self._m.layers[li].out_dim)
         out = np.empty((n, K), dtype=np.float32)
         B = int(self._m.max_batch)
-        for s in range(0, n, B):
-            b = min(B, n - s)
-            check(lib.dpt_model_forward(self._m, ffi.cast("const float *", ffi.from_buffer(x[s:s + b])), b))
-            src = self._m.act[li + 1]
-            out[s:s + b] = np.frombuffer(ffi.buffer(src, b * K * 4), dtype=np.float32).reshape(b, K)
+        with self._lock:  # the forward pass and the read of its activations, as one
+            for s in range(0, n, B):
+                b = min(B, n - s)
+                check(lib.dpt_model_forward(self._m, ffi.cast("const float *", ffi.from_buffer(x[s:s + b])), b))
+                src = self._m.act[li + 1]
+                out[s:s + b] = np.frombuffer(ffi.buffer(src, b * K * 4), dtype=np.float32).reshape(b, K)
         return out
 
     def predict_classes(self, x):
@@ -281,7 +295,8 @@ class Model:
         ds = self._dataset(x, y)
         loss, acc = ffi.new("double *"), ffi.new("double *")
         try:
-            check(lib.dpt_evaluate(self._m, _LOSSES[self.loss], ds.ptr, loss, acc), "evaluate")
+            with self._lock:
+                check(lib.dpt_evaluate(self._m, _LOSSES[self.loss], ds.ptr, loss, acc), "evaluate")
         finally:
             ds.free()
         if self.targets:

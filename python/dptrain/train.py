@@ -906,7 +906,8 @@ def _initial_params(start, spec, source, algo_name):
                                   "dpt_trainer_set_initial_params)")
     if isinstance(start, Model):
         what, src = "model", start.source
-        flat = np.frombuffer(ffi.buffer(start._m.theta, start.n_params * 4), dtype=np.float32).copy()
+        with start._lock:  # not torn by a set_parameters on another thread
+            flat = np.frombuffer(ffi.buffer(start._m.theta, start.n_params * 4), dtype=np.float32).copy()
         if start.ledger is not None and algo_name in _PRIVATE:
             warnings.warn("model: the dptrain.Model comes from a private run (%s): this run's epsilon covers this "
                           "run only; if both runs used the same data, their spends compose (at worst the epsilons "

@@ -154,6 +154,28 @@ def test_seed_none_draws_from_the_os():
                                                                 b.release(np.zeros((len(ib), 4))))
 
 
+def test_refusals_of_counts():
+    """n = 0 raised ZeroDivisionError (batch_size / n); threads=-5 and seed=-1 were accepted
+    (the seed reduced mod 2^64): each is a ValueError naming the argument (issue 38)."""
+    with pytest.raises(ValueError, match="n .*must be >= 1, got 0"):
+        dptrain.PrivateGradients(0, 3, batch_size=1, sigma=1)
+    with pytest.raises(ValueError, match="n .*must be >= 1, got 0"):
+        dptrain.PrivateGradients(n=0, dim=3, sample_rate=0.1, sigma=1)
+    with pytest.raises(ValueError, match="threads must be >= 0, got -5"):
+        dptrain.PrivateGradients(10, 3, sample_rate=0.1, sigma=1, delta=1e-3, threads=-5)
+    with pytest.raises(ValueError, match=r"threads must be in \[0, 1024\]"):
+        dptrain.PrivateGradients(10, 3, sample_rate=0.1, sigma=1, delta=1e-3, threads=5000)
+    with pytest.raises(TypeError, match="threads must be an integer"):
+        dptrain.PrivateGradients(10, 3, sample_rate=0.1, sigma=1, delta=1e-3, threads=1.5)
+    with pytest.raises(ValueError, match="seed must be >= 0, got -1"):
+        dptrain.PrivateGradients(10, 3, sample_rate=0.1, sigma=1, delta=1e-3, seed=-1)
+    with pytest.raises(ValueError, match=r"seed must be in \[0, 2\^64 - 1\]"):
+        dptrain.PrivateGradients(10, 3, sample_rate=0.1, sigma=1, delta=1e-3, seed=2 ** 64)
+    with pytest.raises(TypeError, match="seed must be an integer"):
+        dptrain.PrivateGradients(10, 3, sample_rate=0.1, sigma=1, delta=1e-3, seed="1")
+    dptrain.PrivateGradients(10, 3, sample_rate=0.1, sigma=1, delta=1e-3, seed=2 ** 64 - 1, threads=2).close()
+
+
 def test_refusals():
     with pytest.raises(ValueError, match="sample_rate= and batch_size="):
         dptrain.PrivateGradients(10, 3, sigma=1)

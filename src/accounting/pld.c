@@ -128,10 +128,14 @@ static dpt_status pmf_one_step(pld_dir d, double q, double s, double h_base, siz
     double la = loss_of_x(d, q, s, d == DIR_REMOVE ? xlo : xhi);
     double lb = loss_of_x(d, q, s, d == DIR_REMOVE ? xhi : xlo);
     int lev = 0;
-    while ((lb - la) / ldexp(h_base, lev) + 3 > (double)max_bins) lev++;
+    while ((lb - la) / ldexp(h_base, lev) + 5 > (double)max_bins) lev++;
     double h = ldexp(h_base, lev);
-    long klo = (long)floor(la / h), khi = (long)ceil(lb / h);
-    if (khi <= klo) khi = klo + 1;
+    /* One more grid point on each side: la and lb carry the rounding error of
+     * loss_of_x, a few ulps of |log(1 - q)| + |log q| (< 1e-12 <= h). Without it a
+     * huge sigma, whose every loss is within 1e-16 of 0, could get a grid whose top
+     * point lies below losses that exist, and their mass (half of it) went to +inf:
+     * epsilon inf for sigma 1e17..1e30. The extra points hold (almost) no mass. */
+    long klo = (long)floor(la / h) - 1, khi = (long)ceil(lb / h) + 1;
     size_t n = (size_t)(khi - klo + 1);
     f->p = dpt_alloc(n, sizeof(double), "PLD");
     if (!f->p) return DPT_ENOMEM;

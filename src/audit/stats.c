@@ -100,6 +100,17 @@ static int cmp_desc(const void *a, const void *b) {
 }
 
 /* Confusion counts of the test "score >= t". */
+/* DPT_EINVAL naming the first NaN score. A NaN compares unequal to itself, so the
+ * tie-grouping walks below would never advance past it (AUC, TPR) or would write one ROC
+ * point per step beyond the n_in + n_out + 1 the caller sized (ROC): refuse it first.
+ * Infinite scores are ordered and tie with themselves, so they are fine. */
+static dpt_status check_scores(const char *fn, const double *in, size_t n_in, const double *out, size_t n_out) {
+    for (size_t i = 0; i < n_in; i++) DPT_CHECK(!isnan(in[i]), DPT_EINVAL, "%s: member score in[%zu] is NaN", fn, i);
+    for (size_t i = 0; i < n_out; i++)
+        DPT_CHECK(!isnan(out[i]), DPT_EINVAL, "%s: non-member score out[%zu] is NaN", fn, i);
+    return DPT_OK;
+}
+
 static void counts_at(const double *in, size_t n_in, const double *out, size_t n_out, double t, uint64_t *tp,
                       uint64_t *fp) {
     uint64_t a = 0, b = 0;
@@ -112,6 +123,7 @@ dpt_status dpt_audit_eps_from_scores(const double *in, size_t n_in, const double
                                      double delta, double alpha, double *eps_lb, double *threshold) {
     DPT_CHECK(n_in >= 2 && n_out >= 2, DPT_EINVAL, "epsilon lower bound: needs at least 2 member and 2 non-member "
               "scores (got %zu and %zu)", n_in, n_out);
+    DPT_TRY(check_scores("epsilon lower bound", in, n_in, out, n_out));
     size_t a_in = (n_in + 1) / 2, a_out = (n_out + 1) / 2, b_in = n_in / 2, b_out = n_out / 2;
     double *si = dpt_alloc(a_in, sizeof *si, "epsilon lower bound"), *so = dpt_alloc(a_out, sizeof *so, "epsilon lower bound");
     double *ti = dpt_alloc(b_in, sizeof *ti, "epsilon lower bound"), *to = dpt_alloc(b_out, sizeof *to, "epsilon lower bound");
@@ -168,6 +180,7 @@ static scored *merge_sorted(const double *in, size_t n_in, const double *out, si
 dpt_status dpt_audit_roc(const double *in, size_t n_in, const double *out, size_t n_out, double *fpr, double *tpr,
                          size_t *n) {
     DPT_CHECK(n_in > 0 && n_out > 0, DPT_EINVAL, "roc: needs member and non-member scores");
+    DPT_TRY(check_scores("roc", in, n_in, out, n_out));
     scored *v = merge_sorted(in, n_in, out, n_out);
     DPT_CHECK(v, DPT_ENOMEM, "roc: out of memory");
     size_t N = n_in + n_out, k = 0, tp = 0, fp = 0;
@@ -188,7 +201,11 @@ dpt_status dpt_audit_roc(const double *in, size_t n_in, const double *out, size_
 }
 
 double dpt_audit_auc(const double *in, size_t n_in, const double *out, size_t n_out) {
-    if (!n_in || !n_out) return NAN;
+    if (!n_in || !n_out) {
+        dpt_set_error(DPT_EINVAL, "auc: needs member and non-member scores");
+        return NAN;
+    }
+    if (check_scores("auc", in, n_in, out, n_out) != DPT_OK) return NAN;
     scored *v = merge_sorted(in, n_in, out, n_out);
     if (!v) return NAN;
     /* walk from the highest score: each non-member counts the members above it (+1/2 ties) */
@@ -210,7 +227,11 @@ double dpt_audit_auc(const double *in, size_t n_in, const double *out, size_t n_
 }
 
 double dpt_audit_tpr_at_fpr(const double *in, size_t n_in, const double *out, size_t n_out, double max_fpr) {
-    if (!n_in || !n_out) return NAN;
+    if (!n_in || !n_out) {
+        dpt_set_error(DPT_EINVAL, "tpr_at_fpr: needs member and non-member scores");
+        return NAN;
+    }
+    if (check_scores("tpr_at_fpr", in, n_in, out, n_out) != DPT_OK) return NAN;
     scored *v = merge_sorted(in, n_in, out, n_out);
     if (!v) return NAN;
     size_t N = n_in + n_out, tp = 0, fp = 0;
@@ -233,6 +254,7 @@ dpt_status dpt_audit_summarize(const double *in, size_t n_in, const double *out,
                                double alpha, uint64_t seed, dpt_audit_summary *s) {
     DPT_CHECK(n_in > 0 && n_out > 0, DPT_EINVAL, "audit: needs member and non-member scores");
     DPT_CHECK(alpha > 0 && alpha < 1, DPT_EINVAL, "audit: alpha must be in (0, 1)");
+    DPT_TRY(check_scores("audit", in, n_in, out, n_out));
     memset(s, 0, sizeof *s);
     s->fpr_levels[0] = 1e-3, s->fpr_levels[1] = 1e-2;
     s->auc = dpt_audit_auc(in, n_in, out, n_out);
@@ -332,6 +354,8 @@ dpt_status dpt_audit_one_run_guess(const double *score, const uint8_t *is_member
                                    uint64_t *v) {
     DPT_CHECK(k >= 1 && 2 * k <= n, DPT_EINVAL, "one-run audit: %zu guesses per side need at least %zu canaries (have %zu)",
               k, 2 * k, n);
+    /* a NaN makes the comparator inconsistent, which qsort does not allow */
+    for (size_t i = 0; i < n; i++) DPT_CHECK(!isnan(score[i]), DPT_EINVAL, "one-run audit: score[%zu] is NaN", i);
     ranked *a = dpt_alloc(n, sizeof *a, "one-run audit");
     DPT_CHECK(a, DPT_ENOMEM, "one-run audit: out of memory");
     for (size_t i = 0; i < n; i++) a[i] = (ranked){score[i], i};

@@ -369,6 +369,22 @@ dpt_status dpt_run_secret_streams(dpt_trainer *t, uint64_t step, dpt_sampler_sta
 
 /* ==== Lock ==== */
 
+/* NULL when fd is a lock file this code made: a regular file with one link holding
+ * nothing or a pid line ("123\n", written below); otherwise what is wrong with it. */
+static const char *lock_file_problem(int fd) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return "cannot be examined";
+    if (!S_ISREG(st.st_mode)) return "is not a regular file";
+    if (st.st_nlink != 1) return "has other hard links";
+    char b[32];
+    if (st.st_size >= (off_t)sizeof b) return "holds more than a process id";
+    ssize_t n = pread(fd, b, sizeof b, 0);
+    if (n < 0) return "cannot be read";
+    for (ssize_t i = 0; i < n; i++)
+        if (!((b[i] >= '0' && b[i] <= '9') || (b[i] == '\n' && i == n - 1))) return "holds more than a process id";
+    return NULL;
+}
+
 dpt_status dpt_run_dir_lock(const char *dir, int *fd_out, int *created) {
     *fd_out = -1;
     *created = 0;
@@ -378,9 +394,25 @@ dpt_status dpt_run_dir_lock(const char *dir, int *fd_out, int *created) {
     char path[600];
     int w = snprintf(path, sizeof path, "%s/%s", dir, DPT_RUN_LOCK_FILE);
     DPT_CHECK(w > 0 && (size_t)w < sizeof path, DPT_EINVAL, "out_dir %s: path too long", dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    DPT_CHECK(fd >= 0, DPT_EIO, "out_dir %s: cannot open its lock file %s: %s", dir, DPT_RUN_LOCK_FILE,
-              strerror(errno));
+    /* The lock file is truncated and rewritten below, so it must be one this code made: a
+     * symbolic link (O_NOFOLLOW), a FIFO or device (O_NONBLOCK keeps the open from
+     * waiting; fstat refuses it), a hard link to another file (st_nlink) or a file with
+     * other content than a pid line would otherwise be overwritten in place. */
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ELOOP)
+            return dpt_set_error(DPT_EIO, "out_dir %s: its lock file %s is a symbolic link; refusing to follow it "
+                                 "(remove it if it is not meant to be there)", dir, DPT_RUN_LOCK_FILE);
+        return dpt_set_error(DPT_EIO, "out_dir %s: cannot open its lock file %s: %s", dir, DPT_RUN_LOCK_FILE,
+                             strerror(e));
+    }
+    const char *bad = lock_file_problem(fd);
+    if (bad) {
+        close(fd);
+        return dpt_set_error(DPT_EIO, "out_dir %s: its lock file %s %s; refusing to use or overwrite it (remove it "
+                             "if it is not meant to be there)", dir, DPT_RUN_LOCK_FILE, bad);
+    }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
         char holder[32] = "";
