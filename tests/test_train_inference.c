@@ -107,7 +107,11 @@ static void test_matches_trainer(const dpt_dataset *d, const float *x, int priva
     double l1, a1, l2, a2;
     CHECK_OK(dpt_checkpoint_evaluate(ck, d, &l1, &a1));
     CHECK_OK(dpt_evaluate(tm, DPT_LOSS_SOFTMAX_CE, d, &l2, &a2));
-    CHECK(l1 == l2 && a1 == a2);
+    /* the same values up to float rounding: the two models run chunks of different sizes
+     * (max_batch 512 against the trainer's), and OpenBLAS computes a chunk's last rows with
+     * its edge kernel (seen here: the Prescott kernels this CPU gets differ in the last bit
+     * on each chunk's last row), so the sums may differ in the last bits */
+    CHECK(fabs(l1 - l2) <= 1e-6 * fabs(l2) && fabs(a1 - a2) <= 1.0 / (double)d->n);
     CHECK(a1 > 0.8); /* the blobs are easy */
 
     /* predictions: 2 * N examples (more than max_batch, so chunked) against a model built
