@@ -299,12 +299,6 @@ static void test_method_names(void) {
     CHECK_ERR_HAS("'table' or 'cks'");
 }
 
-#if DPT_ISA_DISPATCH
-dpt_status dpt_privacy_noise_add_secure_ex_base(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
-                                                double scale, dpt_dgauss_method method, int threads);
-dpt_status dpt_privacy_noise_add_secure_ex_v3(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
-                                              double scale, dpt_dgauss_method method, int threads);
-#endif
 
 /* The baseline and x86-64-v3 builds of the group kernel (core/isa.h) accept the same
  * candidates with the same values, so one verification covers both: 3000 groups of the

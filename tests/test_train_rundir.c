@@ -951,18 +951,6 @@ static int file_has_text(const char *path, const char *text) {
     return hit;
 }
 
-static void copy_file(const char *from, const char *to) {
-    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
-    CHECK(a && b);
-    char buf[8192];
-    size_t n;
-    while (a && b && (n = fread(buf, 1, sizeof buf, a)) > 0) CHECK(fwrite(buf, 1, n, b) == n);
-    if (a) fclose(a);
-    if (b) fclose(b);
-    struct stat st;
-    if (stat(from, &st) == 0) chmod(to, st.st_mode & 0777);
-}
-
 static void test_seeds(void) {
     float th1[NP], th2[NP], th3[NP];
     /* The default seed is drawn from the OS: two private runs of the same data and
@@ -1003,7 +991,7 @@ static void test_seeds(void) {
     const char *d3 = new_dir("seed_os_copy");
     CHECK(mkdir(d3, 0755) == 0);
     const char *files[] = {"checkpoint.safetensors", "ledger.json", "metrics.jsonl", DPT_RUN_KEY_FILE};
-    for (int i = 0; i < 4; i++) copy_file(path_in(d1, files[i]), path_in(d3, files[i]));
+    for (int i = 0; i < 4; i++) tu_copy_file(path_in(d1, files[i]), path_in(d3, files[i]));
     c.epochs = 2;
     c.out_dir = d1;
     CHECK_OK(session(&c, 1, 0, 1, NULL, th1, NULL));

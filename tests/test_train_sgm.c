@@ -632,16 +632,6 @@ static void test_os_seed(void) {
 }
 
 /* ==== (9) copies and rollbacks of a ledger file (issue 38, item 4) ==== */
-static void copy_path(const char *from, const char *to) {
-    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
-    CHECK(a && b);
-    char buf[4096];
-    size_t k;
-    while (a && b && (k = fread(buf, 1, sizeof buf, a)) > 0) CHECK(fwrite(buf, 1, k, b) == k);
-    if (a) fclose(a);
-    if (b) fclose(b);
-}
-
 /* one step of a resumed handle on zero gradients: its batch and its release */
 static void resumed_step(const char *path, uint64_t seed, uint32_t *idx, size_t *b, float *out) {
     dpt_sgm_config c = base(200, 8, 0.1, 1.0, 1.0, seed);
@@ -670,7 +660,7 @@ static void test_copies_and_rollback(void) {
     /* two handles resumed from copies of one ledger (default seed): new streams at every
      * open, so neither the batch nor the noise repeats (the difference of two releases
      * would otherwise be the difference of the gradient sums, unnoised) */
-    copy_path(a, b);
+    tu_copy_file(a, b);
     uint32_t ia[200], ib[200];
     size_t na = 0, nb = 0;
     float oa[8], ob[8];
@@ -680,20 +670,20 @@ static void test_copies_and_rollback(void) {
     CHECK(na != nb || memcmp(ia, ib, na * sizeof *ia) != 0);
     /* a chosen seed is reproducible, so copies replay: documented, and labelled in the
      * ledger (seed_source "caller", checked by resumed_step) */
-    copy_path(a, b);
+    tu_copy_file(a, b);
     resumed_step(a, 9, ia, &na, oa);
     resumed_step(b, 9, ib, &nb, ob);
     CHECK(memcmp(oa, ob, sizeof oa) == 0 && na == nb);
     /* rolling the file back to an older copy is refused: its epsilon would leave out
      * spent steps (the lock file beside it keeps the most steps it recorded) */
-    copy_path(a, b); /* b: 4 steps */
+    tu_copy_file(a, b); /* b: 4 steps */
     c.resume = 1;
     c.seed = 0;
     m = make(&c);
     run_steps(m, 8, 3, 1);
     CHECK(dpt_sgm_steps(m) == 7);
     dpt_sgm_free(m);
-    copy_path(b, a);
+    tu_copy_file(b, a);
     CHECK_STATUS(dpt_sgm_new(&c, &m), DPT_EMISMATCH);
     CHECK_ERR_HAS("an older copy was put back");
     CHECK(m == NULL);

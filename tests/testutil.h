@@ -111,6 +111,19 @@ static inline const char *tu_tmpdir(void) {
 }
 /* Naive reference of a clipped sum: sum[d] = sum_i x_i min(1, C / ||x_i||) over the rows of
  * X [n, d], in double; *clipped (may be NULL) counts the rows scaled down. */
+/* Copies file `from` to `to` (created or truncated), with from's permission bits. */
+static inline void tu_copy_file(const char *from, const char *to) {
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    CHECK(a && b);
+    char buf[8192];
+    size_t k;
+    while (a && b && (k = fread(buf, 1, sizeof buf, a)) > 0) CHECK(fwrite(buf, 1, k, b) == k);
+    if (a) fclose(a);
+    if (b) fclose(b);
+    struct stat st;
+    if (stat(from, &st) == 0) chmod(to, st.st_mode & 0777);
+}
+
 static inline void tu_clipped_sum(const float *X, size_t n, size_t d, double C, double *sum, size_t *clipped) {
     memset(sum, 0, d * sizeof *sum);
     if (clipped) *clipped = 0;

@@ -8,6 +8,7 @@
 #define DPT_PRIVACY_DGAUSS_H
 
 #include <dptrain/core.h>
+#include <dptrain/privacy.h>
 
 #include "core/isa.h"
 #include "core/keystream.h"
@@ -87,6 +88,14 @@ dpt_status dg_sample_from_base(const dg_table *T, dpt_keystream *ks, int32_t *z,
 dpt_status dg_sample_from_v3(const dg_table *T, dpt_keystream *ks, int32_t *z, size_t n, int32_t *work);
 dpt_status dg_table_verify_base(dg_table *T);
 dpt_status dg_table_verify_v3(dg_table *T);
+#endif
+
+#if DPT_ISA_DISPATCH
+/* the secure lattice mechanism's two builds */
+dpt_status dpt_privacy_noise_add_secure_ex_base(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
+                                                double scale, dpt_dgauss_method method, int threads);
+dpt_status dpt_privacy_noise_add_secure_ex_v3(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
+                                              double scale, dpt_dgauss_method method, int threads);
 #endif
 
 #endif

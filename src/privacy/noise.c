@@ -14,13 +14,6 @@
 #include "core/keystream.h"
 #include "privacy/dgauss.h"
 
-#if DPT_ISA_DISPATCH
-/* the secure lattice mechanism's two builds */
-dpt_status dpt_privacy_noise_add_secure_ex_base(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
-                                                double scale, dpt_dgauss_method method, int threads);
-dpt_status dpt_privacy_noise_add_secure_ex_v3(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
-                                              double scale, dpt_dgauss_method method, int threads);
-#endif
 
 static dpt_status check_args(float *sum, size_t n, double sigma, double C) {
     DPT_CHECK(isfinite(sigma) && sigma >= 0, DPT_EINVAL, "sigma: the noise multiplier must be >= 0, got %g", sigma);
