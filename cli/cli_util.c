@@ -430,7 +430,15 @@ static int write_through(const char *flag, const char *path, const void *data, s
 }
 
 int cli_write_output(const char *flag, const char *path, const void *data, size_t n) {
-    struct stat l, t;
+    struct stat l, t, so;
+    /* "-", /dev/stdout, or any name of the file this process's stdout is (a log appended to
+     * with >>): written through stdout, never renamed over (that would replace the log) */
+    if (!strcmp(path, "-") || (fstat(STDOUT_FILENO, &so) == 0 && stat(path, &t) == 0 && so.st_dev == t.st_dev &&
+                               so.st_ino == t.st_ino)) {
+        if ((n && fwrite(data, 1, n, stdout) != n) || fflush(stdout) != 0)
+            return cli_failf("%s %s: write failed: %s", flag, path, strerror(errno));
+        return 0;
+    }
     if (lstat(path, &l) != 0) {
         if (errno != ENOENT) return cli_failf("%s %s: cannot examine it: %s", flag, path, strerror(errno));
         if (dpt_write_file_atomic(path, data, n) != DPT_OK) return cli_fail(flag);

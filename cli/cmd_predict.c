@@ -71,7 +71,7 @@ int dpt_cmd_predict(int argc, char **argv) {
         {"--checkpoint", CLI_STR, &ckpt_arg, "FILE|DIR", "checkpoint.safetensors written by dptrain train, or its run directory (required)", NULL},
         {"--input", CLI_STR, &input, "FILE", "CSV file of the examples to predict (.gz accepted; required)", NULL},
         {"--skip", CLI_LONG, &skip, "N", "leading columns that are not features: 1 for a file with its label first, K for a --targets K file", NULL},
-        {"--out", CLI_STR, &out, "FILE", "write the predictions to FILE instead of stdout (a file is replaced atomically; a device or FIFO is written in place; a symbolic link is followed and kept)", NULL},
+        {"--out", CLI_STR, &out, "FILE", "write the predictions to FILE instead of stdout (a file is replaced atomically; a device or FIFO is written in place; a symbolic link is followed and kept; - or the file stdout is, e.g. /dev/stdout, is written through stdout)", NULL},
         {"--threads", CLI_LONG, &threads, "N", "threads (0 = all cores)", NULL},
         {NULL, 0, NULL, NULL, NULL, NULL},
     };

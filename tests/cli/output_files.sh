@@ -45,6 +45,14 @@ check '[ -L "$T/link" ] && cmp -s "$T/target" "$T/want"' "--out through a link: 
 ln -s /proc/self/fd/1 "$T/stdout"
 "${P[@]}" --out "$T/stdout" > "$T/via_stdout" 2>/dev/null
 check '[ -L "$T/stdout" ] && cmp -s "$T/via_stdout" "$T/want"' "--out to a link to stdout: $(head -c 200 "$T/via_stdout")"
+# /dev/stdout with stdout appended to a log: the log keeps what it held (no rename over it)
+echo "earlier line" > "$T/log"
+"${P[@]}" --out /dev/stdout >> "$T/log" 2>/dev/null
+check '[ "$(head -n 1 "$T/log")" = "earlier line" ] && [ "$(tail -n +2 "$T/log")" = "$(cat "$T/want")" ]' \
+  "--out /dev/stdout >> log replaced the log: $(head -c 200 "$T/log")"
+# "-" is stdout
+"${P[@]}" --out - > "$T/dash" 2>/dev/null
+check 'cmp -s "$T/dash" "$T/want"' "--out - did not write to stdout"
 ln -s "$T/nowhere" "$T/dangling"
 expect_fail "symbolic link to a file that cannot be reached" "${P[@]}" --out "$T/dangling"
 check '[ -L "$T/dangling" ] && [ ! -e "$T/nowhere" ]' "a dangling --out link was replaced or followed"
