@@ -459,6 +459,27 @@ int cli_write_output(const char *flag, const char *path, const void *data, size_
     return rc;
 }
 
+void cli_link_latest(const char *run_dir) {
+    /* runs/latest -> the run's own name (relative: the tree can move), replaced atomically
+     * by a rename; a real directory of that name (an older dptrain's default run) is kept */
+    const char *slash = strrchr(run_dir, '/');
+    if (!slash) return;
+    char latest[1100], tmp[1200];
+    snprintf(latest, sizeof latest, "%.*s/latest", (int)(slash - run_dir), run_dir);
+    struct stat st;
+    if (lstat(latest, &st) == 0 && !S_ISLNK(st.st_mode)) {
+        fprintf(stderr, "dptrain: note: %s is not a symbolic link (a run directory of an older dptrain?): left as it "
+                        "is; this run is in %s\n", latest, run_dir);
+        return;
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", latest, (long)getpid());
+    unlink(tmp);
+    if (symlink(slash + 1, tmp) != 0 || rename(tmp, latest) != 0) {
+        fprintf(stderr, "dptrain: note: could not point %s at %s: %s\n", latest, run_dir, strerror(errno));
+        unlink(tmp);
+    }
+}
+
 int cli_run_in_dir(const char *dir, const char *const argv[], int quiet_stderr) {
     fflush(NULL);
     pid_t pid = fork();

@@ -83,6 +83,9 @@ int cli_stderr_is_tty(void);
  *     and a regular target is replaced atomically (--out /dev/stdout writes to stdout).
  *     A dangling link and a directory are refused. */
 int cli_write_output(const char *flag, const char *path, const void *data, size_t n);
+/* Points PARENT/latest (a symbolic link) at the run directory PARENT/NAME; notes on stderr
+ * when it cannot, and leaves a real directory named latest alone. */
+void cli_link_latest(const char *run_dir);
 /* mkdir -p: creates path and its missing parents (mode 0755). 0 when that succeeds or they
  * exist already (path may be a file then: callers check), else -1 with errno set by mkdir
  * (-1 too for a path of 1024 bytes or more, errno then untouched). */

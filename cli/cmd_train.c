@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,7 +32,9 @@ static const char *USAGE =
     "test_mse), lr, wall_s, epsilon); a result is written only after the checkpoint and ledger\n"
     "holding its steps.\n"
     "dptrain.secret (mode 0600) is the run's key: --resume needs it; never publish it.\n"
-    "A non-empty --out is refused unless --resume (continue the run in it exactly where its\n"
+    "Without --out each run gets a new directory runs/YYYYMMDD-HHMMSS-XXXX and runs/latest\n"
+    "links to the newest (--resume without --out continues it). An explicit non-empty --out\n"
+    "is refused unless --resume (continue the run in it exactly where its\n"
     "last checkpoint left it) or --overwrite (replace it). Ctrl-C stops after the current\n"
     "step with everything saved (continue with --resume); a second Ctrl-C kills.\n"
     "Datasets live in DIR/<name>/ for --data-dir DIR (mnist, fashion-mnist, usps, cifar10);\n"
@@ -268,6 +271,7 @@ static int cmd_train(int argc, char **argv) {
     const char *dataset = "fashion-mnist", *data_dir = DPT_DEFAULT_DATA_DIR, *model = "mlp:784-128-64-32-10:gelu";
     const char *algo_name = "sgd", *optimizer = "adam", *schedule = "constant", *sampler = "shuffle";
     const char *loss = "ce", *init = "default", *normalize = "auto", *out = "runs/latest", *classes = NULL;
+    int out_seen = 0;
     const char *trace_path = NULL, *init_from = NULL, *freeze = NULL;
     long targets = 0;
     int loss_seen = 0, no_feature_cache = 0;
@@ -319,7 +323,8 @@ static int cmd_train(int argc, char **argv) {
         {"--threads", CLI_LONG, &threads, "N", "threads (0 = all cores; under mpirun: per rank, cores / ranks on the host)", NULL},
         {"--shards", CLI_LONG, &shards, "S", "data-parallel shards: same result on any number of MPI ranks "
                                             "(0 = ranks; see docs/distributed.md)", NULL},
-        {"--out", CLI_STR, &out, "DIR", "run directory", NULL},
+        {"--out", CLI_STR, &out, "DIR", "run directory (default: a new runs/YYYYMMDD-HHMMSS-XXXX for each run, "
+                                        "runs/latest linking to the newest; with --resume, runs/latest)", &out_seen},
         {"--resume", CLI_FLAG, &resume, NULL, "continue the run in --out from its checkpoint", NULL},
         {"--overwrite", CLI_FLAG, &overwrite, NULL, "replace the run in --out (its files are removed first)", NULL},
         {"--quiet", CLI_FLAG, &quiet, NULL, "print only the final summary", NULL},
@@ -442,6 +447,23 @@ static int cmd_train(int argc, char **argv) {
     if (sample_rate_seen && cfg.sampler != DPT_SAMPLER_POISSON && cfg.sampler != DPT_SAMPLER_POISSON_REJECT)
         return cli_error("--sample-rate needs --sampler poisson (or poisson-reject)");
     if (!out || !*out) return cli_error("--out: empty directory name");
+    /* without --out: a new directory per run, so the same command can run again; runs/latest
+     * names the newest (a --resume without --out continues it). Rank 0 names it for all. */
+    char auto_out[64];
+    if (!out_seen && !resume) {
+        if (rank == 0) {
+            uint64_t r = 0;
+            time_t now = time(NULL);
+            struct tm tmv;
+            char stamp[32] = "00000000-000000";
+            if (localtime_r(&now, &tmv)) strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tmv);
+            if (dpt_os_random_u64(&r) != DPT_OK) return cli_fail("--out");
+            snprintf(auto_out, sizeof auto_out, "runs/%s-%04x", stamp, (unsigned)(r & 0xffff));
+        }
+        if (dpt_comm_size() > 1 && dpt_comm_bcast(auto_out, sizeof auto_out, 0) != DPT_OK) return cli_fail("--out");
+        out = auto_out;
+        ctx.out = out;
+    }
     if (resume && overwrite) return cli_error("--resume and --overwrite exclude each other");
     if (rank == 0 && !resume && !overwrite) {
         /* checked again under the run directory's lock when training starts */
@@ -630,6 +652,7 @@ static int cmd_train(int argc, char **argv) {
         goto done;
     }
     algo = NULL;
+    if (!out_seen && !resume && rank == 0) cli_link_latest(out); /* the directory exists (locked) now */
     if (ifr.ck && (exit_code = cli_init_from_start(&ifr, t)) != 0) goto done;
     if (resume && (ns = dpt_trainer_resume(t)) != DPT_OK) {
         int sigma_changed = strstr(dpt_last_error(), "; sigma was") || strstr(dpt_last_error(), "says sigma was");

@@ -77,4 +77,23 @@ expect_ok "$BIN" train "${COMMON[@]}" --epochs 4 --out "$T/run" --resume
 expect_ok "$BIN" train "${COMMON[@]}" --epochs 4 --out "$T/run" --resume --lr 0.02
 check 'grep -q "note: resuming with learning rate 0.02 (the checkpoint.s run used 0.01)" <<<"$LAST_OUT"' "no note for a changed --lr on resume"
 
+# without --out the same command runs again: each run gets runs/<time>-<hex>, runs/latest
+# names the newest, and --resume without --out continues it
+mkdir "$T/cwd"
+expect_ok bash -c "cd '$T/cwd' && '$BIN' train ${COMMON[*]} --epochs 1"
+first=$(readlink "$T/cwd/runs/latest")
+expect_ok bash -c "cd '$T/cwd' && '$BIN' train ${COMMON[*]} --epochs 1"
+second=$(readlink "$T/cwd/runs/latest")
+check '[ -n "$first" ] && [ -n "$second" ] && [ "$first" != "$second" ] && [ -f "$T/cwd/runs/$first/checkpoint.safetensors" ] && [[ $second =~ ^[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$ ]]' \
+  "two runs without --out: runs/latest was '$first' then '$second'"
+check 'grep -q "run dir runs/$second" <<<"$LAST_OUT"' "the run did not name its directory: $LAST_OUT"
+expect_ok bash -c "cd '$T/cwd' && '$BIN' train ${COMMON[*]} --epochs 2 --resume"
+check '[ "$(wc -l < "$T/cwd/runs/$second/metrics.jsonl")" -eq 2 ] && [ "$(wc -l < "$T/cwd/runs/$first/metrics.jsonl")" -eq 1 ]' \
+  "--resume without --out did not continue runs/latest"
+# an older dptrain's real runs/latest directory is left alone
+mkdir -p "$T/cwd2/runs/latest"
+expect_ok bash -c "cd '$T/cwd2' && '$BIN' train ${COMMON[*]} --epochs 1"
+check '[ -d "$T/cwd2/runs/latest" ] && [ ! -L "$T/cwd2/runs/latest" ] && grep -q "not a symbolic link" <<<"$LAST_OUT"' \
+  "a real runs/latest directory was replaced or not reported: $LAST_OUT"
+
 harness_end
