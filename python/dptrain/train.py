@@ -762,10 +762,24 @@ _DEFAULTS = dict(
 
 # ==== arguments shared with dptrain.audit.run (the same names, checks and messages) ====
 
+def _refuse_dataset_object(x):
+    """A torch Dataset (or any indexable of (example, label) pairs) is not an array: numpy
+    would turn it into an object array with a FutureWarning and then fail on its ragged
+    shape. Refused in one line that says what to pass instead."""
+    if isinstance(x, np.ndarray) or not hasattr(x, "__getitem__") or not hasattr(x, "__len__"):
+        return
+    if type(x).__module__.startswith("torch.utils.data") or any(
+            c.__name__ == "Dataset" and c.__module__.startswith("torch.utils.data") for c in type(x).__mro__):
+        raise TypeError("x is a torch Dataset (%s): dptrain.train takes arrays; pass x and y as arrays, e.g. "
+                        "x, y = map(np.stack, zip(*((np.asarray(a), b) for a, b in dataset))), or train your "
+                        "own loop with PrivateGradients and a DataLoader (docs/python.md)" % type(x).__name__)
+
+
 def _features(x, input_shape, stacklevel=3):
     """(X, (C, H, W)): features x as C-contiguous float32 [n, D] (as_features) and the shape
     of one example, from input_shape or inferred from a 3- or 4-dimensional x (a warning
     for an x that looks channels-last, reported at the caller's caller)."""
+    _refuse_dataset_object(x)
     xa = np.asarray(x) if not isinstance(x, np.ndarray) else x
     shape = input_shape
     if shape is None and getattr(xa, "ndim", 0) >= 3:

@@ -279,3 +279,11 @@ def test_run_directory_refusals_carry_the_message(workdir):
     fit(x, y, out_dir=workdir, overwrite=True, epochs=3, on_epoch=on_epoch)
     assert len(caught) == 1 and isinstance(caught[0], dptrain.BusyError), caught
     assert workdir in str(caught[0]) and isinstance(caught[0], OSError)
+
+
+def test_torch_dataset_is_refused_in_one_line():
+    torch = pytest.importorskip("torch")
+    x, y = blobs(n=50)
+    ds = torch.utils.data.TensorDataset(torch.from_numpy(x), torch.from_numpy(y))
+    with pytest.raises(TypeError, match="x is a torch Dataset \\(TensorDataset\\): dptrain.train takes arrays"):
+        fit(ds, y)
