@@ -495,7 +495,13 @@ def per_example_gradients(model, loss_fn, *, vectorized=None):
         trainable = trainable_parameters(model)
         if b == 0:
             return {k: torch.zeros((0,) + tuple(p.shape), dtype=p.dtype, device=p.device) for k, p in trainable}
-        if use_vmap:
+        rnn = next((path or "the model" for path, mod in model.named_modules()
+                    if isinstance(mod, torch.nn.RNNBase)), None)
+        if rnn is not None and vectorized:
+            raise RuntimeError("per_example_gradients(vectorized=True): %s is a recurrent module (LSTM/GRU/RNN), "
+                               "which vmap cannot batch; give vectorized=None or False (one backward pass per "
+                               "example)" % rnn)
+        if use_vmap and rnn is None:
             vmap, grad = vg
             fixed, alias = _fixed_tensors(model, trainable)
 
@@ -511,7 +517,9 @@ def per_example_gradients(model, loss_fn, *, vectorized=None):
                          randomness="different")(params, xs, target)
             except RuntimeError as e:
                 if "randomness" not in str(e):
-                    raise
+                    raise RuntimeError("per_example_gradients: vmap could not batch this model (%s); if the model "
+                                       "runs on single examples, give vectorized=False (one backward pass per "
+                                       "example)" % str(e).splitlines()[0]) from e
                 raise RuntimeError("per_example_gradients: vmap cannot draw the model's randomness per example "
                                    "here (functorch on torch 1.13 fails on dropout in training mode under grad): "
                                    "give vectorized=False (one backward pass per example)") from e
@@ -526,6 +534,35 @@ def per_example_gradients(model, loss_fn, *, vectorized=None):
         return {k: torch.stack([r[j] for r in rows]) for j, (k, _) in enumerate(trainable)}
 
     return grads
+
+
+def replace_batchnorm(module, num_groups=None, *, verbose=True):
+    """Replace every BatchNorm1d/2d/3d of `module` (in place) by a GroupNorm over the same
+    channels, as DP training needs (a BatchNorm's batch statistics mix the examples, and its
+    running statistics are the private data's, unnoised), and return the list of changes as
+    (module path, old, new) strings; verbose=True also prints them. num_groups: groups per
+    layer (None: the largest of 32, 16, 8, 4, 2, 1 that divides its channels). The affine
+    weights start anew (GroupNorm's ones and zeros): fine-tune after replacing. Like
+    Opacus's ModuleValidator.fix for BatchNorm."""
+    torch = _torch()
+    nn = torch.nn
+    changes = []
+    for path, parent in list(module.named_modules()):
+        for name, child in list(parent.named_children()):
+            if not isinstance(child, nn.modules.batchnorm._BatchNorm):
+                continue
+            c = child.num_features
+            g = num_groups if num_groups is not None else next(k for k in (32, 16, 8, 4, 2, 1) if c % k == 0)
+            if c % g:
+                raise ValueError("replace_batchnorm: num_groups %d does not divide the %d channels of %s"
+                                 % (g, c, ".".join(x for x in (path, name) if x)))
+            new = nn.GroupNorm(g, c, eps=child.eps, affine=child.affine)
+            new.train(child.training)
+            setattr(parent, name, new)
+            changes.append("%s: %s -> %s" % (".".join(x for x in (path, name) if x), child, new))
+    if verbose:
+        print("replace_batchnorm: %s" % ("; ".join(changes) if changes else "no BatchNorm found, nothing changed"))
+    return changes
 
 
 def set_gradients(model, update):

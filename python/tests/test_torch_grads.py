@@ -236,3 +236,54 @@ def test_private_training_with_adam():
         assert pg.epsilon() == pytest.approx(accounting.epsilon(sigma, q, T, delta), rel=1e-13)
     after = loss()
     assert after < before - 0.2, (before, after)
+
+
+class TinyLSTM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(4, 6, batch_first=True)
+        self.head = nn.Linear(6, 3)
+
+    def forward(self, x):
+        out, _ = self.rnn(x)
+        return self.head(out[:, -1])
+
+
+def test_recurrent_models_take_the_loop_and_vmap_is_refused_in_one_line():
+    """nn.LSTM through vmap failed with a broadcast-shape error; now the default path takes
+    the per-example loop (rows equal autograd of each example's loss), and vectorized=True
+    names the module."""
+    torch.manual_seed(0)
+    m = TinyLSTM()
+    x, y = torch.randn(5, 7, 4), torch.tensor([0, 2, 1, 1, 0])
+    rows = dptrain.per_example_gradients(m, lambda o, t: F.cross_entropy(o, t))(x, y)
+    for i in range(5):
+        m.zero_grad()
+        F.cross_entropy(m(x[i:i + 1]), y[i:i + 1]).backward()
+        for name, p in m.named_parameters():
+            assert torch.allclose(rows[name][i], p.grad, atol=1e-5, rtol=1e-5), (name, i)
+    with pytest.raises(RuntimeError, match="rnn is a recurrent module .*vectorized=None or False"):
+        dptrain.per_example_gradients(m, lambda o, t: F.cross_entropy(o, t), vectorized=True)(x, y)
+
+
+def test_replace_batchnorm_by_groupnorm(capsys):
+    net = nn.Sequential(nn.Conv2d(3, 12, 3), nn.BatchNorm2d(12), nn.ReLU(),
+                        nn.Sequential(nn.Conv2d(12, 10, 3), nn.BatchNorm2d(10)), nn.Flatten())
+    changes = dptrain.replace_batchnorm(net)
+    assert [c.split(":")[0] for c in changes] == ["1", "3.1"]
+    assert isinstance(net[1], nn.GroupNorm) and net[1].num_groups == 4 and net[1].num_channels == 12
+    assert isinstance(net[3][1], nn.GroupNorm) and net[3][1].num_groups == 2
+    assert "1: BatchNorm2d(12" in capsys.readouterr().out
+    assert not any(isinstance(mod, nn.modules.batchnorm._BatchNorm) for mod in net.modules())
+    # the fixed model passes per_example_gradients' check in training mode
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(4 * 4 * 4, 2))
+    x = torch.randn(3, 3, 6, 6)
+    with pytest.raises(Exception, match="BatchNorm2d"):
+        dptrain.per_example_gradients(net, lambda o: o.sum())(x)
+    assert dptrain.replace_batchnorm(net, verbose=False) == ["1: BatchNorm2d(4, eps=1e-05, momentum=0.1, "
+                                                            "affine=True, track_running_stats=True) -> "
+                                                            "GroupNorm(4, 4, eps=1e-05, affine=True)"]
+    g = dptrain.per_example_gradients(net, lambda o: o.sum())(x)
+    assert g["1.weight"].shape == (3, 4)
+    with pytest.raises(ValueError, match="num_groups 3 does not divide the 4 channels of 1"):
+        dptrain.replace_batchnorm(nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(4)), num_groups=3)
