@@ -505,18 +505,7 @@ static int cmd_train(int argc, char **argv) {
      * rank uses rank 0's. */
     int seed_from_os = 0;
     if (seed == 0) {
-        dpt_status ss = DPT_OK;
-        if (rank == 0 && resume) {
-            char kp[1100];
-            struct stat kst;
-            snprintf(kp, sizeof kp, "%s/%s", out, DPT_RUN_KEY_FILE);
-            /* no secret file: the trainer refuses, or (allowed) draws new streams */
-            if (lstat(kp, &kst) == 0) ss = dpt_run_secret_seed(out, &seed, &seed_from_os);
-        }
-        if (ss == DPT_OK && seed == 0 && rank == 0) {
-            ss = dpt_os_random_u64(&seed);
-            seed_from_os = 1;
-        }
+        dpt_status ss = rank == 0 ? dpt_run_seed_resolve(out, resume, &seed, &seed_from_os) : DPT_OK;
         if (ss == DPT_OK && dpt_comm_size() > 1) {
             uint64_t msg[2] = {seed, (uint64_t)seed_from_os};
             ss = dpt_comm_bcast(msg, sizeof msg, 0);
@@ -526,7 +515,6 @@ static int cmd_train(int argc, char **argv) {
             cli_init_from_close(&ifr);
             return cli_refuse(ss, "--resume");
         }
-        if (seed == 0) seed = 1, seed_from_os = 1; /* a 2^-64 draw: any non-zero value serves */
     }
     cfg.seed_from_os = seed_from_os;
     cli_data_opts dopts = {.dataset = dataset, .data_dir = data_dir, .normalize = normalize, .classes = classes,

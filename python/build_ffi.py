@@ -371,8 +371,7 @@ typedef enum { DPT_STOP_NONE, DPT_STOP_DONE, DPT_STOP_MAX_STEPS, DPT_STOP_BUDGET
                DPT_STOP_CALLBACK, ... } dpt_stop_reason;
 dpt_stop_reason dpt_trainer_stop_reason(const dpt_trainer *t);
 const char *dpt_trainer_run_id(const dpt_trainer *t);
-dpt_status dpt_run_secret_seed(const char *dir, uint64_t *seed, int *from_os);
-dpt_status dpt_os_random_u64(uint64_t *out);
+dpt_status dpt_run_seed_resolve(const char *dir, int resume, uint64_t *seed, int *from_os);
 """
 # fields of dpt_train_config / dpt_epoch_result that come with the callbacks
 CALLBACK_CONFIG_FIELDS = """

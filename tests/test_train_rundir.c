@@ -1012,6 +1012,28 @@ static void test_seeds(void) {
     CHECK_STATUS(session(&c, 1, 0, 1, NULL, NULL, NULL), DPT_EIO);
     CHECK_ERR_HAS("readable or writable by other users");
     chmod(path_in(d3, DPT_RUN_KEY_FILE), 0600);
+    /* a truncated secret, and one without the checkpoint's stream state, are refused and
+     * left as they are */
+    char *good = read_secret(d3);
+    CHECK(good && strstr(good, "\"streams\":["));
+    if (good) {
+        const char *sp = path_in(d3, DPT_RUN_KEY_FILE);
+        FILE *f = fopen(sp, "wb");
+        CHECK(f && fwrite(good, 1, 40, f) == 40);
+        if (f) fclose(f);
+        CHECK_STATUS(session(&c, 1, 0, 1, NULL, NULL, NULL), DPT_EFORMAT);
+        CHECK_ERR_HAS("not a dptrain run secret");
+        char *cut = strstr(good, "\"streams\":[");
+        f = fopen(sp, "wb");
+        CHECK(f && fprintf(f, "%.*s\"streams\":[]}", (int)(cut - good), good) > 0);
+        if (f) fclose(f);
+        CHECK_STATUS(session(&c, 1, 0, 1, NULL, NULL, NULL), DPT_EMISMATCH);
+        CHECK_ERR_HAS("holds no random-stream state for step");
+        f = fopen(sp, "wb");
+        CHECK(f && fputs(good, f) >= 0);
+        if (f) fclose(f);
+        free(good);
+    }
     CHECK_OK(session(&c, 1, 0, 1, NULL, NULL, NULL));
 
     /* A seed the caller chose: reproducible, and labelled everywhere the run publishes;

@@ -622,13 +622,15 @@ const char *dpt_trainer_run_id(const dpt_trainer *t);
  * exist); `names` (may be NULL) receives the first few, comma-separated, truncated to
  * names_len bytes. DPT_EIO when dir exists but cannot be read or is not a directory. */
 dpt_status dpt_run_dir_inspect(const char *dir, size_t *count, char *names, size_t names_len);
-/* The seed stored in the secret file of run directory `dir` (*from_os = 1 when it was drawn
- * from the OS): for a caller that must regenerate, on resume, a release it made from the
- * run's seed before the trainer existed. *seed = 0 for a secret file of format 1 (older
- * runs), which holds no seed. DPT_EIO when the file is missing, unreadable, or readable by
- * other users; DPT_EFORMAT when it is malformed. The seed is secret: never print or publish
- * it. */
-dpt_status dpt_run_secret_seed(const char *dir, uint64_t *seed, int *from_os);
+/* The seed for dpt_train_config.seed (with seed_from_os = *from_os) when the caller was
+ * given 0 and makes releases from it before the trainer exists (the CLI's and Python's DP
+ * normalization and DP-PCA): with `resume`, the run's own from DIR's secret file (*from_os
+ * = 0 when the run's seed was chosen), so a resume regenerates those releases instead of
+ * drawing new ones; otherwise (or when DIR has no secret file, or one of format 1) a new
+ * non-zero seed from the OS (*from_os = 1). DPT_EIO for a secret file that cannot be read or
+ * that others can read; DPT_EFORMAT for a malformed one; DPT_ECRYPTO without OS randomness.
+ * The seed is secret: never print or publish it. */
+dpt_status dpt_run_seed_resolve(const char *dir, int resume, uint64_t *seed, int *from_os);
 /* Checks that the privacy ledger file `ledger_path` belongs to the checkpoint
  * `checkpoint_path`: the checkpoint is of a private run, both carry the same run id, and
  * the ledger records at least the checkpoint's steps. DPT_EMISMATCH naming both files

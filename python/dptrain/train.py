@@ -1169,12 +1169,9 @@ def train(x, y, **kwargs):
     # its secret file, so those releases are regenerated, never drawn anew (the CLI's rule).
     if cfg.seed == 0:
         seed, fo = ffi.new("uint64_t *"), ffi.new("int *")
-        if kw["resume"] and out_dir is not None and os.path.lexists(os.path.join(out_dir, "dptrain.secret")):
-            check(lib.dpt_run_secret_seed(cs(out_dir, "out_dir"), seed, fo), "resume")
-        if seed[0] == 0:
-            check(lib.dpt_os_random_u64(seed), "seed")
-        cfg.seed = seed[0] or 1
-        cfg.seed_from_os = 1
+        check(lib.dpt_run_seed_resolve(ffi.NULL if out_dir is None else cs(out_dir, "out_dir"),
+                                       int(bool(kw["resume"])), seed, fo), "resume" if kw["resume"] else "seed")
+        cfg.seed, cfg.seed_from_os = seed[0], fo[0]
     rj = {"source": "python", "dptrain_python": sys.version.split()[0]}
     if regression:  # as the CLI records --targets: Model.load knows the model predicts targets
         rj["targets"] = int(Y.shape[1])

@@ -244,9 +244,19 @@ static int hex_key(const char *hex, uint8_t key[32]) {
     return hex[64] == 0 || hex[64] == '\n';
 }
 
-dpt_status dpt_run_key_load(dpt_trainer *t, int *found) {
-    char path[600];
-    DPT_TRY(key_path(t, path, sizeof path));
+/* What a run's secret file holds (format 1: the key alone; version 2 adds the rest). */
+typedef struct {
+    int version;
+    uint8_t key[32];
+    uint64_t seed;
+    int seed_caller;
+    char *streams; /* the "streams" array as JSON text (dpt_secret_free); NULL for format 1 */
+} secret_info;
+
+/* Reads PATH (*found = 0 when absent), refusing a link, a special file, or one others can
+ * read or write. */
+static dpt_status secret_read(const char *path, int *found, secret_info *si) {
+    memset(si, 0, sizeof *si);
     struct stat st;
     *found = lstat(path, &st) == 0;
     if (!*found) {
@@ -259,17 +269,15 @@ dpt_status dpt_run_key_load(dpt_trainer *t, int *found) {
     DPT_CHECK(!(st.st_mode & 077), DPT_EIO, "%s is readable or writable by other users (mode %04o): whoever read it "
               "can regenerate this run's batches and noise. If nobody else did, make it private (chmod 600 %s) and "
               "resume; otherwise start a new run", path, (unsigned)(st.st_mode & 07777), path);
-    uint8_t *b = NULL, key[32];
+    uint8_t *b = NULL;
     size_t n = 0;
     DPT_TRY(dpt_read_file_max(path, SECRET_MAX_BYTES, &b, &n));
     dpt_status s = DPT_OK;
-    dpt_secret_free(t->secret_streams_all);
-    t->secret_streams_all = NULL;
     if (n == KEY_FILE_LEN_V1 && !memcmp(b, KEY_MAGIC_V1, sizeof KEY_MAGIC_V1 - 1) && b[KEY_FILE_LEN_V1 - 1] == '\n') {
         /* format 1: the key alone (the checkpoint holds the seed and the streams) */
-        if (!hex_key((const char *)b + sizeof KEY_MAGIC_V1 - 1, key))
+        if (!hex_key((const char *)b + sizeof KEY_MAGIC_V1 - 1, si->key))
             s = dpt_set_error(DPT_EFORMAT, "%s: the run key is not 64 lowercase hex digits", path);
-        t->secret_version = 1;
+        si->version = 1;
     } else {
         cJSON *root = cJSON_ParseWithLength((const char *)b, n);
         const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
@@ -277,57 +285,71 @@ dpt_status dpt_run_key_load(dpt_trainer *t, int *found) {
         const cJSON *k = cJSON_GetObjectItemCaseSensitive(root, "key");
         const cJSON *src = cJSON_GetObjectItemCaseSensitive(root, "seed_source");
         const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "streams");
-        uint64_t seed = 0;
         if (!cJSON_IsObject(root) || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, "dptrain-secret"))
             s = dpt_set_error(DPT_EFORMAT, "%s: not a dptrain run secret (expected a JSON object with \"format\": "
                               "\"dptrain-secret\", or a format-1 key file)", path);
         else if (!cJSON_IsNumber(ver) || ver->valuedouble != 2)
             s = dpt_set_error(DPT_EFORMAT, "%s: secret file version %g is not supported (this dptrain reads 1 and 2)",
                               path, cJSON_IsNumber(ver) ? ver->valuedouble : -1.0);
-        else if (!cJSON_IsString(k) || strlen(k->valuestring) != 64 || !hex_key(k->valuestring, key) ||
-                 !dpt_json_u64(root, "seed", &seed) || !cJSON_IsString(src) ||
+        else if (!cJSON_IsString(k) || strlen(k->valuestring) != 64 || !hex_key(k->valuestring, si->key) ||
+                 !dpt_json_u64(root, "seed", &si->seed) || si->seed == 0 || !cJSON_IsString(src) ||
                  (strcmp(src->valuestring, "os") && strcmp(src->valuestring, "caller")) || !cJSON_IsArray(arr))
             s = dpt_set_error(DPT_EFORMAT, "%s: the run secret is missing fields or has wrong types (key, seed, "
                               "seed_source, streams)", path);
         else {
-            t->secret_version = 2;
-            t->secret_seed = seed;
-            t->secret_seed_caller = !strcmp(src->valuestring, "caller");
-            t->secret_streams_all = cJSON_PrintUnformatted(arr);
-            if (!t->secret_streams_all) s = dpt_set_error(DPT_ENOMEM, "%s: out of memory", path);
+            si->version = 2;
+            si->seed_caller = !strcmp(src->valuestring, "caller");
+            si->streams = cJSON_PrintUnformatted(arr);
+            if (!si->streams) s = dpt_set_error(DPT_ENOMEM, "%s: out of memory", path);
         }
         json_wipe_delete(root);
     }
     OPENSSL_cleanse(b, n);
     dpt_free(b);
-    if (s == DPT_OK) s = run_key_set(t, key);
-    OPENSSL_cleanse(key, sizeof key);
+    if (s != DPT_OK) {
+        dpt_secret_free(si->streams);
+        OPENSSL_cleanse(si, sizeof *si);
+    }
+    return s;
+}
+
+dpt_status dpt_run_key_load(dpt_trainer *t, int *found) {
+    char path[600];
+    DPT_TRY(key_path(t, path, sizeof path));
+    secret_info si;
+    DPT_TRY(secret_read(path, found, &si));
+    if (!*found) return DPT_OK;
+    dpt_status s = run_key_set(t, si.key);
+    dpt_secret_free(t->secret_streams_all);
+    t->secret_version = si.version;
+    t->secret_seed = si.seed;
+    t->secret_seed_caller = si.seed_caller;
+    t->secret_streams_all = si.streams;
+    OPENSSL_cleanse(&si, sizeof si);
     DPT_TRY(s);
     t->key_saved = 1;
     return DPT_OK;
 }
 
-dpt_status dpt_run_secret_seed(const char *dir, uint64_t *seed, int *from_os) {
-    DPT_CHECK(dir && seed && from_os, DPT_EINVAL, "dpt_run_secret_seed: NULL argument");
+dpt_status dpt_run_seed_resolve(const char *dir, int resume, uint64_t *seed, int *from_os) {
+    DPT_CHECK(seed && from_os, DPT_EINVAL, "dpt_run_seed_resolve: NULL argument");
     *seed = 0;
-    *from_os = 0;
-    dpt_trainer *t = calloc(1, sizeof *t);
-    DPT_CHECK(t, DPT_ENOMEM, "dpt_run_secret_seed: out of memory");
-    int found = 0;
-    dpt_status s = DPT_OK;
-    if (snprintf(t->out_dir, sizeof t->out_dir, "%s", dir) >= (int)sizeof t->out_dir)
-        s = dpt_set_error(DPT_EINVAL, "dpt_run_secret_seed: dir is too long");
-    if (s == DPT_OK) s = dpt_run_key_load(t, &found);
-    if (s == DPT_OK && !found)
-        s = dpt_set_error(DPT_EIO, "%s/%s does not exist: the run's seed is not known", dir, DPT_RUN_KEY_FILE);
-    if (s == DPT_OK && t->secret_version == 2) { /* format 1 holds no seed: *seed stays 0 */
-        *seed = t->secret_seed;
-        *from_os = !t->secret_seed_caller;
+    *from_os = 1;
+    if (resume && dir && dir[0]) {
+        char path[1100];
+        int w = snprintf(path, sizeof path, "%s/%s", dir, DPT_RUN_KEY_FILE);
+        DPT_CHECK(w > 0 && (size_t)w < sizeof path, DPT_EINVAL, "out_dir %s: path too long", dir);
+        secret_info si;
+        int found = 0;
+        DPT_TRY(secret_read(path, &found, &si));
+        if (found && si.version == 2) *seed = si.seed, *from_os = !si.seed_caller;
+        dpt_secret_free(si.streams);
+        OPENSSL_cleanse(&si, sizeof si);
     }
-    dpt_secret_free(t->secret_streams_all);
-    OPENSSL_cleanse(t->run_key, sizeof t->run_key);
-    free(t);
-    return s;
+    /* a fresh run, a lost secret (the trainer refuses it, or with allow_ledger_mismatch
+     * draws new streams) or a format-1 secret (its checkpoint holds its seed): a new one */
+    while (*seed == 0) DPT_TRY(dpt_os_random_u64(seed));
+    return DPT_OK;
 }
 
 dpt_status dpt_run_secret_streams(dpt_trainer *t, uint64_t step, dpt_sampler_state *ss, dpt_rng_state *ns,
