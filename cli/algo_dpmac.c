@@ -331,11 +331,11 @@ static int dpmac_report(const cli_algo_ctx *c, dpt_trainer *t) {
     if (rc || pca_dims <= 0) return rc;
     if (center_sigma_seen)
         printf("privacy: that epsilon covers the DP mean (Gaussian, multiplier %g, rows clipped to %g), DP-PCA "
-               "(Gaussian, multiplier %g) and the training steps, composed in RDP\n", center_sigma, center_clip,
+               "(Gaussian, multiplier %g) and the training steps, composed by the accountant\n", center_sigma, center_clip,
                pca_sigma);
     else
-        printf("privacy: that epsilon covers DP-PCA (Gaussian, multiplier %g) and the training steps, composed in "
-               "RDP\n", pca_sigma);
+        printf("privacy: that epsilon covers DP-PCA (Gaussian, multiplier %g) and the training steps, composed by "
+               "the accountant\n", pca_sigma);
     /* The paper's accounting, for comparison only: classic Gaussian-mechanism epsilon of the
      * PCA at delta 1e-6 (valid only for epsilon < 1) plus the SGM epsilon at delta, deltas
      * added. */

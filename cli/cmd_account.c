@@ -116,7 +116,8 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
         dpt_ledger_free(l);
         return cli_fail("PLD accountant");
     }
-    int want_pld = !strcmp(acct_name, "pld");
+    /* the headline: the accountant asked for, else the default one (what training reported) */
+    int want_pld = acct_name ? !strcmp(acct_name, "pld") : pld && !(e_rdp < e_pld);
     if (want_pld && !pld) {
         dpt_ledger_free(l);
         return cli_error("--accountant pld: this ledger has events the PLD accountant cannot compose "
@@ -166,6 +167,8 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
         printf("events          %zu (%llu sampled-Gaussian steps)\n", dpt_ledger_n_events(l),
                (unsigned long long)steps);
         printf("delta           %g\n", delta);
+        printf("epsilon         %.4f   (%s%s)\n", want_pld ? e_pld : e_rdp, want_pld ? "PLD" : "RDP",
+               acct_name ? "" : ", the default accountant: the one training reports and calibrates with");
         printf("epsilon (RDP)   %.4f   (%s conversion, best order %g)\n", e_rdp,
                conv == DPT_CONV_BALLE ? "Balle et al. 2020" : "classic", order);
         if (pld)
@@ -256,7 +259,7 @@ int dpt_cmd_account(int argc, char **argv) {
     const char *s_q = NULL, *s_b = NULL, *s_n = NULL, *s_sigma = NULL, *s_steps = NULL,
                *s_epochs = NULL, *s_target = NULL, *s_orders = NULL, *ledger = NULL, *s_nb = NULL;
     const char *algo = "dpsgd";
-    const char *acct_name = "rdp", *conv_name = "balle";
+    const char *acct_name = NULL, *conv_name = "balle";
     int conv_seen = 0;
     double delta = 1e-5, tol = 1e-4;
     int json = 0, tol_seen = 0;
@@ -268,7 +271,9 @@ int dpt_cmd_account(int argc, char **argv) {
         {"--steps", CLI_STR, &s_steps, "T", "number of noisy steps, >= 1", NULL},
         {"--epochs", CLI_STR, &s_epochs, "E", "whole epochs instead of steps: steps = E x max(1, round(1/q)), as training runs them", NULL},
         {"--delta", CLI_DOUBLE, &delta, "D", "target delta in (0, 1)", NULL},
-        {"--accountant", CLI_STR, &acct_name, "rdp|pld", "accountant", NULL},
+        {"--accountant", CLI_STR, &acct_name, "pld|rdp",
+         "accountant (default: the one training uses: the smaller of PLD and RDP, PLD in practice; RDP with "
+         "--orders, --conversion or --algo dpulr)", NULL},
         {"--conversion", CLI_STR, &conv_name, "balle|classic",
          "RDP to (eps, delta): Balle et al. 2020 Thm. 21, or classic eps = rdp - log(delta)/(alpha-1)", &conv_seen},
         {"--orders", CLI_STR, &s_orders, "LIST",
@@ -286,9 +291,10 @@ int dpt_cmd_account(int argc, char **argv) {
 
     if (!(delta > 0 && delta < 1)) return cli_error("--delta: must be in (0, 1), got %g", delta);
     dpt_accountant acct;
-    if (!strcmp(acct_name, "rdp")) acct = DPT_ACCT_RDP;
+    if (!acct_name) acct = s_orders || conv_seen || !strcmp(algo, "dpulr") ? DPT_ACCT_RDP : DPT_ACCT_DEFAULT;
+    else if (!strcmp(acct_name, "rdp")) acct = DPT_ACCT_RDP;
     else if (!strcmp(acct_name, "pld")) acct = DPT_ACCT_PLD;
-    else return cli_error("--accountant: expected rdp or pld, got '%s'", acct_name);
+    else return cli_error("--accountant: expected pld or rdp, got '%s'", acct_name);
     dpt_conversion conv;
     if (!strcmp(conv_name, "balle")) conv = DPT_CONV_BALLE;
     else if (!strcmp(conv_name, "classic")) conv = DPT_CONV_CLASSIC;
@@ -399,7 +405,7 @@ int dpt_cmd_account(int argc, char **argv) {
         return rc;
     }
 
-    dpt_status st;
+    dpt_status st = DPT_OK;
     if (s_target) {
         /* the same accountant, conversion and order grid as the report below */
         st = dpt_calibrate_sigma_ex(r.q, r.steps, r.delta, r.target, acct, conv, orders, n_orders, tol, &r.sigma);
@@ -408,13 +414,16 @@ int dpt_cmd_account(int argc, char **argv) {
             return cli_refuse(st, "calibration"); /* an unreachable --target-epsilon, as train says */
         }
     }
-    if (acct == DPT_ACCT_RDP)
-        st = dpt_rdp_sgm_epsilon_ex(r.q, r.sigma, r.steps, r.delta, conv, orders, n_orders, &r.eps,
-                                    &r.order, &r.at_edge);
-    else
-        st = dpt_pld_sgm_epsilon(r.q, r.sigma, r.steps, r.delta, &r.eps);
+    double e_rdp = NAN, e_pld = NAN; /* DPT_ACCT_DEFAULT: both, the smaller is the headline */
+    if (acct != DPT_ACCT_PLD)
+        st = dpt_rdp_sgm_epsilon_ex(r.q, r.sigma, r.steps, r.delta, conv, orders, n_orders, &e_rdp, &r.order,
+                                    &r.at_edge);
+    if (st == DPT_OK && acct != DPT_ACCT_RDP) st = dpt_pld_sgm_epsilon(r.q, r.sigma, r.steps, r.delta, &e_pld);
     free(orders);
     if (st != DPT_OK) return cli_fail(acct == DPT_ACCT_RDP ? "RDP accountant" : "PLD accountant");
+    const int is_default = acct == DPT_ACCT_DEFAULT;
+    if (is_default) acct = !(e_rdp < e_pld) ? DPT_ACCT_PLD : DPT_ACCT_RDP;
+    r.eps = acct == DPT_ACCT_PLD ? e_pld : e_rdp;
 
     if (json) {
         cJSON *o = cJSON_CreateObject();
@@ -424,7 +433,12 @@ int dpt_cmd_account(int argc, char **argv) {
         cli_json_number(o, "sigma", r.sigma);
         cli_json_number(o, "sample_rate", r.q);
         cli_json_number(o, "steps", (double)r.steps);
-        if (acct == DPT_ACCT_RDP) {
+        if (is_default) { /* both parts of the default accountant's minimum */
+            cJSON_AddStringToObject(o, "accountant_rule", "default: min(pld, rdp)");
+            cli_json_number(o, "epsilon_rdp", e_rdp);
+            cli_json_number(o, "epsilon_pld", e_pld);
+        }
+        if (acct == DPT_ACCT_RDP || is_default) {
             cJSON_AddStringToObject(o, "conversion", conv == DPT_CONV_BALLE ? "balle" : "classic");
             cli_json_number(o, "order", r.order);
             cJSON_AddBoolToObject(o, "order_at_edge", r.at_edge);
@@ -439,6 +453,8 @@ int dpt_cmd_account(int argc, char **argv) {
                                        ? (conv == DPT_CONV_BALLE ? "RDP (Balle et al. 2020 conversion)"
                                                                  : "RDP (classic conversion)")
                                        : "PLD (pessimistic, FFT composition)");
+    if (is_default)
+        printf("                (the default: the smaller of PLD and RDP, as training reports; --accountant picks one)\n");
     printf("sample rate q   %.6g\n", r.q);
     printf("steps           %llu%s\n", (unsigned long long)r.steps, s_epochs ? " (epochs x round(1/q), as training runs)" : "");
     if (s_target)
@@ -447,6 +463,8 @@ int dpt_cmd_account(int argc, char **argv) {
         printf("sigma           %.6g\n", r.sigma);
     printf("delta           %g\n", r.delta);
     printf("epsilon         %.4f\n", r.eps);
+    if (is_default && acct == DPT_ACCT_PLD) printf("epsilon (RDP)   %.4f   (cross-check, Balle et al. 2020 conversion)\n", e_rdp);
+    if (is_default && acct == DPT_ACCT_RDP) printf("epsilon (PLD)   %.4f   (cross-check)\n", e_pld);
     if (!isfinite(r.eps)) {
         /* the PLD grid puts every loss beyond its range at +infinity (a pessimistic
          * discretization): over many steps that mass alone can exceed delta, while the
@@ -459,7 +477,7 @@ int dpt_cmd_account(int argc, char **argv) {
             printf("note: no finite epsilon: sigma %g is too small for a guarantee\n", r.sigma);
         return 0;
     }
-    if (acct == DPT_ACCT_RDP) printf("best order      %g\n", r.order);
+    if (acct == DPT_ACCT_RDP || is_default) printf("best order      %g%s\n", r.order, acct == DPT_ACCT_RDP ? "" : " (RDP)");
     if (r.at_edge)
         printf("note: the best RDP order %g is at an edge of the order grid; widen it with --orders\n", r.order);
     return 0;

@@ -163,7 +163,7 @@ static int ui_on_epoch(void *user, const dpt_epoch_result *r) {
     }
     ui_clear_bar(ui);
     if (ui->quiet) return g_interrupted != 0;
-    char where[96] = "", loss[48] = "", test[80] = "", eps[96] = "";
+    char where[96] = "", loss[48] = "", test[80] = "", eps[128] = "";
     if (r->partial)
         snprintf(where, sizeof where, " (stopped after %zu of %zu steps)", r->steps_in_epoch, r->steps_per_epoch);
     if (!isnan(r->train_loss)) snprintf(loss, sizeof loss, "  train loss %.4f", r->train_loss);
@@ -171,10 +171,12 @@ static int ui_on_epoch(void *user, const dpt_epoch_result *r) {
         snprintf(test, sizeof test, "  test loss %.4f  test acc %.2f%%", r->test_loss, 100.0 * r->test_accuracy);
     else if (!isnan(r->test_mse)) /* regression */
         snprintf(test, sizeof test, "  test mse %.5g  (rmse %.5g)", r->test_mse, sqrt(r->test_mse));
-    if (!isnan(r->epsilon) && !isnan(r->epsilon_pld))
-        snprintf(eps, sizeof eps, "  epsilon %.4g (RDP) / %.4g (PLD) (delta %g)", r->epsilon, r->epsilon_pld, r->delta);
-    else if (!isnan(r->epsilon))
-        snprintf(eps, sizeof eps, "  epsilon %.4g (RDP) (delta %g)", r->epsilon, r->delta);
+    /* the headline accountant's epsilon (what calibration and the budget use), RDP beside it */
+    if (!isnan(r->epsilon)) {
+        char head[80];
+        cli_epsilon_text(head, sizeof head, r->epsilon, (dpt_accountant)r->accountant, r->epsilon_rdp, r->epsilon_pld);
+        snprintf(eps, sizeof eps, "  %s (delta %g)", head, r->delta);
+    }
     fprintf(stderr, "epoch %" PRIu64 "/%" PRIu64 "%s  step %" PRIu64 "%s%s%s%s%s  %.1fs%s\n", r->epoch, ui->epochs, where,
             r->step, loss, test, eps, r->note[0] ? "  " : "", r->note, r->wall_s,
             r->from_checkpoint ? "  (saved before the last stop, published now)" : "");
@@ -256,7 +258,7 @@ static int check_planned_releases(const cli_algo *A, const cli_algo_ctx *ctx, co
     if (!rc && A->planned_releases) rc = A->planned_releases(ctx, l, algo, sizeof algo);
     double e = 0;
     if (!rc && dpt_ledger_n_events(l) > 0) {
-        if (dpt_ledger_epsilon(l, pf->delta, DPT_ACCT_RDP, DPT_CONV_BALLE, &e) != DPT_OK) rc = cli_fail("--target-epsilon");
+        if (dpt_ledger_epsilon(l, pf->delta, DPT_ACCT_DEFAULT, DPT_CONV_BALLE, &e) != DPT_OK) rc = cli_fail("--target-epsilon");
         else if (e > pf->target_eps)
             rc = cli_error("--target-epsilon %g: the releases before training alone, %s%s%s, spend epsilon %.4g at "
                            "delta %g: refused before computing them (nothing was written); raise their noise or the "

@@ -37,12 +37,13 @@ void cli_algo_names(char *buf, size_t n) {
 
 int cli_report_ledger(const cli_algo_ctx *c, dpt_trainer *t, double sigma) {
     /* only what the accountants computed from the recorded events */
-    double e_rdp = NAN, e_pld = NAN, delta = c->priv->delta;
+    double e = NAN, e_rdp = NAN, e_pld = NAN, delta = c->priv->delta;
+    dpt_accountant which = DPT_ACCT_RDP;
     const dpt_ledger *l = dpt_trainer_ledger(t);
     if (!l) return cli_fail("epsilon: no privacy ledger");
-    if (dpt_ledger_epsilon(l, delta, DPT_ACCT_RDP, DPT_CONV_BALLE, &e_rdp) != DPT_OK) return cli_fail("epsilon");
-    if (dpt_ledger_pld_applies(l) && dpt_ledger_epsilon(l, delta, DPT_ACCT_PLD, DPT_CONV_BALLE, &e_pld) != DPT_OK)
-        e_pld = NAN;
+    /* the headline: the default accountant's (PLD where it applies), as calibrated */
+    if (dpt_ledger_epsilon_default(l, delta, DPT_CONV_BALLE, &e, &which, &e_rdp, &e_pld) != DPT_OK)
+        return cli_fail("epsilon");
     double e_next = 0;
     if (dpt_trainer_budget_stopped(t, &e_next))
         printf("stopped by the privacy budget: the next step would reach epsilon %.4g > %g\n", e_next,
@@ -53,9 +54,17 @@ int cli_report_ledger(const cli_algo_ctx *c, dpt_trainer *t, double sigma) {
     char where[600];
     if (dpt_trainer_step(t)) snprintf(where, sizeof where, "ledger: %s/ledger.json", c->out);
     else snprintf(where, sizeof where, "nothing written: the run took no step");
-    printf("privacy: epsilon %.4g (RDP) / %.4g (PLD) at delta %g after %" PRIu64 " steps (q %g, sigma %g)%s  %s\n",
-           e_rdp, e_pld, delta, dpt_ledger_steps(l), c->cfg->sample_rate, sigma, ex, where);
+    char head[96];
+    cli_epsilon_text(head, sizeof head, e, which, e_rdp, e_pld);
+    printf("privacy: %s at delta %g after %" PRIu64 " steps (q %g, sigma %g)%s  %s\n", head, delta,
+           dpt_ledger_steps(l), c->cfg->sample_rate, sigma, ex, where);
     return 0;
+}
+
+void cli_epsilon_text(char *buf, size_t n, double eps, dpt_accountant which, double e_rdp, double e_pld) {
+    if (which == DPT_ACCT_PLD) snprintf(buf, n, "epsilon %.4g (PLD; RDP %.4g)", eps, e_rdp);
+    else if (!isnan(e_pld)) snprintf(buf, n, "epsilon %.4g (RDP; PLD %.4g)", eps, e_pld);
+    else snprintf(buf, n, "epsilon %.4g (RDP)", eps);
 }
 
 void cli_ledger_excludes(const struct dpt_ledger *l, char *buf, size_t n) {

@@ -11,6 +11,7 @@
  * than the one chosen is an error naming both. */
 #ifndef DPT_CLI_TRAIN_ALGOS_H
 #define DPT_CLI_TRAIN_ALGOS_H
+#include <dptrain/accounting.h>
 #include <dptrain/train.h>
 #include <stdio.h>
 
@@ -83,9 +84,13 @@ const cli_algo *cli_algo_find(const char *name);
 void cli_algo_names(char *buf, size_t n);
 
 /* Shared by the algorithms whose privacy events are in the trainer's ledger: prints
- * "privacy: epsilon X (RDP) / Y (PLD) at delta D after T steps ..." computed from the
- * ledger, and the budget-stop line. Returns 0 or an exit code. */
+ * "privacy: epsilon X (PLD; RDP Y) at delta D after T steps ..." computed from the
+ * ledger (the headline accountant first, accounting.h DPT_ACCT_DEFAULT), and the
+ * budget-stop line. Returns 0 or an exit code. */
 int cli_report_ledger(const cli_algo_ctx *c, dpt_trainer *t, double sigma);
+/* "epsilon X (PLD; RDP Y)", "epsilon X (RDP; PLD Y)" or "epsilon X (RDP)": the headline
+ * epsilon, the accountant that gave it and the other one (NAN: does not apply). */
+void cli_epsilon_text(char *buf, size_t n, double eps, dpt_accountant which, double e_rdp, double e_pld);
 /* "  [this epsilon does NOT cover: ...]" when the ledger records a use of the data outside
  * it (metadata "epsilon_excludes", dpt_trainer_exclude_from_guarantee), else "". */
 void cli_ledger_excludes(const struct dpt_ledger *l, char *buf, size_t n);

@@ -18,7 +18,8 @@ int main(int argc, char **argv) {
     const uint64_t steps = 5 * (uint64_t)(1 / q + 0.5); /* 5 epochs of round(1/q) steps */
 
     double sigma = 0, eps_rdp = 0, eps_pld = 0;
-    if (dpt_calibrate_sigma(q, steps, delta, target, DPT_ACCT_RDP, DPT_CONV_BALLE, 1e-4, &sigma) != DPT_OK)
+    /* the default accountant: the one `dptrain train --target-epsilon` calibrates with */
+    if (dpt_calibrate_sigma(q, steps, delta, target, DPT_ACCT_DEFAULT, DPT_CONV_BALLE, 1e-4, &sigma) != DPT_OK)
         return fail("calibration");
     if (dpt_rdp_sgm_epsilon(q, sigma, steps, delta, DPT_CONV_BALLE, NULL, 0, &eps_rdp, NULL) != DPT_OK)
         return fail("RDP epsilon");

@@ -68,7 +68,7 @@ int main(int argc, char **argv) {
     if (dpt_trainer_set_initial_params(t, start->theta, start->n_params, "the model train_arrays saved") != DPT_OK)
         return fail("starting parameters");
     if (dpt_trainer_run(t, &r) != DPT_OK) return fail("training");
-    if (dpt_ledger_epsilon(dpt_trainer_ledger(t), cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, &eps) != DPT_OK)
+    if (dpt_ledger_epsilon(dpt_trainer_ledger(t), cfg.delta, DPT_ACCT_DEFAULT, DPT_CONV_BALLE, &eps) != DPT_OK)
         return fail("epsilon");
     printf("started from: %s\n", dpt_trainer_initial_params(t));
     printf("test accuracy %.2f%% before, %.2f%% after %llu steps of DP-SGD\n", 100 * acc0, 100 * r.test_accuracy,

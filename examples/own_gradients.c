@@ -89,13 +89,14 @@ int main(int argc, char **argv) {
             for (size_t j = 0; j < P; j++) w[j] -= (float)lr * update[j];
         }
         double eps = 0;
-        if (dpt_sgm_epsilon(m, 0, DPT_ACCT_RDP, &eps) != DPT_OK) return fail("epsilon");
+        if (dpt_sgm_epsilon(m, 0, DPT_ACCT_DEFAULT, &eps) != DPT_OK) return fail("epsilon");
         printf("epoch %zu: test accuracy %.2f%%, epsilon %.3f\n", e, 100 * accuracy(w, xt, yt, n_test), eps);
     }
-    double eps = 0, eps_pld = 0;
-    if (dpt_sgm_epsilon(m, 0, DPT_ACCT_RDP, &eps) != DPT_OK || dpt_sgm_epsilon(m, 0, DPT_ACCT_PLD, &eps_pld) != DPT_OK)
+    /* the default accountant (what calibrated sigma and what the budget uses), RDP beside it */
+    double eps = 0, eps_rdp = 0;
+    if (dpt_sgm_epsilon(m, 0, DPT_ACCT_DEFAULT, &eps) != DPT_OK || dpt_sgm_epsilon(m, 0, DPT_ACCT_RDP, &eps_rdp) != DPT_OK)
         return fail("epsilon");
-    printf("privacy: epsilon %.3f (RDP) / %.3f (PLD) at delta 1e-05 (sigma %.4f, clip 1, %llu steps)\n", eps, eps_pld,
+    printf("privacy: epsilon %.3f (RDP %.3f) at delta 1e-05 (sigma %.4f, clip 1, %llu steps)\n", eps, eps_rdp,
            dpt_sgm_sigma(m), (unsigned long long)dpt_sgm_steps(m));
     dpt_sgm_free(m);
     free(idx), free(g), free(x), free(y), free(xt), free(yt);

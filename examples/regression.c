@@ -55,8 +55,9 @@ int main(void) {
     cfg.delta = 1e-5;
     dpt_dpsgd_config dp = dpt_dpsgd_config_defaults();
     dp.clip = 1.0;
-    /* the noise for epsilon 1 after these epochs, by the RDP accountant */
-    if (dpt_calibrate_sigma(cfg.sample_rate, cfg.epochs * 100, cfg.delta, 1.0, DPT_ACCT_RDP, DPT_CONV_BALLE, 1e-4,
+    /* the noise for epsilon 1 after these epochs, by the default accountant (the one the run
+     * reports with: the smaller of the PLD and RDP bounds) */
+    if (dpt_calibrate_sigma(cfg.sample_rate, cfg.epochs * 100, cfg.delta, 1.0, DPT_ACCT_DEFAULT, DPT_CONV_BALLE, 1e-4,
                             &dp.sigma) != DPT_OK)
         return fail("calibration");
 

@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
     if (dpt_trainer_run(t, &r) != DPT_OK) return fail("training");
 
     double eps = 0;
-    if (dpt_ledger_epsilon(dpt_trainer_ledger(t), cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, &eps) != DPT_OK)
+    if (dpt_ledger_epsilon(dpt_trainer_ledger(t), cfg.delta, DPT_ACCT_DEFAULT, DPT_CONV_BALLE, &eps) != DPT_OK)
         return fail("epsilon");
     printf("test accuracy %.2f%% after %llu steps of DP-SGD (sigma %g, clip %g)\n", 100 * r.test_accuracy,
            (unsigned long long)r.step, dp.sigma, dp.clip);

@@ -50,7 +50,7 @@ void free(void *p);
 
 CDEF_ACCOUNTING = r"""
 typedef enum { DPT_CONV_BALLE = 0, DPT_CONV_CLASSIC = 1 } dpt_conversion;
-typedef enum { DPT_ACCT_RDP = 0, DPT_ACCT_PLD = 1 } dpt_accountant;
+typedef enum { DPT_ACCT_RDP = 0, DPT_ACCT_PLD = 1, DPT_ACCT_DEFAULT = 2 } dpt_accountant;
 dpt_status dpt_rdp_sgm(double q, double sigma, double alpha, double *rdp);
 const double *dpt_rdp_default_orders(size_t *n);
 dpt_status dpt_rdp_to_epsilon(const double *orders, const double *rdp, size_t n, double delta,
@@ -89,6 +89,9 @@ dpt_status dpt_ledger_epsilon_rdp(const dpt_ledger *l, double delta, dpt_convers
                                   const double *orders, size_t n_orders, double *eps,
                                   double *best_order, int *at_edge);
 int dpt_ledger_pld_applies(const dpt_ledger *l);
+dpt_status dpt_ledger_epsilon_default(const dpt_ledger *l, double delta, dpt_conversion conv, double *eps,
+                                      dpt_accountant *which, double *eps_rdp, double *eps_pld);
+const char *dpt_accountant_name(dpt_accountant acct);
 dpt_status dpt_ledger_to_json(const dpt_ledger *l, char **json_out);
 dpt_status dpt_ledger_from_json(const char *json, dpt_ledger **out);
 dpt_status dpt_ledger_save(const dpt_ledger *l, const char *path);
@@ -385,6 +388,8 @@ CALLBACK_EPOCH_FIELDS = """
     double epsilon, epsilon_pld, delta;
     int partial;
     size_t steps_in_epoch, steps_per_epoch;
+    double epsilon_rdp;
+    int accountant;
 """
 
 CDEF_INFERENCE = r"""

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "dptrain/accounting.h"
+#include <string.h>
 #include "testutil.h"
 
 /* ==== Independent references computed here ==== */
@@ -466,6 +467,64 @@ static void test_big_orders_and_tiny_tol(void) {
     CHECK(e1 <= 1.0);
 }
 
+/* The default (headline) accountant: min(PLD, RDP) on the same ledger, which of the two gave
+ * it, calibration under it meets the target with sigma - tol failing, and the rule for
+ * ledgers PLD cannot compose (accounting.h, DPT_ACCT_DEFAULT). */
+static void test_default_accountant(void) {
+    const double q = 256.0 / 60000, delta = 1e-5;
+    dpt_ledger *l = NULL;
+    CHECK_OK(dpt_ledger_new(&l));
+    CHECK_OK(dpt_ledger_add_sgm(l, q, 0.7, 1170));
+    CHECK_OK(dpt_ledger_add_gaussian(l, 1.0, 30.0, "dp_norm"));
+    double e, er, ep, ed;
+    dpt_accountant w = DPT_ACCT_DEFAULT;
+    CHECK_OK(dpt_ledger_epsilon_default(l, delta, DPT_CONV_BALLE, &e, &w, &er, &ep));
+    double r2, p2;
+    CHECK_OK(dpt_ledger_epsilon(l, delta, DPT_ACCT_RDP, DPT_CONV_BALLE, &r2));
+    CHECK_OK(dpt_ledger_epsilon(l, delta, DPT_ACCT_PLD, DPT_CONV_BALLE, &p2));
+    CHECK(er == r2 && ep == p2);
+    /* DP-SGD settings: PLD is the tighter bound and gives the headline */
+    CHECK(w == DPT_ACCT_PLD && e == ep && ep < er);
+    CHECK_OK(dpt_ledger_epsilon(l, delta, DPT_ACCT_DEFAULT, DPT_CONV_BALLE, &ed));
+    CHECK(ed == e);
+    /* calibration on top of the ledger under the default rule: meets the target, sigma - tol
+     * does not, and it needs less noise than RDP alone */
+    double s_def, s_rdp, tol = 1e-3;
+    CHECK_OK(dpt_ledger_calibrate_sgm(l, q, 1170, delta, 5.0, DPT_ACCT_DEFAULT, DPT_CONV_BALLE, tol, &s_def));
+    CHECK_OK(dpt_ledger_calibrate_sgm(l, q, 1170, delta, 5.0, DPT_ACCT_RDP, DPT_CONV_BALLE, tol, &s_rdp));
+    CHECK(s_def < s_rdp);
+    for (int k = 0; k < 2; k++) {
+        dpt_ledger *c = NULL;
+        CHECK_OK(dpt_ledger_copy(l, &c));
+        CHECK_OK(dpt_ledger_add_sgm(c, q, k ? s_def - tol : s_def, 1170));
+        CHECK_OK(dpt_ledger_epsilon(c, delta, DPT_ACCT_DEFAULT, DPT_CONV_BALLE, &ed));
+        CHECK(k ? ed > 5.0 : ed <= 5.0);
+        dpt_ledger_free(c);
+    }
+    dpt_ledger_free(l);
+    /* without a ledger: dpt_calibrate_sigma's default = the smaller of the two at each sigma,
+     * below the RDP sigma for the quick start (sigma 0.702332 under RDP) */
+    double s0;
+    CHECK_OK(dpt_calibrate_sigma(q, 1170, delta, 3.0, DPT_ACCT_DEFAULT, DPT_CONV_BALLE, 1e-4, &s0));
+    CHECK(s0 < 0.70 && pld_eps(q, s0, 1170, delta) <= 3.0 && pld_eps(q, s0 - 1e-4, 1170, delta) > 3.0);
+    CHECK_STATUS(dpt_calibrate_sigma(q, 1170, delta, 3.0, DPT_ACCT_DEFAULT, DPT_CONV_CLASSIC, 1e-4, &s0), DPT_EINVAL);
+    /* where the PLD grid is the looser bound (docs/accounting.md, "Limits": T = 1e7 at delta
+     * 1e-6), RDP gives the headline */
+    CHECK_OK(dpt_ledger_new(&l));
+    CHECK_OK(dpt_ledger_add_sgm(l, 1e-4, 0.8, 10000000ULL));
+    CHECK_OK(dpt_ledger_epsilon_default(l, 1e-6, DPT_CONV_BALLE, &e, &w, &er, &ep));
+    CHECK(w == DPT_ACCT_RDP && e == er && er < ep);
+    dpt_ledger_free(l);
+    /* an RDP-curve event (DP-ULR): PLD does not apply, RDP alone */
+    CHECK_OK(dpt_ledger_new(&l));
+    const double o[] = {2, 4, 8}, rv[] = {0.01, 0.02, 0.05};
+    CHECK_OK(dpt_ledger_add_rdp_curve(l, o, rv, 3, 10, "curve"));
+    CHECK_OK(dpt_ledger_epsilon_default(l, delta, DPT_CONV_BALLE, &e, &w, &er, &ep));
+    CHECK(w == DPT_ACCT_RDP && e == er && isnan(ep));
+    dpt_ledger_free(l);
+    CHECK(!strcmp(dpt_accountant_name(DPT_ACCT_DEFAULT), "default") && !dpt_accountant_name((dpt_accountant)7));
+}
+
 static void test_bad_input(void) {
     double x;
     CHECK_STATUS(dpt_rdp_sgm(0.0, 1.0, 2, &x), DPT_EINVAL);
@@ -558,6 +617,7 @@ int main(void) {
     test_pld_converged();
     test_calibration();
     test_calibration_grid();
+    test_default_accountant();
     test_bad_input();
     TEST_MAIN_END();
 }

@@ -250,6 +250,18 @@ static uint64_t sidecar_steps(const char *dir) {
     return n;
 }
 
+/* epsilon of T steps of SGM(q, sigma) under the default (headline) accountant, the one a run
+ * reports, calibrates with and stops its budget at (accounting.h) */
+static double def_eps(double q, double sigma, uint64_t T) {
+    dpt_ledger *l = NULL;
+    double e = NAN;
+    CHECK_OK(dpt_ledger_new(&l));
+    CHECK_OK(dpt_ledger_add_sgm(l, q, sigma, T));
+    CHECK_OK(dpt_ledger_epsilon(l, 1e-5, DPT_ACCT_DEFAULT, DPT_CONV_BALLE, &e));
+    dpt_ledger_free(l);
+    return e;
+}
+
 static dpt_status run_dp(const dpt_train_config *c, const dpt_dataset *tr, double sigma, int resume,
                          uint64_t *steps, uint64_t *ledger_steps, double *eps, char *meta, size_t meta_n) {
     dpt_algo *a;
@@ -264,7 +276,7 @@ static dpt_status run_dp(const dpt_train_config *c, const dpt_dataset *tr, doubl
         const dpt_ledger *l = dpt_trainer_ledger(t);
         if (steps) *steps = dpt_trainer_step(t);
         if (ledger_steps) *ledger_steps = dpt_ledger_steps(l);
-        if (eps) CHECK_OK(dpt_ledger_epsilon(l, c->delta, DPT_ACCT_RDP, DPT_CONV_BALLE, eps));
+        if (eps) CHECK_OK(dpt_ledger_epsilon(l, c->delta, DPT_ACCT_DEFAULT, DPT_CONV_BALLE, eps));
         if (meta) {
             char key[64];
             snprintf(key, sizeof key, "mismatch_allowed_at_step_%d", 20);
@@ -289,7 +301,7 @@ static void test_ledger(const dpt_dataset *tr) {
     double eps2 = 0, direct = 0;
     CHECK_OK(run_dp(&c, tr, 1.1, 1, &st, &ls, &eps2, NULL, 0));
     CHECK(st == 40 && ls == 40 && sidecar_steps(dir) == 40);
-    CHECK_OK(dpt_rdp_sgm_epsilon(0.05, 1.1, 40, 1e-5, DPT_CONV_BALLE, NULL, 0, &direct, NULL));
+    direct = def_eps(0.05, 1.1, 40);
     CHECK_CLOSE(eps2, direct, 0, 1e-12);
     /* different sigma / q / data: refused */
     c.epochs = 3;
@@ -432,24 +444,29 @@ static void test_budget(const dpt_dataset *tr) {
     dpt_train_config c = dp_cfg("mlp:8-16-3:gelu", 0.05);
     c.epochs = 10;
     double target = 0, eps = 0, next = 0;
-    CHECK_OK(dpt_rdp_sgm_epsilon(0.05, 1.5, 100, 1e-5, DPT_CONV_BALLE, NULL, 0, &target, NULL));
+    target = def_eps(0.05, 1.5, 100); /* the budget's accountant: the default one */
     c.target_epsilon = target * (1 + 1e-9); /* exactly 100 steps fit */
     uint64_t st = 0, ls = 0;
     CHECK_OK(run_dp(&c, tr, 1.5, 0, &st, &ls, &eps, NULL, 0));
     CHECK(st == 100 && ls == 100);
     if (!(st == 100 && ls == 100)) fprintf(stderr, "budget: steps %llu ledger %llu eps %g\n", (unsigned long long)st, (unsigned long long)ls, eps);
     CHECK(eps <= c.target_epsilon);
-    CHECK_OK(dpt_rdp_sgm_epsilon(0.05, 1.5, st + 1, 1e-5, DPT_CONV_BALLE, NULL, 0, &next, NULL));
+    next = def_eps(0.05, 1.5, st + 1);
     CHECK(next > c.target_epsilon);
+    /* and the run reports that accountant's epsilon, PLD here, below RDP's */
+    double e_rdp = 0;
+    CHECK_OK(dpt_rdp_sgm_epsilon(0.05, 1.5, st, 1e-5, DPT_CONV_BALLE, NULL, 0, &e_rdp, NULL));
+    CHECK(eps < e_rdp);
     /* calibration as the CLI and Python plan it: the run's steps (dpt_sampler_steps_for_epochs,
-     * 10 x round(1/q)) and dpt_train_calibrate_sigma (dpt_calibrate_sigma under RDP, Balle,
-     * tol 1e-4 without a prior); eps <= target, and the whole run fits in the budget */
+     * 10 x round(1/q)) and dpt_train_calibrate_sigma (dpt_calibrate_sigma under the default
+     * accountant, tol 1e-4 without a prior); eps <= target, and the whole run fits in the
+     * budget (the calibration and the budget use one accountant) */
     double sigma = 0, plain = 0;
     uint64_t steps = 0;
     CHECK_OK(dpt_sampler_steps_for_epochs(DPT_SAMPLER_POISSON, tr->n, 0, 0.05, c.epochs, &steps));
     CHECK(steps == 10 * 20);
     CHECK_OK(dpt_train_calibrate_sigma(NULL, 0.05, steps, 1e-5, 2.0, &sigma));
-    CHECK_OK(dpt_calibrate_sigma(0.05, steps, 1e-5, 2.0, DPT_ACCT_RDP, DPT_CONV_BALLE, 1e-4, &plain));
+    CHECK_OK(dpt_calibrate_sigma(0.05, steps, 1e-5, 2.0, DPT_ACCT_DEFAULT, DPT_CONV_BALLE, 1e-4, &plain));
     CHECK(sigma == plain);
     c.target_epsilon = 2.0;
     CHECK_OK(run_dp(&c, tr, sigma, 0, &st, &ls, &eps, NULL, 0));
@@ -461,7 +478,7 @@ static void test_budget(const dpt_dataset *tr) {
     CHECK_OK(dpt_ledger_new(&prior));
     CHECK_OK(dpt_ledger_add_gaussian(prior, 1.0, 4.0, "dp-normalize"));
     CHECK_OK(dpt_train_calibrate_sigma(prior, 0.05, steps, 1e-5, 2.0, &with_prior));
-    CHECK_OK(dpt_ledger_calibrate_sgm(prior, 0.05, steps, 1e-5, 2.0, DPT_ACCT_RDP, DPT_CONV_BALLE, 1e-4, &want));
+    CHECK_OK(dpt_ledger_calibrate_sgm(prior, 0.05, steps, 1e-5, 2.0, DPT_ACCT_DEFAULT, DPT_CONV_BALLE, 1e-4, &want));
     CHECK(with_prior == want && with_prior > sigma);
     CHECK_OK(dpt_ledger_add_gaussian(prior, 1.0, 0.3, "large")); /* alone above the target */
     CHECK_STATUS(dpt_train_calibrate_sigma(prior, 0.05, steps, 1e-5, 2.0, &with_prior), DPT_ERANGE);
@@ -470,7 +487,7 @@ static void test_budget(const dpt_dataset *tr) {
 }
 
 /* Releases before training under a budget (issue 38.5): a DP normalization release that
- * alone spends 4.729 > target 3 (noise multiplier 1, delta 1e-5) is refused when recorded,
+ * alone spends 4.377 (the default accountant, PLD; 4.729 under RDP) > target 3 (noise multiplier 1, delta 1e-5) is refused when recorded,
  * leaving the ledger as it was; one within the target whose run cannot afford its first
  * step writes nothing into out_dir (no checkpoint with the statistics, no ledger, no
  * metrics), and out_dir, which the trainer created, is gone. */
@@ -483,7 +500,7 @@ static void test_budget_before_training(const dpt_dataset *tr) {
     dpt_trainer *t = make_trainer(&c, tr, 1.0, 1.0, DPT_CLIP_FLAT, 0, NULL);
     if (!t) return;
     CHECK_STATUS(dpt_trainer_add_gaussian_release(t, 1.0, 1.0, "dp-normalize"), DPT_ERANGE);
-    CHECK_ERR_HAS("spend epsilon 4.729");
+    CHECK_ERR_HAS("spend epsilon 4.377");
     CHECK(dpt_ledger_n_events(dpt_trainer_ledger(t)) == 0);
     dpt_trainer_free(t);
     CHECK(access(dir, F_OK) != 0); /* nothing was written */

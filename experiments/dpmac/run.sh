@@ -48,8 +48,9 @@ run() {
   echo "$log" | grep -E "^epoch|privacy|paper|test accuracy|calibrated" >&2 || true
   local t1; t1=$(date +%s.%N)
   local eps epld epap acc loss sig ours
-  eps=$(grep -o "privacy: epsilon [0-9.e+-]*" <<<"$log" | awk '{print $3}'); eps=${eps:-inf}
-  epld=$(grep -o "privacy: epsilon [0-9.e+-]* (RDP) / [0-9.e+a-z-]*" <<<"$log" | awk '{print $6}'); epld=${epld:-}
+  # "privacy: epsilon X (PLD; RDP Y) ...": the headline accountant first (docs/accounting.md)
+  eps=$(sed -n -e 's/^privacy: epsilon \([0-9.e+-]*\) (RDP[;)].*/\1/p' -e 's/^privacy: epsilon [0-9.e+-]* (PLD; RDP \([0-9.e+-]*\)).*/\1/p' <<<"$log"); eps=${eps:-inf}
+  epld=$(sed -n -e 's/^privacy: epsilon \([0-9.e+-]*\) (PLD;.*/\1/p' -e 's/^privacy: epsilon [0-9.e+-]* (RDP; PLD \([0-9.e+-]*\)).*/\1/p' <<<"$log"); epld=${epld:-}
   epap=$(grep -o "= [0-9.e+-]* at delta 1.1e-05" <<<"$log" | awk '{print $2}'); epap=${epap:-}
   acc=$(grep -o "test accuracy [0-9.]*" <<<"$log" | awk '{print $3}')
   loss=$(grep -o "test loss [0-9.]*" <<<"$log" | tail -1 | awk '{print $3}')

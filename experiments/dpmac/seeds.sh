@@ -90,8 +90,9 @@ def grab(pat):
     m = re.search(pat, text)
     return m.group(1) if m else ""
 sigma = grab(r"calibrated sigma ([0-9.e+-]+)") or grab(r"algorithm dpmac \(sigma ([0-9.e+-]+)")
-eps = grab(r"privacy: epsilon ([0-9.e+-]+)")
-pld = grab(r"\(RDP\) / ([0-9.e+-]+)")
+# "privacy: epsilon X (PLD; RDP Y)": the headline accountant first (docs/accounting.md)
+eps = grab(r"privacy: epsilon ([0-9.e+-]+) \(RDP[;)]") or grab(r"privacy: epsilon [0-9.e+-]+ \(PLD; RDP ([0-9.e+-]+)\)")
+pld = grab(r"privacy: epsilon ([0-9.e+-]+) \(PLD;") or grab(r"privacy: epsilon [0-9.e+-]+ \(RDP; PLD ([0-9.e+-]+)\)")
 epap = grab(r"= ([0-9.e+-]+) at delta 1.1e-05")
 recs = [json.loads(l) for l in open(metrics) if l.strip()]
 recs = [r for r in recs if "test_loss" in r]

@@ -39,7 +39,7 @@ def main():
             for e in range(1, epochs + 1):
                 steps = e * spe
                 common = ["--batch-size", str(b), "--dataset-size", str(n), "--sigma", "%g" % s, "--steps", str(steps)]
-                balle = account(dptrain, *common)
+                balle = account(dptrain, *common, "--accountant", "rdp")
                 classic = account(dptrain, *common, "--conversion", "classic")
                 pld = account(dptrain, *common, "--accountant", "pld")
                 rows.append(dict(batch=b, q="%.10g" % q, sigma0="%g" % s, epoch=e, steps=steps, curve="dpsgd",

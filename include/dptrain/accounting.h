@@ -85,12 +85,22 @@ dpt_status dpt_pld_sgm_epsilon_ex(double q, double sigma, uint64_t steps, double
 
 /* ==== Noise calibration ==== */
 
-typedef enum { DPT_ACCT_RDP = 0, DPT_ACCT_PLD = 1 } dpt_accountant;
+/* DPT_ACCT_DEFAULT is the headline accountant: the one a run states its epsilon with,
+ * calibrates a target epsilon with and stops at its budget with (trainer, dpt_sgm, CLI,
+ * Python). Its epsilon is the smaller of the PLD accountant's (pessimistic discretization:
+ * an upper bound), when every recorded event allows it (dpt_ledger_pld_applies; the SGM
+ * steps calibration adds do), and the RDP accountant's with the conversion given: both are
+ * upper bounds at the same delta, so their minimum is one. PLD is the smaller one in
+ * practice; RDP wins only where the PLD grid loses too much mass to +infinity (very many
+ * steps at small sigma). The other accountant's epsilon is reported beside it as a
+ * cross-check (docs/accounting.md, "Which accountant"). */
+typedef enum { DPT_ACCT_RDP = 0, DPT_ACCT_PLD = 1, DPT_ACCT_DEFAULT = 2 } dpt_accountant;
 
 /* Smallest sigma, to within tol > 0, with epsilon(q, sigma, steps, delta) <= target_eps:
  * the returned sigma satisfies the target, sigma - tol does not (a tol below the spacing
  * of doubles near sigma gives the closest double that satisfies it). Bracketing then
- * bisection in sigma over [0.05, 1e4]. conv is used by the RDP accountant only.
+ * bisection in sigma over [0.05, 1e4]. conv is used by the RDP accountant only;
+ * DPT_ACCT_DEFAULT: the smaller of the two at each sigma (Balle conversion only).
  * Errors: DPT_EINVAL, DPT_ERANGE (target unreachable in the searched range). */
 dpt_status dpt_calibrate_sigma(double q, uint64_t steps, double delta, double target_eps,
                                dpt_accountant acct, dpt_conversion conv, double tol,
@@ -151,6 +161,13 @@ dpt_status dpt_ledger_epsilon_rdp(const dpt_ledger *l, double delta, dpt_convers
                                   double *best_order, int *at_edge);
 /* 1 when the PLD accountant applies (only SGM, sgm_dgauss and Gaussian events). */
 int dpt_ledger_pld_applies(const dpt_ledger *l);
+/* The headline epsilon (DPT_ACCT_DEFAULT) with its parts: *eps = min(*eps_rdp, *eps_pld),
+ * *which = the accountant that gave it (DPT_ACCT_PLD on a tie), *eps_pld = NAN when PLD does
+ * not apply. Any output but eps may be NULL. conv: for RDP. */
+dpt_status dpt_ledger_epsilon_default(const dpt_ledger *l, double delta, dpt_conversion conv, double *eps,
+                                      dpt_accountant *which, double *eps_rdp, double *eps_pld);
+/* "rdp", "pld" or "default"; NULL for other values. */
+const char *dpt_accountant_name(dpt_accountant acct);
 /* *out = an independent copy of l (events and metadata); dpt_ledger_free it. */
 dpt_status dpt_ledger_copy(const dpt_ledger *l, dpt_ledger **out);
 /* dpt_calibrate_sigma on top of the releases already in `prior` (NULL or without events:

@@ -442,7 +442,9 @@ typedef struct {
     double test_loss, test_accuracy; /* NAN without a test set */
     double wall_s;            /* training time so far (all sessions of the run) */
     double lr;                /* learning rate of this epoch */
-    double epsilon;           /* private algorithms: RDP epsilon of the ledger at `delta`; */
+    double epsilon;           /* private algorithms: the headline epsilon of the ledger at
+                                 `delta`, under `accountant` (DPT_ACCT_DEFAULT: PLD where it
+                                 applies, the accountant calibration and the budget use); */
     double epsilon_pld;       /*   PLD epsilon (NAN when PLD does not apply);             */
     double delta;             /*   NAN, NAN, NAN for non-private algorithms              */
     int partial;              /* 1: the run stopped inside this epoch (max_steps, budget,
@@ -454,6 +456,9 @@ typedef struct {
     double test_mse;          /* regression: mean squared error per target coordinate,
                                  sum ||f(x) - t||^2 / (n t_dim) = 2 test_loss / t_dim;
                                  NAN for classification or without a test set */
+    double epsilon_rdp;       /* private algorithms: RDP epsilon (Balle et al.'s conversion),
+                                 the cross-check printed beside the headline; NAN otherwise */
+    int accountant;           /* the dpt_accountant of `epsilon` (RDP or PLD); -1 non-private */
 } dpt_epoch_result;
 
 /* Messages the library would otherwise print (it never prints): notes on a resume, the

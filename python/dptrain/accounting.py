@@ -28,24 +28,31 @@ from .errors import file_not_found
 __all__ = [
     "epsilon", "rdp_epsilon", "delta_pld", "rdp", "default_orders", "calibrate_sigma", "steps_for_epochs",
     "dpulr_epsilon", "dpulr_rdp", "dpulr_default_min_batch", "Ledger", "read_ledger",
-    "RdpEpsilon", "DPULR_RATIO_ALPHA", "secure_distance",
+    "RdpEpsilon", "Headline", "DPULR_RATIO_ALPHA", "secure_distance",
 ]
 
 DPULR_RATIO_ALPHA = float(lib.DPT_DPULR_RATIO_ALPHA)
 RdpEpsilon = namedtuple("RdpEpsilon", "epsilon order at_edge")
+Headline = namedtuple("Headline", "epsilon accountant epsilon_rdp epsilon_pld")
 
-_ACCOUNTANTS = {"rdp": lib.DPT_ACCT_RDP, "pld": lib.DPT_ACCT_PLD}
+# "default": the headline accountant of runs (DPT_ACCT_DEFAULT in accounting.h): the smaller of
+# the PLD bound (where it applies) and the RDP bound, PLD in practice
+_ACCOUNTANTS = {"rdp": lib.DPT_ACCT_RDP, "pld": lib.DPT_ACCT_PLD, "default": lib.DPT_ACCT_DEFAULT}
 _CONVERSIONS = {"balle": lib.DPT_CONV_BALLE, "classic": lib.DPT_CONV_CLASSIC}
 _U64_MAX = 2 ** 64 - 1
 
 
 # ==== argument conversion ====
 
-def _accountant(name):
+def _accountant(name, orders=None, conversion="balle"):
+    """None: the default accountant, or RDP when an RDP order grid or conversion is given
+    (as `dptrain account` without --accountant)."""
+    if name is None:
+        name = "rdp" if orders is not None or conversion != "balle" else "default"
     try:
         return _ACCOUNTANTS[name]
     except (KeyError, TypeError):
-        raise ValueError("accountant must be 'rdp' or 'pld', got %r" % (name,)) from None
+        raise ValueError("accountant must be 'default', 'pld' or 'rdp', got %r" % (name,)) from None
 
 
 def _conversion(name):
@@ -115,6 +122,9 @@ def _vectorize(fn, args):
 
 def _epsilon1(sigma, q, steps, delta, acct, conv, orders_c, pld_opt):
     out = ffi.new("double *")
+    if acct == lib.DPT_ACCT_DEFAULT:  # the smaller of two upper bounds, as runs report
+        return min(_epsilon1(sigma, q, steps, delta, lib.DPT_ACCT_RDP, conv, orders_c, None),
+                   _epsilon1(sigma, q, steps, delta, lib.DPT_ACCT_PLD, conv, orders_c, pld_opt))
     if acct == lib.DPT_ACCT_RDP:
         check(lib.dpt_rdp_sgm_epsilon_ex(_f(q, "sample_rate"), _f(sigma, "noise_multiplier"), _u64(steps, "steps"),
                                          _f(delta, "delta"), conv, orders_c[1], orders_c[2], out, ffi.NULL, ffi.NULL))
@@ -136,21 +146,25 @@ def _pld_options(grid, max_points):
     return opt
 
 
-def epsilon(noise_multiplier, sample_rate, steps, delta, accountant="rdp", conversion="balle", orders=None,
+def epsilon(noise_multiplier, sample_rate, steps, delta, accountant=None, conversion="balle", orders=None,
             grid=None, max_points=None):
     """epsilon after `steps` steps of the Poisson-subsampled Gaussian mechanism.
 
     noise_multiplier: sigma (noise std / L2 sensitivity) > 0; sample_rate: q in (0, 1];
-    delta in (0, 1). accountant 'rdp' (Renyi DP, minimized over `orders`, default grid of
+    delta in (0, 1). accountant None (the default: 'default', or 'rdp' when `orders` or a
+    conversion other than 'balle' is given), 'default' (what training reports and calibrates
+    with: the smaller of the two below, the PLD one in practice), 'rdp' (Renyi DP, minimized over `orders`, default grid of
     the library; conversion 'balle' (Balle et al. 2020) or 'classic' (Mironov 2017)) or
     'pld' (privacy loss distribution, an upper bound; `grid` in nats and `max_points` set
     its discretization, defaults 1e-4 and 16384). Arrays broadcast (ndarray result).
     """
-    acct, conv = _accountant(accountant), _conversion(conversion)
-    if acct == lib.DPT_ACCT_PLD and orders is not None:
-        raise ValueError("orders: only used by the RDP accountant")
-    if acct == lib.DPT_ACCT_RDP and (grid is not None or max_points is not None):
-        raise ValueError("grid/max_points: only used by the PLD accountant")
+    acct, conv = _accountant(accountant, orders, conversion), _conversion(conversion)
+    if acct != lib.DPT_ACCT_RDP and orders is not None:
+        raise ValueError("orders: only used by the RDP accountant (give accountant='rdp')")
+    if acct != lib.DPT_ACCT_PLD and (grid is not None or max_points is not None):
+        raise ValueError("grid/max_points: only used by the PLD accountant (give accountant='pld')")
+    if acct == lib.DPT_ACCT_DEFAULT and conversion != "balle":
+        raise ValueError("conversion: the default accountant uses 'balle' (give accountant='rdp')")
     oc = _orders(orders)
     opt = _pld_options(grid, max_points)
     if _is_array(noise_multiplier) or _is_array(sample_rate) or _is_array(steps) or _is_array(delta):
@@ -233,11 +247,13 @@ def steps_for_epochs(epochs, sample_rate):
     return int(out[0])
 
 
-def calibrate_sigma(target_epsilon, sample_rate, delta, steps=None, epochs=None, accountant="rdp",
+def calibrate_sigma(target_epsilon, sample_rate, delta, steps=None, epochs=None, accountant=None,
                     conversion="balle", tol=1e-4, orders=None):
     """The smallest noise multiplier, to within `tol`, whose epsilon after `steps` steps (or
     `epochs` epochs: steps_for_epochs(epochs, q) steps) is at most target_epsilon: the result never
-    overshoots the target, and sigma - tol does. `orders` (RDP only): the order grid of the
+    overshoots the target, and sigma - tol does. accountant: None (the default: 'default', or
+    'rdp' when `orders` or a conversion other than 'balle' is given), 'default' (the one
+    training calibrates with, so the sigma equals train(target_epsilon=)'s), 'pld' or 'rdp'. `orders` (RDP only): the order grid of the
     epsilon that will be reported, the same as epsilon(..., orders=) takes (default: the
     library's grid). Raises OutOfRangeError (a ValueError) when the target cannot be
     reached for sigma in [0.05, 1e4]."""
@@ -245,9 +261,9 @@ def calibrate_sigma(target_epsilon, sample_rate, delta, steps=None, epochs=None,
         raise ValueError("calibrate_sigma: give exactly one of steps= and epochs=")
     if steps is None:
         steps = steps_for_epochs(epochs, sample_rate)
-    acct, conv = _accountant(accountant), _conversion(conversion)
-    if acct == lib.DPT_ACCT_PLD and orders is not None:
-        raise ValueError("orders: only used by the RDP accountant")
+    acct, conv = _accountant(accountant, orders, conversion), _conversion(conversion)
+    if acct != lib.DPT_ACCT_RDP and orders is not None:
+        raise ValueError("orders: only used by the RDP accountant (give accountant='rdp')")
     oc = _orders(orders)
 
     def one(e, q, d, t):
@@ -390,19 +406,30 @@ class Ledger:
         return self
 
     # -- queries --
-    def epsilon(self, delta, accountant="rdp", conversion="balle", orders=None):
-        """epsilon of everything recorded at delta (PLD only for SGM / Gaussian events)."""
+    def epsilon(self, delta, accountant=None, conversion="balle", orders=None):
+        """epsilon of everything recorded at delta: accountant 'default' (what runs report and
+        calibrate with: the smaller of the PLD bound, where it applies, and the RDP bound),
+        'pld' (only for SGM / Gaussian events) or 'rdp'; None: 'default', or 'rdp' when `orders`
+        or a conversion other than 'balle' is given."""
         out = ffi.new("double *")
+        acct = _accountant(accountant, orders, conversion)
         if orders is not None:
-            if _accountant(accountant) != lib.DPT_ACCT_RDP:
-                raise ValueError("orders: only used by the RDP accountant")
+            if acct != lib.DPT_ACCT_RDP:
+                raise ValueError("orders: only used by the RDP accountant (give accountant='rdp')")
             oc = _orders(orders)
             check(lib.dpt_ledger_epsilon_rdp(self._p, _f(delta, "delta"), _conversion(conversion), oc[1], oc[2], out,
                                              ffi.NULL, ffi.NULL))
         else:
-            check(lib.dpt_ledger_epsilon(self._p, _f(delta, "delta"), _accountant(accountant),
-                                         _conversion(conversion), out))
+            check(lib.dpt_ledger_epsilon(self._p, _f(delta, "delta"), acct, _conversion(conversion), out))
         return out[0]
+
+    def headline(self, delta):
+        """Headline(epsilon, accountant, epsilon_rdp, epsilon_pld): the epsilon runs report at delta
+        (the default accountant: the smaller of the two bounds), which accountant gave it ('pld'
+        or 'rdp') and both parts (epsilon_pld None when PLD does not apply)."""
+        e, w, r, p = ffi.new("double *"), ffi.new("dpt_accountant *"), ffi.new("double *"), ffi.new("double *")
+        check(lib.dpt_ledger_epsilon_default(self._p, _f(delta, "delta"), lib.DPT_CONV_BALLE, e, w, r, p))
+        return Headline(e[0], "pld" if w[0] == lib.DPT_ACCT_PLD else "rdp", r[0], None if p[0] != p[0] else p[0])
 
     def rdp_epsilon(self, delta, conversion="balle", orders=None):
         """RdpEpsilon(epsilon, order, at_edge) of the ledger."""

@@ -231,9 +231,10 @@ class PrivateGradients:
 
     # -- the privacy spent --
     @_locked
-    def epsilon(self, delta=None, accountant="rdp"):
+    def epsilon(self, delta=None, accountant="default"):
         """epsilon of every step sampled so far at delta (default: the constructor's);
-        accountant "rdp" (what the budget uses) or "pld" (tighter)."""
+        accountant "default" (what target_epsilon calibrates with and the budget stops at:
+        the smaller of the PLD and RDP bounds, PLD in practice), "pld" or "rdp"."""
         out = ffi.new("double *")
         check(lib.dpt_sgm_epsilon(self._h(), 0.0 if delta is None else float(delta), _accountant(accountant), out),
               "PrivateGradients.epsilon")

@@ -303,7 +303,7 @@ class Model:
             return loss[0], 2.0 * loss[0] / self.output_dim
         return loss[0], acc[0]
 
-    def epsilon(self, delta=None, accountant="rdp"):
+    def epsilon(self, delta=None, accountant="default"):
         """epsilon of the model's privacy ledger at delta (default: the run's delta);
         None for a non-private model."""
         if self.ledger is None:

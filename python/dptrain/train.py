@@ -127,11 +127,27 @@ class Run:
 
     @property
     def epsilon(self):
-        """RDP epsilon (Balle conversion) of the run's ledger at its delta; None when no
-        accountant covers the run (non-private algorithms, DP-ULR on shuffled batches)."""
+        """The run's epsilon at its delta, from the default accountant (the one target_epsilon
+        calibrated with and the budget stopped at: the smaller of the PLD bound, where it
+        applies, and the RDP bound; `accountant` says which); None when no accountant covers
+        the run (non-private algorithms, DP-ULR on shuffled batches)."""
         if self.ledger is None or self.delta is None:
             return None
         return self.ledger.epsilon(self.delta)
+
+    @property
+    def accountant(self):
+        """'pld' or 'rdp': the accountant that gave `epsilon`; None without a ledger."""
+        if self.ledger is None or self.delta is None:
+            return None
+        return self.ledger.headline(self.delta).accountant
+
+    @property
+    def epsilon_rdp(self):
+        """The RDP accountant's epsilon (Balle et al.'s conversion), the cross-check."""
+        if self.ledger is None or self.delta is None:
+            return None
+        return self.ledger.epsilon(self.delta, accountant="rdp")
 
     @property
     def seed_source(self):
@@ -229,10 +245,12 @@ class _Progress:
                 parts.append("test acc %.2f%%  test loss %.4f" % (100 * r["test_accuracy"], r["test_loss"]))
             elif not math.isnan(r.get("test_mse", float("nan"))):  # regression
                 parts.append("test mse %.5g  (rmse %.5g)" % (r["test_mse"], math.sqrt(r["test_mse"])))
-            eps, pld = r.get("epsilon", float("nan")), r.get("epsilon_pld")
-            if eps is not None and not math.isnan(eps):
-                if pld is not None and not math.isnan(pld):
-                    parts.append("epsilon %.4g (RDP) / %.4g (PLD) (delta %g)" % (eps, pld, r["delta"]))
+            eps, pld, rdp = r.get("epsilon", float("nan")), r.get("epsilon_pld"), r.get("epsilon_rdp")
+            if eps is not None and not math.isnan(eps):  # the headline accountant first, as the CLI
+                if r.get("accountant") == "pld":
+                    parts.append("epsilon %.4g (PLD; RDP %.4g) (delta %g)" % (eps, rdp, r["delta"]))
+                elif pld is not None and not math.isnan(pld):
+                    parts.append("epsilon %.4g (RDP; PLD %.4g) (delta %g)" % (eps, pld, r["delta"]))
                 else:
                     parts.append("epsilon %.4g (RDP) (delta %g)" % (eps, r["delta"]))
             parts.append("%.1fs" % r["wall_s"])
@@ -290,7 +308,9 @@ def _epoch_dict(r, regression=False):
         del d["test_accuracy"]
         d["test_mse"] = r.test_mse
     if HAVE_CALLBACKS:
-        d.update(epsilon=r.epsilon, epsilon_pld=r.epsilon_pld, delta=r.delta, partial=bool(r.partial))
+        d.update(epsilon=r.epsilon, epsilon_pld=r.epsilon_pld, delta=r.delta, partial=bool(r.partial),
+                 epsilon_rdp=r.epsilon_rdp,
+                 accountant={lib.DPT_ACCT_PLD: "pld", lib.DPT_ACCT_RDP: "rdp"}.get(r.accountant))
     return d
 
 

@@ -46,7 +46,7 @@ def cli_json(cli, *args):
 
 @pytest.mark.parametrize("sigma,q,steps,delta", GRID)
 def test_epsilon_rdp_equals_c(sigma, q, steps, delta):
-    assert acc.epsilon(sigma, q, steps, delta) == c_rdp_eps(q, sigma, steps, delta)
+    assert acc.epsilon(sigma, q, steps, delta, accountant="rdp") == c_rdp_eps(q, sigma, steps, delta)
     assert acc.epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps, delta=delta, conversion="classic") == \
         c_rdp_eps(q, sigma, steps, delta, lib.DPT_CONV_CLASSIC)
 
@@ -60,26 +60,33 @@ def test_numpy_scalars_and_arrays():
     sigma, q, steps, delta = GRID[0]
     ref = c_rdp_eps(q, sigma, steps, delta)
     # numpy scalars: exactly the same doubles
-    assert acc.epsilon(np.float64(sigma), np.float64(q), np.int64(steps), np.float64(delta)) == ref
-    assert acc.epsilon(sigma, q, np.uint32(steps), delta) == ref
-    assert acc.epsilon(sigma, q, float(steps), delta) == ref  # an integral float is a count
+    assert acc.epsilon(np.float64(sigma), np.float64(q), np.int64(steps), np.float64(delta), accountant="rdp") == ref
+    assert acc.epsilon(sigma, q, np.uint32(steps), delta, accountant="rdp") == ref
+    assert acc.epsilon(sigma, q, float(steps), delta, accountant="rdp") == ref  # an integral float is a count
     # float32 widens exactly: the result is the C function's at that double
-    assert acc.epsilon(np.float32(sigma), q, steps, delta) == c_rdp_eps(q, float(np.float32(sigma)), steps, delta)
+    assert acc.epsilon(np.float32(sigma), q, steps, delta, accountant="rdp") == \
+        c_rdp_eps(q, float(np.float32(sigma)), steps, delta)
     sig = np.array([[0.8, 1.1, 2.0]])
     st = np.array([[100], [1000]])
-    e = acc.epsilon(sig, q, st, delta)
+    e = acc.epsilon(sig, q, st, delta, accountant="rdp")
     assert e.shape == (2, 3) and e.dtype == np.float64
     for i in range(2):
         for j in range(3):
             assert e[i, j] == c_rdp_eps(q, float(sig[0, j]), int(st[i, 0]), delta)
-    assert isinstance(acc.epsilon(sigma, q, steps, delta), float)
-    assert acc.epsilon([1.0, 2.0], q, steps, delta).shape == (2,)
+    assert isinstance(acc.epsilon(sigma, q, steps, delta, accountant="rdp"), float)
+    assert acc.epsilon([1.0, 2.0], q, steps, delta, accountant="rdp").shape == (2,)
 
 
 @pytest.mark.parametrize("sigma,q,steps,delta", GRID[:3])
 def test_epsilon_equals_cli(cli, sigma, q, steps, delta):
-    j = cli_json(cli, "--sample-rate", repr(q), "--sigma", repr(sigma), "--steps", steps, "--delta", repr(delta))
-    assert j["epsilon"] == acc.epsilon(sigma, q, steps, delta)
+    j = cli_json(cli, "--accountant", "rdp", "--sample-rate", repr(q), "--sigma", repr(sigma), "--steps", steps,
+                 "--delta", repr(delta))
+    assert j["epsilon"] == acc.epsilon(sigma, q, steps, delta, accountant="rdp")
+    # without --accountant / accountant=: both take the default (headline) accountant
+    jd = cli_json(cli, "--sample-rate", repr(q), "--sigma", repr(sigma), "--steps", steps, "--delta", repr(delta))
+    assert jd["epsilon"] == acc.epsilon(sigma, q, steps, delta)
+    assert jd["epsilon"] == min(jd["epsilon_rdp"], jd["epsilon_pld"]) == min(
+        acc.epsilon(sigma, q, steps, delta, accountant="rdp"), acc.epsilon(sigma, q, steps, delta, accountant="pld"))
     r = acc.rdp_epsilon(sigma, q, steps, delta)
     assert (j["order"], j["order_at_edge"]) == (r.order, r.at_edge)
 
@@ -91,15 +98,19 @@ def test_pld_equals_cli(cli):
     assert j["epsilon"] == acc.epsilon(sigma, q, steps, delta, accountant="pld")
 
 
-@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+@pytest.mark.parametrize("accountant", ["rdp", "pld", "default"])
 def test_calibrate_equals_c_and_cli_and_never_overshoots(cli, accountant):
     q, delta, target, epochs = 256 / 60000, 1e-5, 3.0, 3
     steps = acc.steps_for_epochs(epochs, q)
-    a = lib.DPT_ACCT_RDP if accountant == "rdp" else lib.DPT_ACCT_PLD
+    a = {"rdp": lib.DPT_ACCT_RDP, "pld": lib.DPT_ACCT_PLD, "default": lib.DPT_ACCT_DEFAULT}[accountant]
     s = acc.calibrate_sigma(target_epsilon=target, sample_rate=q, epochs=epochs, delta=delta, accountant=accountant)
     assert s == c_calibrate(q, steps, delta, target, a)
     assert s == acc.calibrate_sigma(target, q, delta, steps=steps, accountant=accountant)
-    j = cli_json(cli, "--accountant", accountant, "--sample-rate", repr(q), "--target-epsilon", target, "--epochs",
+    if accountant == "default":  # what calibrate_sigma and `dptrain account` do without accountant=
+        assert s == acc.calibrate_sigma(target, q, delta, steps=steps)
+        assert s < acc.calibrate_sigma(target, q, delta, steps=steps, accountant="rdp")
+    flag = ["--accountant", accountant] if accountant != "default" else []
+    j = cli_json(cli, *flag, "--sample-rate", repr(q), "--target-epsilon", target, "--epochs",
                  epochs, "--delta", delta)
     assert j["sigma"] == s and j["steps"] == steps
     # never overshooting: the target holds at sigma, and not at sigma - tol

@@ -294,6 +294,16 @@ int dpt_ledger_pld_applies(const dpt_ledger *l) {
     return 1;
 }
 
+
+const char *dpt_accountant_name(dpt_accountant acct) {
+    switch (acct) {
+    case DPT_ACCT_RDP: return "rdp";
+    case DPT_ACCT_PLD: return "pld";
+    case DPT_ACCT_DEFAULT: return "default";
+    }
+    return NULL;
+}
+
 /* The sampler distance of the SGM_DGAUSS events (docs/dpsgd.md, "Secure noise"): the run's
  * output is within total variation dtv of a mechanism whose every probability is within a
  * factor e^(+-mtot) of the exact discrete Gaussian's, mtot = sum count coords mu,
@@ -408,6 +418,7 @@ dpt_status dpt_ledger_epsilon_rdp(const dpt_ledger *l, double delta, dpt_convers
 dpt_status dpt_ledger_epsilon(const dpt_ledger *l, double delta, dpt_accountant acct,
                               dpt_conversion conv, double *eps) {
     DPT_CHECK(l && eps, DPT_EINVAL, "ledger epsilon: NULL argument");
+    if (acct == DPT_ACCT_DEFAULT) return dpt_ledger_epsilon_default(l, delta, conv, eps, NULL, NULL, NULL);
     if (acct == DPT_ACCT_RDP) return dpt_ledger_epsilon_rdp(l, delta, conv, NULL, 0, eps, NULL, NULL);
     DPT_CHECK(acct == DPT_ACCT_PLD, DPT_EINVAL, "unknown accountant %d", (int)acct);
     DPT_CHECK(isfinite(delta) && delta > 0 && delta < 1, DPT_EINVAL, "delta must be in (0, 1), got %g", delta);
@@ -453,6 +464,21 @@ dpt_status dpt_ledger_epsilon(const dpt_ledger *l, double delta, dpt_accountant 
     dpt_free(qs);
     dpt_free(cnt);
     return st;
+}
+
+dpt_status dpt_ledger_epsilon_default(const dpt_ledger *l, double delta, dpt_conversion conv, double *eps,
+                                      dpt_accountant *which, double *eps_rdp, double *eps_pld) {
+    DPT_CHECK(l && eps, DPT_EINVAL, "ledger epsilon: NULL argument");
+    double r = NAN, p = NAN;
+    DPT_TRY(dpt_ledger_epsilon_rdp(l, delta, conv, NULL, 0, &r, NULL, NULL));
+    if (dpt_ledger_pld_applies(l)) DPT_TRY(dpt_ledger_epsilon(l, delta, DPT_ACCT_PLD, conv, &p));
+    /* both bound the same (eps, delta) curve from above: the smaller is a bound too */
+    const int pld = !isnan(p) && !(r < p);
+    *eps = pld ? p : r;
+    if (which) *which = pld ? DPT_ACCT_PLD : DPT_ACCT_RDP;
+    if (eps_rdp) *eps_rdp = r;
+    if (eps_pld) *eps_pld = p;
+    return DPT_OK;
 }
 
 /* ==== JSON ==== */

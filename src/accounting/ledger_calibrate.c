@@ -36,7 +36,8 @@ dpt_status dpt_ledger_calibrate_sgm(const dpt_ledger *prior, double q, uint64_t 
     DPT_CHECK(delta > 0 && delta < 1, DPT_EINVAL, "delta must be in (0, 1), got %g", delta);
     DPT_CHECK(isfinite(target_eps) && target_eps > 0, DPT_EINVAL, "target_eps must be > 0, got %g", target_eps);
     DPT_CHECK(isfinite(tol) && tol > 0, DPT_EINVAL, "tol must be > 0, got %g", tol);
-    DPT_CHECK(acct == DPT_ACCT_RDP || acct == DPT_ACCT_PLD, DPT_EINVAL, "acct: unknown accountant %d", (int)acct);
+    DPT_CHECK(acct == DPT_ACCT_RDP || acct == DPT_ACCT_PLD || acct == DPT_ACCT_DEFAULT, DPT_EINVAL,
+              "acct: unknown accountant %d", (int)acct);
     DPT_CHECK(sigma, DPT_EINVAL, "sigma is NULL");
     /* nothing recorded: exactly dpt_calibrate_sigma's sigma (what `dptrain account
      * --target-epsilon` prints for the same q, steps and delta) */

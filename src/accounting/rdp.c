@@ -428,7 +428,13 @@ typedef struct {
 
 static dpt_status eps_at_conf(double q, double sigma, uint64_t steps, double delta, const acct_conf *a, double *eps) {
     if (a->acct == DPT_ACCT_PLD) return dpt_pld_sgm_epsilon(q, sigma, steps, delta, eps);
-    return dpt_rdp_sgm_epsilon(q, sigma, steps, delta, a->conv, a->orders, a->n_orders, eps, NULL);
+    DPT_TRY(dpt_rdp_sgm_epsilon(q, sigma, steps, delta, a->conv, a->orders, a->n_orders, eps, NULL));
+    if (a->acct == DPT_ACCT_DEFAULT) { /* the smaller of two upper bounds (accounting.h) */
+        double p;
+        DPT_TRY(dpt_pld_sgm_epsilon(q, sigma, steps, delta, &p));
+        if (!(*eps < p)) *eps = p;
+    }
+    return DPT_OK;
 }
 
 dpt_status dpt_calibrate_sigma(double q, uint64_t steps, double delta, double target_eps,
@@ -443,16 +449,19 @@ dpt_status dpt_calibrate_sigma_ex(double q, uint64_t steps, double delta, double
     const acct_conf A = {acct, conv, orders, n_orders};
     DPT_CHECK(!orders || n_orders > 0, DPT_EINVAL, "n_orders must be > 0 when orders is given");
     DPT_CHECK(!orders || acct == DPT_ACCT_RDP, DPT_EINVAL, "orders: only the RDP accountant uses an order grid");
+    DPT_CHECK(acct != DPT_ACCT_DEFAULT || conv == DPT_CONV_BALLE, DPT_EINVAL,
+              "the default accountant uses Balle et al.'s conversion for its RDP part");
     DPT_TRY(dpt_acct_check_common(q, 1.0, steps, delta));
     DPT_CHECK(isfinite(target_eps) && target_eps > 0.0, DPT_EINVAL,
               "target epsilon must be > 0, got %g", target_eps);
     DPT_CHECK(isfinite(tol) && tol > 0.0, DPT_EINVAL, "tolerance must be > 0, got %g", tol);
-    DPT_CHECK(acct == DPT_ACCT_RDP || acct == DPT_ACCT_PLD, DPT_EINVAL, "unknown accountant %d", (int)acct);
+    DPT_CHECK(acct == DPT_ACCT_RDP || acct == DPT_ACCT_PLD || acct == DPT_ACCT_DEFAULT, DPT_EINVAL,
+              "unknown accountant %d", (int)acct);
     DPT_CHECK(sigma != NULL, DPT_EINVAL, "sigma output is NULL");
     const double s_min = 0.05, s_max = 1e4;
     /* Invariant: eps(hi) <= target < eps(lo); epsilon decreases with sigma. */
     double lo = 0, hi = 1.0, e = 0, shrink = 0.5;
-    if (acct == DPT_ACCT_PLD) {
+    if (acct != DPT_ACCT_RDP) {
         /* The PLD bound is tighter than RDP, so the (cheap) RDP sigma is a good upper
          * start and the bracket is narrow; it is still verified under the PLD. */
         double s_rdp;

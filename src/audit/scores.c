@@ -173,7 +173,7 @@ dpt_status dpt_audit_train_and_score(const dpt_audit_job *job, const dpt_dataset
     if (st == DPT_OK && info) {
         info->epsilon = NAN;
         const dpt_ledger *l = dpt_trainer_ledger(t);
-        if (l) st = dpt_ledger_epsilon(l, cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, &info->epsilon);
+        if (l) st = dpt_ledger_epsilon(l, cfg.delta, DPT_ACCT_DEFAULT, DPT_CONV_BALLE, &info->epsilon);
         info->test_accuracy = test ? r.test_accuracy : NAN;
         info->wall_s = r.wall_s;
     }

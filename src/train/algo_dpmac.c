@@ -696,7 +696,7 @@ dpt_status dpt_trainer_add_gaussian_release(dpt_trainer *t, double sensitivity, 
         double e = 0;
         dpt_status s = dpt_ledger_copy(t->ledger, &l);
         if (s == DPT_OK) s = dpt_ledger_add_gaussian(l, sensitivity, sigma, label);
-        if (s == DPT_OK) s = dpt_ledger_epsilon(l, t->cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, &e);
+        if (s == DPT_OK) s = dpt_ledger_epsilon(l, t->cfg.delta, DPT_ACCT_DEFAULT, DPT_CONV_BALLE, &e);
         dpt_ledger_free(l);
         DPT_TRY(s);
         DPT_CHECK(!(e > t->cfg.target_epsilon), DPT_ERANGE,

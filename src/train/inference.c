@@ -111,7 +111,7 @@ dpt_status dpt_checkpoint_epsilon(const dpt_checkpoint *ck, double delta, double
     DPT_CHECK(ck->ledger, DPT_ENOTSUP,
               "dpt_checkpoint_epsilon: %s has no privacy ledger (a non-private run: no finite epsilon)", ck->path);
     DPT_CHECK(delta > 0 && delta < 1, DPT_EINVAL, "dpt_checkpoint_epsilon: delta must be in (0, 1), got %g", delta);
-    return dpt_ledger_epsilon(ck->ledger, delta, DPT_ACCT_RDP, DPT_CONV_BALLE, eps);
+    return dpt_ledger_epsilon(ck->ledger, delta, DPT_ACCT_DEFAULT, DPT_CONV_BALLE, eps);
 }
 
 /* ==== Prediction and evaluation ==== */

@@ -148,16 +148,17 @@ static dpt_status ledger_sidecar_path(const dpt_trainer *t, char *buf, size_t n)
     return DPT_OK;
 }
 
-/* epsilon (RDP, Balle conversion) of the ledger plus `more` steps of this run's events
- * (the algorithm's add_events, else SGM(q, sigma)). */
+/* epsilon (the default accountant, accounting.h: PLD where it applies, the one calibration
+ * used) of the ledger plus `more` steps of this run's events (the algorithm's add_events,
+ * else SGM(q, sigma)): what the budget stops at. */
 static dpt_status ledger_eps_after(const void *ctx, uint64_t more, double *eps) {
     const dpt_trainer *t = ctx;
-    if (!more) return dpt_ledger_epsilon(t->ledger, t->cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, eps);
+    if (!more) return dpt_ledger_epsilon(t->ledger, t->cfg.delta, DPT_ACCT_DEFAULT, DPT_CONV_BALLE, eps);
     dpt_ledger *l = NULL;
     DPT_TRY(dpt_ledger_copy(t->ledger, &l));
     dpt_status s = t->algo->add_events ? t->algo->add_events(t->algo, t, l, more)
                                        : dpt_ledger_add_sgm(l, t->cfg.sample_rate, t->algo->sigma, more);
-    if (s == DPT_OK) s = dpt_ledger_epsilon(l, t->cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, eps);
+    if (s == DPT_OK) s = dpt_ledger_epsilon(l, t->cfg.delta, DPT_ACCT_DEFAULT, DPT_CONV_BALLE, eps);
     dpt_ledger_free(l);
     return s;
 }
@@ -1147,7 +1148,8 @@ dpt_status dpt_trainer_resume(dpt_trainer *t) {
 static void result_empty(dpt_epoch_result *r) {
     memset(r, 0, sizeof *r);
     r->train_loss = r->test_loss = r->test_accuracy = r->test_mse = r->wall_s = r->lr = NAN;
-    r->epsilon = r->epsilon_pld = r->delta = NAN;
+    r->epsilon = r->epsilon_pld = r->epsilon_rdp = r->delta = NAN;
+    r->accountant = -1;
 }
 
 static dpt_status compute_result(dpt_trainer *t, int partial, size_t in_epoch, size_t spe, dpt_epoch_result *r) {
@@ -1168,11 +1170,13 @@ static dpt_status compute_result(dpt_trainer *t, int partial, size_t in_epoch, s
     }
     r->wall_s = t->wall_s;
     if (t->ledger) {
-        /* both accountants on exactly the recorded events */
+        /* both accountants on exactly the recorded events; the headline is the default
+         * accountant's, the one calibration and the budget used */
         r->delta = t->cfg.delta;
-        DPT_TRY(dpt_ledger_epsilon(t->ledger, t->cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, &r->epsilon));
-        if (dpt_ledger_pld_applies(t->ledger))
-            DPT_TRY(dpt_ledger_epsilon(t->ledger, t->cfg.delta, DPT_ACCT_PLD, DPT_CONV_BALLE, &r->epsilon_pld));
+        dpt_accountant which;
+        DPT_TRY(dpt_ledger_epsilon_default(t->ledger, t->cfg.delta, DPT_CONV_BALLE, &r->epsilon, &which,
+                                           &r->epsilon_rdp, &r->epsilon_pld));
+        r->accountant = (int)which;
     }
     return DPT_OK;
 }
@@ -1201,6 +1205,8 @@ static dpt_status record_line(dpt_trainer *t, dpt_epoch_result *r, char **line) 
     if (t->ledger) {
         cJSON_AddStringToObject(o, "seed_source", t->seed_caller ? "caller" : "os");
         json_add_exact(o, "epsilon", r->epsilon);
+        cJSON_AddStringToObject(o, "accountant", r->accountant == DPT_ACCT_PLD ? "pld" : "rdp");
+        json_add_exact(o, "epsilon_rdp", r->epsilon_rdp);
         if (isfinite(r->epsilon_pld)) json_add_exact(o, "epsilon_pld", r->epsilon_pld);
         json_add_exact(o, "delta", r->delta);
     }
@@ -1225,10 +1231,17 @@ static dpt_status record_parse(const char *line, const char *note, dpt_epoch_res
     int ok = cJSON_IsObject(o) && json_u64(o, "epoch", &e) && json_u64(o, "step", &st);
     if (ok) {
         static const char *keys[] = {"train_loss", "test_loss", "test_accuracy", "test_mse", "lr", "wall_s",
-                                     "epsilon", "epsilon_pld", "delta"};
+                                     "epsilon", "epsilon_pld", "epsilon_rdp", "delta"};
         double *dst[] = {&r->train_loss, &r->test_loss, &r->test_accuracy, &r->test_mse, &r->lr, &r->wall_s,
-                         &r->epsilon, &r->epsilon_pld, &r->delta};
+                         &r->epsilon, &r->epsilon_pld, &r->epsilon_rdp, &r->delta};
         for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) (void)json_double(o, keys[i], dst[i]);
+        /* records before the headline became the default accountant: "epsilon" was RDP */
+        const cJSON *acct = cJSON_GetObjectItemCaseSensitive(o, "accountant");
+        if (cJSON_IsString(acct)) r->accountant = !strcmp(acct->valuestring, "pld") ? DPT_ACCT_PLD : DPT_ACCT_RDP;
+        else if (isfinite(r->epsilon)) {
+            r->accountant = DPT_ACCT_RDP;
+            r->epsilon_rdp = r->epsilon;
+        }
         r->partial = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "partial"));
         if (r->partial) ok = json_u64(o, "epoch_step", &es) && json_u64(o, "epoch_steps", &en);
     }

@@ -222,14 +222,15 @@ static dpt_status ledger_resume(dpt_sgm *m) {
     return DPT_OK;
 }
 
-/* epsilon (RDP, Balle) of the ledger plus `more` steps of this mechanism */
+/* epsilon (the default accountant: PLD, accounting.h) of the ledger plus `more` steps of
+ * this mechanism: what its budget stops at */
 static dpt_status eps_after(const void *ctx, uint64_t more, double *eps) {
     const dpt_sgm *m = ctx;
-    if (!more) return dpt_ledger_epsilon(m->ledger, m->cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, eps);
+    if (!more) return dpt_ledger_epsilon(m->ledger, m->cfg.delta, DPT_ACCT_DEFAULT, DPT_CONV_BALLE, eps);
     dpt_ledger *l = NULL;
     DPT_TRY(dpt_ledger_copy(m->ledger, &l));
     dpt_status s = dpt_gauss_release_record(&m->rel, l, more);
-    if (s == DPT_OK) s = dpt_ledger_epsilon(l, m->cfg.delta, DPT_ACCT_RDP, DPT_CONV_BALLE, eps);
+    if (s == DPT_OK) s = dpt_ledger_epsilon(l, m->cfg.delta, DPT_ACCT_DEFAULT, DPT_CONV_BALLE, eps);
     dpt_ledger_free(l);
     return s;
 }
@@ -256,7 +257,7 @@ static int path_exists(const char *path) {
 static dpt_status calibrate(const dpt_sgm_config *c, double *sigma) {
     double acct;
     DPT_TRY(dpt_error_context(dpt_calibrate_sigma(c->sample_rate, c->steps, c->delta, c->target_epsilon,
-                                                  DPT_ACCT_RDP, DPT_CONV_BALLE, 1e-4, &acct),
+                                                  DPT_ACCT_DEFAULT, DPT_CONV_BALLE, 1e-4, &acct),
                               "dpt_sgm_config.target_epsilon"));
     if (!c->secure) {
         *sigma = acct;
@@ -516,8 +517,8 @@ dpt_status dpt_sgm_release(dpt_sgm *m, const float *grads, size_t b, float *out)
 dpt_status dpt_sgm_epsilon(const dpt_sgm *m, double delta, dpt_accountant acct, double *eps) {
     DPT_CHECK(m, DPT_EINVAL, "dpt_sgm_epsilon: m is NULL");
     DPT_CHECK(eps, DPT_EINVAL, "dpt_sgm_epsilon: eps is NULL");
-    DPT_CHECK(acct == DPT_ACCT_RDP || acct == DPT_ACCT_PLD, DPT_EINVAL, "dpt_sgm_epsilon: unknown accountant %d",
-              (int)acct);
+    DPT_CHECK(acct == DPT_ACCT_RDP || acct == DPT_ACCT_PLD || acct == DPT_ACCT_DEFAULT, DPT_EINVAL,
+              "dpt_sgm_epsilon: unknown accountant %d", (int)acct);
     return dpt_ledger_epsilon(m->ledger, delta == 0 ? m->cfg.delta : delta, acct, DPT_CONV_BALLE, eps);
 }
 

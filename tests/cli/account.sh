@@ -132,16 +132,24 @@ open(sys.argv[1], "w").write(json.dumps(d, indent=1) + "\n")
 PY
 out=$("$BIN" account --ledger "$tmp/run.json" --json); rc=$?
 check "ledger accepted" test $rc -eq 0
-direct=$("$BIN" account --sample-rate 0.004 --sigma 1.1 --steps 15000 --json)
+direct=$("$BIN" account --sample-rate 0.004 --sigma 1.1 --steps 15000 --accountant rdp --json)
 direct_pld=$("$BIN" account --sample-rate 0.004 --sigma 1.1 --steps 15000 --accountant pld --json)
+direct_def=$("$BIN" account --sample-rate 0.004 --sigma 1.1 --steps 15000 --json)
+# the headline is the default accountant's (the smaller bound: PLD here), as training reports
 check "ledger report matches direct" python3 -c '
 import json, sys
-d, r, p = (json.loads(a) for a in sys.argv[1:4])
-assert d["steps"] == 15000 and d["accountant"] == "rdp", d
+d, r, p, df = (json.loads(a) for a in sys.argv[1:5])
+assert d["steps"] == 15000 and d["accountant"] == "pld" and d["epsilon"] == d["epsilon_pld"], d
 assert abs(d["epsilon_rdp"] - r["epsilon"]) < 1e-12, (d, r)
 assert abs(d["epsilon_pld"] - p["epsilon"]) < 1e-12, (d, p)
 assert d["epsilon_pld"] < d["epsilon_rdp"]
-' "$out" "$direct" "$direct_pld"
+assert df["accountant"] == "pld" and df["epsilon"] == p["epsilon"] and df["epsilon_rdp"] == r["epsilon"], df
+' "$out" "$direct" "$direct_pld" "$direct_def"
+out_rdp=$("$BIN" account --ledger "$tmp/run.json" --accountant rdp --json)
+check "ledger report --accountant rdp" python3 -c '
+import json, sys
+d = json.loads(sys.argv[1]); assert d["accountant"] == "rdp" and d["epsilon"] == d["epsilon_rdp"], d
+' "$out_rdp"
 check "ledger table shows both" bash -c "'$BIN' account --ledger '$tmp/run.json' | grep -q 'epsilon (PLD)'"
 
 # PLD over 10^12 steps: the loss mass beyond its grid exceeds delta, so no finite epsilon, and

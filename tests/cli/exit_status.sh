@@ -77,7 +77,8 @@ A=(account --sample-rate 0.01 --steps 10)
 status 2 "--ledger: ledger: $T/none: cannot open" "$BIN" account --ledger "$T/none" # was 1
 status 2 "--ledger: ledger $T/d.csv: invalid" "$BIN" account --ledger "$T/d.csv" # was 1
 status 2 "--ledger: $T/mix/ledger.json is not the ledger of" "$BIN" account --ledger "$T/mix/ledger.json" # was 1
-status 2 "calibration: target epsilon 1e-09 needs sigma" "$BIN" "${A[@]}" --target-epsilon 1e-9 # was 1
+status 2 "calibration: target epsilon 1e-09 needs sigma" "$BIN" "${A[@]}" --target-epsilon 1e-9 --accountant rdp # was 1
+status 2 "calibration: target epsilon 1e-09 needs sigma" "$BIN" account --sample-rate 1 --steps 1000000 --target-epsilon 1e-9 # the default accountant (PLD)
 status 2 "--min-batch N_B = 50 must be in \[1, qN\]" "$BIN" account --algo dpulr --batch-size 10 --dataset-size 100 \
   --sigma 1 --steps 10 --min-batch 50 # was 1
 status 0 "epsilon" "$BIN" "${A[@]}" --sigma 1

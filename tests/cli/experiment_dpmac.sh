@@ -19,7 +19,8 @@ for r in rows:
     if r["algo"] not in ("sgd", "mac"):  # the non-private rows have no epsilon
         e = float(r["eps_rdp"]); assert 0 < e < 20, r
     if r["row"].startswith("dpsgd"):
-        assert abs(float(r["eps_rdp"]) - 8) < 1e-2, r  # calibrated to the paper's stated epsilon
+        # calibrated to the paper's stated epsilon by the default accountant (the smaller bound)
+        assert abs(min(float(r["eps_rdp"]), float(r["eps_pld"])) - 8) < 1e-2, r
 print("ok:", len(rows), "rows")
 PY
 for f in mnist.png usps.png; do

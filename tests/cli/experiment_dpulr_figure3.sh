@@ -21,7 +21,7 @@ by = {(r["epoch"], r["curve"]): r for r in rows}
 for e in ("1", "2"):
     g, u, w = by[(e, "dpsgd")], by[(e, "dpulr")], by[(e, "dpulr_nb_qn")]
     assert int(g["steps"]) == int(e) * 120, g  # round(60000 / 500) steps per epoch
-    ref = json.loads(subprocess.run([dptrain, "account", "--json", "--batch-size", "500", "--dataset-size", "60000",
+    ref = json.loads(subprocess.run([dptrain, "account", "--json", "--accountant", "rdp", "--batch-size", "500", "--dataset-size", "60000",
                                      "--sigma", "4", "--steps", g["steps"]], check=True, capture_output=True,
                                     text=True).stdout)["epsilon"]
     assert abs(float(g["epsilon_balle"]) - ref) <= 1e-5 * ref, (g, ref)
