@@ -14,6 +14,10 @@ Where the library and headers come from (first match wins):
   4. ../build next to this file           (an in-tree build: `cmake -B build`)
 The extension records the library's directory as its RUNPATH, so it finds the same
 libdptrain.so at run time; DPTRAIN_LIBRARY=<path> overrides that (see dptrain/_lib.py).
+An installed package (setup.py) built from a cmake build directory (1 or 4) carries its own
+copy of the library instead: setup.py copies it beside the extension, whose RUNPATH is then
+$ORIGIN, so the package keeps working when the clone is deleted. Built against an installed
+library (2 or 3), the package uses that library where it is installed.
 
 In-tree use (tests, benchmarks):  python3 python/build_ffi.py --build-dir build
 writes build/python/dptrain/_dptrain_cffi*.so, which the package finds by itself.
@@ -566,8 +570,9 @@ def locate():
         return [os.path.join(prefix, "include")], libdirs, "DPTRAIN_PREFIX=" + prefix
     cflags, libs = _pkg_config("--cflags-only-I"), _pkg_config("--libs-only-L")
     if cflags is not None and libs is not None:
-        inc = [f[2:] for f in cflags if f.startswith("-I")]
-        lib = [f[2:] for f in libs if f.startswith("-L")]
+        # normalized: a relocatable .pc gives ${pcfiledir}/../../lib, recorded as the run path
+        inc = [os.path.normpath(f[2:]) for f in cflags if f.startswith("-I")]
+        lib = [os.path.normpath(f[2:]) for f in libs if f.startswith("-L")]
         if not lib:
             var = _pkg_config("--variable=libdir")
             lib = var if var else []
@@ -577,6 +582,13 @@ def locate():
         return [os.path.join(REPO, "include"), os.path.join(build, "include")], [build], "in-tree build " + build
     sys.exit("build_ffi: libdptrain not found: set DPTRAIN_BUILD_DIR to a cmake build directory, DPTRAIN_PREFIX "
              "to an install prefix, or install it so that `pkg-config dptrain` finds it")
+
+
+def bundled_build_dir():
+    """The cmake build directory whose libdptrain.so an installed package ships inside itself
+    (DPTRAIN_BUILD_DIR or ../build), or None when the library found is an installed one."""
+    _, library_dirs, how = locate()
+    return library_dirs[0] if how.startswith(("DPTRAIN_BUILD_DIR=", "in-tree build ")) else None
 
 
 def _source_dir_of(build):
@@ -600,7 +612,9 @@ def _read_header(include_dirs, name):
     return ""
 
 
-def make_builder():
+def make_builder(bundle=False):
+    """bundle: the library will sit beside the extension (setup.py copies it), so the extension's
+    run path is $ORIGIN rather than the directory it was linked from."""
     include_dirs, library_dirs, how = locate()
     train_h = _read_header(include_dirs, "train.h")
     if not train_h:
@@ -663,7 +677,7 @@ def make_builder():
                                                     int(have_callbacks)),
         include_dirs=include_dirs,
         library_dirs=library_dirs,
-        runtime_library_dirs=library_dirs,
+        runtime_library_dirs=["$ORIGIN"] if bundle else library_dirs,
         libraries=["dptrain"],
         extra_compile_args=["-O2", "-std=c11"],
     )
@@ -684,7 +698,7 @@ def main(argv):
 
 
 # setup.py's cffi_modules entry point
-ffibuilder = make_builder() if __name__ != "__main__" else None
+ffibuilder = make_builder(bundle=bundled_build_dir() is not None) if __name__ != "__main__" else None
 
 if __name__ == "__main__":
     main(sys.argv[1:])

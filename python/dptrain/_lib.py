@@ -2,8 +2,9 @@
 exception carrying the library's message.
 
 Which libdptrain.so is used: DPTRAIN_LIBRARY=<path> loads that file first (its SONAME then
-satisfies the extension's dependency); otherwise the one the extension was built against
-(its RUNPATH), or the system's. Where the extension comes from: the installed package, or
+satisfies the extension's dependency); otherwise the one its RUNPATH names: the copy inside
+the installed package ($ORIGIN, when it was built from a cmake build directory), or the
+directory it was built against (an installed library, or a build tree for in-tree use). Where the extension comes from: the installed package, or
 for in-tree use <build>/python/dptrain/ (made by `python3 python/build_ffi.py --build-dir
 build`), found through DPTRAIN_BUILD_DIR or a `build/` directory next to python/.
 """
