@@ -39,6 +39,7 @@ from .accounting import Ledger, read_ledger  # noqa: E402,F401
 from . import layers  # noqa: E402,F401
 from .model import Model, from_torch  # noqa: E402,F401 - from_torch imports torch only when called
 from .train import train, Run, ALGORITHMS  # noqa: E402,F401
+from .algorithms import Algorithm, SGD, DPSGD, PDPSGD, ProportionalNoise, DPULR, ULR, DPMAC, MAC, NoisyGD  # noqa: E402,F401,E501
 from .data import load_idx  # noqa: E402,F401
 from . import audit  # noqa: E402,F401
 from .mechanism import PrivateGradients  # noqa: E402,F401
@@ -59,7 +60,8 @@ def library_path():
 
 
 __all__ = [
-    "accounting", "audit", "layers", "train", "Run", "ALGORITHMS", "Model", "from_torch", "Ledger", "read_ledger",
+    "accounting", "audit", "layers", "algorithms", "train", "Run", "ALGORITHMS", "Algorithm", "SGD", "DPSGD", "PDPSGD",
+    "ProportionalNoise", "DPULR", "ULR", "DPMAC", "MAC", "NoisyGD", "Model", "from_torch", "Ledger", "read_ledger",
     "PrivateGradients", "per_example_gradients", "replace_batchnorm", "set_gradients", "trainable_parameters",
     "load_idx", "library_path", "DptrainError", "InvalidArgumentError", "FormatError", "OutOfRangeError",
     "UnsupportedError", "MismatchError", "DptrainIOError", "PrivacyError", "CryptoError", "BusyError", "__version__",
