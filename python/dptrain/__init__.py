@@ -42,7 +42,7 @@ from .train import train, Run, ALGORITHMS  # noqa: E402,F401
 from .algorithms import Algorithm, SGD, DPSGD, PDPSGD, ProportionalNoise, DPULR, ULR, DPMAC, MAC, NoisyGD  # noqa: E402,F401,E501
 from .data import load_idx  # noqa: E402,F401
 from . import audit  # noqa: E402,F401
-from .mechanism import PrivateGradients  # noqa: E402,F401
+from .mechanism import PrivateGradients, PoissonBatchSampler  # noqa: E402,F401
 from .torch_interop import per_example_gradients, replace_batchnorm, set_gradients, trainable_parameters  # noqa: E402,F401 - torch on call
 
 __version__ = _ffi.string(_clib.dpt_version()).decode()
@@ -50,7 +50,7 @@ __version__ = _ffi.string(_clib.dpt_version()).decode()
 __build__ = _ffi.string(_clib.dpt_build_id()).decode()
 
 
-def library_path():
+def library_path() -> "str | None":
     """Path of the libdptrain.so this process uses."""
     with open("/proc/self/maps") as f:
         for line in f:
@@ -62,7 +62,8 @@ def library_path():
 __all__ = [
     "accounting", "audit", "layers", "algorithms", "train", "Run", "ALGORITHMS", "Algorithm", "SGD", "DPSGD", "PDPSGD",
     "ProportionalNoise", "DPULR", "ULR", "DPMAC", "MAC", "NoisyGD", "Model", "from_torch", "Ledger", "read_ledger",
-    "PrivateGradients", "per_example_gradients", "replace_batchnorm", "set_gradients", "trainable_parameters",
+    "PrivateGradients", "PoissonBatchSampler", "per_example_gradients", "replace_batchnorm", "set_gradients",
+    "trainable_parameters",
     "load_idx", "library_path", "DptrainError", "InvalidArgumentError", "FormatError", "OutOfRangeError",
     "UnsupportedError", "MismatchError", "DptrainIOError", "PrivacyError", "CryptoError", "BusyError", "__version__",
     "__build__",

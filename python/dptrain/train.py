@@ -113,28 +113,28 @@ def _int(v, name, lo, hi=None):
 class Run:
     """The result of dptrain.train: the trained model, per-epoch history, privacy ledger."""
 
-    def __init__(self):
-        self.model = None           # dptrain.Model
-        self.history = []           # list of dicts (see history_frame); a DataFrame with history="pandas"
-        self.ledger = None          # dptrain.Ledger (private runs), else None
-        self.algorithm = None
-        self.sigma = None           # noise multiplier used (given or calibrated; private algorithms)
-        self.sample_rate = None     # q of Poisson sampling
-        self.min_batch = None       # DP-ULR's N_B
-        self.delta = None
+    def __init__(self) -> None:
+        self.model: Optional[Model] = None  # dptrain.Model
+        self.history: Any = []      # list of dicts (see history_frame); a DataFrame with history="pandas"
+        self.ledger: Optional[Ledger] = None  # dptrain.Ledger (private runs), else None
+        self.algorithm: Optional[str] = None
+        self.sigma: Optional[float] = None  # noise multiplier used (given or calibrated; private algorithms)
+        self.sample_rate: Optional[float] = None  # q of Poisson sampling
+        self.min_batch: Optional[int] = None  # DP-ULR's N_B
+        self.delta: Optional[float] = None
         self.accounted = False      # True when an accountant covers this run (ledger + epsilon)
-        self.stop_reason = None     # "done" | "max_steps" | "budget" | "callback" | "interrupted"
+        self.stop_reason: Optional[str] = None  # "done" | "max_steps" | "budget" | "callback" | "interrupted"
         self.steps = 0
-        self.out_dir = None
-        self.last = None            # the last published epoch result (dict)
-        self.kl = None              # noisy-gd: the KL estimate report (dict)
-        self.pca_mean = None        # dpmac with DP-PCA: the released centre [d] (center_sigma) or None
-        self.pca_components = None  # dpmac with DP-PCA: the released components V [d, k]
-        self.run_id = None
-        self.frozen = []            # the frozen layers (freeze=), in model order
+        self.out_dir: Optional[str] = None
+        self.last: Optional[Dict[str, Any]] = None  # the last published epoch result (dict)
+        self.kl: Optional[Dict[str, Any]] = None  # noisy-gd: the KL estimate report (dict)
+        self.pca_mean: Optional[np.ndarray] = None  # dpmac with DP-PCA: the released centre [d] (center_sigma) or None
+        self.pca_components: Optional[np.ndarray] = None  # dpmac with DP-PCA: the released components V [d, k]
+        self.run_id: Optional[str] = None
+        self.frozen: List[str] = []  # the frozen layers (freeze=), in model order
 
     @property
-    def epsilon(self):
+    def epsilon(self) -> Optional[float]:
         """RDP epsilon (Balle conversion) of the run's ledger at its delta; None when no
         accountant covers the run (non-private algorithms, DP-ULR on shuffled batches)."""
         if self.ledger is None or self.delta is None:
@@ -142,14 +142,14 @@ class Run:
         return self.ledger.epsilon(self.delta)
 
     @property
-    def seed_source(self):
+    def seed_source(self) -> Optional[str]:
         """Private runs: "os" (seed=0, the default: drawn from the OS and kept only in the run's
         secret file) or "caller" (a seed was given: whoever knows it can regenerate the batches
         and the noise, so the epsilon holds only while it stays secret); None otherwise."""
         return None if self.ledger is None else self.ledger.get_meta("seed_source")
 
     @property
-    def epsilon_excludes(self):
+    def epsilon_excludes(self) -> Optional[str]:
         """What the run's epsilon does NOT cover ("; "-joined, from the ledger metadata
         "epsilon_excludes"), e.g. DP-ULR's ulr_noise='controller', whose noise level is chosen
         from the batch (issue 38), or test metrics computed on the training data; None when the
@@ -159,12 +159,14 @@ class Run:
         return self.ledger.get_meta("epsilon_excludes")
 
     @property
-    def epsilon_pld(self):
+    def epsilon_pld(self) -> Optional[float]:
+        """PLD epsilon of the run's ledger at its delta, when the PLD accountant applies to
+        all its events; else None."""
         if self.ledger is None or self.delta is None or not self.ledger.pld_applies:
             return None
         return self.ledger.epsilon(self.delta, accountant="pld")
 
-    def preprocess(self, x):
+    def preprocess(self, x: Any) -> np.ndarray:
         """The features the model takes for raw features x [n, d]: for dpmac with DP-PCA, x
         centred by the released DP mean (if any), rows scaled to unit norm and projected on
         the released components, as training did; otherwise x as float32."""
@@ -184,7 +186,7 @@ class Run:
                                      ffi.cast("float *", ffi.from_buffer(out))))
         return out
 
-    def history_frame(self):
+    def history_frame(self) -> Any:
         """The history as a pandas DataFrame (pandas must be installed)."""
         import pandas as pd
         return self.history if isinstance(self.history, pd.DataFrame) else pd.DataFrame(list(self.history))
