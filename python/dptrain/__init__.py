@@ -39,7 +39,9 @@ from .accounting import Ledger, read_ledger  # noqa: E402,F401
 from . import layers  # noqa: E402,F401
 from .model import Model, from_torch  # noqa: E402,F401 - from_torch imports torch only when called
 from .train import train, Run, ALGORITHMS  # noqa: E402,F401
-from .algorithms import Algorithm, SGD, DPSGD, PDPSGD, ProportionalNoise, DPULR, ULR, DPMAC, MAC, NoisyGD  # noqa: E402,F401,E501
+from . import algorithms  # noqa: E402,F401
+from .algorithms import (  # noqa: E402,F401
+    Algorithm, SGD, DPSGD, PDPSGD, ProportionalNoise, DPULR, ULR, DPMAC, MAC, NoisyGD)
 from .data import load_idx  # noqa: E402,F401
 from . import audit  # noqa: E402,F401
 from .mechanism import PrivateGradients, PoissonBatchSampler  # noqa: E402,F401

@@ -141,7 +141,8 @@ def _pld_options(grid, max_points):
     return opt
 
 
-def epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayLike, delta: ArrayLike, accountant: str = "rdp", conversion: str = "balle", orders: Optional[ArrayLike] = None,
+def epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayLike, delta: ArrayLike,
+            accountant: str = "rdp", conversion: str = "balle", orders: Optional[ArrayLike] = None,
             grid: Optional[float] = None, max_points: Optional[int] = None) -> Union[float, np.ndarray]:
     """epsilon after `steps` steps of the Poisson-subsampled Gaussian mechanism.
 
@@ -164,7 +165,8 @@ def epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayLik
     return _epsilon1(noise_multiplier, sample_rate, steps, delta, acct, conv, oc, opt)
 
 
-def rdp_epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayLike, delta: ArrayLike, conversion: str = "balle", orders: Optional[ArrayLike] = None) -> Union[float, np.ndarray]:
+def rdp_epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayLike, delta: ArrayLike,
+                conversion: str = "balle", orders: Optional[ArrayLike] = None) -> RdpEpsilon:
     """RDP epsilon with the order that attains it: RdpEpsilon(epsilon, order, at_edge);
     at_edge is True when the best order is the first or last of the grid (widen it)."""
     oc = _orders(orders)
@@ -175,7 +177,8 @@ def rdp_epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: Arra
     return RdpEpsilon(out[0], order[0], bool(edge[0]))
 
 
-def delta_pld(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayLike, epsilon: ArrayLike) -> Union[float, np.ndarray]:
+def delta_pld(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayLike, epsilon: ArrayLike
+              ) -> Union[float, np.ndarray]:
     """delta(epsilon) after `steps` steps, from the PLD accountant (an upper bound)."""
     def one(s, q, t, e):
         out = ffi.new("double *")
@@ -195,7 +198,8 @@ def default_orders() -> np.ndarray:
     return np.frombuffer(ffi.buffer(p, n[0] * 8), dtype=np.float64).copy()
 
 
-def rdp(noise_multiplier: ArrayLike, sample_rate: ArrayLike, orders: Optional[ArrayLike] = None, steps: ArrayLike = 1) -> np.ndarray:
+def rdp(noise_multiplier: ArrayLike, sample_rate: ArrayLike, orders: Optional[ArrayLike] = None, steps: ArrayLike = 1
+        ) -> np.ndarray:
     """RDP (nats) of `steps` steps of SGM(q, sigma) at each order (Opacus' compute_rdp):
     steps * dpt_rdp_sgm(q, sigma, alpha). Returns an ndarray like `orders` (default grid),
     or a float for a scalar order."""
@@ -238,8 +242,10 @@ def steps_for_epochs(epochs: ArrayLike, sample_rate: ArrayLike) -> Union[int, np
     return int(out[0])
 
 
-def calibrate_sigma(target_epsilon: ArrayLike, sample_rate: ArrayLike, delta: ArrayLike, steps: Optional[ArrayLike] = None, epochs: Optional[ArrayLike] = None, accountant: str = "rdp",
-                    conversion: str = "balle", tol: float = 1e-4, orders: Optional[ArrayLike] = None) -> Union[float, np.ndarray]:
+def calibrate_sigma(target_epsilon: ArrayLike, sample_rate: ArrayLike, delta: ArrayLike,
+                    steps: Optional[ArrayLike] = None, epochs: Optional[ArrayLike] = None, accountant: str = "rdp",
+                    conversion: str = "balle", tol: float = 1e-4, orders: Optional[ArrayLike] = None
+                    ) -> Union[float, np.ndarray]:
     """The smallest noise multiplier, to within `tol`, whose epsilon after `steps` steps (or
     `epochs` epochs: steps_for_epochs(epochs, q) steps) is at most target_epsilon: the result never
     overshoots the target, and sigma - tol does. `orders` (RDP only): the order grid of the
@@ -268,7 +274,8 @@ def calibrate_sigma(target_epsilon: ArrayLike, sample_rate: ArrayLike, delta: Ar
 
 # ==== DP-ULR: Poisson sampling with rejection ====
 
-def dpulr_rdp(noise_multiplier: ArrayLike, sample_rate: ArrayLike, dataset_size: ArrayLike, min_batch: ArrayLike, order: ArrayLike) -> Tuple[float, float, float]:
+def dpulr_rdp(noise_multiplier: ArrayLike, sample_rate: ArrayLike, dataset_size: ArrayLike, min_batch: ArrayLike,
+              order: ArrayLike) -> Tuple[float, float, float]:
     """(gamma, rejection, sgm): the per-step RDP bound of DP-ULR at one order (docs/dpulr.md,
     issue 38), what the rejection costs over plain Poisson sampling (gamma - sgm) and the
     sampled Gaussian RDP at (q, sigma0)."""
@@ -279,7 +286,8 @@ def dpulr_rdp(noise_multiplier: ArrayLike, sample_rate: ArrayLike, dataset_size:
     return g[0], r[0], s[0]
 
 
-def dpulr_epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, dataset_size: ArrayLike, min_batch: ArrayLike, steps: ArrayLike, delta: ArrayLike, conversion: str = "balle") -> Union[float, np.ndarray]:
+def dpulr_epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, dataset_size: ArrayLike, min_batch: ArrayLike,
+                  steps: ArrayLike, delta: ArrayLike, conversion: str = "balle") -> Union[float, np.ndarray]:
     """epsilon of `steps` DP-ULR steps (Poisson sampling at q with batches smaller than
     min_batch = N_B redrawn, noise multiplier sigma0), RDP accountant."""
     conv = _conversion(conversion)
@@ -295,7 +303,8 @@ def dpulr_epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, dataset_s
     return one(*args)
 
 
-def dpulr_default_min_batch(noise_multiplier: ArrayLike, sample_rate: ArrayLike, dataset_size: ArrayLike, max_ratio: float = 1e-3) -> Tuple[int, float]:
+def dpulr_default_min_batch(noise_multiplier: ArrayLike, sample_rate: ArrayLike, dataset_size: ArrayLike,
+                            max_ratio: float = 1e-3) -> Tuple[int, float]:
     """(N_B, ratio): the largest N_B whose rejection cost is at most max_ratio times the SGM
     term at order DPULR_RATIO_ALPHA (what `dptrain train --algo dpulr` uses by default)."""
     nb, ratio = ffi.new("uint64_t *"), ffi.new("double *")
@@ -351,7 +360,8 @@ class Ledger:
                                      _u64(steps, "steps")))
         return self
 
-    def add_sgm_dgauss(self, sample_rate: float, noise_multiplier: float, coords: int, mu: float, tv: float, steps: int = 1) -> Ledger:
+    def add_sgm_dgauss(self, sample_rate: float, noise_multiplier: float, coords: int, mu: float, tv: float,
+                       steps: int = 1) -> Ledger:
         """`steps` steps of secure DP-SGD's lattice mechanism with the table sampler: SGM(q,
         sigma) (sigma the effective multiplier) plus the sampler's distance (mu, tv) from the
         ideal discrete Gaussian on each of `coords` coordinates (secure_distance("table"))."""
@@ -368,7 +378,8 @@ class Ledger:
                                           ffi.NULL if label is None else cstr(label, "label")))
         return self
 
-    def add_dpulr(self, sample_rate: float, noise_multiplier: float, dataset_size: int, min_batch: int, steps: int = 1) -> Ledger:
+    def add_dpulr(self, sample_rate: float, noise_multiplier: float, dataset_size: int, min_batch: int, steps: int = 1
+                  ) -> Ledger:
         """`steps` DP-ULR steps (Poisson with rejection below min_batch; RDP accountant only)."""
         check(lib.dpt_ledger_add_dpulr(self._p, _f(sample_rate, "sample_rate"), _f(noise_multiplier, "noise_multiplier"),
                                        _u64(dataset_size, "dataset_size"), _u64(min_batch, "min_batch"),
@@ -395,7 +406,8 @@ class Ledger:
         return self
 
     # -- queries --
-    def epsilon(self, delta: float, accountant: str = "rdp", conversion: str = "balle", orders: Optional[ArrayLike] = None) -> float:
+    def epsilon(self, delta: float, accountant: str = "rdp", conversion: str = "balle",
+                orders: Optional[ArrayLike] = None) -> float:
         """epsilon of everything recorded at delta (PLD only for SGM / Gaussian events)."""
         out = ffi.new("double *")
         if orders is not None:

@@ -514,12 +514,16 @@ _ONLY = {  # keyword -> the algorithm it belongs to (refused with another: it wo
 }
 
 
-def run(x: ArrayLike, y: ArrayLike, *, x_test: Optional[ArrayLike] = None, y_test: Optional[ArrayLike] = None, model: Any = None, algorithm: str = "sgd", target: Optional[Model] = None, max_pairs: int = 0,
-        optimizer: str = "adam", lr: Optional[float] = None, momentum: float = 0.0, weight_decay: float = 0.0, lr_schedule: str = "constant", init: str = "default",
-        batch_size: int = 64, epochs: int = 10, seed: int = 1, threads: int = 1, n_classes: int = 0, input_shape: Optional[Sequence[int]] = None,
-        sigma: Optional[float] = None, clip: Optional[float] = None, clip_mode: Optional[str] = None, delta: float = None, kappa: Optional[float] = None, pdp_sigma: Optional[float] = None, lambda_: Optional[float] = None,
-        prop_sigma: Optional[float] = None, shadows: int = 16, jobs: int = 1, bootstrap: int = 200, alpha: float = 0.05, canaries: int = 0, canary_runs: int = 1,
-        one_run_guesses: int = 0, verbose: bool = True, on_progress: Optional[Callable[[Dict[str, Any]], Any]] = None) -> AuditResult:
+def run(x: ArrayLike, y: ArrayLike, *, x_test: Optional[ArrayLike] = None, y_test: Optional[ArrayLike] = None,
+        model: Any = None, algorithm: str = "sgd", target: Optional[Model] = None, max_pairs: int = 0,
+        optimizer: str = "adam", lr: Optional[float] = None, momentum: float = 0.0, weight_decay: float = 0.0,
+        lr_schedule: str = "constant", init: str = "default", batch_size: int = 64, epochs: int = 10, seed: int = 1,
+        threads: int = 1, n_classes: int = 0, input_shape: Optional[Sequence[int]] = None,
+        sigma: Optional[float] = None, clip: Optional[float] = None, clip_mode: Optional[str] = None,
+        delta: float = None, kappa: Optional[float] = None, pdp_sigma: Optional[float] = None,
+        lambda_: Optional[float] = None, prop_sigma: Optional[float] = None, shadows: int = 16, jobs: int = 1,
+        bootstrap: int = 200, alpha: float = 0.05, canaries: int = 0, canary_runs: int = 1, one_run_guesses: int = 0,
+        verbose: bool = True, on_progress: Optional[Callable[[Dict[str, Any]], Any]] = None) -> AuditResult:
     """The membership-inference audit of `dptrain audit`, in memory (the library's
     dpt_audit_run; docs/audit.md): returns an AuditResult.
 

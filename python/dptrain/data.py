@@ -103,7 +103,8 @@ def as_targets(t: ArrayLike, name: str = "y", n: Optional[int] = None, k: Option
 class Dataset:
     """A library dataset (dpt_dataset) holding a copy of (x, y); `ptr` for C calls."""
 
-    def __init__(self, x: ArrayLike, y: ArrayLike, n_classes: int = 0, shape: Optional[Sequence[int]] = None, name: str = "x, y") -> None:
+    def __init__(self, x: ArrayLike, y: ArrayLike, n_classes: int = 0, shape: Optional[Sequence[int]] = None,
+                 name: str = "x, y") -> None:
         """x: C-contiguous float32 [n, D], y: C-contiguous int32 [n] (as_features, as_labels)
         or, for regression, float32 [n, k] targets (as_targets); the library copies and
         validates them (NaN, labels outside [0, n_classes)); `name` prefixes its messages
@@ -144,7 +145,8 @@ class Dataset:
             pass
 
 
-def load_idx(images_path: Union[str, os.PathLike], labels_path: Union[str, os.PathLike]) -> Tuple[np.ndarray, np.ndarray]:
+def load_idx(images_path: Union[str, os.PathLike], labels_path: Union[str, os.PathLike]
+             ) -> Tuple[np.ndarray, np.ndarray]:
     """(x float32 [n, rows, cols] in [0, 1], y int64 [n]) from IDX files (.gz or raw), as the
     library's loader reads them (pixel / 255 in float32). Pure numpy: an example of what a
     user's own loading code looks like (docs/python.md)."""

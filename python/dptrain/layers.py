@@ -60,7 +60,8 @@ class Linear(Layer):
 class Conv2d(Layer):
     """k x k convolution to `out_channels` channels, stride, zero padding < k."""
 
-    def __init__(self, out_channels: int, kernel_size: int, stride: int = 1, padding: int = 0, bias: bool = True) -> None:
+    def __init__(self, out_channels: int, kernel_size: int, stride: int = 1, padding: int = 0, bias: bool = True
+                 ) -> None:
         self.out_channels = _count(out_channels, "Conv2d.out_channels")
         self.kernel_size = _count(kernel_size, "Conv2d.kernel_size")
         self.stride = _count(stride, "Conv2d.stride")

@@ -138,9 +138,12 @@ class PrivateGradients:
     lock, so threads may share it (each sampled batch is released once); one mechanism per
     ledger_path at a time (another one, in this process or another, raises BusyError)."""
 
-    def __init__(self, n: int, dim: int, *, sample_rate: Optional[float] = None, batch_size: Optional[float] = None, sigma: Optional[float] = None, target_epsilon: Optional[float] = None,
-                 epochs: Optional[int] = None, steps: Optional[int] = None, clip: float = 1.0, delta: float = 1e-5, seed: Optional[int] = None, secure: bool = False, secure_sampler: str = "table",
-                 ledger_path: Optional[Union[str, os.PathLike]] = None, resume: bool = False, force: bool = False, threads: int = 0) -> None:
+    def __init__(self, n: int, dim: int, *, sample_rate: Optional[float] = None, batch_size: Optional[float] = None,
+                 sigma: Optional[float] = None, target_epsilon: Optional[float] = None, epochs: Optional[int] = None,
+                 steps: Optional[int] = None, clip: float = 1.0, delta: float = 1e-5, seed: Optional[int] = None,
+                 secure: bool = False, secure_sampler: str = "table",
+                 ledger_path: Optional[Union[str, os.PathLike]] = None, resume: bool = False, force: bool = False,
+                 threads: int = 0) -> None:
         self._p = None
         self._lock = threading.Lock()
         n, dim = _count(n, "n"), _count(dim, "dim")

@@ -47,8 +47,10 @@ def _run_delta(ck):
 class Model:
     """Use Model.load(path) or the .model of dptrain.train's result."""
 
-    def __init__(self, _model: Any, _owner: Any, loss: str = "ce", ledger: Optional[Ledger] = None, algorithm: Optional[str] = None, delta: Optional[float] = None, steps: Optional[int] = None, source: Optional[str] = None,
-                 initial_params: Optional[str] = None, path: Union[str, os.PathLike] = None) -> None:
+    def __init__(self, _model: Any, _owner: Any, loss: str = "ce", ledger: Optional[Ledger] = None,
+                 algorithm: Optional[str] = None, delta: Optional[float] = None, steps: Optional[int] = None,
+                 source: Optional[str] = None, initial_params: Optional[str] = None,
+                 path: Union[str, os.PathLike] = None) -> None:
         self._m = _model          # dpt_model *
         self._owner = _owner      # keeps the C object alive (gc'd cdata)
         # The C model is one set of scratch buffers (activations of max_batch examples):

@@ -447,7 +447,8 @@ def _check_per_example(nn, model):
                                % (path or "the model", type(mod).__name__))
 
 
-def per_example_gradients(model: Any, loss_fn: Callable[..., Any], *, vectorized: Optional[bool] = None) -> Callable[..., Dict[str, Any]]:
+def per_example_gradients(model: Any, loss_fn: Callable[..., Any], *, vectorized: Optional[bool] = None
+                          ) -> Callable[..., Dict[str, Any]]:
     """A function grads(inputs, target=None) -> {name: tensor [b, *shape]}: for every example
     i the gradient of its own loss, loss_fn(model(*inputs_i), target_i) with inputs_i the
     i-th rows (kept as a batch of one, x[i:i+1]), with respect to each trainable parameter
