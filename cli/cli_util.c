@@ -4,6 +4,7 @@
 #include <dptrain/comm.h>
 
 #include <dptrain/core.h>
+#include <dptrain/train.h>
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
@@ -460,24 +461,15 @@ int cli_write_output(const char *flag, const char *path, const void *data, size_
 }
 
 void cli_link_latest(const char *run_dir) {
-    /* runs/latest -> the run's own name (relative: the tree can move), replaced atomically
-     * by a rename; a real directory of that name (an older dptrain's default run) is kept */
-    const char *slash = strrchr(run_dir, '/');
-    if (!slash) return;
-    char latest[1100], tmp[1200];
-    snprintf(latest, sizeof latest, "%.*s/latest", (int)(slash - run_dir), run_dir);
-    struct stat st;
-    if (lstat(latest, &st) == 0 && !S_ISLNK(st.st_mode)) {
-        fprintf(stderr, "dptrain: note: %s is not a symbolic link (a run directory of an older dptrain?): left as it "
-                        "is; this run is in %s\n", latest, run_dir);
-        return;
-    }
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", latest, (long)getpid());
-    unlink(tmp);
-    if (symlink(slash + 1, tmp) != 0 || rename(tmp, latest) != 0) {
-        fprintf(stderr, "dptrain: note: could not point %s at %s: %s\n", latest, run_dir, strerror(errno));
-        unlink(tmp);
-    }
+    /* runs/latest -> the run's own name (dpt_run_dir_link_latest); a real directory of that
+     * name (an older dptrain's default run) is kept */
+    int linked = 0;
+    if (dpt_run_dir_link_latest(run_dir, &linked) != DPT_OK)
+        fprintf(stderr, "dptrain: note: %s\n", dpt_last_error());
+    else if (!linked && strchr(run_dir, '/'))
+        fprintf(stderr, "dptrain: note: %.*s/latest is not a symbolic link (a run directory of an older dptrain?): "
+                        "left as it is; this run is in %s\n", (int)(strrchr(run_dir, '/') - run_dir), run_dir,
+                run_dir);
 }
 
 int cli_run_in_dir(const char *dir, const char *const argv[], int quiet_stderr) {

@@ -453,15 +453,7 @@ static int cmd_train(int argc, char **argv) {
      * names the newest (a --resume without --out continues it). Rank 0 names it for all. */
     char auto_out[64];
     if (!out_seen && !resume) {
-        if (rank == 0) {
-            uint64_t r = 0;
-            time_t now = time(NULL);
-            struct tm tmv;
-            char stamp[32] = "00000000-000000";
-            if (localtime_r(&now, &tmv)) strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tmv);
-            if (dpt_os_random_u64(&r) != DPT_OK) return cli_fail("--out");
-            snprintf(auto_out, sizeof auto_out, "runs/%s-%04x", stamp, (unsigned)(r & 0xffff));
-        }
+        if (rank == 0 && dpt_run_dir_new_name("runs", auto_out, sizeof auto_out) != DPT_OK) return cli_fail("--out");
         if (dpt_comm_size() > 1 && dpt_comm_bcast(auto_out, sizeof auto_out, 0) != DPT_OK) return cli_fail("--out");
         out = auto_out;
         ctx.out = out;

@@ -380,6 +380,11 @@ dpt_stop_reason dpt_trainer_stop_reason(const dpt_trainer *t);
 const char *dpt_trainer_run_id(const dpt_trainer *t);
 dpt_status dpt_run_seed_resolve(const char *dir, int resume, uint64_t *seed, int *from_os);
 """
+# New run directories and PARENT/latest (dptrain.train's runs_dir=): when the headers have them.
+CDEF_RUN_DIR = r"""
+dpt_status dpt_run_dir_new_name(const char *parent, char *out, size_t cap);
+dpt_status dpt_run_dir_link_latest(const char *run_dir, int *linked);
+"""
 # fields of dpt_train_config / dpt_epoch_result that come with the callbacks
 CALLBACK_CONFIG_FIELDS = """
     dpt_step_fn on_step;
@@ -666,6 +671,8 @@ def make_builder(bundle=False):
             cdef += CDEF_AUDIT_RUN
             if re.search(r"\bvoid\s+dpt_algo_free\s*\(", train_h):  # dptrain.audit.run's constructor probe
                 cdef += "void dpt_algo_free(dpt_algo *a);\n"
+    if re.search(r"\bdpt_run_dir_new_name\s*\(", train_h):  # runs_dir=: new run directories, PARENT/latest
+        cdef += CDEF_RUN_DIR
     if re.search(r"\bdpt_sgm_release\s*\(", _read_header(include_dirs, "mechanism.h")):
         cdef += CDEF_MECHANISM
     ffi = cffi.FFI()

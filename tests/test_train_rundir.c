@@ -1076,6 +1076,54 @@ static void test_seeds(void) {
     CHECK(!strcmp(got, "os"));
 }
 
+/* A new run's directory name (the CLI without --out, Python's runs_dir=) and PARENT/latest:
+ * PARENT/YYYYMMDD-HHMMSS-XXXX, a fresh name each time; latest follows the newest run by a
+ * relative link, a real directory named latest is left alone; bad input is refused. */
+static void test_new_name_latest(void) {
+    const char *parent = new_dir("runs");
+    char a[400], b[400], target[400];
+    CHECK_OK(dpt_run_dir_new_name(parent, a, sizeof a));
+    CHECK(strlen(a) == strlen(parent) + 1 + 8 + 1 + 6 + 1 + 4 && !strncmp(a, parent, strlen(parent)));
+    const char *base = a + strlen(parent) + 1;
+    for (int i = 0; i < 20; i++) {
+        int ok = i == 8 || i == 15 ? base[i] == '-'
+                 : i < 15         ? base[i] >= '0' && base[i] <= '9'
+                                  : base[i] && strchr("0123456789abcdef", base[i]) != NULL;
+        CHECK(ok);
+    }
+    int same = 1; /* 16 random bits: 8 draws all equal by chance has probability 2^-112 */
+    for (int i = 0; i < 8 && same; i++) {
+        CHECK_OK(dpt_run_dir_new_name(parent, b, sizeof b));
+        same = !strcmp(a, b);
+    }
+    CHECK(!same);
+    CHECK(mkdir(parent, 0700) == 0 && mkdir(a, 0700) == 0 && mkdir(b, 0700) == 0);
+    int linked = -1;
+    CHECK_OK(dpt_run_dir_link_latest(a, &linked));
+    CHECK(linked == 1);
+    ssize_t n = readlink(path_in(parent, "latest"), target, sizeof target - 1);
+    CHECK(n > 0 && (target[n] = 0, !strcmp(target, a + strlen(parent) + 1)));
+    CHECK_OK(dpt_run_dir_link_latest(b, &linked));
+    n = readlink(path_in(parent, "latest"), target, sizeof target - 1);
+    CHECK(linked == 1 && n > 0 && (target[n] = 0, !strcmp(target, b + strlen(parent) + 1)));
+    struct stat st;
+    CHECK(stat(path_in(parent, "latest"), &st) == 0 && S_ISDIR(st.st_mode)); /* it resolves */
+    /* a real directory named latest (an older dptrain's default run) is kept */
+    const char *old = new_dir("old");
+    CHECK(mkdir(old, 0700) == 0 && mkdir(path_in(old, "latest"), 0700) == 0);
+    char c[400];
+    snprintf(c, sizeof c, "%s/x", old);
+    CHECK_OK(dpt_run_dir_link_latest(c, &linked));
+    CHECK(linked == 0 && lstat(path_in(old, "latest"), &st) == 0 && S_ISDIR(st.st_mode));
+    /* refused: an empty parent, a name that does not fit; a parent that is missing */
+    CHECK_STATUS(dpt_run_dir_new_name("", a, sizeof a), DPT_EINVAL);
+    CHECK_STATUS(dpt_run_dir_new_name(parent, a, 10), DPT_EINVAL);
+    CHECK_ERR_HAS("longer than 9 bytes");
+    CHECK_STATUS(dpt_run_dir_link_latest(new_dir("missing/r"), &linked), DPT_EIO);
+    CHECK(linked == 0);
+    CHECK_ERR_HAS("latest");
+}
+
 int main(void) {
     tu_make_blobs(&TR, 600, 1, 1.0f);
     tu_make_blobs(&TE, 300, 2, 1.0f);
@@ -1095,6 +1143,7 @@ int main(void) {
     test_overflow();
     test_atomic_writes();
     test_silence();
+    test_new_name_latest();
     dpt_dataset_free(&TR);
     dpt_dataset_free(&TE);
     char cmd[200];

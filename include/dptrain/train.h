@@ -627,6 +627,17 @@ const char *dpt_trainer_run_id(const dpt_trainer *t);
  * exist); `names` (may be NULL) receives the first few, comma-separated, truncated to
  * names_len bytes. DPT_EIO when dir exists but cannot be read or is not a directory. */
 dpt_status dpt_run_dir_inspect(const char *dir, size_t *count, char *names, size_t names_len);
+/* A new run directory's name for a caller given none (the CLI without --out, Python's
+ * runs_dir=): PARENT/YYYYMMDD-HHMMSS-XXXX (local time; XXXX: 16 random bits from the OS, in
+ * hex) into out[cap]; nothing is created. DPT_EINVAL for an empty parent or a name that
+ * does not fit in cap bytes; DPT_ECRYPTO without OS randomness. */
+dpt_status dpt_run_dir_new_name(const char *parent, char *out, size_t cap);
+/* Points PARENT/latest (PARENT: run_dir up to its last '/') at run_dir, by a relative
+ * symbolic link replaced atomically (rename), so PARENT/latest names the newest run.
+ * *linked (may be NULL) = 1 when done; 0 with DPT_OK when PARENT/latest exists and is not a
+ * symbolic link (an older dptrain's default run directory: left as it is) or run_dir has
+ * no '/'. DPT_EIO naming the link when it cannot be made (nothing is changed then). */
+dpt_status dpt_run_dir_link_latest(const char *run_dir, int *linked);
 /* The seed for dpt_train_config.seed (with seed_from_os = *from_os) when the caller was
  * given 0 and makes releases from it before the trainer exists (the CLI's and Python's DP
  * normalization and DP-PCA): with `resume`, the run's own from DIR's secret file (*from_os

@@ -39,9 +39,12 @@ from .accounting import Ledger, read_ledger  # noqa: E402,F401
 from . import layers  # noqa: E402,F401
 from .model import Model, from_torch  # noqa: E402,F401 - from_torch imports torch only when called
 from .train import train, Run, ALGORITHMS  # noqa: E402,F401
+from . import algorithms  # noqa: E402,F401
+from .algorithms import (  # noqa: E402,F401
+    Algorithm, SGD, DPSGD, PDPSGD, ProportionalNoise, DPULR, ULR, DPMAC, MAC, NoisyGD)
 from .data import load_idx  # noqa: E402,F401
 from . import audit  # noqa: E402,F401
-from .mechanism import PrivateGradients  # noqa: E402,F401
+from .mechanism import PrivateGradients, PoissonBatchSampler  # noqa: E402,F401
 from .torch_interop import per_example_gradients, replace_batchnorm, set_gradients, trainable_parameters  # noqa: E402,F401 - torch on call
 
 __version__ = _ffi.string(_clib.dpt_version()).decode()
@@ -49,7 +52,7 @@ __version__ = _ffi.string(_clib.dpt_version()).decode()
 __build__ = _ffi.string(_clib.dpt_build_id()).decode()
 
 
-def library_path():
+def library_path() -> "str | None":
     """Path of the libdptrain.so this process uses."""
     with open("/proc/self/maps") as f:
         for line in f:
@@ -59,8 +62,10 @@ def library_path():
 
 
 __all__ = [
-    "accounting", "audit", "layers", "train", "Run", "ALGORITHMS", "Model", "from_torch", "Ledger", "read_ledger",
-    "PrivateGradients", "per_example_gradients", "replace_batchnorm", "set_gradients", "trainable_parameters",
+    "accounting", "audit", "layers", "algorithms", "train", "Run", "ALGORITHMS", "Algorithm", "SGD", "DPSGD", "PDPSGD",
+    "ProportionalNoise", "DPULR", "ULR", "DPMAC", "MAC", "NoisyGD", "Model", "from_torch", "Ledger", "read_ledger",
+    "PrivateGradients", "PoissonBatchSampler", "per_example_gradients", "replace_batchnorm", "set_gradients",
+    "trainable_parameters",
     "load_idx", "library_path", "DptrainError", "InvalidArgumentError", "FormatError", "OutOfRangeError",
     "UnsupportedError", "MismatchError", "DptrainIOError", "PrivacyError", "CryptoError", "BusyError", "__version__",
     "__build__",

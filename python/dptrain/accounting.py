@@ -14,6 +14,11 @@ results (one C call per element); scalars (Python or numpy) give a float.
 Adjacency: add/remove one example, as in the library.
 """
 
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from numpy.typing import ArrayLike
+
 import json
 import math
 import operator
@@ -146,8 +151,9 @@ def _pld_options(grid, max_points):
     return opt
 
 
-def epsilon(noise_multiplier, sample_rate, steps, delta, accountant=None, conversion="balle", orders=None,
-            grid=None, max_points=None):
+def epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayLike, delta: ArrayLike,
+            accountant: Optional[str] = None, conversion: str = "balle", orders: Optional[ArrayLike] = None,
+            grid: Optional[float] = None, max_points: Optional[int] = None) -> Union[float, np.ndarray]:
     """epsilon after `steps` steps of the Poisson-subsampled Gaussian mechanism.
 
     noise_multiplier: sigma (noise std / L2 sensitivity) > 0; sample_rate: q in (0, 1];
@@ -173,7 +179,8 @@ def epsilon(noise_multiplier, sample_rate, steps, delta, accountant=None, conver
     return _epsilon1(noise_multiplier, sample_rate, steps, delta, acct, conv, oc, opt)
 
 
-def rdp_epsilon(noise_multiplier, sample_rate, steps, delta, conversion="balle", orders=None):
+def rdp_epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayLike, delta: ArrayLike,
+                conversion: str = "balle", orders: Optional[ArrayLike] = None) -> RdpEpsilon:
     """RDP epsilon with the order that attains it: RdpEpsilon(epsilon, order, at_edge);
     at_edge is True when the best order is the first or last of the grid (widen it)."""
     oc = _orders(orders)
@@ -184,7 +191,8 @@ def rdp_epsilon(noise_multiplier, sample_rate, steps, delta, conversion="balle",
     return RdpEpsilon(out[0], order[0], bool(edge[0]))
 
 
-def delta_pld(noise_multiplier, sample_rate, steps, epsilon):
+def delta_pld(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayLike, epsilon: ArrayLike
+              ) -> Union[float, np.ndarray]:
     """delta(epsilon) after `steps` steps, from the PLD accountant (an upper bound)."""
     def one(s, q, t, e):
         out = ffi.new("double *")
@@ -197,14 +205,15 @@ def delta_pld(noise_multiplier, sample_rate, steps, epsilon):
     return one(*args)
 
 
-def default_orders():
+def default_orders() -> np.ndarray:
     """The library's default RDP order grid (a new float64 array)."""
     n = ffi.new("size_t *")
     p = lib.dpt_rdp_default_orders(n)
     return np.frombuffer(ffi.buffer(p, n[0] * 8), dtype=np.float64).copy()
 
 
-def rdp(noise_multiplier, sample_rate, orders=None, steps=1):
+def rdp(noise_multiplier: ArrayLike, sample_rate: ArrayLike, orders: Optional[ArrayLike] = None, steps: ArrayLike = 1
+        ) -> np.ndarray:
     """RDP (nats) of `steps` steps of SGM(q, sigma) at each order (Opacus' compute_rdp):
     steps * dpt_rdp_sgm(q, sigma, alpha). Returns an ndarray like `orders` (default grid),
     or a float for a scalar order."""
@@ -229,7 +238,7 @@ def _have_planning():
                                   "(rebuild the package against a newer library)")
 
 
-def steps_for_epochs(epochs, sample_rate):
+def steps_for_epochs(epochs: ArrayLike, sample_rate: ArrayLike) -> Union[int, np.ndarray]:
     """Steps of `epochs` whole epochs of Poisson sampling at rate q: epochs x max(1,
     round(1/q)), the steps dptrain.train(epochs=...) and `dptrain train --epochs` take and
     `dptrain account --epochs` counts (the library's dpt_sampler_steps_for_epochs; not
@@ -247,8 +256,10 @@ def steps_for_epochs(epochs, sample_rate):
     return int(out[0])
 
 
-def calibrate_sigma(target_epsilon, sample_rate, delta, steps=None, epochs=None, accountant=None,
-                    conversion="balle", tol=1e-4, orders=None):
+def calibrate_sigma(target_epsilon: ArrayLike, sample_rate: ArrayLike, delta: ArrayLike,
+                    steps: Optional[ArrayLike] = None, epochs: Optional[ArrayLike] = None,
+                    accountant: Optional[str] = None, conversion: str = "balle", tol: float = 1e-4,
+                    orders: Optional[ArrayLike] = None) -> Union[float, np.ndarray]:
     """The smallest noise multiplier, to within `tol`, whose epsilon after `steps` steps (or
     `epochs` epochs: steps_for_epochs(epochs, q) steps) is at most target_epsilon: the result never
     overshoots the target, and sigma - tol does. accountant: None (the default: 'default', or
@@ -279,7 +290,8 @@ def calibrate_sigma(target_epsilon, sample_rate, delta, steps=None, epochs=None,
 
 # ==== DP-ULR: Poisson sampling with rejection ====
 
-def dpulr_rdp(noise_multiplier, sample_rate, dataset_size, min_batch, order):
+def dpulr_rdp(noise_multiplier: ArrayLike, sample_rate: ArrayLike, dataset_size: ArrayLike, min_batch: ArrayLike,
+              order: ArrayLike) -> Tuple[float, float, float]:
     """(gamma, rejection, sgm): the per-step RDP bound of DP-ULR at one order (docs/dpulr.md,
     issue 38), what the rejection costs over plain Poisson sampling (gamma - sgm) and the
     sampled Gaussian RDP at (q, sigma0)."""
@@ -290,7 +302,8 @@ def dpulr_rdp(noise_multiplier, sample_rate, dataset_size, min_batch, order):
     return g[0], r[0], s[0]
 
 
-def dpulr_epsilon(noise_multiplier, sample_rate, dataset_size, min_batch, steps, delta, conversion="balle"):
+def dpulr_epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, dataset_size: ArrayLike, min_batch: ArrayLike,
+                  steps: ArrayLike, delta: ArrayLike, conversion: str = "balle") -> Union[float, np.ndarray]:
     """epsilon of `steps` DP-ULR steps (Poisson sampling at q with batches smaller than
     min_batch = N_B redrawn, noise multiplier sigma0), RDP accountant."""
     conv = _conversion(conversion)
@@ -306,7 +319,8 @@ def dpulr_epsilon(noise_multiplier, sample_rate, dataset_size, min_batch, steps,
     return one(*args)
 
 
-def dpulr_default_min_batch(noise_multiplier, sample_rate, dataset_size, max_ratio=1e-3):
+def dpulr_default_min_batch(noise_multiplier: ArrayLike, sample_rate: ArrayLike, dataset_size: ArrayLike,
+                            max_ratio: float = 1e-3) -> Tuple[int, float]:
     """(N_B, ratio): the largest N_B whose rejection cost is at most max_ratio times the SGM
     term at order DPULR_RATIO_ALPHA (what `dptrain train --algo dpulr` uses by default)."""
     nb, ratio = ffi.new("uint64_t *"), ffi.new("double *")
@@ -317,7 +331,7 @@ def dpulr_default_min_batch(noise_multiplier, sample_rate, dataset_size, max_rat
 
 # ==== Ledger ====
 
-def secure_distance(sampler="table"):
+def secure_distance(sampler: str = "table") -> Tuple[float, float]:
     """(mu, tv): the secure discrete Gaussian sampler's exact distance from the ideal one per
     coordinate and step, which the ledger accounts (Ledger.add_sgm_dgauss); (0, 0) for the
     exact "cks" sampler."""
@@ -348,7 +362,7 @@ class Ledger:
 
     __slots__ = ("_p",)
 
-    def __init__(self, _ptr=None):
+    def __init__(self, _ptr: Any = None) -> None:
         if _ptr is None:
             pp = ffi.new("dpt_ledger **")
             check(lib.dpt_ledger_new(pp))
@@ -356,13 +370,14 @@ class Ledger:
         self._p = ffi.gc(_ptr, lib.dpt_ledger_free)
 
     # -- events --
-    def add_sgm(self, sample_rate, noise_multiplier, steps=1):
+    def add_sgm(self, sample_rate: float, noise_multiplier: float, steps: int = 1) -> Ledger:
         """`steps` steps of the Poisson-sampled Gaussian mechanism SGM(q, sigma)."""
         check(lib.dpt_ledger_add_sgm(self._p, _f(sample_rate, "sample_rate"), _f(noise_multiplier, "noise_multiplier"),
                                      _u64(steps, "steps")))
         return self
 
-    def add_sgm_dgauss(self, sample_rate, noise_multiplier, coords, mu, tv, steps=1):
+    def add_sgm_dgauss(self, sample_rate: float, noise_multiplier: float, coords: int, mu: float, tv: float,
+                       steps: int = 1) -> Ledger:
         """`steps` steps of secure DP-SGD's lattice mechanism with the table sampler: SGM(q,
         sigma) (sigma the effective multiplier) plus the sampler's distance (mu, tv) from the
         ideal discrete Gaussian on each of `coords` coordinates (secure_distance("table"))."""
@@ -373,20 +388,21 @@ class Ledger:
                                             _f(mu, "mu"), _f(tv, "tv"), _u64(steps, "steps")))
         return self
 
-    def add_gaussian(self, sensitivity, sigma, label=None):
+    def add_gaussian(self, sensitivity: float, sigma: float, label: Optional[str] = None) -> Ledger:
         """One Gaussian mechanism release: L2 sensitivity, noise std sigma (multiplier sigma / sensitivity)."""
         check(lib.dpt_ledger_add_gaussian(self._p, _f(sensitivity, "sensitivity"), _f(sigma, "sigma"),
                                           ffi.NULL if label is None else cstr(label, "label")))
         return self
 
-    def add_dpulr(self, sample_rate, noise_multiplier, dataset_size, min_batch, steps=1):
+    def add_dpulr(self, sample_rate: float, noise_multiplier: float, dataset_size: int, min_batch: int, steps: int = 1
+                  ) -> Ledger:
         """`steps` DP-ULR steps (Poisson with rejection below min_batch; RDP accountant only)."""
         check(lib.dpt_ledger_add_dpulr(self._p, _f(sample_rate, "sample_rate"), _f(noise_multiplier, "noise_multiplier"),
                                        _u64(dataset_size, "dataset_size"), _u64(min_batch, "min_batch"),
                                        _u64(steps, "steps")))
         return self
 
-    def add_rdp_curve(self, orders, rdp, count=1, label=None):
+    def add_rdp_curve(self, orders: ArrayLike, rdp: ArrayLike, count: int = 1, label: Optional[str] = None) -> Ledger:
         """`count` repetitions of a mechanism with per-step RDP rdp[i] at orders[i]."""
         o = np.ascontiguousarray(np.asarray(orders, dtype=np.float64).ravel())
         r = np.ascontiguousarray(np.asarray(rdp, dtype=np.float64).ravel())
@@ -399,14 +415,15 @@ class Ledger:
                                            _u64(count, "count"), ffi.NULL if label is None else cstr(label, "label")))
         return self
 
-    def add_eps_delta(self, eps, delta, label=None):
+    def add_eps_delta(self, eps: float, delta: float, label: Optional[str] = None) -> Ledger:
         """An (eps, delta)-DP release, composed by basic composition."""
         check(lib.dpt_ledger_add_eps_delta(self._p, _f(eps, "eps"), _f(delta, "delta"),
                                            ffi.NULL if label is None else cstr(label, "label")))
         return self
 
     # -- queries --
-    def epsilon(self, delta, accountant=None, conversion="balle", orders=None):
+    def epsilon(self, delta: float, accountant: Optional[str] = None, conversion: str = "balle",
+                orders: Optional[ArrayLike] = None) -> float:
         """epsilon of everything recorded at delta: accountant 'default' (what runs report and
         calibrate with: the smaller of the PLD bound, where it applies, and the RDP bound),
         'pld' (only for SGM / Gaussian events) or 'rdp'; None: 'default', or 'rdp' when `orders`
@@ -423,7 +440,7 @@ class Ledger:
             check(lib.dpt_ledger_epsilon(self._p, _f(delta, "delta"), acct, _conversion(conversion), out))
         return out[0]
 
-    def headline(self, delta):
+    def headline(self, delta: float) -> "Headline":
         """Headline(epsilon, accountant, epsilon_rdp, epsilon_pld): the epsilon runs report at delta
         (the default accountant: the smaller of the two bounds), which accountant gave it ('pld'
         or 'rdp') and both parts (epsilon_pld None when PLD does not apply)."""
@@ -431,7 +448,8 @@ class Ledger:
         check(lib.dpt_ledger_epsilon_default(self._p, _f(delta, "delta"), lib.DPT_CONV_BALLE, e, w, r, p))
         return Headline(e[0], "pld" if w[0] == lib.DPT_ACCT_PLD else "rdp", r[0], None if p[0] != p[0] else p[0])
 
-    def rdp_epsilon(self, delta, conversion="balle", orders=None):
+    def rdp_epsilon(self, delta: float, conversion: str = "balle",
+                    orders: Optional[ArrayLike] = None) -> "RdpEpsilon":
         """RdpEpsilon(epsilon, order, at_edge) of the ledger."""
         oc = _orders(orders)
         out, order, edge = ffi.new("double *"), ffi.new("double *"), ffi.new("int *")
@@ -440,39 +458,39 @@ class Ledger:
         return RdpEpsilon(out[0], order[0], bool(edge[0]))
 
     @property
-    def steps(self):
+    def steps(self) -> int:
         """Total SGM and DP-ULR steps recorded."""
         return int(lib.dpt_ledger_steps(self._p))
 
     @property
-    def n_events(self):
+    def n_events(self) -> int:
         """Stored events (consecutive identical events are merged into one with a count)."""
         return int(lib.dpt_ledger_n_events(self._p))
 
     @property
-    def pld_applies(self):
+    def pld_applies(self) -> bool:
         return bool(lib.dpt_ledger_pld_applies(self._p))
 
     @property
-    def events(self):
+    def events(self) -> List[Dict[str, Any]]:
         """The events as dicts (from the ledger's JSON form)."""
         return json.loads(self.to_json())["events"]
 
     @property
-    def meta(self):
+    def meta(self) -> Dict[str, Any]:
         """The metadata as a dict (a copy; set entries with set_meta)."""
         return dict(json.loads(self.to_json()).get("meta", {}))
 
-    def get_meta(self, key, default=None):
+    def get_meta(self, key: str, default: Any = None) -> Any:
         p = lib.dpt_ledger_get_meta(self._p, cstr(key, "key"))
         return default if p == ffi.NULL else ffi.string(p).decode("utf-8")
 
-    def set_meta(self, key, value):
+    def set_meta(self, key: str, value: Any) -> None:
         check(lib.dpt_ledger_set_meta(self._p, cstr(key, "key"), cstr(value, "value")))
         return self
 
     # -- serialization --
-    def to_json(self):
+    def to_json(self) -> str:
         """The versioned, checksummed JSON form (what ledger.json holds)."""
         return _json_of(self._p)
 
@@ -482,7 +500,7 @@ class Ledger:
         return cls.from_json(_json_of(ptr))
 
     @classmethod
-    def from_json(cls, text):
+    def from_json(cls, text: str) -> Ledger:
         """Parses and validates a ledger's JSON (FormatError on a malformed or edited one)."""
         if isinstance(text, bytes):
             text = text.decode("utf-8")
@@ -490,12 +508,12 @@ class Ledger:
         check(lib.dpt_ledger_from_json(cstr(text, "json"), pp))
         return cls(pp[0])
 
-    def save(self, path):
+    def save(self, path: Union[str, os.PathLike]) -> None:
         """Writes the ledger atomically (temporary file, fsync, rename)."""
         check(lib.dpt_ledger_save(self._p, cstr(os.fspath(path), "path")))
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path: Union[str, os.PathLike]) -> Ledger:
         """A ledger file, or a run directory's ledger.json."""
         path = os.fspath(path)
         if os.path.isdir(path):
@@ -506,13 +524,13 @@ class Ledger:
         check(lib.dpt_ledger_load(cstr(path, "path"), pp))
         return cls(pp[0])
 
-    def copy(self):
+    def copy(self) -> Ledger:
         return Ledger.from_json(self.to_json())
 
     def __repr__(self):
         return "Ledger(%d events, %d steps)" % (self.n_events, self.steps)
 
 
-def read_ledger(path):
+def read_ledger(path: Union[str, os.PathLike]) -> Ledger:
     """Ledger.load: a run's ledger.json (or the run directory holding it)."""
     return Ledger.load(path)

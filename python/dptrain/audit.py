@@ -18,6 +18,11 @@ refuses raises the package's errors (dptrain.InvalidArgumentError, ...). An audi
 a model leaks; it never shows that it does not.
 """
 
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from numpy.typing import ArrayLike
+
 import math
 import sys
 from collections import namedtuple
@@ -113,7 +118,7 @@ def _count(v, name, minimum=0, maximum=None):
 
 # ==== statistics of the caller's scores ====
 
-def auc(inside, outside):
+def auc(inside: ArrayLike, outside: ArrayLike) -> float:
     """ROC AUC of an attack: P(s_in > s_out) + P(s_in = s_out) / 2 over member scores `inside`
     and non-member scores `outside` (Mann-Whitney; 0.5 is chance)."""
     _need("auc")
@@ -124,7 +129,7 @@ def auc(inside, outside):
     return r
 
 
-def tpr_at_fpr(inside, outside, max_fpr):
+def tpr_at_fpr(inside: ArrayLike, outside: ArrayLike, max_fpr: float) -> float:
     """The largest true positive rate of the test "score >= t" over thresholds t whose false
     positive rate is at most max_fpr (in [0, 1])."""
     _need("tpr_at_fpr")
@@ -136,7 +141,7 @@ def tpr_at_fpr(inside, outside, max_fpr):
     return r
 
 
-def roc(inside, outside):
+def roc(inside: ArrayLike, outside: ArrayLike) -> Roc:
     """The ROC curve: Roc(fpr, tpr), float64 arrays from (0, 0) to (1, 1), one point per
     distinct score (the test "score >= t" at every threshold t, from the highest down)."""
     _need("roc")
@@ -174,7 +179,7 @@ class Summary:
             self.tpr_1pct, self.tpr_1pct_lo, self.tpr_1pct_hi)
 
 
-def summarize(inside, outside, n_boot=1000, alpha=0.05, seed=1):
+def summarize(inside: ArrayLike, outside: ArrayLike, n_boot: int = 1000, alpha: float = 0.05, seed: int = 1) -> Summary:
     """Summary of an attack: AUC and TPR at 0.1% / 1% FPR with percentile-bootstrap
     intervals at confidence 1 - alpha (n_boot resamples of each set with replacement, drawn
     from `seed`: the same seed gives the same intervals)."""
@@ -188,7 +193,7 @@ def summarize(inside, outside, n_boot=1000, alpha=0.05, seed=1):
     return Summary._of(s)
 
 
-def eps_from_scores(inside, outside, delta, alpha=0.05):
+def eps_from_scores(inside: ArrayLike, outside: ArrayLike, delta: float, alpha: float = 0.05) -> EpsBound:
     """An epsilon lower bound from an attack's scores, at confidence 1 - alpha:
     EpsBound(eps_lb, threshold). The threshold is chosen on the even-indexed half of each
     set and the bound (eps_lower_bound) computed with it on the odd-indexed half, so the
@@ -202,7 +207,7 @@ def eps_from_scores(inside, outside, delta, alpha=0.05):
     return EpsBound(eps[0], thr[0])
 
 
-def eps_lower_bound(tp, fn, fp, tn, delta, alpha=0.05):
+def eps_lower_bound(tp: int, fn: int, fp: int, tn: int, delta: float, alpha: float = 0.05) -> float:
     """The epsilon lower bound an attack's confusion counts prove at confidence 1 - alpha
     (tp, fn on member trials; fp, tn on non-member trials; independent trials):
     Clopper-Pearson intervals at alpha for each rate, then
@@ -220,7 +225,7 @@ def eps_lower_bound(tp, fn, fp, tn, delta, alpha=0.05):
     return out[0]
 
 
-def one_run_eps(m, r, v, delta, alpha=0.05):
+def one_run_eps(m: int, r: int, v: int, delta: float, alpha: float = 0.05) -> float:
     """The one-run audit's epsilon lower bound (Steinke, Nasr and Jagielski 2023): m canaries,
     each included independently with probability 1/2 in ONE training run, r guesses of which
     v are right (one_run_guess); the largest epsilon whose p-value is still below alpha
@@ -237,7 +242,7 @@ def one_run_eps(m, r, v, delta, alpha=0.05):
     return out[0]
 
 
-def one_run_guess(score, is_member, k):
+def one_run_guess(score: ArrayLike, is_member: ArrayLike, k: int) -> Guesses:
     """The one-run audit's guesses: "member" for the k highest scores, "non-member" for the k
     lowest (ties: the lower index ranks higher), against the truth is_member (bool, or 0/1)
     of each canary. Returns Guesses(r, v): r = 2k guesses, v of them right. Needs 2k <= n."""
@@ -283,7 +288,7 @@ def _check_classifier(model, name):
                          "classifier (loss 'ce')" % (name, model.loss))
 
 
-def scores(model, x, y):
+def scores(model: Any, x: ArrayLike, y: ArrayLike) -> Scores:
     """Per-example membership scores of a trained classifier (a dptrain.Model with >= 2
     outputs and the softmax cross-entropy loss) on features x [n, ...] and labels y [n]:
     Scores(loss, phi), float64 arrays [n]. loss = -log p_y (the loss attack's score is
@@ -346,7 +351,7 @@ def _none_if_nan(v):
 class AuditResult:
     """What dptrain.audit.run returns (the numbers `dptrain audit` prints and saves)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.algorithm = None       # the training algorithm of every model
         self.population = 0         # examples audited (members + non-members)
         self.members = 0
@@ -366,17 +371,17 @@ class AuditResult:
         self.given_target = False   # True: the target was a given model (target=)
 
     @property
-    def loss(self):
+    def loss(self) -> Optional[Attack]:
         """The loss attack (Yeom et al. 2018)."""
         return self.attacks.get("loss")
 
     @property
-    def lira_offline(self):
+    def lira_offline(self) -> Optional[Attack]:
         """LiRA offline (Carlini et al. 2022); None without shadows."""
         return self.attacks.get("lira-offline")
 
     @property
-    def lira_online(self):
+    def lira_online(self) -> Optional[Attack]:
         """LiRA online; None without shadows."""
         return self.attacks.get("lira-online")
 
@@ -509,12 +514,16 @@ _ONLY = {  # keyword -> the algorithm it belongs to (refused with another: it wo
 }
 
 
-def run(x, y, *, x_test=None, y_test=None, model=None, algorithm="sgd", target=None, max_pairs=0,
-        optimizer="adam", lr=None, momentum=0.0, weight_decay=0.0, lr_schedule="constant", init="default",
-        batch_size=64, epochs=10, seed=1, threads=1, n_classes=0, input_shape=None,
-        sigma=None, clip=None, clip_mode=None, delta=None, kappa=None, pdp_sigma=None, lambda_=None,
-        prop_sigma=None, shadows=16, jobs=1, bootstrap=200, alpha=0.05, canaries=0, canary_runs=1,
-        one_run_guesses=0, verbose=True, on_progress=None):
+def run(x: ArrayLike, y: ArrayLike, *, x_test: Optional[ArrayLike] = None, y_test: Optional[ArrayLike] = None,
+        model: Any = None, algorithm: str = "sgd", target: Optional[Model] = None, max_pairs: int = 0,
+        optimizer: str = "adam", lr: Optional[float] = None, momentum: float = 0.0, weight_decay: float = 0.0,
+        lr_schedule: str = "constant", init: str = "default", batch_size: int = 64, epochs: int = 10, seed: int = 1,
+        threads: int = 1, n_classes: int = 0, input_shape: Optional[Sequence[int]] = None,
+        sigma: Optional[float] = None, clip: Optional[float] = None, clip_mode: Optional[str] = None,
+        delta: float = None, kappa: Optional[float] = None, pdp_sigma: Optional[float] = None,
+        lambda_: Optional[float] = None, prop_sigma: Optional[float] = None, shadows: int = 16, jobs: int = 1,
+        bootstrap: int = 200, alpha: float = 0.05, canaries: int = 0, canary_runs: int = 1, one_run_guesses: int = 0,
+        verbose: bool = True, on_progress: Optional[Callable[[Dict[str, Any]], Any]] = None) -> AuditResult:
     """The membership-inference audit of `dptrain audit`, in memory (the library's
     dpt_audit_run; docs/audit.md): returns an AuditResult.
 

@@ -7,6 +7,11 @@ array [n] (integral floats and bools are accepted and converted), stored as int3
 Regression targets: a real array [n] or [n, k], stored as float32 [n, k].
 """
 
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from numpy.typing import ArrayLike
+
 import numpy as np
 
 from ._lib import check, ffi, lib
@@ -14,7 +19,7 @@ from ._lib import check, ffi, lib
 __all__ = ["as_features", "as_labels", "as_targets", "Dataset", "load_idx"]
 
 
-def as_features(x, name="x", dim=None):
+def as_features(x: ArrayLike, name: str = "x", dim: Optional[int] = None) -> np.ndarray:
     """x as a C-contiguous float32 [n, D] array; dim (if given) must equal D."""
     if isinstance(x, (list, tuple)):
         x = np.asarray(x)
@@ -45,7 +50,7 @@ def as_features(x, name="x", dim=None):
     return np.ascontiguousarray(x, dtype=np.float32)
 
 
-def as_labels(y, name="y", n=None):
+def as_labels(y: ArrayLike, name: str = "y", n: Optional[int] = None) -> np.ndarray:
     """y as a C-contiguous int32 [n] array."""
     y = np.asarray(y)
     if y.ndim == 2 and y.shape[1] == 1:
@@ -72,7 +77,7 @@ def as_labels(y, name="y", n=None):
     return np.ascontiguousarray(y, dtype=np.int32)
 
 
-def as_targets(t, name="y", n=None, k=None):
+def as_targets(t: ArrayLike, name: str = "y", n: Optional[int] = None, k: Optional[int] = None) -> np.ndarray:
     """Regression targets t [n] or [n, k] as a C-contiguous float32 [n, k] array; k (if
     given) must match. NaN and infinite values are refused by the library."""
     t = np.asarray(t)
@@ -98,7 +103,8 @@ def as_targets(t, name="y", n=None, k=None):
 class Dataset:
     """A library dataset (dpt_dataset) holding a copy of (x, y); `ptr` for C calls."""
 
-    def __init__(self, x, y, n_classes=0, shape=None, name="x, y"):
+    def __init__(self, x: ArrayLike, y: ArrayLike, n_classes: int = 0, shape: Optional[Sequence[int]] = None,
+                 name: str = "x, y") -> None:
         """x: C-contiguous float32 [n, D], y: C-contiguous int32 [n] (as_features, as_labels)
         or, for regression, float32 [n, k] targets (as_targets); the library copies and
         validates them (NaN, labels outside [0, n_classes)); `name` prefixes its messages
@@ -120,14 +126,14 @@ class Dataset:
             check(lib.dpt_dataset_set_shape(self.ptr, *[int(s) for s in shape]), "input_shape")
 
     @property
-    def n(self):
+    def n(self) -> int:
         return int(self.ptr.n)
 
     @property
-    def n_classes(self):
+    def n_classes(self) -> int:
         return int(self.ptr.n_classes)
 
-    def free(self):
+    def free(self) -> None:
         if not self._freed:
             lib.dpt_dataset_free(self.ptr)
             self._freed = True
@@ -139,7 +145,8 @@ class Dataset:
             pass
 
 
-def load_idx(images_path, labels_path):
+def load_idx(images_path: Union[str, os.PathLike], labels_path: Union[str, os.PathLike]
+             ) -> Tuple[np.ndarray, np.ndarray]:
     """(x float32 [n, rows, cols] in [0, 1], y int64 [n]) from IDX files (.gz or raw), as the
     library's loader reads them (pixel / 255 in float32). Pure numpy: an example of what a
     user's own loading code looks like (docs/python.md)."""

@@ -11,6 +11,10 @@ and yields the canonical spec string that checkpoints store. Sizes are output si
 the input size comes from the data (or `input_shape`).
 """
 
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
 from ._lib import check, ffi, lib
 
 __all__ = ["Layer", "Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "GroupNorm", "Flatten", "ReLU", "GELU", "Tanh",
@@ -45,7 +49,7 @@ class Layer:
 class Linear(Layer):
     """Fully connected layer to `out_features` outputs (reads all C*H*W input values)."""
 
-    def __init__(self, out_features, bias=True):
+    def __init__(self, out_features: int, bias: bool = True) -> None:
         self.out_features = _count(out_features, "Linear.out_features")
         self.bias = bool(bias)
 
@@ -56,7 +60,8 @@ class Linear(Layer):
 class Conv2d(Layer):
     """k x k convolution to `out_channels` channels, stride, zero padding < k."""
 
-    def __init__(self, out_channels, kernel_size, stride=1, padding=0, bias=True):
+    def __init__(self, out_channels: int, kernel_size: int, stride: int = 1, padding: int = 0, bias: bool = True
+                 ) -> None:
         self.out_channels = _count(out_channels, "Conv2d.out_channels")
         self.kernel_size = _count(kernel_size, "Conv2d.kernel_size")
         self.stride = _count(stride, "Conv2d.stride")
@@ -71,7 +76,7 @@ class Conv2d(Layer):
 class MaxPool2d(Layer):
     """k x k max pooling with the given stride (None = k), no padding."""
 
-    def __init__(self, kernel_size, stride=None):
+    def __init__(self, kernel_size: int, stride: Optional[int] = None) -> None:
         self.kernel_size = _count(kernel_size, "MaxPool2d.kernel_size")
         self.stride = None if stride is None else _count(stride, "MaxPool2d.stride")
 
@@ -89,7 +94,7 @@ class AvgPool2d(MaxPool2d):
 class GroupNorm(Layer):
     """GroupNorm over `groups` groups of channels (eps 1e-5), per-channel scale and shift."""
 
-    def __init__(self, groups):
+    def __init__(self, groups: int) -> None:
         self.groups = _count(groups, "GroupNorm.groups")
 
     def _add(self, b):
@@ -135,7 +140,7 @@ class Residual(Layer):
     """A block whose input is added to its output: Residual([Conv2d(32, 3, padding=1)]).
     The block must keep the shape; blocks do not nest."""
 
-    def __init__(self, layers):
+    def __init__(self, layers: Sequence[Layer]) -> None:
         self.layers = list(layers)
         if not self.layers:
             raise ValueError("Residual: empty block")
@@ -186,7 +191,7 @@ def _builder_spec(b):
     return ffi.string(p).decode()
 
 
-def build_spec(layers, input_shape):
+def build_spec(layers: Sequence[Layer], input_shape: Union[int, Sequence[int]]) -> str:
     """The canonical spec string of `layers` on inputs of shape (C, H, W) (or (D,))."""
     shape = _input_shape(input_shape)
     layers = list(layers)

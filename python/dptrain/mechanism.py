@@ -20,16 +20,21 @@ The epsilon holds when each row is the gradient of ONE example's loss (no batch 
 across examples), and when nobody learns the batch indices. See docs/python.md.
 """
 
+from __future__ import annotations
+
+from numpy.typing import ArrayLike
+
 import functools
 import os
 import threading
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 from ._lib import check, cstr, ffi, lib
 from .accounting import Ledger, _accountant, steps_for_epochs
 
-__all__ = ["PrivateGradients"]
+__all__ = ["PrivateGradients", "PoissonBatchSampler"]
 
 _SAMPLERS = {"table": 0, "cks": 1}
 
@@ -133,9 +138,12 @@ class PrivateGradients:
     lock, so threads may share it (each sampled batch is released once); one mechanism per
     ledger_path at a time (another one, in this process or another, raises BusyError)."""
 
-    def __init__(self, n, dim, *, sample_rate=None, batch_size=None, sigma=None, target_epsilon=None,
-                 epochs=None, steps=None, clip=1.0, delta=1e-5, seed=None, secure=False, secure_sampler="table",
-                 ledger_path=None, resume=False, force=False, threads=0):
+    def __init__(self, n: int, dim: int, *, sample_rate: Optional[float] = None, batch_size: Optional[float] = None,
+                 sigma: Optional[float] = None, target_epsilon: Optional[float] = None, epochs: Optional[int] = None,
+                 steps: Optional[int] = None, clip: float = 1.0, delta: float = 1e-5, seed: Optional[int] = None,
+                 secure: bool = False, secure_sampler: str = "table",
+                 ledger_path: Optional[Union[str, os.PathLike]] = None, resume: bool = False, force: bool = False,
+                 threads: int = 0) -> None:
         self._p = None
         self._lock = threading.Lock()
         n, dim = _count(n, "n"), _count(dim, "dim")
@@ -194,7 +202,7 @@ class PrivateGradients:
 
     # -- the two steps --
     @_locked
-    def sample(self):
+    def sample(self) -> np.ndarray:
         """The next Poisson batch: a uint32 array of indices into the dataset (ascending;
         possibly empty). The step is in the ledger (and its file) when this returns, whether
         or not you release it. Keep the indices secret: use them to pick the examples only.
@@ -211,7 +219,7 @@ class PrivateGradients:
         return idx[:self._b].copy()
 
     @_locked
-    def release(self, grads):
+    def release(self, grads: Any) -> np.ndarray:
         """The noisy update of the last sampled batch: float32 [dim] = (sum of the rows
         clipped to norm clip + N(0, sigma^2 clip^2)) / (q n). grads: [b, ...] per-example
         gradients in the order of sample()'s indices (numpy or torch, any float dtype; each
@@ -231,7 +239,7 @@ class PrivateGradients:
 
     # -- the privacy spent --
     @_locked
-    def epsilon(self, delta=None, accountant="default"):
+    def epsilon(self, delta: Optional[float] = None, accountant: str = "default") -> float:
         """epsilon of every step sampled so far at delta (default: the constructor's);
         accountant "default" (what target_epsilon calibrates with and the budget stops at:
         the smaller of the PLD and RDP bounds, PLD in practice), "pld" or "rdp"."""
@@ -242,34 +250,34 @@ class PrivateGradients:
 
     @property
     @_locked
-    def steps(self):
+    def steps(self) -> int:
         """Steps recorded (sampled), a resumed ledger's included."""
         return int(lib.dpt_sgm_steps(self._h()))
 
     @property
-    def sigma(self):
+    def sigma(self) -> float:
         """The noise multiplier in use (given or calibrated)."""
         return float(lib.dpt_sgm_sigma(self._h()))
 
     @property
-    def sigma_accounted(self):
+    def sigma_accounted(self) -> float:
         """The multiplier the ledger records (secure: the lattice mechanism's effective one)."""
         return float(lib.dpt_sgm_sigma_accounted(self._h()))
 
     @property
-    def batch_size(self):
+    def batch_size(self) -> float:
         """The expected batch size q n (the divisor of release())."""
         return self.sample_rate * self.n
 
     @property
     @_locked
-    def ledger(self):
+    def ledger(self) -> Ledger:
         """A copy of the ledger (dptrain.Ledger) as it is now."""
         return Ledger._copy_of(lib.dpt_sgm_ledger(self._h()))
 
     # -- lifetime --
     @_locked
-    def close(self):
+    def close(self) -> None:
         if self._p is not None:
             p, self._p = self._p, None
             ffi.gc(p, None)  # detach the destructor, then free now
@@ -288,6 +296,75 @@ class PrivateGradients:
         return "PrivateGradients(n=%d, dim=%d, q=%g, sigma=%g, clip=%g, steps=%d%s)" % (
             self.n, self.dim, self.sample_rate, self.sigma, self.clip, self.steps, ", secure" if self.secure else "")
 
+
+
+class PoissonBatchSampler:
+    """A batch sampler for torch's DataLoader whose batches are PrivateGradients' Poisson
+    batches: each iteration step calls pg.sample() and yields its indices as a list, so
+    the examples your loop trains on are exactly the ones the accounting sampled.
+
+        sampler = dptrain.PoissonBatchSampler(pg, dataset=ds)   # one epoch per iteration
+        loader = DataLoader(ds, batch_sampler=sampler, collate_fn=sampler.collate_fn)
+        for xb, yb in loader:                        # variable size, possibly 0
+            update = pg.release(grads(xb, yb))       # then set_gradients, opt.step()
+
+    steps: batches per iteration over the sampler (len()); default one epoch,
+    accounting.steps_for_epochs(1, q) = max(1, round(1 / q)). A Poisson batch may be empty:
+    torch's default collate cannot stack nothing, so collate_fn (default_collate for a
+    non-empty batch) turns an empty one into the tensors of dataset[0] cut to 0 rows, which
+    per_example_gradients and release() take; give dataset= for that (an empty batch is
+    refused without it). Release every batch before the next is drawn: the sampler refuses
+    to draw while a batch is pending, so DataLoader's prefetching (num_workers > 0), which
+    would draw ahead of your release(), is refused; use num_workers=0. Like the indices of
+    sample(), the batches are secret: do not log them or their sizes."""
+
+    def __init__(self, pg: PrivateGradients, steps: Optional[int] = None, *, dataset: Optional[Any] = None) -> None:
+        if not isinstance(pg, PrivateGradients):
+            raise TypeError("PoissonBatchSampler: pg must be a dptrain.PrivateGradients, got %r" % (pg,))
+        self.pg = pg
+        self.steps = steps_for_epochs(1, pg.sample_rate) if steps is None else _count(steps, "steps")
+        if dataset is not None and hasattr(dataset, "__len__") and len(dataset) != pg.n:
+            raise ValueError("PoissonBatchSampler: dataset has %d examples, the mechanism samples from n = %d"
+                             % (len(dataset), pg.n))
+        self.dataset = dataset
+
+    def __iter__(self) -> Iterator[List[int]]:
+        for _ in range(self.steps):
+            if self.pg._b is not None:
+                raise RuntimeError("PoissonBatchSampler: the previous batch has not been released: call "
+                                   "pg.release() for each batch before the next is drawn (a DataLoader with "
+                                   "num_workers > 0 draws batches ahead: use num_workers=0)")
+            yield self.pg.sample().tolist()
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def collate_fn(self, batch: List[Any]) -> Any:
+        """torch's default_collate of a batch; for an empty batch, dataset[0] collated and
+        cut to 0 rows (every tensor in it), so the loop runs unchanged."""
+        try:
+            from torch.utils.data import default_collate
+        except ImportError:  # torch < 1.11
+            from torch.utils.data.dataloader import default_collate
+        if len(batch):
+            return default_collate(batch)
+        if self.dataset is None:
+            raise ValueError("PoissonBatchSampler: an empty Poisson batch: give dataset= to the sampler so that "
+                             "collate_fn can make empty tensors of the right shapes")
+        return _cut_to_empty(default_collate([self.dataset[0]]))
+
+
+def _cut_to_empty(b: Any) -> Any:
+    """Every tensor of a collated batch (nested tuples, lists, dicts) cut to 0 rows."""
+    if hasattr(b, "shape") and hasattr(b, "__getitem__") and len(getattr(b, "shape", ())) > 0:
+        return b[:0]
+    if isinstance(b, dict):
+        return {k: _cut_to_empty(v) for k, v in b.items()}
+    if isinstance(b, tuple) and hasattr(b, "_fields"):  # a namedtuple
+        return type(b)(*(_cut_to_empty(v) for v in b))
+    if isinstance(b, (list, tuple)):
+        return type(b)(_cut_to_empty(v) for v in b)
+    return b
 
 def _count(x, name):
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)):

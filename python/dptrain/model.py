@@ -7,6 +7,11 @@ through the library's verified checkpoint reader) or from a PyTorch module
 (Model.from_torch).
 """
 
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from numpy.typing import ArrayLike
+
 import json
 import os
 import threading
@@ -42,8 +47,10 @@ def _run_delta(ck):
 class Model:
     """Use Model.load(path) or the .model of dptrain.train's result."""
 
-    def __init__(self, _model, _owner, loss="ce", ledger=None, algorithm=None, delta=None, steps=None, source=None,
-                 initial_params=None, path=None):
+    def __init__(self, _model: Any, _owner: Any, loss: str = "ce", ledger: Optional[Ledger] = None,
+                 algorithm: Optional[str] = None, delta: Optional[float] = None, steps: Optional[int] = None,
+                 source: Optional[str] = None, initial_params: Optional[str] = None,
+                 path: Union[str, os.PathLike] = None) -> None:
         self._m = _model          # dpt_model *
         self._owner = _owner      # keeps the C object alive (gc'd cdata)
         # The C model is one set of scratch buffers (activations of max_batch examples):
@@ -78,13 +85,13 @@ class Model:
         return cls(m, m, **kw)
 
     @classmethod
-    def from_torch(cls, module, input_shape=None, threads=0):
+    def from_torch(cls, module: Any, input_shape: Optional[Sequence[int]] = None, threads: int = 0) -> Model:
         """A Model equivalent to a PyTorch module (an nn.Sequential of supported layers, or
         to_torch()'s module) with its parameters copied: see dptrain.from_torch."""
         return torch_interop.module_to_model(cls, module, input_shape, threads=threads)
 
     @classmethod
-    def load(cls, path, threads=0):
+    def load(cls, path: Union[str, os.PathLike], threads: int = 0) -> Model:
         """Opens a checkpoint (checkpoint.safetensors, or a run directory holding one): the
         whole file is verified (format, sizes, SHA-256) by the library."""
         if not HAVE_INFERENCE:
@@ -117,7 +124,7 @@ class Model:
         m.targets = targets if isinstance(targets, int) and targets == m.output_dim else 0
         return m
 
-    def save(self, path, overwrite=False):
+    def save(self, path: Union[str, os.PathLike], overwrite: bool = False) -> None:
         """Writes the model as a dptrain checkpoint (safetensors, written atomically and
         sealed by its SHA-256): the parameters, the loss, and for a model of a private run its
         privacy ledger and delta, so Model.load and `dptrain train --init-from` read it and
@@ -158,29 +165,29 @@ class Model:
 
     # ---- description ----
     @property
-    def spec(self):
+    def spec(self) -> str:
         """The canonical model spec string (what checkpoints store)."""
         return ffi.string(self._m.spec).decode()
 
     @property
-    def n_params(self):
+    def n_params(self) -> int:
         return int(self._m.n_params)
 
     @property
-    def input_dim(self):
+    def input_dim(self) -> int:
         return int(self._m.in_dim)
 
     @property
-    def output_dim(self):
+    def output_dim(self) -> int:
         return int(self._m.out_dim)
 
     @property
-    def input_shape(self):
+    def input_shape(self) -> Tuple[int, int, int]:
         """(C, H, W) of one input example ((1, 1, D) for flat inputs)."""
         L = self._m.layers[0]
         return tuple(int(L.in_shape[i]) for i in range(3))
 
-    def layers(self):
+    def layers(self) -> List[Dict[str, Any]]:
         """[(name, kind, info dict)] of the C model, in order (used by to_torch)."""
         out = []
         for i in range(int(self._m.n_layers)):
@@ -199,14 +206,14 @@ class Model:
             yield ffi.string(t.name).decode(), tuple(int(t.shape[j]) for j in range(t.ndim)), int(t.offset), \
                 int(t.size)
 
-    def parameters(self):
+    def parameters(self) -> Dict[str, np.ndarray]:
         """{name: float32 ndarray} named as in the checkpoint ("fc1.weight" [K, D], ...);
         copies (changing them does not change the model; use set_parameters)."""
         theta = np.frombuffer(ffi.buffer(self._m.theta, self.n_params * 4), dtype=np.float32)
         with self._lock:
             return {name: theta[off:off + size].reshape(shape).copy() for name, shape, off, size in self._tensors()}
 
-    def set_parameters(self, params):
+    def set_parameters(self, params: Dict[str, ArrayLike]) -> None:
         """Replaces parameters by name (every name must exist with the same shape)."""
         theta = np.frombuffer(ffi.buffer(self._m.theta, self.n_params * 4), dtype=np.float32)
         table = {name: (shape, off, size) for name, shape, off, size in self._tensors()}
@@ -247,7 +254,7 @@ class Model:
             raise ValueError("layer: %d is outside the model's %d layers" % (i, len(names)))
         return i % len(names)
 
-    def predict(self, x, layer=None):
+    def predict(self, x: ArrayLike, layer: Optional[Union[int, str]] = None) -> np.ndarray:
         """Raw model outputs (logits) [n, output_dim] as float32 for features x [n, ...]; with
         `layer` (a name from layers(), e.g. "flatten1", or an index) the output of that layer
         instead, flattened per example [n, C*H*W] (a residual group's last layer: with the
@@ -271,7 +278,7 @@ class Model:
                 out[s:s + b] = np.frombuffer(ffi.buffer(src, b * K * 4), dtype=np.float32).reshape(b, K)
         return out
 
-    def predict_classes(self, x):
+    def predict_classes(self, x: ArrayLike) -> np.ndarray:
         """Predicted labels: argmax of the outputs (one output: output > 0)."""
         o = self.predict(x)
         return (o[:, 0] > 0).astype(np.int64) if o.shape[1] == 1 else o.argmax(axis=1)
@@ -288,7 +295,7 @@ class Model:
         y = as_labels(y, "y", x.shape[0])
         return Dataset(x, y, n_classes=self.output_dim if self.output_dim > 1 else 2, name="x, y")
 
-    def evaluate(self, x, y):
+    def evaluate(self, x: ArrayLike, y: ArrayLike) -> Tuple[float, float]:
         """(mean loss, accuracy) with the training loss, computed by the library; for a model
         trained on regression targets (self.targets > 0), y are targets [n] or [n, k] and the
         result is (mean loss, mean squared error per target)."""
@@ -303,7 +310,7 @@ class Model:
             return loss[0], 2.0 * loss[0] / self.output_dim
         return loss[0], acc[0]
 
-    def epsilon(self, delta=None, accountant="default"):
+    def epsilon(self, delta: Optional[float] = None, accountant: Optional[str] = None) -> Optional[float]:
         """epsilon of the model's privacy ledger at delta (default: the run's delta);
         None for a non-private model."""
         if self.ledger is None:
@@ -314,12 +321,12 @@ class Model:
         return self.ledger.epsilon(d, accountant=accountant)
 
     # ---- PyTorch ----
-    def to_torch(self):
+    def to_torch(self) -> Any:
         """A torch.nn.Module equivalent to this model, with these parameters loaded
         (load_state_dict strict): see dptrain.torch_interop."""
         return torch_interop.to_torch(self)
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         """The parameters as torch tensors, keyed like the checkpoint and to_torch()'s module."""
         return torch_interop.state_dict(self)
 
@@ -327,7 +334,7 @@ class Model:
         return "Model(%r, %d parameters)" % (self.spec, self.n_params)
 
     @classmethod
-    def from_spec(cls, spec, threads=0):
+    def from_spec(cls, spec: str, threads: int = 0) -> Model:
         """A Model of `spec` ("mnist_cnn", "mlp:784-128-10:relu", ...) with all parameters 0:
         to look at its layers (summary(), layers(), parameters() names) before training, or
         to fill with set_parameters. dptrain.train(model=spec) initializes its own."""
@@ -337,7 +344,7 @@ class Model:
         m._blank = True
         return m
 
-    def summary(self):
+    def summary(self) -> str:
         """The layers as a table (str): index, name (what train(freeze=) takes and the prefix
         of the parameter names), kind, output shape, parameters and tensors; the library's
         dpt_model_summary, as the CLI's `dptrain model` prints it."""
@@ -349,7 +356,7 @@ class Model:
             self.spec, ffi.string(buf).decode(), ", ".join(trained))
 
 
-def from_torch(module, input_shape=None, threads=0):
+def from_torch(module: Any, input_shape: Optional[Sequence[int]] = None, threads: int = 0) -> Model:
     """A dptrain.Model equivalent to the PyTorch `module`, with its parameters (float32 copies).
 
     module: an nn.Sequential of supported modules (see dptrain.torch_interop.SUPPORTED;

@@ -31,6 +31,11 @@ This module does not import dptrain.model (which imports it for Model.to_torch a
 Model.from_torch): module_to_model is given the class to build.
 """
 
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from numpy.typing import ArrayLike
+
 import numpy as np
 
 from ._lib import check, ffi, lib
@@ -80,7 +85,7 @@ def _make_class():
     class DptrainNet(nn.Module):
         """A dptrain model as a PyTorch module (see dptrain.torch_interop)."""
 
-        def __init__(self, layers, input_shape, spec=""):
+        def __init__(self, layers: Any, input_shape: Sequence[int], spec: str = "") -> None:
             super().__init__()
             self.spec = spec
             self.input_shape = tuple(input_shape)
@@ -94,7 +99,7 @@ def _make_class():
                     self._keep.add(src)
                 self._plan.append((info["name"], flat, src))
 
-        def forward(self, x):
+        def forward(self, x: Any) -> Any:
             C, H, W = self.input_shape
             if (C, H) != (1, 1) and x.dim() == 2:
                 x = x.reshape(x.shape[0], C, H, W)
@@ -123,13 +128,13 @@ def _net_class():
     return _CLASS
 
 
-def state_dict(model):
+def state_dict(model: Any) -> Dict[str, Any]:
     """{name: torch.Tensor} (float32 copies) of a dptrain.Model's parameters."""
     torch = _torch()
     return {k: torch.from_numpy(v) for k, v in model.parameters().items()}
 
 
-def to_torch(model):
+def to_torch(model: Any) -> Any:
     """A torch.nn.Module equivalent to `model` (eval mode) with its parameters loaded strictly."""
     Net = _net_class()
     net = Net(model.layers(), model.input_shape, model.spec)
@@ -287,7 +292,7 @@ def _params(torch, where, mod, names):
     return out
 
 
-def module_to_model(model_cls, module, input_shape=None, threads=0):
+def module_to_model(model_cls: Any, module: Any, input_shape: Optional[Sequence[int]] = None, threads: int = 0) -> Any:
     """dptrain.from_torch and Model.from_torch (documented there): the `model_cls`
     (dptrain.Model, or a subclass) equivalent to the PyTorch `module`."""
     torch = _torch()
@@ -371,7 +376,7 @@ def module_to_model(model_cls, module, input_shape=None, threads=0):
 
 # ==== Per-example gradients and the optimizer step (DP-SGD on your own model) ====
 
-def trainable_parameters(model):
+def trainable_parameters(model: Any) -> List[Tuple[str, Any]]:
     """[(name, parameter)] of `model`'s parameters with requires_grad, in
     model.named_parameters() order (a tied parameter once, under its first name). The one
     order of the flat gradient: per_example_gradients' dict, hence PrivateGradients.release's
@@ -442,7 +447,8 @@ def _check_per_example(nn, model):
                                % (path or "the model", type(mod).__name__))
 
 
-def per_example_gradients(model, loss_fn, *, vectorized=None):
+def per_example_gradients(model: Any, loss_fn: Callable[..., Any], *, vectorized: Optional[bool] = None
+                          ) -> Callable[..., Dict[str, Any]]:
     """A function grads(inputs, target=None) -> {name: tensor [b, *shape]}: for every example
     i the gradient of its own loss, loss_fn(model(*inputs_i), target_i) with inputs_i the
     i-th rows (kept as a batch of one, x[i:i+1]), with respect to each trainable parameter
@@ -536,7 +542,7 @@ def per_example_gradients(model, loss_fn, *, vectorized=None):
     return grads
 
 
-def replace_batchnorm(module, num_groups=None, *, verbose=True):
+def replace_batchnorm(module: Any, num_groups: Optional[int] = None, *, verbose: bool = True) -> List[str]:
     """Replace every BatchNorm1d/2d/3d of `module` (in place) by a GroupNorm over the same
     channels, as DP training needs (a BatchNorm's batch statistics mix the examples, and its
     running statistics are the private data's, unnoised), and return the list of changes as
@@ -565,7 +571,7 @@ def replace_batchnorm(module, num_groups=None, *, verbose=True):
     return changes
 
 
-def set_gradients(model, update):
+def set_gradients(model: Any, update: ArrayLike) -> None:
     """Write a flat update [dim] (numpy or torch; PrivateGradients.release's noisy mean
     gradient) into the .grad of each trainable parameter (requires_grad), sliced in
     trainable_parameters() order and copied to the parameter's dtype and device; .grad is

@@ -1,10 +1,11 @@
 """Training from numpy arrays with every algorithm of `dptrain train`.
 
-    run = dptrain.train(x, y, model="mlp:784-128-10:relu", algorithm="dpsgd",
-                        target_epsilon=3.0, epochs=5, x_test=xt, y_test=yt)
+    run = dptrain.train(x, y, model="mlp:784-128-10:relu",
+                        algorithm=dptrain.DPSGD(target_epsilon=3.0), epochs=5, x_test=xt, y_test=yt)
     run.model.predict(xt); run.epsilon; run.history
 
-The keyword arguments are the CLI's flags (underscores for dashes) with the CLI's defaults
+The keyword arguments are the CLI's flags (underscores for dashes; the per-algorithm ones
+in the algorithm's configuration, dptrain.algorithms) with the CLI's defaults
 and checks (cli/cmd_train.c, cli/algo_*.c): the same configuration gives the same run as
 `dptrain train` on the same data, bit for bit (tested). The run goes on a background thread
 inside the C library with the GIL released; a progress bar on stderr (a terminal only) and
@@ -14,6 +15,11 @@ out_dir), then KeyboardInterrupt is raised (or the partial run returned, on_inte
 "return").
 """
 
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
 import json
 import logging
 import math
@@ -23,11 +29,13 @@ import sys
 import threading
 import time
 import warnings
+from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, TypeVar, Union
 
 import numpy as np
 
 from ._lib import HAVE_CALLBACKS, check, cstr, ffi, lib, make_error
 from .accounting import Ledger
+from .algorithms import ALGORITHM_CLASSES, Algorithm, option_owners
 from .data import Dataset, as_features, as_labels, as_targets
 from .errors import OutOfRangeError, PrivacyError
 from .layers import Layer, build_spec
@@ -105,28 +113,28 @@ def _int(v, name, lo, hi=None):
 class Run:
     """The result of dptrain.train: the trained model, per-epoch history, privacy ledger."""
 
-    def __init__(self):
-        self.model = None           # dptrain.Model
-        self.history = []           # list of dicts (see history_frame); a DataFrame with history="pandas"
-        self.ledger = None          # dptrain.Ledger (private runs), else None
-        self.algorithm = None
-        self.sigma = None           # noise multiplier used (given or calibrated; private algorithms)
-        self.sample_rate = None     # q of Poisson sampling
-        self.min_batch = None       # DP-ULR's N_B
-        self.delta = None
+    def __init__(self) -> None:
+        self.model: Optional[Model] = None  # dptrain.Model
+        self.history: Any = []      # list of dicts (see history_frame); a DataFrame with history="pandas"
+        self.ledger: Optional[Ledger] = None  # dptrain.Ledger (private runs), else None
+        self.algorithm: Optional[str] = None
+        self.sigma: Optional[float] = None  # noise multiplier used (given or calibrated; private algorithms)
+        self.sample_rate: Optional[float] = None  # q of Poisson sampling
+        self.min_batch: Optional[int] = None  # DP-ULR's N_B
+        self.delta: Optional[float] = None
         self.accounted = False      # True when an accountant covers this run (ledger + epsilon)
-        self.stop_reason = None     # "done" | "max_steps" | "budget" | "callback" | "interrupted"
+        self.stop_reason: Optional[str] = None  # "done" | "max_steps" | "budget" | "callback" | "interrupted"
         self.steps = 0
-        self.out_dir = None
-        self.last = None            # the last published epoch result (dict)
-        self.kl = None              # noisy-gd: the KL estimate report (dict)
-        self.pca_mean = None        # dpmac with DP-PCA: the released centre [d] (center_sigma) or None
-        self.pca_components = None  # dpmac with DP-PCA: the released components V [d, k]
-        self.run_id = None
-        self.frozen = []            # the frozen layers (freeze=), in model order
+        self.out_dir: Optional[str] = None
+        self.last: Optional[Dict[str, Any]] = None  # the last published epoch result (dict)
+        self.kl: Optional[Dict[str, Any]] = None  # noisy-gd: the KL estimate report (dict)
+        self.pca_mean: Optional[np.ndarray] = None  # dpmac with DP-PCA: the released centre [d] (center_sigma) or None
+        self.pca_components: Optional[np.ndarray] = None  # dpmac with DP-PCA: the released components V [d, k]
+        self.run_id: Optional[str] = None
+        self.frozen: List[str] = []  # the frozen layers (freeze=), in model order
 
     @property
-    def epsilon(self):
+    def epsilon(self) -> Optional[float]:
         """The run's epsilon at its delta, from the default accountant (the one target_epsilon
         calibrated with and the budget stopped at: the smaller of the PLD bound, where it
         applies, and the RDP bound; `accountant` says which); None when no accountant covers
@@ -136,28 +144,28 @@ class Run:
         return self.ledger.epsilon(self.delta)
 
     @property
-    def accountant(self):
+    def accountant(self) -> Optional[str]:
         """'pld' or 'rdp': the accountant that gave `epsilon`; None without a ledger."""
         if self.ledger is None or self.delta is None:
             return None
         return self.ledger.headline(self.delta).accountant
 
     @property
-    def epsilon_rdp(self):
+    def epsilon_rdp(self) -> Optional[float]:
         """The RDP accountant's epsilon (Balle et al.'s conversion), the cross-check."""
         if self.ledger is None or self.delta is None:
             return None
         return self.ledger.epsilon(self.delta, accountant="rdp")
 
     @property
-    def seed_source(self):
+    def seed_source(self) -> Optional[str]:
         """Private runs: "os" (seed=0, the default: drawn from the OS and kept only in the run's
         secret file) or "caller" (a seed was given: whoever knows it can regenerate the batches
         and the noise, so the epsilon holds only while it stays secret); None otherwise."""
         return None if self.ledger is None else self.ledger.get_meta("seed_source")
 
     @property
-    def epsilon_excludes(self):
+    def epsilon_excludes(self) -> Optional[str]:
         """What the run's epsilon does NOT cover ("; "-joined, from the ledger metadata
         "epsilon_excludes"), e.g. DP-ULR's ulr_noise='controller', whose noise level is chosen
         from the batch (issue 38), or test metrics computed on the training data; None when the
@@ -167,12 +175,14 @@ class Run:
         return self.ledger.get_meta("epsilon_excludes")
 
     @property
-    def epsilon_pld(self):
+    def epsilon_pld(self) -> Optional[float]:
+        """PLD epsilon of the run's ledger at its delta, when the PLD accountant applies to
+        all its events; else None."""
         if self.ledger is None or self.delta is None or not self.ledger.pld_applies:
             return None
         return self.ledger.epsilon(self.delta, accountant="pld")
 
-    def preprocess(self, x):
+    def preprocess(self, x: Any) -> np.ndarray:
         """The features the model takes for raw features x [n, d]: for dpmac with DP-PCA, x
         centred by the released DP mean (if any), rows scaled to unit norm and projected on
         the released components, as training did; otherwise x as float32."""
@@ -192,7 +202,7 @@ class Run:
                                      ffi.cast("float *", ffi.from_buffer(out))))
         return out
 
-    def history_frame(self):
+    def history_frame(self) -> Any:
         """The history as a pandas DataFrame (pandas must be installed)."""
         import pandas as pd
         return self.history if isinstance(self.history, pd.DataFrame) else pd.DataFrame(list(self.history))
@@ -768,7 +778,8 @@ _DEFAULTS = dict(
     model="mlp:784-128-64-32-10:gelu", algorithm="sgd", x_test=None, y_test=None, n_classes=0, input_shape=None,
     loss="ce", init="default", optimizer="adam", lr=None, momentum=0.0, weight_decay=0.0, lr_schedule="constant",
     sampler="shuffle", batch_size=256, sample_rate=None, epochs=5, max_steps=0, seed=0, threads=0, shards=0,
-    out_dir=None, resume=False, overwrite=False, init_params=None, init_source=None, freeze=None, regression=False,
+    out_dir=None, runs_dir=None, resume=False, overwrite=False, init_params=None, init_source=None, freeze=None,
+    regression=False,
     no_feature_cache=False,
     sigma=None, clip=1.0, clip_mode="flat", target_epsilon=None, delta=1e-5, secure=False, force=False,
     allow_ledger_mismatch=False,
@@ -795,10 +806,20 @@ def _refuse_dataset_object(x):
                         "own loop with PrivateGradients and a DataLoader (docs/python.md)" % type(x).__name__)
 
 
-def _features(x, input_shape, stacklevel=3):
+def _user_stacklevel():
+    """warnings.warn's stacklevel for a warning raised by the function that calls this one,
+    such that it names the first frame outside the dptrain package (the user's line)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    f, level = sys._getframe(1), 1
+    while f is not None and os.path.dirname(os.path.abspath(f.f_code.co_filename)) == here:
+        f, level = f.f_back, level + 1
+    return level
+
+
+def _features(x, input_shape, stacklevel=None):
     """(X, (C, H, W)): features x as C-contiguous float32 [n, D] (as_features) and the shape
     of one example, from input_shape or inferred from a 3- or 4-dimensional x (a warning
-    for an x that looks channels-last, reported at the caller's caller)."""
+    for an x that looks channels-last, reported at the user's line)."""
     _refuse_dataset_object(x)
     xa = np.asarray(x) if not isinstance(x, np.ndarray) else x
     shape = input_shape
@@ -807,7 +828,7 @@ def _features(x, input_shape, stacklevel=3):
         if xa.ndim == 4 and xa.shape[3] in (1, 3, 4) and xa.shape[1] not in (1, 3, 4):
             warnings.warn("x has shape %s: read as [n, C, H, W] (channels first), so C = %d; images stored "
                           "channels last ([n, H, W, C]) need x.transpose(0, 3, 1, 2)" % (tuple(xa.shape), xa.shape[1]),
-                          stacklevel=stacklevel)
+                          stacklevel=_user_stacklevel() if stacklevel is None else stacklevel)
     X = as_features(x, "x")
     if shape is None:
         shape = (1, 1, X.shape[1])
@@ -945,7 +966,7 @@ def _initial_params(start, spec, source, algo_name):
         if start.ledger is not None and algo_name in _PRIVATE:
             warnings.warn("model: the dptrain.Model comes from a private run (%s): this run's epsilon covers this "
                           "run only; if both runs used the same data, their spends compose (at worst the epsilons "
-                          "and deltas add up)" % start.source, stacklevel=3)
+                          "and deltas add up)" % start.source, stacklevel=_user_stacklevel())
     else:
         what, src = "init_params", "parameters given to dptrain.train"
         tmp = Model._from_spec(spec, threads=1)
@@ -995,55 +1016,168 @@ def _initial_params(start, spec, source, algo_name):
     return flat, src, what
 
 
-def train(x, y, **kwargs):
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _flat_keywords(fn: _F) -> _F:
+    """The deprecated path of train(): the algorithm's options given as flat keywords
+    (train(x, y, algorithm="dpsgd", sigma=1.0)), as before the configuration classes. The
+    signature editors and help() show is fn's (functools.wraps: __wrapped__)."""
+    sig = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        old = {k: kwargs.pop(k) for k in list(kwargs) if k not in sig.parameters}
+        if not old:
+            return fn(*args, **kwargs)
+        unknown = sorted(k for k in old if k not in _DEFAULTS)
+        if unknown:
+            raise TypeError("train() got unexpected keyword argument(s): %s" % ", ".join(unknown))
+        algo = kwargs.get("algorithm", "sgd")
+        if isinstance(algo, Algorithm):
+            k = sorted(old)[0]
+            if k in {f.name for f in dataclasses.fields(algo)}:
+                raise TypeError("%s: an option of the algorithm: give it in its configuration, algorithm=dptrain.%s("
+                                "..., %s=...)" % (k, type(algo).__name__, k))
+            raise TypeError("%s is not an option of dptrain.%s (it is one of %s)" % (
+                k, type(algo).__name__, ", ".join("dptrain." + c for c in option_owners(k))))
+        cls = ALGORITHM_CLASSES.get(_ALIASES.get(algo, algo)) if isinstance(algo, str) else None
+        if cls is not None and all(k in {f.name for f in dataclasses.fields(cls)} for k in old):
+            warnings.warn("dptrain.train(..., %s): the algorithm's options as keywords are deprecated; write "
+                          "algorithm=dptrain.%s(%s)" % (", ".join("%s=..." % k for k in sorted(old)), cls.__name__,
+                                                        ", ".join("%s=..." % k for k in sorted(old))),
+                          DeprecationWarning, stacklevel=2)
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        flat = dict(bound.arguments)
+        x, y = flat.pop("x"), flat.pop("y")
+        flat.update(old)
+        return _train_flat(x, y, flat)
+    return call  # type: ignore[return-value]
+
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+@_flat_keywords
+def train(
+    x: Any,
+    y: Any,
+    *,
+    model: Union[str, Model, Layer, Sequence[Layer]] = _DEFAULTS["model"],
+    algorithm: Union[str, Algorithm] = "sgd",
+    x_test: Optional[Any] = None,
+    y_test: Optional[Any] = None,
+    epochs: int = 5,
+    batch_size: int = 256,
+    sample_rate: Optional[float] = None,
+    max_steps: int = 0,
+    optimizer: Literal["adam", "sgd"] = "adam",
+    lr: Optional[float] = None,
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+    lr_schedule: str = "constant",
+    sampler: Optional[Literal["shuffle", "poisson", "full", "poisson-reject"]] = None,
+    loss: Optional[str] = None,
+    init: str = "default",
+    regression: bool = False,
+    n_classes: Optional[int] = None,
+    input_shape: Optional[Sequence[int]] = None,
+    init_params: Optional[Any] = None,
+    init_source: Optional[str] = None,
+    freeze: Optional[Union[str, Sequence[str]]] = None,
+    no_feature_cache: bool = False,
+    seed: int = 0,
+    threads: int = 0,
+    shards: int = 0,
+    out_dir: Optional[PathLike] = None,
+    runs_dir: Optional[PathLike] = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: Optional[bool] = None,
+    verbose: bool = True,
+    history: Literal["auto", "list", "pandas"] = "auto",
+    on_epoch: Optional[Callable[[Dict[str, Any]], Any]] = None,
+    on_interrupt: Literal["raise", "return"] = "raise",
+) -> Run:
     """Trains a model on features x [n, D] (or [n, C, H, W]) and labels y [n] (regression=True:
     real-valued targets y [n] or [n, k]); returns a Run.
 
-    Common: model (spec string, e.g. "mlp:784-128-10:relu" or "cnn:1x28x28:conv16k5,relu,fc10",
-    or a list of dptrain.layers objects; default the CLI's "mlp:784-128-64-32-10:gelu"; or a
-    dptrain.Model (Model.load, from_torch, a Run's .model): the run then starts from its
-    parameters, fine-tuning), init_params (starting parameters for the model given as a
-    spec or layers: {name: array} with every tensor, named as Model.parameters() names them
-    (the state_dict of to_torch()'s module is; another module goes through from_torch), or
-    a flat array of all parameters; None = the random initialization `init`), init_source (text
-    recorded with them in the ledger and checkpoints), freeze (layers whose parameters keep
-    their starting values while the others train, e.g. ["conv1", "conv2"] or "conv1,conv2";
-    algorithms sgd and dpsgd, which clips and noises the trained layers only; a resume gives
-    the same list; the frozen trunk's output is computed once and kept unless
-    no_feature_cache=True),
-    algorithm (sgd | dpsgd | pdp-sgd | proportional-noise | dpulr | ulr | dpmac | mac |
-    noisy-gd), x_test / y_test, epochs=5, batch_size=256, sample_rate (Poisson q; default
-    batch_size / n), optimizer="adam" (or "sgd"), lr (adam 1e-3, sgd 0.1), momentum,
-    weight_decay, lr_schedule ("constant" | "step:GAMMA:EVERY" | "exp:GAMMA"), sampler
-    ("shuffle" | "poisson" | "full" | "poisson-reject"), loss ("ce" | "bce" | "mse": squared
-    error against regression targets, or without them the reconstruction error of
-    autoencoders, ae:... models), init, regression (True: y and y_test are real-valued
-    targets [n] or [n, k], trained with the squared error, loss "mse", by sgd, dpsgd, pdp-sgd
-    or proportional-noise; a model with k outputs; the history reports test_mse, the test
-    set's mean squared error per target, instead of test_accuracy),
-    seed=0 (drawn from the OS and kept in out_dir/dptrain.secret; a seed S > 0 makes the run
-    reproducible, and whoever knows S can regenerate its batches and noise: Run.seed_source
-    says which), threads=0 (all cores), max_steps, n_classes (0 = max label + 1), input_shape,
-    out_dir (run directory: checkpoint, ledger.json, metrics.jsonl and the run's secret key
-    dptrain.secret, which resume needs and which is never to be published; None = no files),
-    resume, overwrite.
-    Privacy (dpsgd, dpulr, dpmac): sigma, clip=1.0, clip_mode ("flat" | "per-layer"),
-    target_epsilon (without sigma: calibrate sigma for `epochs`; with sigma: stop before
-    exceeding it), delta=1e-5, secure, force (accept delta >= 1/n), allow_ledger_mismatch.
-    Per algorithm (as the CLI's flags): pdp-sgd kappa | pdp_sigma, lambda_; proportional-
-    noise prop_sigma; dpulr sigma0, min_batch, ulr_noise ("explicit", the default: clip + N(0,
-    sigma0^2 C^2), the standard analysis; "controller": the paper's Eq. 7), copies=32, ulr_std
-    (explicit: 0.1), modules, antithetic, baseline (None: on, except with the controller);
-    ulr: copies, ulr_std, modules, antithetic, baseline; dpmac / mac
-    z_steps=30, z_lr=0.003 (dpmac: DP-PCA of the inputs first with pca_dims, pca_sigma, after an
-    optional DP mean centring with center_clip, center_sigma; both releases in the ledger);
-    noisy-gd eta=0.01, langevin_sigma, linearized, neighbours,
-    kl_constant, replace_candidates.
-    Python side: progress (None = a bar when stderr is a terminal), verbose (epoch lines on
-    stderr), history ("auto": a pandas DataFrame when pandas is installed, else a list of
-    dicts; "list"; "pandas"), on_epoch (called with each epoch's dict; a true return stops
-    the run), on_interrupt ("raise" | "return").
+        run = dptrain.train(x, y, model="mlp:784-128-10:relu",
+                            algorithm=dptrain.DPSGD(target_epsilon=3.0), epochs=5,
+                            x_test=xt, y_test=yt)
+
+    The options are the CLI's flags of `dptrain train` (underscores for dashes) with its
+    defaults and checks: the same configuration gives the same run, bit for bit.
+
+    algorithm: a name ("sgd", "dpsgd", "pdp-sgd", "proportional-noise", "dpulr", "ulr",
+      "dpmac", "mac", "noisy-gd") or its configuration with the algorithm's own options:
+      dptrain.SGD(), DPSGD(sigma, clip, clip_mode, target_epsilon, delta, secure, force,
+      allow_ledger_mismatch), PDPSGD, ProportionalNoise, DPULR, ULR, DPMAC, MAC, NoisyGD
+      (dptrain.algorithms; help(dptrain.DPSGD)). The options as flat keywords of train()
+      (sigma=..., clip=...) still work but are deprecated (a DeprecationWarning).
+    model: a spec string ("mlp:784-128-10:relu", "cnn:1x28x28:conv16k5,relu,fc10"), a list
+      of dptrain.layers objects, or a dptrain.Model (Model.load, from_torch, a Run's .model):
+      the run then starts from its parameters (fine-tuning).
+    init_params: starting parameters for a model given as a spec or layers: {name: array}
+      with every tensor (as Model.parameters() names them), or a flat array of all of them;
+      None: the random initialization `init`. init_source: text recorded with them in the
+      ledger and checkpoints.
+    freeze: layers that keep their starting values (["conv1", "conv2"] or "conv1,conv2";
+      sgd and dpsgd, which then clips and noises the trained layers only); the frozen
+      trunk's output is computed once and kept unless no_feature_cache=True.
+    x_test, y_test: a test split, evaluated after every epoch (give both or neither).
+    epochs, batch_size, sample_rate (Poisson q; None: batch_size / n), max_steps (0: no
+      limit). optimizer "adam" | "sgd", lr (None: adam 1e-3, sgd 0.1), momentum,
+      weight_decay, lr_schedule ("constant" | "step:GAMMA:EVERY" | "exp:GAMMA").
+    sampler: None = the algorithm's ("shuffle"; dpsgd and dpmac "poisson", dpulr
+      "poisson-reject", noisy-gd "full"). loss: None = "ce" ("bce"; "mse" with
+      regression=True or for autoencoders). init: the initialization scheme.
+    regression: y and y_test are real-valued targets trained with the squared error (sgd,
+      dpsgd, pdp-sgd, proportional-noise); the history reports test_mse.
+    n_classes: None = the largest label + 1. input_shape: (C, H, W) of flat x.
+    seed: 0 = drawn from the OS and kept in out_dir/dptrain.secret; a seed S > 0 makes the
+      run reproducible, and whoever knows S can regenerate its batches and noise
+      (Run.seed_source). threads: 0 = all cores. shards: data-parallel shards (0: one).
+    out_dir: the run directory (checkpoint, ledger.json, metrics.jsonl and the run's secret
+      key dptrain.secret, which resume needs and which is never to be published); a
+      non-empty one is refused unless resume=True (continue the run in it) or overwrite=True
+      (replace it). None (and no runs_dir): no files.
+    runs_dir: instead of out_dir, a parent directory (e.g. "runs"): each run gets a new
+      directory runs_dir/YYYYMMDD-HHMMSS-XXXX and runs_dir/latest points to the newest, so
+      the same call can run again (the CLI without --out); with resume=True the run in
+      runs_dir/latest is continued.
+    progress: None = a bar on stderr when it is a terminal. verbose: epoch lines on stderr.
+    history: "auto" (a pandas DataFrame when pandas is installed, else a list of dicts),
+      "list" or "pandas". on_epoch: called with each epoch's dict; a true return stops the
+      run. on_interrupt: Ctrl-C saves the checkpoint and ledger (with a run directory) and
+      then raises KeyboardInterrupt ("raise") or returns the partial Run ("return").
     """
+    flat: Dict[str, Any] = dict(
+        model=model, x_test=x_test, y_test=y_test, epochs=epochs, batch_size=batch_size, sample_rate=sample_rate,
+        max_steps=max_steps, optimizer=optimizer, lr=lr, momentum=momentum, weight_decay=weight_decay,
+        lr_schedule=lr_schedule, sampler=sampler, loss=loss, init=init, regression=regression, n_classes=n_classes,
+        input_shape=input_shape, init_params=init_params, init_source=init_source, freeze=freeze,
+        no_feature_cache=no_feature_cache, seed=seed, threads=threads, shards=shards, out_dir=out_dir,
+        runs_dir=runs_dir, resume=resume, overwrite=overwrite, progress=progress, verbose=verbose, history=history,
+        on_epoch=on_epoch, on_interrupt=on_interrupt)
+    if isinstance(algorithm, Algorithm):
+        flat["algorithm"] = algorithm.name
+        flat.update(algorithm.options())
+    elif isinstance(algorithm, type) and issubclass(algorithm, Algorithm):
+        raise TypeError("algorithm=dptrain.%s: give an instance with its options, algorithm=dptrain.%s(...)"
+                        % (algorithm.__name__, algorithm.__name__))
+    elif isinstance(algorithm, str):
+        flat["algorithm"] = algorithm
+    else:
+        raise TypeError("algorithm must be a str (a name) or an algorithm configuration (dptrain.DPSGD(...), ...), "
+                        "got %r" % (algorithm,))
+    return _train_flat(x, y, flat)
+
+
+def _train_flat(x, y, kwargs):
+    """train() with every option as one flat keyword (the CLI's flags, underscores for
+    dashes): the checks and the run. A keyword left out or None is "not given"."""
     unknown = sorted(set(kwargs) - set(_DEFAULTS))
     if unknown:
         raise TypeError("train() got unexpected keyword argument(s): %s" % ", ".join(unknown))
@@ -1173,6 +1307,9 @@ def train(x, y, **kwargs):
             raise NotImplementedError("this libdptrain has no feature cache to turn off (no_feature_cache)")
         cfg.no_feature_cache = 1
     out_dir = kw["out_dir"]
+    new_run = False  # out_dir is a new directory under runs_dir: runs_dir/latest follows it
+    if kw["runs_dir"] is not None:
+        out_dir, new_run = _run_dir_in(kw["runs_dir"], out_dir, kw["resume"], kw["overwrite"]), not kw["resume"]
     if out_dir is not None:
         out_dir = os.fspath(out_dir)
         if not out_dir:
@@ -1241,6 +1378,14 @@ def train(x, y, **kwargs):
     if st != 0:  # the algorithm is owned (and freed) by dpt_trainer_new even on failure
         raise make_error(st, "train")
     trainer = tp[0]
+    if new_run:  # the trainer holds the directory now: runs_dir/latest names it (as the CLI does)
+        linked = ffi.new("int *")
+        st = lib.dpt_run_dir_link_latest(cs(out_dir, "out_dir"), linked)
+        if st != 0:
+            log.warning("runs_dir: %s; this run is in %s", make_error(st, "runs_dir"), out_dir)
+        elif not linked[0]:
+            log.warning("runs_dir: %s is not a symbolic link (a run directory of an older dptrain?): left as it is; "
+                        "this run is in %s", os.path.join(os.path.dirname(out_dir), "latest"), out_dir)
     if freeze:
         run.frozen = ffi.string(lib.dpt_trainer_frozen(trainer, ffi.NULL)).decode().split(",")
     try:
@@ -1316,6 +1461,32 @@ def train(x, y, **kwargs):
         e.run = run
         raise e
     return run
+
+
+def _run_dir_in(runs_dir, out_dir, resume, overwrite):
+    """out_dir for runs_dir=: a new directory runs_dir/YYYYMMDD-HHMMSS-XXXX (the library's
+    dpt_run_dir_new_name, which the CLI uses without --out), or with resume the run that
+    runs_dir/latest names."""
+    if out_dir is not None:
+        raise ValueError("runs_dir and out_dir: give one of them (runs_dir: a new directory under it for each run, "
+                         "runs_dir/latest naming the newest; out_dir: the run's own directory)")
+    if overwrite:
+        raise ValueError("overwrite: not with runs_dir (each run gets a new, empty directory)")
+    parent = os.fspath(runs_dir)
+    if not isinstance(parent, str) or not parent:
+        raise ValueError("runs_dir: empty directory name")
+    if resume:
+        latest = os.path.join(parent, "latest")
+        if not os.path.isdir(latest):
+            raise ValueError("resume: runs_dir %s has no run to continue (%s does not exist); pass out_dir= the "
+                             "run's directory" % (parent, latest))
+        return latest
+    if not hasattr(lib, "dpt_run_dir_new_name"):
+        raise NotImplementedError("runs_dir: this libdptrain has no dpt_run_dir_new_name (rebuild the package "
+                                  "against a newer library)")
+    buf = ffi.new("char[]", 4096)
+    check(lib.dpt_run_dir_new_name(cstr(parent, "runs_dir"), buf, len(buf)), "runs_dir")
+    return ffi.string(buf).decode()
 
 
 def _history(rows, mode):

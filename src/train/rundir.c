@@ -19,10 +19,12 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "train_internal.h"
@@ -513,6 +515,45 @@ dpt_status dpt_run_dir_inspect(const char *dir, size_t *count, char *names, size
         }
     }
     closedir(d);
+    return DPT_OK;
+}
+
+/* ==== new run directories and PARENT/latest ==== */
+
+dpt_status dpt_run_dir_new_name(const char *parent, char *out, size_t cap) {
+    DPT_CHECK(parent && *parent, DPT_EINVAL, "run directory: empty parent directory name");
+    DPT_CHECK(out && cap > 0, DPT_EINVAL, "run directory: no buffer for the name");
+    uint64_t r = 0;
+    DPT_TRY(dpt_os_random_u64(&r));
+    time_t now = time(NULL);
+    struct tm tmv;
+    char stamp[32] = "00000000-000000";
+    if (localtime_r(&now, &tmv)) strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tmv);
+    int w = snprintf(out, cap, "%s/%s-%04x", parent, stamp, (unsigned)(r & 0xffff));
+    DPT_CHECK(w > 0 && (size_t)w < cap, DPT_EINVAL, "run directory: %s/...: name longer than %zu bytes", parent,
+              cap - 1);
+    return DPT_OK;
+}
+
+dpt_status dpt_run_dir_link_latest(const char *run_dir, int *linked) {
+    if (linked) *linked = 0;
+    DPT_CHECK(run_dir && *run_dir, DPT_EINVAL, "run directory: empty name");
+    const char *slash = strrchr(run_dir, '/');
+    if (!slash || !slash[1]) return DPT_OK;
+    char latest[4200], tmp[4300];
+    int w = snprintf(latest, sizeof latest, "%.*s/latest", (int)(slash - run_dir), run_dir);
+    DPT_CHECK(w > 0 && (size_t)w < sizeof latest, DPT_EINVAL, "%s: path too long", run_dir);
+    struct stat st;
+    if (lstat(latest, &st) == 0 && !S_ISLNK(st.st_mode)) return DPT_OK; /* a real directory: kept */
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", latest, (long)getpid());
+    unlink(tmp);
+    /* relative to PARENT, so the tree can move */
+    if (symlink(slash + 1, tmp) != 0 || rename(tmp, latest) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return dpt_set_error(DPT_EIO, "could not point %s at %s: %s", latest, run_dir, strerror(e));
+    }
+    if (linked) *linked = 1;
     return DPT_OK;
 }
 

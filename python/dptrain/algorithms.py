@@ -1,0 +1,169 @@
+"""The training algorithms of dptrain.train and their options, one frozen dataclass each:
+
+    dptrain.train(x, y, algorithm=dptrain.DPSGD(target_epsilon=3.0, clip=1.0), epochs=5)
+
+Each class holds the options of one algorithm (the CLI's per-algorithm flags of `dptrain
+train`, underscores for dashes, with the CLI's defaults); a name string ("sgd", "dpsgd",
+...) is the class with its defaults. An option left at None is "not given": the algorithm's
+rule applies (e.g. DPSGD needs sigma or target_epsilon). The values are checked when
+train() runs, with the messages of the flat keywords they replace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Dict, Optional, Sequence, Tuple, Type, Union
+
+__all__ = ["Algorithm", "SGD", "DPSGD", "PDPSGD", "ProportionalNoise", "DPULR", "ULR", "DPMAC", "MAC", "NoisyGD",
+           "ALGORITHM_CLASSES"]
+
+
+class Algorithm:
+    """Base of the algorithm configurations; `name` is the algorithm's name in dptrain.train
+    and `dptrain train --algo`."""
+    name: ClassVar[str] = ""
+    private: ClassVar[bool] = False
+
+    def options(self) -> Dict[str, Any]:
+        """The options as the flat keywords of train() (None: not given)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class SGD(Algorithm):
+    """Non-private minibatch training (the optimizer of train(), shuffled batches)."""
+    name: ClassVar[str] = "sgd"
+
+
+@dataclass(frozen=True)
+class DPSGD(Algorithm):
+    """DP-SGD (Abadi et al. 2016): Poisson batches of rate q = batch_size / n, every
+    example's gradient clipped to L2 norm `clip`, Gaussian noise of std sigma * clip.
+
+    sigma: the noise multiplier; or None with target_epsilon: calibrated for train's
+    `epochs`. target_epsilon with sigma: a budget, the run stops before exceeding it.
+    clip_mode: "flat" or "per-layer" (layer l clipped to clip / sqrt(layers)).
+    delta: of epsilon, < 1/n unless force=True. secure: OS-seeded streams and the exact
+    discrete Gaussian mechanism. allow_ledger_mismatch: resume over a ledger that does not
+    match the checkpoint (its steps are then not covered)."""
+    name: ClassVar[str] = "dpsgd"
+    private: ClassVar[bool] = True
+    sigma: Optional[float] = None
+    clip: float = 1.0
+    clip_mode: str = "flat"
+    target_epsilon: Optional[float] = None
+    delta: float = 1e-5
+    secure: bool = False
+    force: bool = False
+    allow_ledger_mismatch: bool = False
+
+
+@dataclass(frozen=True)
+class PDPSGD(Algorithm):
+    """Perturbed-gradient SGD with weight decay (pdp-sgd; docs/pdp.md): noise of variance
+    kappa per step, or pdp_sigma with kappa = (lr pdp_sigma)^2 (give at most one; neither:
+    kappa 0), weight decay lambda_. Not differentially private by itself."""
+    name: ClassVar[str] = "pdp-sgd"
+    kappa: Optional[float] = None
+    pdp_sigma: Optional[float] = None
+    lambda_: float = 0.0
+
+
+@dataclass(frozen=True)
+class ProportionalNoise(Algorithm):
+    """SGD with noise proportional to the gradient (proportional-noise): prop_sigma, the
+    relative noise std (> 0). Not differentially private."""
+    name: ClassVar[str] = "proportional-noise"
+    prop_sigma: float
+
+
+@dataclass(frozen=True)
+class DPULR(Algorithm):
+    """DP-ULR (docs/dpulr.md): zeroth-order gradient estimates from `copies` perturbations
+    of std ulr_std (explicit: 0.1 when None), clipped per module to clip / sqrt(modules),
+    with noise multiplier sigma0. ulr_noise: "explicit" (the default; the standard
+    analysis) or "controller" (the paper's Eq. 7). min_batch: N_B of the rejection sampler
+    (None: the smallest whose cost is below 0.001 of the SGM term). train's sampler:
+    "poisson-reject" (accounted, the default) or "shuffle" (the paper's, NOT accounted).
+    baseline: None = on, except with the controller."""
+    name: ClassVar[str] = "dpulr"
+    private: ClassVar[bool] = True
+    sigma0: float
+    clip: float = 1.0
+    target_epsilon: Optional[float] = None
+    delta: float = 1e-5
+    force: bool = False
+    allow_ledger_mismatch: bool = False
+    min_batch: Optional[int] = None
+    ulr_noise: str = "explicit"
+    copies: int = 32
+    ulr_std: Optional[float] = None
+    modules: str = "auto"
+    antithetic: bool = False
+    baseline: Optional[bool] = None
+
+
+@dataclass(frozen=True)
+class ULR(Algorithm):
+    """The non-private ULR estimator (DP-ULR without clipping and noise)."""
+    name: ClassVar[str] = "ulr"
+    copies: int = 32
+    ulr_std: Optional[float] = None
+    modules: str = "auto"
+    antithetic: bool = False
+    baseline: Optional[bool] = None
+
+
+@dataclass(frozen=True)
+class DPMAC(Algorithm):
+    """DP-MAC (docs/dpmac.md): method of auxiliary coordinates, z_steps steps of rate z_lr
+    per batch, every layer's coefficient clipped to Theta = clip, noise multiplier sigma (or
+    calibrated from target_epsilon). DP-PCA of the inputs to pca_dims dimensions with noise
+    std pca_sigma first (0: none), after an optional DP mean centring (center_clip,
+    center_sigma); both releases go into the ledger."""
+    name: ClassVar[str] = "dpmac"
+    private: ClassVar[bool] = True
+    sigma: Optional[float] = None
+    clip: float = 1.0
+    target_epsilon: Optional[float] = None
+    delta: float = 1e-5
+    secure: bool = False
+    force: bool = False
+    allow_ledger_mismatch: bool = False
+    z_steps: int = 30
+    z_lr: float = 0.003
+    pca_dims: int = 0
+    pca_sigma: Optional[float] = None
+    center_clip: Optional[float] = None
+    center_sigma: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class MAC(Algorithm):
+    """The non-private method of auxiliary coordinates."""
+    name: ClassVar[str] = "mac"
+    z_steps: int = 30
+    z_lr: float = 0.003
+
+
+@dataclass(frozen=True)
+class NoisyGD(Algorithm):
+    """Full-batch noisy gradient descent (Langevin; docs/noisy_gd.md) with step size eta and
+    noise scale langevin_sigma, and its KL estimate for the `neighbours` ("all", "none" or
+    some of remove, add, replace), kl_constant "exact" or "paper"."""
+    name: ClassVar[str] = "noisy-gd"
+    langevin_sigma: float
+    eta: float = 0.01
+    linearized: bool = False
+    neighbours: Union[str, Sequence[str]] = "all"
+    kl_constant: str = "exact"
+    replace_candidates: int = 1
+
+
+ALGORITHM_CLASSES: Dict[str, Type[Algorithm]] = {
+    c.name: c for c in (SGD, DPSGD, PDPSGD, ProportionalNoise, DPULR, ULR, DPMAC, MAC, NoisyGD)}
+
+
+def option_owners(option: str) -> Tuple[str, ...]:
+    """The class names whose configuration has `option`."""
+    return tuple(c.__name__ for c in ALGORITHM_CLASSES.values() if option in {f.name for f in fields(c)})
