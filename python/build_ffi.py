@@ -511,6 +511,9 @@ typedef struct {
     int threads;
     const char *ledger_path;
     int resume, force;
+    dpt_clip_mode clip_mode;
+    const size_t *layer_sizes;
+    size_t n_layers;
     ...;
 } dpt_sgm_config;
 dpt_sgm_config dpt_sgm_config_defaults(void);
@@ -520,6 +523,8 @@ size_t dpt_sgm_batch_cap(const dpt_sgm *m);
 dpt_status dpt_sgm_sample(dpt_sgm *m, uint32_t *idx, size_t cap, size_t *b);
 dpt_status dpt_sgm_batch(const dpt_sgm *m, uint32_t *idx, size_t cap, size_t *b);
 dpt_status dpt_sgm_release(dpt_sgm *m, const float *grads, size_t b, float *out);
+dpt_status dpt_sgm_accumulate(dpt_sgm *m, const float *grads, size_t rows);
+dpt_status dpt_sgm_release_accumulated(dpt_sgm *m, float *out);
 dpt_status dpt_sgm_epsilon(const dpt_sgm *m, double delta, dpt_accountant acct, double *eps);
 const dpt_ledger *dpt_sgm_ledger(const dpt_sgm *m);
 double dpt_sgm_sigma(const dpt_sgm *m);
