@@ -616,6 +616,8 @@ def make_builder():
                               1)
     if re.search(r"\bint\s+no_feature_cache\s*;", train_h):
         train = train.replace("    const char *model_spec;\n", "    const char *model_spec;\n    int no_feature_cache;\n", 1)
+    if re.search(r"\bsize_t\s+physical_batch\s*;", train_h):  # virtual batches in the engine
+        train = train.replace("    size_t shards;\n", "    size_t shards;\n    size_t physical_batch;\n", 1)
     have_targets = "dpt_dataset_from_targets" in _read_header(include_dirs, "data.h")
     data_nn = CDEF_DATA_NN
     if have_targets:  # fields of `...;` structs: their order does not matter

@@ -750,6 +750,7 @@ _DEFAULTS = dict(
     sampler="shuffle", batch_size=256, sample_rate=None, epochs=5, max_steps=0, seed=0, threads=0, shards=0,
     out_dir=None, resume=False, overwrite=False, init_params=None, init_source=None, freeze=None, regression=False,
     no_feature_cache=False,
+    physical_batch=0,
     sigma=None, clip=1.0, clip_mode="flat", target_epsilon=None, delta=1e-5, secure=False, force=False,
     allow_ledger_mismatch=False,
     kappa=0.0, pdp_sigma=0.0, lambda_=0.0, prop_sigma=0.0,
@@ -1003,7 +1004,9 @@ def train(x, y, **kwargs):
     set's mean squared error per target, instead of test_accuracy),
     seed=0 (drawn from the OS and kept in out_dir/dptrain.secret; a seed S > 0 makes the run
     reproducible, and whoever knows S can regenerate its batches and noise: Run.seed_source
-    says which), threads=0 (all cores), max_steps, n_classes (0 = max label + 1), input_shape,
+    says which), threads=0 (all cores), max_steps, physical_batch=0 (examples per forward/
+    backward pass, 0 = the whole batch: a larger batch is accumulated over passes, noised
+    once, so memory is bounded by it; docs/dpsgd.md), n_classes (0 = max label + 1), input_shape,
     out_dir (run directory: checkpoint, ledger.json, metrics.jsonl and the run's secret key
     dptrain.secret, which resume needs and which is never to be published; None = no files),
     resume, overwrite.
@@ -1138,6 +1141,8 @@ def train(x, y, **kwargs):
     cfg.shards = _int(kw["shards"], "shards", 0, 65536)
     cfg.seed = _int(kw["seed"], "seed", 0, 2 ** 64 - 1)
     cfg.max_steps = _int(kw["max_steps"], "max_steps", 0, 2 ** 64 - 1)
+    if kw["physical_batch"]:  # examples per forward/backward pass: memory bounded by it
+        cfg.physical_batch = _int(kw["physical_batch"], "physical_batch", 0, 2 ** 64 - 1)
     if "sample_rate" in given:
         q = float(kw["sample_rate"])
         if not (0 < q <= 1):

@@ -230,3 +230,41 @@ def test_torch_micro_batches_and_from_module():
         with torch.no_grad():
             for _, prm in dptrain.trainable_parameters(model):
                 prm -= 0.1 * prm.grad
+
+
+def test_train_physical_batch(monkeypatch):
+    """dptrain.train(physical_batch=M): the engine's virtual batches; the same run (seed) with
+    one pass per batch and with passes of 8 examples gives the same parameters to float
+    rounding, and the same epsilon; the trainer is given M (seen at dpt_trainer_new)."""
+    import sys
+    mod = sys.modules["dptrain.train"]
+    seen = []
+
+    class Spy:
+        def __init__(self, real):
+            self._real = real
+
+        def __getattr__(self, name):
+            f = getattr(self._real, name)
+            if name != "dpt_trainer_new":
+                return f
+
+            def new(cfg, *args):
+                seen.append(int(cfg.physical_batch))
+                return f(cfg, *args)
+            return new
+    monkeypatch.setattr(mod, "lib", Spy(mod.lib))
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, 6)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int32)
+    kw = dict(model="mlp:6-8-2:relu", algorithm="dpsgd", sampler="poisson", batch_size=100, sigma=1.0, clip=0.5,
+              seed=21, max_steps=3, epochs=1, threads=1, verbose=False)
+    one = dptrain.train(x, y, **kw)
+    many = dptrain.train(x, y, physical_batch=8, **kw)
+    p1 = np.concatenate([np.ravel(v) for v in one.model.parameters().values()])
+    p2 = np.concatenate([np.ravel(v) for v in many.model.parameters().values()])
+    assert np.max(np.abs(p1 - p2)) <= 1e-6 and np.max(np.abs(p1)) > 0
+    assert one.epsilon == many.epsilon
+    assert seen == [0, 8]
+    with pytest.raises(ValueError, match="physical_batch"):
+        dptrain.train(x, y, physical_batch=-1, **kw)
