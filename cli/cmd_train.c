@@ -280,6 +280,7 @@ static int cmd_train(int argc, char **argv) {
     double lr = 1e-3, momentum = 0.0, weight_decay = 0.0, sample_rate = 0.0;
     long batch = 256, epochs = 5, threads = 0, max_train = 0, max_test = 0, shards = 0;
     uint64_t seed = 0, max_steps = 0;
+    long physical_batch = 0;
     int resume = 0, overwrite = 0, quiet = 0, no_progress = 0, lr_seen = 0, momentum_seen = 0, wd_seen = 0;
     int sampler_seen = 0, sample_rate_seen = 0, batch_seen = 0, model_seen = 0, init_seen = 0;
     double norm_sigma = 0.0, norm_clip = 0.0;
@@ -316,6 +317,7 @@ static int cmd_train(int argc, char **argv) {
         {"--sampler", CLI_STR, &sampler, "NAME", "shuffle (fixed batches) | poisson | full | poisson-reject (dpsgd: poisson; dpulr: poisson-reject)", &sampler_seen},
         {"--batch-size", CLI_LONG, &batch, "B", "batch size (poisson: expected size, q = B/N)", &batch_seen},
         {"--sample-rate", CLI_DOUBLE, &sample_rate, "Q", "poisson sampling rate q in (0, 1] (overrides B/N)", &sample_rate_seen},
+        {"--physical-batch", CLI_LONG, &physical_batch, "M", "examples per forward/backward pass (0 = the whole batch): memory is bounded by M, a larger batch is accumulated over passes with one noise draw and one ledger step (virtual batches; the same update to float rounding)", NULL},
         {"--epochs", CLI_LONG, &epochs, "E", "epochs to train (poisson: an epoch is round(1/q) steps)", NULL},
         {"--max-steps", CLI_U64, &max_steps, "T", "stop after T steps in total (0 = no limit)", NULL},
         {"--seed", CLI_U64, &seed, "S", "seed of every random stream (init, sampling, noise); 0 (default): drawn "
@@ -430,6 +432,7 @@ static int cmd_train(int argc, char **argv) {
     if (epochs < 1) return cli_error("--epochs must be >= 1, got %ld", epochs);
     if (threads < 0 || threads > 1024) return cli_error("--threads must be in [0, 1024], got %ld", threads);
     if (shards < 0 || shards > 65536) return cli_error("--shards must be in [0, 65536], got %ld", shards);
+    if (physical_batch < 0) return cli_error("--physical-batch must be >= 0 (0 = the whole batch), got %ld", physical_batch);
     /* under mpirun the cores of a host are shared by its ranks */
     if (threads == 0 && dpt_comm_size() > 1) {
         const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -600,6 +603,7 @@ static int cmd_train(int argc, char **argv) {
     cfg.threads = (int)threads;
     cfg.out_dir = out;
     cfg.max_steps = max_steps;
+    cfg.physical_batch = (size_t)physical_batch;
     cfg.shards = (size_t)shards;
     cfg.overwrite = overwrite;
     ui.progress = !no_progress && !quiet && cli_stderr_is_tty();

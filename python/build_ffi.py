@@ -525,6 +525,9 @@ typedef struct {
     int threads;
     const char *ledger_path;
     int resume, force;
+    dpt_clip_mode clip_mode;
+    const size_t *layer_sizes;
+    size_t n_layers;
     ...;
 } dpt_sgm_config;
 dpt_sgm_config dpt_sgm_config_defaults(void);
@@ -534,6 +537,8 @@ size_t dpt_sgm_batch_cap(const dpt_sgm *m);
 dpt_status dpt_sgm_sample(dpt_sgm *m, uint32_t *idx, size_t cap, size_t *b);
 dpt_status dpt_sgm_batch(const dpt_sgm *m, uint32_t *idx, size_t cap, size_t *b);
 dpt_status dpt_sgm_release(dpt_sgm *m, const float *grads, size_t b, float *out);
+dpt_status dpt_sgm_accumulate(dpt_sgm *m, const float *grads, size_t rows);
+dpt_status dpt_sgm_release_accumulated(dpt_sgm *m, float *out);
 dpt_status dpt_sgm_epsilon(const dpt_sgm *m, double delta, dpt_accountant acct, double *eps);
 const dpt_ledger *dpt_sgm_ledger(const dpt_sgm *m);
 double dpt_sgm_sigma(const dpt_sgm *m);
@@ -635,6 +640,8 @@ def make_builder(bundle=False):
                               1)
     if re.search(r"\bint\s+no_feature_cache\s*;", train_h):
         train = train.replace("    const char *model_spec;\n", "    const char *model_spec;\n    int no_feature_cache;\n", 1)
+    if re.search(r"\bsize_t\s+physical_batch\s*;", train_h):  # virtual batches in the engine
+        train = train.replace("    size_t shards;\n", "    size_t shards;\n    size_t physical_batch;\n", 1)
     have_targets = "dpt_dataset_from_targets" in _read_header(include_dirs, "data.h")
     data_nn = CDEF_DATA_NN
     if have_targets:  # fields of `...;` structs: their order does not matter

@@ -3,6 +3,8 @@
  * norm C, Gaussian noise N(0, sigma^2 C^2) on the clipped sum (or the secure lattice
  * mechanism), and a privacy ledger recording every step before anything is released.
  * Memory: dpt_sgm_new allocates the handle (dpt_sgm_free); the ledger it returns is a view.
+ * A batch may be released from micro-batches (dpt_sgm_accumulate), so no [batch, dim] buffer
+ * is ever needed.
  * Thread safety: one thread per dpt_sgm; different handles are independent.
  * Errors: DPT_EINVAL naming the field (dpt_sgm_config.clip) or parameter, DPT_EBUDGET when
  * a step would exceed target_epsilon, DPT_ERANGE for a non-finite gradient row,
@@ -84,6 +86,16 @@ typedef struct {
                               without resume an existing file is refused (DPT_EINVAL), so a run
                               never loses the record of an earlier one */
     int force;             /* 1: accept delta >= 1/n (such a delta allows publishing an example) */
+    dpt_clip_mode clip_mode; /* DPT_CLIP_FLAT (default): ||g_i|| <= C over all dim values;
+                              DPT_CLIP_PER_LAYER: the row is cut into n_layers consecutive
+                              groups of layer_sizes[l] values (a model's parameter layers) and
+                              each group is clipped to C_l = C / sqrt(G), G = n_layers (as
+                              DP-SGD's DPT_CLIP_PER_LAYER, dpt_privacy_split_equal), so the
+                              whole row still has norm <= sqrt(sum_l C_l^2) = C: the same
+                              sensitivity, noise and epsilon as flat clipping */
+    const size_t *layer_sizes; /* per-layer: [n_layers] values per group, each >= 1, summing to
+                              dim; copied. NULL with DPT_CLIP_FLAT */
+    size_t n_layers;       /* per-layer: G >= 1; 0 with DPT_CLIP_FLAT */
 } dpt_sgm_config;
 
 /* Defaults: clip 1, delta 1e-5, seed 0 (from the OS), secure_sampler DPT_DGAUSS_TABLE; every other field 0
@@ -98,7 +110,8 @@ dpt_sgm_config dpt_sgm_config_defaults(void);
  * Errors: DPT_EINVAL naming the field (n 0 or above 2^32 - 1, dim 0, sample_rate outside
  * (0, 1], sigma < 0 or 0 without target_epsilon and steps, clip <= 0, delta outside (0, 1)
  * or >= 1/n without force, target_epsilon < 0, resume without ledger_path, an existing
- * ledger_path without resume, an unknown secure_sampler); DPT_ERANGE (calibration: the
+ * ledger_path without resume, an unknown secure_sampler or clip_mode, per-layer layer_sizes
+ * missing, holding a 0 or not summing to dim, layer_sizes given with flat clipping); DPT_ERANGE (calibration: the
  * target is unreachable); DPT_EIO / DPT_EFORMAT (the file); DPT_EBUSY (another dpt_sgm holds
  * the file's lock); DPT_EMISMATCH (resume);
  * DPT_ECRYPTO (the OS random source). *out is NULL on error. */
@@ -126,7 +139,8 @@ dpt_status dpt_sgm_batch(const dpt_sgm *m, uint32_t *idx, size_t cap, size_t *b)
 
 /* The noisy update of the pending batch: grads [b, dim] row-major, row i the gradient of
  * example idx[i] of the last dpt_sgm_sample (b equal to its *b; grads may be NULL when b is
- * 0). Each row is scaled by min(1, C / ||g_i||) (norms in double), the rows are summed in
+ * 0). Each row is scaled by min(1, C / ||g_i||) (per layer: each group l of the row by
+ * min(1, C_l / ||g_{i,l}||)) (norms in double), the rows are summed in
  * double in a fixed order, N(0, sigma^2 C^2) is added per coordinate (secure: the lattice
  * mechanism), and out [dim] = noisy sum / (q n). An empty batch releases pure noise.
  * Once per sample: the batch is no longer pending from the moment the call starts. Errors,
@@ -135,6 +149,29 @@ dpt_status dpt_sgm_batch(const dpt_sgm *m, uint32_t *idx, size_t cap, size_t *b)
  * sampled is secret) with a NaN or infinite value (a diverged model). A failure of the
  * noise itself spends the batch (it is never released with a second draw). */
 dpt_status dpt_sgm_release(dpt_sgm *m, const float *grads, size_t b, float *out);
+
+/* ==== Virtual batches: one sampled (logical) batch from several micro-batches ====
+ * The caller's memory then holds one micro-batch of gradients, not the whole batch; the
+ * mechanism's own buffers do not depend on the batch size either. The release is the one
+ * dpt_sgm_release makes of the same rows in the same order, bit for bit (the clipped rows
+ * are added to one double sum in row order, coordinate by coordinate, as release adds
+ * them), and is the same single step, recorded by dpt_sgm_sample.
+ *
+ * dpt_sgm_accumulate: sum += sum_i clip(g_i) over grads [rows, dim] (rows of the pending
+ * batch, continuing its order: the first call takes rows 0..rows), clipped as release
+ * clips (flat or per layer). rows may be 0 (grads may be NULL then). Errors, with nothing
+ * added: DPT_EINVAL (no pending batch; the rows accumulated would exceed the sampled *b;
+ * NULL pointers); DPT_ERANGE naming the first row (its position in the batch) with a NaN
+ * or infinite value. The mechanism keeps no pointer to grads: reuse the buffer. */
+dpt_status dpt_sgm_accumulate(dpt_sgm *m, const float *grads, size_t rows);
+/* out [dim] = (accumulated sum + N(0, sigma^2 C^2)) / (q n) (secure: the lattice mechanism),
+ * once per sample, as dpt_sgm_release. The rows accumulated must be exactly the sampled
+ * *b (0 for an empty batch, with or without dpt_sgm_accumulate calls): any other count is
+ * refused with DPT_EINVAL, out untouched and the batch and its rows still pending (add the
+ * missing rows, then release), since a sum of other rows is not the step the ledger
+ * recorded. dpt_sgm_release is refused while an accumulation is under way, and
+ * dpt_sgm_sample drops an unreleased one (the step stays spent). */
+dpt_status dpt_sgm_release_accumulated(dpt_sgm *m, float *out);
 
 /* epsilon of the ledger (every step sampled so far) at delta (0: the config's delta)
  * under acct: DPT_ACCT_RDP with Balle et al.'s conversion (what the budget uses) or

@@ -567,6 +567,14 @@ typedef struct {
      * a run (from a callback) they must not change. The privacy analysis is unchanged: the trained
      * layers' per-example gradients are clipped and noised as before. */
     int no_feature_cache;
+    /* Examples per forward/backward pass (a physical batch): 0 (default) = the sampler's
+     * bound (Poisson: q N + 6 sd + 8), so a whole batch goes in one pass; > 0: at most this
+     * many. The model's buffers (activations of every layer, per-example scratch) are
+     * sized for one pass, so memory is bounded by it instead of growing with the logical
+     * batch; the passes of a batch accumulate one sum of clipped per-example gradients
+     * (equal to the one-pass sum up to float rounding), then the noise is drawn and the
+     * step recorded once per logical batch: the privacy analysis is unchanged. */
+    size_t physical_batch;
 } dpt_train_config;
 
 dpt_train_config dpt_train_config_defaults(void);

@@ -46,6 +46,7 @@ from .data import load_idx  # noqa: E402,F401
 from . import audit  # noqa: E402,F401
 from .mechanism import PrivateGradients, PoissonBatchSampler  # noqa: E402,F401
 from .torch_interop import per_example_gradients, replace_batchnorm, set_gradients, trainable_parameters  # noqa: E402,F401 - torch on call
+from .torch_interop import parameter_layers  # noqa: E402,F401 - PrivateGradients' per-layer clipping
 
 __version__ = _ffi.string(_clib.dpt_version()).decode()
 # the source revision the loaded libdptrain.so was built from (git describe, or "unknown")
@@ -65,7 +66,7 @@ __all__ = [
     "accounting", "audit", "layers", "algorithms", "train", "Run", "ALGORITHMS", "Algorithm", "SGD", "DPSGD", "PDPSGD",
     "ProportionalNoise", "DPULR", "ULR", "DPMAC", "MAC", "NoisyGD", "Model", "from_torch", "Ledger", "read_ledger",
     "PrivateGradients", "PoissonBatchSampler", "per_example_gradients", "replace_batchnorm", "set_gradients",
-    "trainable_parameters",
+    "trainable_parameters", "parameter_layers",
     "load_idx", "library_path", "DptrainError", "InvalidArgumentError", "FormatError", "OutOfRangeError",
     "UnsupportedError", "MismatchError", "DptrainIOError", "PrivacyError", "CryptoError", "BusyError", "__version__",
     "__build__",

@@ -16,6 +16,14 @@ With PyTorch, dptrain.per_example_gradients(model, loss_fn) computes g ({name: [
 and dptrain.set_gradients(model, update) puts the update into .grad for a torch optimizer
 (dptrain.torch_interop).
 
+A large batch (virtual batches) is released from micro-batches, so memory holds one
+micro-batch of gradients; the update is bit for bit that of one release of all the rows:
+
+    >>> idx = pg.sample()
+    >>> for part in pg.micro_batches(idx, 256):
+    ...     pg.accumulate(per_example_grads(params, X[part]))
+    >>> params -= lr * pg.release()             # no argument: the accumulated rows
+
 The epsilon holds when each row is the gradient of ONE example's loss (no batch statistics
 across examples), and when nobody learns the batch indices. See docs/python.md.
 """
@@ -37,6 +45,7 @@ from .accounting import Ledger, _accountant, steps_for_epochs
 __all__ = ["PrivateGradients", "PoissonBatchSampler"]
 
 _SAMPLERS = {"table": 0, "cks": 1}
+_ACCUMULATED = object()  # release()'s default: the rows given to accumulate()
 
 
 def _locked(method):
@@ -50,42 +59,49 @@ def _locked(method):
     return call
 
 
-def _as_rows(grads, b, dim):
+def _as_rows(grads, b, dim, where="release"):
     """grads as a C-contiguous float32 array [b, dim]: a numpy array or torch tensor [b, ...]
     (flattened per row), or a dict / list / tuple of them (e.g. torch.func's per-parameter
-    gradients), each [b, ...], joined in their order (a dict's insertion order)."""
+    gradients), each [b, ...], joined in their order (a dict's insertion order). b None:
+    the rows the grads hold (a micro-batch), the same for every part."""
     if grads is None:
-        if b != 0:
-            raise ValueError("release: grads is None, but the sampled batch has %d examples" % b)
+        if b:
+            raise ValueError("%s: grads is None, but the sampled batch has %d examples" % (where, b))
         return np.zeros((0, dim), dtype=np.float32)
     if isinstance(grads, dict):
         grads = list(grads.values())
     if isinstance(grads, (list, tuple)):
         parts = [_host(g) for g in grads]
+        if b is None:
+            b = parts[0].shape[0] if parts and parts[0].ndim >= 1 else 0
         for k, p in enumerate(parts):
             if p.ndim < 1 or p.shape[0] != b:
-                raise ValueError("release: grads[%d] has shape %s: its first dimension must be the batch size %d"
-                                 % (k, p.shape, b))
+                raise ValueError("%s: grads[%d] has shape %s: its first dimension must be the batch size %d"
+                                 % (where, k, p.shape, b))
         a = np.concatenate([_rows(p, b) for p in parts], axis=1) if parts else np.zeros((b, 0), np.float32)
     else:
         a = _host(grads)
+        if b is None:
+            if a.ndim < 1:
+                raise ValueError("%s: grads has shape %s; give one row per example [rows, ...]" % (where, a.shape))
+            b = a.shape[0]
         if a.ndim < 1 or a.shape[0] != b:
-            raise ValueError("release: grads has shape %s, but the sampled batch has %d examples (one row each)"
-                             % (a.shape, b))
+            raise ValueError("%s: grads has shape %s, but the sampled batch has %d examples (one row each)"
+                             % (where, a.shape, b))
         a = _rows(a, b)
     if a.shape[1] != dim:
-        raise ValueError("release: each example's gradient has %d values, the mechanism's dim is %d"
-                         % (a.shape[1], dim))
+        raise ValueError("%s: each example's gradient has %d values, the mechanism's dim is %d"
+                         % (where, a.shape[1], dim))
     if a.dtype.kind == "c":
-        raise TypeError("release: the gradients are complex (dtype %s); give real per-example gradients" % a.dtype)
+        raise TypeError("%s: the gradients are complex (dtype %s); give real per-example gradients" % (where, a.dtype))
     if a.dtype.kind not in "fiub":
-        raise TypeError("release: the gradients must be real numbers, got dtype %s" % a.dtype)
+        raise TypeError("%s: the gradients must be real numbers, got dtype %s" % (where, a.dtype))
     if a.dtype.itemsize > 4 and a.dtype.kind == "f" and a.size:
         big = np.abs(a) > np.finfo(np.float32).max
         if big.any():  # finite here, infinite in float32: say so (the library would call it a NaN or inf)
             i, j = np.argwhere(big)[0]
-            raise OverflowError("release: grads row %d holds %r, beyond float32's range (the mechanism takes float32 "
-                                "gradients): scale the loss down, or clip the rows yourself first" % (i, a[i, j]))
+            raise OverflowError("%s: grads row %d holds %r, beyond float32's range (the mechanism takes float32 "
+                                "gradients): scale the loss down, or clip the rows yourself first" % (where, i, a[i, j]))
     return np.ascontiguousarray(a, dtype=np.float32)
 
 
@@ -133,17 +149,31 @@ class PrivateGradients:
                     resume=True continues it (same n, dim, q, sigma, clip, secure), else an
                     existing file is refused
       threads=0     threads of release() (0: all cores)
+      clip_mode="flat"  or "per-layer": each example's gradient is cut into consecutive
+                    groups of layer_sizes values (a model's parameter layers, in the order
+                    of its flat gradient) and each group is clipped to clip / sqrt(G), as
+                    dptrain.train(clip_mode="per-layer") does: the whole row's norm stays
+                    <= clip, so the noise and epsilon are flat clipping's.
+                    PrivateGradients.from_module(model, ...) finds the layers of a torch model
+      layer_sizes   with clip_mode="per-layer": values per layer, summing to dim
 
     Use it as a context manager, or call close(). One call at a time: the methods hold a
     lock, so threads may share it (each sampled batch is released once); one mechanism per
-    ledger_path at a time (another one, in this process or another, raises BusyError)."""
+    ledger_path at a time (another one, in this process or another, raises BusyError).
+
+    Virtual batches: accumulate(grads) adds a micro-batch of the sampled batch's rows (in
+    sample()'s order), release() without an argument releases them, once all the sampled
+    rows are in (another count is refused, nothing released); micro_batches(idx, size) cuts
+    the indices. Memory then holds one micro-batch, and the update is bit for bit that of
+    release(all the rows)."""
 
     def __init__(self, n: int, dim: int, *, sample_rate: Optional[float] = None, batch_size: Optional[float] = None,
                  sigma: Optional[float] = None, target_epsilon: Optional[float] = None, epochs: Optional[int] = None,
                  steps: Optional[int] = None, clip: float = 1.0, delta: float = 1e-5, seed: Optional[int] = None,
                  secure: bool = False, secure_sampler: str = "table",
                  ledger_path: Optional[Union[str, os.PathLike]] = None, resume: bool = False, force: bool = False,
-                 threads: int = 0) -> None:
+                 threads: int = 0, clip_mode: str = "flat",
+                 layer_sizes: Optional[Sequence[int]] = None) -> None:
         self._p = None
         self._lock = threading.Lock()
         n, dim = _count(n, "n"), _count(dim, "dim")
@@ -173,6 +203,11 @@ class PrivateGradients:
             raise ValueError("secure_sampler must be 'table' or 'cks', got %r" % (secure_sampler,))
         if seed is None:
             seed = 0  # the library draws it from the OS
+        mode = ffi.new("dpt_clip_mode *")
+        check(lib.dpt_clip_mode_parse(cstr(clip_mode, "clip_mode"), mode), "PrivateGradients: clip_mode")
+        sizes = None
+        if layer_sizes is not None:
+            sizes = [_count(v, "layer_sizes[%d]" % k) for k, v in enumerate(layer_sizes)]
         c = lib.dpt_sgm_config_defaults()
         c.n, c.dim, c.sample_rate = n, dim, q
         c.sigma = 0.0 if sigma is None else float(sigma)
@@ -183,6 +218,9 @@ class PrivateGradients:
         c.secure, c.secure_sampler = int(bool(secure)), _SAMPLERS[secure_sampler]
         c.threads = int(threads)
         c.resume, c.force = int(bool(resume)), int(bool(force))
+        c.clip_mode = mode[0]
+        layers = ffi.new("size_t[]", sizes) if sizes else ffi.NULL  # copied by dpt_sgm_new
+        c.layer_sizes, c.n_layers = layers, 0 if sizes is None else len(sizes)
         path = None if ledger_path is None else ffi.new("char[]", cstr(os.fspath(ledger_path), "ledger_path"))
         c.ledger_path = ffi.NULL if path is None else path  # copied by dpt_sgm_new
         out = ffi.new("dpt_sgm **")
@@ -190,10 +228,39 @@ class PrivateGradients:
         self._p = ffi.gc(out[0], lib.dpt_sgm_free)
         self.n, self.dim, self.sample_rate, self.clip, self.delta = n, dim, q, float(clip), float(delta)
         self.secure = bool(secure)
+        self.clip_mode = clip_mode
+        self.layer_sizes = None if sizes is None else tuple(sizes)
         self.ledger_path = None if ledger_path is None else os.fspath(ledger_path)
         self._cap = int(lib.dpt_sgm_batch_cap(self._p))
         self._idx = np.empty(self._cap, dtype=np.uint32)
         self._b = None  # size of the pending batch (None: none pending)
+        self._acc = 0   # rows of it accumulated (virtual batches)
+
+    @classmethod
+    def from_module(cls, model: Any, n: int, **kwargs: Any) -> "PrivateGradients":
+        """A PrivateGradients for the trainable parameters of a torch model (requires_grad, in
+        dptrain.trainable_parameters order, the order of per_example_gradients' rows and of
+        set_gradients): dim is their count, and with clip_mode="per-layer" each module's own
+        parameters (a Linear's weight and bias) are one layer, as dptrain.parameter_layers
+        lists them. Other keywords as the constructor's."""
+        from .torch_interop import parameter_layers
+        layers = parameter_layers(model)
+        if "dim" in kwargs or "layer_sizes" in kwargs:
+            raise TypeError("PrivateGradients.from_module: dim and layer_sizes come from the model; do not give them")
+        if not layers:
+            raise ValueError("PrivateGradients.from_module: the model has no trainable parameters (requires_grad)")
+        sizes = [k for _, k in layers]
+        per_layer = kwargs.get("clip_mode", "flat") == "per-layer"
+        return cls(n, sum(sizes), layer_sizes=sizes if per_layer else None, **kwargs)
+
+    @staticmethod
+    def micro_batches(idx: np.ndarray, size: int) -> List[np.ndarray]:
+        """idx (sample()'s indices) cut into consecutive parts of at most size (views, in
+        order; none for an empty batch): accumulate each part's gradients in this order."""
+        size = _count(size, "size")
+        if size < 1:
+            raise ValueError("micro_batches: size must be >= 1, got 0")
+        return [idx[k:k + size] for k in range(0, len(idx), size)]
 
     def _h(self):
         if self._p is None:
@@ -216,25 +283,56 @@ class PrivateGradients:
             st = lib.dpt_sgm_batch(h, ffi.cast("uint32_t *", ffi.from_buffer(idx)), idx.size, b)
         check(st, "PrivateGradients.sample")
         self._b = int(b[0])
+        self._acc = 0  # an unreleased accumulation is dropped with its (spent) batch
         return idx[:self._b].copy()
 
     @_locked
-    def release(self, grads: Any) -> np.ndarray:
+    def accumulate(self, grads: Any) -> None:
+        """Add a micro-batch of the sampled batch: grads [rows, ...] (as release takes them) of
+        the next rows of sample()'s indices, in order, clipped and added to the batch's sum.
+        The mechanism keeps no reference to grads. Refused, with nothing added, past the
+        sampled batch's size (InvalidArgumentError) or for a NaN / infinite row
+        (OutOfRangeError). Then release() with no argument."""
+        h = self._h()
+        if self._b is None:
+            raise ValueError("PrivateGradients.accumulate: no batch is pending: call sample() first (each sampled "
+                             "batch is released once)")
+        a = _as_rows(grads, None, self.dim, "accumulate")
+        check(lib.dpt_sgm_accumulate(h, ffi.cast("const float *", ffi.from_buffer(a)) if a.size else ffi.NULL,
+                                     a.shape[0]), "PrivateGradients.accumulate")
+        self._acc += a.shape[0]
+
+    @property
+    def accumulated(self) -> int:
+        """Rows of the pending batch accumulated so far (0 when none is pending)."""
+        return self._acc if self._b is not None else 0
+
+    @_locked
+    def release(self, grads: Any = _ACCUMULATED) -> np.ndarray:
         """The noisy update of the last sampled batch: float32 [dim] = (sum of the rows
         clipped to norm clip + N(0, sigma^2 clip^2)) / (q n). grads: [b, ...] per-example
         gradients in the order of sample()'s indices (numpy or torch, any float dtype; each
         row flattened), or a dict / list of such arrays (joined per row in their order: the
         dict of dptrain.per_example_gradients is in trainable_parameters() order, the order
-        set_gradients splits the update in); None for an empty batch. Once per sample()."""
+        set_gradients splits the update in); None for an empty batch. No argument: the rows
+        given to accumulate(), which must be the whole sampled batch (InvalidArgumentError
+        otherwise, nothing released, the rows kept: accumulate the missing ones). Once per
+        sample()."""
         h = self._h()
         if self._b is None:
             raise ValueError("PrivateGradients.release: no batch is pending: call sample() first (each sampled "
                              "batch is released once)")
-        a = _as_rows(grads, self._b, self.dim)
         out = np.empty(self.dim, dtype=np.float32)
-        check(lib.dpt_sgm_release(h, ffi.cast("const float *", ffi.from_buffer(a)) if a.size else ffi.NULL,
-                                  a.shape[0], ffi.cast("float *", ffi.from_buffer(out))), "PrivateGradients.release")
+        if grads is _ACCUMULATED:
+            check(lib.dpt_sgm_release_accumulated(h, ffi.cast("float *", ffi.from_buffer(out))),
+                  "PrivateGradients.release")
+        else:
+            a = _as_rows(grads, self._b, self.dim)
+            check(lib.dpt_sgm_release(h, ffi.cast("const float *", ffi.from_buffer(a)) if a.size else ffi.NULL,
+                                      a.shape[0], ffi.cast("float *", ffi.from_buffer(out))),
+                  "PrivateGradients.release")
         self._b = None
+        self._acc = 0
         return out
 
     # -- the privacy spent --

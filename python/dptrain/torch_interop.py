@@ -43,7 +43,8 @@ from .errors import DptrainError, InvalidArgumentError, UnsupportedError
 from . import layers as _L
 
 __all__ = ["to_torch", "state_dict", "module_to_model", "DptrainNet", "per_example_gradients", "set_gradients",
-           "trainable_parameters"]
+           "trainable_parameters",
+           "parameter_layers"]
 
 
 def _torch():
@@ -383,6 +384,22 @@ def trainable_parameters(model: Any) -> List[Tuple[str, Any]]:
     join of it, and set_gradients' slices all follow it; the sum of the numels is the dim
     of PrivateGradients."""
     return [(k, p) for k, p in model.named_parameters() if p.requires_grad]
+
+
+def parameter_layers(model: Any) -> List[Tuple[str, int]]:
+    """[(module path, values)] of `model`'s trainable parameters grouped by the module that owns
+    them (a Linear's weight and bias are one layer; "" for the root's own), in
+    trainable_parameters() order: the layers of PrivateGradients' per-layer clipping
+    (PrivateGradients.from_module(model, clip_mode="per-layer")), consecutive slices of the
+    flat gradient whose values sum to its dim."""
+    layers = []
+    for name, p in trainable_parameters(model):
+        owner = name.rpartition(".")[0]
+        if layers and layers[-1][0] == owner:
+            layers[-1][1] += p.numel()
+        else:
+            layers.append([owner, p.numel()])
+    return [(owner, int(k)) for owner, k in layers]
 
 
 def _fixed_tensors(model, trainable):

@@ -781,6 +781,7 @@ _DEFAULTS = dict(
     out_dir=None, runs_dir=None, resume=False, overwrite=False, init_params=None, init_source=None, freeze=None,
     regression=False,
     no_feature_cache=False,
+    physical_batch=0,
     sigma=None, clip=1.0, clip_mode="flat", target_epsilon=None, delta=1e-5, secure=False, force=False,
     allow_ledger_mismatch=False,
     kappa=0.0, pdp_sigma=0.0, lambda_=0.0, prop_sigma=0.0,
@@ -1072,6 +1073,7 @@ def train(
     batch_size: int = 256,
     sample_rate: Optional[float] = None,
     max_steps: int = 0,
+    physical_batch: int = 0,
     optimizer: Literal["adam", "sgd"] = "adam",
     lr: Optional[float] = None,
     momentum: float = 0.0,
@@ -1128,7 +1130,9 @@ def train(
       trunk's output is computed once and kept unless no_feature_cache=True.
     x_test, y_test: a test split, evaluated after every epoch (give both or neither).
     epochs, batch_size, sample_rate (Poisson q; None: batch_size / n), max_steps (0: no
-      limit). optimizer "adam" | "sgd", lr (None: adam 1e-3, sgd 0.1), momentum,
+      limit), physical_batch (examples per forward/backward pass, 0 = the whole batch: a
+      larger batch is accumulated over passes and noised once, so memory is bounded by it;
+      docs/dpsgd.md). optimizer "adam" | "sgd", lr (None: adam 1e-3, sgd 0.1), momentum,
       weight_decay, lr_schedule ("constant" | "step:GAMMA:EVERY" | "exp:GAMMA").
     sampler: None = the algorithm's ("shuffle"; dpsgd and dpmac "poisson", dpulr
       "poisson-reject", noisy-gd "full"). loss: None = "ce" ("bce"; "mse" with
@@ -1155,7 +1159,7 @@ def train(
     """
     flat: Dict[str, Any] = dict(
         model=model, x_test=x_test, y_test=y_test, epochs=epochs, batch_size=batch_size, sample_rate=sample_rate,
-        max_steps=max_steps, optimizer=optimizer, lr=lr, momentum=momentum, weight_decay=weight_decay,
+        max_steps=max_steps, physical_batch=physical_batch, optimizer=optimizer, lr=lr, momentum=momentum, weight_decay=weight_decay,
         lr_schedule=lr_schedule, sampler=sampler, loss=loss, init=init, regression=regression, n_classes=n_classes,
         input_shape=input_shape, init_params=init_params, init_source=init_source, freeze=freeze,
         no_feature_cache=no_feature_cache, seed=seed, threads=threads, shards=shards, out_dir=out_dir,
@@ -1292,6 +1296,8 @@ def _train_flat(x, y, kwargs):
     cfg.shards = _int(kw["shards"], "shards", 0, 65536)
     cfg.seed = _int(kw["seed"], "seed", 0, 2 ** 64 - 1)
     cfg.max_steps = _int(kw["max_steps"], "max_steps", 0, 2 ** 64 - 1)
+    if kw["physical_batch"]:  # examples per forward/backward pass: memory bounded by it
+        cfg.physical_batch = _int(kw["physical_batch"], "physical_batch", 0, 2 ** 64 - 1)
     if "sample_rate" in given:
         q = float(kw["sample_rate"])
         if not (0 < q <= 1):

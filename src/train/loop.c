@@ -40,7 +40,8 @@ dpt_train_config dpt_train_config_defaults(void) {
 
 /* Buffers are sized for a declared maximum batch; a larger Poisson batch is processed in
  * chunks. For Poisson the bound is the mean plus 6 standard deviations, so chunking is
- * rare but handled. */
+ * rare but handled; physical_batch caps the chunk (virtual batches: memory bounded by it,
+ * every batch above it accumulated over several passes). */
 static size_t max_batch_for(const dpt_train_config *c, size_t n, double q) {
     size_t mb;
     switch (c->sampler) {
@@ -49,6 +50,7 @@ static size_t max_batch_for(const dpt_train_config *c, size_t n, double q) {
     default: mb = dpt_poisson_batch_bound(n, q);
     }
     if (mb > n) mb = n;
+    if (c->physical_batch && mb > c->physical_batch) mb = c->physical_batch;
     return mb ? mb : 1;
 }
 

@@ -27,6 +27,9 @@
 #define SGM_MAX_STEPS 9007199254740992ull
 /* Coordinates per block of the parallel sum (each block sums its rows in order). */
 #define SGM_SUM_BLOCK 1024
+/* Clipping factors per pass of the clipped sum: rows are taken SGM_FAC_MAX / G at a time
+ * (one at least), so the handle's buffers do not grow with the batch (virtual batches). */
+#define SGM_FAC_MAX 4096
 
 struct dpt_sgm {
     dpt_sgm_config cfg;   /* a copy; cfg.ledger_path points to path */
@@ -45,8 +48,15 @@ struct dpt_sgm {
     size_t b;             /* size of the pending batch */
     int pending;          /* 1: sampled and recorded, not yet released */
     size_t cap;           /* dpt_sgm_batch_cap */
-    double *fac;          /* [cap] clipping factors of one chunk of rows */
-    double *sum;          /* [P] the clipped sum */
+    size_t G;             /* clipping groups of a row: 1 (flat) or cfg.n_layers (per layer) */
+    size_t *lofs;         /* [G + 1] offsets of the groups in a row: {0, P} when flat */
+    double C_l;           /* each group's bound: C (flat), C / sqrt(G) (per layer) */
+    size_t chunk;         /* rows per pass of the clipped sum: max(1, SGM_FAC_MAX / G) */
+    double *fac;          /* [chunk, G] clipping factors of one pass of rows */
+    double *sum;          /* [P] the clipped sum (virtual batches: of the rows so far) */
+    size_t acc;           /* rows of the pending batch accumulated into sum */
+    int acc_live;         /* 1: dpt_sgm_accumulate has started on the pending batch */
+    size_t scratch_bytes; /* bytes of the buffers above (dpt_sgm_scratch_bytes) */
     float *noisy;         /* [P] the secure mechanism's working copy (out stays untouched on error) */
     int budget_known;     /* budget_end computed (at the first sample) */
     uint64_t budget_end;  /* steps the target_epsilon allows in all */
@@ -90,6 +100,26 @@ static dpt_status check_config(const dpt_sgm_config *c) {
               "dpt_sgm_config.secure_sampler: unknown discrete Gaussian sampler %d", (int)c->secure_sampler);
     DPT_CHECK(!c->resume || (c->ledger_path && c->ledger_path[0]), DPT_EINVAL,
               "dpt_sgm_config.resume needs dpt_sgm_config.ledger_path (the ledger to continue)");
+    if (c->clip_mode == DPT_CLIP_FLAT) {
+        DPT_CHECK(!c->layer_sizes && c->n_layers == 0, DPT_EINVAL,
+                  "dpt_sgm_config.layer_sizes is given (n_layers %zu) but clip_mode is DPT_CLIP_FLAT: set clip_mode "
+                  "DPT_CLIP_PER_LAYER to clip each layer, or leave layer_sizes NULL and n_layers 0", c->n_layers);
+        return DPT_OK;
+    }
+    DPT_CHECK(c->clip_mode == DPT_CLIP_PER_LAYER, DPT_EINVAL, "dpt_sgm_config.clip_mode: unknown mode %d",
+              (int)c->clip_mode);
+    DPT_CHECK(c->n_layers >= 1 && c->layer_sizes, DPT_EINVAL,
+              "dpt_sgm_config.layer_sizes: DPT_CLIP_PER_LAYER needs the values per layer (layer_sizes, n_layers >= 1)");
+    size_t total = 0;
+    for (size_t l = 0; l < c->n_layers; l++) {
+        DPT_CHECK(c->layer_sizes[l] >= 1, DPT_EINVAL, "dpt_sgm_config.layer_sizes[%zu] is 0: every layer holds a "
+                  "value", l);
+        DPT_CHECK(c->layer_sizes[l] <= c->dim - total, DPT_EINVAL, "dpt_sgm_config.layer_sizes: layers 0..%zu hold "
+                  "more than dim = %zu values", l, c->dim);
+        total += c->layer_sizes[l];
+    }
+    DPT_CHECK(total == c->dim, DPT_EINVAL, "dpt_sgm_config.layer_sizes: the %zu layers hold %zu values, dim is %zu",
+              c->n_layers, total, c->dim);
     return DPT_OK;
 }
 
@@ -301,6 +331,36 @@ static dpt_status lock_ledger(dpt_sgm *m) {
     return DPT_OK;
 }
 
+/* dpt_alloc, counted in m->scratch_bytes (what the handle holds besides the ledger) */
+static void *sgm_alloc(dpt_sgm *m, size_t n, size_t elem, const char *what) {
+    void *p = dpt_alloc(n, elem, what);
+    if (p) m->scratch_bytes += n * elem;
+    return p;
+}
+
+/* The clipping groups of a row: flat, one group of P values bounded by C; per layer, the
+ * config's layers, each bounded by dpt_privacy_split_equal's C / sqrt(G) (as DP-SGD's
+ * DPT_CLIP_PER_LAYER). */
+static dpt_status clip_groups_init(dpt_sgm *m) {
+    const int per_layer = m->cfg.clip_mode == DPT_CLIP_PER_LAYER;
+    m->G = per_layer ? m->cfg.n_layers : 1;
+    m->lofs = sgm_alloc(m, m->G + 1, sizeof *m->lofs, "dpt_sgm layer offsets");
+    if (!m->lofs) return DPT_ENOMEM;
+    for (size_t l = 0; l < m->G; l++) m->lofs[l + 1] = m->lofs[l] + (per_layer ? m->cfg.layer_sizes[l] : m->cfg.dim);
+    m->cfg.layer_sizes = NULL; /* the caller's array: only lofs is kept */
+    m->C_l = m->cfg.clip;
+    if (per_layer) {
+        double *C_l = dpt_alloc(m->G, sizeof *C_l, "dpt_sgm per-layer norms");
+        if (!C_l) return DPT_ENOMEM;
+        dpt_status s = dpt_privacy_split_equal(m->cfg.clip, m->G, C_l);
+        m->C_l = C_l[0]; /* an equal split: every layer's is C_l[0] */
+        dpt_free(C_l);
+        DPT_TRY(dpt_error_context(s, "dpt_sgm_config.layer_sizes"));
+    }
+    m->chunk = m->G < SGM_FAC_MAX ? SGM_FAC_MAX / m->G : 1;
+    return DPT_OK;
+}
+
 dpt_status dpt_sgm_new(const dpt_sgm_config *cfg, dpt_sgm **out) {
     DPT_CHECK(out, DPT_EINVAL, "dpt_sgm_new: out is NULL");
     *out = NULL;
@@ -360,10 +420,11 @@ dpt_status dpt_sgm_new(const dpt_sgm_config *cfg, dpt_sgm **out) {
     if (s != DPT_OK) goto fail;
     m->noise_live = 1;
     m->cap = dpt_poisson_batch_bound(cfg->n, cfg->sample_rate);
-    m->idx = dpt_alloc(cfg->n, sizeof *m->idx, "dpt_sgm batch indices");
-    m->fac = dpt_alloc(m->cap, sizeof *m->fac, "dpt_sgm clipping factors");
-    m->sum = dpt_alloc(cfg->dim, sizeof *m->sum, "dpt_sgm clipped sum");
-    m->noisy = dpt_alloc(cfg->dim, sizeof *m->noisy, "dpt_sgm release");
+    if ((s = clip_groups_init(m)) != DPT_OK) goto fail;
+    m->idx = sgm_alloc(m, cfg->n, sizeof *m->idx, "dpt_sgm batch indices");
+    m->fac = sgm_alloc(m, m->chunk * m->G, sizeof *m->fac, "dpt_sgm clipping factors");
+    m->sum = sgm_alloc(m, cfg->dim, sizeof *m->sum, "dpt_sgm clipped sum");
+    m->noisy = sgm_alloc(m, cfg->dim, sizeof *m->noisy, "dpt_sgm release");
     if (!m->idx || !m->fac || !m->sum || !m->noisy) {
         s = DPT_ENOMEM;
         goto fail;
@@ -381,6 +442,7 @@ void dpt_sgm_free(dpt_sgm *m) {
     if (m->noise_live) dpt_rng_free(&m->noise);
     dpt_ledger_free(m->ledger);
     dpt_free(m->idx);
+    dpt_free(m->lofs);
     dpt_free(m->fac);
     dpt_free(m->sum);
     dpt_free(m->noisy);
@@ -412,6 +474,8 @@ dpt_status dpt_sgm_sample(dpt_sgm *m, uint32_t *idx, size_t cap, size_t *b) {
         }
     }
     m->pending = 0; /* a batch sampled before and not released is spent: it was recorded */
+    m->acc_live = 0; /* and so are the rows accumulated for it */
+    m->acc = 0;
     DPT_TRY(dpt_sampler_next(m->sampler, m->idx, &m->b));
     /* The step is in the ledger, and the ledger on disk, before the caller sees the batch:
      * nothing derived from it can exist that the record does not cover. */
@@ -443,45 +507,88 @@ dpt_status dpt_sgm_batch(const dpt_sgm *m, uint32_t *idx, size_t cap, size_t *b)
 
 /* ==== Clipping and the sum ==== */
 
-/* sum [P] = sum_i g_i min(1, C / ||g_i||) over grads [b, P], rows in order, in double.
- * Each norm is computed in double from the float row: dpt_privacy_clip_factors takes float
- * squared norms, which overflow to inf for rows of norm above ~1.8e19, while every finite
- * row must be clipped, not refused. The factor C / ||g_i|| makes ||c_i g_i|| = C to double
- * rounding (the float factors of the trainer reach C to float rounding). Rows are taken in
- * chunks of cap (the factor buffer): a larger batch is processed whole, never truncated.
- * The coordinates are split in blocks over threads; each block adds the rows in order,
- * so the result does not depend on the thread count. */
-dpt_status dpt_sgm_clipped_sum(const dpt_sgm *m, const float *grads, size_t b, double *sum) {
+/* DPT_ERANGE naming the first row (its position first + i in the batch, not the example:
+ * which examples were sampled is secret) with a NaN or infinite value */
+static dpt_status check_rows(const dpt_sgm *m, const float *grads, size_t b, size_t first, const char *fn) {
     const size_t P = m->cfg.dim;
-    const double C = m->cfg.clip;
     for (size_t i = 0; i < b; i++)
         DPT_CHECK(dpt_all_finite(grads + i * P, P), DPT_ERANGE,
-                  "dpt_sgm_release: grads row %zu holds a NaN or infinite value (a diverged model? lower the "
-                  "learning rate)", i); /* the row, not the example: which examples were sampled is secret */
-    memset(sum, 0, P * sizeof *sum);
+                  "%s: grads row %zu holds a NaN or infinite value (a diverged model? lower the learning rate)", fn,
+                  first + i);
+    return DPT_OK;
+}
+
+/* the group l with lofs[l] <= j < lofs[l + 1] */
+static size_t group_of(const dpt_sgm *m, size_t j) {
+    size_t lo = 0, hi = m->G; /* lofs[lo] <= j < lofs[hi] */
+    while (hi - lo > 1) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if (m->lofs[mid] <= j) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* sum [P] += sum_i clip(g_i) over grads [b, P] (finite rows), in double: clip(g_i) scales
+ * each group l of the row (flat: the whole row) by min(1, C_l / ||g_{i,l}||). Each norm is
+ * computed in double from the float row: dpt_privacy_clip_factors takes float squared norms,
+ * which overflow to inf for rows of norm above ~1.8e19, while every finite row must be
+ * clipped, not refused. The factor C_l / ||g_{i,l}|| makes the group's norm C_l to double
+ * rounding (the float factors of the trainer reach it to float rounding). Rows are taken
+ * `chunk` at a time (the factor buffer): a batch of any size is processed whole, never
+ * truncated. The coordinates are split in blocks over threads; each block adds the rows in
+ * order, so sum[j] sees the same additions in the same order whatever the thread count,
+ * the chunking, or the split of the batch into dpt_sgm_accumulate calls. */
+static void clipped_add(const dpt_sgm *m, const float *grads, size_t b, double *sum) {
+    const size_t P = m->cfg.dim, G = m->G;
+    const size_t *ofs = m->lofs; /* [G + 1] */
+    const double C_l = m->C_l;
     const int nt = dpt_threads_resolve(m->cfg.threads);
     const size_t n_blocks = (P + SGM_SUM_BLOCK - 1) / SGM_SUM_BLOCK;
-    for (size_t lo = 0; lo < b; lo += m->cap) {
-        const size_t bc = b - lo < m->cap ? b - lo : m->cap;
+    double *fac = m->fac; /* [chunk, G] */
+    for (size_t lo = 0; lo < b; lo += m->chunk) {
+        const size_t bc = b - lo < m->chunk ? b - lo : m->chunk;
         const float *g = grads + lo * P; /* [bc, P] */
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && bc * P > 65536)
         for (size_t i = 0; i < bc; i++) {
-            double sq = 0;
-            for (size_t j = 0; j < P; j++) sq += (double)g[i * P + j] * g[i * P + j];
-            const double norm = sqrt(sq);
-            m->fac[i] = norm > C ? C / norm : 1.0; /* min(1, C / ||g_i||) */
+            for (size_t l = 0; l < G; l++) {
+                double sq = 0;
+                for (size_t j = ofs[l]; j < ofs[l + 1]; j++) sq += (double)g[i * P + j] * g[i * P + j];
+                const double norm = sqrt(sq);
+                fac[i * G + l] = norm > C_l ? C_l / norm : 1.0; /* min(1, C_l / ||g_{i,l}||) */
+            }
         }
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && n_blocks > 1 && bc * P > 65536)
         for (size_t k = 0; k < n_blocks; k++) {
             const size_t j0 = k * SGM_SUM_BLOCK, j1 = j0 + SGM_SUM_BLOCK < P ? j0 + SGM_SUM_BLOCK : P;
+            const size_t l0 = group_of(m, j0);
             for (size_t i = 0; i < bc; i++) {
-                const double c = m->fac[i];
                 const float *row = g + i * P;
-                for (size_t j = j0; j < j1; j++) sum[j] += c * row[j];
+                const double *c = fac + i * G;
+                for (size_t j = j0, l = l0; j < j1; l++) {
+                    const size_t end = ofs[l + 1] < j1 ? ofs[l + 1] : j1;
+                    const double cl = c[l];
+                    for (; j < end; j++) sum[j] += cl * row[j];
+                }
             }
         }
     }
+}
+
+dpt_status dpt_sgm_clipped_sum(const dpt_sgm *m, const float *grads, size_t b, double *sum) {
+    DPT_TRY(check_rows(m, grads, b, 0, "dpt_sgm_release"));
+    memset(sum, 0, m->cfg.dim * sizeof *sum);
+    clipped_add(m, grads, b, sum);
     return DPT_OK;
+}
+
+size_t dpt_sgm_scratch_bytes(const dpt_sgm *m) {
+    return m ? m->scratch_bytes : 0;
+}
+
+const double *dpt_sgm_accumulated(const dpt_sgm *m, size_t *rows) {
+    *rows = m->acc_live ? m->acc : 0;
+    return m->sum;
 }
 
 /* ==== Release ==== */
@@ -491,6 +598,9 @@ dpt_status dpt_sgm_release(dpt_sgm *m, const float *grads, size_t b, float *out)
     DPT_CHECK(out, DPT_EINVAL, "dpt_sgm_release: out is NULL");
     DPT_CHECK(m->pending, DPT_EINVAL,
               "dpt_sgm_release: no batch is pending: call dpt_sgm_sample first (each sampled batch is released once)");
+    DPT_CHECK(!m->acc_live, DPT_EINVAL,
+              "dpt_sgm_release: %zu rows of this batch were accumulated (dpt_sgm_accumulate): finish it with "
+              "dpt_sgm_release_accumulated", m->acc);
     DPT_CHECK(b == m->b, DPT_EINVAL, "dpt_sgm_release: b = %zu, but the sampled batch has %zu examples", b, m->b);
     DPT_CHECK(grads || b == 0, DPT_EINVAL, "dpt_sgm_release: grads is NULL");
     const size_t P = m->cfg.dim;
@@ -509,6 +619,51 @@ dpt_status dpt_sgm_release(dpt_sgm *m, const float *grads, size_t b, float *out)
      * second draw of the noise */
     if (st != DPT_OK) return st;
     memcpy(out, m->noisy, P * sizeof *out);
+    return DPT_OK;
+}
+
+/* ==== Virtual batches ==== */
+
+dpt_status dpt_sgm_accumulate(dpt_sgm *m, const float *grads, size_t rows) {
+    DPT_CHECK(m, DPT_EINVAL, "dpt_sgm_accumulate: m is NULL");
+    DPT_CHECK(m->pending, DPT_EINVAL,
+              "dpt_sgm_accumulate: no batch is pending: call dpt_sgm_sample first (each sampled batch is released "
+              "once)");
+    const size_t done = m->acc_live ? m->acc : 0;
+    DPT_CHECK(rows <= m->b - done, DPT_EINVAL,
+              "dpt_sgm_accumulate: %zu more rows would make %zu, but the sampled batch has %zu examples (each "
+              "example's gradient is accumulated once); nothing was added", rows, done + rows, m->b);
+    DPT_CHECK(grads || rows == 0, DPT_EINVAL, "dpt_sgm_accumulate: grads is NULL");
+    DPT_TRY(check_rows(m, grads, rows, done, "dpt_sgm_accumulate")); /* before any addition */
+    if (!m->acc_live) {
+        memset(m->sum, 0, m->cfg.dim * sizeof *m->sum);
+        m->acc = 0;
+        m->acc_live = 1;
+    }
+    clipped_add(m, grads, rows, m->sum);
+    m->acc += rows;
+    return DPT_OK;
+}
+
+dpt_status dpt_sgm_release_accumulated(dpt_sgm *m, float *out) {
+    DPT_CHECK(m, DPT_EINVAL, "dpt_sgm_release_accumulated: m is NULL");
+    DPT_CHECK(out, DPT_EINVAL, "dpt_sgm_release_accumulated: out is NULL");
+    DPT_CHECK(m->pending, DPT_EINVAL,
+              "dpt_sgm_release_accumulated: no batch is pending: call dpt_sgm_sample first (each sampled batch is "
+              "released once)");
+    const size_t done = m->acc_live ? m->acc : 0;
+    /* the ledger recorded the step of this batch: a sum of fewer or other rows is not it */
+    DPT_CHECK(done == m->b, DPT_EINVAL,
+              "dpt_sgm_release_accumulated: %zu rows were accumulated, but the sampled batch has %zu examples: "
+              "accumulate every sampled example's gradient once, then release (nothing was released)", done, m->b);
+    /* an empty batch (nothing accumulated): the release of a zero sum */
+    if (!m->acc_live) memset(m->sum, 0, m->cfg.dim * sizeof *m->sum);
+    m->pending = 0; /* claimed before the noise, as in dpt_sgm_release */
+    m->acc_live = 0;
+    m->acc = 0;
+    /* a failure after noise was drawn keeps the batch spent: never released with a second draw */
+    DPT_TRY(dpt_gauss_release_apply_sum(&m->rel, &m->noise, m->sum, m->noisy, m->cfg.threads));
+    memcpy(out, m->noisy, m->cfg.dim * sizeof *out);
     return DPT_OK;
 }
 

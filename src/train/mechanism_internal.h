@@ -7,4 +7,10 @@
  * dpt_sgm_release; the sensitivity test compares it on neighbouring batches). DPT_ERANGE
  * for a row with a NaN or infinite value. */
 dpt_status dpt_sgm_clipped_sum(const dpt_sgm *m, const float *grads, size_t b, double *sum);
+/* Bytes of the buffers the handle allocated (indices, clipping factors, sums, layer
+ * offsets; not the ledger): fixed at dpt_sgm_new, independent of the batch size. */
+size_t dpt_sgm_scratch_bytes(const dpt_sgm *m);
+/* The clipped sum [dim] accumulated so far for the pending batch (view, before noise) and
+ * *rows its rows (0 and the view's content unspecified when none were accumulated). */
+const double *dpt_sgm_accumulated(const dpt_sgm *m, size_t *rows);
 #endif

@@ -38,4 +38,7 @@ expect_ok "$BIN" "${TR[@]}" --classes 0,2 --batch-size 20 --max-steps 1
 check "[ $rc -eq 2 ]" "--batch-size above the training set size exited $rc, want 2"
 expect_fail "--allow-ledger-mismatch: only with --resume" "$BIN" "${TR[@]}" --algo dpsgd --sigma 1 --allow-ledger-mismatch --out "$T/r2"
 expect_fail "--batch-size: the full-batch sampler uses every training example" "$BIN" "${TR[@]}" --sampler full --batch-size 10 --out "$T/r3"
+# --physical-batch: a negative value is refused; a positive one trains (batches accumulated over passes)
+expect_fail "--physical-batch must be >= 0" "$BIN" "${TR[@]}" --algo dpsgd --sigma 1 --sampler poisson --physical-batch -3 --out "$T/r4"
+expect_ok "$BIN" "${TR[@]}" --algo dpsgd --sigma 1 --sampler poisson --batch-size 40 --physical-batch 8 --max-steps 2 --out "$T/r5"
 harness_end
