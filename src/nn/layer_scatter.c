@@ -97,7 +97,9 @@ static void crop(const double *f, size_t h, size_t w, size_t r, double *out) {
 /* ==== State ==== */
 
 typedef struct {
-    fftw_complex *a, *x, *u1, *u2, *t, *p; /* [n_0] each */
+    /* [n_0] each: a the FFTs' real input(s), x the input's spectrum, z a pair's spectrum, ua and
+     * ub the two first-order spectra split from it, t and p scratch */
+    fftw_complex *a, *x, *z, *ua, *ub, *t, *p;
 } scat_ws;
 
 typedef struct {
@@ -118,8 +120,9 @@ static const double *psi_at(const scat_state *s, size_t n, size_t r) {
 static void ws_free(scat_ws *w) {
     fftw_free(w->a);
     fftw_free(w->x);
-    fftw_free(w->u1);
-    fftw_free(w->u2);
+    fftw_free(w->z);
+    fftw_free(w->ua);
+    fftw_free(w->ub);
     fftw_free(w->t);
     fftw_free(w->p);
 }
@@ -178,7 +181,7 @@ static dpt_status scat_attach(dpt_layer *L) {
     pthread_mutex_lock(&dpt_fftw_lock);
     for (int i = 0; i < s->nws && st == DPT_OK; i++) {
         scat_ws *w = &s->ws[i];
-        fftw_complex **bufs[] = {&w->a, &w->x, &w->u1, &w->u2, &w->t, &w->p};
+        fftw_complex **bufs[] = {&w->a, &w->x, &w->z, &w->ua, &w->ub, &w->t, &w->p};
         for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
             if (!(*bufs[k] = fftw_malloc(n0 * sizeof(fftw_complex)))) st = DPT_ENOMEM;
     }
@@ -197,7 +200,7 @@ static dpt_status scat_attach(dpt_layer *L) {
         return dpt_set_error(DPT_ENOMEM, "%s: out of memory for FFT buffers or plans", L->name);
     }
     /* spectra: FFT of the spatial filters (the imaginary part is rounding: dropped) */
-    fftw_complex *g = s->ws[0].a, *g0 = s->ws[0].u1, *G = s->ws[0].x;
+    fftw_complex *g = s->ws[0].a, *g0 = s->ws[0].z, *G = s->ws[0].x;
     double *full = (double *)s->ws[0].t; /* n0 doubles fit in n0 complex */
     const size_t h = s->Hp, w = s->Wp;
     for (size_t j = 0; j < J; j++)
@@ -252,32 +255,52 @@ static void mul_periodize(const fftw_complex *X, const double *f, size_t h, size
     }
 }
 
-/* Low-pass and output: spectrum Y at level r -> phi_r, subsample to level J, inverse FFT,
- * real part / n_r (FFTW's transforms are unnormalized), border cut, into out [Ho Wo]. */
-static void lowpass_out(const scat_state *s, scat_ws *w, const fftw_complex *Y, size_t r, float *out) {
+/* Low-pass and output of two real signals at once: Y at level r is the spectrum of a + i b
+ * (a, b real); times phi_r (real and even, so the product is still the spectrum of
+ * (a * phi) + i (b * phi)), subsampled to level J, inverse FFT; the real part / n_r (FFTW's
+ * transforms are unnormalized), border cut, is a's output (out_a [Ho Wo]), the imaginary part
+ * b's (out_b; NULL when Y holds one signal). */
+static void lowpass_pair(const scat_state *s, scat_ws *w, const fftw_complex *Y, size_t r, float *out_a,
+                         float *out_b) {
     const size_t J = s->J;
     mul_periodize(Y, s->phi + r * s->nr[0], s->hr[r], s->wr[r], (size_t)1 << (J - r), w->p);
     fftw_execute_dft(s->bwd[J], w->p, w->t);
     const double inv = 1.0 / (double)s->nr[r];
     for (size_t u = 0; u < s->Ho; u++)
-        for (size_t v = 0; v < s->Wo; v++) out[u * s->Wo + v] = (float)(w->t[(u + 1) * s->wr[J] + v + 1][0] * inv);
+        for (size_t v = 0; v < s->Wo; v++) {
+            const double *z = w->t[(u + 1) * s->wr[J] + v + 1];
+            out_a[u * s->Wo + v] = (float)(z[0] * inv);
+            if (out_b) out_b[u * s->Wo + v] = (float)(z[1] * inv);
+        }
 }
 
-/* Modulus of a band-pass output: spectrum Y at level r times psi (at level r), subsampled to
- * level q >= r; returns the spectrum of |.| at level q in U. */
+/* |band-pass output| into component `part` (0 real, 1 imaginary) of w->a: spectrum Y at level
+ * r times psi (at level r), subsampled to level q >= r, inverse FFT, modulus / n_r. */
 static void bandpass_mod(const scat_state *s, scat_ws *w, const fftw_complex *Y, const double *psi, size_t r,
-                         size_t q, fftw_complex *U) {
+                         size_t q, int part) {
     mul_periodize(Y, psi, s->hr[r], s->wr[r], (size_t)1 << (q - r), w->p);
     fftw_execute_dft(s->bwd[q], w->p, w->t);
     const double inv = 1.0 / (double)s->nr[r];
-    for (size_t i = 0; i < s->nr[q]; i++) {
-        w->a[i][0] = sqrt(w->t[i][0] * w->t[i][0] + w->t[i][1] * w->t[i][1]) * inv; /* not hypot: 10x slower */
-        w->a[i][1] = 0.0;
-    }
-    fftw_execute_dft(s->fwd[q], w->a, U);
+    for (size_t i = 0; i < s->nr[q]; i++) /* not hypot: 10x slower */
+        w->a[i][part] = sqrt(w->t[i][0] * w->t[i][0] + w->t[i][1] * w->t[i][1]) * inv;
 }
 
-/* One channel x [H W] -> out [P Ho Wo]. */
+/* The spectra of a and b from Z = spectrum of a + i b on an h x w grid (a, b real):
+ * A(k) = (Z(k) + conj Z(-k)) / 2, B(k) = (Z(k) - conj Z(-k)) / (2 i). */
+static void split_pair(const fftw_complex *Z, size_t h, size_t w, fftw_complex *A, fftw_complex *B) {
+    for (size_t a = 0; a < h; a++)
+        for (size_t b = 0; b < w; b++) {
+            const double *z = Z[a * w + b], *m = Z[((h - a) % h) * w + (w - b) % w];
+            A[a * w + b][0] = 0.5 * (z[0] + m[0]);
+            A[a * w + b][1] = 0.5 * (z[1] - m[1]);
+            B[a * w + b][0] = 0.5 * (z[1] + m[1]);
+            B[a * w + b][1] = 0.5 * (m[0] - z[0]);
+        }
+}
+
+/* One channel x [H W] -> out [P Ho Wo]. Real signals go through the FFTs two at a time (as
+ * the real and imaginary parts of one complex signal): the moduli of two first-order paths of
+ * the same scale, then of two second-order paths of the same (j1, t1) and scale j2. */
 static void scat_channel(const scat_state *s, scat_ws *w, const float *x, float *out) {
     const size_t J = s->J, Ln = s->L, HoWo = s->Ho * s->Wo;
     for (size_t m = 0; m < s->Hp; m++) {
@@ -288,16 +311,28 @@ static void scat_channel(const scat_state *s, scat_ws *w, const float *x, float 
         }
     }
     fftw_execute_dft(s->fwd[0], w->a, w->x);
-    lowpass_out(s, w, w->x, 0, out);
+    lowpass_pair(s, w, w->x, 0, out, NULL);
     size_t p2 = 1 + J * Ln; /* next second-order path */
-    for (size_t n1 = 0; n1 < J * Ln; n1++) {
+    for (size_t n1 = 0, two; n1 < J * Ln; n1 += 1 + two) {
         const size_t j1 = n1 / Ln;
-        bandpass_mod(s, w, w->x, psi_at(s, n1, 0), 0, j1, w->u1);
-        lowpass_out(s, w, w->u1, j1, out + (1 + n1) * HoWo);
-        for (size_t n2 = (j1 + 1) * Ln; n2 < J * Ln; n2++) {
-            const size_t j2 = n2 / Ln;
-            bandpass_mod(s, w, w->u1, psi_at(s, n2, j1), j1, j2, w->u2);
-            lowpass_out(s, w, w->u2, j2, out + p2++ * HoWo);
+        two = n1 + 1 < (j1 + 1) * Ln; /* n1 + 1 has the same scale: a pair */
+        memset(w->a, 0, s->nr[j1] * sizeof *w->a);
+        for (size_t e = 0; e <= two; e++) bandpass_mod(s, w, w->x, psi_at(s, n1 + e, 0), 0, j1, (int)e);
+        fftw_execute_dft(s->fwd[j1], w->a, w->z);
+        lowpass_pair(s, w, w->z, j1, out + (1 + n1) * HoWo, two ? out + (2 + n1) * HoWo : NULL);
+        if (j1 + 1 == J) continue; /* no second order from the last scale */
+        split_pair(w->z, s->hr[j1], s->wr[j1], w->ua, w->ub);
+        for (size_t e = 0; e <= two; e++) {
+            const fftw_complex *U1 = e ? w->ub : w->ua;
+            for (size_t n2 = (j1 + 1) * Ln, two2; n2 < J * Ln; n2 += 1 + two2) {
+                const size_t j2 = n2 / Ln;
+                two2 = n2 + 1 < (j2 + 1) * Ln;
+                memset(w->a, 0, s->nr[j2] * sizeof *w->a);
+                for (size_t f = 0; f <= two2; f++) bandpass_mod(s, w, U1, psi_at(s, n2 + f, j1), j1, j2, (int)f);
+                fftw_execute_dft(s->fwd[j2], w->a, w->z);
+                lowpass_pair(s, w, w->z, j2, out + p2 * HoWo, two2 ? out + (p2 + 1) * HoWo : NULL);
+                p2 += 1 + two2;
+            }
         }
     }
     DPT_ASSERT(p2 == s->P);
