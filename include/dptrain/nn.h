@@ -171,6 +171,8 @@ typedef struct {
  *                                  layers in order on a (C, H, W) input:
  *                                  conv<C>k<k>[s<s>][p<p>][nobias], maxpool<k>[s<s>],
  *                                  avgpool<k>[s<s>], gn<groups>, flatten, fc<K>[nobias],
+ *                                  scatter[j<J>][l<L>] (a fixed scattering transform,
+ *                                  first item only: docs/nn.md),
  *                                  activations; "[...]" adds the group's input to its
  *                                  output (a residual connection, same shape in and out);
  *                                  ":nobias" at the end removes every bias; see docs/nn.md
