@@ -306,7 +306,7 @@ static int cmd_train(int argc, char **argv) {
         {"--model", CLI_STR, &model, "SPEC", "model spec: mlp:784-1000-10:relu, cnn:1x28x28:conv16k5,relu,fc10, or mnist_cnn | mnist_cnn_tanh | resnet5 (see docs/nn.md)", &model_seen},
         {"--init-from", CLI_STR, &init_from, "CKPT", "start from the parameters of this checkpoint (a file or run directory) instead of a random initialization: fine-tuning (--model defaults to its model). The epsilon covers this run only: the checkpoint must not depend on this run's training data (docs/checkpoints.md)", NULL},
         {"--freeze", CLI_STR, &freeze, "LAYERS", "keep these layers' parameters at their starting values and train the others (comma-separated names of layers with parameters, as dptrain model --model SPEC lists them, e.g. conv1,conv2: a frozen trunk under --init-from). --algo sgd and dpsgd; DP-SGD clips and noises the trained layers only, with the same epsilon. A --resume gives the same list (docs/checkpoints.md)", NULL},
-        {"--no-feature-cache", CLI_FLAG, &no_feature_cache, NULL, "with --freeze: run the frozen layers' forward pass at every step instead of computing their output once for every training example and keeping it (the default when it fits in a quarter of the memory; the results agree up to float rounding)", NULL},
+        {"--no-feature-cache", CLI_FLAG, &no_feature_cache, NULL, "with --freeze or a scatter layer: run the frozen (or fixed) layers' forward pass at every step instead of computing their output once for every training and test example and keeping it (the default when it fits in a quarter of the memory; the results agree up to float rounding)", NULL},
         {"--loss", CLI_STR, &loss, "NAME", "ce (softmax cross-entropy) | bce (sigmoid: one output for labels 0/1, or one-vs-all over K outputs) | mse (squared error: against the --targets, or without them reconstructing the input: autoencoders, ae:... models)", &loss_seen},
         {"--init", CLI_STR, &init, "NAME", "default | lecun | he | xavier | ntk", &init_seen},
         {"--optimizer", CLI_STR, &optimizer, "NAME", "sgd | adam", NULL},
@@ -487,9 +487,10 @@ static int cmd_train(int argc, char **argv) {
         cli_init_from_close(&ifr);
         return rc;
     }
-    if (no_feature_cache && !freeze) {
+    if (no_feature_cache && !freeze && !strstr(model, "scatter")) { /* a scattering layer is cached unfrozen */
         cli_init_from_close(&ifr);
-        return cli_error("--no-feature-cache: only with --freeze (without frozen layers there is nothing to cache)");
+        return cli_error("--no-feature-cache: only with --freeze or a scatter layer (without frozen or fixed layers "
+                         "there is nothing to cache)");
     }
     /* --freeze: checked against the model before the data are loaded */
     if (freeze && (rc = check_freeze(A, freeze, model)) != 0) {

@@ -132,7 +132,8 @@ typedef enum { DPT_SAMPLER_SHUFFLE, DPT_SAMPLER_POISSON, DPT_SAMPLER_FULL,
 
 typedef enum { DPT_LAYER_LINEAR, DPT_LAYER_RELU, DPT_LAYER_GELU, DPT_LAYER_TANH,
                DPT_LAYER_SIGMOID, DPT_LAYER_IDENTITY, DPT_LAYER_CONV2D, DPT_LAYER_MAXPOOL,
-               DPT_LAYER_AVGPOOL, DPT_LAYER_FLATTEN, DPT_LAYER_GROUPNORM, ... } dpt_layer_kind;
+               DPT_LAYER_AVGPOOL, DPT_LAYER_FLATTEN, DPT_LAYER_GROUPNORM,
+               DPT_LAYER_SCATTER, ... } dpt_layer_kind;
 typedef struct dpt_param_tensor {
     char name[48];
     int ndim;

@@ -35,11 +35,13 @@ typedef enum {
     DPT_LAYER_MAXPOOL,   /* k x k windows with stride s, no padding */
     DPT_LAYER_AVGPOOL,   /* k x k windows with stride s, no padding */
     DPT_LAYER_FLATTEN,   /* (C, H, W) -> (1, 1, C*H*W): the values are unchanged */
-    DPT_LAYER_GROUPNORM  /* per example and group of channels; gamma, beta per channel */
+    DPT_LAYER_GROUPNORM, /* per example and group of channels; gamma, beta per channel */
+    DPT_LAYER_SCATTER    /* 2-d scattering transform (Morlet wavelets, order 2): fixed, no
+                          * parameters, first layer only (docs/nn.md) */
 } dpt_layer_kind;
 /* "linear", "relu", "gelu", "tanh", "sigmoid", "identity", "conv", "maxpool", "avgpool",
- * "flatten", "groupnorm" ("?" for a value outside the enum): the names of model specs and
- * of the layers' default names ("relu1"). */
+ * "flatten", "groupnorm", "scatter" ("?" for a value outside the enum): the names of model
+ * specs and of the layers' default names ("relu1"). */
 const char *dpt_layer_kind_name(dpt_layer_kind kind);
 
 typedef enum {
@@ -92,6 +94,11 @@ typedef struct {
      * gradient formed (Linear: (dv_i . dvz_j)(x_i . xz_j + 1 with a bias)), in double. */
     dpt_status (*cross)(const dpt_layer *L, const float *x, const float *dv, size_t B, const float *xz,
                         const float *dvz, size_t k, double *out);
+    /* Optional (NULL = none): builds the layer's fixed internal state (`state`: a scattering
+     * layer's filter bank and FFT plans) once dpt_model_new has attached scratch and threads,
+     * and frees it (accepts a layer whose attach never ran or failed). */
+    dpt_status (*attach)(dpt_layer *L);
+    void (*detach)(dpt_layer *L);
 } dpt_layer_ops;
 
 struct dpt_unfold_cache; /* Conv2d unfold cache (opaque) */
@@ -121,6 +128,7 @@ struct dpt_layer {
      * this layer's output (act[l + 1] = layer(act[l]) + act[s]), and dpt_model_backward adds
      * this output's cotangent to dact[s]. The layer's own ops never see it. */
     size_t residual_from;
+    void *state;              /* owned by the layer's attach/detach ops; NULL for most layers */
 };
 
 /* ==== Models ==== */
@@ -163,6 +171,8 @@ typedef struct {
  *                                  layers in order on a (C, H, W) input:
  *                                  conv<C>k<k>[s<s>][p<p>][nobias], maxpool<k>[s<s>],
  *                                  avgpool<k>[s<s>], gn<groups>, flatten, fc<K>[nobias],
+ *                                  scatter[j<J>][l<L>] (a fixed scattering transform,
+ *                                  first item only: docs/nn.md),
  *                                  activations; "[...]" adds the group's input to its
  *                                  output (a residual connection, same shape in and out);
  *                                  ":nobias" at the end removes every bias; see docs/nn.md

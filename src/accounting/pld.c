@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "core/fftw_lock.h"
 #include "dptrain/accounting.h"
 
 dpt_status dpt_acct_check_common(double q, double sigma, uint64_t steps, double delta);
@@ -232,9 +233,10 @@ static size_t next_pow2(size_t n) {
 
 /* FFTW's planner, plan destruction and its allocator share global state (the wisdom and
  * the twiddle cache): only fftw_execute on distinct plans is thread safe. Every other
- * FFTW call goes through this lock, so PLD evaluations may run on several threads at
- * once (parallel audit shadows and canary runs each account their own run). */
-static pthread_mutex_t fftw_lock = PTHREAD_MUTEX_INITIALIZER;
+ * FFTW call goes through the library's one FFTW lock (core/fftw_lock.h, shared with the
+ * scattering layer), so PLD evaluations may run on several threads at once (parallel
+ * audit shadows and canary runs each account their own run). */
+#define fftw_lock dpt_fftw_lock
 
 /* FFT workspace of one evaluation: buffers for the largest transform and one pair of
  * plans per power-of-two size, created on first use. Planning computes twiddle factors,

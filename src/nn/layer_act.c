@@ -153,7 +153,7 @@ static dpt_status act_jvp(const dpt_layer *L, const float *x, const float *v, co
 static size_t act_n_tensors(const dpt_layer *L) { return 0; }
 
 static const dpt_layer_ops act_ops = {
-    act_forward, act_backward_input, NULL, act_jvp, act_n_tensors, NULL, NULL,
+    act_forward, act_backward_input, NULL, act_jvp, act_n_tensors, NULL, NULL, NULL, NULL,
 };
 
 #if !DPT_ISA_V3_TU
@@ -170,6 +170,7 @@ const char *dpt_layer_kind_name(dpt_layer_kind kind) {
     case DPT_LAYER_AVGPOOL: return "avgpool";
     case DPT_LAYER_FLATTEN: return "flatten";
     case DPT_LAYER_GROUPNORM: return "groupnorm";
+    case DPT_LAYER_SCATTER: return "scatter";
     }
     return "?";
 }

@@ -558,7 +558,7 @@ static void conv_tensor(const dpt_layer *L, size_t j, dpt_param_tensor *t) {
 }
 
 static const dpt_layer_ops conv_ops = {
-    conv_forward, conv_backward_input, conv_backward_params, conv_jvp, conv_n_tensors, conv_tensor, NULL,
+    conv_forward, conv_backward_input, conv_backward_params, conv_jvp, conv_n_tensors, conv_tensor, NULL, NULL, NULL,
 };
 
 dpt_status dpt_layer_conv_setup(dpt_layer *L, const size_t in_shape[3], size_t O, size_t k, size_t stride,

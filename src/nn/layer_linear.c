@@ -203,7 +203,7 @@ static void linear_tensor(const dpt_layer *L, size_t j, dpt_param_tensor *t) {
 
 static const dpt_layer_ops linear_ops = {
     linear_forward, linear_backward_input, linear_backward_params, linear_jvp,
-    linear_n_tensors, linear_tensor, linear_cross,
+    linear_n_tensors, linear_tensor, linear_cross, NULL, NULL,
 };
 
 void dpt_layer_linear_setup(dpt_layer *L, size_t D, size_t K, int has_bias) {

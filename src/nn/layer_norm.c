@@ -172,7 +172,7 @@ static void gn_tensor(const dpt_layer *L, size_t j, dpt_param_tensor *t) {
 }
 
 static const dpt_layer_ops gn_ops = {
-    gn_forward, gn_backward_input, gn_backward_params, gn_jvp, gn_n_tensors, gn_tensor, NULL,
+    gn_forward, gn_backward_input, gn_backward_params, gn_jvp, gn_n_tensors, gn_tensor, NULL, NULL, NULL,
 };
 
 dpt_status dpt_layer_groupnorm_setup(dpt_layer *L, const size_t in_shape[3], size_t groups) {

@@ -151,7 +151,7 @@ static dpt_status pool_jvp(const dpt_layer *L, const float *x, const float *v, c
 static size_t no_tensors(const dpt_layer *L) { return 0; }
 
 static const dpt_layer_ops pool_ops = {
-    pool_forward, pool_backward_input, NULL, pool_jvp, no_tensors, NULL, NULL,
+    pool_forward, pool_backward_input, NULL, pool_jvp, no_tensors, NULL, NULL, NULL, NULL,
 };
 
 dpt_status dpt_layer_pool_setup(dpt_layer *L, dpt_layer_kind kind, const size_t in_shape[3], size_t k,
@@ -195,7 +195,7 @@ static dpt_status flat_jvp(const dpt_layer *L, const float *x, const float *v, c
 }
 
 static const dpt_layer_ops flat_ops = {
-    flat_forward, flat_backward_input, NULL, flat_jvp, no_tensors, NULL, NULL,
+    flat_forward, flat_backward_input, NULL, flat_jvp, no_tensors, NULL, NULL, NULL, NULL,
 };
 
 void dpt_layer_flatten_setup(dpt_layer *L, const size_t in_shape[3]) {

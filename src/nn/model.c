@@ -45,6 +45,7 @@ dpt_status dpt_spec_item_setup(dpt_layer *L, const dpt_spec_item *it, const size
     case DPT_LAYER_MAXPOOL:
     case DPT_LAYER_AVGPOOL: return dpt_layer_pool_setup(L, it->kind, in_shape, it->k, it->stride);
     case DPT_LAYER_GROUPNORM: return dpt_layer_groupnorm_setup(L, in_shape, it->n);
+    case DPT_LAYER_SCATTER: return dpt_layer_scatter_setup(L, in_shape, it->k, it->n);
     case DPT_LAYER_FLATTEN: dpt_layer_flatten_setup(L, in_shape); return DPT_OK;
     case DPT_LAYER_LINEAR: dpt_layer_linear_setup(L, n_in, it->n, bias); return DPT_OK;
     default:
@@ -75,7 +76,7 @@ static dpt_status build_cnn(dpt_model *m, const char *spec, const dpt_spec *sp) 
                   dim <= DPT_SPEC_MAX_WIDTH,
               DPT_EINVAL, "model spec '%s': input %zux%zux%zu is larger than %zu values", spec, shape[0], shape[1],
               shape[2], DPT_SPEC_MAX_WIDTH);
-    size_t n_conv = 0, n_act = 0, n_pool = 0, n_gn = 0, n_fc = 0, n_flat = 0, res_src = 0;
+    size_t n_conv = 0, n_act = 0, n_pool = 0, n_gn = 0, n_fc = 0, n_flat = 0, n_scat = 0, res_src = 0;
     for (size_t l = 0; l < sp->n_items; l++) {
         const dpt_spec_item *it = &sp->items[l];
         dpt_layer *L = &m->layers[l];
@@ -90,6 +91,13 @@ static dpt_status build_cnn(dpt_model *m, const char *spec, const dpt_spec *sp) 
         case DPT_LAYER_AVGPOOL: snprintf(L->name, sizeof L->name, "pool%zu", ++n_pool); break;
         case DPT_LAYER_GROUPNORM: snprintf(L->name, sizeof L->name, "gn%zu", ++n_gn); break;
         case DPT_LAYER_FLATTEN: snprintf(L->name, sizeof L->name, "flatten%zu", ++n_flat); break;
+        case DPT_LAYER_SCATTER:
+            snprintf(L->name, sizeof L->name, "scatter%zu", ++n_scat);
+            /* fixed and without an input gradient: nothing below it could be trained */
+            if (st == DPT_OK && l > 0)
+                st = dpt_set_error(DPT_EINVAL, "the scattering layer has no gradient with respect to its input: it "
+                                   "must be the first layer");
+            break;
         case DPT_LAYER_LINEAR: snprintf(L->name, sizeof L->name, "fc%zu", ++n_fc); break;
         default: snprintf(L->name, sizeof L->name, "%s%zu", dpt_layer_kind_name(it->kind), ++n_act); break;
         }
@@ -205,6 +213,12 @@ dpt_status dpt_model_new(const char *spec, size_t max_batch, int threads, dpt_mo
             else if (k == 0) L->w = m->theta + t.offset; /* GroupNorm: w = [gamma, beta] */
         }
     }
+    /* fixed internal state (a scattering layer's filters and FFT plans) */
+    for (size_t l = 0; l < m->n_layers; l++) {
+        dpt_layer *L = &m->layers[l];
+        if (L->ops->attach && (st = L->ops->attach(L)) != DPT_OK) goto fail;
+    }
+    st = DPT_ENOMEM;
     /* a model without caches is still correct, only slower: ignore a failed allocation */
     if (dpt_model_unfold_cache(m, DPT_UNFOLD_CACHE_DEFAULT) != DPT_OK) (void)dpt_model_unfold_cache(m, 0);
     *out = m;
@@ -261,6 +275,9 @@ size_t dpt_model_unfold_cache_bytes(const dpt_model *m) {
 void dpt_model_free(dpt_model *m) {
     if (!m) return;
     free_unfold_caches(m);
+    if (m->layers)
+        for (size_t l = 0; l < m->n_layers; l++)
+            if (m->layers[l].ops && m->layers[l].ops->detach) m->layers[l].ops->detach(&m->layers[l]);
     if (m->act)
         for (size_t l = 0; l <= m->n_layers; l++) dpt_free(m->act[l]);
     if (m->dact)

@@ -73,6 +73,18 @@ dpt_status dpt_layer_pool_setup(dpt_layer *L, dpt_layer_kind kind, const size_t 
                                 size_t stride);
 void dpt_layer_flatten_setup(dpt_layer *L, const size_t in_shape[3]);
 dpt_status dpt_layer_groupnorm_setup(dpt_layer *L, const size_t in_shape[3], size_t groups);
+/* Scattering transform (src/nn/layer_scatter.c): J scales (1..6), n_angles angles (1..16) on
+ * a (C, H, W) input with H, W >= 2^J; output (C P, Hp / 2^J - 2, Wp / 2^J - 2) with P =
+ * dpt_scatter_paths(J, n_angles) and Hp = dpt_scatter_padded(H, J). Shapes only: the filter
+ * bank and FFT plans are built by the layer's attach op (dpt_model_new). */
+dpt_status dpt_layer_scatter_setup(dpt_layer *L, const size_t in_shape[3], size_t J, size_t n_angles);
+size_t dpt_scatter_paths(size_t J, size_t L);   /* 1 + J L + L^2 J (J - 1) / 2 */
+size_t dpt_scatter_padded(size_t n, size_t J);  /* Kymatio's padded size of a side of n */
+double dpt_scatter_angle(size_t t, size_t L);   /* angle of orientation t, radians */
+/* The spectrum of a built layer's filter on level r (grid subsampled by 2^r): wavelet n
+ * (= j L + t; levels 0..max(J - 1, 1) - 1) or the low-pass for n < 0 (levels 0..J - 1);
+ * *hat [*h *w] real, FFTW's frequency order; a view valid until the model is freed. */
+dpt_status dpt_scatter_filter(const dpt_layer *L, long n, size_t r, const double **hat, size_t *h, size_t *w);
 
 /* ==== Model specs ==== */
 
@@ -83,8 +95,8 @@ dpt_status dpt_layer_groupnorm_setup(dpt_layer *L, const size_t in_shape[3], siz
 #define DPT_SPEC_MAX_ITEMS 64
 typedef struct {
     dpt_layer_kind kind;
-    size_t n;            /* conv: C_out; fc: K; gn: groups */
-    size_t k, stride, pad;
+    size_t n;            /* conv: C_out; fc: K; gn: groups; scatter: L (angles) */
+    size_t k, stride, pad; /* scatter: k = J (scales) */
     int res_open, res_close;
     int nobias;          /* conv, fc: "nobias" suffix (the layer has no bias) */
 } dpt_spec_item;

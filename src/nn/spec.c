@@ -111,6 +111,13 @@ static dpt_status parse_item(const char *spec, const char *p, const char *end, d
         ok = read_num(&q, end, &it->k, 0);
         it->stride = it->k;
         if (ok && q < end && *q == 's') q++, ok = read_num(&q, end, &it->stride, 0);
+    } else if (prefix(p, end, "scatter")) {
+        it->kind = DPT_LAYER_SCATTER;
+        it->k = 2; /* J, L: Tramer & Boneh's (and Kymatio's usual) choice */
+        it->n = 8;
+        q = p + 7;
+        if (q < end && *q == 'j') q++, ok = read_num(&q, end, &it->k, 0);
+        if (ok && q < end && *q == 'l') q++, ok = read_num(&q, end, &it->n, 0);
     } else if (prefix(p, end, "gn")) {
         it->kind = DPT_LAYER_GROUPNORM;
         q = p + 2;
@@ -127,7 +134,7 @@ static dpt_status parse_item(const char *spec, const char *p, const char *end, d
         return dpt_set_error(DPT_EINVAL,
                              "model spec '%s': '%s' is not a layer (expected conv<C>k<k>[s<s>][p<p>][nobias], "
                              "maxpool<k>[s<s>], avgpool<k>[s<s>], gn<groups>, flatten, fc<K>[nobias], "
-                             "relu|gelu|tanh|sigmoid|identity, optionally in [...] for a residual group)",
+                             "scatter[j<J>][l<L>], relu|gelu|tanh|sigmoid|identity, optionally in [...] for a residual group)",
                              spec, part(p0, (size_t)(end - p0) + (size_t)it->res_close, bad, sizeof bad));
     return DPT_OK;
 }
@@ -149,6 +156,12 @@ int dpt_spec_item_format(const dpt_spec_item *it, char *buf, size_t cap) {
         break;
     }
     case DPT_LAYER_GROUPNORM: snprintf(body, sizeof body, "gn%zu", it->n); break;
+    case DPT_LAYER_SCATTER: {
+        int w = snprintf(body, sizeof body, "scatter");
+        if (it->k != 2) w += snprintf(body + w, sizeof body - (size_t)w, "j%zu", it->k);
+        if (it->n != 8) snprintf(body + w, sizeof body - (size_t)w, "l%zu", it->n);
+        break;
+    }
     case DPT_LAYER_FLATTEN: snprintf(body, sizeof body, "flatten"); break;
     case DPT_LAYER_LINEAR: snprintf(body, sizeof body, "fc%zu%s", it->n, it->nobias ? "nobias" : ""); break;
     default: snprintf(body, sizeof body, "%s", dpt_layer_kind_name(it->kind)); break;

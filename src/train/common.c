@@ -169,10 +169,10 @@ void dpt_train_gather(dpt_trainer *t, const uint32_t *idx, size_t bc) {
     dpt_dataset_gather_targets(t->train, idx, bc, t->tb);
 }
 
-/* Why the frozen trunk's features are not cached, or NULL when they can be. */
-static const char *cache_refusal(const dpt_trainer *t) {
+/* Why the features of the layers below l0 (the lowest trained one) are not cached, or NULL
+ * when they can be. */
+static const char *cache_refusal(const dpt_trainer *t, size_t l0) {
     const dpt_model *m = t->model;
-    const size_t l0 = t->first_trained;
     if (t->cfg.no_feature_cache) return "no_feature_cache is set";
     if (!t->algo->cacheable) return "the algorithm runs the model itself";
     if (t->cfg.loss == DPT_LOSS_SQUARED && !t->train->t) return "the loss reconstructs the input";
@@ -183,10 +183,13 @@ static const char *cache_refusal(const dpt_trainer *t) {
 }
 
 void dpt_train_feature_cache_check(dpt_trainer *t) {
-    if (t->fc_state != 1 || !memcmp(t->fc_trunk, t->model->theta, t->fc_trunk_n * sizeof *t->fc_trunk)) return;
+    if (t->fc_state != 1 || !t->fc_trunk_n ||
+        !memcmp(t->fc_trunk, t->model->theta, t->fc_trunk_n * sizeof *t->fc_trunk))
+        return;
     dpt_free(t->fc);
+    dpt_free(t->fc_test);
     dpt_free(t->fc_trunk);
-    t->fc = t->fc_trunk = NULL;
+    t->fc = t->fc_trunk = t->fc_test = NULL;
     t->fc_state = 0;
     dpt_trainer_log(t, DPT_LOG_NOTE, "frozen layers: their parameters changed since their output was cached: "
                     "computing it again");
@@ -195,15 +198,24 @@ void dpt_train_feature_cache_check(dpt_trainer *t) {
 dpt_status dpt_train_feature_cache(dpt_trainer *t) {
     if (t->fc_state) return DPT_OK;
     t->fc_state = -1;
-    if (!t->frozen) return DPT_OK;
     dpt_model *m = t->model;
-    const size_t l0 = t->first_trained;
+    /* the trunk: the layers below the lowest trained one. Its output is worth keeping when it
+     * holds frozen parameters or a fixed transform (a scattering layer), whose output never
+     * changes either; a trunk of cheap parameter-free layers (pooling, flatten) is not. */
+    size_t l0 = t->first_trained;
+    if (!t->frozen)
+        for (l0 = 0; l0 < m->n_layers && !m->layers[l0].n_params; l0++) continue;
+    if (l0 == m->n_layers) return DPT_OK;
     size_t trunk_n = 0; /* the frozen layers' parameters below the lowest trained one: theta[0, trunk_n) */
-    for (size_t l = 0; l < l0; l++)
+    int fixed = 0;
+    for (size_t l = 0; l < l0; l++) {
         if (m->layers[l].n_params && m->layers[l].param_offset + m->layers[l].n_params > trunk_n)
             trunk_n = m->layers[l].param_offset + m->layers[l].n_params;
-    if (!trunk_n) return DPT_OK;
-    const char *why = cache_refusal(t);
+        fixed |= m->layers[l].kind == DPT_LAYER_SCATTER;
+    }
+    if (!trunk_n && !fixed) return DPT_OK;
+    const char *what = trunk_n ? "frozen layers" : "fixed layers";
+    const char *why = cache_refusal(t, l0);
     const size_t n = t->train->n, dim = m->layers[l0].in_dim;
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     const double bytes = (double)n * (double)dim * sizeof(float);
@@ -211,7 +223,7 @@ dpt_status dpt_train_feature_cache(dpt_trainer *t) {
     if (!why && have > 0 && 4 * bytes > have) why = "it would take more than a quarter of the machine's memory";
     float *fc = NULL, *xb = NULL, *trunk = NULL;
     if (!why && (!(fc = dpt_alloc2(n, dim, sizeof *fc, "frozen layers' features")) ||
-                 !(trunk = dpt_alloc2(trunk_n, 1, sizeof *trunk, "frozen layers' parameters"))))
+                 (trunk_n && !(trunk = dpt_alloc2(trunk_n, 1, sizeof *trunk, "frozen layers' parameters")))))
         why = "out of memory";
     if (!why && dim > t->xb_cap && !(xb = dpt_alloc2(t->max_batch, dim, sizeof *xb, "batch features")))
         why = "out of memory";
@@ -222,7 +234,7 @@ dpt_status dpt_train_feature_cache(dpt_trainer *t) {
     }
     if (why) {
         dpt_clear_error(); /* an allocation failure falls back to running the frozen layers */
-        dpt_trainer_log(t, DPT_LOG_NOTE, "frozen layers: their output is not cached (%s): they run at every step",
+        dpt_trainer_log(t, DPT_LOG_NOTE, "%s: their output is not cached (%s): they run at every step", what,
                         why);
         return DPT_OK;
     }
@@ -240,7 +252,26 @@ dpt_status dpt_train_feature_cache(dpt_trainer *t) {
         dpt_free(trunk);
         return st;
     }
-    memcpy(trunk, m->theta, trunk_n * sizeof *trunk);
+    if (trunk_n) memcpy(trunk, m->theta, trunk_n * sizeof *trunk);
+    /* the test set's features too (evaluated every epoch): when they fit beside the training
+     * set's, and the run is not split into shards (those evaluate from the inputs) */
+    const size_t nt = t->test && !t->dist ? t->test->n : 0;
+    float *ft = NULL;
+    if (nt && t->test->dim == t->train->dim && (have <= 0 || 4 * (bytes + (double)nt * dim * sizeof(float)) <= have) &&
+        (ft = dpt_alloc2(nt, dim, sizeof *ft, "test features")) != NULL) {
+        for (size_t lo = 0; lo < nt && st == DPT_OK; lo += t->max_batch) {
+            const size_t bc = nt - lo < t->max_batch ? nt - lo : t->max_batch;
+            memcpy(m->act[0], t->test->x + lo * t->test->dim, bc * t->test->dim * sizeof(float));
+            st = dpt_model_forward_range(m, 0, l0, bc);
+            if (st == DPT_OK) memcpy(ft + lo * dim, m->act[l0], bc * dim * sizeof *ft);
+        }
+        if (st != DPT_OK) {
+            dpt_free(ft), dpt_free(fc), dpt_free(xb), dpt_free(trunk);
+            return st;
+        }
+    }
+    dpt_clear_error(); /* a failed allocation of the test features: evaluated from the inputs */
+    t->fc_test = ft;
     if (xb) {
         dpt_free(t->xb);
         t->xb = xb;
@@ -252,7 +283,7 @@ dpt_status dpt_train_feature_cache(dpt_trainer *t) {
     t->fc_dim = dim;
     t->fc_layer = l0;
     t->fc_state = 1;
-    dpt_trainer_log(t, DPT_LOG_INFO, "frozen layers: their output for the %zu training examples is computed once and "
-                    "kept (%.3g MB; no_feature_cache runs them at every step instead)", n, bytes / 1e6);
+    dpt_trainer_log(t, DPT_LOG_INFO, "%s: their output for the %zu training examples is computed once and "
+                    "kept (%.3g MB; no_feature_cache runs them at every step instead)", what, n, bytes / 1e6);
     return DPT_OK;
 }

@@ -428,6 +428,7 @@ void dpt_trainer_free(dpt_trainer *t) {
     dpt_free(t->yb);
     dpt_free(t->tb);
     dpt_free(t->fc);
+    dpt_free(t->fc_test);
     dpt_free(t->fc_trunk);
     free(t->run_json);
     dpt_ledger_free(t->ledger);
@@ -463,7 +464,14 @@ const char *dpt_trainer_run_id(const dpt_trainer *t) { return t->run_id; }
 
 dpt_status dpt_eval_range(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d, size_t from, size_t to,
                           double *loss_sum, size_t *n_correct) {
+    return dpt_eval_range_from(m, loss, d, NULL, 0, from, to, loss_sum, n_correct);
+}
+
+dpt_status dpt_eval_range_from(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d, const float *feat,
+                               size_t first, size_t from, size_t to, double *loss_sum, size_t *n_correct) {
     DPT_CHECK(d->dim == m->in_dim, DPT_EINVAL, "evaluate: model takes %zu inputs, data has %zu", m->in_dim, d->dim);
+    DPT_ASSERT(feat ? first < m->n_layers : first == 0);
+    const size_t fdim = m->layers[first].in_dim;
     DPT_CHECK(from <= to && to <= d->n, DPT_EINVAL, "evaluate: range [%zu, %zu) outside the %zu examples", from, to,
               d->n);
     size_t mb = m->max_batch, K = m->out_dim;
@@ -476,7 +484,12 @@ dpt_status dpt_eval_range(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d
         size_t bc = to - lo < mb ? to - lo : mb;
         const float *x = d->x + lo * d->dim;
         const int32_t *y = d->y ? d->y + lo : NULL;
-        if ((s = dpt_model_forward(m, x, bc)) != DPT_OK) break;
+        if (feat) {
+            memcpy(m->act[first], feat + lo * fdim, bc * fdim * sizeof *feat);
+            if ((s = dpt_model_forward_from(m, first, bc)) != DPT_OK) break;
+        } else if ((s = dpt_model_forward(m, x, bc)) != DPT_OK) {
+            break;
+        }
         const float *o = dpt_model_output(m);
         /* squared error: against the regression targets, or on classification data an
          * autoencoder's (the targets are the inputs) */
@@ -1167,7 +1180,16 @@ static dpt_status compute_result(dpt_trainer *t, int partial, size_t in_epoch, s
     r->lr = dpt_schedule_lr(&t->cfg.schedule, t->cfg.optim.lr, r->epoch - 1);
     if (t->test) {
         if (t->dist) DPT_TRY(dpt_dist_evaluate(t, t->test, &r->test_loss, &r->test_accuracy));
-        else DPT_TRY(dpt_evaluate(t->model, t->cfg.loss, t->test, &r->test_loss, &r->test_accuracy));
+        else if (t->fc_test) { /* the fixed or frozen trunk's test features, computed once */
+            double ls = 0;
+            size_t correct = 0;
+            DPT_TRY(dpt_eval_range_from(t->model, t->cfg.loss, t->test, t->fc_test, t->fc_layer, 0, t->test->n, &ls,
+                                        &correct));
+            r->test_loss = ls / (double)t->test->n;
+            r->test_accuracy = t->test->t ? NAN : (double)correct / (double)t->test->n;
+        } else {
+            DPT_TRY(dpt_evaluate(t->model, t->cfg.loss, t->test, &r->test_loss, &r->test_accuracy));
+        }
         if (t->test->t) r->test_mse = 2.0 * r->test_loss / (double)t->test->t_dim;
     }
     r->wall_s = t->wall_s;

@@ -77,6 +77,8 @@ struct dpt_trainer {
      * fc_trunk: the frozen trunk's parameters (theta[0, fc_trunk_n)) the features were
      * computed with; a run that finds them changed computes the features again. */
     float *fc, *fc_trunk;
+    float *fc_test; /* [test n, fc_dim] the trunk's output on the test set (NULL: not kept;
+                       a distributed run evaluates its shards from the inputs) */
     size_t fc_dim, fc_layer, fc_trunk_n;
     int fc_state;
     size_t xb_cap;  /* floats per row that xb holds */
@@ -178,6 +180,10 @@ void dpt_dist_free(dpt_trainer *t);
 /* Loss sum and number of correct predictions over examples [lo, hi) of d. */
 dpt_status dpt_eval_range(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d, size_t lo, size_t hi,
                           double *loss_sum, size_t *correct);
+/* The same from layer `first` on, its input the rows of feat [d->n, in_dim of layer first]
+ * (a trunk's cached output for d's examples); feat NULL: from d's inputs (first = 0). */
+dpt_status dpt_eval_range_from(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d, const float *feat,
+                               size_t first, size_t lo, size_t hi, double *loss_sum, size_t *correct);
 
 /* For algorithms whose step is one sampled Gaussian mechanism (q, a->sigma): record()
  * appends that event; bind sets a->sigma to the multiplier the ledger must carry, sigma,
