@@ -269,7 +269,7 @@ static int dpmac_make(cli_algo_ctx *c, dpt_algo **out) {
         if (cs != DPT_OK) return cli_refuse(cs, "--target-epsilon");
         if (!c->quiet)
             fprintf(stderr, "dptrain: calibrated sigma %.6g for epsilon %g at delta %g after %ld epochs of "
-                            "%" PRIu64 " steps (q %g%s, RDP accountant)\n",
+                            "%" PRIu64 " steps (q %g%s, default accountant: min(PLD, RDP))\n",
                     S.sigma, p->target_eps, p->delta, c->epochs, spe, q,
                     pca_dims <= 0 ? "" : center_sigma_seen ? ", DP mean and DP-PCA included" : ", DP-PCA included");
         if (!c->quiet && c->prior)

@@ -71,7 +71,7 @@ static int dpsgd_make(cli_algo_ctx *c, dpt_algo **out) {
         }
         if (!c->quiet)
             fprintf(stderr, "dptrain: calibrated sigma %.6g for epsilon %g at delta %g after %ld epochs of "
-                            "%" PRIu64 " steps (q %g, RDP accountant%s)\n",
+                            "%" PRIu64 " steps (q %g, default accountant: min(PLD, RDP)%s)\n",
                     S.sigma, p->target_eps, p->delta, c->epochs, spe, q,
                     c->prior ? ", DP normalization statistics included" : "");
     }

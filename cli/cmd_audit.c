@@ -162,7 +162,8 @@ static void print_results(const dpt_audit_config *ac, const dpt_audit_result *re
         printf("target: checkpoint %s (its privacy statement, if any, is in its run directory); shadows: --algo %s\n",
                ckpt, algo);
     else if (ac->job.algo == DPT_AUDIT_DPSGD)
-        printf("privacy (accountant): epsilon %.4g (RDP) at delta %g for the target run (q %g, sigma %g)\n", res->epsilon,
+        printf("privacy (accountant): epsilon %.4g (default accountant: min of PLD, RDP) at delta %g for the target run "
+               "(q %g, sigma %g)\n", res->epsilon,
                delta, res->sample_rate, sigma);
     else
         printf("privacy: no formal DP guarantee for --algo %s (no accountant, no epsilon); the audit above is what it leaks "
@@ -204,7 +205,7 @@ static void write_summary(const char *out, const dpt_audit_result *res, const ch
         fprintf(f, ", \"checkpoint\": %s", q ? q : "null");
         free(q);
         cJSON_Delete(s);
-    } else if (dp) fprintf(f, ", \"epsilon\": %.6f, \"delta\": %g", res->epsilon, delta);
+    } else if (dp) fprintf(f, ", \"epsilon\": %.6f, \"delta\": %g, \"accountant\": \"default: min(pld, rdp)\"", res->epsilon, delta);
     else fprintf(f, ", \"privacy\": \"no formal DP guarantee\"");
     if (res->canaries) fprintf(f, ", \"canary_epsilon_lower_bound\": %.6f", res->canary_eps_lb);
     if (isfinite(res->one_run_eps_lb)) fprintf(f, ", \"one_run_epsilon_lower_bound\": %.6f", res->one_run_eps_lb);

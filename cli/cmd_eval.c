@@ -3,6 +3,7 @@
  * statistics as training) and prints loss and accuracy, and epsilon for a private run. */
 #include <dptrain/inference.h>
 #include <dptrain/train.h>
+#include <dptrain/accounting.h>
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
@@ -90,7 +91,10 @@ int dpt_cmd_eval(int argc, char **argv) {
         code = cli_fail("eval");
         goto done;
     }
-    if (dpt_checkpoint_ledger(ck) && dpt_checkpoint_epsilon(ck, delta, &eps) != DPT_OK) {
+    dpt_accountant which = DPT_ACCT_RDP; /* the accountant that gave eps (the default rule) */
+    if (dpt_checkpoint_ledger(ck) && (dpt_checkpoint_epsilon(ck, delta, &eps) != DPT_OK ||
+                                      dpt_ledger_epsilon_default(dpt_checkpoint_ledger(ck), delta, DPT_CONV_BALLE, &eps,
+                                                                 &which, NULL, NULL) != DPT_OK)) {
         code = cli_fail("privacy ledger");
         goto done;
     }
@@ -110,7 +114,7 @@ int dpt_cmd_eval(int argc, char **argv) {
             if (!isnan(eps)) {
                 cli_json_number(o, "epsilon", eps);
                 cli_json_number(o, "delta", delta);
-                cJSON_AddStringToObject(o, "accountant", "rdp (Balle et al. conversion)");
+                cJSON_AddStringToObject(o, "accountant", which == DPT_ACCT_PLD ? "pld" : "rdp (Balle et al. conversion)");
             }
             text = cJSON_PrintUnformatted(o);
             cJSON_Delete(o);
@@ -128,7 +132,8 @@ int dpt_cmd_eval(int argc, char **argv) {
         else
             printf("%s: model %s, %zu test examples: loss %.4f, accuracy %.2f%%", ckpt, spec, test.n, l, 100.0 * acc);
         if (!isnan(eps))
-            printf(", epsilon %.4g (RDP) at delta %g after %" PRIu64 " steps", eps, delta, dpt_checkpoint_step(ck));
+            printf(", epsilon %.4g (%s) at delta %g after %" PRIu64 " steps", eps, which == DPT_ACCT_PLD ? "PLD" : "RDP",
+                   delta, dpt_checkpoint_step(ck));
         printf("\n");
     }
 done:

@@ -287,9 +287,9 @@ static int cmd_train(int argc, char **argv) {
     int norm_sigma_seen = 0, norm_clip_seen = 0, norm_unaccounted = 0;
     cli_privacy_flags pf = {.sigma = 0.0, .clip = 1.0, .target_eps = 0.0, .delta = 1e-5, .clip_mode = "flat",
                             .secure_sampler = "table"};
-    char preset_help[640];
+    char preset_help[1280];
     snprintf(preset_help, sizeof preset_help, "a paper's settings as a flag set, inserted before the flags given "
-             "(which override it): %s (docs/dpmac.md)", cli_preset_names());
+             "(which override it): %s (docs/dpmac.md, docs/cnn.md)", cli_preset_names());
     cli_option common[] = {
         {"--preset", CLI_STR, &preset, "NAME", preset_help, NULL},
         {"--algo", CLI_STR, &algo_name, "NAME", "training algorithm (list above)", NULL},

@@ -117,7 +117,9 @@ for row in "${ROW_LIST[@]}"; do
   # a partial epoch's row ("partial":true) is held back until the next line shows whether
   # the run went on past it
   awk -v run="$row" -v noise="$noise" -v seed="$SEED" 'function num(k,  m) { if (match($0, "\"" k "\":[-0-9.eE+]+")) { m = substr($0, RSTART, RLENGTH); sub(/^"[^"]*":/, "", m); return m } return "" }
-       { line = run "," num("epoch") "," num("step") "," num("train_loss") "," num("test_accuracy") "," num("epsilon") "," num("epsilon_pld") "," num("delta") "," num("wall_s") "," noise "," seed
+     # the RDP epsilon: "epsilon_rdp"; metrics written before issue 42 had it as "epsilon"
+     function rdp(  r) { r = num("epsilon_rdp"); return r != "" ? r : num("epsilon") }
+       { line = run "," num("epoch") "," num("step") "," num("train_loss") "," num("test_accuracy") "," rdp() "," num("epsilon_pld") "," num("delta") "," num("wall_s") "," noise "," seed
          held = ""
          if ($0 ~ /"partial":true/) held = line; else print line }
        END { if (held != "") print held }' \

@@ -40,8 +40,10 @@ echo "${CMD[*]}  # build $("$DPTRAIN" --version | sed -n 's/^build: //p')" > "$O
 "${CMD[@]}" | tee "$OUT/log.txt"
 # metrics.jsonl -> CSV
 awk 'function num(k,  m) { if (match($0, "\"" k "\":[-0-9.eE+]+")) { m = substr($0, RSTART, RLENGTH); sub(/^"[^"]*":/, "", m); return m } return "" }
+     # the RDP epsilon: "epsilon_rdp"; metrics written before issue 42 had it as "epsilon"
+     function rdp(  r) { r = num("epsilon_rdp"); return r != "" ? r : num("epsilon") }
      BEGIN { print "epoch,step,train_loss,test_accuracy,epsilon_rdp,epsilon_pld,delta" }
-     { print num("epoch") "," num("step") "," num("train_loss") "," num("test_accuracy") "," num("epsilon") "," num("epsilon_pld") "," num("delta") }' \
+     { print num("epoch") "," num("step") "," num("train_loss") "," num("test_accuracy") "," rdp() "," num("epsilon_pld") "," num("delta") }' \
   "$OUT/run/metrics.jsonl" > "$OUT/results.csv"
 gnuplot <<GP
 set terminal pngcairo size 800,500 noenhanced

@@ -417,7 +417,8 @@ class AuditResult:
             lines.append("target: a given model (its privacy statement, if any, is its own); shadows: algorithm %s"
                          % self.algorithm)
         elif self.epsilon is not None:
-            lines.append("privacy (accountant): epsilon %.4g (RDP) at delta %g for the target run (q %g, sigma %g)"
+            lines.append("privacy (accountant): epsilon %.4g (default accountant: min of PLD, RDP) at delta %g for the "
+                         "target run (q %g, sigma %g)"
                          % (self.epsilon, self.delta, self.sample_rate, self.sigma))
         else:
             lines.append("privacy: no formal DP guarantee for algorithm %s (no accountant, no epsilon); the audit "

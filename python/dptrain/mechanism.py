@@ -133,7 +133,7 @@ class PrivateGradients:
       dim           values in one example's gradient (all parameters, flattened)
       sample_rate   Poisson rate q, or batch_size = the expected batch q n (give one)
       sigma         noise multiplier (std / clip); or target_epsilon with epochs or steps to
-                    calibrate it (RDP). target_epsilon with sigma: a budget, sample() then
+                    calibrate it (the default accountant, min of PLD and RDP). target_epsilon with sigma: a budget, sample() then
                     raises PrivacyError before the step that would exceed it (also when
                     calibrated)
       epochs/steps  the planned length (epochs: whole epochs of max(1, round(1/q)) steps,

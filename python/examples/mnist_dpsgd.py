@@ -29,16 +29,18 @@ x_test, y_test = load_idx(data + "/t10k-images-idx3-ubyte.gz", data + "/t10k-lab
 run = dptrain.train(
     x, y, x_test=x_test, y_test=y_test,
     model="mlp:784-128-64-32-10:gelu",   # or a list: [dptrain.layers.Linear(128), dptrain.layers.GELU(), ...]
-    algorithm="dpsgd",
-    target_epsilon=3.0, delta=1e-5,      # calibrates the noise multiplier for 5 epochs
-    clip=1.0, batch_size=256, epochs=5,  # expected batch 256: Poisson sampling at q = 256 / 60000
+    algorithm=dptrain.DPSGD(target_epsilon=3.0, delta=1e-5, clip=1.0),  # sigma calibrated for 5 epochs
+    batch_size=256, epochs=5,            # expected batch 256: Poisson sampling at q = 256 / 60000
     optimizer="sgd", lr=0.5,
-    out_dir="runs/mnist-dpsgd",          # checkpoint.safetensors, ledger.json, metrics.jsonl
+    out_dir="runs/mnist-dpsgd",          # checkpoint.safetensors, ledger.json, metrics.jsonl,
+                                         # dptrain.secret (the run key: resume needs it; keep it private)
     overwrite=True,
 )
 loss, accuracy = run.model.evaluate(x_test, y_test)
-print("sigma %.4f, %d steps: test accuracy %.2f%%, epsilon %.3f (RDP) / %.3f (PLD) at delta %g"
-      % (run.sigma, run.steps, 100 * accuracy, run.epsilon, run.epsilon_pld, run.delta))
+# run.epsilon: the default accountant's (the one target_epsilon calibrated with; run.accountant
+# names it, PLD here), with the RDP accountant's beside it as a cross-check
+print("sigma %.4f, %d steps: test accuracy %.2f%%, epsilon %.3f (%s; RDP %.3f) at delta %g"
+      % (run.sigma, run.steps, 100 * accuracy, run.epsilon, run.accountant.upper(), run.epsilon_rdp, run.delta))
 
 # The ledger is what the guarantee rests on; it is also in runs/mnist-dpsgd/ledger.json.
 ledger = dptrain.read_ledger("runs/mnist-dpsgd")

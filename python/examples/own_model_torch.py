@@ -120,10 +120,13 @@ def main():
             opt.step()
         with torch.no_grad():
             acc = float((model(xt).argmax(1) == yt).float().mean())
-        print("epoch %d: test accuracy %.4f, epsilon %.3f (RDP) at delta %g after %d steps (%.0f s)" % (
+        # pg.epsilon(): the default accountant (min of PLD and RDP: what calibrated sigma and
+        # what the budget uses)
+        print("epoch %d: test accuracy %.4f, epsilon %.3f at delta %g after %d steps (%.0f s)" % (
             epoch, acc, pg.epsilon(), args.delta, pg.steps, time.time() - t0))
-    print("epsilon %.3f by the PLD accountant%s" % (pg.epsilon(accountant="pld"),
-                                                  "; ledger in %s" % args.ledger if args.ledger else ""))
+    print("epsilon %.3f by the PLD accountant, %.3f by the RDP accountant (the cross-check)%s" % (
+        pg.epsilon(accountant="pld"), pg.epsilon(accountant="rdp"),
+        "; ledger in %s" % args.ledger if args.ledger else ""))
     pg.close()
 
 

@@ -400,7 +400,7 @@ def test_run_dpsgd_reports_its_epsilon():
     assert res.sample_rate == q and res.sigma == 1.5 and res.delta == 1e-3
     steps = 2 * round(1 / q)
     assert res.epsilon == pytest.approx(dptrain.accounting.epsilon(1.5, q, steps, 1e-3), rel=1e-9)
-    assert "epsilon %.4g (RDP) at delta 0.001" % res.epsilon in str(res)
+    assert "epsilon %.4g (default accountant: min of PLD, RDP) at delta 0.001" % res.epsilon in str(res)
 
 
 @needs_run

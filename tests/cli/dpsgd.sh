@@ -57,7 +57,7 @@ check 'python3 -c "
 import json,sys
 e=json.loads(sys.argv[1]); m=[json.loads(l) for l in open(\"$T/run/metrics.jsonl\")][-1]
 assert e[\"steps\"]==100 and e[\"delta\"]==1e-5 and e[\"epsilon\"]==m[\"epsilon\"], (e, m)
-assert e[\"accountant\"].startswith(\"rdp\"), e
+assert e[\"accountant\"] == m[\"accountant\"] == \"pld\", (e, m)
 " "$LAST_OUT"' "eval epsilon differs from the run's (bit for bit), or names no accountant"
 # a checkpoint path with a quote and a backslash: still one valid JSON object naming it
 q="$T/we\"ird\\dir"
