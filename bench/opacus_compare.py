@@ -14,7 +14,7 @@ of steps with the same expected batch q n, sigma, clip C, SGD learning rate and 
 
 Models: the engine's two MLPs (mlp:784-128-64-32-10:gelu, mlp:784-1000-10:relu) and CNNs
 (mnist_cnn, resnet5; src/nn/spec.c), on MNIST (shared/datasets/mnist, else Fashion-MNIST from
-/usr/share/datasets/fashion-mnist) for the first three and CIFAR-10's first batch
+/usr/share/datasets/fashion-mnist) for the first three and CIFAR-10's training images
 (shared/datasets/cifar10) for resnet5, or synthetic data of the same shape where the files
 are absent (or with --synthetic). The PyTorch module is dptrain's own to_torch() of the
 spec, so the architecture is the same layer for layer; its freshly initialized weights are
@@ -152,14 +152,18 @@ def load_data(name, n, args, np):
                 x = ((x[:n] - mean) / std).reshape(n, d).astype(np.float32)
                 return x, y[:n].astype(np.int64), "%s (%s)" % (label, where)
     if not args.synthetic and name == "cifar10":
-        p = os.path.join(args.cifar10, "data_batch_1.bin.gz")
-        if os.path.exists(p):
+        parts = []  # data_batch_1, 2, ... (10,000 images each) until n
+        for k in range(1, 6):
+            p = os.path.join(args.cifar10, "data_batch_%d.bin.gz" % k)
+            if sum(len(r) for r in parts) >= n or not os.path.exists(p):
+                break
             with gzip.open(p, "rb") as fh:
                 raw = np.frombuffer(fh.read(), dtype=np.uint8)
-            rec = raw[:raw.size // (d + 1) * (d + 1)].reshape(-1, d + 1)  # label byte, then R, G, B planes
-            if len(rec) >= n:
-                x = (rec[:n, 1:].astype(np.float32) / 255.0 - 0.5) / 0.25
-                return x, rec[:n, 0].astype(np.int64), "CIFAR-10 data_batch_1 (%s)" % args.cifar10
+            parts.append(raw[:raw.size // (d + 1) * (d + 1)].reshape(-1, d + 1))  # label byte, R, G, B planes
+        rec = np.concatenate(parts) if parts else np.zeros((0, d + 1), np.uint8)
+        if len(rec) >= n:
+            x = (rec[:n, 1:].astype(np.float32) / 255.0 - 0.5) / 0.25
+            return x, rec[:n, 0].astype(np.int64), "CIFAR-10 (%s, first %d)" % (args.cifar10, n)
     rng = np.random.default_rng(0)
     y = rng.integers(0, 10, n)
     centres = rng.normal(size=(10, d)).astype(np.float32) * 0.3
@@ -411,13 +415,14 @@ def print_table(rows, args):
         by.setdefault((r["model"], r["threads"]), {})[r["contender"]] = r
     cols = [c for c in CONTENDERS if c in args.contenders]
     print()
+    heads = {"opacus": "Opacus ms/step", "torch": "PyTorch non-private", "engine": "engine", "byog": "byog"}
     print("| model | threads | %s | engine vs Opacus | byog vs Opacus | engine / non-private |"
-          % " | ".join("%s ms/step" % c for c in cols))
+          % " | ".join(heads[c] for c in cols))
     print("|---|---|%s---|---|---|" % ("---|" * len(cols)))
     for (m, t), d in by.items():
         e, b = d.get("engine"), d.get("byog")
         print("| %s | %d | %s | %s | %s | %s |" % (
-            m, t, " | ".join(d[c]["median_ms_per_step"] for c in cols),
+            MODELS[m][0], t, " | ".join(d[c]["median_ms_per_step"] for c in cols),
             e["speedup_vs_opacus"] + "x" if e and e["speedup_vs_opacus"] else "-",
             b["speedup_vs_opacus"] + "x" if b and b["speedup_vs_opacus"] else "-",
             e["cost_vs_torch"] + "x" if e and e["cost_vs_torch"] else "-"))

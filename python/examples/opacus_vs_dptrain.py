@@ -30,8 +30,8 @@ Data: MNIST from shared/datasets/mnist (beside the repository), else Fashion-MNI
 /usr/share/datasets/fashion-mnist, else synthetic images (also with --synthetic). Opacus is
 not a dependency of dptrain: without it (or with --only dptrain) only the dptrain half runs.
 
-    /usr/bin/python3 python/examples/opacus_vs_dptrain.py                    # both halves
-    PYTHONPATH=/path/to/opacus /usr/bin/python3 python/examples/opacus_vs_dptrain.py --epochs 3
+    /usr/bin/python3 python/examples/opacus_vs_dptrain.py                 # dptrain's half
+    PYTHONPATH=/path/to/opacus-1.4.0 /usr/bin/python3 python/examples/opacus_vs_dptrain.py  # both
 """
 import argparse
 import copy
@@ -69,8 +69,9 @@ class SampleConvNet(nn.Module):
 def load(args):
     """(x float32 [n, 1, 28, 28], y int64 [n], x_test, y_test, source)."""
     n, nt = args.train_size, args.test_size
-    dirs = [(os.path.join(os.path.dirname(REPO), "shared", "datasets", "mnist"), "MNIST", 0.1307, 0.3081),
-            ("/usr/share/datasets/fashion-mnist", "Fashion-MNIST", 0.2860, 0.3530)]
+    dirs = [(os.path.join(up, "shared", "datasets", "mnist"), "MNIST", 0.1307, 0.3081)  # beside the clone
+            for up in (os.path.dirname(REPO), os.path.dirname(os.path.dirname(REPO)))]     # or its worktree
+    dirs.append(("/usr/share/datasets/fashion-mnist", "Fashion-MNIST", 0.2860, 0.3530))
     for where, name, mean, std in ([] if args.synthetic else dirs):
         f = [os.path.join(where, s) for s in ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
                                               "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")]
