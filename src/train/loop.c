@@ -1369,6 +1369,11 @@ dpt_status dpt_trainer_run(dpt_trainer *t, dpt_epoch_result *last) {
     /* a callback (on_step, on_epoch, log) calling back in would run the loop inside itself */
     DPT_CHECK(!t->running, DPT_EINVAL, "dpt_trainer_run: called while the trainer runs (from one of its callbacks)");
     t->running = 1;
+    /* OpenBLAS (the OpenMP build) keeps its thread count in the calling thread's OpenMP
+     * state: set on the thread that runs the steps, not only on the one that made the trainer
+     * (Python makes it on its main thread and runs it on a worker, whose default count is
+     * all cores: at threads 1 the steps then ran 5-10x slower, idle BLAS threads spinning) */
+    dpt_threads_set_blas(t->threads);
     dpt_status s = run_loop(t, last);
     t->running = 0;
     return s;
