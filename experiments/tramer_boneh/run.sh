@@ -9,7 +9,9 @@
 #   OUT/summary.csv  dataset, model, epsilon, delta, seeds, test_accuracy_mean,
 #                    test_accuracy_std, seconds_per_run, paper_accuracy
 #   OUT/accuracy.png ours (mean +- std) beside the paper's number (gnuplot)
-# usage: run.sh [--smoke] [--seeds "1 2 3"] [--only "PRESET ..."] [OUT]
+# usage: run.sh [--smoke] [--seeds "1 2 3"] [--only "PRESET ..."] [--summary-only] [OUT]
+#   --summary-only: no training; the summary and the plot from the runs in OUT/runs.csv
+#   (e.g. of an invocation stopped part way: every finished run has its row)
 #   env: DPTRAIN (binary), DATA_DIR (holding mnist/; Fashion-MNIST from the Debian package
 #   when absent there), THREADS (default 2)
 #   --smoke: 2000 training / 500 test examples, expected batch 256, 2 epochs, one seed,
@@ -26,13 +28,14 @@ DATA_DIR=${DATA_DIR:-${DPT_SHARED_DATASETS:-/work/shared/datasets}}
 THREADS=${THREADS:-2}
 SEEDS="1 2 3"
 ONLY="tb-cnn-mnist tb-cnn-fmnist tb-scatter-linear-fmnist tb-scatter-cnn-fmnist"
-SMOKE=0
+SMOKE=0 SUMMARY_ONLY=0
 OUT=$HERE/results
 while [ $# -gt 0 ]; do
   case $1 in
     --smoke) SMOKE=1 ;;
     --seeds) SEEDS=$2; shift ;;
     --only) ONLY=$2; shift ;;
+    --summary-only) SUMMARY_ONLY=1 ;;
     -*) echo "run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) OUT=$1 ;;
   esac
@@ -52,7 +55,13 @@ paper() {
 }
 mkdir -p "$OUT"
 RUNS=$OUT/runs.csv
-echo "preset,dataset,model,seed,epsilon,accountant,epsilon_rdp,delta,sigma,steps,test_accuracy,seconds,build" > "$RUNS"
+if [ "$SUMMARY_ONLY" = 1 ]; then
+  [ -s "$RUNS" ] || { echo "run.sh: --summary-only: no $RUNS" >&2; exit 2; }
+  ONLY=$(python3 -c 'import csv, sys; print(" ".join(dict.fromkeys(r["preset"] for r in csv.DictReader(open(sys.argv[1])))))' "$RUNS")
+  SEEDS=""
+else
+  echo "preset,dataset,model,seed,epsilon,accountant,epsilon_rdp,delta,sigma,steps,test_accuracy,seconds,build" > "$RUNS"
+fi
 build=$("$DPTRAIN" --version | sed -n 's/^build: //p')
 for p in $ONLY; do
   for s in $SEEDS; do

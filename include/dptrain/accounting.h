@@ -163,7 +163,8 @@ dpt_status dpt_ledger_epsilon_rdp(const dpt_ledger *l, double delta, dpt_convers
 int dpt_ledger_pld_applies(const dpt_ledger *l);
 /* The headline epsilon (DPT_ACCT_DEFAULT) with its parts: *eps = min(*eps_rdp, *eps_pld),
  * *which = the accountant that gave it (DPT_ACCT_PLD on a tie), *eps_pld = NAN when PLD does
- * not apply. Any output but eps may be NULL. conv: for RDP. */
+ * not apply or cannot state a bound (DPT_ERANGE: the secure sampler's distance over its share
+ * of delta; RDP alone then). Any output but eps may be NULL. conv: for RDP. */
 dpt_status dpt_ledger_epsilon_default(const dpt_ledger *l, double delta, dpt_conversion conv, double *eps,
                                       dpt_accountant *which, double *eps_rdp, double *eps_pld);
 /* "rdp", "pld" or "default"; NULL for other values. */

@@ -24,7 +24,8 @@ Poisson batch, clips each row to norm C, adds N(0, sigma^2 C^2) to the sum and d
 the expected batch q n, as Opacus does, and records the step in its ledger before sample()
 returns; set_gradients puts that update into .grad, and any torch optimizer steps with it.
 Both accountants are RDP (Mironov et al., 2019) on the same q, sigma and steps: the two
-printed epsilons agree.
+printed epsilons agree (dptrain's own default, pg.epsilon(delta), is the smaller of its PLD
+and RDP bounds, tighter: docs/accounting.md).
 
 Data: MNIST from shared/datasets/mnist (beside the repository), else Fashion-MNIST from
 /usr/share/datasets/fashion-mnist, else synthetic images (also with --synthetic). Opacus is
@@ -140,7 +141,9 @@ def train_dptrain(model, x, y, args):
             dptrain.set_gradients(model, pg.release(g))                             # 7. optimizer.step():
             optimizer.step()                                                        #    clip+noise, step
             steps += 1
-    eps = pg.epsilon(args.delta)                                                    # 8. get_epsilon(delta)
+    eps = pg.epsilon(args.delta, accountant="rdp")                                  # 8. get_epsilon(delta)
+    # (Opacus' accountant here is RDP; dptrain's default, pg.epsilon(delta), is the smaller of
+    # the PLD and RDP bounds, the one its target_epsilon calibrates with)
     pg.close()
     return eps, steps
 

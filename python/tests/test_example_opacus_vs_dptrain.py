@@ -35,5 +35,5 @@ def test_dptrain_half_runs(tmp_path):
     steps, acc, eps = int(m.group(1)), float(m.group(2)), float(m.group(3))
     assert steps == 2 * 8, steps  # ceil(500 / 64) = 8 steps per epoch, as len(DataLoader)
     assert 0.0 <= acc <= 1.0
-    want = accounting.epsilon(1.3, 1 / 8, 16, 1e-5)
+    want = accounting.epsilon(1.3, 1 / 8, 16, 1e-5, accountant="rdp")
     assert abs(eps - want) <= 1e-4 + 1e-4 * want, (eps, want)

@@ -471,7 +471,13 @@ dpt_status dpt_ledger_epsilon_default(const dpt_ledger *l, double delta, dpt_con
     DPT_CHECK(l && eps, DPT_EINVAL, "ledger epsilon: NULL argument");
     double r = NAN, p = NAN;
     DPT_TRY(dpt_ledger_epsilon_rdp(l, delta, conv, NULL, 0, &r, NULL, NULL));
-    if (dpt_ledger_pld_applies(l)) DPT_TRY(dpt_ledger_epsilon(l, delta, DPT_ACCT_PLD, conv, &p));
+    if (dpt_ledger_pld_applies(l)) {
+        /* a PLD bound that cannot be stated (DPT_ERANGE: the secure sampler's distance over
+         * the PLD's share of delta) leaves the RDP bound, which holds on its own */
+        dpt_status s = dpt_ledger_epsilon(l, delta, DPT_ACCT_PLD, conv, &p);
+        if (s == DPT_ERANGE) p = NAN;
+        else DPT_TRY(s);
+    }
     /* both bound the same (eps, delta) curve from above: the smaller is a bound too */
     const int pld = !isnan(p) && !(r < p);
     *eps = pld ? p : r;
