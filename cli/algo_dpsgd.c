@@ -12,8 +12,30 @@
 typedef struct {
     dpt_clip_mode mode;
     double sigma; /* given or calibrated */
+    dpt_algo *algo; /* the trainer's (owned by it): the final adaptive clip */
 } dpsgd_cli;
 static dpsgd_cli S;
+
+/* Adaptive clipping (Andrew et al. 2021): --adaptive-clip QUANTILE and its two settings */
+static double g_ada_q = 0.0, g_ada_lr = 0.2, g_ada_sb = 0.0;
+static int g_ada_q_seen, g_ada_lr_seen, g_ada_sb_seen;
+static double g_ada_sigma_grad; /* sigma_Delta, for the description */
+
+static cli_option DPSGD_OPTS[] = {
+    {"--adaptive-clip", CLI_DOUBLE, &g_ada_q, "QUANTILE",
+     "adaptive clipping (Andrew et al. 2021): the clip starts at --clip and follows this quantile of the per-example "
+     "gradient norms (0.5: the median), estimated from a noisy count released with the gradient; --sigma (or the "
+     "calibrated sigma) stays the step's total noise multiplier, one SGM event per step (docs/dpsgd.md)",
+     &g_ada_q_seen},
+    {"--adaptive-clip-lr", CLI_DOUBLE, &g_ada_lr, "ETA",
+     "with --adaptive-clip: the clip's geometric learning rate, C <- C exp(-ETA (unclipped fraction - QUANTILE)) "
+     "(default 0.2)", &g_ada_lr_seen},
+    {"--adaptive-clip-sigma", CLI_DOUBLE, &g_ada_sb, "SIGMA_B",
+     "with --adaptive-clip: std of the noise on the count of unclipped examples (default the expected batch / 20); "
+     "the gradient's multiplier is then (sigma^-2 - (2 SIGMA_B)^-2)^-1/2, so SIGMA_B must exceed sigma / 2",
+     &g_ada_sb_seen},
+    {NULL, 0, NULL, NULL, NULL, NULL},
+};
 
 static int dpsgd_check(cli_algo_ctx *c) {
     const cli_privacy_flags *p = c->priv;
@@ -30,6 +52,21 @@ static int dpsgd_check(cli_algo_ctx *c) {
         return cli_error("--target-epsilon must be > 0, got %g", p->target_eps);
     if (!(p->delta > 0 && p->delta < 1)) return cli_error("--delta must be in (0, 1), got %g", p->delta);
     if (dpt_clip_mode_parse(p->clip_mode, &S.mode) != DPT_OK) return cli_error("--clip-mode: %s", dpt_last_error());
+    if ((g_ada_lr_seen || g_ada_sb_seen) && !g_ada_q_seen)
+        return cli_error("%s: only with --adaptive-clip QUANTILE", g_ada_lr_seen ? "--adaptive-clip-lr"
+                                                                                 : "--adaptive-clip-sigma");
+    if (g_ada_q_seen) {
+        if (!(isfinite(g_ada_q) && g_ada_q > 0 && g_ada_q < 1))
+            return cli_error("--adaptive-clip: the target quantile must be in (0, 1) (0.5: the median norm), got %g",
+                             g_ada_q);
+        if (!(isfinite(g_ada_lr) && g_ada_lr > 0 && g_ada_lr <= 10))
+            return cli_error("--adaptive-clip-lr: the clip's learning rate must be in (0, 10] (Andrew et al.: 0.2), "
+                             "got %g", g_ada_lr);
+        if (g_ada_sb_seen && !(isfinite(g_ada_sb) && g_ada_sb > 0))
+            return cli_error("--adaptive-clip-sigma: the count's noise std must be > 0, got %g", g_ada_sb);
+        if (p->secure) return cli_error("--adaptive-clip: not with --secure (the joint accounting of the count and "
+                                        "the lattice noise is not implemented)");
+    }
     c->state = &S;
     return 0;
 }
@@ -82,7 +119,18 @@ static int dpsgd_make(cli_algo_ctx *c, dpt_algo **out) {
     d.clip_mode = S.mode;
     d.secure = p->secure;
     if ((rc = cli_secure_sampler(c, &d.secure_sampler))) return rc;
-    return dpt_algo_dpsgd_new(&d, out) == DPT_OK ? 0 : cli_fail("--algo dpsgd");
+    if (g_ada_q_seen) {
+        d.adaptive_quantile = g_ada_q;
+        d.adaptive_lr = g_ada_lr;
+        /* the default, q N / 20, written out so that the check below names the flag */
+        d.adaptive_sigma_b = g_ada_sb_seen ? g_ada_sb : q * (double)c->train->n / 20;
+        if (dpt_privacy_adaptive_sigma(S.sigma, d.adaptive_sigma_b, &g_ada_sigma_grad) != DPT_OK)
+            return cli_error("--adaptive-clip-sigma %g%s: %s", d.adaptive_sigma_b,
+                             g_ada_sb_seen ? "" : " (the default, expected batch / 20)", dpt_last_error());
+    }
+    if (dpt_algo_dpsgd_new(&d, out) != DPT_OK) return cli_fail("--algo dpsgd");
+    S.algo = *out;
+    return 0;
 }
 
 static void dpsgd_describe(const cli_algo_ctx *c, FILE *f) {
@@ -92,6 +140,12 @@ static void dpsgd_describe(const cli_algo_ctx *c, FILE *f) {
             S.sigma, p->clip, p->clip_mode, c->cfg->sample_rate, c->cfg->sample_rate * (double)c->train->n, p->delta,
             c->optimizer, c->cfg->optim.lr, c->epochs, cli_seed_text(c->cfg), dpt_threads_resolve(c->cfg->threads), c->out,
             c->resume ? " (resumed)" : "");
+    if (g_ada_q_seen)
+        fprintf(f, "  adaptive clipping (Andrew et al. 2021): C from %g toward the %g-quantile of the gradient norms, "
+                   "lr %g; count noise std sigma_b %g, gradient noise multiplier sigma_Delta %.6g (total sigma %g: one "
+                   "SGM event per step)\n",
+                p->clip, g_ada_q, g_ada_lr, g_ada_sb_seen ? g_ada_sb : c->cfg->sample_rate * (double)c->train->n / 20,
+                g_ada_sigma_grad, S.sigma);
 }
 
 static int dpsgd_report(const cli_algo_ctx *c, dpt_trainer *t) {
@@ -103,6 +157,7 @@ static int dpsgd_report(const cli_algo_ctx *c, dpt_trainer *t) {
                "sqrt(trained parameters) x lattice step)\n", S.sigma, eff);
         return cli_report_ledger(c, t, eff);
     }
+    if (g_ada_q_seen) printf("adaptive clipping: final clip C %.6g\n", dpt_algo_dpsgd_clip(S.algo));
     return cli_report_ledger(c, t, S.sigma);
 }
 
@@ -112,7 +167,7 @@ const cli_algo CLI_ALGO_DPSGD = {
     .uses_privacy_flags = 1,
     .freezable = 1,
     .regression = 1,
-    .opts = NULL,
+    .opts = DPSGD_OPTS,
     .check = dpsgd_check,
     .make = dpsgd_make,
     .describe = dpsgd_describe,

@@ -228,9 +228,12 @@ typedef struct {
     double sigma, clip;
     dpt_clip_mode clip_mode;
     int secure;
+    double adaptive_quantile, adaptive_lr, adaptive_sigma_b;
     ...;
 } dpt_dpsgd_config;
 dpt_dpsgd_config dpt_dpsgd_config_defaults(void);
+double dpt_algo_dpsgd_clip(const dpt_algo *a);
+dpt_status dpt_privacy_adaptive_sigma(double sigma, double sigma_b, double *sigma_grad);
 dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out);
 typedef struct { double lambda; double kappa; ...; } dpt_pdp_config;
 dpt_status dpt_algo_pdpsgd_new(const dpt_pdp_config *cfg, dpt_algo **out);
@@ -529,6 +532,7 @@ typedef struct {
     dpt_clip_mode clip_mode;
     const size_t *layer_sizes;
     size_t n_layers;
+    double adaptive_quantile, adaptive_lr, adaptive_sigma_b;
     ...;
 } dpt_sgm_config;
 dpt_sgm_config dpt_sgm_config_defaults(void);
@@ -545,6 +549,7 @@ const dpt_ledger *dpt_sgm_ledger(const dpt_sgm *m);
 double dpt_sgm_sigma(const dpt_sgm *m);
 double dpt_sgm_sigma_accounted(const dpt_sgm *m);
 uint64_t dpt_sgm_steps(const dpt_sgm *m);
+double dpt_sgm_clip(const dpt_sgm *m);
 dpt_status dpt_privacy_secure_distance(dpt_dgauss_method method, double *mu, double *tv);
 dpt_status dpt_dgauss_method_parse(const char *name, dpt_dgauss_method *out);
 dpt_status dpt_ledger_add_sgm_dgauss(dpt_ledger *l, double q, double sigma, uint64_t coords, double mu, double tv,

@@ -96,9 +96,25 @@ typedef struct {
     const size_t *layer_sizes; /* per-layer: [n_layers] values per group, each >= 1, summing to
                               dim; copied. NULL with DPT_CLIP_FLAT */
     size_t n_layers;       /* per-layer: G >= 1; 0 with DPT_CLIP_FLAT */
+    /* Adaptive clipping (Andrew et al. 2021; docs/dpsgd.md, "Adaptive clipping"), as DP-SGD's
+     * (dpt_dpsgd_config.adaptive_quantile): with adaptive_quantile gamma in (0, 1), clip is the
+     * starting C_0; each release also releases the centred count
+     * sum_i (1[||g_i|| <= C_t] - 1/2) + N(0, adaptive_sigma_b^2) (noise from the handle's noise
+     * stream, after the gradient's) and sets C_{t+1} = C_t exp(-adaptive_lr (b~ - gamma)),
+     * b~ = clamp(1/2 + noisy count / (q n), 0, 1). sigma (given or calibrated) is the step's
+     * total multiplier, one SGM(q, sigma) event per step; the gradient's noise has std
+     * sigma_Delta C_t, sigma_Delta = (sigma^-2 - (2 sigma_b)^-2)^(-1/2) (dpt_sgm_sigma).
+     * Per layer: each group gets C_t / sqrt(G). The ledger's metadata holds C_t of the next
+     * step ("clip_current", saved with every sample; a resume continues from it) and the
+     * settings ("adaptive", compared on resume). Not with secure (DPT_ENOTSUP). */
+    double adaptive_quantile; /* gamma; 0 (default) = fixed clip */
+    double adaptive_lr;       /* eta_C in (0, 10] (default 0.2) */
+    double adaptive_sigma_b;  /* std of the count's noise; 0 (default) = q n / 20; must exceed
+                                 sigma / 2 (DPT_EINVAL naming adaptive_sigma_b) */
 } dpt_sgm_config;
 
-/* Defaults: clip 1, delta 1e-5, seed 0 (from the OS), secure_sampler DPT_DGAUSS_TABLE; every other field 0
+/* Defaults: clip 1, delta 1e-5, seed 0 (from the OS), secure_sampler DPT_DGAUSS_TABLE,
+ * adaptive_lr 0.2; every other field 0
  * or NULL (n, dim, sample_rate and sigma or target_epsilon + steps must be set). */
 dpt_sgm_config dpt_sgm_config_defaults(void);
 
@@ -179,13 +195,17 @@ dpt_status dpt_sgm_release_accumulated(dpt_sgm *m, float *out);
 dpt_status dpt_sgm_epsilon(const dpt_sgm *m, double delta, dpt_accountant acct, double *eps);
 /* The ledger (view; valid until dpt_sgm_free; do not modify). */
 const dpt_ledger *dpt_sgm_ledger(const dpt_sgm *m);
-/* The noise multiplier in use (given or calibrated): noise std / C. */
+/* The noise multiplier in use (given or calibrated): noise std / C (with adaptive clipping
+ * the gradient's share sigma_Delta, std / C_t). */
 double dpt_sgm_sigma(const dpt_sgm *m);
 /* The multiplier the ledger records per step: sigma, or in secure mode the effective
  * dpt_privacy_secure_sigma_eff(sigma, dim). */
 double dpt_sgm_sigma_accounted(const dpt_sgm *m);
 /* Steps recorded (a resumed ledger's included). */
 uint64_t dpt_sgm_steps(const dpt_sgm *m);
+/* The clip C of the next release: the config's clip, or with adaptive clipping the current
+ * C_t (a function of released counts: it may be published). NAN for NULL. */
+double dpt_sgm_clip(const dpt_sgm *m);
 
 #ifdef __cplusplus
 }

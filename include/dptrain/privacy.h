@@ -43,6 +43,17 @@ dpt_status dpt_privacy_clip_factors_ref(const float *sqnorm, size_t B, double C,
  * whole clipped gradient has norm <= sqrt(sum_l C_l^2) = C, the flat sensitivity). */
 dpt_status dpt_privacy_split_equal(double C, size_t G, double *C_l);
 
+/* Adaptive clipping (Andrew, Thakkar, McMahan, Ramaswamy, NeurIPS 2021; docs/dpsgd.md,
+ * "Adaptive clipping"): a step releases the clipped gradient sum with noise multiplier
+ * sigma_Delta (std sigma_Delta C_t) and the centred count sum_i (1[||g_i|| <= C_t] - 1/2)
+ * with noise std sigma_b (sensitivity 1/2); as one Poisson-sampled Gaussian mechanism on the
+ * joint vector this is SGM(q, sigma) with 1/sigma^2 = 1/sigma_Delta^2 + 1/(2 sigma_b)^2, so
+ *   *sigma_grad = sigma_Delta = (sigma^-2 - (2 sigma_b)^-2)^(-1/2).
+ * DPT_EINVAL when sigma or sigma_b is not finite and > 0, or when 2 sigma_b <= sigma (the
+ * count alone would spend the whole budget: no noise would be left for the gradient); the
+ * message gives the smallest sigma_b that leaves a finite sigma_Delta. */
+dpt_status dpt_privacy_adaptive_sigma(double sigma, double sigma_b, double *sigma_grad);
+
 /* Per-layer factors: sqnorms [G, B] (layer-major, as dpt_model_layer_sqnorms writes them),
  * C_l [G]; c [G, B] with c[l*B + i] = min(1, C_l / ||g_{i,l}||). Errors as
  * dpt_privacy_clip_factors, the message prefixed with "parameter layer l". */

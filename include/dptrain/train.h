@@ -105,6 +105,13 @@ typedef struct dpt_algo {
      * dpt_train_config.no_feature_cache). An algorithm that calls dpt_model_forward itself
      * must leave it 0. */
     int cacheable;
+    /* Optional (NULL = none): state the algorithm carries from step to step that a resumed
+     * run must continue from (DP-SGD's adaptive clip C_t). save adds it to `obj`, the
+     * checkpoint's "algorithm_state" object; load reads it back at dpt_trainer_resume
+     * (DPT_EFORMAT naming the field when it is missing or malformed). The checkpoint is
+     * published: only values computed from released ones belong here. */
+    dpt_status (*state_save)(struct dpt_algo *a, struct cJSON *obj);
+    dpt_status (*state_load)(struct dpt_algo *a, const struct cJSON *obj);
 } dpt_algo;
 
 /* Frees an algorithm that was not handed to dpt_trainer_new (which takes ownership, even
@@ -130,11 +137,27 @@ typedef struct {
     int secure;              /* 1: discrete Gaussian noise on a lattice (dpt_privacy_noise_add_secure_ex) */
     dpt_dgauss_method secure_sampler; /* secure: DPT_DGAUSS_TABLE (default: fast, its distance
                                          accounted in the ledger) or DPT_DGAUSS_CKS (exact) */
+    /* Adaptive clipping (Andrew et al. 2021; docs/dpsgd.md, "Adaptive clipping"): with
+     * adaptive_quantile gamma in (0, 1) the clip starts at `clip` and follows the gamma-quantile
+     * of the per-example gradient norms: each step also releases the centred count
+     * sum_i (1[||g_i|| <= C_t] - 1/2) + N(0, adaptive_sigma_b^2), and
+     * C_{t+1} = C_t exp(-adaptive_lr (b~ - gamma)), b~ = 1/2 + noisy count / (q N). sigma is
+     * then the TOTAL multiplier of the step, one SGM(q, sigma) event as without adaptation:
+     * the gradient gets sigma_Delta = (sigma^-2 - (2 sigma_b)^-2)^(-1/2)
+     * (dpt_privacy_adaptive_sigma; DPT_EINVAL naming adaptive_sigma_b at bind when
+     * 2 sigma_b <= sigma). Per-layer clipping splits C_t as it splits C. Not with secure.
+     * C_t is in the epoch's metrics ("clip") and in the checkpoint (a resume continues it). */
+    double adaptive_quantile; /* gamma; 0 (default) = fixed clipping */
+    double adaptive_lr;       /* eta_C > 0 (default 0.2) */
+    double adaptive_sigma_b;  /* std of the count's noise; 0 (default) = q N / 20 */
 } dpt_dpsgd_config;
 dpt_dpsgd_config dpt_dpsgd_config_defaults(void);
 /* Copies cfg. DPT_EINVAL naming the field for clip <= 0 or sigma <= 0. The trainer (bind)
  * refuses a sampler other than DPT_SAMPLER_POISSON. */
 dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out);
+/* DP-SGD's clip for the next step: C, or with adaptive clipping the current C_t (NAN for an
+ * algorithm that is not DP-SGD). C_t is post-processing of released values. */
+double dpt_algo_dpsgd_clip(const dpt_algo *a);
 
 /* PDP-SGD (proportional DP regularization; see docs/pdpsgd.md). NOT differentially
  * private: no theorem, no accountant, no epsilon. The update direction is the gradient of

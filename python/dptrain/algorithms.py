@@ -45,7 +45,14 @@ class DPSGD(Algorithm):
     clip_mode: "flat" or "per-layer" (layer l clipped to clip / sqrt(layers)).
     delta: of epsilon, < 1/n unless force=True. secure: OS-seeded streams and the exact
     discrete Gaussian mechanism. allow_ledger_mismatch: resume over a ledger that does not
-    match the checkpoint (its steps are then not covered)."""
+    match the checkpoint (its steps are then not covered).
+    adaptive_quantile: adaptive clipping (Andrew et al. 2021; docs/dpsgd.md): the clip starts
+    at `clip` and follows this quantile of the per-example gradient norms (0.5: the median),
+    estimated from a noisy count of unclipped examples (noise std adaptive_sigma_b, default
+    the expected batch / 20) released with the gradient; C <- C exp(-adaptive_lr (unclipped
+    fraction - quantile)). sigma stays the step's total multiplier (one SGM event per step);
+    the gradient's is (sigma^-2 - (2 sigma_b)^-2)^-1/2. None: a fixed clip. Run.clip is the
+    final clip, the history's "clip" the clip after each epoch."""
     name: ClassVar[str] = "dpsgd"
     private: ClassVar[bool] = True
     sigma: Optional[float] = None
@@ -56,6 +63,9 @@ class DPSGD(Algorithm):
     secure: bool = False
     force: bool = False
     allow_ledger_mismatch: bool = False
+    adaptive_quantile: Optional[float] = None
+    adaptive_lr: float = 0.2
+    adaptive_sigma_b: Optional[float] = None
 
 
 @dataclass(frozen=True)

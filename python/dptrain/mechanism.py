@@ -156,6 +156,15 @@ class PrivateGradients:
                     <= clip, so the noise and epsilon are flat clipping's.
                     PrivateGradients.from_module(model, ...) finds the layers of a torch model
       layer_sizes   with clip_mode="per-layer": values per layer, summing to dim
+      adaptive_quantile=None  adaptive clipping (Andrew et al. 2021; docs/dpsgd.md): clip is
+                    the starting C, which then follows this quantile of the gradient norms
+                    (0.5: the median): each release also releases the count of unclipped
+                    rows with noise std adaptive_sigma_b (None: q n / 20, must exceed
+                    sigma / 2) and moves C by exp(-adaptive_lr (unclipped fraction -
+                    quantile)). sigma is the step's total multiplier (one SGM event per
+                    step); the gradient gets (sigma^-2 - (2 sigma_b)^-2)^-1/2 (.sigma).
+                    .clip is the current C; a resumed ledger_path continues it
+      adaptive_lr=0.2, adaptive_sigma_b=None  its learning rate and count noise
 
     Use it as a context manager, or call close(). One call at a time: the methods hold a
     lock, so threads may share it (each sampled batch is released once); one mechanism per
@@ -173,7 +182,8 @@ class PrivateGradients:
                  secure: bool = False, secure_sampler: str = "table",
                  ledger_path: Optional[Union[str, os.PathLike]] = None, resume: bool = False, force: bool = False,
                  threads: int = 0, clip_mode: str = "flat",
-                 layer_sizes: Optional[Sequence[int]] = None) -> None:
+                 layer_sizes: Optional[Sequence[int]] = None, adaptive_quantile: Optional[float] = None,
+                 adaptive_lr: float = 0.2, adaptive_sigma_b: Optional[float] = None) -> None:
         self._p = None
         self._lock = threading.Lock()
         n, dim = _count(n, "n"), _count(dim, "dim")
@@ -219,6 +229,13 @@ class PrivateGradients:
         c.threads = int(threads)
         c.resume, c.force = int(bool(resume)), int(bool(force))
         c.clip_mode = mode[0]
+        if adaptive_quantile is not None:
+            c.adaptive_quantile = float(adaptive_quantile)
+            c.adaptive_lr = float(adaptive_lr)
+            c.adaptive_sigma_b = 0.0 if adaptive_sigma_b is None else float(adaptive_sigma_b)
+        elif adaptive_sigma_b is not None or adaptive_lr != 0.2:
+            raise ValueError("PrivateGradients: adaptive_lr / adaptive_sigma_b only with adaptive_quantile= "
+                             "(adaptive clipping)")
         layers = ffi.new("size_t[]", sizes) if sizes else ffi.NULL  # copied by dpt_sgm_new
         c.layer_sizes, c.n_layers = layers, 0 if sizes is None else len(sizes)
         path = None if ledger_path is None else ffi.new("char[]", cstr(os.fspath(ledger_path), "ledger_path"))
@@ -226,7 +243,8 @@ class PrivateGradients:
         out = ffi.new("dpt_sgm **")
         check(lib.dpt_sgm_new(ffi.new("dpt_sgm_config *", c), out), "PrivateGradients")
         self._p = ffi.gc(out[0], lib.dpt_sgm_free)
-        self.n, self.dim, self.sample_rate, self.clip, self.delta = n, dim, q, float(clip), float(delta)
+        self.n, self.dim, self.sample_rate, self.delta = n, dim, q, float(delta)
+        self.adaptive_quantile = None if adaptive_quantile is None else float(adaptive_quantile)
         self.secure = bool(secure)
         self.clip_mode = clip_mode
         self.layer_sizes = None if sizes is None else tuple(sizes)
@@ -354,8 +372,16 @@ class PrivateGradients:
 
     @property
     def sigma(self) -> float:
-        """The noise multiplier in use (given or calibrated)."""
+        """The noise multiplier in use (given or calibrated): noise std / clip; with
+        adaptive_quantile the gradient's share sigma_Delta (sigma_accounted: the total)."""
         return float(lib.dpt_sgm_sigma(self._h()))
+
+    @property
+    @_locked
+    def clip(self) -> float:
+        """The clipping norm C of the next release: the one given, or with adaptive_quantile
+        the current adaptive C_t (a function of released counts: it may be published)."""
+        return float(lib.dpt_sgm_clip(self._h()))
 
     @property
     def sigma_accounted(self) -> float:

@@ -62,6 +62,7 @@ _ALGO_OPTIONS = {  # keyword -> the algorithms that take it (the CLI's per-algor
     "langevin_sigma": ("noisy-gd",), "linearized": ("noisy-gd",), "neighbours": ("noisy-gd",),
     "kl_constant": ("noisy-gd",), "replace_candidates": ("noisy-gd",),
     "freeze": ("sgd", "dpsgd"),
+    "adaptive_quantile": ("dpsgd",), "adaptive_lr": ("dpsgd",), "adaptive_sigma_b": ("dpsgd",),
 }
 _PRIVACY_OPTIONS = ("sigma", "clip", "clip_mode", "target_epsilon", "delta", "secure", "force",
                     "allow_ledger_mismatch")
@@ -119,6 +120,7 @@ class Run:
         self.ledger: Optional[Ledger] = None  # dptrain.Ledger (private runs), else None
         self.algorithm: Optional[str] = None
         self.sigma: Optional[float] = None  # noise multiplier used (given or calibrated; private algorithms)
+        self.clip: Optional[float] = None  # dpsgd with adaptive_quantile: the final adaptive clip C_t
         self.sample_rate: Optional[float] = None  # q of Poisson sampling
         self.min_batch: Optional[int] = None  # DP-ULR's N_B
         self.delta: Optional[float] = None
@@ -444,6 +446,19 @@ def _make_dpsgd(c):
             sigma = out[0]
     d = lib.dpt_dpsgd_config_defaults()
     d.sigma, d.clip, d.clip_mode, d.secure = sigma, float(kw["clip"]), mode[0], int(bool(kw["secure"]))
+    if "adaptive_quantile" in c.given:  # adaptive clipping (Andrew et al. 2021): sigma is the total
+        qv = float(kw["adaptive_quantile"])
+        if not 0 < qv < 1:
+            raise ValueError("adaptive_quantile must be in (0, 1) (0.5: the median norm), got %r" % (qv,))
+        d.adaptive_quantile = qv
+        d.adaptive_lr = _positive(kw["adaptive_lr"], "adaptive_lr")
+        # the default q n / 20 written out, so the check names the option before training
+        d.adaptive_sigma_b = _positive(kw["adaptive_sigma_b"], "adaptive_sigma_b") \
+            if "adaptive_sigma_b" in c.given else q * c.N / 20
+        sd = ffi.new("double *")
+        check(lib.dpt_privacy_adaptive_sigma(sigma, d.adaptive_sigma_b, sd), "adaptive_sigma_b")
+    elif "adaptive_sigma_b" in c.given or kw["adaptive_lr"] != 0.2:
+        raise ValueError("adaptive_lr / adaptive_sigma_b: only with adaptive_quantile (adaptive clipping)")
     out = ffi.new("dpt_algo **")
     check(lib.dpt_algo_dpsgd_new(ffi.new("dpt_dpsgd_config *", d), out), "algorithm dpsgd")
     c.run.sigma = sigma if not kw["secure"] else \
@@ -784,6 +799,7 @@ _DEFAULTS = dict(
     physical_batch=0,
     sigma=None, clip=1.0, clip_mode="flat", target_epsilon=None, delta=1e-5, secure=False, force=False,
     allow_ledger_mismatch=False,
+    adaptive_quantile=None, adaptive_lr=0.2, adaptive_sigma_b=None,
     kappa=0.0, pdp_sigma=0.0, lambda_=0.0, prop_sigma=0.0,
     sigma0=None, min_batch=None, ulr_noise="explicit", copies=32, ulr_std=0.0, modules="auto", antithetic=False,
     baseline=None, z_steps=30, z_lr=0.003, pca_dims=0, pca_sigma=None, center_clip=None, center_sigma=None,
@@ -1451,6 +1467,8 @@ def _train_flat(x, y, kwargs):
                                                       "nothing was trained" if steps_before == 0 else
                                                       "the resumed run has spent its budget"),
                                lib.DPT_EBUDGET, ffi.string(lib.dpt_status_name(lib.DPT_EBUDGET)).decode())
+        if algo_name == "dpsgd" and "adaptive_quantile" in given:
+            run.clip = float(lib.dpt_algo_dpsgd_clip(algo))
         if algo_name == "noisy-gd":
             r = ffi.new("dpt_kl_report *")
             if lib.dpt_noisy_gd_kl(algo, r) == 0:

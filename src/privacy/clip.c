@@ -67,6 +67,25 @@ dpt_status dpt_privacy_split_equal(double C, size_t G, double *C_l) {
     return DPT_OK;
 }
 
+/* The joint release's per-example contribution, in units of each part's noise std, has
+ * squared norm at most (C / (sigma_Delta C))^2 + ((1/2) / sigma_b)^2 = 1 / sigma^2 (Andrew et
+ * al. 2021, Section 3): solved for sigma_Delta. */
+dpt_status dpt_privacy_adaptive_sigma(double sigma, double sigma_b, double *sigma_grad) {
+    DPT_CHECK(sigma_grad, DPT_EINVAL, "adaptive clipping: sigma_grad is NULL");
+    DPT_CHECK(isfinite(sigma) && sigma > 0, DPT_EINVAL, "adaptive clipping: the noise multiplier sigma must be > 0, "
+              "got %g", sigma);
+    DPT_CHECK(isfinite(sigma_b) && sigma_b > 0, DPT_EINVAL, "adaptive clipping: the count's noise std sigma_b must "
+              "be > 0, got %g", sigma_b);
+    const double rest = 1.0 / (sigma * sigma) - 1.0 / (4.0 * sigma_b * sigma_b); /* 1 / sigma_Delta^2 */
+    DPT_CHECK(rest > 0 && isfinite(1.0 / sqrt(rest)), DPT_EINVAL,
+              "adaptive clipping: the count's noise std sigma_b = %g is too small for sigma %g: the count alone would "
+              "spend the whole budget (1/sigma^2 = 1/sigma_Delta^2 + 1/(2 sigma_b)^2 leaves nothing for the "
+              "gradient); sigma_b must be above sigma / 2 = %g (Andrew et al. use the expected batch / 20)",
+              sigma_b, sigma, sigma / 2);
+    *sigma_grad = 1.0 / sqrt(rest);
+    return DPT_OK;
+}
+
 dpt_status dpt_privacy_clip_factors_layers(const float *sqnorms, size_t G, size_t B, const double *C_l, float *c) {
     DPT_CHECK(G == 0 || B == 0 || (sqnorms && C_l && c), DPT_EINVAL, "per-layer clip factors: NULL argument");
     for (size_t g = 0; g < G; g++) {

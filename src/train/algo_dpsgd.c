@@ -21,11 +21,17 @@
  * Frozen layers (dpt_train_config.freeze) take no part: every loop below runs over the
  * trained layers (dpt_train_layer_trains), so g_i, its norm and the per-layer split
  * C_l = C / sqrt(G) are those of the trained layers, and finish noises the trained
- * coordinates only (packed: the secure mode's lattice has their dimension). */
+ * coordinates only (packed: the secure mode's lattice has their dimension).
+ * Adaptive clipping (Andrew et al. 2021, dpt_dpsgd_config.adaptive_quantile): the clip of a
+ * step is C_t (s->ada.C); accumulate also counts sum_i (1[||g_i|| <= C_t] - 1/2) into
+ * a->sums[0] (reduced over shards like the gradient), and finish releases the gradient with
+ * sigma_Delta C_t, then the count with sigma_b, and moves C_t (dpt_adaclip_step). */
 #include <dptrain/train.h>
 
 #include <dptrain/accounting.h>
+#include <cjson/cJSON.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,7 +50,10 @@ typedef struct {
                        norms and its clipped sum (flat clipping), or NULL (that layer uses
                        SQNORM + WEIGHTED) */
     size_t keep_budget; /* floats all kept layers may take together */
-    char settings[64];  /* dpt_algo.settings: the clipping a resumed run must keep */
+    char settings[192]; /* dpt_algo.settings: the clipping a resumed run must keep */
+    int adaptive;       /* cfg.adaptive_quantile > 0 */
+    dpt_adaclip ada;    /* adaptive: C_t and the quantile estimate's settings (set at bind) */
+    double sums[1];     /* a->sums: adaptive, the batch's centred count sum_i (b_i - 1/2) */
     float *packed;  /* with frozen layers: [trained parameters] the noised coordinates, packed */
     dpt_gauss_release rel; /* the noise and the ledger event of a step (made at bind) */
 } dpsgd_state;
@@ -76,6 +85,7 @@ dpt_dpsgd_config dpt_dpsgd_config_defaults(void) {
     c.clip = 1.0;
     c.clip_mode = DPT_CLIP_FLAT;
     c.ref_chunk = 16;
+    c.adaptive_lr = 0.2;
     return c;
 }
 
@@ -127,14 +137,30 @@ static dpt_status dpsgd_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
             if (!s->packed) return DPT_ENOMEM;
         }
         s->G = G;
-        if (s->cfg.clip_mode == DPT_CLIP_PER_LAYER) DPT_TRY(dpt_privacy_split_equal(s->cfg.clip, G, s->C_l));
         s->cap = cap;
     }
+    /* C_l = C_t / sqrt(G): every layer's share scaled by the same factor as C_t */
+    if (s->cfg.clip_mode == DPT_CLIP_PER_LAYER) DPT_TRY(dpt_privacy_split_equal(s->ada.C, s->G, s->C_l));
+    s->sums[0] = 0;
     memset(m->grad, 0, m->n_params * sizeof(float));
     return DPT_OK;
 }
 
 /* ==== Fast path: ghost norms + weighted GEMM ==== */
+
+/* adaptive: a->sums[0] += sum_i (1[||g_i|| <= C_t] - 1/2) from the chunk's squared norms
+ * sq [G, bc] (flat: G = 1), summed over the layers first (||g_i||^2 = sum_l ||g_{i,l}||^2) */
+static void count_unclipped(dpsgd_state *s, const float *sq, size_t G, size_t bc) {
+    if (!s->adaptive) return;
+    const double C2 = s->ada.C * s->ada.C;
+    double c = 0;
+    for (size_t i = 0; i < bc; i++) {
+        double n2 = 0;
+        for (size_t g = 0; g < G; g++) n2 += (double)sq[g * bc + i];
+        c += (n2 <= C2 ? 1.0 : 0.0) - 0.5;
+    }
+    s->sums[0] += c;
+}
 
 static dpt_status accumulate_fast(dpsgd_state *s, dpt_trainer *t, const float *x, const int32_t *y, size_t bc,
                                   double *loss_sum) {
@@ -170,8 +196,9 @@ static dpt_status accumulate_fast(dpsgd_state *s, dpt_trainer *t, const float *x
             }
             g++;
         }
-        dpt_status st = dpt_privacy_clip_factors(s->sq, bc, s->cfg.clip, s->c);
+        dpt_status st = dpt_privacy_clip_factors(s->sq, bc, s->ada.C, s->c);
         if (st != DPT_OK) return dpt_error_context(st, "dpsgd"); /* NaN/inf: DPT_ERANGE, diverged */
+        count_unclipped(s, s->sq, 1, bc);
         /* grad_l += sum_i c_i g_{i,l}: kept rows summed in example order (each coordinate's
          * sum in the same order whatever the thread count), the others by a weighted GEMM
          * dW += dV^T diag(c) X */
@@ -214,6 +241,7 @@ static dpt_status accumulate_fast(dpsgd_state *s, dpt_trainer *t, const float *x
         if (st != DPT_OK) return dpt_error_context(st, "dpsgd: layer %s", L->name); /* NaN/inf: DPT_ERANGE */
         g++;
     }
+    count_unclipped(s, s->sq, g, bc);
     g = 0;
     for (size_t l = 0; l < m->n_layers; l++) {
         const dpt_layer *L = &m->layers[l];
@@ -252,8 +280,14 @@ static dpt_status accumulate_ref(dpsgd_state *s, dpt_trainer *t, const float *x,
         /* g_i = per-example gradient rows [n, P]; a frozen layer's columns are 0 */
         if (t->frozen) memset(s->pe, 0, n * P * sizeof *s->pe);
         DPT_TRY(dpt_train_param_grad(t, n, DPT_GRAD_PER_EXAMPLE, s->pe, P, 0));
+        if (s->adaptive) /* ||g_i|| before clipping, in double (frozen columns are 0) */
+            for (size_t i = 0; i < n; i++) {
+                double n2 = 0;
+                for (size_t j = 0; j < P; j++) n2 += (double)s->pe[i * P + j] * s->pe[i * P + j];
+                s->sums[0] += (n2 <= s->ada.C * s->ada.C ? 1.0 : 0.0) - 0.5;
+            }
         if (s->cfg.clip_mode == DPT_CLIP_FLAT) {
-            dpt_status st = dpt_privacy_clip_rows_ref(s->pe, n, P, P, s->cfg.clip, NULL);
+            dpt_status st = dpt_privacy_clip_rows_ref(s->pe, n, P, P, s->ada.C, NULL);
             if (st != DPT_OK) return ref_clip_error(st, lo, NULL);
         } else {
             size_t g = 0;
@@ -301,8 +335,12 @@ static dpt_status dpsgd_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
         DPT_ASSERT(k == n);
     }
     DPT_ASSERT(n == s->rel.coords);
+    dpt_gauss_release_set_clip(&s->rel, s->ada.C); /* std sigma_Delta C_t (fixed: sigma C) */
     dpt_status st = dpt_gauss_release_apply(&s->rel, noise, v, t->threads);
-    if (st != DPT_OK || !t->frozen) return st;
+    if (st != DPT_OK) return st;
+    /* the count half of the joint release, then C_{t+1} from it (post-processing) */
+    if (s->adaptive) DPT_TRY(dpt_adaclip_step(&s->ada, noise, s->sums[0]));
+    if (!t->frozen) return DPT_OK;
     for (size_t r = 0, k = 0; r < t->n_train_ranges; r++) {
         const size_t lo = t->train_ranges[2 * r], len = t->train_ranges[2 * r + 1] - lo;
         memcpy(m->grad + lo, s->packed + k, len * sizeof *v);
@@ -322,6 +360,16 @@ static dpt_status dpsgd_add_events(dpt_algo *a, const dpt_trainer *t, dpt_ledger
 static dpt_status dpsgd_record(dpt_algo *a, dpt_trainer *t, size_t batch) {
     (void)batch;
     DPT_ASSERT(t->ledger);
+    const dpsgd_state *s = a->state;
+    if (s->adaptive && !dpt_ledger_get_meta(t->ledger, "adaptive_clipping")) {
+        /* what each SGM(q, sigma) event of this run covers (docs/dpsgd.md, "Adaptive clipping") */
+        char note[320];
+        snprintf(note, sizeof note, "Andrew et al. 2021, quantile %.9g, lr %.9g: each SGM(q, sigma %.9g) event is the "
+                 "joint release of the gradient sum (noise multiplier sigma_Delta %.9g) and the centred unclipped "
+                 "count (noise std sigma_b %.9g, sensitivity 1/2)", s->ada.quantile, s->ada.lr, s->rel.sigma_acct,
+                 s->rel.sigma, s->ada.sigma_b);
+        DPT_TRY(dpt_ledger_set_meta(t->ledger, "adaptive_clipping", note));
+    }
     return dpsgd_add_events(a, t, t->ledger, 1);
 }
 
@@ -329,8 +377,52 @@ static dpt_status dpsgd_record(dpt_algo *a, dpt_trainer *t, size_t batch) {
  * a->sigma is sigma, or the secure mode's effective multiplier (dpt_algo_bind_sgm). */
 static dpt_status dpsgd_bind(dpt_algo *a, dpt_trainer *t) {
     dpsgd_state *s = a->state;
-    return dpt_algo_bind_sgm(a, t, "dpsgd", s->cfg.sigma, s->cfg.clip, 1.0, s->cfg.secure, s->cfg.secure_sampler,
-                             &s->rel);
+    DPT_TRY(dpt_algo_bind_sgm(a, t, "dpsgd", s->cfg.sigma, s->cfg.clip, 1.0, s->cfg.secure, s->cfg.secure_sampler,
+                              &s->rel));
+    if (!s->adaptive) return DPT_OK;
+    /* sigma is the joint release's: the ledger records it (a->sigma unchanged), the
+     * gradient draws sigma_Delta */
+    s->ada.expected = t->cfg.sample_rate * (double)t->train->n;
+    if (s->ada.sigma_b == 0) s->ada.sigma_b = s->ada.expected / 20;
+    return dpt_gauss_release_adaptive(&s->rel, s->ada.sigma_b, "dpt_dpsgd_config.adaptive_sigma_b");
+}
+
+/* ==== Adaptive clipping: metrics and checkpoint ==== */
+
+double dpt_algo_dpsgd_clip(const dpt_algo *a) {
+    if (!a || !a->name || strcmp(a->name, "dpsgd")) return NAN;
+    const dpsgd_state *s = a->state;
+    return s->ada.C;
+}
+
+/* Numbers written bit-exactly (a resume continues with the same C_t) */
+static void add_exact(cJSON *o, const char *key, double v) {
+    char buf[DPT_DOUBLE_TEXT];
+    dpt_format_double(v, buf);
+    cJSON_AddRawToObject(o, key, buf);
+}
+
+static dpt_status dpsgd_epoch_metrics(dpt_algo *a, dpt_trainer *t, cJSON *obj, char *line, size_t n) {
+    (void)t;
+    const dpsgd_state *s = a->state;
+    add_exact(obj, "clip", s->ada.C);
+    snprintf(line, n, "clip %.4g (adaptive, quantile %g)", s->ada.C, s->ada.quantile);
+    return DPT_OK;
+}
+
+static dpt_status dpsgd_state_save(dpt_algo *a, cJSON *obj) {
+    const dpsgd_state *s = a->state;
+    add_exact(obj, "clip", s->ada.C); /* a function of the released counts */
+    return DPT_OK;
+}
+
+static dpt_status dpsgd_state_load(dpt_algo *a, const cJSON *obj) {
+    dpsgd_state *s = a->state;
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(obj, "clip");
+    DPT_CHECK(cJSON_IsNumber(c) && isfinite(c->valuedouble) && c->valuedouble > 0, DPT_EFORMAT,
+              "checkpoint: algorithm_state.clip (the adaptive clip C_t) is missing or not a positive number");
+    s->ada.C = c->valuedouble;
+    return DPT_OK;
 }
 
 static void dpsgd_free(dpt_algo *a) {
@@ -365,6 +457,15 @@ dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out) {
               "dpt_dpsgd_config.clip_mode: unknown mode %d", (int)cfg->clip_mode);
     DPT_CHECK(cfg->secure_sampler == DPT_DGAUSS_TABLE || cfg->secure_sampler == DPT_DGAUSS_CKS, DPT_EINVAL,
               "dpt_dpsgd_config.secure_sampler: unknown discrete Gaussian sampler %d", (int)cfg->secure_sampler);
+    DPT_CHECK(isfinite(cfg->adaptive_quantile) && cfg->adaptive_quantile >= 0 && cfg->adaptive_quantile < 1,
+              DPT_EINVAL, "dpt_dpsgd_config.adaptive_quantile: the target quantile must be in (0, 1), or 0 for a "
+              "fixed clip; got %g", cfg->adaptive_quantile);
+    if (cfg->adaptive_quantile > 0) {
+        DPT_TRY(dpt_adaclip_check(cfg->adaptive_quantile, cfg->adaptive_lr, cfg->adaptive_sigma_b,
+                                  "dpt_dpsgd_config.adaptive_"));
+        DPT_CHECK(!cfg->secure, DPT_ENOTSUP, "dpt_dpsgd_config.adaptive_quantile: adaptive clipping is not available "
+                  "with secure (lattice) noise");
+    }
     dpt_algo *a = calloc(1, sizeof *a);
     dpsgd_state *s = calloc(1, sizeof *s);
     if (!a || !s) {
@@ -375,8 +476,18 @@ dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out) {
     s->cfg = *cfg;
     s->keep_budget = DPSGD_KEEP_BUDGET;
     if (!s->cfg.ref_chunk) s->cfg.ref_chunk = 16;
-    snprintf(s->settings, sizeof s->settings, "C %.9g, clip mode %s", cfg->clip,
-             cfg->clip_mode == DPT_CLIP_FLAT ? "flat" : "per-layer");
+    int w = snprintf(s->settings, sizeof s->settings, "C %.9g, clip mode %s", cfg->clip,
+                     cfg->clip_mode == DPT_CLIP_FLAT ? "flat" : "per-layer");
+    s->adaptive = cfg->adaptive_quantile > 0;
+    s->ada.C = cfg->clip;
+    s->ada.frac = NAN;
+    if (s->adaptive) {
+        s->ada.quantile = cfg->adaptive_quantile;
+        s->ada.lr = cfg->adaptive_lr;
+        s->ada.sigma_b = cfg->adaptive_sigma_b;
+        snprintf(s->settings + w, sizeof s->settings - (size_t)w, ", adaptive quantile %.9g lr %.9g sigma_b %.9g",
+                 cfg->adaptive_quantile, cfg->adaptive_lr, cfg->adaptive_sigma_b);
+    }
     a->settings = s->settings;
     a->name = "dpsgd";
     a->is_private = 1;
@@ -393,6 +504,13 @@ dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out) {
     a->cacheable = 1;     /* the prologue runs the model (a frozen trunk's features may be cached) */
     a->free = dpsgd_free;
     a->state = s;
+    if (s->adaptive) {
+        a->n_sums = 1; /* the centred count, reduced over shards with the gradient */
+        a->sums = s->sums;
+        a->epoch_metrics = dpsgd_epoch_metrics;
+        a->state_save = dpsgd_state_save;
+        a->state_load = dpsgd_state_load;
+    }
     *out = a;
     return DPT_OK;
 }

@@ -654,6 +654,13 @@ static char *state_json(dpt_trainer *t) {
     cJSON_AddStringToObject(root, "epoch_examples", buf);
     cJSON_AddStringToObject(root, "data_hmac", t->data_tag);
     if (t->algo->settings) cJSON_AddStringToObject(root, "algorithm_settings", t->algo->settings);
+    if (t->algo->state_save) {
+        cJSON *as = cJSON_AddObjectToObject(root, "algorithm_state");
+        if (!as || t->algo->state_save(t->algo, as) != DPT_OK) {
+            cJSON_Delete(root);
+            return NULL;
+        }
+    }
     cJSON *cfg = cJSON_AddObjectToObject(root, "config");
     cJSON_AddStringToObject(cfg, "model", t->cfg.model_spec);
     json_add_exact(cfg, "loss", t->cfg.loss);
@@ -1131,6 +1138,19 @@ static dpt_status resume_local(dpt_trainer *t) {
             goto out;
         }
         if (recn) snprintf(t->record_note, sizeof t->record_note, "%s", recn->valuestring);
+    }
+    if (t->algo->state_load) {
+        /* the algorithm's state of this step (DP-SGD's adaptive clip C_t) */
+        const cJSON *as = cJSON_GetObjectItemCaseSensitive(root, "algorithm_state");
+        if (!cJSON_IsObject(as)) {
+            s = dpt_set_error(DPT_EFORMAT, "%s: the checkpoint has no algorithm_state (algorithm %s needs it to "
+                              "continue)", path, t->algo->name);
+            goto out;
+        }
+        if ((s = t->algo->state_load(t->algo, as)) != DPT_OK) {
+            s = dpt_error_context(s, "%s", path);
+            goto out;
+        }
     }
     if (t->rank == 0 && (s = resume_metrics(t, step)) != DPT_OK) goto out;
     t->step = step;

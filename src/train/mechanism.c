@@ -58,6 +58,9 @@ struct dpt_sgm {
     int acc_live;         /* 1: dpt_sgm_accumulate has started on the pending batch */
     size_t scratch_bytes; /* bytes of the buffers above (dpt_sgm_scratch_bytes) */
     float *noisy;         /* [P] the secure mechanism's working copy (out stays untouched on error) */
+    int adaptive;         /* cfg.adaptive_quantile > 0 */
+    dpt_adaclip ada;      /* C_t (fixed clipping: the config's C) and the quantile settings */
+    double cnt;           /* adaptive: the pending batch's centred count sum_i (b_i - 1/2) so far */
     int budget_known;     /* budget_end computed (at the first sample) */
     uint64_t budget_end;  /* steps the target_epsilon allows in all */
 };
@@ -71,6 +74,7 @@ dpt_sgm_config dpt_sgm_config_defaults(void) {
     c.delta = 1e-5;
     c.seed = 0; /* from the OS */
     c.secure_sampler = DPT_DGAUSS_TABLE;
+    c.adaptive_lr = 0.2;
     return c;
 }
 
@@ -98,6 +102,15 @@ static dpt_status check_config(const dpt_sgm_config *c) {
               "dpt_sgm_config.force", c->delta, 1.0 / (double)c->n);
     DPT_CHECK(c->secure_sampler == DPT_DGAUSS_TABLE || c->secure_sampler == DPT_DGAUSS_CKS, DPT_EINVAL,
               "dpt_sgm_config.secure_sampler: unknown discrete Gaussian sampler %d", (int)c->secure_sampler);
+    DPT_CHECK(isfinite(c->adaptive_quantile) && c->adaptive_quantile >= 0 && c->adaptive_quantile < 1, DPT_EINVAL,
+              "dpt_sgm_config.adaptive_quantile: the target quantile must be in (0, 1), or 0 for a fixed clip; got %g",
+              c->adaptive_quantile);
+    if (c->adaptive_quantile > 0) {
+        DPT_TRY(dpt_adaclip_check(c->adaptive_quantile, c->adaptive_lr, c->adaptive_sigma_b,
+                                  "dpt_sgm_config.adaptive_"));
+        DPT_CHECK(!c->secure, DPT_ENOTSUP, "dpt_sgm_config.adaptive_quantile: adaptive clipping is not available with "
+                  "secure (lattice) noise");
+    }
     DPT_CHECK(!c->resume || (c->ledger_path && c->ledger_path[0]), DPT_EINVAL,
               "dpt_sgm_config.resume needs dpt_sgm_config.ledger_path (the ledger to continue)");
     if (c->clip_mode == DPT_CLIP_FLAT) {
@@ -146,6 +159,13 @@ static const char *meta_field(const sgm_meta *v, size_t k) {
     return f[k];
 }
 
+/* The adaptive clip's settings as the ledger holds them ("adaptive"; absent: fixed clip):
+ * what its SGM(q, sigma) events cover besides the gradient (docs/dpsgd.md) */
+static void adaptive_meta(const dpt_sgm *m, char *buf, size_t n) {
+    snprintf(buf, n, "quantile %.17g lr %.17g sigma_b %.17g (Andrew et al. 2021: each event is the joint release of "
+             "the gradient sum and the centred unclipped count)", m->ada.quantile, m->ada.lr, m->ada.sigma_b);
+}
+
 static dpt_status ledger_fresh(dpt_sgm *m) {
     DPT_TRY(dpt_ledger_new(&m->ledger));
     sgm_meta v;
@@ -157,6 +177,11 @@ static dpt_status ledger_fresh(dpt_sgm *m) {
     char s[33];
     snprintf(s, sizeof s, "%.17g", m->rel.sigma);
     DPT_TRY(dpt_ledger_set_meta(m->ledger, "noise_multiplier", s));
+    if (m->adaptive) {
+        char a[320];
+        adaptive_meta(m, a, sizeof a);
+        DPT_TRY(dpt_ledger_set_meta(m->ledger, "adaptive", a));
+    }
     /* a random id: the lock file's high-water mark names it (rollback detection) */
     DPT_TRY(dpt_run_id_new(s));
     return dpt_ledger_set_meta(m->ledger, "ledger_id", s);
@@ -246,9 +271,27 @@ static dpt_status ledger_resume(dpt_sgm *m) {
                          was ? was : "not recorded", now);
         if (w > 0) len = len + (size_t)w < sizeof msg ? len + (size_t)w : sizeof msg - 1;
     }
+    /* adaptive clipping: the same settings, and C_t continues from the file */
+    char a[320] = "";
+    if (m->adaptive) adaptive_meta(m, a, sizeof a);
+    const char *was = dpt_ledger_get_meta(m->ledger, "adaptive");
+    if (strcmp(was ? was : "", a)) {
+        int w = snprintf(msg + len, sizeof msg - len, "%sadaptive clipping was %s, now %s", len ? "; " : "",
+                         was ? was : "off", a[0] ? a : "off");
+        if (w > 0) len = len + (size_t)w < sizeof msg ? len + (size_t)w : sizeof msg - 1;
+    }
     DPT_CHECK(!msg[0], DPT_EMISMATCH, "dpt_sgm_config.resume: the ledger %s was written by other settings: %s",
               m->path, msg);
     m->steps = dpt_ledger_steps(m->ledger);
+    const char *cur = dpt_ledger_get_meta(m->ledger, "clip_current");
+    if (m->adaptive && cur) {
+        char *end = NULL;
+        const double C = strtod(cur, &end);
+        DPT_CHECK(end != cur && !*end && isfinite(C) && C > 0, DPT_EFORMAT,
+                  "dpt_sgm_config.ledger_path %s: clip_current (the adaptive clip) is not a positive number: %s",
+                  m->path, cur);
+        m->ada.C = C;
+    }
     return DPT_OK;
 }
 
@@ -361,6 +404,14 @@ static dpt_status clip_groups_init(dpt_sgm *m) {
     return DPT_OK;
 }
 
+/* The clip of the next release: C_t, each group's bound C_t / sqrt(G) (flat: C_t), and the
+ * gradient noise's std sigma_Delta C_t */
+static void set_clip(dpt_sgm *m, double C) {
+    m->ada.C = C;
+    m->C_l = m->G > 1 ? C / sqrt((double)m->G) : C; /* dpt_privacy_split_equal's split */
+    dpt_gauss_release_set_clip(&m->rel, C);
+}
+
 dpt_status dpt_sgm_new(const dpt_sgm_config *cfg, dpt_sgm **out) {
     DPT_CHECK(out, DPT_EINVAL, "dpt_sgm_new: out is NULL");
     *out = NULL;
@@ -387,6 +438,18 @@ dpt_status dpt_sgm_new(const dpt_sgm_config *cfg, dpt_sgm **out) {
                                     1.0 / (cfg->sample_rate * (double)cfg->n), cfg->dim, cfg->secure,
                                     cfg->secure_sampler)) != DPT_OK)
         goto fail;
+    m->ada.C = cfg->clip;
+    m->ada.frac = NAN;
+    m->adaptive = cfg->adaptive_quantile > 0;
+    if (m->adaptive) {
+        /* sigma is the joint release's (the ledger's); the gradient draws sigma_Delta */
+        m->ada.quantile = cfg->adaptive_quantile;
+        m->ada.lr = cfg->adaptive_lr;
+        m->ada.expected = cfg->sample_rate * (double)cfg->n;
+        m->ada.sigma_b = cfg->adaptive_sigma_b > 0 ? cfg->adaptive_sigma_b : m->ada.expected / 20;
+        if ((s = dpt_gauss_release_adaptive(&m->rel, m->ada.sigma_b, "dpt_sgm_config.adaptive_sigma_b")) != DPT_OK)
+            goto fail;
+    }
     if (cfg->resume) {
         if ((s = ledger_resume(m)) != DPT_OK) goto fail;
         if ((s = hwm_check(m)) != DPT_OK) goto fail;
@@ -421,6 +484,7 @@ dpt_status dpt_sgm_new(const dpt_sgm_config *cfg, dpt_sgm **out) {
     m->noise_live = 1;
     m->cap = dpt_poisson_batch_bound(cfg->n, cfg->sample_rate);
     if ((s = clip_groups_init(m)) != DPT_OK) goto fail;
+    set_clip(m, m->ada.C); /* a resumed adaptive run: the file's C_t */
     m->idx = sgm_alloc(m, cfg->n, sizeof *m->idx, "dpt_sgm batch indices");
     m->fac = sgm_alloc(m, m->chunk * m->G, sizeof *m->fac, "dpt_sgm clipping factors");
     m->sum = sgm_alloc(m, cfg->dim, sizeof *m->sum, "dpt_sgm clipped sum");
@@ -476,6 +540,13 @@ dpt_status dpt_sgm_sample(dpt_sgm *m, uint32_t *idx, size_t cap, size_t *b) {
     m->pending = 0; /* a batch sampled before and not released is spent: it was recorded */
     m->acc_live = 0; /* and so are the rows accumulated for it */
     m->acc = 0;
+    m->cnt = 0;
+    if (m->adaptive) {
+        /* C_t of this step goes to the file with the step (a resume continues from it) */
+        char c[40];
+        snprintf(c, sizeof c, "%.17g", m->ada.C);
+        DPT_TRY(dpt_ledger_set_meta(m->ledger, "clip_current", c));
+    }
     DPT_TRY(dpt_sampler_next(m->sampler, m->idx, &m->b));
     /* The step is in the ledger, and the ledger on disk, before the caller sees the batch:
      * nothing derived from it can exist that the record does not cover. */
@@ -539,25 +610,31 @@ static size_t group_of(const dpt_sgm *m, size_t j) {
  * truncated. The coordinates are split in blocks over threads; each block adds the rows in
  * order, so sum[j] sees the same additions in the same order whatever the thread count,
  * the chunking, or the split of the batch into dpt_sgm_accumulate calls. */
-static void clipped_add(const dpt_sgm *m, const float *grads, size_t b, double *sum) {
+static double clipped_add(const dpt_sgm *m, const float *grads, size_t b, double *sum) {
     const size_t P = m->cfg.dim, G = m->G;
     const size_t *ofs = m->lofs; /* [G + 1] */
-    const double C_l = m->C_l;
+    const double C_l = m->C_l, C2 = m->ada.C * m->ada.C;
+    double count = 0; /* sum_i (1[||g_i|| <= C_t] - 1/2), ||g_i|| over the whole row */
     const int nt = dpt_threads_resolve(m->cfg.threads);
     const size_t n_blocks = (P + SGM_SUM_BLOCK - 1) / SGM_SUM_BLOCK;
     double *fac = m->fac; /* [chunk, G] */
     for (size_t lo = 0; lo < b; lo += m->chunk) {
         const size_t bc = b - lo < m->chunk ? b - lo : m->chunk;
         const float *g = grads + lo * P; /* [bc, P] */
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && bc * P > 65536)
+        double part = 0;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && bc * P > 65536) reduction(+ : part)
         for (size_t i = 0; i < bc; i++) {
+            double tot = 0;
             for (size_t l = 0; l < G; l++) {
                 double sq = 0;
                 for (size_t j = ofs[l]; j < ofs[l + 1]; j++) sq += (double)g[i * P + j] * g[i * P + j];
                 const double norm = sqrt(sq);
                 fac[i * G + l] = norm > C_l ? C_l / norm : 1.0; /* min(1, C_l / ||g_{i,l}||) */
+                tot += sq;
             }
+            part += (tot <= C2 ? 1.0 : 0.0) - 0.5; /* integers and halves: exact in any order */
         }
+        count += part;
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && n_blocks > 1 && bc * P > 65536)
         for (size_t k = 0; k < n_blocks; k++) {
             const size_t j0 = k * SGM_SUM_BLOCK, j1 = j0 + SGM_SUM_BLOCK < P ? j0 + SGM_SUM_BLOCK : P;
@@ -573,12 +650,32 @@ static void clipped_add(const dpt_sgm *m, const float *grads, size_t b, double *
             }
         }
     }
+    return count;
+}
+
+dpt_status dpt_sgm_clipped_sum_count(const dpt_sgm *m, const float *grads, size_t b, double *sum, double *count) {
+    DPT_TRY(check_rows(m, grads, b, 0, "dpt_sgm_release"));
+    memset(sum, 0, m->cfg.dim * sizeof *sum);
+    *count = clipped_add(m, grads, b, sum);
+    return DPT_OK;
 }
 
 dpt_status dpt_sgm_clipped_sum(const dpt_sgm *m, const float *grads, size_t b, double *sum) {
-    DPT_TRY(check_rows(m, grads, b, 0, "dpt_sgm_release"));
-    memset(sum, 0, m->cfg.dim * sizeof *sum);
-    clipped_add(m, grads, b, sum);
+    double count;
+    return dpt_sgm_clipped_sum_count(m, grads, b, sum, &count);
+}
+
+/* The release of the pending batch's sum m->sum (and count m->cnt) into out: the gradient
+ * with std sigma C_t (adaptive: sigma_Delta C_t), then the adaptive clip's count with std
+ * sigma_b, and C_{t+1} (post-processing). A failure after noise was drawn keeps the batch
+ * spent (never released with a second draw). */
+static dpt_status release_sum(dpt_sgm *m, float *out) {
+    DPT_TRY(dpt_gauss_release_apply_sum(&m->rel, &m->noise, m->sum, m->noisy, m->cfg.threads));
+    if (m->adaptive) {
+        DPT_TRY(dpt_adaclip_step(&m->ada, &m->noise, m->cnt));
+        set_clip(m, m->ada.C);
+    }
+    memcpy(out, m->noisy, m->cfg.dim * sizeof *out);
     return DPT_OK;
 }
 
@@ -608,18 +705,14 @@ dpt_status dpt_sgm_release(dpt_sgm *m, const float *grads, size_t b, float *out)
      * even while this one runs; an error gives it back (dpt_sgm is still one thread's at a
      * time: the buffers and the noise stream are not shared safely) */
     m->pending = 0;
-    dpt_status st = dpt_sgm_clipped_sum(m, grads, b, m->sum);
+    dpt_status st = dpt_sgm_clipped_sum_count(m, grads, b, m->sum, &m->cnt);
     if (st != DPT_OK) {
         m->pending = 1;
         return st;
     }
+    (void)P;
     /* (sum + noise) / (q n) (secure: the lattice mechanism of secure DP-SGD on the float sum) */
-    st = dpt_gauss_release_apply_sum(&m->rel, &m->noise, m->sum, m->noisy, m->cfg.threads);
-    /* a failure after noise was drawn keeps the batch spent: never release it with a
-     * second draw of the noise */
-    if (st != DPT_OK) return st;
-    memcpy(out, m->noisy, P * sizeof *out);
-    return DPT_OK;
+    return release_sum(m, out);
 }
 
 /* ==== Virtual batches ==== */
@@ -638,9 +731,10 @@ dpt_status dpt_sgm_accumulate(dpt_sgm *m, const float *grads, size_t rows) {
     if (!m->acc_live) {
         memset(m->sum, 0, m->cfg.dim * sizeof *m->sum);
         m->acc = 0;
+        m->cnt = 0;
         m->acc_live = 1;
     }
-    clipped_add(m, grads, rows, m->sum);
+    m->cnt += clipped_add(m, grads, rows, m->sum);
     m->acc += rows;
     return DPT_OK;
 }
@@ -657,14 +751,14 @@ dpt_status dpt_sgm_release_accumulated(dpt_sgm *m, float *out) {
               "dpt_sgm_release_accumulated: %zu rows were accumulated, but the sampled batch has %zu examples: "
               "accumulate every sampled example's gradient once, then release (nothing was released)", done, m->b);
     /* an empty batch (nothing accumulated): the release of a zero sum */
-    if (!m->acc_live) memset(m->sum, 0, m->cfg.dim * sizeof *m->sum);
+    if (!m->acc_live) {
+        memset(m->sum, 0, m->cfg.dim * sizeof *m->sum);
+        m->cnt = 0;
+    }
     m->pending = 0; /* claimed before the noise, as in dpt_sgm_release */
     m->acc_live = 0;
     m->acc = 0;
-    /* a failure after noise was drawn keeps the batch spent: never released with a second draw */
-    DPT_TRY(dpt_gauss_release_apply_sum(&m->rel, &m->noise, m->sum, m->noisy, m->cfg.threads));
-    memcpy(out, m->noisy, m->cfg.dim * sizeof *out);
-    return DPT_OK;
+    return release_sum(m, out);
 }
 
 /* ==== Queries ==== */
@@ -691,4 +785,8 @@ double dpt_sgm_sigma_accounted(const dpt_sgm *m) {
 
 uint64_t dpt_sgm_steps(const dpt_sgm *m) {
     return m ? m->steps : 0;
+}
+
+double dpt_sgm_clip(const dpt_sgm *m) {
+    return m ? m->ada.C : NAN;
 }

@@ -7,6 +7,9 @@
  * dpt_sgm_release; the sensitivity test compares it on neighbouring batches). DPT_ERANGE
  * for a row with a NaN or infinite value. */
 dpt_status dpt_sgm_clipped_sum(const dpt_sgm *m, const float *grads, size_t b, double *sum);
+/* The same, and *count = sum_i (1[||g_i|| <= C_t] - 1/2), the adaptive clip's pre-noise count
+ * (the sensitivity test compares it on neighbouring batches). */
+dpt_status dpt_sgm_clipped_sum_count(const dpt_sgm *m, const float *grads, size_t b, double *sum, double *count);
 /* Bytes of the buffers the handle allocated (indices, clipping factors, sums, layer
  * offsets; not the ledger): fixed at dpt_sgm_new, independent of the batch size. */
 size_t dpt_sgm_scratch_bytes(const dpt_sgm *m);

@@ -5,6 +5,7 @@
  * lattice's effective multiplier for `coords` noised coordinates), the sensitivity and the
  * scale, fixed at init, so the noise added and the event recorded cannot disagree.
  * Letter key: q = Poisson rate, P = coords, C = sens (the L2 sensitivity of the sum). */
+#include <dptrain/privacy.h>
 #include <math.h>
 
 #include "train_internal.h"
@@ -56,4 +57,46 @@ dpt_status dpt_gauss_release_apply_sum(const dpt_gauss_release *r, dpt_rng *nois
  * mode) */
 dpt_status dpt_gauss_release_record(const dpt_gauss_release *r, dpt_ledger *l, uint64_t count) {
     return dpt_sgm_ledger_events(l, r->q, r->sigma_acct, r->coords, r->secure, r->sampler, count);
+}
+
+/* ==== Adaptive clipping (Andrew et al. 2021) ==== */
+
+dpt_status dpt_gauss_release_adaptive(dpt_gauss_release *r, double sigma_b, const char *field) {
+    DPT_CHECK(!r->secure, DPT_ENOTSUP, "%s: adaptive clipping is not available with secure (lattice) noise: the "
+              "joint accounting of the count and the lattice-rounded gradient is not implemented", field);
+    double sd = 0;
+    DPT_TRY(dpt_error_context(dpt_privacy_adaptive_sigma(r->sigma, sigma_b, &sd), "%s", field));
+    r->sigma_acct = r->sigma; /* the joint mechanism's multiplier: what the ledger records */
+    r->sigma = sd;            /* the gradient's share: what is drawn */
+    return DPT_OK;
+}
+
+void dpt_gauss_release_set_clip(dpt_gauss_release *r, double C) {
+    r->sens = C;
+}
+
+dpt_status dpt_adaclip_check(double quantile, double lr, double sigma_b, const char *prefix) {
+    DPT_CHECK(isfinite(quantile) && quantile > 0 && quantile < 1, DPT_EINVAL,
+              "%squantile: the target quantile gamma must be in (0, 1) (0.5: the median norm), got %g", prefix,
+              quantile);
+    DPT_CHECK(isfinite(lr) && lr > 0 && lr <= 10, DPT_EINVAL,
+              "%slr: the clip's learning rate eta_C must be in (0, 10] (Andrew et al.: 0.2), got %g", prefix, lr);
+    DPT_CHECK(isfinite(sigma_b) && sigma_b >= 0, DPT_EINVAL,
+              "%ssigma_b: the count's noise std must be >= 0 (0: the expected batch / 20), got %g", prefix, sigma_b);
+    return DPT_OK;
+}
+
+dpt_status dpt_adaclip_step(dpt_adaclip *a, dpt_rng *noise, double count_centred) {
+    double v = count_centred; /* sum_i (b_i - 1/2): sensitivity 1/2 */
+    DPT_TRY(dpt_privacy_noise_add_sum(noise, &v, 1, a->sigma_b, 1.0, 0, 1));
+    /* post-processing of the released v: the expected batch q N is public, the batch size
+     * is not (1/2 + v / qN has the expectation of the unclipped fraction) */
+    double f = 0.5 + v / a->expected;
+    f = f < 0 ? 0 : f > 1 ? 1 : f;
+    a->frac = f;
+    const double C = a->C * exp(-a->lr * (f - a->quantile));
+    /* |f - quantile| < 1 and lr <= 10: C stays finite and > 0 but for underflow over very
+     * many steps, which the bounds below stop (a clip of 1e-30 or 1e30 is no clip) */
+    a->C = C < 1e-30 ? 1e-30 : C > 1e30 ? 1e30 : C;
+    return DPT_OK;
 }

@@ -218,6 +218,34 @@ dpt_status dpt_gauss_release_apply(const dpt_gauss_release *r, dpt_rng *noise, f
 dpt_status dpt_gauss_release_apply_sum(const dpt_gauss_release *r, dpt_rng *noise, double *sum, float *out,
                                        int threads);
 dpt_status dpt_gauss_release_record(const dpt_gauss_release *r, dpt_ledger *l, uint64_t count);
+/* Adaptive clipping (Andrew et al. 2021; dpt_privacy_adaptive_sigma, docs/dpsgd.md): the
+ * quantile estimate of the clipping norm, shared by DP-SGD and dpt_sgm. Per step, with clip C
+ * (= C_t) and the centred count c = sum_i (1[||g_i|| <= C] - 1/2) of the sampled batch:
+ *   b~ = clamp(1/2 + (c + N(0, sigma_b^2)) / (q N), 0, 1)    (the noise from the run's noise
+ *                                                           stream, after the gradient's)
+ *   C <- C exp(-lr (b~ - quantile))                         (geometric update)
+ * Everything after the noisy count is post-processing, so C_t is a function of released
+ * values (it may be published: metrics, checkpoints). quantile 0 = off. */
+typedef struct {
+    double quantile; /* gamma in (0, 1); 0: fixed clipping */
+    double lr;       /* eta_C > 0 */
+    double sigma_b;  /* std of the noise on the centred count */
+    double expected; /* q N, the expected batch size (public) */
+    double C;        /* the current clip C_t */
+    double frac;     /* the last released fraction b~ (NAN before the first step) */
+} dpt_adaclip;
+/* Makes r (initialized with the total sigma) the gradient half of the joint release: r->sigma
+ * becomes sigma_Delta (dpt_privacy_adaptive_sigma), r->sigma_acct stays sigma (one SGM(q,
+ * sigma) event per step covers both halves). Not with secure noise (DPT_ENOTSUP). `field`
+ * names sigma_b in errors (e.g. "dpt_dpsgd_config.adaptive_sigma_b"). */
+dpt_status dpt_gauss_release_adaptive(dpt_gauss_release *r, double sigma_b, const char *field);
+/* The clip of the next step: r->sens = C (noise std sigma_Delta C). */
+void dpt_gauss_release_set_clip(dpt_gauss_release *r, double C);
+/* The count half: draws N(0, sigma_b^2) from `noise`, releases b~ and updates a->C (above). */
+dpt_status dpt_adaclip_step(dpt_adaclip *a, dpt_rng *noise, double count_centred);
+/* Checks quantile in (0, 1), lr > 0 and finite, sigma_b >= 0 (0: the default q N / 20) and
+ * finite, names the fields with `prefix` (e.g. "dpt_dpsgd_config.adaptive_"). */
+dpt_status dpt_adaclip_check(double quantile, double lr, double sigma_b, const char *prefix);
 /* The buffers' bound on a Poisson batch of rate q over n examples: min(n, ceil(q n +
  * 6 sqrt(q n) + 8)) (a larger batch has probability below 1e-9 and is chunked, never cut). */
 size_t dpt_poisson_batch_bound(size_t n, double q);
