@@ -52,7 +52,7 @@ class DPSGD(Algorithm):
     the expected batch / 20) released with the gradient; C <- C exp(-adaptive_lr (unclipped
     fraction - quantile)). sigma stays the step's total multiplier (one SGM event per step);
     the gradient's is (sigma^-2 - (2 sigma_b)^-2)^-1/2. None: a fixed clip. Run.clip is the
-    final clip, the history's "clip" the clip after each epoch."""
+    final clip; the clip after each epoch is in out_dir/metrics.jsonl ("clip")."""
     name: ClassVar[str] = "dpsgd"
     private: ClassVar[bool] = True
     sigma: Optional[float] = None
