@@ -577,7 +577,39 @@ static void test_caller_errors(void) {
     dpt_tensor_free(&t);
 }
 
+/* The vectorized dpt_all_finite and dpt_sqnorm_double against naive loops: every length
+ * around the block sizes, a non-finite value at every position of a short row and at the
+ * edges of the blocks, values whose float squares overflow. */
+static void test_finite_and_sqnorm(void) {
+    enum { N = 2100 };
+    float *x = malloc(N * sizeof *x);
+    for (size_t i = 0; i < N; i++) x[i] = (float)((double)((i * 7919) % 1000) / 997.0 - 0.5) * (i % 3 ? 1.0f : 3e20f);
+    int ok = 1;
+    for (size_t n = 0; n <= N; n += (n < 40 ? 1 : 97)) {
+        double ref = 0;
+        for (size_t j = 0; j < n; j++) ref += (double)x[j] * x[j];
+        const double got = dpt_sqnorm_double(x, n);
+        ok &= isfinite(got) && fabs(got - ref) <= 1e-12 * ref;
+        ok &= dpt_all_finite(x, n) == 1;
+    }
+    CHECK(ok);
+    const float bad[] = {NAN, INFINITY, -INFINITY};
+    const size_t pos[] = {0, 1, 7, 8, 1023, 1024, 1025, 2047, 2048, 2099};
+    for (size_t b = 0; b < 3; b++)
+        for (size_t p = 0; p < sizeof pos / sizeof *pos; p++) {
+            const float keep = x[pos[p]];
+            x[pos[p]] = bad[b];
+            CHECK(dpt_all_finite(x, N) == 0 && dpt_all_finite(x, pos[p]) == 1);
+            CHECK(!isfinite(dpt_sqnorm_double(x, N)));
+            x[pos[p]] = keep;
+        }
+    x[5] = 3.4e38f; /* the largest floats: the double sum stays finite */
+    CHECK(isfinite(dpt_sqnorm_double(x, N)) && dpt_all_finite(x, N));
+    free(x);
+}
+
 int main(void) {
+    test_finite_and_sqnorm();
     test_errors();
     test_caller_errors();
     test_rng_streams();

@@ -266,6 +266,9 @@ dpt_status dpt_chol_solve(size_t n, const double *L, size_t nrhs, double *B);
 double dpt_now(void);
 /* 1 when every value is finite. */
 int dpt_all_finite(const float *x, size_t n);
+/* sum of x[j]^2 accumulated in double (float squares overflow for |x| above ~1.8e19; a
+ * row with a NaN or infinite value gives NaN or inf). */
+double dpt_sqnorm_double(const float *x, size_t n);
 /* SHA-256 of a buffer (libcrypto); out is 32 bytes. Incremental use via dpt_hash_*. */
 typedef struct {
     void *ctx;

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <math.h>
+#include <stdint.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,10 +19,36 @@ double dpt_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Branch-free over blocks of a fixed length, which the compiler vectorizes at -O2 (an
+ * early exit per value does not vectorize: it was a third of a PrivateGradients release):
+ * a float is NaN or infinite when its exponent bits are all set. */
+#define FINITE_BLOCK 1024
 int dpt_all_finite(const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++)
+    size_t i = 0;
+    for (; i + FINITE_BLOCK <= n; i += FINITE_BLOCK) {
+        uint32_t bad = 0;
+        for (size_t k = 0; k < FINITE_BLOCK; k++) {
+            uint32_t u;
+            memcpy(&u, x + i + k, sizeof u);
+            bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
+        }
+        if (bad) return 0;
+    }
+    for (; i < n; i++)
         if (!isfinite(x[i])) return 0;
     return 1;
+}
+
+double dpt_sqnorm_double(const float *x, size_t n) {
+    /* eight independent sums: the compiler vectorizes them (one running sum is a chain of
+     * dependent additions, 4 cycles each) */
+    double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int k = 0; k < 8; k++) a[k] += (double)x[j + k] * x[j + k];
+    double s = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+    for (; j < n; j++) s += (double)x[j] * x[j];
+    return s;
 }
 
 /* ==== SHA-256 ==== */

@@ -626,8 +626,7 @@ static double clipped_add(const dpt_sgm *m, const float *grads, size_t b, double
         for (size_t i = 0; i < bc; i++) {
             double tot = 0;
             for (size_t l = 0; l < G; l++) {
-                double sq = 0;
-                for (size_t j = ofs[l]; j < ofs[l + 1]; j++) sq += (double)g[i * P + j] * g[i * P + j];
+                const double sq = dpt_sqnorm_double(g + i * P + ofs[l], ofs[l + 1] - ofs[l]);
                 const double norm = sqrt(sq);
                 fac[i * G + l] = norm > C_l ? C_l / norm : 1.0; /* min(1, C_l / ||g_{i,l}||) */
                 tot += sq;
