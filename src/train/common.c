@@ -195,6 +195,20 @@ void dpt_train_feature_cache_check(dpt_trainer *t) {
                     "computing it again");
 }
 
+/* out [n, dim] = the trunk's output (layers before l0) for x [n, xdim], in chunks of the
+ * trainer's batch buffers */
+static dpt_status trunk_forward(const dpt_trainer *t, dpt_model *m, size_t l0, const float *x, size_t xdim, size_t n,
+                                float *out, size_t dim) {
+    dpt_status st = DPT_OK;
+    for (size_t lo = 0; lo < n && st == DPT_OK; lo += t->max_batch) {
+        const size_t bc = n - lo < t->max_batch ? n - lo : t->max_batch;
+        memcpy(m->act[0], x + lo * xdim, bc * xdim * sizeof(float));
+        st = dpt_model_forward_range(m, 0, l0, bc);
+        if (st == DPT_OK) memcpy(out + lo * dim, m->act[l0], bc * dim * sizeof *out);
+    }
+    return st;
+}
+
 dpt_status dpt_train_feature_cache(dpt_trainer *t) {
     if (t->fc_state) return DPT_OK;
     t->fc_state = -1;
@@ -239,13 +253,7 @@ dpt_status dpt_train_feature_cache(dpt_trainer *t) {
         return DPT_OK;
     }
     /* the trunk's forward pass over the training set, in chunks of the batch buffers */
-    dpt_status st = DPT_OK;
-    for (size_t lo = 0; lo < n && st == DPT_OK; lo += t->max_batch) {
-        const size_t bc = n - lo < t->max_batch ? n - lo : t->max_batch;
-        memcpy(m->act[0], t->train->x + lo * t->train->dim, bc * t->train->dim * sizeof(float));
-        st = dpt_model_forward_range(m, 0, l0, bc);
-        if (st == DPT_OK) memcpy(fc + lo * dim, m->act[l0], bc * dim * sizeof *fc);
-    }
+    dpt_status st = trunk_forward(t, m, l0, t->train->x, t->train->dim, n, fc, dim);
     if (st != DPT_OK) {
         dpt_free(fc);
         dpt_free(xb);
@@ -259,12 +267,7 @@ dpt_status dpt_train_feature_cache(dpt_trainer *t) {
     float *ft = NULL;
     if (nt && t->test->dim == t->train->dim && (have <= 0 || 4 * (bytes + (double)nt * dim * sizeof(float)) <= have) &&
         (ft = dpt_alloc2(nt, dim, sizeof *ft, "test features")) != NULL) {
-        for (size_t lo = 0; lo < nt && st == DPT_OK; lo += t->max_batch) {
-            const size_t bc = nt - lo < t->max_batch ? nt - lo : t->max_batch;
-            memcpy(m->act[0], t->test->x + lo * t->test->dim, bc * t->test->dim * sizeof(float));
-            st = dpt_model_forward_range(m, 0, l0, bc);
-            if (st == DPT_OK) memcpy(ft + lo * dim, m->act[l0], bc * dim * sizeof *ft);
-        }
+        st = trunk_forward(t, m, l0, t->test->x, t->test->dim, nt, ft, dim);
         if (st != DPT_OK) {
             dpt_free(ft), dpt_free(fc), dpt_free(xb), dpt_free(trunk);
             return st;
