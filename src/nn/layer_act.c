@@ -170,6 +170,12 @@ const char *dpt_layer_kind_name(dpt_layer_kind kind) {
     case DPT_LAYER_AVGPOOL: return "avgpool";
     case DPT_LAYER_FLATTEN: return "flatten";
     case DPT_LAYER_GROUPNORM: return "groupnorm";
+    case DPT_LAYER_EMBEDDING: return "embedding";
+    case DPT_LAYER_LAYERNORM: return "layernorm";
+    case DPT_LAYER_RMSNORM: return "rmsnorm";
+    case DPT_LAYER_SEQLINEAR: return "plinear";
+    case DPT_LAYER_MEANPOOL: return "meanpool";
+    case DPT_LAYER_CLSPOOL: return "clspool";
     }
     return "?";
 }

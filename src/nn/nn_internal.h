@@ -73,6 +73,15 @@ dpt_status dpt_layer_pool_setup(dpt_layer *L, dpt_layer_kind kind, const size_t 
                                 size_t stride);
 void dpt_layer_flatten_setup(dpt_layer *L, const size_t in_shape[3]);
 dpt_status dpt_layer_groupnorm_setup(dpt_layer *L, const size_t in_shape[3], size_t groups);
+/* Sequence layers on a (1, T, D) input (token ids: (1, T, 1)); DPT_EINVAL when the shape
+ * does not fit. Embedding: V tokens of width D, with a learned position table when
+ * positions != 0 (layer_embedding.c); LayerNorm/RMSNorm (kind) per position
+ * (layer_seqnorm.c); position-wise Linear D -> K (layer_seqlinear.c); mean/CLS pooling
+ * (kind, layer_seqpool.c). */
+dpt_status dpt_layer_embedding_setup(dpt_layer *L, const size_t in_shape[3], size_t V, size_t D, int positions);
+dpt_status dpt_layer_seqnorm_setup(dpt_layer *L, dpt_layer_kind kind, const size_t in_shape[3]);
+dpt_status dpt_layer_seqlinear_setup(dpt_layer *L, const size_t in_shape[3], size_t K, int has_bias);
+dpt_status dpt_layer_seqpool_setup(dpt_layer *L, dpt_layer_kind kind, const size_t in_shape[3]);
 
 /* ==== Model specs ==== */
 
@@ -83,15 +92,16 @@ dpt_status dpt_layer_groupnorm_setup(dpt_layer *L, const size_t in_shape[3], siz
 #define DPT_SPEC_MAX_ITEMS 64
 typedef struct {
     dpt_layer_kind kind;
-    size_t n;            /* conv: C_out; fc: K; gn: groups */
-    size_t k, stride, pad;
+    size_t n;            /* conv: C_out; fc, plin: K; gn: groups; emb: V */
+    size_t k, stride, pad; /* emb: k = D */
     int res_open, res_close;
-    int nobias;          /* conv, fc: "nobias" suffix (the layer has no bias) */
+    int nobias;          /* conv, fc, plin: "nobias" suffix (the layer has no bias) */
+    int nopos;           /* emb: "nopos" suffix (no position table) */
 } dpt_spec_item;
 
 typedef struct {
-    int cnn;                             /* "cnn:" (items below), else mlp/ae (widths) */
-    size_t in_shape[3];                  /* cnn: (C, H, W) */
+    int cnn;                             /* "cnn:" or "seq:" (items below), else mlp/ae (widths) */
+    size_t in_shape[3];                  /* cnn: (C, H, W); seq: (1, T, D), (1, T, 1) for ids */
     size_t n_items;
     dpt_spec_item items[DPT_SPEC_MAX_ITEMS];
     int autoencoder;                     /* "ae:" (requires in == out) */
