@@ -1,13 +1,14 @@
 /* Sequence layers (token + position embedding, LayerNorm, RMSNorm, position-wise Linear,
- * mean/CLS pooling, activations on sequences, residual groups of them): every model's
+ * multi-head attention (bidirectional and causal), mean/CLS pooling, activations on
+ * sequences, residual groups of them, pre-LN transformer blocks): every model's
  * forward against a naive double-precision reference written here, backward_input, the
  * batch gradient and jvp against central finite differences of that reference, every
  * per-example mode (PER_EXAMPLE rows against per-example finite differences, SQNORM, DOT,
  * WEIGHTED against those rows), both SQNORM paths of the position-wise Linear (Gram and
  * materialized) against each other and the naive per-example gradient, the embedding's
  * norm against Li et al.'s pair sum, clipping to exactly min(||g||, C), per-example
- * independence of the norms, the init of the new tensors, token-id and spec errors, and a
- * DP-SGD text classifier on synthetic tokens that learns well above chance. */
+ * independence of the norms, causality of causal attention, the init of the new tensors,
+ * and token-id and spec errors. */
 #include <dptrain/nn.h>
 #include <dptrain/optim.h>
 #include <dptrain/privacy.h>
@@ -90,6 +91,27 @@ static void ref_layer(const dpt_layer *L, const double *th, const double *x, siz
                 vi[d] = s;
             }
             break;
+        case DPT_LAYER_ATTENTION: { /* per head: softmax(Q K^T / sqrt(dh) over allowed keys) V */
+            const size_t Dm = L->out_shape[2], H = L->groups, dh = Dm / H, W = 3 * Dm;
+            for (size_t h = 0; h < H; h++)
+                for (size_t t = 0; t < T; t++) {
+                    const size_t n = L->k ? t + 1 : T; /* causal: keys j <= t */
+                    double s[64], mx = -INFINITY, z = 0;
+                    for (size_t j = 0; j < n; j++) {
+                        s[j] = 0;
+                        for (size_t e = 0; e < dh; e++) s[j] += xi[t * W + h * dh + e] * xi[j * W + Dm + h * dh + e];
+                        s[j] /= sqrt((double)dh);
+                        mx = fmax(mx, s[j]);
+                    }
+                    for (size_t j = 0; j < n; j++) z += exp(s[j] - mx);
+                    for (size_t e = 0; e < dh; e++) {
+                        double o = 0;
+                        for (size_t j = 0; j < n; j++) o += exp(s[j] - mx) / z * xi[j * W + 2 * Dm + h * dh + e];
+                        vi[t * Dm + h * dh + e] = o;
+                    }
+                }
+            break;
+        }
         case DPT_LAYER_GELU:
             for (size_t j = 0; j < Din; j++) vi[j] = xi[j] * 0.5 * (1.0 + erf(xi[j] / sqrt(2.0)));
             break;
@@ -97,6 +119,7 @@ static void ref_layer(const dpt_layer *L, const double *th, const double *x, siz
             for (size_t j = 0; j < Din; j++) vi[j] = tanh(xi[j]);
             break;
         case DPT_LAYER_IDENTITY:
+        case DPT_LAYER_FLATTEN:
             for (size_t j = 0; j < Din; j++) vi[j] = xi[j];
             break;
         default:
@@ -411,6 +434,28 @@ static void check_embedding_norms(const char *spec, size_t B, size_t V) {
     dpt_model_free(m);
 }
 
+/* ==== causal attention: position t does not see positions after it ==== */
+
+static void check_causal(void) {
+    for (int causal = 0; causal < 2; causal++) {
+        dpt_model *m = NULL;
+        CHECK_OK(dpt_model_new(causal ? "seq:6x4:identity,plin12,attn2c,plin4" : "seq:6x4:identity,plin12,attn2,plin4",
+                               1, 1, &m));
+        if (!m) return;
+        init_params(m, 41);
+        float x[24], o[24];
+        fill_gauss(x, 24, 1.0, 42);
+        CHECK_OK(dpt_model_forward(m, x, 1));
+        memcpy(o, dpt_model_output(m), sizeof o);
+        x[4 * 4 + 1] += 1.0f; /* change position 4 */
+        CHECK_OK(dpt_model_forward(m, x, 1));
+        /* causal: positions 0..3 bit-identical, 4 changed; bidirectional: position 0 changed */
+        CHECK((memcmp(o, dpt_model_output(m), 16 * sizeof(float)) == 0) == causal);
+        CHECK(memcmp(o + 16, dpt_model_output(m) + 16, 4 * sizeof(float)) != 0);
+        dpt_model_free(m);
+    }
+}
+
 /* ==== independence, init, errors ==== */
 
 /* changing example 1 leaves example 0's output and its per-example norm bit-identical */
@@ -496,6 +541,11 @@ static void check_errors(void) {
         {"cnn:3x4x4:plin3", "plinear: the input must be a sequence"},
         {"cnn:3x4x4:meanpool", "meanpool: the input must be a sequence"},
         {"seq:8:emb10x4,[ln,plin3]", "residual"},
+        {"seq:8x24:attn3", "are not queries, keys and values of 3 heads"},
+        {"seq:8x8:attn1", "are not queries, keys and values of 1 heads"},
+        {"cnn:3x4x6:attn1", "attention: the input must be a sequence"},
+        {"seq:8x6:attn", "'attn' is not a layer"},
+        {"seq:8x6:attn1x", "'attn1x' is not a layer"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         m = NULL;
@@ -513,6 +563,12 @@ int main(void) {
     /* float sequences (an input tangent and an input cotangent for every layer) */
     check_model("seq:3x4:identity,ln,plin2,gelu,plin3,clspool,fc2", 3, 0, 4);
     check_model("seq:4x3:identity,[ln,plin6,gelu,plin3],rms,meanpool", 2, 0, 5);
+    /* attention between its projections, bidirectional and causal, in pre-LN blocks */
+    check_model("seq:5:emb6x4,[ln,plin12,attn2,plin4],ln,meanpool,fc2", 3, 6, 6);
+    check_model("seq:4:emb5x6,[ln,plin18,attn3c,plin6],[rms,plin8,gelu,plin6],ln,clspool,fc2", 2, 5, 7);
+    check_model("seq:4x6:identity,[plin18nobias,attn1c],plin3,attn1,meanpool", 3, 0, 8);
+    check_model("seq:3x12:identity,attn2,gelu,plin12,attn2c,flatten,fc2", 2, 0, 9);
+    check_causal();
     check_plin_paths("seq:3x8:plin8", 4, 1);   /* 3 (8 + 8) = 48 < 64: Gram */
     check_plin_paths("seq:16x4:plin3", 4, 0);  /* 16 (4 + 3) = 112 > 12: materialized */
     check_plin_paths("seq:2x6:plin7nobias", 3, 1);  /* 2 (6 + 7) = 26 < 42 */

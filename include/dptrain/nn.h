@@ -43,11 +43,13 @@ typedef enum {
     DPT_LAYER_RMSNORM,   /* per position x / rms(x) over its D features; gamma [D] */
     DPT_LAYER_SEQLINEAR, /* the same Linear D -> K at every position: (1, T, D) -> (1, T, K) */
     DPT_LAYER_MEANPOOL,  /* mean over the T positions: (1, T, D) -> (1, 1, D) */
-    DPT_LAYER_CLSPOOL    /* position 0 (a CLS token): (1, T, D) -> (1, 1, D) */
+    DPT_LAYER_CLSPOOL,   /* position 0 (a CLS token): (1, T, D) -> (1, 1, D) */
+    DPT_LAYER_ATTENTION  /* multi-head softmax(Q K^T / sqrt(dh)) V, bidirectional or causal,
+                          * no parameters: (1, T, 3D) [q, k, v] -> (1, T, D) */
 } dpt_layer_kind;
 /* "linear", "relu", "gelu", "tanh", "sigmoid", "identity", "conv", "maxpool", "avgpool",
  * "flatten", "groupnorm", "embedding", "layernorm", "rmsnorm", "plinear", "meanpool",
- * "clspool" ("?" for a value outside the enum): the names of model specs and of the
+ * "clspool", "attention" ("?" for a value outside the enum): the names of model specs and of the
  * layers' default names ("relu1"). */
 const char *dpt_layer_kind_name(dpt_layer_kind kind);
 

@@ -176,6 +176,7 @@ const char *dpt_layer_kind_name(dpt_layer_kind kind) {
     case DPT_LAYER_SEQLINEAR: return "plinear";
     case DPT_LAYER_MEANPOOL: return "meanpool";
     case DPT_LAYER_CLSPOOL: return "clspool";
+    case DPT_LAYER_ATTENTION: return "attention";
     }
     return "?";
 }

@@ -82,6 +82,8 @@ dpt_status dpt_layer_embedding_setup(dpt_layer *L, const size_t in_shape[3], siz
 dpt_status dpt_layer_seqnorm_setup(dpt_layer *L, dpt_layer_kind kind, const size_t in_shape[3]);
 dpt_status dpt_layer_seqlinear_setup(dpt_layer *L, const size_t in_shape[3], size_t K, int has_bias);
 dpt_status dpt_layer_seqpool_setup(dpt_layer *L, dpt_layer_kind kind, const size_t in_shape[3]);
+/* Multi-head attention core on (1, T, 3D) queries, keys, values (layer_attention.c). */
+dpt_status dpt_layer_attention_setup(dpt_layer *L, const size_t in_shape[3], size_t heads, int causal);
 
 /* ==== Model specs ==== */
 
@@ -97,6 +99,7 @@ typedef struct {
     int res_open, res_close;
     int nobias;          /* conv, fc, plin: "nobias" suffix (the layer has no bias) */
     int nopos;           /* emb: "nopos" suffix (no position table) */
+    int causal;          /* attn: "c" suffix (causal attention); n = heads */
 } dpt_spec_item;
 
 typedef struct {

@@ -138,6 +138,11 @@ static dpt_status parse_item(const char *spec, const char *p, const char *end, d
         q = p + 4;
         ok = read_num(&q, end, &it->n, 0);
         if (ok && prefix(q, end, "nobias")) q += 6, it->nobias = 1;
+    } else if (prefix(p, end, "attn")) {
+        it->kind = DPT_LAYER_ATTENTION;
+        q = p + 4;
+        ok = read_num(&q, end, &it->n, 0);
+        if (ok && q < end && *q == 'c') q++, it->causal = 1;
     } else if (prefix(p, end, "fc")) {
         it->kind = DPT_LAYER_LINEAR;
         q = p + 2;
@@ -150,7 +155,7 @@ static dpt_status parse_item(const char *spec, const char *p, const char *end, d
         return dpt_set_error(DPT_EINVAL,
                              "model spec '%s': '%s' is not a layer (expected conv<C>k<k>[s<s>][p<p>][nobias], "
                              "maxpool<k>[s<s>], avgpool<k>[s<s>], gn<groups>, flatten, fc<K>[nobias], "
-                             "emb<V>x<D>[nopos], ln, rms, plin<K>[nobias], meanpool, clspool, "
+                             "emb<V>x<D>[nopos], ln, rms, plin<K>[nobias], attn<heads>[c], meanpool, clspool, "
                              "relu|gelu|tanh|sigmoid|identity, optionally in [...] for a residual group)",
                              spec, part(p0, (size_t)(end - p0) + (size_t)it->res_close, bad, sizeof bad));
     return DPT_OK;
@@ -179,6 +184,7 @@ int dpt_spec_item_format(const dpt_spec_item *it, char *buf, size_t cap) {
     case DPT_LAYER_LAYERNORM: snprintf(body, sizeof body, "ln"); break;
     case DPT_LAYER_RMSNORM: snprintf(body, sizeof body, "rms"); break;
     case DPT_LAYER_SEQLINEAR: snprintf(body, sizeof body, "plin%zu%s", it->n, it->nobias ? "nobias" : ""); break;
+    case DPT_LAYER_ATTENTION: snprintf(body, sizeof body, "attn%zu%s", it->n, it->causal ? "c" : ""); break;
     default: snprintf(body, sizeof body, "%s", dpt_layer_kind_name(it->kind)); break;
     }
     return snprintf(buf, cap, "%s%s%s", it->res_open ? "[" : "", body, it->res_close ? "]" : "");
