@@ -1,7 +1,8 @@
 """Sequence layers against PyTorch's own modules on the same weights: nn.Embedding plus a
 learned position table, nn.LayerNorm, RMSNorm written in torch (x / sqrt(mean(x^2) + 1e-6)
 * weight; torch 1.13 has no nn.RMSNorm), nn.Linear applied at every position, GELU, mean and
-CLS pooling, a residual group. Compared: the forward, the batch gradient of <dout, out>
+CLS pooling, a residual group, nn.MultiheadAttention and a pre-LN nn.TransformerEncoderLayer
+(bidirectional and causal). Compared: the forward, the batch gradient of <dout, out>
 for every parameter, each example's own gradient (dptrain's PER_EXAMPLE rows against
 torch.autograd.grad of that example alone), the squared per-example norms dptrain computes
 without forming the gradients (SQNORM: the embedding's co-occurrence sum, the
@@ -87,10 +88,49 @@ def test_against_torch(tokens, pool):
         x[:, 1] = x[:, 0]  # a repeated token in every example
     else:
         x = torch.randn(B, T, D, requires_grad=True)
-    dout = torch.randn(B, C)
+    compare(net.spec(T, D, C), net, net.names(), x, tokens)
 
-    model = dptrain.Model.from_spec(net.spec(T, D, C), threads=1)
-    params = net.names()
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_transformer_block_against_torch(causal):
+    """A pre-LN nn.TransformerEncoderLayer (GELU, no dropout) and nn.MultiheadAttention are
+    dptrain's [ln,plin<3D>,attn<H>[c],plin<D>],[ln,plin<F>,gelu,plin<D>] on the same weights
+    (in_proj -> plin1, out_proj -> plin2); a causal mask is attn<H>c."""
+    torch.manual_seed(2)
+    T, D, H, Fw, B = 5, 8, 2, 12, 3
+    layer = nn.TransformerEncoderLayer(D, H, Fw, dropout=0.0, activation="gelu", batch_first=True, norm_first=True)
+    with torch.no_grad():
+        for p in (layer.norm1.weight, layer.norm1.bias, layer.norm2.weight, layer.norm2.bias,
+                  layer.self_attn.in_proj_bias, layer.self_attn.out_proj.bias):
+            p.add_(0.3 * torch.randn_like(p))
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1) if causal else None
+
+    def net(x):
+        return layer(x, src_mask=mask).mean(1)
+
+    sa = layer.self_attn
+    params = {"ln1.weight": layer.norm1.weight, "ln1.bias": layer.norm1.bias,
+              "plin1.weight": sa.in_proj_weight, "plin1.bias": sa.in_proj_bias,
+              "plin2.weight": sa.out_proj.weight, "plin2.bias": sa.out_proj.bias,
+              "ln2.weight": layer.norm2.weight, "ln2.bias": layer.norm2.bias,
+              "plin3.weight": layer.linear1.weight, "plin3.bias": layer.linear1.bias,
+              "plin4.weight": layer.linear2.weight, "plin4.bias": layer.linear2.bias}
+    spec = "seq:%dx%d:identity,[ln,plin%d,attn%d%s,plin%d],[ln,plin%d,gelu,plin%d],meanpool" % (
+        T, D, 3 * D, H, "c" if causal else "", D, Fw, D)
+    x = torch.randn(B, T, D, requires_grad=True)
+    compare(spec, net, params, x, False)
+    # the same attention alone: nn.MultiheadAttention(q = k = v = x)
+    sa_spec = "seq:%dx%d:identity,plin%d,attn%d%s,plin%d,flatten" % (T, D, 3 * D, H, "c" if causal else "", D)
+    compare(sa_spec, lambda x: sa(x, x, x, attn_mask=mask, need_weights=False)[0].reshape(B, -1),
+            {k: params[k] for k in ("plin1.weight", "plin1.bias", "plin2.weight", "plin2.bias")}, x, False)
+
+
+def compare(spec, net, params, x, tokens):
+    """dptrain's model `spec` with torch's `params` (its tensor names -> torch parameters, in
+    the model's order) against net(x): forward, batch and per-example gradients of
+    <dout, out>, SQNORM, and for float inputs the input cotangent (spec starts 'identity')."""
+    B = x.shape[0]
+    model = dptrain.Model.from_spec(spec, threads=1)
     model.set_parameters({k: p.detach().numpy() for k, p in params.items()})
     m = model._m
     P = int(m.n_params)
@@ -98,8 +138,10 @@ def test_against_torch(tokens, pool):
 
     xs = np.ascontiguousarray(x.detach().numpy().reshape(B, -1), dtype=np.float32)
     check(lib.dpt_model_forward(m, ffi.cast("const float *", ffi.from_buffer(xs)), B))
-    out = np.frombuffer(ffi.buffer(m.act[m.n_layers], B * C * 4), dtype=np.float32).reshape(B, C)
     ref = net(x)
+    C = ref.shape[1]
+    dout = torch.randn(B, C)
+    out = np.frombuffer(ffi.buffer(m.act[m.n_layers], B * C * 4), dtype=np.float32).reshape(B, C)
     tol(out, ref.detach().numpy())
 
     d = np.ascontiguousarray(dout.numpy(), dtype=np.float32)
@@ -124,7 +166,7 @@ def test_against_torch(tokens, pool):
 
     if not tokens:  # the input cotangent: dact[1] is the cotangent of the identity's output = x
         gx = torch.autograd.grad((ref * dout).sum(), x)[0].numpy().reshape(B, -1)
-        dx = np.frombuffer(ffi.buffer(m.dact[1], B * T * D * 4), dtype=np.float32).reshape(B, -1)
+        dx = np.frombuffer(ffi.buffer(m.dact[1], gx.size * 4), dtype=np.float32).reshape(B, -1)
         tol(dx, gx)
 
 
