@@ -181,7 +181,8 @@ typedef struct {
  *   "seq:16:emb100x32,ln,plin32,gelu,meanpool,fc2"
  *                                  a sequence model on 16 token ids (stored as floats; "seq:16x8"
  *                                  for 16 positions of 8 floats), the same items plus
- *                                  emb<V>x<D>[nopos], ln, rms, plin<K>[nobias], meanpool, clspool
+ *                                  emb<V>x<D>[nopos], ln, rms, plin<K>[nobias], attn<H>[c],
+ *                                  meanpool, clspool
  *                                  on sequences (1, T, D); see docs/nn.md "Sequence layers"
  *   named models: "mnist_cnn" (Opacus MNIST example), "mnist_cnn_tanh" (Tramer & Boneh
  *                                  2021's MNIST CNN: tanh, conv1 padding 2), "resnet5"
