@@ -133,7 +133,8 @@ typedef enum { DPT_SAMPLER_SHUFFLE, DPT_SAMPLER_POISSON, DPT_SAMPLER_FULL,
 typedef enum { DPT_LAYER_LINEAR, DPT_LAYER_RELU, DPT_LAYER_GELU, DPT_LAYER_TANH,
                DPT_LAYER_SIGMOID, DPT_LAYER_IDENTITY, DPT_LAYER_CONV2D, DPT_LAYER_MAXPOOL,
                DPT_LAYER_AVGPOOL, DPT_LAYER_FLATTEN, DPT_LAYER_GROUPNORM,
-               DPT_LAYER_SCATTER, ... } dpt_layer_kind;
+               DPT_LAYER_SCATTER, DPT_LAYER_EMBEDDING, DPT_LAYER_LAYERNORM, DPT_LAYER_RMSNORM,
+               DPT_LAYER_SEQLINEAR, DPT_LAYER_MEANPOOL, DPT_LAYER_CLSPOOL, DPT_LAYER_ATTENTION, ... } dpt_layer_kind;
 typedef struct dpt_param_tensor {
     char name[48];
     int ndim;
@@ -161,6 +162,7 @@ typedef struct {
     size_t max_batch;
     size_t in_dim, out_dim;
     float **act;
+    float **dact;
     size_t n_layers;
     ...;
 } dpt_model;
@@ -169,6 +171,11 @@ typedef enum { DPT_LOSS_SOFTMAX_CE, DPT_LOSS_SIGMOID_BCE, DPT_LOSS_SQUARED, ... 
 dpt_status dpt_model_new(const char *spec, size_t max_batch, int threads, dpt_model **out);
 void dpt_model_free(dpt_model *m);
 dpt_status dpt_model_forward(dpt_model *m, const float *x, size_t B);
+typedef enum { DPT_GRAD_SUM, DPT_GRAD_PER_EXAMPLE, DPT_GRAD_SQNORM, DPT_GRAD_WEIGHTED,
+               DPT_GRAD_DOT } dpt_grad_mode;
+dpt_status dpt_model_backward(dpt_model *m, const float *dout, size_t B);
+dpt_status dpt_model_param_grad(dpt_model *m, size_t B, dpt_grad_mode mode, const float *weights,
+                                float *out, size_t ld, int accumulate);
 size_t dpt_model_n_tensors(const dpt_model *m);
 dpt_status dpt_model_tensor(const dpt_model *m, size_t i, dpt_param_tensor *t);
 dpt_status dpt_loss_parse(const char *s, dpt_loss_kind *out);

@@ -36,12 +36,23 @@ typedef enum {
     DPT_LAYER_AVGPOOL,   /* k x k windows with stride s, no padding */
     DPT_LAYER_FLATTEN,   /* (C, H, W) -> (1, 1, C*H*W): the values are unchanged */
     DPT_LAYER_GROUPNORM, /* per example and group of channels; gamma, beta per channel */
-    DPT_LAYER_SCATTER    /* 2-d scattering transform (Morlet wavelets, order 2): fixed, no
+    DPT_LAYER_SCATTER,   /* 2-d scattering transform (Morlet wavelets, order 2): fixed, no
                           * parameters, first layer only (docs/nn.md) */
+    /* Sequence layers: a sequence is the shape (1, T, D), T positions of D features, row-major
+     * [T, D] per example; token ids are the shape (1, T, 1) (docs/nn.md "Sequence layers"). */
+    DPT_LAYER_EMBEDDING, /* token ids (floats) -> E[id_t] + Pos[t]: (1, T, 1) -> (1, T, D) */
+    DPT_LAYER_LAYERNORM, /* per position over its D features; gamma, beta [D] */
+    DPT_LAYER_RMSNORM,   /* per position x / rms(x) over its D features; gamma [D] */
+    DPT_LAYER_SEQLINEAR, /* the same Linear D -> K at every position: (1, T, D) -> (1, T, K) */
+    DPT_LAYER_MEANPOOL,  /* mean over the T positions: (1, T, D) -> (1, 1, D) */
+    DPT_LAYER_CLSPOOL,   /* position 0 (a CLS token): (1, T, D) -> (1, 1, D) */
+    DPT_LAYER_ATTENTION  /* multi-head softmax(Q K^T / sqrt(dh)) V, bidirectional or causal,
+                          * no parameters: (1, T, 3D) [q, k, v] -> (1, T, D) */
 } dpt_layer_kind;
 /* "linear", "relu", "gelu", "tanh", "sigmoid", "identity", "conv", "maxpool", "avgpool",
- * "flatten", "groupnorm", "scatter" ("?" for a value outside the enum): the names of model
- * specs and of the layers' default names ("relu1"). */
+ * "flatten", "groupnorm", "scatter", "embedding", "layernorm", "rmsnorm", "plinear", "meanpool",
+ * "clspool", "attention" ("?" for a value outside the enum): the names of model specs and of the
+ * layers' default names ("relu1"). */
 const char *dpt_layer_kind_name(dpt_layer_kind kind);
 
 typedef enum {
@@ -55,7 +66,7 @@ typedef enum {
 } dpt_grad_mode;
 
 /* A named parameter tensor: a slice of theta ("fc1.weight" {K, D}, "fc1.bias" {K}). */
-typedef enum { DPT_TENSOR_WEIGHT = 0, DPT_TENSOR_BIAS, DPT_TENSOR_SCALE } dpt_tensor_role;
+typedef enum { DPT_TENSOR_WEIGHT = 0, DPT_TENSOR_BIAS, DPT_TENSOR_SCALE, DPT_TENSOR_EMBEDDING } dpt_tensor_role;
 typedef struct dpt_param_tensor {
     char name[48];
     int ndim;
@@ -120,7 +131,8 @@ struct dpt_layer {
     size_t k, stride, pad, groups;
     size_t chunk;             /* Conv2d: examples unfolded at once (im2col of [chunk] fits) */
     size_t scratch_need;      /* floats of scratch the layer needs beyond max_batch * max(D, K) */
-    int ghost;                /* Conv2d SQNORM: 1 = Gram matrices (~T^2), 0 = materialized */
+    int ghost;                /* Conv2d, position-wise Linear SQNORM: 1 = Gram matrices (~T^2),
+                               * 0 = materialized */
     /* Conv2d: the unfolded input of the last forward, kept for backward_params and jvp
      * (NULL = every call unfolds again); owned by the model (dpt_model_unfold_cache). */
     struct dpt_unfold_cache *ucache;
@@ -176,6 +188,12 @@ typedef struct {
  *                                  activations; "[...]" adds the group's input to its
  *                                  output (a residual connection, same shape in and out);
  *                                  ":nobias" at the end removes every bias; see docs/nn.md
+ *   "seq:16:emb100x32,ln,plin32,gelu,meanpool,fc2"
+ *                                  a sequence model on 16 token ids (stored as floats; "seq:16x8"
+ *                                  for 16 positions of 8 floats), the same items plus
+ *                                  emb<V>x<D>[nopos], ln, rms, plin<K>[nobias], attn<H>[c],
+ *                                  meanpool, clspool
+ *                                  on sequences (1, T, D); see docs/nn.md "Sequence layers"
  *   named models: "mnist_cnn" (Opacus MNIST example), "mnist_cnn_tanh" (Tramer & Boneh
  *                                  2021's MNIST CNN: tanh, conv1 padding 2), "resnet5"
  *                                  (DP-ULR Section 4.3, CIFAR-10)
@@ -273,7 +291,7 @@ dpt_status dpt_model_init(dpt_model *m, dpt_init_scheme scheme, const double *va
 /* Per-layer weight variances beta_l the scheme gives for this model (n_linear entries). */
 dpt_status dpt_model_init_variances(const dpt_model *m, dpt_init_scheme scheme, double *beta,
                                     size_t n);
-size_t dpt_model_n_linear(const dpt_model *m); /* weight layers: Linear and Conv2d */
+size_t dpt_model_n_linear(const dpt_model *m); /* weight layers: Linear, Conv2d, position-wise Linear */
 /* Checks a list of layers to freeze ("conv1,conv2": comma-separated names of layers with
  * parameters, spaces around names ignored; "" = none) against the model: DPT_EINVAL for an
  * unknown name (the message lists the layers with parameters), a layer without parameters,

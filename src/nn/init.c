@@ -77,6 +77,10 @@ dpt_status dpt_model_init(dpt_model *m, dpt_init_scheme scheme, const double *va
             for (size_t j = 0; j < t.size; j++) p[j] = 1.0f;
             continue;
         }
+        if (t.role == DPT_TENSOR_EMBEDDING) { /* N(0, 1), torch's nn.Embedding default */
+            for (size_t j = 0; j < t.size; j++) p[j] = (float)dpt_rng_gauss_ref(rng);
+            continue;
+        }
         const double sd = sqrt(t.role == DPT_TENSOR_WEIGHT ? beta[g++] : bias_var);
         if (sd == 0.0) {
             memset(p, 0, t.size * sizeof *p);

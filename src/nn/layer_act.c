@@ -171,6 +171,13 @@ const char *dpt_layer_kind_name(dpt_layer_kind kind) {
     case DPT_LAYER_FLATTEN: return "flatten";
     case DPT_LAYER_GROUPNORM: return "groupnorm";
     case DPT_LAYER_SCATTER: return "scatter";
+    case DPT_LAYER_EMBEDDING: return "embedding";
+    case DPT_LAYER_LAYERNORM: return "layernorm";
+    case DPT_LAYER_RMSNORM: return "rmsnorm";
+    case DPT_LAYER_SEQLINEAR: return "plinear";
+    case DPT_LAYER_MEANPOOL: return "meanpool";
+    case DPT_LAYER_CLSPOOL: return "clspool";
+    case DPT_LAYER_ATTENTION: return "attention";
     }
     return "?";
 }

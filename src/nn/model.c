@@ -48,6 +48,13 @@ dpt_status dpt_spec_item_setup(dpt_layer *L, const dpt_spec_item *it, const size
     case DPT_LAYER_SCATTER: return dpt_layer_scatter_setup(L, in_shape, it->k, it->n);
     case DPT_LAYER_FLATTEN: dpt_layer_flatten_setup(L, in_shape); return DPT_OK;
     case DPT_LAYER_LINEAR: dpt_layer_linear_setup(L, n_in, it->n, bias); return DPT_OK;
+    case DPT_LAYER_EMBEDDING: return dpt_layer_embedding_setup(L, in_shape, it->n, it->k, !it->nopos);
+    case DPT_LAYER_LAYERNORM:
+    case DPT_LAYER_RMSNORM: return dpt_layer_seqnorm_setup(L, it->kind, in_shape);
+    case DPT_LAYER_SEQLINEAR: return dpt_layer_seqlinear_setup(L, in_shape, it->n, bias);
+    case DPT_LAYER_MEANPOOL:
+    case DPT_LAYER_CLSPOOL: return dpt_layer_seqpool_setup(L, it->kind, in_shape);
+    case DPT_LAYER_ATTENTION: return dpt_layer_attention_setup(L, in_shape, it->n, it->causal);
     default:
         dpt_layer_act_setup(L, it->kind, n_in);
         memcpy(L->in_shape, in_shape, sizeof L->in_shape);
@@ -77,6 +84,7 @@ static dpt_status build_cnn(dpt_model *m, const char *spec, const dpt_spec *sp) 
               DPT_EINVAL, "model spec '%s': input %zux%zux%zu is larger than %zu values", spec, shape[0], shape[1],
               shape[2], DPT_SPEC_MAX_WIDTH);
     size_t n_conv = 0, n_act = 0, n_pool = 0, n_gn = 0, n_fc = 0, n_flat = 0, n_scat = 0, res_src = 0;
+    size_t n_emb = 0, n_ln = 0, n_rms = 0, n_plin = 0, n_spool = 0, n_attn = 0;
     for (size_t l = 0; l < sp->n_items; l++) {
         const dpt_spec_item *it = &sp->items[l];
         dpt_layer *L = &m->layers[l];
@@ -99,6 +107,13 @@ static dpt_status build_cnn(dpt_model *m, const char *spec, const dpt_spec *sp) 
                                    "must be the first layer");
             break;
         case DPT_LAYER_LINEAR: snprintf(L->name, sizeof L->name, "fc%zu", ++n_fc); break;
+        case DPT_LAYER_EMBEDDING: snprintf(L->name, sizeof L->name, "emb%zu", ++n_emb); break;
+        case DPT_LAYER_LAYERNORM: snprintf(L->name, sizeof L->name, "ln%zu", ++n_ln); break;
+        case DPT_LAYER_RMSNORM: snprintf(L->name, sizeof L->name, "rms%zu", ++n_rms); break;
+        case DPT_LAYER_SEQLINEAR: snprintf(L->name, sizeof L->name, "plin%zu", ++n_plin); break;
+        case DPT_LAYER_MEANPOOL:
+        case DPT_LAYER_CLSPOOL: snprintf(L->name, sizeof L->name, "seqpool%zu", ++n_spool); break;
+        case DPT_LAYER_ATTENTION: snprintf(L->name, sizeof L->name, "attn%zu", ++n_attn); break;
         default: snprintf(L->name, sizeof L->name, "%s%zu", dpt_layer_kind_name(it->kind), ++n_act); break;
         }
         if (st == DPT_OK && it->res_close) {
@@ -587,7 +602,8 @@ size_t dpt_model_param_layer(const dpt_model *m, size_t k) {
 size_t dpt_model_n_linear(const dpt_model *m) {
     size_t n = 0;
     for (size_t l = 0; l < m->n_layers; l++)
-        n += m->layers[l].kind == DPT_LAYER_LINEAR || m->layers[l].kind == DPT_LAYER_CONV2D;
+        n += m->layers[l].kind == DPT_LAYER_LINEAR || m->layers[l].kind == DPT_LAYER_CONV2D ||
+             m->layers[l].kind == DPT_LAYER_SEQLINEAR;
     return n;
 }
 

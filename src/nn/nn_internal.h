@@ -85,6 +85,17 @@ double dpt_scatter_angle(size_t t, size_t L);   /* angle of orientation t, radia
  * (= j L + t; levels 0..max(J - 1, 1) - 1) or the low-pass for n < 0 (levels 0..J - 1);
  * *hat [*h *w] real, FFTW's frequency order; a view valid until the model is freed. */
 dpt_status dpt_scatter_filter(const dpt_layer *L, long n, size_t r, const double **hat, size_t *h, size_t *w);
+/* Sequence layers on a (1, T, D) input (token ids: (1, T, 1)); DPT_EINVAL when the shape
+ * does not fit. Embedding: V tokens of width D, with a learned position table when
+ * positions != 0 (layer_embedding.c); LayerNorm/RMSNorm (kind) per position
+ * (layer_seqnorm.c); position-wise Linear D -> K (layer_seqlinear.c); mean/CLS pooling
+ * (kind, layer_seqpool.c). */
+dpt_status dpt_layer_embedding_setup(dpt_layer *L, const size_t in_shape[3], size_t V, size_t D, int positions);
+dpt_status dpt_layer_seqnorm_setup(dpt_layer *L, dpt_layer_kind kind, const size_t in_shape[3]);
+dpt_status dpt_layer_seqlinear_setup(dpt_layer *L, const size_t in_shape[3], size_t K, int has_bias);
+dpt_status dpt_layer_seqpool_setup(dpt_layer *L, dpt_layer_kind kind, const size_t in_shape[3]);
+/* Multi-head attention core on (1, T, 3D) queries, keys, values (layer_attention.c). */
+dpt_status dpt_layer_attention_setup(dpt_layer *L, const size_t in_shape[3], size_t heads, int causal);
 
 /* ==== Model specs ==== */
 
@@ -95,15 +106,17 @@ dpt_status dpt_scatter_filter(const dpt_layer *L, long n, size_t r, const double
 #define DPT_SPEC_MAX_ITEMS 64
 typedef struct {
     dpt_layer_kind kind;
-    size_t n;            /* conv: C_out; fc: K; gn: groups; scatter: L (angles) */
-    size_t k, stride, pad; /* scatter: k = J (scales) */
+    size_t n;            /* conv: C_out; fc, plin: K; gn: groups; emb: V; scatter: L (angles) */
+    size_t k, stride, pad; /* emb: k = D; scatter: k = J (scales) */
     int res_open, res_close;
-    int nobias;          /* conv, fc: "nobias" suffix (the layer has no bias) */
+    int nobias;          /* conv, fc, plin: "nobias" suffix (the layer has no bias) */
+    int nopos;           /* emb: "nopos" suffix (no position table) */
+    int causal;          /* attn: "c" suffix (causal attention); n = heads */
 } dpt_spec_item;
 
 typedef struct {
-    int cnn;                             /* "cnn:" (items below), else mlp/ae (widths) */
-    size_t in_shape[3];                  /* cnn: (C, H, W) */
+    int cnn;                             /* "cnn:" or "seq:" (items below), else mlp/ae (widths) */
+    size_t in_shape[3];                  /* cnn: (C, H, W); seq: (1, T, D), (1, T, 1) for ids */
     size_t n_items;
     dpt_spec_item items[DPT_SPEC_MAX_ITEMS];
     int autoencoder;                     /* "ae:" (requires in == out) */

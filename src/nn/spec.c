@@ -1,6 +1,7 @@
 /* Model spec strings: "<kind>:<m_0>-<m_1>-...-<m_L>[:<activation>][:nobias]".
  * kind is mlp or ae; activation relu|gelu|tanh|sigmoid|identity (default relu).
  * Convolutional models: "cnn:<C>x<H>x<W>:<item>,<item>,...[:nobias]" (grammar in docs/nn.md)
+ * Sequence models: "seq:<T>[x<D>]:<item>,...[:nobias]", the same items on (1, T, D)
  * and the named models below, which are expanded to such a string. */
 #include "nn_internal.h"
 
@@ -97,6 +98,18 @@ static dpt_status parse_item(const char *spec, const char *p, const char *end, d
         it->kind = DPT_LAYER_FLATTEN;
         return DPT_OK;
     }
+    static const struct {
+        const char *name;
+        dpt_layer_kind kind;
+    } seq_names[] = {
+        {"ln", DPT_LAYER_LAYERNORM}, {"rms", DPT_LAYER_RMSNORM}, {"meanpool", DPT_LAYER_MEANPOOL},
+        {"clspool", DPT_LAYER_CLSPOOL},
+    };
+    for (size_t j = 0; j < sizeof seq_names / sizeof seq_names[0]; j++)
+        if (strlen(seq_names[j].name) == n && !strncmp(p, seq_names[j].name, n)) {
+            it->kind = seq_names[j].kind;
+            return DPT_OK;
+        }
     if (prefix(p, end, "conv")) {
         q = p + 4;
         it->kind = DPT_LAYER_CONV2D;
@@ -122,6 +135,21 @@ static dpt_status parse_item(const char *spec, const char *p, const char *end, d
         it->kind = DPT_LAYER_GROUPNORM;
         q = p + 2;
         ok = read_num(&q, end, &it->n, 0);
+    } else if (prefix(p, end, "emb")) {
+        it->kind = DPT_LAYER_EMBEDDING;
+        q = p + 3;
+        ok = read_num(&q, end, &it->n, 0) && q < end && *q == 'x' && (q++, read_num(&q, end, &it->k, 0));
+        if (ok && prefix(q, end, "nopos")) q += 5, it->nopos = 1;
+    } else if (prefix(p, end, "plin")) {
+        it->kind = DPT_LAYER_SEQLINEAR;
+        q = p + 4;
+        ok = read_num(&q, end, &it->n, 0);
+        if (ok && prefix(q, end, "nobias")) q += 6, it->nobias = 1;
+    } else if (prefix(p, end, "attn")) {
+        it->kind = DPT_LAYER_ATTENTION;
+        q = p + 4;
+        ok = read_num(&q, end, &it->n, 0);
+        if (ok && q < end && *q == 'c') q++, it->causal = 1;
     } else if (prefix(p, end, "fc")) {
         it->kind = DPT_LAYER_LINEAR;
         q = p + 2;
@@ -134,7 +162,8 @@ static dpt_status parse_item(const char *spec, const char *p, const char *end, d
         return dpt_set_error(DPT_EINVAL,
                              "model spec '%s': '%s' is not a layer (expected conv<C>k<k>[s<s>][p<p>][nobias], "
                              "maxpool<k>[s<s>], avgpool<k>[s<s>], gn<groups>, flatten, fc<K>[nobias], "
-                             "scatter[j<J>][l<L>], relu|gelu|tanh|sigmoid|identity, optionally in [...] for a residual group)",
+                             "scatter[j<J>][l<L>], emb<V>x<D>[nopos], ln, rms, plin<K>[nobias], attn<heads>[c], meanpool, "
+                             "clspool, relu|gelu|tanh|sigmoid|identity, optionally in [...] for a residual group)",
                              spec, part(p0, (size_t)(end - p0) + (size_t)it->res_close, bad, sizeof bad));
     return DPT_OK;
 }
@@ -164,23 +193,36 @@ int dpt_spec_item_format(const dpt_spec_item *it, char *buf, size_t cap) {
     }
     case DPT_LAYER_FLATTEN: snprintf(body, sizeof body, "flatten"); break;
     case DPT_LAYER_LINEAR: snprintf(body, sizeof body, "fc%zu%s", it->n, it->nobias ? "nobias" : ""); break;
+    case DPT_LAYER_EMBEDDING: snprintf(body, sizeof body, "emb%zux%zu%s", it->n, it->k, it->nopos ? "nopos" : ""); break;
+    case DPT_LAYER_LAYERNORM: snprintf(body, sizeof body, "ln"); break;
+    case DPT_LAYER_RMSNORM: snprintf(body, sizeof body, "rms"); break;
+    case DPT_LAYER_SEQLINEAR: snprintf(body, sizeof body, "plin%zu%s", it->n, it->nobias ? "nobias" : ""); break;
+    case DPT_LAYER_ATTENTION: snprintf(body, sizeof body, "attn%zu%s", it->n, it->causal ? "c" : ""); break;
     default: snprintf(body, sizeof body, "%s", dpt_layer_kind_name(it->kind)); break;
     }
     return snprintf(buf, cap, "%s%s%s", it->res_open ? "[" : "", body, it->res_close ? "]" : "");
 }
 
-static dpt_status parse_cnn(const char *spec, const char *body, dpt_spec *out) {
+static dpt_status parse_cnn(const char *spec, const char *body, int seq, dpt_spec *out) {
     char bad[96];
-    /* input shape CxHxW */
+    /* input shape CxHxW (cnn:), or T (token ids, (1, T, 1)) or TxD ((1, T, D)) (seq:) */
     const char *p = body, *end = strchr(p, ':');
     if (!end) end = p + strlen(p);
     const char *q = p;
-    int ok = read_num(&q, end, &out->in_shape[0], 0) && q < end && *q == 'x' &&
+    int ok;
+    if (seq) {
+        out->in_shape[0] = out->in_shape[2] = 1;
+        ok = read_num(&q, end, &out->in_shape[1], 0) &&
+             (q == end || (*q == 'x' && (q++, read_num(&q, end, &out->in_shape[2], 0)) && q == end));
+    } else {
+        ok = read_num(&q, end, &out->in_shape[0], 0) && q < end && *q == 'x' &&
              (q++, read_num(&q, end, &out->in_shape[1], 0)) && q < end && *q == 'x' &&
              (q++, read_num(&q, end, &out->in_shape[2], 0)) && q == end;
+    }
     if (!ok)
-        return dpt_set_error(DPT_EINVAL, "model spec '%s': '%s' is not an input shape (expected CxHxW, e.g. 3x32x32)",
-                             spec, part(p, (size_t)(end - p), bad, sizeof bad));
+        return dpt_set_error(DPT_EINVAL, "model spec '%s': '%s' is not an input shape (expected %s)", spec,
+                             part(p, (size_t)(end - p), bad, sizeof bad),
+                             seq ? "T token ids or TxD features, e.g. 32 or 32x16" : "CxHxW, e.g. 3x32x32");
     DPT_CHECK(*end == ':' && end[1] && end[1] != ':', DPT_EINVAL,
               "model spec '%s': no layers after the input shape (expected e.g. 'cnn:1x28x28:conv16k5,relu,fc10')",
               spec);
@@ -227,7 +269,12 @@ dpt_status dpt_spec_parse(const char *spec, dpt_spec *out) {
     if (!strncmp(spec, "cnn:", 4)) {
         out->cnn = 1;
         out->has_bias = 1;
-        return parse_cnn(spec, spec + 4, out);
+        return parse_cnn(spec, spec + 4, 0, out);
+    }
+    if (!strncmp(spec, "seq:", 4)) {
+        out->cnn = 1;
+        out->has_bias = 1;
+        return parse_cnn(spec, spec + 4, 1, out);
     }
     out->act = DPT_LAYER_RELU;
     out->has_bias = 1;
@@ -241,7 +288,7 @@ dpt_status dpt_spec_parse(const char *spec, dpt_spec *out) {
         out->autoencoder = 1;
     } else {
         return dpt_set_error(DPT_EINVAL,
-                             "model spec '%s': unknown model kind '%s' (expected mlp, ae, cnn, or a named model: "
+                             "model spec '%s': unknown model kind '%s' (expected mlp, ae, cnn, seq, or a named model: "
                              "mnist_cnn, mnist_cnn_tanh, resnet5)",
                              spec, part(spec, klen, bad, sizeof bad));
     }

@@ -1,0 +1,582 @@
+/* Sequence layers (token + position embedding, LayerNorm, RMSNorm, position-wise Linear,
+ * multi-head attention (bidirectional and causal), mean/CLS pooling, activations on
+ * sequences, residual groups of them, pre-LN transformer blocks): every model's
+ * forward against a naive double-precision reference written here, backward_input, the
+ * batch gradient and jvp against central finite differences of that reference, every
+ * per-example mode (PER_EXAMPLE rows against per-example finite differences, SQNORM, DOT,
+ * WEIGHTED against those rows), both SQNORM paths of the position-wise Linear (Gram and
+ * materialized) against each other and the naive per-example gradient, the embedding's
+ * norm against Li et al.'s pair sum, clipping to exactly min(||g||, C), per-example
+ * independence of the norms, causality of causal attention, the init of the new tensors,
+ * and token-id and spec errors. */
+#include <dptrain/nn.h>
+#include <dptrain/optim.h>
+#include <dptrain/privacy.h>
+#include <dptrain/train.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn_internal.h"
+#include "testutil.h"
+
+/* ==== double references ==== */
+
+static void fill_gauss(float *x, size_t n, double sd, uint64_t seed) {
+    dpt_rng r;
+    dpt_rng_init(&r, seed, DPT_STREAM_AUX);
+    for (size_t j = 0; j < n; j++) x[j] = (float)(sd * dpt_rng_gauss_ref(&r));
+    dpt_rng_free(&r);
+}
+
+/* token ids in [0, V) as floats, from a small vocabulary so that ids repeat */
+static void fill_tokens(float *x, size_t n, size_t V, uint64_t seed) {
+    dpt_rng r;
+    dpt_rng_init(&r, seed, DPT_STREAM_AUX);
+    for (size_t j = 0; j < n; j++) x[j] = (float)(dpt_rng_u64(&r) % V);
+    dpt_rng_free(&r);
+}
+
+/* One layer by its definition, in double: th = the layer's parameters, x [B, D] -> v [B, K]. */
+static void ref_layer(const dpt_layer *L, const double *th, const double *x, size_t B, double *v) {
+    const size_t T = L->in_shape[1], D = L->in_shape[2], Din = L->in_dim, Kout = L->out_dim;
+    for (size_t i = 0; i < B; i++) {
+        const double *xi = x + i * Din;
+        double *vi = v + i * Kout;
+        switch (L->kind) {
+        case DPT_LAYER_EMBEDDING: { /* v_t = E[id_t] + Pos[t] */
+            const size_t E = L->out_shape[2], V = L->k;
+            for (size_t t = 0; t < T; t++)
+                for (size_t d = 0; d < E; d++)
+                    vi[t * E + d] = th[(size_t)xi[t] * E + d] + (L->has_bias ? th[V * E + t * E + d] : 0.0);
+            break;
+        }
+        case DPT_LAYER_LAYERNORM:
+        case DPT_LAYER_RMSNORM: /* per position: gamma (x - mu) / sqrt(var + eps) + beta */
+            for (size_t t = 0; t < T; t++) {
+                const double *r = xi + t * D;
+                double mu = 0, s2 = 0;
+                if (L->kind == DPT_LAYER_LAYERNORM) {
+                    for (size_t d = 0; d < D; d++) mu += r[d];
+                    mu /= (double)D;
+                }
+                for (size_t d = 0; d < D; d++) s2 += (r[d] - mu) * (r[d] - mu);
+                const double rs = 1.0 / sqrt(s2 / (double)D + (L->kind == DPT_LAYER_LAYERNORM ? 1e-5 : 1e-6));
+                for (size_t d = 0; d < D; d++)
+                    vi[t * D + d] = th[d] * (r[d] - mu) * rs + (L->kind == DPT_LAYER_LAYERNORM ? th[D + d] : 0.0);
+            }
+            break;
+        case DPT_LAYER_SEQLINEAR:
+        case DPT_LAYER_LINEAR: { /* v_t = W x_t + b (Linear: one position of all D values) */
+            const size_t Tn = L->kind == DPT_LAYER_LINEAR ? 1 : T, Dd = Din / Tn, K = Kout / Tn;
+            for (size_t t = 0; t < Tn; t++)
+                for (size_t k = 0; k < K; k++) {
+                    double s = L->has_bias ? th[K * Dd + k] : 0.0;
+                    for (size_t d = 0; d < Dd; d++) s += th[k * Dd + d] * xi[t * Dd + d];
+                    vi[t * K + k] = s;
+                }
+            break;
+        }
+        case DPT_LAYER_MEANPOOL:
+        case DPT_LAYER_CLSPOOL:
+            for (size_t d = 0; d < D; d++) {
+                double s = 0;
+                if (L->kind == DPT_LAYER_CLSPOOL) s = xi[d];
+                else {
+                    for (size_t t = 0; t < T; t++) s += xi[t * D + d];
+                    s /= (double)T;
+                }
+                vi[d] = s;
+            }
+            break;
+        case DPT_LAYER_ATTENTION: { /* per head: softmax(Q K^T / sqrt(dh) over allowed keys) V */
+            const size_t Dm = L->out_shape[2], H = L->groups, dh = Dm / H, W = 3 * Dm;
+            for (size_t h = 0; h < H; h++)
+                for (size_t t = 0; t < T; t++) {
+                    const size_t n = L->k ? t + 1 : T; /* causal: keys j <= t */
+                    double s[64], mx = -INFINITY, z = 0;
+                    for (size_t j = 0; j < n; j++) {
+                        s[j] = 0;
+                        for (size_t e = 0; e < dh; e++) s[j] += xi[t * W + h * dh + e] * xi[j * W + Dm + h * dh + e];
+                        s[j] /= sqrt((double)dh);
+                        mx = fmax(mx, s[j]);
+                    }
+                    for (size_t j = 0; j < n; j++) z += exp(s[j] - mx);
+                    for (size_t e = 0; e < dh; e++) {
+                        double o = 0;
+                        for (size_t j = 0; j < n; j++) o += exp(s[j] - mx) / z * xi[j * W + 2 * Dm + h * dh + e];
+                        vi[t * Dm + h * dh + e] = o;
+                    }
+                }
+            break;
+        }
+        case DPT_LAYER_GELU:
+            for (size_t j = 0; j < Din; j++) vi[j] = xi[j] * 0.5 * (1.0 + erf(xi[j] / sqrt(2.0)));
+            break;
+        case DPT_LAYER_TANH:
+            for (size_t j = 0; j < Din; j++) vi[j] = tanh(xi[j]);
+            break;
+        case DPT_LAYER_IDENTITY:
+        case DPT_LAYER_FLATTEN:
+            for (size_t j = 0; j < Din; j++) vi[j] = xi[j];
+            break;
+        default:
+            fprintf(stderr, "ref_layer: no reference for %s\n", dpt_layer_kind_name(L->kind));
+            exit(2);
+        }
+    }
+}
+
+static size_t max_dim(const dpt_model *m) {
+    size_t d = m->in_dim;
+    for (size_t l = 0; l < m->n_layers; l++)
+        if (m->layers[l].out_dim > d) d = m->layers[l].out_dim;
+    return d;
+}
+
+/* The model from layer `first` on (x = act[first]) in double, residual adds included. */
+static void ref_model(const dpt_model *m, const double *theta, const double *x, size_t first, size_t B, double *out) {
+    const size_t n = m->n_layers, md = max_dim(m);
+    double **a = calloc(n + 1, sizeof *a);
+    for (size_t l = first; l <= n; l++) a[l] = calloc(B * md, sizeof **a);
+    memcpy(a[first], x, B * (first ? m->layers[first - 1].out_dim : m->in_dim) * sizeof *x);
+    for (size_t l = first; l < n; l++) {
+        const dpt_layer *L = &m->layers[l];
+        ref_layer(L, theta + L->param_offset, a[l], B, a[l + 1]);
+        if (L->residual_from) {
+            DPT_ASSERT(L->residual_from - 1 >= first);
+            for (size_t j = 0; j < B * L->out_dim; j++) a[l + 1][j] += a[L->residual_from - 1][j];
+        }
+    }
+    memcpy(out, a[n], B * m->out_dim * sizeof *out);
+    for (size_t l = first; l <= n; l++) free(a[l]);
+    free(a);
+}
+
+/* f = <dout[i0 .. i0 + B), model(x)> in double */
+static double ref_f(const dpt_model *m, const double *th, const double *x, size_t first, size_t B, const float *dout,
+                    size_t i0) {
+    double *o = malloc(B * m->out_dim * sizeof *o), s = 0;
+    ref_model(m, th, x, first, B, o);
+    for (size_t j = 0; j < B * m->out_dim; j++) s += o[j] * dout[i0 * m->out_dim + j];
+    free(o);
+    return s;
+}
+
+static double *to_double(const float *x, size_t n) {
+    double *d = malloc((n ? n : 1) * sizeof *d);
+    for (size_t j = 0; j < n; j++) d[j] = x[j];
+    return d;
+}
+
+/* ==== every mode of a whole model against the reference ==== */
+
+static void init_params(dpt_model *m, uint64_t seed) {
+    dpt_rng r;
+    dpt_rng_init(&r, seed, DPT_STREAM_INIT);
+    CHECK_OK(dpt_model_init(m, DPT_INIT_LECUN, NULL, 0, 0.01, &r));
+    dpt_rng_free(&r);
+    /* move the scales and shifts off 1 and 0 so that their gradients are tested as such */
+    fill_gauss(m->grad, m->n_params, 0.3, seed + 7);
+    for (size_t l = 0; l < m->n_layers; l++) {
+        const dpt_layer *L = &m->layers[l];
+        if (L->kind == DPT_LAYER_LAYERNORM || L->kind == DPT_LAYER_RMSNORM)
+            for (size_t p = 0; p < L->n_params; p++) m->theta[L->param_offset + p] += m->grad[L->param_offset + p];
+    }
+}
+
+/* spec: a model over T token ids from a vocabulary of V (V = 0: float inputs N(0, 1)) */
+static void check_model(const char *spec, size_t B, size_t V, uint64_t seed) {
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new(spec, B, 2, &m));
+    if (!m) return;
+    const size_t P = m->n_params, D = m->in_dim, K = m->out_dim, ld = P + 3;
+    init_params(m, seed);
+    float *x = malloc(B * D * sizeof *x), *dout = malloc(B * K * sizeof *dout);
+    if (V) fill_tokens(x, B * D, V, seed + 1);
+    else fill_gauss(x, B * D, 1.0, seed + 1);
+    fill_gauss(dout, B * K, 1.0, seed + 2);
+    double *th = to_double(m->theta, P), *xd = to_double(x, B * D), *o = malloc(B * K * sizeof *o);
+
+    /* forward */
+    CHECK_OK(dpt_model_forward(m, x, B));
+    ref_model(m, th, xd, 0, B, o);
+    for (size_t j = 0; j < B * K; j++) CHECK_CLOSE(dpt_model_output(m)[j], o[j], 1e-4, 1e-4);
+
+    /* per-example gradients by central differences of example i's f_i, in double */
+    CHECK_OK(dpt_model_backward(m, dout, B));
+    const double h = 1e-5;
+    double *fd = calloc(B * P, sizeof *fd);
+    for (size_t i = 0; i < B; i++)
+        for (size_t p = 0; p < P; p++) {
+            const double t0 = th[p];
+            th[p] = t0 + h;
+            double fp = ref_f(m, th, xd + i * D, 0, 1, dout, i);
+            th[p] = t0 - h;
+            double fm = ref_f(m, th, xd + i * D, 0, 1, dout, i);
+            th[p] = t0;
+            fd[i * P + p] = (fp - fm) / (2 * h);
+        }
+    /* SUM */
+    float *g = malloc(P * sizeof *g);
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_SUM, NULL, g, 0, 0));
+    for (size_t p = 0; p < P; p++) {
+        double s = 0;
+        for (size_t i = 0; i < B; i++) s += fd[i * P + p];
+        CHECK_CLOSE(g[p], s, 2e-4, 2e-3);
+    }
+    /* PER_EXAMPLE (stride ld > P; the gap must stay untouched), then accumulate */
+    float *pe = malloc(B * ld * sizeof *pe);
+    for (size_t j = 0; j < B * ld; j++) pe[j] = 7.0f;
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_PER_EXAMPLE, NULL, pe, ld, 0));
+    for (size_t i = 0; i < B; i++) {
+        for (size_t p = 0; p < P; p++) CHECK_CLOSE(pe[i * ld + p], fd[i * P + p], 2e-4, 2e-3);
+        for (size_t p = P; p < ld; p++) CHECK(pe[i * ld + p] == 7.0f);
+    }
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_PER_EXAMPLE, NULL, pe, ld, 1));
+    for (size_t i = 0; i < B; i++)
+        for (size_t p = 0; p < P; p++) CHECK_CLOSE(pe[i * ld + p], 2 * fd[i * P + p], 4e-4, 2e-3);
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_PER_EXAMPLE, NULL, pe, ld, 0));
+    /* SQNORM against the rows' norms (and accumulate adds) */
+    float *sq = malloc(B * sizeof *sq);
+    double *n2 = malloc(B * sizeof *n2);
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_SQNORM, NULL, sq, 0, 0));
+    for (size_t i = 0; i < B; i++) {
+        double s = 0;
+        for (size_t p = 0; p < P; p++) s += (double)pe[i * ld + p] * pe[i * ld + p];
+        n2[i] = s;
+        CHECK(s > 0);
+        CHECK_CLOSE(sq[i], s, 1e-5, 1e-4);
+    }
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_SQNORM, NULL, sq, 0, 1));
+    for (size_t i = 0; i < B; i++) CHECK_CLOSE(sq[i], 2 * n2[i], 2e-5, 1e-4);
+    /* per-layer squared norms sum to the model's */
+    size_t G = dpt_model_n_param_layers(m);
+    float *lsq = malloc(G * B * sizeof *lsq);
+    CHECK_OK(dpt_model_layer_sqnorms(m, B, lsq));
+    for (size_t i = 0; i < B; i++) {
+        double s = 0;
+        for (size_t k = 0; k < G; k++) s += lsq[k * B + i];
+        CHECK_CLOSE(s, n2[i], 1e-5, 1e-4);
+    }
+    /* WEIGHTED with the clipping factors c_i = min(1, C / ||g_i||), C below and above 1:
+     * the clipped sum, and each clipped row has norm exactly min(||g_i||, C) */
+    const double Cs[3] = {0.5 * sqrt(n2[0]), 0.9, 1.5};
+    for (int ci = 0; ci < 3; ci++) {
+        float *c = malloc(B * sizeof *c), *gw = malloc(P * sizeof *gw);
+        for (size_t i = 0; i < B; i++) c[i] = (float)fmin(1.0, Cs[ci] / sqrt(n2[i]));
+        if (ci == 0) CHECK(c[0] < 1.0f);
+        CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_WEIGHTED, c, gw, 0, 0));
+        for (size_t p = 0; p < P; p++) {
+            double s = 0;
+            for (size_t i = 0; i < B; i++) s += (double)c[i] * pe[i * ld + p];
+            CHECK_CLOSE(gw[p], s, 1e-5, 1e-4);
+        }
+        for (size_t i = 0; i < B; i++) {
+            double s = 0;
+            for (size_t p = 0; p < P; p++) s += ((double)c[i] * pe[i * ld + p]) * ((double)c[i] * pe[i * ld + p]);
+            CHECK_CLOSE(sqrt(s), fmin(sqrt(n2[i]), Cs[ci]), 1e-6, 1e-5);
+        }
+        free(c);
+        free(gw);
+    }
+    /* DOT against the rows */
+    float *v = malloc(P * sizeof *v), *dot = malloc(B * sizeof *dot);
+    fill_gauss(v, P, 1.0, seed + 3);
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_DOT, v, dot, 0, 0));
+    for (size_t i = 0; i < B; i++) {
+        double s = 0, a = 0;
+        for (size_t p = 0; p < P; p++) s += (double)v[p] * pe[i * ld + p], a += fabs((double)v[p] * pe[i * ld + p]);
+        CHECK_CLOSE(dot[i], s, 1e-5 * a, 1e-4);
+    }
+    /* backward_input of every layer after the first: dact[1] against differences in act[1] */
+    if (m->n_layers > 1) {
+        const size_t D1 = m->layers[0].out_dim;
+        double *a1 = to_double(m->act[1], B * D1);
+        for (size_t j = 0; j < B * D1; j++) {
+            const double t0 = a1[j];
+            a1[j] = t0 + h;
+            double fp = ref_f(m, th, a1, 1, B, dout, 0);
+            a1[j] = t0 - h;
+            double fm = ref_f(m, th, a1, 1, B, dout, 0);
+            a1[j] = t0;
+            CHECK_CLOSE(m->dact[1][j], (fp - fm) / (2 * h), 2e-4, 2e-3);
+        }
+        free(a1);
+    }
+    /* the embedding's input cotangent is zero (ids are discrete) */
+    if (m->layers[0].kind == DPT_LAYER_EMBEDDING) {
+        const dpt_layer *L0 = &m->layers[0];
+        float *dx = malloc(B * D * sizeof *dx);
+        for (size_t j = 0; j < B * D; j++) dx[j] = 1.0f;
+        CHECK_OK(L0->ops->backward_input(L0, m->act[0], m->act[1], m->dact[1], dx, B));
+        for (size_t j = 0; j < B * D; j++) CHECK(dx[j] == 0.0f);
+        free(dx);
+    }
+    /* jvp in a parameter direction (and an input direction for float inputs) */
+    {
+        float *dth = malloc(P * sizeof *dth), *dxx = malloc(B * D * sizeof *dxx), *jv = malloc(B * K * sizeof *jv);
+        fill_gauss(dth, P, 1.0, seed + 4);
+        fill_gauss(dxx, B * D, 1.0, seed + 5);
+        CHECK_OK(dpt_model_forward(m, x, B));
+        CHECK_OK(dpt_model_jvp(m, dth, V ? NULL : dxx, B, jv));
+        double *tp = malloc(P * sizeof *tp), *tm = malloc(P * sizeof *tm), *xp = to_double(x, B * D),
+               *xm = to_double(x, B * D), *op = malloc(B * K * sizeof *op), *om = malloc(B * K * sizeof *om);
+        for (size_t p = 0; p < P; p++) tp[p] = th[p] + h * dth[p], tm[p] = th[p] - h * dth[p];
+        if (!V)
+            for (size_t j = 0; j < B * D; j++) xp[j] += h * dxx[j], xm[j] -= h * dxx[j];
+        ref_model(m, tp, xp, 0, B, op);
+        ref_model(m, tm, xm, 0, B, om);
+        for (size_t j = 0; j < B * K; j++) CHECK_CLOSE(jv[j], (op[j] - om[j]) / (2 * h), 3e-4, 2e-3);
+        if (V) { /* an input tangent on token ids changes nothing */
+            float *jv2 = malloc(B * K * sizeof *jv2);
+            CHECK_OK(dpt_model_jvp(m, dth, dxx, B, jv2));
+            CHECK(memcmp(jv, jv2, B * K * sizeof *jv) == 0);
+            free(jv2);
+        }
+        free(dth), free(dxx), free(jv), free(tp), free(tm), free(xp), free(xm), free(op), free(om);
+    }
+    free(x), free(dout), free(th), free(xd), free(o), free(fd), free(g), free(pe), free(sq), free(n2), free(lsq);
+    free(v), free(dot);
+    dpt_model_free(m);
+}
+
+/* ==== position-wise Linear: both SQNORM paths ==== */
+
+/* naive g_i = (sum_t dv_t x_t^T, sum_t dv_t) of a position-wise Linear, in double */
+static void naive_plin_norms(const dpt_layer *L, const float *x, const float *dv, size_t B, double *n2) {
+    const size_t T = L->in_shape[1], D = L->in_shape[2], K = L->out_shape[2];
+    for (size_t i = 0; i < B; i++) {
+        double s = 0;
+        for (size_t k = 0; k < K; k++) {
+            for (size_t d = 0; d < D; d++) {
+                double gkd = 0;
+                for (size_t t = 0; t < T; t++) gkd += (double)dv[(i * T + t) * K + k] * x[(i * T + t) * D + d];
+                s += gkd * gkd;
+            }
+            double gb = 0;
+            for (size_t t = 0; t < T; t++) gb += dv[(i * T + t) * K + k];
+            if (L->has_bias) s += gb * gb;
+        }
+        n2[i] = s;
+    }
+}
+
+static void check_plin_paths(const char *spec, size_t B, int want_ghost) {
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new(spec, B, 1, &m));
+    if (!m) return;
+    dpt_layer *L = &m->layers[0];
+    CHECK(L->kind == DPT_LAYER_SEQLINEAR);
+    CHECK(L->ghost == want_ghost); /* ghost iff T (D + K) < D K */
+    init_params(m, 11);
+    float *x = malloc(B * L->in_dim * sizeof *x), *dv = malloc(B * L->out_dim * sizeof *dv);
+    fill_gauss(x, B * L->in_dim, 1.0, 12);
+    fill_gauss(dv, B * L->out_dim, 1.0, 13);
+    double *n2 = malloc(B * sizeof *n2);
+    naive_plin_norms(L, x, dv, B, n2);
+    float *sq[2];
+    for (int path = 0; path < 2; path++) {
+        L->ghost = path;
+        sq[path] = malloc(B * sizeof(float));
+        CHECK_OK(L->ops->backward_params(L, x, dv, B, DPT_GRAD_SQNORM, NULL, sq[path], 0, 0));
+        for (size_t i = 0; i < B; i++) CHECK_CLOSE(sq[path][i], n2[i], 1e-5, 1e-4);
+    }
+    for (size_t i = 0; i < B; i++) CHECK_CLOSE(sq[0][i], sq[1][i], 1e-5, 1e-4);
+    free(sq[0]), free(sq[1]), free(x), free(dv), free(n2);
+    dpt_model_free(m);
+}
+
+/* ==== embedding: the norm from token co-occurrence ==== */
+
+/* Li et al. 2022: ||g_i||^2 = sum_{t, t' : id_t = id_t'} <dv_t, dv_t'> (+ ||dV||^2 with positions) */
+static double pair_norm(const float *ids, const float *dv, size_t T, size_t D, int pos) {
+    double s = 0;
+    for (size_t t = 0; t < T; t++)
+        for (size_t u = 0; u < T; u++) {
+            if (ids[t] != ids[u]) continue;
+            for (size_t d = 0; d < D; d++) s += (double)dv[t * D + d] * dv[u * D + d];
+        }
+    if (pos)
+        for (size_t j = 0; j < T * D; j++) s += (double)dv[j] * dv[j];
+    return s;
+}
+
+static void check_embedding_norms(const char *spec, size_t B, size_t V) {
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new(spec, B, 1, &m));
+    if (!m) return;
+    const dpt_layer *L = &m->layers[0];
+    const size_t T = L->in_shape[1], D = L->out_shape[2], P = L->n_params;
+    init_params(m, 21);
+    float *x = malloc(B * T * sizeof *x), *dv = malloc(B * T * D * sizeof *dv), *sq = malloc(B * sizeof *sq);
+    float *pe = malloc(B * P * sizeof *pe);
+    fill_tokens(x, B * T, V, 22);
+    x[1] = x[0]; /* at least one repeat: the cross terms of the pair sum are exercised */
+    fill_gauss(dv, B * T * D, 1.0, 23);
+    CHECK_OK(L->ops->backward_params(L, x, dv, B, DPT_GRAD_SQNORM, NULL, sq, 0, 0));
+    CHECK_OK(L->ops->backward_params(L, x, dv, B, DPT_GRAD_PER_EXAMPLE, NULL, pe, P, 0));
+    for (size_t i = 0; i < B; i++) {
+        double s = 0;
+        for (size_t p = 0; p < P; p++) s += (double)pe[i * P + p] * pe[i * P + p];
+        const double pn = pair_norm(x + i * T, dv + i * T * D, T, D, L->has_bias);
+        CHECK_CLOSE(sq[i], pn, 1e-5, 1e-5);
+        CHECK_CLOSE(s, pn, 1e-5, 1e-5);
+    }
+    /* the pair sum differs from the sum of per-position norms when a token repeats: the
+     * test above would pass a norm that ignores co-occurrence only without repeats */
+    double sep = 0;
+    for (size_t j = 0; j < T * D; j++) sep += (double)dv[j] * dv[j] * (L->has_bias ? 2 : 1);
+    CHECK(fabs(sep - pair_norm(x, dv, T, D, L->has_bias)) > 1e-3);
+    free(x), free(dv), free(sq), free(pe);
+    dpt_model_free(m);
+}
+
+/* ==== causal attention: position t does not see positions after it ==== */
+
+static void check_causal(void) {
+    for (int causal = 0; causal < 2; causal++) {
+        dpt_model *m = NULL;
+        CHECK_OK(dpt_model_new(causal ? "seq:6x4:identity,plin12,attn2c,plin4" : "seq:6x4:identity,plin12,attn2,plin4",
+                               1, 1, &m));
+        if (!m) return;
+        init_params(m, 41);
+        float x[24], o[24];
+        fill_gauss(x, 24, 1.0, 42);
+        CHECK_OK(dpt_model_forward(m, x, 1));
+        memcpy(o, dpt_model_output(m), sizeof o);
+        x[4 * 4 + 1] += 1.0f; /* change position 4 */
+        CHECK_OK(dpt_model_forward(m, x, 1));
+        /* causal: positions 0..3 bit-identical, 4 changed; bidirectional: position 0 changed */
+        CHECK((memcmp(o, dpt_model_output(m), 16 * sizeof(float)) == 0) == causal);
+        CHECK(memcmp(o + 16, dpt_model_output(m) + 16, 4 * sizeof(float)) != 0);
+        dpt_model_free(m);
+    }
+}
+
+/* ==== independence, init, errors ==== */
+
+/* changing example 1 leaves example 0's output and its per-example norm bit-identical */
+static void check_independent(const char *spec, size_t V) {
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new(spec, 2, 1, &m));
+    if (!m) return;
+    init_params(m, 31);
+    const size_t D = m->in_dim, K = m->out_dim;
+    float *x = malloc(2 * D * sizeof *x), *o = malloc(K * sizeof *o), *dout = malloc(2 * K * sizeof *dout), sq[2], sq0;
+    fill_tokens(x, 2 * D, V, 32);
+    fill_gauss(dout, 2 * K, 1.0, 33);
+    CHECK_OK(dpt_model_forward(m, x, 2));
+    memcpy(o, dpt_model_output(m), K * sizeof *o);
+    CHECK_OK(dpt_model_backward(m, dout, 2));
+    CHECK_OK(dpt_model_param_grad(m, 2, DPT_GRAD_SQNORM, NULL, sq, 0, 0));
+    sq0 = sq[0];
+    for (size_t j = D; j < 2 * D; j++) x[j] = (float)(((size_t)x[j] + 1) % V);
+    CHECK_OK(dpt_model_forward(m, x, 2));
+    CHECK(memcmp(o, dpt_model_output(m), K * sizeof *o) == 0);
+    CHECK_OK(dpt_model_backward(m, dout, 2));
+    CHECK_OK(dpt_model_param_grad(m, 2, DPT_GRAD_SQNORM, NULL, sq, 0, 0));
+    CHECK(sq[0] == sq0);
+    free(x), free(o), free(dout);
+    dpt_model_free(m);
+}
+
+static void check_init(void) {
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new("seq:16:emb300x8,ln,rms,plin4,meanpool,fc2", 4, 1, &m));
+    if (!m) return;
+    dpt_rng r;
+    dpt_rng_init(&r, 5, DPT_STREAM_INIT);
+    CHECK_OK(dpt_model_init(m, DPT_INIT_DEFAULT, NULL, 0, 0.0, &r));
+    dpt_rng_free(&r);
+    CHECK(dpt_model_n_linear(m) == 2); /* plin1, fc1 */
+    dpt_param_tensor t;
+    const float *e = dpt_model_tensor_by_name(m, "emb1.weight", &t);
+    CHECK(e && t.size == 2400 && t.role == DPT_TENSOR_EMBEDDING);
+    double s = 0, s2 = 0;
+    for (size_t j = 0; e && j < t.size; j++) s += e[j], s2 += (double)e[j] * e[j];
+    CHECK_CLOSE(s / 2400, 0.0, 0.07, 0); /* N(0, 1): sd of the mean 0.02 */
+    CHECK_CLOSE(s2 / 2400, 1.0, 0.1, 0); /* sd of the variance 0.03 */
+    CHECK(dpt_model_tensor_by_name(m, "emb1.position", &t) && t.shape[0] == 16 && t.shape[1] == 8);
+    const float *g = dpt_model_tensor_by_name(m, "ln1.weight", NULL), *b = dpt_model_tensor_by_name(m, "ln1.bias", NULL);
+    const float *rg = dpt_model_tensor_by_name(m, "rms1.weight", NULL);
+    for (size_t d = 0; g && b && rg && d < 8; d++) CHECK(g[d] == 1.0f && b[d] == 0.0f && rg[d] == 1.0f);
+    CHECK(dpt_model_tensor_by_name(m, "rms1.bias", NULL) == NULL);
+    CHECK(dpt_model_tensor_by_name(m, "plin1.weight", &t) && t.shape[0] == 4 && t.shape[1] == 8);
+    dpt_model_free(m);
+}
+
+static void check_errors(void) {
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new("seq:4:emb10x3,meanpool,fc2", 2, 1, &m));
+    if (m) {
+        const float bad[4][8] = {{0, 1, 2, 3, 0, 1, 2, 10}, {0, 1, 2, 3, 0, 1, 2.5f, 3}, {0, 1, 2, 3, -1, 1, 2, 3},
+                                 {0, 1, 2, 3, 0, NAN, 2, 3}};
+        const char *msg[4] = {"token id 10 at example 1, position 3", "token id 2.5 at example 1, position 2",
+                              "token id -1 at example 1, position 0", "at example 1, position 1"};
+        for (int k = 0; k < 4; k++) {
+            CHECK_STATUS(dpt_model_forward(m, bad[k], 2), DPT_EINVAL);
+            CHECK_ERR_HAS(msg[k]);
+            CHECK_ERR_HAS("emb1");
+        }
+        const float ok[8] = {0, 1, 2, 3, 9, 9, 9, 9};
+        CHECK_OK(dpt_model_forward(m, ok, 2));
+        dpt_model_free(m);
+    }
+    const struct {
+        const char *spec, *needle;
+    } cases[] = {
+        {"seq:0:emb10x3", "is not an input shape"},
+        {"seq:8x:ln", "is not an input shape"},
+        {"seq:8x4x2:ln", "is not an input shape"},
+        {"seq:8:emb10", "'emb10' is not a layer"},
+        {"seq:8:emb10x3pos", "'emb10x3pos' is not a layer"},
+        {"seq:8:plin", "'plin' is not a layer"},
+        {"seq:8:lnorm", "'lnorm' is not a layer"},
+        {"seq:8x4:emb10x3", "token ids of shape (1, T, 1)"},
+        {"cnn:3x4x4:ln", "layernorm: the input must be a sequence"},
+        {"cnn:3x4x4:rms", "rmsnorm: the input must be a sequence"},
+        {"cnn:3x4x4:plin3", "plinear: the input must be a sequence"},
+        {"cnn:3x4x4:meanpool", "meanpool: the input must be a sequence"},
+        {"seq:8:emb10x4,[ln,plin3]", "residual"},
+        {"seq:8x24:attn3", "are not queries, keys and values of 3 heads"},
+        {"seq:8x8:attn1", "are not queries, keys and values of 1 heads"},
+        {"cnn:3x4x6:attn1", "attention: the input must be a sequence"},
+        {"seq:8x6:attn", "'attn' is not a layer"},
+        {"seq:8x6:attn1x", "'attn1x' is not a layer"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        m = NULL;
+        CHECK_STATUS(dpt_model_new(cases[k].spec, 2, 1, &m), DPT_EINVAL);
+        CHECK_ERR_HAS(cases[k].needle);
+        CHECK(m == NULL);
+    }
+}
+
+int main(void) {
+    /* token models: the layers in order, with repeats (V small), a residual group, nobias and nopos */
+    check_model("seq:5:emb4x3,ln,plin4,gelu,meanpool,fc2", 3, 4, 1);
+    check_model("seq:4:emb3x4nopos,[rms,plin5,tanh,plin4nobias],ln,clspool,fc3", 3, 3, 2);
+    check_model("seq:3:emb6x2,rms,plin3,meanpool,fc2nobias", 2, 6, 3);
+    /* float sequences (an input tangent and an input cotangent for every layer) */
+    check_model("seq:3x4:identity,ln,plin2,gelu,plin3,clspool,fc2", 3, 0, 4);
+    check_model("seq:4x3:identity,[ln,plin6,gelu,plin3],rms,meanpool", 2, 0, 5);
+    /* attention between its projections, bidirectional and causal, in pre-LN blocks */
+    check_model("seq:5:emb6x4,[ln,plin12,attn2,plin4],ln,meanpool,fc2", 3, 6, 6);
+    check_model("seq:4:emb5x6,[ln,plin18,attn3c,plin6],[rms,plin8,gelu,plin6],ln,clspool,fc2", 2, 5, 7);
+    check_model("seq:4x6:identity,[plin18nobias,attn1c],plin3,attn1,meanpool", 3, 0, 8);
+    check_model("seq:3x12:identity,attn2,gelu,plin12,attn2c,flatten,fc2", 2, 0, 9);
+    check_causal();
+    check_plin_paths("seq:3x8:plin8", 4, 1);   /* 3 (8 + 8) = 48 < 64: Gram */
+    check_plin_paths("seq:16x4:plin3", 4, 0);  /* 16 (4 + 3) = 112 > 12: materialized */
+    check_plin_paths("seq:2x6:plin7nobias", 3, 1);  /* 2 (6 + 7) = 26 < 42 */
+    check_plin_paths("seq:5x6:plin7nobias", 3, 0);  /* 5 (6 + 7) = 65 > 42 */
+    check_embedding_norms("seq:12:emb5x4", 4, 5);
+    check_embedding_norms("seq:12:emb5x4nopos", 4, 5);
+    check_independent("seq:6:emb7x4,ln,plin3,rms,meanpool,fc2", 7);
+    check_init();
+    check_errors();
+    TEST_MAIN_END();
+}
