@@ -278,6 +278,7 @@ static int cmd_train(int argc, char **argv) {
     const char *trace_path = NULL, *init_from = NULL, *freeze = NULL;
     long targets = 0, seq_len = 0;
     char seq_dataset[64];
+    int seq_len_seen = 0;
     int loss_seen = 0, no_feature_cache = 0;
     double lr = 1e-3, momentum = 0.0, weight_decay = 0.0, sample_rate = 0.0;
     long batch = 256, epochs = 5, threads = 0, max_train = 0, max_test = 0, shards = 0;
@@ -297,7 +298,7 @@ static int cmd_train(int argc, char **argv) {
         {"--algo", CLI_STR, &algo_name, "NAME", "training algorithm (list above)", NULL},
         {"--dataset", CLI_STR, &dataset, "NAME", "mnist | fashion-mnist | usps | usps-pooled (zip.train + zip.test pooled, fixed permutation, 5000 train / 4298 test) | cifar10 | fortunes-topic (quotations of the Debian package fortunes, 20 topics; byte ids) | fortunes-chars (next-byte prediction on the same corpus) | csv:PATH[,TEST] (without TEST the training set is also the test set)", NULL},
         {"--data-dir", CLI_STR, &data_dir, "DIR", "directory holding <dataset>/ folders", NULL},
-        {"--seq-len", CLI_LONG, &seq_len, "T", "fortunes-topic | fortunes-chars: token ids per example (default 256 | 64, at most 2^20); the run records the dataset as NAME:T (docs/data.md)", NULL},
+        {"--seq-len", CLI_LONG, &seq_len, "T", "fortunes-topic | fortunes-chars: token ids per example (default 256 | 64, at most 2^20); the run records the dataset as NAME:T (docs/data.md)", &seq_len_seen},
         {"--classes", CLI_STR, &classes, "LIST", "keep only these labels, relabelled 0..k-1 (e.g. 0,1)", NULL},
         {"--targets", CLI_LONG, &targets, "K", "regression: the first K columns of the csv: files are real-valued targets (no label column); trains with --loss mse (the default then) a --model with K outputs, --algo sgd, dpsgd, pdp-sgd or proportional-noise; reports the test mean squared error (docs/data.md)", NULL},
         {"--max-train", CLI_LONG, &max_train, "N", "use the first N training examples (0 = all)", NULL},
@@ -422,7 +423,7 @@ static int cmd_train(int argc, char **argv) {
                              "on regression targets)", A->name);
         if (!loss_seen) loss = "mse";
     }
-    if (seq_len) { /* the length becomes part of the name, so eval, audit and --resume rebuild the same data */
+    if (seq_len_seen) { /* the length becomes part of the name, so eval, audit and --resume rebuild the same data */
         if (seq_len < 1 || seq_len > (1L << 20)) return cli_error("--seq-len must be in [1, 2^20], got %ld", seq_len);
         if (strcmp(dataset, "fortunes-topic") && strcmp(dataset, "fortunes-chars"))
             return cli_error("--seq-len: only with --dataset fortunes-topic or fortunes-chars (got %s)", dataset);
