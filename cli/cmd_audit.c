@@ -226,12 +226,12 @@ int dpt_cmd_audit(int argc, char **argv) {
     int lr_seen = 0, pdp_sigma_seen = 0, kappa_seen = 0, no_plot = 0, quiet = 0, model_seen = 0, pop_seen = 0;
     int data_dir_seen = 0, sigma_seen = 0, clip_seen = 0, delta_seen = 0;
     cli_option opts[] = {
-        {"--dataset", CLI_STR, &dataset, "NAME", "mnist | fashion-mnist | usps | usps-pooled (zip.train + zip.test pooled, fixed permutation, 5000 train / 4298 test) | cifar10 | csv:PATH[,TEST]", NULL},
+        {"--dataset", CLI_STR, &dataset, "NAME", "mnist | fashion-mnist | usps | usps-pooled (zip.train + zip.test pooled, fixed permutation, 5000 train / 4298 test) | cifar10 | fortunes-topic[:T] | fortunes-chars[:T] | csv:PATH[,TEST]", NULL},
         {"--checkpoint", CLI_STR, &ckpt, "FILE", "audit this trained checkpoint (members: its training set; non-members: "
                                                 "test examples; shadows use the flags below)", NULL},
         {"--data-dir", CLI_STR, &data_dir, "DIR", "directory holding <dataset>/ folders", &data_dir_seen},
         {"--classes", CLI_STR, &classes, "LIST", "keep only these labels", NULL},
-        {"--normalize", CLI_STR, &normalize, "MODE", "auto (dpsgd: public, or none for csv; others: scalar) | none | public | scalar | channel | feature (not with dpsgd) | affine:SHIFT:SCALE (docs/data.md)", NULL},
+        {"--normalize", CLI_STR, &normalize, "MODE", "auto (fortunes-*: none; dpsgd: public, or none for csv; others: scalar) | none | public | scalar | channel | feature (not with dpsgd) | affine:SHIFT:SCALE (docs/data.md)", NULL},
         {"--population", CLI_LONG, &population, "N", "first N training examples: members + non-members (>= 8); with "
                                                       "--checkpoint: at most N/2 of each", &pop_seen},
         {"--max-test", CLI_LONG, &max_test, "N", "test examples for accuracy and canaries (0 = all)", NULL},

@@ -37,7 +37,8 @@ static const char *USAGE =
     "is refused unless --resume (continue the run in it exactly where its\n"
     "last checkpoint left it) or --overwrite (replace it). Ctrl-C stops after the current\n"
     "step with everything saved (continue with --resume); a second Ctrl-C kills.\n"
-    "Datasets live in DIR/<name>/ for --data-dir DIR (mnist, fashion-mnist, usps, cifar10);\n"
+    "Datasets live in DIR/<name>/ for --data-dir DIR (mnist, fashion-mnist, usps, cifar10;\n"
+    "fortunes-topic and fortunes-chars read DIR/fortunes/, else /usr/share/games/fortunes);\n"
     "csv:PATH reads a numeric CSV with the label in the first column (with --targets K: K\n"
     "real-valued regression targets first).";
 
@@ -275,7 +276,9 @@ static int cmd_train(int argc, char **argv) {
     const char *loss = "ce", *init = "default", *normalize = "auto", *out = "runs/latest", *classes = NULL;
     int out_seen = 0;
     const char *trace_path = NULL, *init_from = NULL, *freeze = NULL;
-    long targets = 0;
+    long targets = 0, seq_len = 0;
+    char seq_dataset[64];
+    int seq_len_seen = 0;
     int loss_seen = 0, no_feature_cache = 0;
     double lr = 1e-3, momentum = 0.0, weight_decay = 0.0, sample_rate = 0.0;
     long batch = 256, epochs = 5, threads = 0, max_train = 0, max_test = 0, shards = 0;
@@ -293,13 +296,14 @@ static int cmd_train(int argc, char **argv) {
     cli_option common[] = {
         {"--preset", CLI_STR, &preset, "NAME", preset_help, NULL},
         {"--algo", CLI_STR, &algo_name, "NAME", "training algorithm (list above)", NULL},
-        {"--dataset", CLI_STR, &dataset, "NAME", "mnist | fashion-mnist | usps | usps-pooled (zip.train + zip.test pooled, fixed permutation, 5000 train / 4298 test) | cifar10 | csv:PATH[,TEST] (without TEST the training set is also the test set)", NULL},
+        {"--dataset", CLI_STR, &dataset, "NAME", "mnist | fashion-mnist | usps | usps-pooled (zip.train + zip.test pooled, fixed permutation, 5000 train / 4298 test) | cifar10 | fortunes-topic (quotations of the Debian package fortunes, 20 topics; byte ids) | fortunes-chars (next-byte prediction on the same corpus) | csv:PATH[,TEST] (without TEST the training set is also the test set)", NULL},
         {"--data-dir", CLI_STR, &data_dir, "DIR", "directory holding <dataset>/ folders", NULL},
+        {"--seq-len", CLI_LONG, &seq_len, "T", "fortunes-topic | fortunes-chars: token ids per example (default 256 | 64, at most 2^20); the run records the dataset as NAME:T (docs/data.md)", &seq_len_seen},
         {"--classes", CLI_STR, &classes, "LIST", "keep only these labels, relabelled 0..k-1 (e.g. 0,1)", NULL},
         {"--targets", CLI_LONG, &targets, "K", "regression: the first K columns of the csv: files are real-valued targets (no label column); trains with --loss mse (the default then) a --model with K outputs, --algo sgd, dpsgd, pdp-sgd or proportional-noise; reports the test mean squared error (docs/data.md)", NULL},
         {"--max-train", CLI_LONG, &max_train, "N", "use the first N training examples (0 = all)", NULL},
         {"--max-test", CLI_LONG, &max_test, "N", "use the first N test examples (0 = all)", NULL},
-        {"--normalize", CLI_STR, &normalize, "MODE", "auto (private algorithms: public, or none for csv; others: scalar) | none | public (the dataset's published constants) | scalar | channel | feature (statistics of the training split; private algorithms: only with --normalize-unaccounted) | dp-scalar | dp-channel | dp-feature (DP statistics, in the ledger; needs --normalize-sigma) | affine:SHIFT:SCALE (fixed x <- (x - SHIFT) / SCALE, e.g. affine:-1:2 maps USPS [-1,1] pixels to [0,1]); docs/data.md", NULL},
+        {"--normalize", CLI_STR, &normalize, "MODE", "auto (fortunes-*: none; private algorithms: public, or none for csv; others: scalar) | none | public (the dataset's published constants) | scalar | channel | feature (statistics of the training split; private algorithms: only with --normalize-unaccounted) | dp-scalar | dp-channel | dp-feature (DP statistics, in the ledger; needs --normalize-sigma) | affine:SHIFT:SCALE (fixed x <- (x - SHIFT) / SCALE, e.g. affine:-1:2 maps USPS [-1,1] pixels to [0,1]); docs/data.md", NULL},
         {"--normalize-sigma", CLI_DOUBLE, &norm_sigma, "S", "dp-*: noise multiplier of the statistics' Gaussian release (> 0)", &norm_sigma_seen},
         {"--normalize-clip", CLI_DOUBLE, &norm_clip, "C", "dp-*: L2 bound on each example's (mean, mean square) statistics (default sqrt(2K) for K pairs: the bound of pixels in [-1, 1]; required for csv)", &norm_clip_seen},
         {"--normalize-unaccounted", CLI_FLAG, &norm_unaccounted, NULL, "private algorithms: allow scalar | channel | feature statistics fitted without noise; the epsilon then does NOT cover them (said in the output, metrics and ledger)", NULL},
@@ -418,6 +422,13 @@ static int cmd_train(int argc, char **argv) {
             return cli_error("--targets: not with --algo %s (--algo sgd, dpsgd, pdp-sgd and proportional-noise train "
                              "on regression targets)", A->name);
         if (!loss_seen) loss = "mse";
+    }
+    if (seq_len_seen) { /* the length becomes part of the name, so eval, audit and --resume rebuild the same data */
+        if (seq_len < 1 || seq_len > (1L << 20)) return cli_error("--seq-len must be in [1, 2^20], got %ld", seq_len);
+        if (strcmp(dataset, "fortunes-topic") && strcmp(dataset, "fortunes-chars"))
+            return cli_error("--seq-len: only with --dataset fortunes-topic or fortunes-chars (got %s)", dataset);
+        snprintf(seq_dataset, sizeof seq_dataset, "%s:%ld", dataset, seq_len);
+        dataset = seq_dataset;
     }
     if (dpt_loss_parse(loss, &cfg.loss) != DPT_OK) return cli_error("--loss: %s", dpt_last_error());
     if (targets && cfg.loss != DPT_LOSS_SQUARED)

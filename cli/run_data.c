@@ -39,6 +39,8 @@ typedef struct {
 static const char *const SOURCE[] = {"none", "public", "fixed", "training-data", "dp"};
 
 static int is_csv(const char *dataset) { return dataset && !strncmp(dataset, "csv:", 4); }
+/* token ids as features (fortunes-*): no published constants, and nothing to scale */
+static int is_text(const char *dataset) { return dataset && !strncmp(dataset, "fortunes-", 9); }
 
 /* "affine:SHIFT:SCALE" -> shift, scale (finite, scale > 0). */
 static dpt_status parse_affine(const char *s, float *shift, float *scale) {
@@ -91,6 +93,7 @@ static dpt_status parse_kind(const char *s, norm_kind *k) {
 /* --normalize auto: no statistic of the training data for a private algorithm */
 static const char *resolve(const cli_data_opts *o) {
     if (strcmp(o->normalize, "auto")) return o->normalize;
+    if (is_text(o->dataset)) return "none"; /* an embedding layer reads the ids as they are */
     if (!o->private_) return "scalar";
     return is_csv(o->dataset) ? "none" : "public";
 }
@@ -108,6 +111,9 @@ int cli_norm_check(const cli_data_opts *o) {
     if (k.cls == NK_PUBLIC && is_csv(o->dataset))
         return cli_error("--normalize public: csv data has no published constants; use none, affine:SHIFT:SCALE "
                          "or a DP fit (dp-scalar | dp-feature)");
+    if (k.cls == NK_PUBLIC && is_text(o->dataset))
+        return cli_error("--normalize public: token ids (--dataset %s) have no published constants; use none (the "
+                         "default for token ids) or affine:SHIFT:SCALE", o->dataset);
     if (dp) {
         if (!o->private_)
             return cli_error("--normalize %s: a DP fit is for private algorithms (its release goes into their "

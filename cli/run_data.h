@@ -6,7 +6,8 @@
  * statistic of its training data that its epsilon does not cover. --normalize auto (the
  * default) means the dataset's published constants ("public") for a private algorithm,
  * none for its CSV data, and statistics fitted on the training split ("scalar") for a
- * non-private one. A private algorithm may fit them only with noise (dp-scalar,
+ * non-private one; none for token ids (fortunes-*: an embedding reads them as they are).
+ * A private algorithm may fit them only with noise (dp-scalar,
  * dp-channel, dp-feature: one Gaussian release that cli_norm_record puts in the ledger),
  * or without noise when --normalize-unaccounted says that its epsilon excludes them. */
 #ifndef DPT_CLI_RUN_DATA_H

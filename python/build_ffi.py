@@ -360,6 +360,34 @@ dpt_status dpt_dataset_from_targets(const float *x, const float *t, size_t n, si
                                     dpt_dataset *out);
 """
 
+# Text data (token-id files, the fortunes corpus): declared only when the headers have them.
+CDEF_TEXT = r"""
+typedef enum { DPT_SPLIT_TRAIN = 0, DPT_SPLIT_TEST = 1 } dpt_split;
+typedef enum { DPT_FORTUNES_TOPIC = 0, DPT_FORTUNES_CHARS = 1 } dpt_fortunes_kind;
+#define DPT_FORTUNES_N_TOPICS ...
+#define DPT_FORTUNES_TOPIC_SEQ_LEN ...
+#define DPT_FORTUNES_CHARS_SEQ_LEN ...
+#define DPT_TOK_BYTE_PAD ...
+#define DPT_TOK_BYTE_EOS ...
+#define DPT_TOK_BYTE_VOCAB ...
+dpt_status dpt_data_load_fortunes(dpt_fortunes_kind kind, const char *dir, dpt_split split, size_t seq_len,
+                                  dpt_dataset *out);
+const char *dpt_fortunes_topic(int k);
+typedef struct {
+    size_t n_seqs, n_ids;
+    uint32_t vocab;
+    int n_classes;
+    uint32_t *ids;
+    size_t *offsets;
+    int32_t *labels;
+    ...;
+} dpt_tokens;
+dpt_status dpt_tokens_load(const char *path, dpt_tokens *out);
+void dpt_tokens_free(dpt_tokens *t);
+dpt_status dpt_tokens_classification(const dpt_tokens *t, size_t seq_len, uint32_t pad_id, dpt_dataset *out);
+dpt_status dpt_tokens_lm_windows(const dpt_tokens *t, size_t seq_len, size_t stride, dpt_dataset *out);
+"""
+
 # Frozen layers (dpt_train_config.freeze) and the layer table: declared only when the headers
 # have them.
 CDEF_FREEZE_FUNCS = r"""
@@ -682,6 +710,8 @@ def make_builder(bundle=False):
         cdef += CDEF_FREEZE_FUNCS
     if have_targets:
         cdef += CDEF_TARGETS
+    if "dpt_data_load_fortunes" in _read_header(include_dirs, "data.h"):
+        cdef += CDEF_TEXT
     if have_inference:
         cdef += CDEF_INFERENCE
     audit_h = _read_header(include_dirs, "audit.h")

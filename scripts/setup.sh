@@ -19,6 +19,7 @@ PACKAGES=(
   valgrind                           # the secure sampler's constant-time test (memcheck, tests/test_ct_dgauss.c)
   qemu-user                          # runs the build on an emulated CPU without AVX2 (tests/abi/baseline_cpu.sh)
   dataset-fashion-mnist              # default training data
+  fortunes                           # text data: --dataset fortunes-topic | fortunes-chars (docs/data.md)
   clang libclang-rt-dev libomp-dev   # libFuzzer harnesses (scripts/fuzz.sh, docs/fuzzing.md)
   python3-dev python3-cffi           # the Python package: cffi extension (API mode) over libdptrain.so
   python3-numpy python3-pytest       #   arrays; its tests (scripts/test.sh)

@@ -1,6 +1,7 @@
 /* data: datasets in memory (features float32 [n, dim] row-major, labels int32), loaders for
- * IDX (MNIST, Fashion-MNIST), CIFAR-10 binary, USPS and numeric CSV (all gzip-aware through
- * zlib, detected by magic bytes), normalization fitted on the training split, class
+ * IDX (MNIST, Fashion-MNIST), CIFAR-10 binary, USPS, numeric CSV and token-id files (all
+ * gzip-aware through zlib, detected by magic bytes), byte and character tokenizers, the
+ * fortunes text corpus, normalization fitted on the training split, class
  * filtering, and batch samplers (shuffle, Poisson, Poisson with rejection, full batch).
  * Memory: a dpt_dataset / dpt_normalizer owns its arrays (free with *_free); samplers are
  * opaque handles (dpt_sampler_new / dpt_sampler_free).
@@ -122,6 +123,8 @@ typedef enum { DPT_SPLIT_TRAIN = 0, DPT_SPLIT_TEST = 1 } dpt_split;
 
 #define DPT_DEFAULT_DATA_DIR "/usr/share/datasets"
 /* Loads a named dataset split. name: "mnist" | "fashion-mnist" | "usps" | "usps-pooled" | "cifar10" |
+ * "fortunes-topic[:T]" | "fortunes-chars[:T]" (dpt_data_load_fortunes; T the sequence length,
+ * default its DPT_FORTUNES_*_SEQ_LEN) |
  * "csv:PATH" (the same file for both splits) | "csv:TRAIN,TEST". data_dir NULL or "" means
  * DPT_DEFAULT_DATA_DIR. Layout under data_dir (each file raw or with .gz appended;
  * the .gz name is tried first):
@@ -130,6 +133,7 @@ typedef enum { DPT_SPLIT_TRAIN = 0, DPT_SPLIT_TEST = 1 } dpt_split;
  *   usps/:    zip.train, zip.test ("usps-pooled": both, pooled and split 5000 / 4298;
  *             see dpt_data_load_usps_pooled)
  *   cifar10/: data_batch_1.bin .. data_batch_5.bin, test_batch.bin
+ *   fortunes/: the topic files, read from DPT_FORTUNES_DIR when data_dir has no fortunes/
  * CSV paths are used as given (relative to the working directory).
  * A missing file is DPT_EIO naming the full path and suggesting data_dir; an unknown
  * name is DPT_EINVAL listing the known ones. */
@@ -169,6 +173,109 @@ void dpt_dataset_gather_targets(const dpt_dataset *d, const uint32_t *idx, size_
  * bytes; a regression dataset: n_classes 0, x bytes, then t_dim as uint64 and t bytes);
  * used by checkpoints and the ledger to detect a different dataset on resume. */
 dpt_status dpt_dataset_hash(const dpt_dataset *d, uint8_t out[32]);
+
+/* ==== Text: token-id files, tokenizers, the fortunes corpus ====
+ * Token ids are stored in a dataset's x as float32 values, one per position: an example of
+ * T tokens is x [T] = (float)id, shape (1, 1, T). Every integer below 2^24 is exact in
+ * float32, so vocabularies are limited to DPT_TOK_MAX_VOCAB ids. Models read the ids as
+ * numbers (an MLP on them is a smoke test) or as indices (an embedding layer). The engine's
+ * labels are one int32 per example, so a language-model example is a window of T ids and
+ * the ONE id that follows it (a per-token loss needs T labels per example; docs/data.md). */
+#define DPT_TOK_MAX_VOCAB (1u << 24)
+
+/* Byte-level tokenizer (data-independent: the default for private runs): the id of each
+ * byte of the text is its value 0..255 (UTF-8 text gives one id per byte, "é" -> 195, 169),
+ * and two specials follow: DPT_TOK_BYTE_PAD pads short sequences, DPT_TOK_BYTE_EOS ends
+ * an entry. Vocabulary DPT_TOK_BYTE_VOCAB = 258. ids [n] receives text [n]. */
+#define DPT_TOK_BYTE_PAD 256u
+#define DPT_TOK_BYTE_EOS 257u
+#define DPT_TOK_BYTE_VOCAB 258u
+void dpt_tokenize_bytes(const uint8_t *text, size_t n, uint32_t *ids);
+
+/* Character-level tokenizer: Unicode code points decoded from UTF-8, id = DPT_TOK_CHAR_FIRST
+ * + rank of the code point among the vocabulary's (increasing order); 0 pads, 1 is any
+ * character outside the vocabulary, 2 ends an entry. Vocabulary size n_chars + 3.
+ * PRIVACY: a vocabulary built from private text releases which characters occur in it,
+ * a statistic no accountant covers. Build it from public text (or a fixed alphabet), or
+ * use the byte tokenizer; a private run whose vocabulary comes from its training data
+ * must say so (dpt_trainer_exclude_from_guarantee, as --normalize-unaccounted does). */
+#define DPT_TOK_CHAR_PAD 0u
+#define DPT_TOK_CHAR_UNK 1u
+#define DPT_TOK_CHAR_EOS 2u
+#define DPT_TOK_CHAR_FIRST 3u
+typedef struct {
+    size_t n_chars;  /* distinct code points */
+    uint32_t *chars; /* [n_chars] increasing code points, owned (dpt_alloc) */
+} dpt_char_vocab;
+/* The code points of UTF-8 text [n] (n may be 0: an empty vocabulary). DPT_EFORMAT for
+ * invalid UTF-8 (overlong forms, surrogates, code points above U+10FFFF, a truncated
+ * sequence), naming the byte offset. *out is overwritten. */
+dpt_status dpt_char_vocab_build(const uint8_t *text, size_t n, dpt_char_vocab *out);
+/* Encodes UTF-8 text [n] into ids (capacity n: each character takes at least one byte);
+ * *n_ids receives the count. Errors as dpt_char_vocab_build. */
+dpt_status dpt_char_vocab_encode(const dpt_char_vocab *v, const uint8_t *text, size_t n, uint32_t *ids,
+                                 size_t *n_ids);
+void dpt_char_vocab_free(dpt_char_vocab *v); /* accepts NULL; zeroes it */
+
+/* Token-id files ("DPTK", docs/data.md): a little-endian header of 40 bytes
+ *   0 "DPTK"   4 u32 version (1)   8 u32 id width in bytes (2: uint16, 4: uint32)
+ *   12 u32 vocab V (1..2^24; every id < V)   16 u32 n_classes (0: unlabelled)
+ *   20 u32 reserved (0)   24 u64 n_seqs (>= 1)   32 u64 n_ids
+ * then n_seqs u32 sequence lengths (summing to n_ids), then, when n_classes > 0, n_seqs
+ * u32 labels (< n_classes <= 2^31 - 1), then the n_ids ids; nothing after. Gzip-compressed
+ * files are read too. A language-model corpus is typically one long sequence. */
+#define DPT_TOKENS_VERSION 1u
+typedef struct {
+    size_t n_seqs, n_ids;
+    uint32_t vocab;    /* ids in [0, vocab) */
+    int n_classes;     /* 0: no labels */
+    uint32_t *ids;     /* [n_ids] all sequences back to back, owned (dpt_alloc) */
+    size_t *offsets;   /* [n_seqs + 1]: sequence s is ids[offsets[s] .. offsets[s + 1]), owned */
+    int32_t *labels;   /* [n_seqs] in [0, n_classes), owned; NULL when n_classes is 0 */
+    char source[512];  /* file it came from, for messages */
+} dpt_tokens;
+/* Reads and validates a token-id file. DPT_EIO missing/unreadable; DPT_EFORMAT naming the
+ * file: truncated header or body, wrong magic or version, bad width, vocab 0 or above 2^24,
+ * lengths not summing to n_ids, a label >= n_classes, an id >= vocab (the first, "id 300
+ * at position 17 (sequence 2) is outside the vocabulary [0, 258)"), trailing bytes. */
+dpt_status dpt_tokens_load(const char *path, dpt_tokens *out);
+/* Writes t in the format above (uint16 ids when vocab <= 65536, else uint32), atomically
+ * (dpt_write_file_atomic). t is validated first (DPT_EINVAL, nothing written). */
+dpt_status dpt_tokens_save(const char *path, const dpt_tokens *t);
+void dpt_tokens_free(dpt_tokens *t); /* accepts NULL; zeroes it */
+/* Classification examples: one per sequence, x [n_seqs, T] with each sequence's first T
+ * ids (longer ones truncated) followed by pad_id up to T (shorter ones padded at the end),
+ * y its label. T in [1, 2^20]; pad_id < 2^24; t must be labelled. DPT_EINVAL otherwise. */
+dpt_status dpt_tokens_classification(const dpt_tokens *t, size_t seq_len, uint32_t pad_id, dpt_dataset *out);
+/* Next-token examples: within each sequence, windows at offsets 0, stride, 2 stride, ...
+ * while offset + T < its length: x = ids[offset .. offset + T), y = ids[offset + T],
+ * n_classes = vocab. T in [1, 2^20], stride >= 1; DPT_EINVAL when no sequence is longer
+ * than T. */
+dpt_status dpt_tokens_lm_windows(const dpt_tokens *t, size_t seq_len, size_t stride, dpt_dataset *out);
+
+/* The fortunes corpus (Debian package `fortunes`: quotations in topic files, entries
+ * separated by lines holding only "%"), byte-tokenized. dir NULL or "" means
+ * DPT_FORTUNES_DIR. Entries keep their text as is (without the newline before the "%");
+ * empty ones are dropped. Split: an entry is a test entry when
+ * splitmix64(fnv1a64(entry bytes)) % 5 == 0 (about 20%; equal texts fall on the same side).
+ *   DPT_FORTUNES_TOPIC: topic classification over the DPT_FORTUNES_N_TOPICS topics of
+ *     dpt_fortunes_topic (label = the topic's index), x = the entry's bytes truncated or
+ *     padded with DPT_TOK_BYTE_PAD to seq_len (0: DPT_FORTUNES_TOPIC_SEQ_LEN).
+ *   DPT_FORTUNES_CHARS: next-byte prediction over every topic file of the package
+ *     (DPT_FORTUNES_N_FILES, alphabetical): the split's entries, each followed by
+ *     DPT_TOK_BYTE_EOS, concatenated; windows of seq_len (0: DPT_FORTUNES_CHARS_SEQ_LEN)
+ *     ids at stride seq_len, label = the next id (n_classes DPT_TOK_BYTE_VOCAB).
+ * A missing directory or topic file is DPT_EIO naming it and the package. */
+#define DPT_FORTUNES_DIR "/usr/share/games/fortunes"
+#define DPT_FORTUNES_N_TOPICS 20
+#define DPT_FORTUNES_N_FILES 43
+#define DPT_FORTUNES_TOPIC_SEQ_LEN 256
+#define DPT_FORTUNES_CHARS_SEQ_LEN 64
+typedef enum { DPT_FORTUNES_TOPIC = 0, DPT_FORTUNES_CHARS = 1 } dpt_fortunes_kind;
+dpt_status dpt_data_load_fortunes(dpt_fortunes_kind kind, const char *dir, dpt_split split, size_t seq_len,
+                                  dpt_dataset *out);
+/* Topic file name of label k in [0, DPT_FORTUNES_N_TOPICS), else NULL. Static string. */
+const char *dpt_fortunes_topic(int k);
 
 /* ==== Normalization ====
  * Statistics are fitted on the TRAINING split only, then applied to any split:

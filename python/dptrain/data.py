@@ -14,9 +14,10 @@ from numpy.typing import ArrayLike
 
 import numpy as np
 
-from ._lib import check, ffi, lib
+from ._lib import check, cstr, ffi, lib
 
-__all__ = ["as_features", "as_labels", "as_targets", "Dataset", "load_idx"]
+__all__ = ["as_features", "as_labels", "as_targets", "Dataset", "load_idx", "load_fortunes", "fortunes_topics",
+           "fortunes_available", "save_tokens", "load_tokens"]
 
 
 def as_features(x: ArrayLike, name: str = "x", dim: Optional[int] = None) -> np.ndarray:
@@ -172,3 +173,129 @@ def load_idx(images_path: Union[str, os.PathLike], labels_path: Union[str, os.Pa
     x = np.frombuffer(img, dtype=np.uint8, offset=16).reshape(n, rows, cols).astype(np.float32) / np.float32(255)
     y = np.frombuffer(lab, dtype=np.uint8, offset=8).astype(np.int64)
     return x, y
+
+
+# ==== Text: token-id files and the fortunes corpus (docs/data.md, "Text") ====
+
+FORTUNES_DIR = "/usr/share/games/fortunes"
+
+
+def _dataset_arrays(ds) -> Tuple[np.ndarray, np.ndarray]:
+    """Copies of a filled dpt_dataset's x [n, dim] (float32) and y [n] (int64)."""
+    n, dim = int(ds.n), int(ds.dim)
+    x = np.frombuffer(ffi.buffer(ds.x, n * dim * 4), dtype=np.float32).reshape(n, dim).copy()
+    y = np.frombuffer(ffi.buffer(ds.y, n * 4), dtype=np.int32).astype(np.int64)
+    return x, y
+
+
+def _need_text():
+    if not hasattr(lib, "dpt_data_load_fortunes"):
+        raise NotImplementedError("this libdptrain has no text data (dpt_data_load_fortunes, dpt_tokens_load)")
+
+
+def fortunes_topics() -> List[str]:
+    """The topic of each fortunes-topic label: fortunes_topics()[k] is the file name of label k."""
+    _need_text()
+    return [ffi.string(lib.dpt_fortunes_topic(k)).decode() for k in range(lib.DPT_FORTUNES_N_TOPICS)]
+
+
+def fortunes_available(data_dir: Optional[str] = None) -> bool:
+    """True when the fortunes corpus can be read: data_dir/fortunes/ or, without it, the
+    Debian package's /usr/share/games/fortunes (apt-get install fortunes)."""
+    import os
+    d = os.path.join(data_dir, "fortunes") if data_dir else None
+    return bool(d and os.path.isdir(d)) or os.path.isdir(FORTUNES_DIR)
+
+
+def load_fortunes(kind: str = "topic", split: str = "train", seq_len: Optional[int] = None,
+                  data_dir: Optional[str] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """(x float32 [n, T], y int64 [n]) of the fortunes corpus, exactly as `dptrain train
+    --dataset fortunes-KIND --seq-len T` loads it: byte ids 0..255 stored as floats, 256 pads,
+    257 ends an entry. kind "topic": one entry per row (truncated or padded to T, default
+    256), y its topic (fortunes_topics()); "chars": windows of T bytes (default 64) at stride
+    T, y the next byte (258 classes). split "train" | "test": a fixed rule on each entry's
+    text (docs/data.md). data_dir: a directory holding fortunes/ (else the Debian package's
+    files). Raises DptrainIOError (an OSError) naming the package when the files are absent.
+    The byte vocabulary is data-independent: nothing here depends on the private text
+    beyond the rows themselves."""
+    _need_text()
+    import os
+    kinds = {"topic": lib.DPT_FORTUNES_TOPIC, "chars": lib.DPT_FORTUNES_CHARS}
+    splits = {"train": lib.DPT_SPLIT_TRAIN, "test": lib.DPT_SPLIT_TEST}
+    if kind not in kinds:
+        raise ValueError("kind must be 'topic' or 'chars', got %r" % (kind,))
+    if split not in splits:
+        raise ValueError("split must be 'train' or 'test', got %r" % (split,))
+    if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, (int, np.integer))
+                                or not 1 <= seq_len <= 2 ** 20):
+        raise ValueError("seq_len must be an int in [1, 2^20], got %r" % (seq_len,))
+    d = os.path.join(os.fspath(data_dir), "fortunes") if data_dir is not None else None
+    directory = d if d and os.path.isdir(d) else FORTUNES_DIR
+    ds = ffi.new("dpt_dataset *")
+    check(lib.dpt_data_load_fortunes(kinds[kind], cstr(directory, "data_dir"), splits[split], int(seq_len or 0), ds),
+          "load_fortunes")
+    try:
+        return _dataset_arrays(ds)
+    finally:
+        lib.dpt_dataset_free(ds)
+
+
+def save_tokens(path: Union[str, "os.PathLike"], sequences: Sequence[ArrayLike], vocab: int,
+                labels: Optional[ArrayLike] = None, n_classes: Optional[int] = None) -> None:
+    """Writes token sequences as a token-id file (format "DPTK" version 1, docs/data.md):
+    a 40-byte little-endian header, the sequence lengths, the labels (when given), then the
+    ids as uint16 (vocab <= 65536) or uint32. Every id must be in [0, vocab), vocab <= 2^24;
+    labels in [0, n_classes) (default max + 1). Pure numpy: the format's reference writer."""
+    import os
+    import struct
+    vocab = int(vocab)
+    if not 1 <= vocab <= 2 ** 24:
+        raise ValueError("vocab must be in [1, 2^24] (ids above 2^24 are not exact in float32), got %d" % vocab)
+    seqs = [np.asarray(s).reshape(-1) for s in sequences]
+    if not seqs:
+        raise ValueError("no sequences")
+    for i, s in enumerate(seqs):
+        if s.size and (s.dtype.kind not in "iu" or s.min() < 0 or s.max() >= vocab):
+            raise ValueError("sequence %d: ids must be integers in [0, %d)" % (i, vocab))
+        if s.size >= 2 ** 32:
+            raise ValueError("sequence %d: more than 2^32 - 1 ids" % i)
+    k = 0
+    if labels is not None:
+        lab = as_labels(labels, "labels", len(seqs))
+        k = int(n_classes) if n_classes is not None else int(lab.max()) + 1
+        if not 1 <= k < 2 ** 31 or lab.max() >= k:
+            raise ValueError("labels must be in [0, n_classes) with n_classes in [1, 2^31), got n_classes %d" % k)
+    width = 2 if vocab <= 65536 else 4
+    ids = np.concatenate(seqs) if seqs else np.zeros(0)
+    parts = [b"DPTK", struct.pack("<IIIIIQQ", 1, width, vocab, k, 0, len(seqs), ids.size),
+             np.asarray([s.size for s in seqs], dtype="<u4").tobytes()]
+    if k:
+        parts.append(lab.astype("<u4").tobytes())
+    parts.append(ids.astype("<u2" if width == 2 else "<u4").tobytes())
+    with open(os.fspath(path), "wb") as f:
+        f.write(b"".join(parts))
+
+
+def load_tokens(path: Union[str, "os.PathLike"], seq_len: int, kind: str = "classification", pad_id: int = 0,
+                stride: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """(x float32 [n, T], y int64 [n]) from a token-id file (save_tokens; .gz too), read and
+    checked by the library (malformed files raise FormatError naming the file). kind
+    "classification": one row per labelled sequence, its first T ids then pad_id; "lm":
+    windows of T ids at `stride` (default T) within each sequence, y the next id."""
+    _need_text()
+    import os
+    if kind not in ("classification", "lm"):
+        raise ValueError("kind must be 'classification' or 'lm', got %r" % (kind,))
+    t = ffi.new("dpt_tokens *")
+    check(lib.dpt_tokens_load(cstr(os.fspath(path), "path"), t), "load_tokens")
+    ds = ffi.new("dpt_dataset *")
+    try:
+        if kind == "classification":
+            check(lib.dpt_tokens_classification(t, int(seq_len), int(pad_id), ds), "load_tokens")
+        else:
+            check(lib.dpt_tokens_lm_windows(t, int(seq_len), int(stride if stride is not None else seq_len), ds),
+                  "load_tokens")
+        return _dataset_arrays(ds)
+    finally:
+        lib.dpt_tokens_free(t)
+        lib.dpt_dataset_free(ds)

@@ -11,6 +11,7 @@
 #include <zlib.h>
 
 #include "dptrain/data.h"
+#include "data_internal.h"
 
 /* Largest decompressed file we accept (a guard against gzip bombs and typos). */
 #define DPT_DATA_MAX_BYTES ((size_t)4 << 30)
@@ -160,6 +161,10 @@ static dpt_status read_maybe_gz(const char *path, uint8_t **out, size_t *n_out) 
     *out = raw;
     *n_out = n_raw;
     return DPT_OK;
+}
+
+dpt_status dpt_data_read_maybe_gz(const char *path, uint8_t **out, size_t *n_out) {
+    return read_maybe_gz(path, out, n_out);
 }
 
 static uint32_t be32(const uint8_t *p) {
@@ -772,9 +777,27 @@ static dpt_status data_load(const char *name, const char *data_dir, dpt_split sp
         st = dpt_data_load_cifar10(pp, np, out);
         return st;
     }
+    if (!strncmp(name, "fortunes-topic", 14) || !strncmp(name, "fortunes-chars", 14)) {
+        const char *rest = name + 14;
+        size_t T = 0;
+        if (*rest) { /* ":T", the sequence length */
+            char *end;
+            unsigned long long v = rest[0] == ':' && rest[1] >= '0' && rest[1] <= '9' ? strtoull(rest + 1, &end, 10) : 0;
+            DPT_CHECK(v >= 1 && v <= ((size_t)1 << 20) && !*end, DPT_EINVAL, "dataset \"%s\": expected %.14s or "
+                      "%.14s:T with a sequence length T in [1, 2^20]", name, name, name);
+            T = (size_t)v;
+        }
+        /* DIR/fortunes/ when it exists (a copy, or a test corpus), else the package's */
+        char fd[PATH_CAP];
+        int k = snprintf(fd, sizeof fd, "%s/fortunes", dir);
+        struct stat sb;
+        const char *use = k > 0 && (size_t)k < sizeof fd && stat(fd, &sb) == 0 && S_ISDIR(sb.st_mode)
+                              ? fd : DPT_FORTUNES_DIR;
+        return dpt_data_load_fortunes(name[9] == 't' ? DPT_FORTUNES_TOPIC : DPT_FORTUNES_CHARS, use, split, T, out);
+    }
     return dpt_set_error(DPT_EINVAL,
                          "unknown dataset \"%s\" (known: mnist, fashion-mnist, usps, usps-pooled, cifar10, "
-                         "csv:PATH, csv:TRAIN,TEST)",
+                         "fortunes-topic[:T], fortunes-chars[:T], csv:PATH, csv:TRAIN,TEST)",
                          name);
 }
 
