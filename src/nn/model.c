@@ -41,7 +41,11 @@ dpt_status dpt_spec_item_setup(dpt_layer *L, const dpt_spec_item *it, const size
     const int bias = has_bias && !it->nobias;
     const size_t n_in = in_shape[0] * in_shape[1] * in_shape[2];
     switch (it->kind) {
-    case DPT_LAYER_CONV2D: return dpt_layer_conv_setup(L, in_shape, it->n, it->k, it->stride, it->pad, bias, max_batch);
+    case DPT_LAYER_CONV2D: {
+        DPT_TRY(dpt_layer_conv_setup(L, in_shape, it->n, it->k, it->stride, it->pad, bias, max_batch));
+        if (it->ws) dpt_layer_conv_set_ws(L);
+        return DPT_OK;
+    }
     case DPT_LAYER_MAXPOOL:
     case DPT_LAYER_AVGPOOL: return dpt_layer_pool_setup(L, it->kind, in_shape, it->k, it->stride);
     case DPT_LAYER_GROUPNORM: return dpt_layer_groupnorm_setup(L, in_shape, it->n);
