@@ -350,6 +350,18 @@ static void test_refusals(const dpt_dataset *tr, const dpt_dataset *blobs) {
     CHECK_OK(dpt_algo_sgd_new(&a)); /* not augmentable */
     CHECK_STATUS(dpt_trainer_new(&c, tr, NULL, a, &t), DPT_ENOTSUP);
     CHECK(t == NULL);
+    /* DP-ULR's estimate needs layers linear in their weights: a ws convolution is refused */
+    c = base_cfg();
+    c.model_spec = "cnn:2x6x6:conv3k3p1ws,relu,flatten,fc3";
+    c.sampler = DPT_SAMPLER_POISSON_REJECT;
+    c.min_batch = 2;
+    dpt_dpulr_config u = dpt_dpulr_config_defaults();
+    c.max_steps = 1;
+    CHECK_OK(dpt_algo_dpulr_new(&u, &a));
+    CHECK_OK(dpt_trainer_new(&c, tr, NULL, a, &t));
+    CHECK_STATUS(dpt_trainer_run(t, NULL), DPT_ENOTSUP); /* the modules are set up at the first step */
+    CHECK(strstr(dpt_last_error(), "weight-standardized") != NULL);
+    dpt_trainer_free(t);
 }
 
 int main(void) {
