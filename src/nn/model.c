@@ -538,7 +538,7 @@ size_t dpt_model_summary(const dpt_model *m, char *buf, size_t n) {
     for (size_t l = 0; l < m->n_layers; l++) {
         const dpt_layer *L = &m->layers[l];
         shape_text(L->out_shape, b, sizeof b);
-        put(&o, "%4zu  %-12s %-10s %-14s %10s", l, L->name, dpt_layer_kind_name(L->kind), b,
+        put(&o, "%4zu  %-12s %-10s %-14s %10s", l, L->name, L->wstd ? "conv (ws)" : dpt_layer_kind_name(L->kind), b,
             L->n_params ? thousands(L->n_params, a) : "-");
         const char *sep = "  ";
         dpt_param_tensor t;
