@@ -164,13 +164,16 @@ static int ui_on_epoch(void *user, const dpt_epoch_result *r) {
     }
     ui_clear_bar(ui);
     if (ui->quiet) return g_interrupted != 0;
-    char where[96] = "", loss[48] = "", test[80] = "", eps[128] = "";
+    char where[96] = "", loss[48] = "", test[120] = "", eps[128] = "";
     if (r->partial)
         snprintf(where, sizeof where, " (stopped after %zu of %zu steps)", r->steps_in_epoch, r->steps_per_epoch);
     if (!isnan(r->train_loss)) snprintf(loss, sizeof loss, "  train loss %.4f", r->train_loss);
     if (!isnan(r->test_accuracy))
         snprintf(test, sizeof test, "  test loss %.4f  test acc %.2f%%", r->test_loss, 100.0 * r->test_accuracy);
-    else if (!isnan(r->test_mse)) /* regression */
+    if (!isnan(r->test_accuracy) && !isnan(r->test_accuracy_ema)) {
+        const size_t w = strlen(test);
+        snprintf(test + w, sizeof test - w, "  test acc ema %.2f%%", 100.0 * r->test_accuracy_ema);
+    } else if (!isnan(r->test_mse)) /* regression */
         snprintf(test, sizeof test, "  test mse %.5g  (rmse %.5g)", r->test_mse, sqrt(r->test_mse));
     /* the headline accountant's epsilon (what calibration and the budget use), RDP beside it */
     if (!isnan(r->epsilon)) {
@@ -227,6 +230,9 @@ static void print_summary(const dpt_trainer *t, const dpt_epoch_result *r, const
     else
         printf("test accuracy %.2f%%  test loss %.4f  after %s  [%s]\n", 100.0 * r->test_accuracy, r->test_loss, when,
                A->tag);
+    if (!isnan(r->test_accuracy_ema))
+        printf("test accuracy under the parameter average (--ema, the checkpoint's model): %.2f%%  test loss %.4f\n",
+               100.0 * r->test_accuracy_ema, r->test_loss_ema);
     printf("checkpoint: %s/checkpoint.safetensors  metrics: %s/metrics.jsonl\n", run_dir, out);
 }
 
@@ -284,6 +290,10 @@ static int cmd_train(int argc, char **argv) {
     long batch = 256, epochs = 5, threads = 0, max_train = 0, max_test = 0, shards = 0;
     uint64_t seed = 0, max_steps = 0;
     long physical_batch = 0;
+    double ema = 0.0;
+    int ema_warmup = 0;
+    long aug_mult = 1;
+    const char *augment = "none";
     int resume = 0, overwrite = 0, quiet = 0, no_progress = 0, lr_seen = 0, momentum_seen = 0, wd_seen = 0;
     int sampler_seen = 0, sample_rate_seen = 0, batch_seen = 0, model_seen = 0, init_seen = 0;
     double norm_sigma = 0.0, norm_clip = 0.0;
@@ -322,6 +332,10 @@ static int cmd_train(int argc, char **argv) {
         {"--batch-size", CLI_LONG, &batch, "B", "batch size (poisson: expected size, q = B/N)", &batch_seen},
         {"--sample-rate", CLI_DOUBLE, &sample_rate, "Q", "poisson sampling rate q in (0, 1] (overrides B/N)", &sample_rate_seen},
         {"--physical-batch", CLI_LONG, &physical_batch, "M", "examples per forward/backward pass (0 = the whole batch): memory is bounded by M, a larger batch is accumulated over passes with one noise draw and one ledger step (virtual batches; the same update to float rounding)", NULL},
+        {"--ema", CLI_DOUBLE, &ema, "DECAY", "parameter averaging: keep e <- e + (1 - DECAY)(theta - e) after every step (e.g. 0.999; 0 = off), report the test set under it beside the raw parameters (test acc ema), and save it as the checkpoint's model (what predict and eval load; the raw parameters stay inside for --resume). Post-processing: no privacy cost (docs/dpsgd.md)", NULL},
+        {"--ema-warmup", CLI_FLAG, &ema_warmup, NULL, "with --ema: decay min(DECAY, (1 + t) / (10 + t)) at step t (De et al. 2022)", NULL},
+        {"--augment", CLI_STR, &augment, "MODE", "none | crop (a random crop back to the image size after 4-pixel reflect padding) | crop-flip (and a horizontal flip with probability 1/2): image models (cnn:), --algo dpsgd; the copies come from the run's seed, a fresh draw per step (docs/dpsgd.md)", NULL},
+        {"--aug-mult", CLI_LONG, &aug_mult, "K", "augmentation multiplicity (De et al. 2022): K augmented copies of each sampled example, whose gradients are averaged before clipping (same epsilon: each example still adds one clipped vector); K times the compute per example; needs --augment", NULL},
         {"--epochs", CLI_LONG, &epochs, "E", "epochs to train (poisson: an epoch is round(1/q) steps)", NULL},
         {"--max-steps", CLI_U64, &max_steps, "T", "stop after T steps in total (0 = no limit)", NULL},
         {"--seed", CLI_U64, &seed, "S", "seed of every random stream (init, sampling, noise); 0 (default): drawn "
@@ -444,6 +458,12 @@ static int cmd_train(int argc, char **argv) {
     if (threads < 0 || threads > 1024) return cli_error("--threads must be in [0, 1024], got %ld", threads);
     if (shards < 0 || shards > 65536) return cli_error("--shards must be in [0, 65536], got %ld", shards);
     if (physical_batch < 0) return cli_error("--physical-batch must be >= 0 (0 = the whole batch), got %ld", physical_batch);
+    if (!strcmp(augment, "none")) cfg.augment = DPT_AUGMENT_NONE;
+    else if (!strcmp(augment, "crop")) cfg.augment = DPT_AUGMENT_CROP;
+    else if (!strcmp(augment, "crop-flip")) cfg.augment = DPT_AUGMENT_CROP_FLIP;
+    else return cli_error("--augment: expected none | crop | crop-flip, got '%s'", augment);
+    if (aug_mult < 1 || aug_mult > 64) return cli_error("--aug-mult must be in [1, 64], got %ld", aug_mult);
+    if (ema_warmup && !(ema > 0)) return cli_error("--ema-warmup: only with --ema DECAY");
     /* under mpirun the cores of a host are shared by its ranks */
     if (threads == 0 && dpt_comm_size() > 1) {
         const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -616,6 +636,9 @@ static int cmd_train(int argc, char **argv) {
     cfg.out_dir = out;
     cfg.max_steps = max_steps;
     cfg.physical_batch = (size_t)physical_batch;
+    cfg.ema_decay = ema;
+    cfg.ema_warmup = ema_warmup;
+    cfg.aug_mult = (size_t)aug_mult;
     cfg.shards = (size_t)shards;
     cfg.overwrite = overwrite;
     ui.progress = !no_progress && !quiet && cli_stderr_is_tty();

@@ -683,6 +683,14 @@ def make_builder(bundle=False):
         train = train.replace("    const char *model_spec;\n", "    const char *model_spec;\n    int no_feature_cache;\n", 1)
     if re.search(r"\bsize_t\s+physical_batch\s*;", train_h):  # virtual batches in the engine
         train = train.replace("    size_t shards;\n", "    size_t shards;\n    size_t physical_batch;\n", 1)
+    if re.search(r"\bdouble\s+ema_decay\s*;", train_h):  # parameter averaging, augmentation (issue 42 item 4)
+        train = train.replace("    size_t shards;\n", "    size_t shards;\n    double ema_decay;\n    int ema_warmup;\n"
+                              "    int augment;\n    size_t aug_mult;\n", 1)
+        train = train.replace("    double train_loss, test_loss, test_accuracy, wall_s, lr;\n",
+                              "    double train_loss, test_loss, test_accuracy, wall_s, lr;\n"
+                              "    double test_loss_ema, test_accuracy_ema;\n", 1)
+        train = ("typedef enum { DPT_AUGMENT_NONE = 0, DPT_AUGMENT_CROP = 1, DPT_AUGMENT_CROP_FLIP = 2 } "
+                 "dpt_augment_kind;\n") + train
     have_targets = "dpt_dataset_from_targets" in _read_header(include_dirs, "data.h")
     data_nn = CDEF_DATA_NN
     if have_targets:  # fields of `...;` structs: their order does not matter

@@ -43,6 +43,22 @@ static void ref_layer(const dpt_layer *L, const double *th, const double *x, siz
         double *vi = v + i * K;
         switch (L->kind) {
         case DPT_LAYER_CONV2D: /* direct: v[o, a, b] = b_o + sum_{c, u, w} W[o, c, u, w] x[c, a s - p + u, b s - p + w] */
+            if (L->wstd) { /* weight standardization by its definition: w^_o = (w_o - mean) / sqrt(var + 1e-5) */
+                const size_t n = C * k * k;
+                double *ws = malloc((O * n + (L->has_bias ? O : 0)) * sizeof *ws);
+                for (size_t o = 0; o < O; o++) {
+                    double mu = 0, var = 0;
+                    for (size_t j = 0; j < n; j++) mu += th[o * n + j] / (double)n;
+                    for (size_t j = 0; j < n; j++) var += (th[o * n + j] - mu) * (th[o * n + j] - mu) / (double)n;
+                    for (size_t j = 0; j < n; j++) ws[o * n + j] = (th[o * n + j] - mu) / sqrt(var + 1e-5);
+                }
+                for (size_t o = 0; L->has_bias && o < O; o++) ws[O * n + o] = th[O * n + o];
+                dpt_layer plain = *L;
+                plain.wstd = 0;
+                ref_layer(&plain, ws, xi, 1, vi);
+                free(ws);
+                break;
+            }
             for (size_t o = 0; o < O; o++)
                 for (size_t a = 0; a < Ho; a++)
                     for (size_t b = 0; b < Wo; b++) {
@@ -702,6 +718,83 @@ static void test_small_gemm(void) {
     CHECK(bad == 0);
 }
 
+/* ==== weight standardization ==== */
+
+/* A "ws" layer against the naive reference: its gradients (SUM, PER_EXAMPLE, SQNORM,
+ * WEIGHTED, DOT) equal J (written out as a matrix, dpt_conv_ws_jacobian_ref) applied to
+ * the plain layer's naive gradients at W^, and its per-example squared norms equal the
+ * materialized rows' on both SQNORM paths a plain layer would take (ghost is refused). */
+static void check_ws_reference(const char *spec, size_t B, uint64_t seed) {
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new(spec, B, 1, &m));
+    if (!m) return;
+    dpt_layer *L = &m->layers[0];
+    CHECK(L->kind == DPT_LAYER_CONV2D && L->wstd == 1 && L->ghost == 0);
+    const size_t P = L->n_params, D = L->in_dim, K = L->out_dim, O = L->out_shape[0], n = P - (L->has_bias ? O : 0) ;
+    fill_gauss(m->theta, m->n_params, 0.5, seed);
+    for (size_t j = 0; j < n; j++) m->theta[j] += 0.3f; /* a mean to remove */
+    float *x = malloc(B * D * sizeof *x), *dv = malloc(B * K * sizeof *dv);
+    fill_gauss(x, B * D, 1.0, seed + 1);
+    fill_gauss(dv, B * K, 1.0, seed + 2);
+    /* plain gradients at W^: the naive conv gradient does not read the weights */
+    double *gh = malloc(B * P * sizeof *gh), *g = malloc(B * P * sizeof *g), *Jg = malloc(n * sizeof *Jg);
+    naive_conv_grads(L, x, dv, B, gh);
+    float *row = malloc(P * sizeof *row);
+    for (size_t i = 0; i < B; i++) {
+        for (size_t p = 0; p < n; p++) row[p] = (float)gh[i * P + p];
+        dpt_conv_ws_jacobian_ref(L, row, Jg);
+        for (size_t p = 0; p < P; p++) g[i * P + p] = p < n ? Jg[p] : gh[i * P + p];
+    }
+    /* the standardization's Jacobian kills the directions 1 and w^_o: a gradient along
+     * them would change nothing (the reference must see a real map, not the identity) */
+    double n2raw = 0, n2ws = 0;
+    for (size_t p = 0; p < n; p++) n2raw += gh[p] * gh[p], n2ws += g[p] * g[p];
+    CHECK(fabs(n2raw - n2ws) > 1e-3 * n2raw);
+    float *pe = malloc(B * P * sizeof *pe), *sq = malloc(B * sizeof *sq), *s = malloc(P * sizeof *s);
+    CHECK_OK(L->ops->backward_params(L, x, dv, B, DPT_GRAD_PER_EXAMPLE, NULL, pe, P, 0));
+    for (size_t j = 0; j < B * P; j++) CHECK_CLOSE(pe[j], g[j], 1e-4, 1e-4);
+    /* accumulate = 1 adds J g^_i (its own path) */
+    CHECK_OK(L->ops->backward_params(L, x, dv, B, DPT_GRAD_PER_EXAMPLE, NULL, pe, P, 1));
+    for (size_t j = 0; j < B * P; j++) CHECK_CLOSE(pe[j], 2 * g[j], 2e-4, 1e-4);
+    double *n2 = malloc(B * sizeof *n2);
+    for (size_t i = 0; i < B; i++) {
+        n2[i] = 0;
+        for (size_t p = 0; p < P; p++) n2[i] += g[i * P + p] * g[i * P + p];
+    }
+    CHECK_OK(L->ops->backward_params(L, x, dv, B, DPT_GRAD_SQNORM, NULL, sq, 0, 0));
+    for (size_t i = 0; i < B; i++) CHECK_CLOSE(sq[i], n2[i], 1e-4, 1e-4);
+    /* weighted: sum_i c_i J g^_i (clipping factors below and above 1) */
+    float *c = malloc(B * sizeof *c);
+    for (size_t i = 0; i < B; i++) c[i] = (float)fmin(1.0, 0.7 * sqrt(n2[0]) / sqrt(n2[i]));
+    for (size_t p = 0; p < P; p++) s[p] = 1.0f;
+    CHECK_OK(L->ops->backward_params(L, x, dv, B, DPT_GRAD_WEIGHTED, c, s, 0, 1));
+    for (size_t p = 0; p < P; p++) {
+        double r = 1.0;
+        for (size_t i = 0; i < B; i++) r += c[i] * g[i * P + p];
+        CHECK_CLOSE(s[p], r, 1e-4, 1e-4);
+    }
+    CHECK_OK(L->ops->backward_params(L, x, dv, B, DPT_GRAD_SUM, NULL, s, 0, 0));
+    for (size_t p = 0; p < P; p++) {
+        double r = 0.0;
+        for (size_t i = 0; i < B; i++) r += g[i * P + p];
+        CHECK_CLOSE(s[p], r, 1e-4, 1e-4);
+    }
+    /* DOT: <J g^_i, v> */
+    float *v = malloc(P * sizeof *v), *dot = malloc(B * sizeof *dot);
+    fill_gauss(v, P, 1.0, seed + 3);
+    CHECK_OK(L->ops->backward_params(L, x, dv, B, DPT_GRAD_DOT, v, dot, 0, 0));
+    for (size_t i = 0; i < B; i++) {
+        double r = 0.0;
+        for (size_t p = 0; p < P; p++) r += g[i * P + p] * v[p];
+        CHECK_CLOSE(dot[i], r, 1e-4, 1e-4);
+    }
+    /* the model summary and the canonical spec keep the flag */
+    CHECK(strstr(m->spec, "ws") != NULL);
+    free(x), free(dv), free(gh), free(g), free(Jg), free(row), free(pe), free(sq), free(s), free(n2), free(c), free(v),
+        free(dot);
+    dpt_model_free(m);
+}
+
 int main(void) {
     /* each layer alone, then small models with every layer kind and a residual group */
     check_model("cnn:2x7x6:conv3k3s2p1", 3, 100);
@@ -756,6 +849,15 @@ int main(void) {
     check_maxpool_routing("cnn:2x6x8:maxpool2", 3, 132);
     check_maxpool_routing("cnn:1x3x101:maxpool2s1", 2, 133);
     check_maxpool_routing("cnn:2x5x5:maxpool1", 2, 134);
+    /* weight standardization: every mode against finite differences of the double
+     * reference (check_model), and against J times the plain gradient (check_ws_reference),
+     * on a layer a plain conv would give the Gram SQNORM path and on a materialized one */
+    check_model("cnn:2x5x5:conv3k3p1ws", 2, 150);
+    check_model("cnn:2x6x7:conv3k3s2p1wsnobias", 2, 151);
+    check_model("cnn:3x8x8:conv4k3p1ws,relu,[conv4k3p1ws],flatten,fc2", 2, 152);
+    check_ws_reference("cnn:8x3x3:conv16k3p1ws", 5, 153); /* plain: ghost */
+    check_ws_reference("cnn:2x9x9:conv3k3ws", 5, 154);     /* plain: materialized */
+    check_ws_reference("cnn:3x8x8:conv5k3p1wsnobias", 3, 155);
     test_groupnorm_independence();
     test_specs();
     test_small_gemm();

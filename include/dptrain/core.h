@@ -132,7 +132,8 @@ enum {
     DPT_STREAM_INIT = 1,  /* parameter initialization */
     DPT_STREAM_DATA = 2,  /* batch sampling, shuffling */
     DPT_STREAM_NOISE = 3, /* privacy noise: used for nothing else */
-    DPT_STREAM_AUX = 4    /* anything else (dropout-like perturbations, audits) */
+    DPT_STREAM_AUX = 4,   /* anything else (dropout-like perturbations, audits) */
+    DPT_STREAM_AUGMENT = 5 /* data augmentation of the training batches (a substream per step) */
 };
 
 #define DPT_RNG_BUF_WORDS 256

@@ -141,6 +141,10 @@ struct dpt_layer {
      * this output's cotangent to dact[s]. The layer's own ops never see it. */
     size_t residual_from;
     void *state;              /* owned by the layer's attach/detach ops; NULL for most layers */
+    /* Conv2d: 1 = weight standardization (spec suffix "ws"): each filter of w is
+     * standardized over its fan-in before use (layer_conv.c, docs/nn.md); theta keeps the
+     * raw weights, and every parameter gradient is with respect to them. */
+    int wstd;
 };
 
 /* ==== Models ==== */
@@ -181,7 +185,7 @@ typedef struct {
  *   suffix ":nobias" removes biases ("mlp:3072-1024-1:relu:nobias")
  *   "cnn:1x28x28:conv16k8s2p3,relu,maxpool2s1,conv32k4s2,relu,maxpool2s1,fc32,relu,fc10"
  *                                  layers in order on a (C, H, W) input:
- *                                  conv<C>k<k>[s<s>][p<p>][nobias], maxpool<k>[s<s>],
+ *                                  conv<C>k<k>[s<s>][p<p>][ws][nobias], maxpool<k>[s<s>],
  *                                  avgpool<k>[s<s>], gn<groups>, flatten, fc<K>[nobias],
  *                                  scatter[j<J>][l<L>] (a fixed scattering transform,
  *                                  first item only: docs/nn.md),

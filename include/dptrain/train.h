@@ -112,6 +112,10 @@ typedef struct dpt_algo {
      * published: only values computed from released ones belong here. */
     dpt_status (*state_save)(struct dpt_algo *a, struct cJSON *obj);
     dpt_status (*state_load)(struct dpt_algo *a, const struct cJSON *obj);
+    /* 1: the algorithm takes augmented copies (dpt_train_config.augment, aug_mult): its
+     * accumulate forms them (dpt_train_augment) and averages each example's copies before
+     * anything per-example (clipping). Others are refused when augmentation is on. */
+    int augmentable;
 } dpt_algo;
 
 /* Frees an algorithm that was not handed to dpt_trainer_new (which takes ownership, even
@@ -482,6 +486,9 @@ typedef struct {
     double epsilon_rdp;       /* private algorithms: RDP epsilon (Balle et al.'s conversion),
                                  the cross-check printed beside the headline; NAN otherwise */
     int accountant;           /* the dpt_accountant of `epsilon` (RDP or PLD); -1 non-private */
+    double test_loss_ema, test_accuracy_ema; /* with ema_decay: the test set under the EMA
+                                 of the parameters (test_loss/test_accuracy are the raw
+                                 parameters'); NAN otherwise */
 } dpt_epoch_result;
 
 /* Messages the library would otherwise print (it never prints): notes on a resume, the
@@ -598,7 +605,33 @@ typedef struct {
      * (equal to the one-pass sum up to float rounding), then the noise is drawn and the
      * step recorded once per logical batch: the privacy analysis is unchanged. */
     size_t physical_batch;
+    /* Parameter averaging (De et al. 2022): 0 = off; in (0, 1): after every step the trainer
+     * updates e <- e + (1 - d)(theta - e), e starting at the initial parameters, with
+     * d = ema_decay, or with ema_warmup = 1 d = min(ema_decay, (1 + t) / (10 + t)) at the
+     * t-th update (t = 0, 1, ...). Each epoch's result also evaluates the test set under e
+     * (test_accuracy_ema); checkpoints store e as the model's tensors (what predict and
+     * evaluate load) and the raw parameters as "train.theta" (what a resume continues).
+     * Post-processing of the released parameters: no privacy cost. A resume must give the
+     * same values (DPT_EMISMATCH). */
+    double ema_decay;
+    int ema_warmup;
+    /* Data augmentation for image inputs (the model's input shape C x H x W), DP-SGD only:
+     * each sampled example is replaced by aug_mult copies (1 when 0), each randomly cropped
+     * back to H x W after reflect padding by 4 pixels and (DPT_AUGMENT_CROP_FLIP) flipped
+     * horizontally with probability 1/2; the example's gradient is the mean of its copies'
+     * gradients, clipped once (augmentation multiplicity, De et al. 2022), so its
+     * contribution to the sum is still at most C and the accounting is unchanged. The
+     * randomness is the run's own stream (DPT_STREAM_AUGMENT of the seed), a fresh substream
+     * per step: reproducible with a seed, never reused across steps. */
+    int augment;              /* dpt_augment_kind */
+    size_t aug_mult;
 } dpt_train_config;
+
+typedef enum {
+    DPT_AUGMENT_NONE = 0,
+    DPT_AUGMENT_CROP = 1,      /* random crop after 4-pixel reflect padding */
+    DPT_AUGMENT_CROP_FLIP = 2  /* the same and a horizontal flip with probability 1/2 */
+} dpt_augment_kind;
 
 dpt_train_config dpt_train_config_defaults(void);
 

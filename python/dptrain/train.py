@@ -255,6 +255,8 @@ class _Progress:
                 parts.append("train loss %.4f" % r["train_loss"])
             if not math.isnan(r.get("test_accuracy", float("nan"))):
                 parts.append("test acc %.2f%%  test loss %.4f" % (100 * r["test_accuracy"], r["test_loss"]))
+                if not math.isnan(r.get("test_accuracy_ema", float("nan"))):  # ema=: the average's
+                    parts.append("test acc ema %.2f%%" % (100 * r["test_accuracy_ema"]))
             elif not math.isnan(r.get("test_mse", float("nan"))):  # regression
                 parts.append("test mse %.5g  (rmse %.5g)" % (r["test_mse"], math.sqrt(r["test_mse"])))
             eps, pld, rdp = r.get("epsilon", float("nan")), r.get("epsilon_pld"), r.get("epsilon_rdp")
@@ -319,6 +321,10 @@ def _epoch_dict(r, regression=False):
     if regression:  # the test set's mean squared error per target; no accuracy
         del d["test_accuracy"]
         d["test_mse"] = r.test_mse
+    if hasattr(r, "test_accuracy_ema") and not math.isnan(r.test_loss_ema):  # ema=: the average's test results
+        d["test_loss_ema"] = r.test_loss_ema
+        if not regression:
+            d["test_accuracy_ema"] = r.test_accuracy_ema
     if HAVE_CALLBACKS:
         d.update(epsilon=r.epsilon, epsilon_pld=r.epsilon_pld, delta=r.delta, partial=bool(r.partial),
                  epsilon_rdp=r.epsilon_rdp,
@@ -797,6 +803,7 @@ _DEFAULTS = dict(
     regression=False,
     no_feature_cache=False,
     physical_batch=0,
+    ema=0.0, ema_warmup=False, augment="none", aug_mult=1,
     sigma=None, clip=1.0, clip_mode="flat", target_epsilon=None, delta=1e-5, secure=False, force=False,
     allow_ledger_mismatch=False,
     adaptive_quantile=None, adaptive_lr=0.2, adaptive_sigma_b=None,
@@ -1090,6 +1097,10 @@ def train(
     sample_rate: Optional[float] = None,
     max_steps: int = 0,
     physical_batch: int = 0,
+    ema: float = 0.0,
+    ema_warmup: bool = False,
+    augment: Literal["none", "crop", "crop-flip"] = "none",
+    aug_mult: int = 1,
     optimizer: Literal["adam", "sgd"] = "adam",
     lr: Optional[float] = None,
     momentum: float = 0.0,
@@ -1148,7 +1159,12 @@ def train(
     epochs, batch_size, sample_rate (Poisson q; None: batch_size / n), max_steps (0: no
       limit), physical_batch (examples per forward/backward pass, 0 = the whole batch: a
       larger batch is accumulated over passes and noised once, so memory is bounded by it;
-      docs/dpsgd.md). optimizer "adam" | "sgd", lr (None: adam 1e-3, sgd 0.1), momentum,
+      docs/dpsgd.md). ema: parameter averaging, e <- e + (1 - ema)(theta - e) after every
+      step (0 = off; ema_warmup=True: decay min(ema, (1 + t)/(10 + t))); each epoch also
+      reports test_accuracy_ema, and the checkpoint's model is the average (post-processing,
+      no privacy cost). augment: "none" | "crop" | "crop-flip" (random crop after 4-pixel
+      reflect padding, and a horizontal flip), aug_mult: K copies of each example averaged
+      before clipping (dpsgd on image models; same epsilon). optimizer "adam" | "sgd", lr (None: adam 1e-3, sgd 0.1), momentum,
       weight_decay, lr_schedule ("constant" | "step:GAMMA:EVERY" | "exp:GAMMA").
     sampler: None = the algorithm's ("shuffle"; dpsgd and dpmac "poisson", dpulr
       "poisson-reject", noisy-gd "full"). loss: None = "ce" ("bce"; "mse" with
@@ -1175,7 +1191,8 @@ def train(
     """
     flat: Dict[str, Any] = dict(
         model=model, x_test=x_test, y_test=y_test, epochs=epochs, batch_size=batch_size, sample_rate=sample_rate,
-        max_steps=max_steps, physical_batch=physical_batch, optimizer=optimizer, lr=lr, momentum=momentum, weight_decay=weight_decay,
+        max_steps=max_steps, physical_batch=physical_batch, ema=ema, ema_warmup=ema_warmup, augment=augment,
+        aug_mult=aug_mult, optimizer=optimizer, lr=lr, momentum=momentum, weight_decay=weight_decay,
         lr_schedule=lr_schedule, sampler=sampler, loss=loss, init=init, regression=regression, n_classes=n_classes,
         input_shape=input_shape, init_params=init_params, init_source=init_source, freeze=freeze,
         no_feature_cache=no_feature_cache, seed=seed, threads=threads, shards=shards, out_dir=out_dir,
@@ -1314,6 +1331,21 @@ def _train_flat(x, y, kwargs):
     cfg.max_steps = _int(kw["max_steps"], "max_steps", 0, 2 ** 64 - 1)
     if kw["physical_batch"]:  # examples per forward/backward pass: memory bounded by it
         cfg.physical_batch = _int(kw["physical_batch"], "physical_batch", 0, 2 ** 64 - 1)
+    if kw["ema"] or kw["ema_warmup"] or kw["augment"] != "none" or kw["aug_mult"] != 1:  # issue 42 item 4
+        if not hasattr(cfg, "ema_decay"):
+            raise ValueError("ema, augment and aug_mult need a libdptrain with them (rebuild the library)")
+        ema_d = float(kw["ema"])
+        if not (0 <= ema_d < 1):
+            raise ValueError("ema must be in [0, 1) (0 = no parameter averaging), got %r" % (kw["ema"],))
+        if kw["ema_warmup"] and not ema_d:
+            raise ValueError("ema_warmup: only with ema=DECAY")
+        kinds = {"none": lib.DPT_AUGMENT_NONE, "crop": lib.DPT_AUGMENT_CROP, "crop-flip": lib.DPT_AUGMENT_CROP_FLIP}
+        if kw["augment"] not in kinds:
+            raise ValueError("augment: expected 'none', 'crop' or 'crop-flip', got %r" % (kw["augment"],))
+        cfg.ema_decay = ema_d
+        cfg.ema_warmup = 1 if kw["ema_warmup"] else 0
+        cfg.augment = kinds[kw["augment"]]
+        cfg.aug_mult = _int(kw["aug_mult"], "aug_mult", 1, 64)
     if "sample_rate" in given:
         q = float(kw["sample_rate"])
         if not (0 < q <= 1):

@@ -12,6 +12,8 @@
  * data bit. See docs/checkpoints.md. */
 #include <dptrain/io.h>
 
+#include "io/checkpoint_ema.h"
+
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
@@ -26,6 +28,10 @@
 #define CK_HASH_MARK "\"" CK_HASH_KEY "\":\""
 #define CK_OPT_M "optim.m"
 #define CK_OPT_V "optim.v"
+/* A run with parameter averaging (dpt_train_config.ema_decay) stores the EMA under the
+ * model's own tensor names (what predict, evaluate and PyTorch read) and the raw trained
+ * parameters, flat, under this name (what a resume continues from). */
+#define CK_RAW "train.theta"
 
 /* ==== Little-endian encoding (explicit, independent of the host) ==== */
 
@@ -87,6 +93,11 @@ static char *optimizer_json(const dpt_optim *o) {
 
 dpt_status dpt_checkpoint_save(const char *path, const dpt_model *m, const dpt_optim *opt,
                                const char *state_json) {
+    return dpt_checkpoint_save_ema(path, m, opt, state_json, NULL);
+}
+
+dpt_status dpt_checkpoint_save_ema(const char *path, const dpt_model *m, const dpt_optim *opt,
+                                   const char *state_json, const float *ema) {
     DPT_CHECK(path && m, DPT_EINVAL, "checkpoint save: NULL path or model");
     if (!state_json) state_json = "{}";
     cJSON *st = cJSON_Parse(state_json);
@@ -99,7 +110,7 @@ dpt_status dpt_checkpoint_save(const char *path, const dpt_model *m, const dpt_o
     }
 
     /* The tensor table: the model's named tensors, then the optimizer moments. */
-    size_t nt_model = dpt_model_n_tensors(m), nt = nt_model + 2;
+    size_t nt_model = dpt_model_n_tensors(m), nt = nt_model + 3;
     ck_out *t = calloc(nt, sizeof *t);
     DPT_CHECK(t, DPT_ENOMEM, "%s: out of memory", path);
     dpt_param_tensor *pt = calloc(nt_model ? nt_model : 1, sizeof *pt);
@@ -113,8 +124,9 @@ dpt_status dpt_checkpoint_save(const char *path, const dpt_model *m, const dpt_o
         DPT_ASSERT(pt[i].offset + pt[i].size <= m->n_params && pt[i].ndim <= 4);
         t[nt++] = (ck_out){pt[i].name, pt[i].ndim,
                            {pt[i].shape[0], pt[i].shape[1], pt[i].shape[2], pt[i].shape[3]},
-                           m->theta + pt[i].offset, pt[i].size};
+                           (ema ? ema : m->theta) + pt[i].offset, pt[i].size};
     }
+    if (ema) t[nt++] = (ck_out){CK_RAW, 1, {m->n_params, 0, 0, 0}, m->theta, m->n_params};
     if (opt && opt->m) t[nt++] = (ck_out){CK_OPT_M, 1, {opt->n, 0, 0, 0}, opt->m, opt->n};
     if (opt && opt->v) t[nt++] = (ck_out){CK_OPT_V, 1, {opt->n, 0, 0, 0}, opt->v, opt->n};
 
@@ -558,7 +570,7 @@ static dpt_status check_vec(const ck_file *f, const char *name, size_t n, const 
     return DPT_OK;
 }
 
-static dpt_status ck_load(ck_file *f, dpt_model *m, dpt_optim *opt, char **state_json) {
+static dpt_status ck_load(ck_file *f, dpt_model *m, dpt_optim *opt, char **state_json, float *ema) {
     const char *P = f->path;
     const char *spec = meta_str(f, "model_spec");
     DPT_CHECK(strcmp(spec, m->spec) == 0, DPT_EMISMATCH,
@@ -595,7 +607,7 @@ static dpt_status ck_load(ck_file *f, dpt_model *m, dpt_optim *opt, char **state
     }
     for (size_t k = 0; k < f->nt && s == DPT_OK; k++) {
         const char *nm = f->t[k].name;
-        int known = strcmp(nm, CK_OPT_M) == 0 || strcmp(nm, CK_OPT_V) == 0;
+        int known = strcmp(nm, CK_OPT_M) == 0 || strcmp(nm, CK_OPT_V) == 0 || strcmp(nm, CK_RAW) == 0;
         for (size_t i = 0; i < nt && !known; i++) known = strcmp(nm, pt[i].name) == 0;
         if (!known)
             s = dpt_set_error(DPT_EMISMATCH, "%s: tensor \"%s\" is not part of model \"%s\"", P,
@@ -621,12 +633,24 @@ static dpt_status ck_load(ck_file *f, dpt_model *m, dpt_optim *opt, char **state
             if (s == DPT_OK && tmp.v) s = check_vec(f, CK_OPT_V, tmp.n, &tv);
         }
     }
+    /* the raw parameters of an EMA run, for a resume that continues it */
+    const ck_in *traw = NULL;
+    if (s == DPT_OK && ema) {
+        traw = ck_find(f, CK_RAW);
+        if (!traw)
+            s = dpt_set_error(DPT_EMISMATCH, "%s: the checkpoint holds no raw parameters (tensor \"%s\"): it was "
+                              "written by a run without parameter averaging (ema_decay)", P, CK_RAW);
+        else if (traw->ndim != 1 || traw->shape[0] != m->n_params)
+            s = dpt_set_error(DPT_EMISMATCH, "%s: tensor \"%s\" has %zu elements, the model has %zu parameters", P,
+                              CK_RAW, traw->size, m->n_params);
+    }
     char *state = NULL;
     if (s == DPT_OK) s = dup_out(P, meta_str(f, "state"), state_json ? &state : NULL);
 
     if (s == DPT_OK) {
         for (size_t i = 0; i < nt; i++)
-            get_f32le(m->theta + pt[i].offset, f->data + src[i]->begin, pt[i].size);
+            get_f32le((ema ? ema : m->theta) + pt[i].offset, f->data + src[i]->begin, pt[i].size);
+        if (traw) get_f32le(m->theta, f->data + traw->begin, m->n_params);
         if (opt) {
             if (tm) get_f32le(tmp.m, f->data + tm->begin, tmp.n);
             if (tv) get_f32le(tmp.v, f->data + tv->begin, tmp.n);
@@ -648,7 +672,17 @@ dpt_status dpt_checkpoint_load(const char *path, dpt_model *m, dpt_optim *opt,
     DPT_CHECK(m, DPT_EINVAL, "checkpoint load: NULL model");
     ck_file f;
     DPT_TRY(ck_open(path, &f));
-    dpt_status s = ck_load(&f, m, opt, state_json);
+    dpt_status s = ck_load(&f, m, opt, state_json, NULL);
+    ck_close(&f);
+    return s;
+}
+
+dpt_status dpt_checkpoint_load_ema(const char *path, dpt_model *m, dpt_optim *opt, char **state_json, float *ema) {
+    if (state_json) *state_json = NULL;
+    DPT_CHECK(m && ema, DPT_EINVAL, "checkpoint load: NULL model or EMA buffer");
+    ck_file f;
+    DPT_TRY(ck_open(path, &f));
+    dpt_status s = ck_load(&f, m, opt, state_json, ema);
     ck_close(&f);
     return s;
 }

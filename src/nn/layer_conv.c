@@ -22,9 +22,20 @@
  * Unfold cache (L->ucache, set by the model when it fits its budget): forward unfolds into
  * it instead of scratch and records (x, B); backward_params and jvp's dtheta term called
  * with that same x and B read the chunks from it instead of unfolding again. DP-SGD's step
- * (forward, SQNORM, WEIGHTED) then unfolds once instead of three times. */
+ * (forward, SQNORM, WEIGHTED) then unfolds once instead of three times.
+ * Weight standardization (spec suffix "ws", L->wstd; Qiao et al. 2019, used for DP by De et
+ * al. 2022): the layer convolves with W^ instead of W, each filter o standardized over its
+ * fan-in n = Dk: mu_o = mean(w_o), s_o = sqrt(var(w_o) + 1e-5), w^_o = (w_o - mu_o) / s_o
+ * (the bias is not standardized). W^ is a function of the weights only, so every
+ * parameter gradient is the one of an ordinary convolution with weights W^, mapped back
+ * through the Jacobian of the standardization, which is symmetric (docs/nn.md derives it):
+ *   J_o = (1 / s_o) (I - 1 1^T / n - w^_o w^_o^T / n),  g_{w_o} = J_o g_{w^_o}
+ * per example as well as summed (J is the same for every example). W^ and s are recomputed
+ * from theta at every call (O Dk work, nothing stale between calls) into the scratch after
+ * aux: W^ [O, Dk] | s [O] | a second [O, Dk] for the summed or tangent weights. */
 #include "nn_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +44,75 @@
 
 static size_t conv_T(const dpt_layer *L) { return L->out_shape[1] * L->out_shape[2]; }
 static size_t conv_Dk(const dpt_layer *L) { return L->in_shape[0] * L->k * L->k; }
+
+/* ==== Weight standardization ==== */
+
+#define WS_EPS 1e-5
+
+/* Floats of scratch before the standardization's region: cols | Y | aux */
+static size_t ws_offset(const dpt_layer *L) {
+    const size_t O = L->out_shape[0], T = conv_T(L), Dk = conv_Dk(L);
+    const size_t aux = 2 * T * T > O * Dk ? 2 * T * T : O * Dk;
+    return L->chunk * (Dk + O) * T + aux;
+}
+static float *ws_what(const dpt_layer *L) { return L->scratch + ws_offset(L); }
+static float *ws_s(const dpt_layer *L) { return ws_what(L) + L->out_shape[0] * conv_Dk(L); }
+static float *ws_tmp(const dpt_layer *L) { return ws_s(L) + L->out_shape[0]; }
+
+/* The weights the layer convolves with: W^ (computed now from theta, with s) when the
+ * layer standardizes, else W itself. Means and variances in double. */
+static const float *conv_weights(const dpt_layer *L) {
+    if (!L->wstd) return L->w;
+    const size_t O = L->out_shape[0], n = conv_Dk(L);
+    float *wh = ws_what(L), *sd = ws_s(L);
+    for (size_t o = 0; o < O; o++) {
+        const float *w = L->w + o * n;
+        double mu = 0.0, var = 0.0;
+        for (size_t j = 0; j < n; j++) mu += w[j];
+        mu /= (double)n;
+        for (size_t j = 0; j < n; j++) var += ((double)w[j] - mu) * ((double)w[j] - mu);
+        var /= (double)n;
+        const double s = sqrt(var + WS_EPS);
+        sd[o] = (float)s;
+        for (size_t j = 0; j < n; j++) wh[o * n + j] = (float)(((double)w[j] - mu) / s);
+    }
+    return wh;
+}
+
+/* g [O, Dk] <- J g filter by filter: g_o <- (g_o - mean(g_o) 1 - w^_o mean(w^_o * g_o)) / s_o
+ * (J symmetric, so this is also J^T g: a gradient with respect to W^ becomes one with
+ * respect to W). Needs conv_weights called since theta last changed. */
+static void ws_jacobian(const dpt_layer *L, float *g) {
+    const size_t O = L->out_shape[0], n = conv_Dk(L);
+    const float *wh = ws_what(L), *sd = ws_s(L);
+    for (size_t o = 0; o < O; o++) {
+        float *go = g + o * n;
+        const float *ho = wh + o * n;
+        double a = 0.0, b = 0.0;
+        for (size_t j = 0; j < n; j++) a += go[j], b += (double)ho[j] * go[j];
+        a /= (double)n, b /= (double)n;
+        const double inv = 1.0 / (double)sd[o];
+        for (size_t j = 0; j < n; j++) go[j] = (float)(((double)go[j] - a - (double)ho[j] * b) * inv);
+    }
+}
+
+/* Naive reference (tests): the same map written out as the matrix J_o applied to g_o,
+ * J_o[j, k] = (delta_jk - 1/n - w^_j w^_k / n) / s_o, in double; out [O, Dk]. */
+void dpt_conv_ws_jacobian_ref(const dpt_layer *L, const float *g, double *out) {
+    const size_t O = L->out_shape[0], n = conv_Dk(L);
+    (void)conv_weights(L);
+    const float *wh = ws_what(L), *sd = ws_s(L);
+    for (size_t o = 0; o < O; o++)
+        for (size_t j = 0; j < n; j++) {
+            double r = 0.0;
+            for (size_t k = 0; k < n; k++) {
+                const double J = ((j == k) - 1.0 / (double)n - (double)wh[o * n + j] * wh[o * n + k] / (double)n) /
+                                 (double)sd[o];
+                r += J * g[o * n + k];
+            }
+            out[o * n + j] = r;
+        }
+}
 
 /* ==== im2col / col2im ==== */
 
@@ -328,7 +408,7 @@ static void conv_apply(const dpt_layer *L, const float *w, const float *b, const
 }
 
 static dpt_status conv_forward(const dpt_layer *L, const float *x, float *v, size_t B) {
-    conv_apply(L, L->w, L->b, x, v, B, 0, 1);
+    conv_apply(L, conv_weights(L), L->b, x, v, B, 0, 1);
     return DPT_OK;
 }
 
@@ -337,7 +417,7 @@ static dpt_status conv_forward(const dpt_layer *L, const float *x, float *v, siz
  * dvp[o, ih + ki, iw + kj] where W'[c, (o, ki, kj)] = W[o, c, k-1-ki, k-1-kj] (the kernel
  * flipped and its channels swapped). Needs p <= k - 1 and input rows of a multiple of 8.
  * 0 when out of memory (the caller takes the GEMM + col2im path). */
-static int backward_input_direct(const dpt_layer *L, const float *dv, float *dx, size_t B) {
+static int backward_input_direct(const dpt_layer *L, const float *w, const float *dv, float *dx, size_t B) {
     const size_t C = L->in_shape[0], k = L->k, p = L->pad, O = L->out_shape[0], Kt = O * k * k;
     float *wt = malloc(C * Kt * sizeof *wt);
     if (!wt) return 0;
@@ -345,7 +425,7 @@ static int backward_input_direct(const dpt_layer *L, const float *dv, float *dx,
         for (size_t ki = 0; ki < k; ki++)
             for (size_t kj = 0; kj < k; kj++)
                 for (size_t c = 0; c < C; c++)
-                    wt[c * Kt + (o * k + ki) * k + kj] = L->w[((o * C + c) * k + (k - 1 - ki)) * k + (k - 1 - kj)];
+                    wt[c * Kt + (o * k + ki) * k + kj] = w[((o * C + c) * k + (k - 1 - ki)) * k + (k - 1 - kj)];
     const int ok = direct_batch(L, O, L->out_shape[1], L->out_shape[2], k - 1 - p, C, wt, NULL, dv, L->out_dim, dx,
                                 L->in_dim, B, 0);
     free(wt);
@@ -354,7 +434,8 @@ static int backward_input_direct(const dpt_layer *L, const float *dv, float *dx,
 
 static dpt_status conv_backward_input(const dpt_layer *L, const float *x, const float *v, const float *dv,
                                       float *dx, size_t B) {
-    if (L->stride == 1 && L->pad + 1 <= L->k && L->in_shape[2] % 8 == 0 && backward_input_direct(L, dv, dx, B))
+    const float *w = conv_weights(L);
+    if (L->stride == 1 && L->pad + 1 <= L->k && L->in_shape[2] % 8 == 0 && backward_input_direct(L, w, dv, dx, B))
         return DPT_OK;
     const size_t O = L->out_shape[0], T = conv_T(L), Dk = conv_Dk(L), D = L->in_dim, K = L->out_dim;
     float *cols = L->scratch, *Y = L->scratch + Dk * L->chunk * T;
@@ -362,7 +443,7 @@ static dpt_status conv_backward_input(const dpt_layer *L, const float *x, const 
         const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
         gather_out(L, dv + lo * K, n, NULL, Y);
         /* dcols [Dk, n T] = W^T [Dk, O] dY [O, n T] */
-        dpt_sgemm(1, 0, Dk, nT, O, 1.0f, L->w, Dk, Y, nT, 0.0f, cols, nT);
+        dpt_sgemm(1, 0, Dk, nT, O, 1.0f, w, Dk, Y, nT, 0.0f, cols, nT);
         const long long nn = (long long)n;
 #pragma omp parallel for num_threads(L->threads) if (n * Dk * T > DPT_NN_PAR_MIN)
         for (long long j = 0; j < nn; j++) col2im(L, cols + (size_t)j * T, nT, dx + (lo + (size_t)j) * D);
@@ -375,12 +456,21 @@ static dpt_status conv_jvp(const dpt_layer *L, const float *x, const float *v, c
     /* dV = conv(dx; W) + conv(x; dW) + db */
     const size_t Dk = conv_Dk(L), O = L->out_shape[0];
     int acc = 0;
+    const float *w = conv_weights(L);
     if (dx) {
-        conv_apply(L, L->w, NULL, dx, dv, B, 0, 0);
+        conv_apply(L, w, NULL, dx, dv, B, 0, 0);
         acc = 1;
     }
     if (dtheta) {
-        conv_apply(L, dtheta, L->has_bias ? dtheta + O * Dk : NULL, x, dv, B, acc, 0);
+        /* standardized: the weights' tangent is dW^ = J dW */
+        const float *dw = dtheta;
+        if (L->wstd) {
+            float *tmp = ws_tmp(L);
+            memcpy(tmp, dtheta, O * Dk * sizeof *tmp);
+            ws_jacobian(L, tmp);
+            dw = tmp;
+        }
+        conv_apply(L, dw, L->has_bias ? dtheta + O * Dk : NULL, x, dv, B, acc, 0);
         acc = 1;
     }
     if (!acc) memset(dv, 0, B * L->out_dim * sizeof *dv);
@@ -434,12 +524,20 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
         DPT_CHECK(mode == DPT_GRAD_SUM || weights, DPT_EINVAL, "%s: weighted gradient needs weights", L->name);
         const float *wts = mode == DPT_GRAD_WEIGHTED ? weights : NULL;
         if (!accumulate) memset(out, 0, L->n_params * sizeof *out);
+        /* standardized: the sum with respect to W^ first, then J once (it is linear and the
+         * same for every example: sum_i w_i J g^_i = J sum_i w_i g^_i) */
+        float *dw = out;
+        if (L->wstd) {
+            (void)conv_weights(L);
+            dw = ws_tmp(L);
+            memset(dw, 0, ODk * sizeof *dw);
+        }
         for (size_t lo = 0; lo < B; lo += L->chunk) {
             const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
             const float *cols = chunk_cols(L, x, lo, n, hit);
             gather_out(L, dv + lo * K, n, wts ? wts + lo : NULL, Y);
             /* dW [O, Dk] += dY_w [O, n T] cols^T [n T, Dk]: one GEMM per chunk */
-            dpt_sgemm(0, 1, O, Dk, nT, 1.0f, Y, nT, cols, nT, 1.0f, out, Dk);
+            dpt_sgemm(0, 1, O, Dk, nT, 1.0f, Y, nT, cols, nT, 1.0f, dw, Dk);
             /* db += row sums of dY_w */
             if (L->has_bias)
                 for (size_t o = 0; o < O; o++) {
@@ -448,11 +546,32 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
                     out[ODk + o] += s;
                 }
         }
+        if (L->wstd) {
+            ws_jacobian(L, dw);
+            for (size_t e = 0; e < ODk; e++) out[e] += dw[e];
+        }
         return DPT_OK;
     }
     case DPT_GRAD_PER_EXAMPLE:
         DPT_CHECK(ld >= L->n_params, DPT_EINVAL, "%s: per-example row stride %zu < %zu parameters", L->name, ld,
                   L->n_params);
+        if (L->wstd) (void)conv_weights(L);
+        if (L->wstd && accumulate) {
+            /* g_i (+)= J g^_i: g^_i formed in aux, one example at a time */
+            for (size_t lo = 0; lo < B; lo += L->chunk) {
+                const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
+                const float *cols = chunk_cols(L, x, lo, n, hit);
+                for (size_t j = 0; j < n; j++) {
+                    const float *dvi = dv + (lo + j) * K;
+                    float *gi = out + (lo + j) * ld;
+                    per_example_product(L, dvi, cols + j * T, nT, Y, aux, 0);
+                    ws_jacobian(L, aux);
+                    for (size_t e = 0; e < ODk; e++) gi[e] += aux[e];
+                    if (L->has_bias) bias_rows(dvi, O, T, gi + ODk, 1);
+                }
+            }
+            return DPT_OK;
+        }
         for (size_t lo = 0; lo < B; lo += L->chunk) {
             const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
             const float *cols = chunk_cols(L, x, lo, n, hit);
@@ -466,11 +585,16 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
                 const float *dvi = dv + (lo + j) * K;
                 float *gi = out + (lo + j) * ld;
                 per_example_product(L, dvi, cols + j * T, nT, Y + j * O * T, gi, accumulate);
+                if (L->wstd) ws_jacobian(L, gi); /* g_i = J g^_i in place (accumulate is 0 here) */
                 if (L->has_bias) bias_rows(dvi, O, T, gi + ODk, accumulate);
             }
         }
         return DPT_OK;
     case DPT_GRAD_SQNORM:
+        /* standardized layers never take the Gram path (L->ghost = 0, set by
+         * dpt_layer_conv_set_ws): ||J g^_i||^2 needs w^_o^T g^_{i,o} = <(W^ U_i)_o, dv_{i,o}>,
+         * a forward pass per example (O Dk T), which is what materializing g^_i costs */
+        if (L->wstd) (void)conv_weights(L);
         for (size_t lo = 0; lo < B; lo += L->chunk) {
             const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
             const float *cols = chunk_cols(L, x, lo, n, hit);
@@ -487,6 +611,7 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
                 } else {
                     /* g_i = dV_i U_i^T [O, Dk], then its squared entries */
                     per_example_product(L, dvi, Ui, nT, Y, aux, 0);
+                    if (L->wstd) ws_jacobian(L, aux);
                     for (size_t e = 0; e < ODk; e++) s += (double)aux[e] * aux[e];
                 }
                 if (L->has_bias)
@@ -505,11 +630,19 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
         /* <dV_i U_i^T, V_w> + <dV_i 1, v_b> = <dV_i, V_w U_i + v_b 1^T>_F: one GEMM per chunk
          * (the cost of a forward), then the dot products in double */
         const float *vb = L->has_bias ? weights + ODk : NULL;
+        const float *vw = weights;
+        if (L->wstd) { /* <J g^_i, V_w> = <g^_i, J V_w> (J symmetric) */
+            (void)conv_weights(L);
+            float *tmp = ws_tmp(L);
+            memcpy(tmp, weights, ODk * sizeof *tmp);
+            ws_jacobian(L, tmp);
+            vw = tmp;
+        }
         for (size_t lo = 0; lo < B; lo += L->chunk) {
             const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
             const float *cols = chunk_cols(L, x, lo, n, hit);
             /* Y [O, n T] = V_w [O, Dk] cols [Dk, n T] */
-            dpt_sgemm(0, 0, O, nT, Dk, 1.0f, weights, Dk, cols, nT, 0.0f, Y, nT);
+            dpt_sgemm(0, 0, O, nT, Dk, 1.0f, vw, Dk, cols, nT, 0.0f, Y, nT);
             for (size_t j = 0; j < n; j++) {
                 const float *dvi = dv + (lo + j) * K;
                 double s = 0.0;
@@ -592,4 +725,11 @@ dpt_status dpt_layer_conv_setup(dpt_layer *L, const size_t in_shape[3], size_t O
     const size_t aux = 2 * T * T > O * Dk ? 2 * T * T : O * Dk;
     L->scratch_need = chunk * per + aux;
     return DPT_OK;
+}
+
+void dpt_layer_conv_set_ws(dpt_layer *L) {
+    DPT_ASSERT(L->kind == DPT_LAYER_CONV2D);
+    L->wstd = 1;
+    L->ghost = 0; /* see SQNORM */
+    L->scratch_need = ws_offset(L) + 2 * L->out_shape[0] * conv_Dk(L) + L->out_shape[0];
 }

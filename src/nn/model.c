@@ -41,7 +41,11 @@ dpt_status dpt_spec_item_setup(dpt_layer *L, const dpt_spec_item *it, const size
     const int bias = has_bias && !it->nobias;
     const size_t n_in = in_shape[0] * in_shape[1] * in_shape[2];
     switch (it->kind) {
-    case DPT_LAYER_CONV2D: return dpt_layer_conv_setup(L, in_shape, it->n, it->k, it->stride, it->pad, bias, max_batch);
+    case DPT_LAYER_CONV2D: {
+        DPT_TRY(dpt_layer_conv_setup(L, in_shape, it->n, it->k, it->stride, it->pad, bias, max_batch));
+        if (it->ws) dpt_layer_conv_set_ws(L);
+        return DPT_OK;
+    }
     case DPT_LAYER_MAXPOOL:
     case DPT_LAYER_AVGPOOL: return dpt_layer_pool_setup(L, it->kind, in_shape, it->k, it->stride);
     case DPT_LAYER_GROUPNORM: return dpt_layer_groupnorm_setup(L, in_shape, it->n);
@@ -566,7 +570,7 @@ size_t dpt_model_summary(const dpt_model *m, char *buf, size_t n) {
     for (size_t l = 0; l < m->n_layers; l++) {
         const dpt_layer *L = &m->layers[l];
         shape_text(L->out_shape, b, sizeof b);
-        put(&o, "%4zu  %-12s %-10s %-14s %10s", l, L->name, dpt_layer_kind_name(L->kind), b,
+        put(&o, "%4zu  %-12s %-10s %-14s %10s", l, L->name, L->wstd ? "conv (ws)" : dpt_layer_kind_name(L->kind), b,
             L->n_params ? thousands(L->n_params, a) : "-");
         const char *sep = "  ";
         dpt_param_tensor t;

@@ -69,6 +69,12 @@ dpt_status dpt_loss_v3(dpt_loss_kind kind, const float *o, size_t B, size_t K, c
  * weights and scratch are attached by the model). DPT_EINVAL when the shapes do not fit. */
 dpt_status dpt_layer_conv_setup(dpt_layer *L, const size_t in_shape[3], size_t C_out, size_t k, size_t stride,
                                 size_t pad, int has_bias, size_t max_batch);
+/* Turns weight standardization on for a Conv2d layer just set up (L->wstd; grows its
+ * scratch_need by 2 O Dk + O floats and turns the Gram-matrix SQNORM path off). */
+void dpt_layer_conv_set_ws(dpt_layer *L);
+/* Naive reference of the standardization's Jacobian (tests): out [O, Dk] = J g filter by
+ * filter, J_o written out as a matrix, in double, at the layer's current weights. */
+void dpt_conv_ws_jacobian_ref(const dpt_layer *L, const float *g, double *out);
 dpt_status dpt_layer_pool_setup(dpt_layer *L, dpt_layer_kind kind, const size_t in_shape[3], size_t k,
                                 size_t stride);
 void dpt_layer_flatten_setup(dpt_layer *L, const size_t in_shape[3]);
@@ -110,6 +116,7 @@ typedef struct {
     size_t k, stride, pad; /* emb: k = D; scatter: k = J (scales) */
     int res_open, res_close;
     int nobias;          /* conv, fc, plin: "nobias" suffix (the layer has no bias) */
+    int ws;              /* conv: "ws" suffix (weight standardization) */
     int nopos;           /* emb: "nopos" suffix (no position table) */
     int causal;          /* attn: "c" suffix (causal attention); n = heads */
 } dpt_spec_item;

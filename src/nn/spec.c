@@ -117,6 +117,7 @@ static dpt_status parse_item(const char *spec, const char *p, const char *end, d
         ok = read_num(&q, end, &it->n, 0) && q < end && *q == 'k' && (q++, read_num(&q, end, &it->k, 0));
         if (ok && q < end && *q == 's') q++, ok = read_num(&q, end, &it->stride, 0);
         if (ok && q < end && *q == 'p') q++, ok = read_num(&q, end, &it->pad, 1);
+        if (ok && prefix(q, end, "ws")) q += 2, it->ws = 1;
         if (ok && prefix(q, end, "nobias")) q += 6, it->nobias = 1;
     } else if (prefix(p, end, "maxpool") || prefix(p, end, "avgpool")) {
         it->kind = *p == 'm' ? DPT_LAYER_MAXPOOL : DPT_LAYER_AVGPOOL;
@@ -160,7 +161,7 @@ static dpt_status parse_item(const char *spec, const char *p, const char *end, d
     }
     if (!ok || q != end)
         return dpt_set_error(DPT_EINVAL,
-                             "model spec '%s': '%s' is not a layer (expected conv<C>k<k>[s<s>][p<p>][nobias], "
+                             "model spec '%s': '%s' is not a layer (expected conv<C>k<k>[s<s>][p<p>][ws][nobias], "
                              "maxpool<k>[s<s>], avgpool<k>[s<s>], gn<groups>, flatten, fc<K>[nobias], "
                              "scatter[j<J>][l<L>], emb<V>x<D>[nopos], ln, rms, plin<K>[nobias], attn<heads>[c], meanpool, "
                              "clspool, relu|gelu|tanh|sigmoid|identity, optionally in [...] for a residual group)",
@@ -175,6 +176,7 @@ int dpt_spec_item_format(const dpt_spec_item *it, char *buf, size_t cap) {
         int w = snprintf(body, sizeof body, "conv%zuk%zu", it->n, it->k);
         if (it->stride != 1) w += snprintf(body + w, sizeof body - (size_t)w, "s%zu", it->stride);
         if (it->pad) w += snprintf(body + w, sizeof body - (size_t)w, "p%zu", it->pad);
+        if (it->ws) w += snprintf(body + w, sizeof body - (size_t)w, "ws");
         if (it->nobias) snprintf(body + w, sizeof body - (size_t)w, "nobias");
         break;
     }

@@ -56,6 +56,13 @@ typedef struct {
     double sums[1];     /* a->sums: adaptive, the batch's centred count sum_i (b_i - 1/2) */
     float *packed;  /* with frozen layers: [trained parameters] the noised coordinates, packed */
     dpt_gauss_release rel; /* the noise and the ledger event of a step (made at bind) */
+    /* augmentation (dpt_train_config.augment), sized at begin for the model's max_batch M
+     * and K copies: */
+    size_t aug_cap;  /* M when allocated */
+    float *xa;       /* [M, D] augmented copies, example-major */
+    int32_t *ya;     /* [M] their labels */
+    float *rows;     /* K > 1: [M / K, P] each example's mean gradient over its copies */
+    float *tmp;      /* K > 1: [M, max_l P_l] one layer's per-copy gradients */
 } dpsgd_state;
 
 /* 32 M floats (128 MB) for the kept per-example gradients of all layers together: at the
@@ -89,9 +96,42 @@ dpt_dpsgd_config dpt_dpsgd_config_defaults(void) {
     return c;
 }
 
+static void aug_free(dpsgd_state *s) {
+    dpt_free(s->xa);
+    dpt_free(s->ya);
+    dpt_free(s->rows);
+    dpt_free(s->tmp);
+    s->xa = s->rows = s->tmp = NULL;
+    s->ya = NULL;
+    s->aug_cap = 0;
+}
+
+static dpt_status aug_reserve(dpsgd_state *s, const dpt_trainer *t) {
+    const dpt_model *m = t->model;
+    const size_t M = m->max_batch, K = t->cfg.aug_mult ? t->cfg.aug_mult : 1;
+    if (s->aug_cap == M) return DPT_OK;
+    aug_free(s);
+    size_t maxPl = 1;
+    for (size_t l = 0; l < m->n_layers; l++)
+        if (m->layers[l].n_params > maxPl) maxPl = m->layers[l].n_params;
+    s->xa = dpt_alloc2(M, m->in_dim, sizeof *s->xa, "dpsgd augmented copies");
+    s->ya = dpt_alloc(M, sizeof *s->ya, "dpsgd augmented labels");
+    if (K > 1) {
+        s->rows = dpt_alloc2(M / K, m->n_params, sizeof *s->rows, "dpsgd mean gradients over copies");
+        s->tmp = dpt_alloc2(M, maxPl, sizeof *s->tmp, "dpsgd per-copy gradients");
+    }
+    if (!s->xa || !s->ya || (K > 1 && (!s->rows || !s->tmp))) {
+        aug_free(s);
+        return DPT_ENOMEM;
+    }
+    s->aug_cap = M;
+    return DPT_OK;
+}
+
 static dpt_status dpsgd_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
     dpsgd_state *s = a->state;
     dpt_model *m = t->model;
+    if (t->cfg.augment != DPT_AUGMENT_NONE) DPT_TRY(aug_reserve(s, t));
     if (s->cap < m->max_batch) {
         size_t G = 0, cap = m->max_batch;
         for (size_t l = 0; l < m->n_layers; l++) G += (size_t)dpt_train_layer_trains(t, l);
@@ -306,11 +346,94 @@ static dpt_status accumulate_ref(dpsgd_state *s, dpt_trainer *t, const float *x,
     return DPT_OK;
 }
 
+/* ==== Augmentation multiplicity (De et al. 2022, Section 3.1) ====
+ * Example i of the batch has K augmented copies x_{i,1..K} (dpt_train_augment); its
+ * contribution is the clipped mean of their gradients,
+ *   gbar_i = (1/K) sum_k grad l(x_{i,k}),   grad += min(1, C / ||gbar_i||) gbar_i,
+ * so each example still moves the sum by at most C and the accounting is unchanged.
+ * K = 1 is plain augmentation: the copies go through the usual paths above. For K > 1
+ * the norm needed is that of the mean, which the per-copy ghost norms do not give (it has
+ * the K^2 cross terms <g_{i,k}, g_{i,k'}>), so the K copies of n = M / K examples go
+ * through the model together (one forward and backward pass of n K rows), each trained
+ * layer's per-copy gradients are materialized (PER_EXAMPLE, [n K, P_l]) and averaged per
+ * example into rows [n, P], and the rows are clipped in double and summed as the
+ * reference path does (docs/dpsgd.md has the measured cost). */
+static dpt_status accumulate_mult(dpsgd_state *s, dpt_trainer *t, const int32_t *y, size_t n, size_t K,
+                                  double *loss_sum) {
+    dpt_model *m = t->model;
+    const size_t P = m->n_params, nK = n * K;
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < K; k++) s->ya[i * K + k] = y ? y[i] : 0;
+    double part = 0;
+    DPT_TRY(dpt_train_forward_backward(t, &s->buf, s->xa, y ? s->ya : NULL, NULL, nK, 1.0f, &part));
+    *loss_sum = part / (double)K;
+    memset(s->rows, 0, n * P * sizeof *s->rows); /* frozen layers' columns stay 0 */
+    const double invK = 1.0 / (double)K;
+    for (size_t l = 0; l < m->n_layers; l++) {
+        const dpt_layer *L = &m->layers[l];
+        if (!dpt_train_layer_trains(t, l)) continue;
+        const size_t Pl = L->n_params;
+        /* g_{i,k} for the n K copies: [n K, P_l] */
+        DPT_TRY(L->ops->backward_params(L, m->act[l], m->dact[l + 1], nK, DPT_GRAD_PER_EXAMPLE, NULL, s->tmp, Pl, 0));
+        for (size_t i = 0; i < n; i++) {
+            float *r = s->rows + i * P + L->param_offset;
+            const float *g = s->tmp + i * K * Pl;
+            for (size_t j = 0; j < Pl; j++) {
+                double acc = 0.0;
+                for (size_t k = 0; k < K; k++) acc += g[k * Pl + j];
+                r[j] = (float)(acc * invK);
+            }
+        }
+    }
+    if (s->cfg.clip_mode == DPT_CLIP_FLAT) {
+        dpt_status st = dpt_privacy_clip_rows_ref(s->rows, n, P, P, s->cfg.clip, NULL);
+        if (st != DPT_OK) return dpt_error_context(st, "dpsgd (augmentation multiplicity %zu)", K);
+    } else {
+        size_t g = 0;
+        for (size_t l = 0; l < m->n_layers; l++) {
+            const dpt_layer *L = &m->layers[l];
+            if (!dpt_train_layer_trains(t, l)) continue;
+            dpt_status st = dpt_privacy_clip_rows_ref(s->rows + L->param_offset, n, L->n_params, P, s->C_l[g], NULL);
+            if (st != DPT_OK)
+                return dpt_error_context(st, "dpsgd (augmentation multiplicity %zu): layer %s", K, L->name);
+            g++;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < P; j++) m->grad[j] += s->rows[i * P + j];
+    return DPT_OK;
+}
+
+static dpt_status accumulate_aug(dpsgd_state *s, dpt_trainer *t, const float *x, const int32_t *y, size_t bc,
+                                 double *loss_sum) {
+    const dpt_model *m = t->model;
+    const size_t K = t->cfg.aug_mult ? t->cfg.aug_mult : 1, D = m->in_dim, nmax = m->max_batch / K;
+    DPT_ASSERT(nmax >= 1 && t->chunk_idx && s->aug_cap == m->max_batch);
+    double ls = 0;
+    for (size_t lo = 0; lo < bc; lo += nmax) {
+        const size_t n = bc - lo < nmax ? bc - lo : nmax;
+        double part = 0;
+        DPT_TRY(dpt_train_augment(t, x + lo * D, t->chunk_idx + lo, n, K, s->xa));
+        if (K == 1) {
+            for (size_t i = 0; i < n; i++) s->ya[i] = y ? y[lo + i] : 0;
+            const int32_t *yy = y ? s->ya : NULL;
+            DPT_TRY(s->cfg.reference ? accumulate_ref(s, t, s->xa, yy, n, &part)
+                                     : accumulate_fast(s, t, s->xa, yy, n, &part));
+        } else {
+            DPT_TRY(accumulate_mult(s, t, y ? y + lo : NULL, n, K, &part));
+        }
+        ls += part;
+    }
+    *loss_sum = ls;
+    return DPT_OK;
+}
+
 static dpt_status dpsgd_accumulate(dpt_algo *a, dpt_trainer *t, const float *x, const int32_t *y, size_t bc,
                                    double *loss_sum) {
     dpsgd_state *s = a->state;
     *loss_sum = 0;
     if (bc == 0) return DPT_OK;
+    if (t->cfg.augment != DPT_AUGMENT_NONE) return accumulate_aug(s, t, x, y, bc, loss_sum);
     return s->cfg.reference ? accumulate_ref(s, t, x, y, bc, loss_sum) : accumulate_fast(s, t, x, y, bc, loss_sum);
 }
 
@@ -436,6 +559,7 @@ static void dpsgd_free(dpt_algo *a) {
         dpt_free(s->pe);
         dpt_free(s->packed);
         keep_free(s);
+        aug_free(s);
         free(s);
     }
     free(a);
@@ -502,6 +626,7 @@ dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out) {
     a->freezable = 1;     /* the trained layers alone are clipped, summed and noised */
     a->regression = 1;    /* the prologue's squared error against the targets: the same clipping */
     a->cacheable = 1;     /* the prologue runs the model (a frozen trunk's features may be cached) */
+    a->augmentable = 1;   /* accumulate_aug: the clipped mean over each example's copies */
     a->free = dpsgd_free;
     a->state = s;
     if (s->adaptive) {

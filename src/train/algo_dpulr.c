@@ -204,6 +204,11 @@ static dpt_status parse_modules(ulr_state *s, const dpt_model *m) {
                       "dpt_dpulr_config.modules: module %zu (layers %zu..%zu) holds a second layer with parameters "
                       "(%s): only one Linear or Conv2d layer per module is supported", k + 1, u->first, u->end - 1,
                       m->layers[j].name);
+        /* its estimate and noise are those of a layer linear in its weights; a standardized
+         * convolution is linear in W^, not in W */
+        DPT_CHECK(!L->wstd, DPT_ENOTSUP,
+                  "dpt_dpulr_config.modules: module %zu starts at %s, a weight-standardized convolution (ws): DP-ULR "
+                  "needs layers linear in their weights; use the layer without ws", k + 1, L->name);
         u->conv = L->kind == DPT_LAYER_CONV2D;
         u->Dl = u->conv ? L->in_shape[0] * L->k * L->k : L->in_dim;
         u->Kl = u->conv ? L->out_shape[0] : L->out_dim;

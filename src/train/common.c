@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "train_internal.h"
+#include "data/augment.h"
 
 dpt_status dpt_chunk_bufs_reserve(dpt_chunk_bufs *b, const dpt_model *m) {
     if (b->cap >= m->max_batch && b->dout && b->loss) return DPT_OK;
@@ -169,12 +170,44 @@ void dpt_train_gather(dpt_trainer *t, const uint32_t *idx, size_t bc) {
     dpt_dataset_gather_targets(t->train, idx, bc, t->tb);
 }
 
+/* ==== Augmentation ==== */
+
+dpt_status dpt_train_augment(dpt_trainer *t, const float *x, const uint32_t *idx, size_t n, size_t K, float *out) {
+    const size_t C = t->aug_shape[0], H = t->aug_shape[1], W = t->aug_shape[2], D = C * H * W;
+    DPT_ASSERT(t->cfg.augment != DPT_AUGMENT_NONE && D == t->model->in_dim && K >= 1 &&
+               K * DPT_AUGMENT_WORDS <= DPT_RNG_BUF_WORDS);
+    /* keyed by the run's seed, which a resume may restore after the trainer was made */
+    if (t->rng_aug_live && t->rng_aug.seed != t->cfg.seed) {
+        dpt_rng_free(&t->rng_aug);
+        t->rng_aug_live = 0;
+    }
+    if (!t->rng_aug_live) {
+        DPT_TRY(dpt_rng_init(&t->rng_aug, t->cfg.seed, DPT_STREAM_AUGMENT));
+        t->rng_aug_live = 1;
+    }
+    uint32_t words[DPT_RNG_BUF_WORDS];
+    dpt_rng *r = &t->rng_aug;
+    for (size_t i = 0; i < n; i++) {
+        /* substream idx + 1 (substream 0 is the stream's sequential one, unused here), from
+         * block 16 step: the refill reads 16 blocks (256 words), of which K * 3 are used, so
+         * no two (example, step) pairs share a word */
+        r->sub = (uint64_t)idx[i] + 1;
+        r->block = 16 * t->step;
+        r->pos = DPT_RNG_BUF_WORDS;
+        dpt_rng_fill_u32(r, words, K * DPT_AUGMENT_WORDS);
+        dpt_augment_copies(x + i * D, C, H, W, 4, t->cfg.augment == DPT_AUGMENT_CROP_FLIP, K, words,
+                           out + i * K * D);
+    }
+    return DPT_OK;
+}
+
 /* Why the features of the layers below l0 (the lowest trained one) are not cached, or NULL
  * when they can be. */
 static const char *cache_refusal(const dpt_trainer *t, size_t l0) {
     const dpt_model *m = t->model;
     if (t->cfg.no_feature_cache) return "no_feature_cache is set";
     if (!t->algo->cacheable) return "the algorithm runs the model itself";
+    if (t->cfg.augment != DPT_AUGMENT_NONE) return "augmentation changes the inputs at every step";
     if (t->cfg.loss == DPT_LOSS_SQUARED && !t->train->t) return "the loss reconstructs the input";
     for (size_t r = l0; r < m->n_layers; r++)
         if (m->layers[r].residual_from && m->layers[r].residual_from - 1 < l0)

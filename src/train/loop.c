@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "train_internal.h"
+#include "io/checkpoint_ema.h"
 
 dpt_train_config dpt_train_config_defaults(void) {
     dpt_train_config c;
@@ -98,6 +99,17 @@ static dpt_status validate_config(const dpt_train_config *c, const dpt_dataset *
         snprintf(why, sizeof why, "%s", dpt_last_error());
         return dpt_set_error(DPT_EINVAL, "%s", why);
     }
+    DPT_CHECK(isfinite(c->ema_decay) && c->ema_decay >= 0 && c->ema_decay < 1, DPT_EINVAL,
+              "ema_decay must be in [0, 1) (0 = no parameter averaging), got %g", c->ema_decay);
+    DPT_CHECK(c->ema_warmup == 0 || (c->ema_warmup == 1 && c->ema_decay > 0), DPT_EINVAL,
+              "ema_warmup must be 0 or 1, and 1 needs ema_decay > 0 (got %d, ema_decay %g)", c->ema_warmup,
+              c->ema_decay);
+    DPT_CHECK(c->augment == DPT_AUGMENT_NONE || c->augment == DPT_AUGMENT_CROP || c->augment == DPT_AUGMENT_CROP_FLIP,
+              DPT_EINVAL, "augment: unknown augmentation %d", c->augment);
+    DPT_CHECK(c->aug_mult <= 64, DPT_EINVAL, "aug_mult must be in [1, 64] (0 = 1), got %zu", c->aug_mult);
+    DPT_CHECK(c->aug_mult <= 1 || c->augment != DPT_AUGMENT_NONE, DPT_EINVAL,
+              "aug_mult = %zu copies of each example need an augmentation (augment crop or crop-flip): identical "
+              "copies would only repeat the work", c->aug_mult);
     DPT_TRY(dpt_optim_validate(&c->optim));
     DPT_CHECK(c->optim.kind != DPT_OPT_ADAM || c->optim.momentum == 0, DPT_EINVAL,
               "optim.momentum = %g applies to SGD only (Adam's momentum is optim.beta1)", c->optim.momentum);
@@ -291,6 +303,8 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
         q = (double)cfg->batch_size / (double)train->n;
     t->cfg.sample_rate = q;
     t->max_batch = max_batch_for(&t->cfg, train->n, q);
+    /* augmentation multiplicity: one example's K copies go through the model together */
+    if (cfg->aug_mult > t->max_batch) t->max_batch = cfg->aug_mult;
 
     if ((s = dpt_model_new(cfg->model_spec, t->max_batch, t->threads, &t->model)) != DPT_OK) goto fail;
     if (t->model->in_dim != train->dim) {
@@ -333,6 +347,29 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
         goto fail;
     }
     if ((s = check_regression(cfg, train, test, algo, t->model)) != DPT_OK) goto fail;
+    if (cfg->augment != DPT_AUGMENT_NONE) {
+        const dpt_layer *L0 = &t->model->layers[0];
+        if (!algo->augmentable)
+            s = dpt_set_error(DPT_ENOTSUP, "augment: algorithm %s does not take augmented copies (dpsgd does)",
+                              algo->name);
+        else if (train->t)
+            s = dpt_set_error(DPT_ENOTSUP, "augment: the training set has regression targets; augmentation is for "
+                              "labelled images");
+        else if (L0->in_shape[1] < 5 || L0->in_shape[2] < 5)
+            s = dpt_set_error(DPT_EINVAL, "augment: model '%s' takes %zux%zux%zu inputs; crops after 4-pixel reflect "
+                              "padding need images (a cnn: spec) of at least 5x5", cfg->model_spec, L0->in_shape[0],
+                              L0->in_shape[1], L0->in_shape[2]);
+        if (s != DPT_OK) goto fail;
+        memcpy(t->aug_shape, L0->in_shape, sizeof t->aug_shape);
+    }
+    if (cfg->ema_decay > 0) {
+        t->ema = dpt_alloc(t->model->n_params, sizeof *t->ema, "parameter average");
+        t->ema_swap = dpt_alloc(t->model->n_params, sizeof *t->ema_swap, "parameter average");
+        if (!t->ema || !t->ema_swap) {
+            s = DPT_ENOMEM;
+            goto fail;
+        }
+    }
     /* seed 0: drawn from the OS (every rank uses rank 0's), known only to this process and
      * the run's secret file; a caller's seed is labelled wherever the results go */
     t->seed_caller = cfg->seed != 0 && !cfg->seed_from_os;
@@ -383,6 +420,10 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
         if ((s = ledger_set_run_meta(t)) != DPT_OK) goto fail;
     }
     if ((s = dpt_dist_configure(t, cfg->shards)) != DPT_OK) goto fail;
+    if (t->dist && cfg->augment != DPT_AUGMENT_NONE) {
+        s = dpt_set_error(DPT_ENOTSUP, "augment: not available with data-parallel training (shards or ranks > 1)");
+        goto fail;
+    }
     if (t->rank != 0) {
         /* rank 0 alone writes the ledger, checkpoints and metrics, and calls on_step and
          * on_epoch */
@@ -430,6 +471,9 @@ void dpt_trainer_free(dpt_trainer *t) {
     dpt_free(t->fc);
     dpt_free(t->fc_test);
     dpt_free(t->fc_trunk);
+    dpt_free(t->ema);
+    dpt_free(t->ema_swap);
+    if (t->rng_aug_live) dpt_rng_free(&t->rng_aug);
     free(t->run_json);
     dpt_ledger_free(t->ledger);
     dpt_secret_free(t->secret_cur);
@@ -547,11 +591,28 @@ dpt_status dpt_evaluate(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d, 
 
 /* ==== One step ==== */
 
+/* Parameter averaging after the update of step t->step (0-based), De et al. 2022:
+ * e <- e + (1 - d)(theta - e), d = ema_decay or, warming up, min(ema_decay, (1 + t)/(10 + t)).
+ * In this form a parameter that did not move (a frozen layer) keeps e exactly. */
+static void ema_update(dpt_trainer *t) {
+    double d = t->cfg.ema_decay;
+    if (t->cfg.ema_warmup) {
+        const double w = (1.0 + (double)t->step) / (10.0 + (double)t->step);
+        if (w < d) d = w;
+    }
+    const float *th = t->model->theta;
+    float *e = t->ema;
+    const double a = 1.0 - d;
+    for (size_t j = 0; j < t->model->n_params; j++) e[j] = (float)((double)e[j] + a * ((double)th[j] - (double)e[j]));
+}
+
 static dpt_status train_step(dpt_trainer *t, double *loss_sum, size_t *batch) {
     size_t b = 0;
     DPT_TRY(dpt_train_feature_cache(t)); /* once per session, before its first step */
     DPT_TRY(dpt_sampler_next(t->sampler, t->idx, &b));
     dpt_algo *a = t->algo;
+    /* the average starts at the parameters the first step starts from */
+    if (t->ema && t->step == 0) memcpy(t->ema, t->model->theta, t->model->n_params * sizeof *t->ema);
     DPT_TRY(a->begin(a, t, b));
     double ls = 0;
     if (t->dist) {
@@ -561,6 +622,7 @@ static dpt_status train_step(dpt_trainer *t, double *loss_sum, size_t *batch) {
         for (size_t lo = 0; lo < b; lo += t->max_batch) {
             size_t bc = b - lo < t->max_batch ? b - lo : t->max_batch;
             dpt_train_gather(t, t->idx + lo, bc);
+            t->chunk_idx = t->idx + lo;
             double part = 0;
             DPT_TRY(a->accumulate(a, t, t->xb, t->tb ? NULL : t->yb, bc, &part));
             ls += part;
@@ -586,6 +648,7 @@ static dpt_status train_step(dpt_trainer *t, double *loss_sum, size_t *batch) {
         if (s != DPT_OK)
             return dpt_error_context(s, "step %" PRIu64 " (epoch %" PRIu64 ")", t->step + 1, t->epoch + 1);
     }
+    if (t->ema) ema_update(t);
     t->step++;
     *loss_sum = ls;
     *batch = b;
@@ -680,6 +743,15 @@ static char *state_json(dpt_trainer *t) {
     json_add_exact(cfg, "schedule_every", t->cfg.schedule.every);
     json_add_exact(cfg, "schedule_decays", t->cfg.schedule.decays);
     json_add_exact(cfg, "lr", t->cfg.optim.lr);
+    /* written only when used, so checkpoints of runs without them read as before */
+    if (t->cfg.ema_decay > 0) {
+        json_add_exact(cfg, "ema_decay", t->cfg.ema_decay);
+        json_add_exact(cfg, "ema_warmup", t->cfg.ema_warmup);
+    }
+    if (t->cfg.augment != DPT_AUGMENT_NONE) {
+        json_add_exact(cfg, "augment", t->cfg.augment);
+        json_add_exact(cfg, "aug_mult", (double)(t->cfg.aug_mult ? t->cfg.aug_mult : 1));
+    }
     dpt_sampler_state ss;
     dpt_sampler_get_state(t->sampler, &ss);
     cJSON *sm = cJSON_AddObjectToObject(root, "sampler");
@@ -749,7 +821,7 @@ static dpt_status save_checkpoint(dpt_trainer *t) {
     }
     char *js = state_json(t);
     DPT_CHECK(js, DPT_ENOMEM, "checkpoint: out of memory");
-    dpt_status s = dpt_checkpoint_save(path, t->model, &t->opt, js);
+    dpt_status s = dpt_checkpoint_save_ema(path, t->model, &t->opt, js, t->ema);
     free(js);
     return s;
 }
@@ -922,7 +994,33 @@ static dpt_status resume_local(dpt_trainer *t) {
     char path[600];
     DPT_TRY(dpt_trainer_checkpoint_path(t, path, sizeof path));
     char *js = NULL;
-    DPT_TRY(dpt_checkpoint_load(path, t->model, &t->opt, &js));
+    /* a checkpoint written with parameter averaging holds it (and the raw parameters apart):
+     * compared with the run's setting below, before anything of it is used */
+    char *peek = NULL;
+    DPT_TRY(dpt_checkpoint_peek(path, NULL, &peek));
+    cJSON *pr = cJSON_Parse(peek);
+    free(peek);
+    const cJSON *pc = cJSON_GetObjectItemCaseSensitive(pr, "config");
+    double ck_ema = 0, ck_warm = 0, ck_aug = 0, ck_mult = 1;
+    (void)json_double(pc, "ema_decay", &ck_ema);
+    (void)json_double(pc, "ema_warmup", &ck_warm);
+    (void)json_double(pc, "augment", &ck_aug);
+    (void)json_double(pc, "aug_mult", &ck_mult);
+    cJSON_Delete(pr);
+    {
+        char ca[96], cb[96];
+        const double mult = (double)(t->cfg.aug_mult ? t->cfg.aug_mult : 1);
+        snprintf(ca, sizeof ca, "ema_decay %.17g warmup %g", ck_ema, ck_warm);
+        snprintf(cb, sizeof cb, "ema_decay %.17g warmup %d", t->cfg.ema_decay, t->cfg.ema_warmup);
+        DPT_CHECK(ck_ema == t->cfg.ema_decay && ck_warm == (double)t->cfg.ema_warmup, DPT_EMISMATCH,
+                  "%s: cannot resume: parameter averaging was %s, now %s", path, ca, cb);
+        snprintf(ca, sizeof ca, "augment %g aug_mult %g", ck_aug, ck_aug ? ck_mult : 1.0);
+        snprintf(cb, sizeof cb, "augment %d aug_mult %g", t->cfg.augment, t->cfg.augment ? mult : 1.0);
+        DPT_CHECK(ck_aug == (double)t->cfg.augment && (!ck_aug || ck_mult == mult), DPT_EMISMATCH,
+                  "%s: cannot resume: augmentation was %s, now %s", path, ca, cb);
+    }
+    DPT_TRY(t->ema ? dpt_checkpoint_load_ema(path, t->model, &t->opt, &js, t->ema)
+                   : dpt_checkpoint_load(path, t->model, &t->opt, &js));
     cJSON *root = cJSON_Parse(js);
     free(js);
     DPT_CHECK(root, DPT_EFORMAT, "%s: training state is not valid JSON", path);
@@ -1185,6 +1283,7 @@ static void result_empty(dpt_epoch_result *r) {
     r->train_loss = r->test_loss = r->test_accuracy = r->test_mse = r->wall_s = r->lr = NAN;
     r->epsilon = r->epsilon_pld = r->epsilon_rdp = r->delta = NAN;
     r->accountant = -1;
+    r->test_loss_ema = r->test_accuracy_ema = NAN;
 }
 
 static dpt_status compute_result(dpt_trainer *t, int partial, size_t in_epoch, size_t spe, dpt_epoch_result *r) {
@@ -1211,6 +1310,17 @@ static dpt_status compute_result(dpt_trainer *t, int partial, size_t in_epoch, s
             DPT_TRY(dpt_evaluate(t->model, t->cfg.loss, t->test, &r->test_loss, &r->test_accuracy));
         }
         if (t->test->t) r->test_mse = 2.0 * r->test_loss / (double)t->test->t_dim;
+        if (t->ema) {
+            /* the same test set under the average: swapped in, evaluated, swapped back */
+            const size_t P = t->model->n_params;
+            memcpy(t->ema_swap, t->model->theta, P * sizeof *t->ema_swap);
+            memcpy(t->model->theta, t->ema, P * sizeof *t->ema);
+            dpt_status se = t->dist ? dpt_dist_evaluate(t, t->test, &r->test_loss_ema, &r->test_accuracy_ema)
+                                    : dpt_evaluate(t->model, t->cfg.loss, t->test, &r->test_loss_ema,
+                                                   &r->test_accuracy_ema);
+            memcpy(t->model->theta, t->ema_swap, P * sizeof *t->ema_swap);
+            DPT_TRY(se);
+        }
     }
     r->wall_s = t->wall_s;
     if (t->ledger) {
@@ -1236,6 +1346,10 @@ static dpt_status record_line(dpt_trainer *t, dpt_epoch_result *r, char **line) 
         json_add_exact(o, "test_loss", r->test_loss);
         if (t->test->t) json_add_exact(o, "test_mse", r->test_mse); /* regression: no accuracy */
         else json_add_exact(o, "test_accuracy", r->test_accuracy);
+        if (t->ema) {
+            json_add_exact(o, "test_loss_ema", r->test_loss_ema);
+            if (!t->test->t) json_add_exact(o, "test_accuracy_ema", r->test_accuracy_ema);
+        }
     }
     json_add_exact(o, "lr", r->lr);
     json_add_exact(o, "wall_s", r->wall_s);
@@ -1275,9 +1389,11 @@ static dpt_status record_parse(const char *line, const char *note, dpt_epoch_res
     int ok = cJSON_IsObject(o) && json_u64(o, "epoch", &e) && json_u64(o, "step", &st);
     if (ok) {
         static const char *keys[] = {"train_loss", "test_loss", "test_accuracy", "test_mse", "lr", "wall_s",
-                                     "epsilon", "epsilon_pld", "epsilon_rdp", "delta"};
+                                     "epsilon", "epsilon_pld", "epsilon_rdp", "delta", "test_loss_ema",
+                                     "test_accuracy_ema"};
         double *dst[] = {&r->train_loss, &r->test_loss, &r->test_accuracy, &r->test_mse, &r->lr, &r->wall_s,
-                         &r->epsilon, &r->epsilon_pld, &r->epsilon_rdp, &r->delta};
+                         &r->epsilon, &r->epsilon_pld, &r->epsilon_rdp, &r->delta, &r->test_loss_ema,
+                         &r->test_accuracy_ema};
         for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) (void)json_double(o, keys[i], dst[i]);
         /* records before the headline became the default accountant: "epsilon" was RDP */
         const cJSON *acct = cJSON_GetObjectItemCaseSensitive(o, "accountant");

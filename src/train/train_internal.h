@@ -106,6 +106,17 @@ struct dpt_trainer {
     unsigned char *tmp, *res; /* receive buffer, reduced result */
     size_t part_cap;   /* bytes per buffer */
     uint32_t *sidx;    /* [n] indices of one shard's part of the batch */
+    /* Parameter averaging (cfg.ema_decay): ema [P] the average (valid once a step ran or a
+     * resume loaded it), ema_swap [P] the raw parameters while the test set is evaluated
+     * under the average. NULL without it. */
+    float *ema, *ema_swap;
+    /* Augmentation (cfg.augment): the stream keyed by the run's seed (re-keyed when a
+     * resume restores the run's seed), the dataset indices of the rows accumulate is
+     * given (t->idx + the chunk's start), and the images' shape (the model's input). */
+    dpt_rng rng_aug;
+    int rng_aug_live;
+    const uint32_t *chunk_idx;
+    size_t aug_shape[3];
 };
 
 /* ==== Shared by the algorithms ==== */
@@ -143,6 +154,15 @@ void dpt_train_feature_cache_check(dpt_trainer *t);
 /* Gathers rows idx[0..bc) of the training set into t->xb (features, or the cached trunk
  * features), t->yb (labels) and t->tb (regression targets). */
 void dpt_train_gather(dpt_trainer *t, const uint32_t *idx, size_t bc);
+
+/* Augmented copies for the chunk being accumulated: out [n K, D] (example-major: row i K + k
+ * is copy k of row i of x [n, D], x the gathered rows of dataset examples idx[0..n)),
+ * cropped/flipped as cfg.augment says (data/augment.h). Copy k of example j at step s is a
+ * function of (run seed, s, j, k) only: the words come from substream j + 1 of the
+ * DPT_STREAM_AUGMENT stream at block 16 s (one refill per example and step), so an
+ * example's copies do not depend on which other examples were sampled (neighbouring batches
+ * share them), differ from step to step, and a resumed run draws the same. */
+dpt_status dpt_train_augment(dpt_trainer *t, const float *x, const uint32_t *idx, size_t n, size_t K, float *out);
 
 /* dpt_model_param_grad for the modes whose output is a parameter-shaped slice per layer
  * (DPT_GRAD_SUM, DPT_GRAD_PER_EXAMPLE with row stride ld) over the trained layers only:
