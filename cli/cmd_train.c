@@ -4,6 +4,7 @@
 #include <dptrain/accounting.h>
 #include <dptrain/comm.h>
 #include <dptrain/train.h>
+#include <dptrain/privacy.h>
 
 #include <errno.h>
 #include <inttypes.h>
@@ -255,13 +256,73 @@ static int check_freeze(const cli_algo *A, const char *freeze, const char *model
  * statistics, DP mean, DP-PCA): their cost follows from their noise, so a target they
  * alone exceed is refused before any of them is computed or anything is written (the
  * trainer refuses it too when they are recorded, dpt_trainer_add_gaussian_release). */
+/* --feature-norm: DP channel statistics of the fbn layer's input (dpt_trainer_feature_norm) */
+typedef struct {
+    const char *mode;  /* none | dp */
+    double sigma;      /* --feature-norm-sigma */
+    const char *clip;  /* --feature-norm-clip C[,C2] */
+    int sigma_seen, clip_seen;
+    int on;            /* mode dp */
+    double c1, c2;     /* the clips of the channel means and of the channel mean squares */
+} feature_norm_opts;
+
+static int feature_norm_check(feature_norm_opts *f) {
+    f->on = !strcmp(f->mode, "dp");
+    if (!f->on && strcmp(f->mode, "none"))
+        return cli_error("--feature-norm: expected none or dp, got '%s'", f->mode);
+    if (!f->on) {
+        if (f->sigma_seen || f->clip_seen)
+            return cli_error("%s: only with --feature-norm dp", f->sigma_seen ? "--feature-norm-sigma" : "--feature-norm-clip");
+        return 0;
+    }
+    if (!f->sigma_seen || !(isfinite(f->sigma) && f->sigma > 0))
+        return cli_error("--feature-norm dp needs --feature-norm-sigma S > 0: the noise multiplier of the statistics' two "
+                         "Gaussian releases");
+    if (!f->clip_seen)
+        return cli_error("--feature-norm dp needs --feature-norm-clip C[,C2]: the L2 bound on each example's vector of "
+                         "channel means (and of channel mean squares, C2; default C)");
+    char *end;
+    f->c1 = strtod(f->clip, &end);
+    f->c2 = f->c1;
+    if (*end == ',') f->c2 = strtod(end + 1, &end);
+    if (*end || !(isfinite(f->c1) && f->c1 > 0) || !(isfinite(f->c2) && f->c2 > 0))
+        return cli_error("--feature-norm-clip: expected C or C,C2 with numbers > 0, got '%s'", f->clip);
+    return 0;
+}
+
+/* The channels of the model's fbn layer (0: none; the trainer says so) */
+static size_t fbn_channels(const char *spec) {
+    dpt_model *m = NULL;
+    size_t K = 0;
+    if (dpt_model_new(spec, 1, 1, &m) == DPT_OK)
+        for (size_t l = 0; l < m->n_layers; l++)
+            if (m->layers[l].kind == DPT_LAYER_CHANNEL_AFFINE) K = m->layers[l].in_shape[0];
+    dpt_model_free(m);
+    dpt_clear_error();
+    return K;
+}
+
+/* The feature normalization's two releases, at the multiplier they are accounted with. */
+static dpt_status feature_norm_events(const feature_norm_opts *f, int secure, const char *spec, dpt_ledger *l) {
+    size_t K = secure ? fbn_channels(spec) : 0;
+    const double mult = secure && K ? dpt_privacy_secure_sigma_eff(f->sigma, K) : f->sigma;
+    DPT_TRY(dpt_ledger_add_gaussian(l, 1.0, mult, "dp-feature-norm-mean"));
+    return dpt_ledger_add_gaussian(l, 1.0, mult, "dp-feature-norm-sq");
+}
+
 static int check_planned_releases(const cli_algo *A, const cli_algo_ctx *ctx, const cli_data_opts *dopts,
-                                  const cli_privacy_flags *pf) {
+                                  const cli_privacy_flags *pf, const feature_norm_opts *fn, const char *spec) {
     if (!A->uses_privacy_flags) return 0;
     dpt_ledger *l = NULL;
     if (dpt_ledger_new(&l) != DPT_OK) return cli_fail("--target-epsilon");
-    char norm[160] = "", algo[160] = "";
+    char norm[320] = "", algo[160] = "";
     int rc = cli_norm_planned(dopts, l, norm, sizeof norm);
+    if (!rc && fn->on) {
+        if (feature_norm_events(fn, pf->secure, spec, l) != DPT_OK) rc = cli_fail("--feature-norm");
+        size_t k = strlen(norm);
+        snprintf(norm + k, sizeof norm - k, "%sthe feature normalization's two releases (--feature-norm-sigma %g)",
+                 k ? " and " : "", fn->sigma);
+    }
     if (!rc && A->planned_releases) rc = A->planned_releases(ctx, l, algo, sizeof algo);
     double e = 0;
     if (!rc && dpt_ledger_n_events(l) > 0) {
@@ -298,6 +359,7 @@ static int cmd_train(int argc, char **argv) {
     int sampler_seen = 0, sample_rate_seen = 0, batch_seen = 0, model_seen = 0, init_seen = 0;
     double norm_sigma = 0.0, norm_clip = 0.0;
     int norm_sigma_seen = 0, norm_clip_seen = 0, norm_unaccounted = 0;
+    feature_norm_opts fn = {.mode = "none", .clip = ""};
     cli_privacy_flags pf = {.sigma = 0.0, .clip = 1.0, .target_eps = 0.0, .delta = 1e-5, .clip_mode = "flat",
                             .secure_sampler = "table"};
     char preset_help[1280];
@@ -372,6 +434,17 @@ static int cmd_train(int argc, char **argv) {
         {"--force", CLI_FLAG, &pf.force, NULL, "accept delta >= 1/N", NULL},
         {"--allow-ledger-mismatch", CLI_FLAG, &pf.allow_mismatch, NULL,
          "--resume: continue although q, sigma or data differ from the ledger (recorded in it)", NULL},
+        {"--feature-norm", CLI_STR, &fn.mode, "MODE", "none (default) | dp: set the model's fbn layer (frozen BatchNorm, "
+                                                     "e.g. scatter,fbn,...) from DP per-channel means and variances of "
+                                                     "its input over the training set (Tramer & Boneh 2021): two "
+                                                     "Gaussian releases, in the ledger and the epsilon and in the "
+                                                     "--target-epsilon calibration; freeze the layer (--freeze fbn1); "
+                                                     "a --resume keeps the checkpoint's statistics (docs/nn.md)", NULL},
+        {"--feature-norm-sigma", CLI_DOUBLE, &fn.sigma, "S", "--feature-norm dp: noise multiplier of each release "
+                                                            "(> 0; Tramer & Boneh use 8)", &fn.sigma_seen},
+        {"--feature-norm-clip", CLI_STR, &fn.clip, "C[,C2]", "--feature-norm dp: L2 bound on each example's vector of "
+                                                             "channel means, and C2 on its channel mean squares "
+                                                             "(default C)", &fn.clip_seen},
         {NULL, 0, NULL, NULL, NULL, NULL},
     };
     (void)preset; /* expanded by dpt_cmd_train before parsing; listed here for --help */
@@ -558,7 +631,11 @@ static int cmd_train(int argc, char **argv) {
         cli_init_from_close(&ifr);
         return rc;
     }
-    if (pf.target_eps_seen && !resume && (rc = check_planned_releases(A, &ctx, &dopts, &pf)) != 0) {
+    if ((rc = feature_norm_check(&fn)) != 0) {
+        cli_init_from_close(&ifr);
+        return rc;
+    }
+    if (pf.target_eps_seen && !resume && (rc = check_planned_releases(A, &ctx, &dopts, &pf, &fn, model)) != 0) {
         cli_init_from_close(&ifr);
         return rc;
     }
@@ -653,6 +730,11 @@ static int cmd_train(int argc, char **argv) {
     ctx.train = &train;
     ctx.test = &test;
     if ((exit_code = cli_norm_prior(&norm, &prior)) != 0) goto done;
+    if (fn.on && !resume && ((!prior && dpt_ledger_new(&prior) != DPT_OK) ||
+                             feature_norm_events(&fn, pf.secure, model, prior) != DPT_OK)) {
+        exit_code = cli_fail("--feature-norm");
+        goto done;
+    }
     ctx.prior = prior;
     if ((exit_code = A->make(&ctx, &algo)) != 0) goto done;
     /* the trainer creates its directory itself (one level: --out, or noisy-gd's --out/run1),
@@ -691,6 +773,12 @@ static int cmd_train(int argc, char **argv) {
         if ((exit_code = cli_trace_open(trace_path, resume, t, algo_view, &ui.trace)) != 0) goto done;
     }
     if ((exit_code = cli_norm_record(&norm, t, resume)) != 0) goto done;
+    /* a fresh run releases the feature statistics now, before any step; a resumed one
+     * keeps its checkpoint's (the fbn layer's parameters) and its ledger the releases */
+    if (fn.on && !resume && (ns = dpt_trainer_feature_norm(t, fn.sigma, fn.c1, fn.c2)) != DPT_OK) {
+        exit_code = cli_refuse(ns, "--feature-norm");
+        goto done;
+    }
     if (!quiet) {
         dpt_model *m = dpt_trainer_model(t);
         fprintf(stderr, "dptrain train: %s (%zu train / %zu test, loaded in %.1fs), model %s (%zu parameters)\n",
@@ -706,6 +794,11 @@ static int cmd_train(int argc, char **argv) {
             fprintf(stderr, "  test set: the training set itself (csv:PATH without ,TEST): the test metrics below "
                             "measure fit to the training data, not generalization\n");
         fprintf(stderr, "  %s\n", norm.note);
+        if (fn.on)
+            fprintf(stderr, "  feature normalization: %s (clips %g and %g, noise multiplier %g; ledger events "
+                            "\"dp-feature-norm-mean\" and \"dp-feature-norm-sq\", in the epsilon)\n",
+                    resume ? "the DP statistics the checkpoint holds" : "fbn set from DP channel statistics of its input",
+                    fn.c1, fn.c2, fn.sigma);
         if (dpt_comm_size() > 1)
             fprintf(stderr, "  data parallel: %d MPI ranks (%s), %zu shards%s, rank 0 writes %s\n",
                     dpt_comm_size(), dpt_comm_library(), dpt_trainer_shards(t),

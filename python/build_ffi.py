@@ -134,7 +134,8 @@ typedef enum { DPT_LAYER_LINEAR, DPT_LAYER_RELU, DPT_LAYER_GELU, DPT_LAYER_TANH,
                DPT_LAYER_SIGMOID, DPT_LAYER_IDENTITY, DPT_LAYER_CONV2D, DPT_LAYER_MAXPOOL,
                DPT_LAYER_AVGPOOL, DPT_LAYER_FLATTEN, DPT_LAYER_GROUPNORM,
                DPT_LAYER_SCATTER, DPT_LAYER_EMBEDDING, DPT_LAYER_LAYERNORM, DPT_LAYER_RMSNORM,
-               DPT_LAYER_SEQLINEAR, DPT_LAYER_MEANPOOL, DPT_LAYER_CLSPOOL, DPT_LAYER_ATTENTION, ... } dpt_layer_kind;
+               DPT_LAYER_SEQLINEAR, DPT_LAYER_MEANPOOL, DPT_LAYER_CLSPOOL, DPT_LAYER_ATTENTION,
+               DPT_LAYER_CHANNEL_AFFINE, ... } dpt_layer_kind;
 typedef struct dpt_param_tensor {
     char name[48];
     int ndim;
@@ -334,6 +335,11 @@ const dpt_ledger *dpt_trainer_ledger(const dpt_trainer *t);
 int dpt_trainer_budget_stopped(const dpt_trainer *t, double *eps_next);
 dpt_status dpt_trainer_add_gaussian_release(dpt_trainer *t, double sensitivity, double sigma,
                                             const char *label);
+dpt_status dpt_trainer_feature_norm(dpt_trainer *t, double sigma, double clip_mean, double clip_sq);
+dpt_status dpt_dp_channel_sums(const float *x, size_t n, size_t K, size_t m, int p, double C, double *sums,
+                               size_t *clipped);
+dpt_status dpt_dp_channel_affine(const double *s1, const double *s2, size_t K, double n, float *scale,
+                                 float *shift);
 """
 
 # Planning a run: the steps of E epochs as the trainer takes them and the calibration of a

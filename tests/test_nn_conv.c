@@ -103,6 +103,9 @@ static void ref_layer(const dpt_layer *L, const double *th, const double *x, siz
             }
             break;
         }
+        case DPT_LAYER_CHANNEL_AFFINE: /* fbn: v[c] = s_c x[c] + b_c */
+            for (size_t j = 0; j < C * H * W; j++) vi[j] = th[j / (H * W)] * xi[j] + th[C + j / (H * W)];
+            break;
         case DPT_LAYER_LINEAR:
             for (size_t o = 0; o < K; o++) {
                 double acc = L->has_bias ? th[K * D + o] : 0.0;
@@ -829,6 +832,8 @@ int main(void) {
     check_model("cnn:2x6x6:conv2k1,avgpool2s1", 2, 105);
     check_model("cnn:4x3x2:gn2", 3, 106);
     check_model("cnn:4x3x2:gn1,fc2", 2, 107);
+    check_model("cnn:4x3x2:fbn,fc2", 2, 130);
+    check_model("cnn:2x4x4:conv3k3p1,fbn,tanh,avgpool2,fc2", 3, 131);
     check_model("cnn:2x4x4:conv2k3p1,flatten,fc3", 2, 108);
     check_model("cnn:2x5x5:conv3k3p1,relu,[conv3k3p1],relu,maxpool2,flatten,fc3", 3, 109);
     check_model("cnn:2x4x4:[conv2k3p1,tanh,conv2k3p1,gn2],tanh,avgpool2,fc2", 2, 110);

@@ -46,12 +46,15 @@ typedef enum {
     DPT_LAYER_SEQLINEAR, /* the same Linear D -> K at every position: (1, T, D) -> (1, T, K) */
     DPT_LAYER_MEANPOOL,  /* mean over the T positions: (1, T, D) -> (1, 1, D) */
     DPT_LAYER_CLSPOOL,   /* position 0 (a CLS token): (1, T, D) -> (1, 1, D) */
-    DPT_LAYER_ATTENTION  /* multi-head softmax(Q K^T / sqrt(dh)) V, bidirectional or causal,
+    DPT_LAYER_ATTENTION, /* multi-head softmax(Q K^T / sqrt(dh)) V, bidirectional or causal,
                           * no parameters: (1, T, 3D) [q, k, v] -> (1, T, D) */
+    DPT_LAYER_CHANNEL_AFFINE /* "fbn", frozen BatchNorm: v[c] = scale_c x[c] + shift_c per channel,
+                              * the same for every example; scale, shift [C] (identity at init),
+                              * set from DP channel statistics by dpt_trainer_feature_norm */
 } dpt_layer_kind;
 /* "linear", "relu", "gelu", "tanh", "sigmoid", "identity", "conv", "maxpool", "avgpool",
  * "flatten", "groupnorm", "scatter", "embedding", "layernorm", "rmsnorm", "plinear", "meanpool",
- * "clspool", "attention" ("?" for a value outside the enum): the names of model specs and of the
+ * "clspool", "attention", "fbn" ("?" for a value outside the enum): the names of model specs and of the
  * layers' default names ("relu1"). */
 const char *dpt_layer_kind_name(dpt_layer_kind kind);
 

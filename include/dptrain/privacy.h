@@ -234,6 +234,26 @@ dpt_status dpt_dp_norm_release(const dpt_dataset *d, int mode, double C, double 
 dpt_status dpt_dp_normalizer_fit(const dpt_dataset *train, int mode, double C, double sigma, dpt_rng *noise,
                                  int secure, int threads, dpt_normalizer *out, size_t *clipped);
 
+/* ==== DP channel statistics of features (frozen BatchNorm) ====
+ * Tramer & Boneh 2021's normalization of ScatterNet features, as two Gaussian releases.
+ * Features x [n, K, m] (K channels of m values each, channel-major per example); example i
+ * gives the vector of its channels' means of x^p (p = 1: a_ic = mean_j x_icj; p = 2:
+ * b_ic = mean_j x_icj^2), clipped to L2 norm C_p: u_i = v_i min(1, C_p / ||v_i||). Release
+ * p is S_p = sum_i u_i + N(0, (sigma C_p)^2 I_K): adding or removing one example moves the
+ * sum by at most C_p, so each release is one Gaussian mechanism with noise multiplier sigma
+ * (secure: dpt_privacy_secure_sigma_eff(sigma, K)), two in the ledger together. The
+ * statistics are post-processing with n public: mu_c = S_1c / n, var_c = max(S_2c / n -
+ * mu_c^2, 0); the layer maps x -> (x - mu_c) / sqrt(var_c + 1e-5), and to 0 in a channel
+ * whose released variance is 0 (as their code does). docs/nn.md "Frozen BatchNorm". */
+/* sums [K] = sum_i u_i for power p (1 or 2; the pre-noise release, for tests); *clipped =
+ * examples shrunk (may be NULL). x finite, C > 0, m >= 1. */
+dpt_status dpt_dp_channel_sums(const float *x, size_t n, size_t K, size_t m, int p, double C, double *sums,
+                               size_t *clipped);
+/* scale [K], shift [K] of the map above from the released sums s1, s2 [K] over n examples:
+ * scale_c = 1 / sqrt(var_c + 1e-5) and shift_c = -mu_c scale_c, or both 0 when var_c = 0. */
+dpt_status dpt_dp_channel_affine(const double *s1, const double *s2, size_t K, double n, float *scale,
+                                 float *shift);
+
 #ifdef __cplusplus
 }
 #endif

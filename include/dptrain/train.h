@@ -352,6 +352,22 @@ dpt_status dpt_train_calibrate_sigma(const struct dpt_ledger *prior, double q, u
  * writes no checkpoint, ledger or metrics: dpt_trainer_run.) */
 dpt_status dpt_trainer_add_gaussian_release(dpt_trainer *t, double sensitivity, double sigma,
                                             const char *label);
+/* DP normalization of features (Tramer & Boneh 2021's frozen BatchNorm on ScatterNet
+ * features; docs/nn.md "Frozen BatchNorm"): sets the model's one fbn layer (which must be
+ * frozen, with no trained layer below it) to x -> (x - mu_c) / sqrt(var_c + 1e-5) from DP
+ * per-channel statistics of its input over the whole training set: each example's vector
+ * of channel means clipped to L2 norm clip_mean and of channel mean squares clipped to
+ * clip_sq, summed, each sum noised with std sigma times its clip from the run's noise
+ * stream (dpt_dp_channel_sums, dpt_dp_channel_affine in privacy.h). Two Gaussian releases
+ * of noise multiplier sigma (secure: the effective one) go into the ledger first, labelled
+ * "dp-feature-norm-mean" and "dp-feature-norm-sq"; a caller calibrating the training noise
+ * includes both in its prior (dpt_train_calibrate_sigma). Only for a private algorithm, once,
+ * before the first step of a fresh run: a resumed run keeps the statistics its checkpoint
+ * holds (the layer's parameters) and its ledger the releases. DPT_EINVAL otherwise or for a
+ * model without exactly one such fbn layer; DPT_ERANGE (nothing recorded or released) when
+ * cfg.target_epsilon > 0 and the releases so far plus these two would exceed it. The fbn
+ * layer's input, computed here for every example, seeds the feature cache. */
+dpt_status dpt_trainer_feature_norm(dpt_trainer *t, double sigma, double clip_mean, double clip_sq);
 /* Records that the run's privacy statement (its epsilon, or an estimate) does not cover
  * `what`, a use of the training data outside every accountant (e.g. normalization
  * statistics fitted on it without noise): the ledger metadata "epsilon_excludes"

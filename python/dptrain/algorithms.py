@@ -52,7 +52,14 @@ class DPSGD(Algorithm):
     the expected batch / 20) released with the gradient; C <- C exp(-adaptive_lr (unclipped
     fraction - quantile)). sigma stays the step's total multiplier (one SGM event per step);
     the gradient's is (sigma^-2 - (2 sigma_b)^-2)^-1/2. None: a fixed clip. Run.clip is the
-    final clip; the clip after each epoch is in out_dir/metrics.jsonl ("clip")."""
+    final clip; the clip after each epoch is in out_dir/metrics.jsonl ("clip").
+    feature_norm_sigma, feature_norm_clip: DP feature normalization (Tramer & Boneh 2021's
+    frozen BatchNorm on ScatterNet features; docs/nn.md): the model's fbn layer (frozen:
+    train(freeze="fbn1")) is set from DP per-channel means and variances of its input over
+    the training set, each example's vector of channel means clipped to feature_norm_clip
+    (a number, or (C, C2) with C2 for the channel mean squares), two Gaussian releases of
+    noise multiplier feature_norm_sigma in the ledger, the epsilon and the calibration; a
+    resumed run keeps the checkpoint's statistics. None: off."""
     name: ClassVar[str] = "dpsgd"
     private: ClassVar[bool] = True
     sigma: Optional[float] = None
@@ -66,6 +73,8 @@ class DPSGD(Algorithm):
     adaptive_quantile: Optional[float] = None
     adaptive_lr: float = 0.2
     adaptive_sigma_b: Optional[float] = None
+    feature_norm_sigma: Optional[float] = None
+    feature_norm_clip: Optional[Union[float, Tuple[float, float]]] = None
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,7 @@ _ALGO_OPTIONS = {  # keyword -> the algorithms that take it (the CLI's per-algor
     "kl_constant": ("noisy-gd",), "replace_candidates": ("noisy-gd",),
     "freeze": ("sgd", "dpsgd"),
     "adaptive_quantile": ("dpsgd",), "adaptive_lr": ("dpsgd",), "adaptive_sigma_b": ("dpsgd",),
+    "feature_norm_sigma": ("dpsgd",), "feature_norm_clip": ("dpsgd",),
 }
 _PRIVACY_OPTIONS = ("sigma", "clip", "clip_mode", "target_epsilon", "delta", "secure", "force",
                     "allow_ledger_mismatch")
@@ -348,6 +349,7 @@ class _Ctx:
         self.algo = None         # dpt_algo * (owned by the trainer once created)
         self.n_noised = None     # parameters that train (and are noised) with freeze=, else None
         self.keep = []           # C strings that must outlive the trainer
+        self.feature_norm = None  # (sigma, clip_mean, clip_sq): dpt_trainer_feature_norm in a fresh run
 
 
 def _privacy_common(c, sampler_name, what):
@@ -434,6 +436,37 @@ def _make_sgd(c):
     return out[0]
 
 
+def _feature_norm_setup(c):
+    """DPSGD(feature_norm_sigma, feature_norm_clip): the fbn layer's DP channel statistics
+    (the CLI's --feature-norm dp). Returns the Ledger of its two releases (the calibration's
+    prior), or None without it; a fresh run makes them after the trainer exists."""
+    kw, g = c.kw, c.given
+    if "feature_norm_sigma" not in g:
+        if "feature_norm_clip" in g:
+            raise ValueError("feature_norm_clip: only with feature_norm_sigma (DP feature normalization)")
+        return None
+    fs = _positive(kw["feature_norm_sigma"], "feature_norm_sigma", "(the statistics' noise multiplier) must be > 0")
+    clip = kw["feature_norm_clip"]
+    if clip is None:
+        raise ValueError("feature_norm_sigma needs feature_norm_clip: C (or (C, C2)), the L2 bound on each example's "
+                         "vector of channel means (and of channel mean squares)")
+    c1, c2 = (clip, clip) if not isinstance(clip, (tuple, list)) else tuple(clip)
+    c1 = _positive(c1, "feature_norm_clip", "must be > 0")
+    c2 = _positive(c2, "feature_norm_clip", "must be > 0")
+    mult = fs
+    if kw["secure"]:  # the multiplier the trainer records (lattice rounding on K coordinates)
+        pp = ffi.new("dpt_model **")
+        check(lib.dpt_model_new(cstr(c.spec, "model"), 1, 1, pp), "model")
+        try:
+            for l in range(int(pp[0].n_layers)):
+                if pp[0].layers[l].kind == lib.DPT_LAYER_CHANNEL_AFFINE:
+                    mult = lib.dpt_privacy_secure_sigma_eff(fs, int(pp[0].layers[l].in_shape[0]))
+        finally:
+            lib.dpt_model_free(pp[0])
+    c.feature_norm = (fs, c1, c2)
+    return Ledger().add_gaussian(1.0, mult, "dp-feature-norm-mean").add_gaussian(1.0, mult, "dp-feature-norm-sq")
+
+
 def _make_dpsgd(c):
     kw, cfg = c.kw, c.cfg
     _privacy_common(c, "poisson", "dpsgd")
@@ -442,9 +475,10 @@ def _make_dpsgd(c):
     c.sampler = "poisson"
     cfg.sampler = lib.DPT_SAMPLER_POISSON
     q = _poisson_setup(c)
+    prior = _feature_norm_setup(c)
     sigma = float(kw["sigma"]) if "sigma" in c.given else None
     if sigma is None:
-        sigma = _calibrate(c, q)
+        sigma = _calibrate(c, q, prior)
         if kw["secure"]:
             out = ffi.new("double *")
             eff = sigma
@@ -807,6 +841,7 @@ _DEFAULTS = dict(
     sigma=None, clip=1.0, clip_mode="flat", target_epsilon=None, delta=1e-5, secure=False, force=False,
     allow_ledger_mismatch=False,
     adaptive_quantile=None, adaptive_lr=0.2, adaptive_sigma_b=None,
+    feature_norm_sigma=None, feature_norm_clip=None,
     kappa=0.0, pdp_sigma=0.0, lambda_=0.0, prop_sigma=0.0,
     sigma0=None, min_batch=None, ulr_noise="explicit", copies=32, ulr_std=0.0, modules="auto", antithetic=False,
     baseline=None, z_steps=30, z_lr=0.003, pca_dims=0, pca_sigma=None, center_clip=None, center_sigma=None,
@@ -1452,6 +1487,8 @@ def _train_flat(x, y, kwargs):
         else:  # pre-training releases (DP mean, DP-PCA) go into the fresh run's ledger
             for sens, mult, label in c.releases:
                 check(lib.dpt_trainer_add_gaussian_release(trainer, sens, mult, cstr(label, "label")), label)
+            if c.feature_norm is not None:  # DP channel statistics for the fbn layer, in the ledger first
+                check(lib.dpt_trainer_feature_norm(trainer, *c.feature_norm), "feature_norm_sigma")
         last = ffi.new("dpt_epoch_result *")
         steps_before = int(lib.dpt_trainer_step(trainer))
 

@@ -190,3 +190,104 @@ dpt_status dpt_layer_groupnorm_setup(dpt_layer *L, const size_t in_shape[3], siz
     L->n_params = 2 * C;
     return DPT_OK;
 }
+
+/* ==== Frozen BatchNorm ("fbn"): a fixed per-channel affine ====
+ * v[c, hw] = s_c x[c, hw] + b_c for every example alike: BatchNorm's inference form, whose
+ * s_c = 1 / sqrt(var_c + eps) and b_c = -mu_c s_c come from statistics of the whole training
+ * set released once with DP (dpt_trainer_feature_norm; Tramer & Boneh 2021's "frozen BN" on
+ * ScatterNet features), not from the batch, so an example's output depends on no other
+ * example. Parameters: s [C] (starts at 1), then b [C] (starts at 0): the identity until
+ * set. Trainable like any layer (ds_c = sum_hw dv x, db_c = sum_hw dv per example); the DP
+ * statistics are kept fixed by freezing it. C = channels, HW = positions per channel. */
+
+static dpt_status fbn_forward(const dpt_layer *L, const float *x, float *v, size_t B) {
+    const size_t C = L->in_shape[0], HW = L->in_shape[1] * L->in_shape[2], D = L->in_dim;
+    const float *s = L->w, *b = L->w + C;
+    for (size_t i = 0; i < B; i++)
+        for (size_t c = 0; c < C; c++) {
+            const float *xc = x + i * D + c * HW;
+            float *vc = v + i * D + c * HW;
+            for (size_t t = 0; t < HW; t++) vc[t] = s[c] * xc[t] + b[c];
+        }
+    return DPT_OK;
+}
+
+static dpt_status fbn_backward_input(const dpt_layer *L, const float *x, const float *v, const float *dv,
+                                     float *dx, size_t B) {
+    const size_t C = L->in_shape[0], HW = L->in_shape[1] * L->in_shape[2], D = L->in_dim;
+    for (size_t i = 0; i < B; i++)
+        for (size_t c = 0; c < C; c++)
+            for (size_t t = 0; t < HW; t++) dx[i * D + c * HW + t] = L->w[c] * dv[i * D + c * HW + t];
+    return DPT_OK;
+}
+
+static dpt_status fbn_jvp(const dpt_layer *L, const float *x, const float *v, const float *dx, const float *dtheta,
+                          float *dv, size_t B) {
+    /* dv = s dx + ds x + db */
+    const size_t C = L->in_shape[0], HW = L->in_shape[1] * L->in_shape[2], D = L->in_dim;
+    for (size_t i = 0; i < B; i++)
+        for (size_t c = 0; c < C; c++)
+            for (size_t t = 0; t < HW; t++) {
+                const size_t j = i * D + c * HW + t;
+                float r = dx ? L->w[c] * dx[j] : 0.0f;
+                if (dtheta) r += dtheta[c] * x[j] + dtheta[C + c];
+                dv[j] = r;
+            }
+    return DPT_OK;
+}
+
+static dpt_status fbn_backward_params(const dpt_layer *L, const float *x, const float *dv, size_t B,
+                                      dpt_grad_mode mode, const float *weights, float *out, size_t ld,
+                                      int accumulate) {
+    const size_t C = L->in_shape[0], HW = L->in_shape[1] * L->in_shape[2], D = L->in_dim, P = 2 * C;
+    DPT_CHECK(mode != DPT_GRAD_WEIGHTED || weights, DPT_EINVAL, "%s: weighted gradient needs weights", L->name);
+    DPT_CHECK(mode != DPT_GRAD_PER_EXAMPLE || ld >= P, DPT_EINVAL, "%s: per-example row stride %zu < %zu parameters",
+              L->name, ld, P);
+    DPT_CHECK(mode != DPT_GRAD_DOT || weights, DPT_EINVAL, "%s: inner products need a vector", L->name);
+    DPT_CHECK(mode >= DPT_GRAD_SUM && mode <= DPT_GRAD_DOT, DPT_EINVAL, "%s: unknown gradient mode %d", L->name,
+              (int)mode);
+    if (!accumulate && (mode == DPT_GRAD_SUM || mode == DPT_GRAD_WEIGHTED)) memset(out, 0, P * sizeof *out);
+    for (size_t i = 0; i < B; i++) {
+        double sq = 0.0, dot = 0.0;
+        for (size_t c = 0; c < C; c++) {
+            double g[2] = {0.0, 0.0}; /* ds_ic = sum_hw dv x, db_ic = sum_hw dv */
+            for (size_t t = 0; t < HW; t++) {
+                const size_t j = i * D + c * HW + t;
+                g[0] += (double)dv[j] * x[j];
+                g[1] += dv[j];
+            }
+            for (int k = 0; k < 2; k++) {
+                const size_t p = (size_t)k * C + c;
+                switch (mode) {
+                case DPT_GRAD_SUM: out[p] += (float)g[k]; break;
+                case DPT_GRAD_WEIGHTED: out[p] += (float)(weights[i] * g[k]); break;
+                case DPT_GRAD_PER_EXAMPLE:
+                    out[i * ld + p] = (float)(accumulate ? out[i * ld + p] + g[k] : g[k]);
+                    break;
+                case DPT_GRAD_SQNORM: sq += g[k] * g[k]; break;
+                case DPT_GRAD_DOT: dot += weights[p] * g[k]; break;
+                }
+            }
+        }
+        if (mode == DPT_GRAD_SQNORM) out[i] = (float)(accumulate ? out[i] + sq : sq);
+        if (mode == DPT_GRAD_DOT) out[i] = (float)(accumulate ? out[i] + dot : dot);
+    }
+    return DPT_OK;
+}
+
+static const dpt_layer_ops fbn_ops = {
+    fbn_forward, fbn_backward_input, fbn_backward_params, fbn_jvp, gn_n_tensors, gn_tensor, NULL, NULL, NULL,
+};
+
+dpt_status dpt_layer_channel_affine_setup(dpt_layer *L, const size_t in_shape[3]) {
+    const size_t C = in_shape[0];
+    DPT_CHECK(C >= 1, DPT_EINVAL, "fbn: no channels");
+    L->kind = DPT_LAYER_CHANNEL_AFFINE;
+    L->ops = &fbn_ops;
+    memcpy(L->in_shape, in_shape, sizeof L->in_shape);
+    memcpy(L->out_shape, in_shape, sizeof L->out_shape);
+    L->in_dim = L->out_dim = C * in_shape[1] * in_shape[2];
+    L->has_bias = 1;
+    L->n_params = 2 * C;
+    return DPT_OK;
+}

@@ -49,6 +49,7 @@ dpt_status dpt_spec_item_setup(dpt_layer *L, const dpt_spec_item *it, const size
     case DPT_LAYER_MAXPOOL:
     case DPT_LAYER_AVGPOOL: return dpt_layer_pool_setup(L, it->kind, in_shape, it->k, it->stride);
     case DPT_LAYER_GROUPNORM: return dpt_layer_groupnorm_setup(L, in_shape, it->n);
+    case DPT_LAYER_CHANNEL_AFFINE: return dpt_layer_channel_affine_setup(L, in_shape);
     case DPT_LAYER_SCATTER: return dpt_layer_scatter_setup(L, in_shape, it->k, it->n);
     case DPT_LAYER_FLATTEN: dpt_layer_flatten_setup(L, in_shape); return DPT_OK;
     case DPT_LAYER_LINEAR: dpt_layer_linear_setup(L, n_in, it->n, bias); return DPT_OK;
@@ -88,7 +89,7 @@ static dpt_status build_cnn(dpt_model *m, const char *spec, const dpt_spec *sp) 
               DPT_EINVAL, "model spec '%s': input %zux%zux%zu is larger than %zu values", spec, shape[0], shape[1],
               shape[2], DPT_SPEC_MAX_WIDTH);
     size_t n_conv = 0, n_act = 0, n_pool = 0, n_gn = 0, n_fc = 0, n_flat = 0, n_scat = 0, res_src = 0;
-    size_t n_emb = 0, n_ln = 0, n_rms = 0, n_plin = 0, n_spool = 0, n_attn = 0;
+    size_t n_emb = 0, n_ln = 0, n_rms = 0, n_plin = 0, n_spool = 0, n_attn = 0, n_fbn = 0;
     for (size_t l = 0; l < sp->n_items; l++) {
         const dpt_spec_item *it = &sp->items[l];
         dpt_layer *L = &m->layers[l];
@@ -118,6 +119,7 @@ static dpt_status build_cnn(dpt_model *m, const char *spec, const dpt_spec *sp) 
         case DPT_LAYER_MEANPOOL:
         case DPT_LAYER_CLSPOOL: snprintf(L->name, sizeof L->name, "seqpool%zu", ++n_spool); break;
         case DPT_LAYER_ATTENTION: snprintf(L->name, sizeof L->name, "attn%zu", ++n_attn); break;
+        case DPT_LAYER_CHANNEL_AFFINE: snprintf(L->name, sizeof L->name, "fbn%zu", ++n_fbn); break;
         default: snprintf(L->name, sizeof L->name, "%s%zu", dpt_layer_kind_name(it->kind), ++n_act); break;
         }
         if (st == DPT_OK && it->res_close) {
@@ -228,8 +230,9 @@ dpt_status dpt_model_new(const char *spec, size_t max_batch, int threads, dpt_mo
         for (size_t k = 0; k < nt; k++) {
             dpt_param_tensor t;
             L->ops->tensor(L, k, &t);
-            if (t.role == DPT_TENSOR_BIAS && L->kind != DPT_LAYER_GROUPNORM) L->b = m->theta + t.offset;
-            else if (k == 0) L->w = m->theta + t.offset; /* GroupNorm: w = [gamma, beta] */
+            if (t.role == DPT_TENSOR_BIAS && L->kind != DPT_LAYER_GROUPNORM && L->kind != DPT_LAYER_CHANNEL_AFFINE)
+                L->b = m->theta + t.offset;
+            else if (k == 0) L->w = m->theta + t.offset; /* GroupNorm, fbn: w = [gamma, beta] */
         }
     }
     /* fixed internal state (a scattering layer's filters and FFT plans) */

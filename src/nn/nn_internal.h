@@ -79,6 +79,8 @@ dpt_status dpt_layer_pool_setup(dpt_layer *L, dpt_layer_kind kind, const size_t 
                                 size_t stride);
 void dpt_layer_flatten_setup(dpt_layer *L, const size_t in_shape[3]);
 dpt_status dpt_layer_groupnorm_setup(dpt_layer *L, const size_t in_shape[3], size_t groups);
+/* fbn: v[c] = s_c x[c] + b_c per channel (frozen BatchNorm); parameters s [C], b [C] */
+dpt_status dpt_layer_channel_affine_setup(dpt_layer *L, const size_t in_shape[3]);
 /* Scattering transform (src/nn/layer_scatter.c): J scales (1..6), n_angles angles (1..16) on
  * a (C, H, W) input with H, W >= 2^J; output (C P, Hp / 2^J - 2, Wp / 2^J - 2) with P =
  * dpt_scatter_paths(J, n_angles) and Hp = dpt_scatter_padded(H, J). Shapes only: the filter

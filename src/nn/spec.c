@@ -82,11 +82,16 @@ static dpt_status parse_item(const char *spec, const char *p, const char *end, d
     const char *q = p;
     int ok = 1;
     size_t n = (size_t)(end - p);
+    if (n == 3 && !strncmp(p, "fbn", 3)) {
+        it->kind = DPT_LAYER_CHANNEL_AFFINE;
+        return DPT_OK;
+    }
     if (prefix(p, end, "bn") || prefix(p, end, "batchnorm")) {
         return dpt_set_error(DPT_EINVAL,
                              "model spec '%s': '%s': BatchNorm is not available: it normalizes with statistics of "
                              "the whole batch, so one example's output depends on the others and per-example "
-                             "gradients (and DP-SGD's clipping) are not defined; use GroupNorm (gn<groups>)",
+                             "gradients (and DP-SGD's clipping) are not defined; use GroupNorm (gn<groups>), or fbn (frozen BatchNorm: "
+                             "fixed channel statistics, e.g. DP ones from --feature-norm dp)",
                              spec, part(p0, (size_t)(end - p0) + (size_t)it->res_close, bad, sizeof bad));
     }
     for (size_t j = 0; j < sizeof act_names / sizeof act_names[0]; j++)
@@ -162,7 +167,7 @@ static dpt_status parse_item(const char *spec, const char *p, const char *end, d
     if (!ok || q != end)
         return dpt_set_error(DPT_EINVAL,
                              "model spec '%s': '%s' is not a layer (expected conv<C>k<k>[s<s>][p<p>][ws][nobias], "
-                             "maxpool<k>[s<s>], avgpool<k>[s<s>], gn<groups>, flatten, fc<K>[nobias], "
+                             "maxpool<k>[s<s>], avgpool<k>[s<s>], gn<groups>, fbn, flatten, fc<K>[nobias], "
                              "scatter[j<J>][l<L>], emb<V>x<D>[nopos], ln, rms, plin<K>[nobias], attn<heads>[c], meanpool, "
                              "clspool, relu|gelu|tanh|sigmoid|identity, optionally in [...] for a residual group)",
                              spec, part(p0, (size_t)(end - p0) + (size_t)it->res_close, bad, sizeof bad));
@@ -187,6 +192,7 @@ int dpt_spec_item_format(const dpt_spec_item *it, char *buf, size_t cap) {
         break;
     }
     case DPT_LAYER_GROUPNORM: snprintf(body, sizeof body, "gn%zu", it->n); break;
+    case DPT_LAYER_CHANNEL_AFFINE: snprintf(body, sizeof body, "fbn"); break;
     case DPT_LAYER_SCATTER: {
         int w = snprintf(body, sizeof body, "scatter");
         if (it->k != 2) w += snprintf(body + w, sizeof body - (size_t)w, "j%zu", it->k);

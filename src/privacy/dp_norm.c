@@ -132,3 +132,55 @@ dpt_status dpt_dp_normalizer_fit(const dpt_dataset *train, int mode, double C, d
     dpt_free(r), dpt_free(mean), dpt_free(sd);
     return s;
 }
+
+/* ==== Channel statistics of features (frozen BatchNorm) ==== */
+
+dpt_status dpt_dp_channel_sums(const float *x, size_t n, size_t K, size_t m, int p, double C, double *sums,
+                               size_t *clipped) {
+    DPT_CHECK(x && sums && n >= 1 && K >= 1 && m >= 1, DPT_EINVAL,
+              "dp channel statistics: empty or NULL features (n %zu, K %zu, m %zu)", n, K, m);
+    DPT_CHECK(p == 1 || p == 2, DPT_EINVAL, "dp channel statistics: power must be 1 or 2, got %d", p);
+    DPT_CHECK(isfinite(C) && C > 0, DPT_EINVAL, "dp channel statistics: the clip must be finite and > 0, got %g", C);
+    DPT_CHECK(dpt_all_finite(x, n * K * m), DPT_EINVAL, "dp channel statistics: the features contain NaN or "
+              "infinite values");
+    double *v = dpt_alloc(K, sizeof(double), "dp channel statistics");
+    if (!v) return DPT_ENOMEM;
+    memset(sums, 0, K * sizeof *sums);
+    size_t nc = 0;
+    for (size_t i = 0; i < n; i++) {
+        /* v_ic = mean_j x_icj^p over channel c's m values */
+        double nrm2 = 0;
+        for (size_t c = 0; c < K; c++) {
+            const float *xc = x + (i * K + c) * m;
+            double s = 0;
+            for (size_t j = 0; j < m; j++) s += p == 1 ? (double)xc[j] : (double)xc[j] * xc[j];
+            v[c] = s / (double)m;
+            nrm2 += v[c] * v[c];
+        }
+        /* u_i = v_i min(1, C / ||v_i||): one example moves the sum by ||u_i|| <= C */
+        const double nrm = sqrt(nrm2);
+        double f = 1.0;
+        if (nrm > C) f = C / nrm, nc++;
+        for (size_t c = 0; c < K; c++) sums[c] += f * v[c];
+    }
+    dpt_free(v);
+    if (clipped) *clipped = nc;
+    return DPT_OK;
+}
+
+dpt_status dpt_dp_channel_affine(const double *s1, const double *s2, size_t K, double n, float *scale,
+                                 float *shift) {
+    DPT_CHECK(s1 && s2 && scale && shift && K >= 1, DPT_EINVAL, "dp channel affine: NULL or empty argument");
+    DPT_CHECK(isfinite(n) && n >= 1, DPT_EINVAL, "dp channel affine: n must be >= 1, got %g", n);
+    for (size_t c = 0; c < K; c++) {
+        DPT_CHECK(isfinite(s1[c]) && isfinite(s2[c]), DPT_EINVAL, "dp channel affine: released sum %zu is not "
+                  "finite", c);
+        const double mu = s1[c] / n, var = fmax(s2[c] / n - mu * mu, 0.0);
+        /* BatchNorm's eps (PyTorch's default, as in Tramer & Boneh's standardize); a channel
+         * whose noisy variance is not positive carries nothing usable: its output is 0 */
+        const double r = var > 0 ? 1.0 / sqrt(var + 1e-5) : 0.0;
+        scale[c] = (float)r;
+        shift[c] = (float)(-mu * r);
+    }
+    return DPT_OK;
+}

@@ -228,18 +228,25 @@ void dpt_train_feature_cache_check(dpt_trainer *t) {
                     "computing it again");
 }
 
-/* out [n, dim] = the trunk's output (layers before l0) for x [n, xdim], in chunks of the
- * trainer's batch buffers */
-static dpt_status trunk_forward(const dpt_trainer *t, dpt_model *m, size_t l0, const float *x, size_t xdim, size_t n,
-                                float *out, size_t dim) {
+/* out [n, dim] = the output of layers [first, l0) for their input x [n, xdim] (act[first]),
+ * in chunks of the trainer's batch buffers; out may be x when dim == xdim (each chunk is
+ * copied in before its rows are written) */
+static dpt_status trunk_forward_from(const dpt_trainer *t, dpt_model *m, size_t first, size_t l0, const float *x,
+                                     size_t xdim, size_t n, float *out, size_t dim) {
     dpt_status st = DPT_OK;
     for (size_t lo = 0; lo < n && st == DPT_OK; lo += t->max_batch) {
         const size_t bc = n - lo < t->max_batch ? n - lo : t->max_batch;
-        memcpy(m->act[0], x + lo * xdim, bc * xdim * sizeof(float));
-        st = dpt_model_forward_range(m, 0, l0, bc);
+        memcpy(m->act[first], x + lo * xdim, bc * xdim * sizeof(float));
+        st = dpt_model_forward_range(m, first, l0, bc);
         if (st == DPT_OK) memcpy(out + lo * dim, m->act[l0], bc * dim * sizeof *out);
     }
     return st;
+}
+
+/* out [n, dim] = the trunk's output (layers before l0) for x [n, xdim] */
+static dpt_status trunk_forward(const dpt_trainer *t, dpt_model *m, size_t l0, const float *x, size_t xdim, size_t n,
+                                float *out, size_t dim) {
+    return trunk_forward_from(t, m, 0, l0, x, xdim, n, out, dim);
 }
 
 dpt_status dpt_train_feature_cache(dpt_trainer *t) {
@@ -269,7 +276,14 @@ dpt_status dpt_train_feature_cache(dpt_trainer *t) {
     const double have = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
     if (!why && have > 0 && 4 * bytes > have) why = "it would take more than a quarter of the machine's memory";
     float *fc = NULL, *xb = NULL, *trunk = NULL;
-    if (!why && (!(fc = dpt_alloc2(n, dim, sizeof *fc, "frozen layers' features")) ||
+    /* the fbn layer's input kept by dpt_trainer_feature_norm: the trunk continues from it */
+    float *fn = t->fn_feat;
+    const size_t fn_l = t->fn_layer, fn_dim = fn ? m->layers[fn_l].in_dim : 0;
+    t->fn_feat = NULL;
+    if (fn && (why || fn_l >= l0)) dpt_free(fn), fn = NULL;
+    int in_place = 0;
+    if (!why && fn && fn_dim == dim) fc = fn, fn = NULL, in_place = 1; /* computed in place */
+    if (!why && ((!fc && !(fc = dpt_alloc2(n, dim, sizeof *fc, "frozen layers' features"))) ||
                  (trunk_n && !(trunk = dpt_alloc2(trunk_n, 1, sizeof *trunk, "frozen layers' parameters")))))
         why = "out of memory";
     if (!why && dim > t->xb_cap && !(xb = dpt_alloc2(t->max_batch, dim, sizeof *xb, "batch features")))
@@ -277,7 +291,8 @@ dpt_status dpt_train_feature_cache(dpt_trainer *t) {
     if (why) {
         dpt_free(fc);
         dpt_free(trunk);
-        fc = trunk = NULL;
+        dpt_free(fn);
+        fc = trunk = fn = NULL;
     }
     if (why) {
         dpt_clear_error(); /* an allocation failure falls back to running the frozen layers */
@@ -285,8 +300,13 @@ dpt_status dpt_train_feature_cache(dpt_trainer *t) {
                         why);
         return DPT_OK;
     }
-    /* the trunk's forward pass over the training set, in chunks of the batch buffers */
-    dpt_status st = trunk_forward(t, m, l0, t->train->x, t->train->dim, n, fc, dim);
+    /* the trunk's forward pass over the training set, in chunks of the batch buffers (from
+     * the fbn layer's kept input when there is one) */
+    dpt_status st;
+    if (in_place) st = trunk_forward_from(t, m, fn_l, l0, fc, dim, n, fc, dim);
+    else if (fn) st = trunk_forward_from(t, m, fn_l, l0, fn, fn_dim, n, fc, dim);
+    else st = trunk_forward(t, m, l0, t->train->x, t->train->dim, n, fc, dim);
+    dpt_free(fn);
     if (st != DPT_OK) {
         dpt_free(fc);
         dpt_free(xb);

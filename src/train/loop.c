@@ -469,6 +469,7 @@ void dpt_trainer_free(dpt_trainer *t) {
     dpt_free(t->yb);
     dpt_free(t->tb);
     dpt_free(t->fc);
+    dpt_free(t->fn_feat);
     dpt_free(t->fc_test);
     dpt_free(t->fc_trunk);
     dpt_free(t->ema);

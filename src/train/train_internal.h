@@ -82,6 +82,12 @@ struct dpt_trainer {
     size_t fc_dim, fc_layer, fc_trunk_n;
     int fc_state;
     size_t xb_cap;  /* floats per row that xb holds */
+    /* dpt_trainer_feature_norm: done (once per fresh run); the fbn layer's input for every
+     * training example [n, in_dim of fn_layer] (NULL: not kept), which the feature cache
+     * takes instead of running the layers below fn_layer again */
+    int fn_done;
+    float *fn_feat;
+    size_t fn_layer;
     int budget_stopped; /* the run stopped before exceeding cfg.target_epsilon */
     double budget_eps_next;
     dpt_stop_reason stop_reason;
