@@ -773,6 +773,12 @@ static int cmd_train(int argc, char **argv) {
         if ((exit_code = cli_trace_open(trace_path, resume, t, algo_view, &ui.trace)) != 0) goto done;
     }
     if ((exit_code = cli_norm_record(&norm, t, resume)) != 0) goto done;
+    /* a preset's hyperparameter measured on the training data: said in the ledger and the output */
+    const char *preset_ex = cli_preset_excludes();
+    if (preset_ex && dpt_trainer_exclude_from_guarantee(t, preset_ex) != DPT_OK) {
+        exit_code = cli_fail("--preset");
+        goto done;
+    }
     /* a fresh run releases the feature statistics now, before any step; a resumed one
      * keeps its checkpoint's (the fbn layer's parameters) and its ledger the releases */
     if (fn.on && !resume && (ns = dpt_trainer_feature_norm(t, fn.sigma, fn.c1, fn.c2)) != DPT_OK) {

@@ -168,6 +168,23 @@ const char *cli_preset_setting(const char *flag, const char **value, int *typed)
     return NULL;
 }
 
+const char *cli_preset_excludes(void) {
+    const char *v = NULL;
+    int typed = 0, norm_typed = 0;
+    if (!cli_preset_setting("--feature-norm-clip", &v, &typed) || typed) return NULL;
+    const char *mode = NULL;
+    if (cli_preset_setting("--feature-norm", &mode, &norm_typed) && norm_typed) {
+        /* the command line's --feature-norm wins: the last one given */
+        for (int i = g_expanded.argc - 2; i >= 1; i--)
+            if (!strcmp(g_expanded.argv[i], "--feature-norm")) {
+                if (strcmp(g_expanded.argv[i + 1], "dp")) return NULL;
+                break;
+            }
+    }
+    return "the feature normalization's clip bounds (--feature-norm-clip of the preset): medians of per-example "
+           "feature norms measured on part of this dataset's training split (docs/cnn.md)";
+}
+
 void cli_preset_flags_except(const char *flag, char *out, size_t n) {
     size_t w = 0;
     out[0] = 0;

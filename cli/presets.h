@@ -23,4 +23,9 @@ const char *cli_preset_setting(const char *flag, const char **value, int *typed)
 /* The preset's flags as inserted, without `flag` and its value, space-separated in out[n]
  * (cut to n - 1 bytes; "" without --preset). */
 void cli_preset_flags_except(const char *flag, char *out, size_t n);
+/* What the expanded preset's epsilon does not cover, for the run's ledger
+ * (dpt_trainer_exclude_from_guarantee), or NULL: its --feature-norm-clip values were measured
+ * on the dataset's training split (NULL when the command line gives --feature-norm-clip or
+ * --feature-norm none, or without --preset). */
+const char *cli_preset_excludes(void);
 #endif

@@ -73,5 +73,14 @@ for p in tb-scatter-linear-mnist tb-scatter-cnn-mnist tb-scatter-linear-cifar10 
   a=$(grep -o "^test accuracy [0-9.]*" <<<"$LAST_OUT" | awk '{print $3}')
   check 'python3 -c "assert float(\"$a\") > 15.0, \"$a\""' "$p: accuracy $a% (chance 10%)"
   check 'grep -q "fbn set from DP channel statistics" <<<"$LAST_OUT"' "$p: no feature normalization"
+  # the preset's clip bounds were measured on the training split: the ledger and the output say so
+  check 'grep -q "this epsilon does NOT cover: the feature normalization.s clip bounds" <<<"$LAST_OUT" &&
+         python3 -c "
+import json; l=json.load(open(\"$T/$p/ledger.json\")); assert \"clip bounds\" in l[\"meta\"][\"epsilon_excludes\"], l[\"meta\"]"' \
+    "$p: the data-measured clip bounds are not labelled"
 done
+# clip bounds given on the command line: nothing to label
+expect_ok "$BIN" train --preset tb-scatter-linear-mnist "${S[@]}" --batch-size 256 --epochs 1 --feature-norm-clip 0.2,0.1 \
+  --out "$T/own-clip"
+check '! grep -q "this epsilon does NOT cover" <<<"$LAST_OUT"' "own --feature-norm-clip still labelled: $LAST_OUT"
 harness_end
