@@ -46,12 +46,15 @@ typedef enum {
     DPT_LAYER_SEQLINEAR, /* the same Linear D -> K at every position: (1, T, D) -> (1, T, K) */
     DPT_LAYER_MEANPOOL,  /* mean over the T positions: (1, T, D) -> (1, 1, D) */
     DPT_LAYER_CLSPOOL,   /* position 0 (a CLS token): (1, T, D) -> (1, 1, D) */
-    DPT_LAYER_ATTENTION  /* multi-head softmax(Q K^T / sqrt(dh)) V, bidirectional or causal,
+    DPT_LAYER_ATTENTION, /* multi-head softmax(Q K^T / sqrt(dh)) V, bidirectional or causal,
                           * no parameters: (1, T, 3D) [q, k, v] -> (1, T, D) */
+    DPT_LAYER_TOSEQ      /* (C, H, W) -> (1, [1 +] H W, C): the H W positions as a sequence (ViT
+                          * patch tokens after a stride = kernel convolution), an optional
+                          * learned CLS vector first, learned positions added */
 } dpt_layer_kind;
 /* "linear", "relu", "gelu", "tanh", "sigmoid", "identity", "conv", "maxpool", "avgpool",
  * "flatten", "groupnorm", "scatter", "embedding", "layernorm", "rmsnorm", "plinear", "meanpool",
- * "clspool", "attention" ("?" for a value outside the enum): the names of model specs and of the
+ * "clspool", "attention", "toseq" ("?" for a value outside the enum): the names of model specs and of the
  * layers' default names ("relu1"). */
 const char *dpt_layer_kind_name(dpt_layer_kind kind);
 
@@ -192,11 +195,13 @@ typedef struct {
  *                                  a sequence model on 16 token ids (stored as floats; "seq:16x8"
  *                                  for 16 positions of 8 floats), the same items plus
  *                                  emb<V>x<D>[nopos], ln, rms, plin<K>[nobias], attn<H>[c],
- *                                  meanpool, clspool
+ *                                  meanpool, clspool, toseq[cls][nopos]
  *                                  on sequences (1, T, D); see docs/nn.md "Sequence layers"
  *   named models: "mnist_cnn" (Opacus MNIST example), "mnist_cnn_tanh" (Tramer & Boneh
  *                                  2021's MNIST CNN: tanh, conv1 padding 2), "resnet5"
- *                                  (DP-ULR Section 4.3, CIFAR-10)
+ *                                  (DP-ULR Section 4.3, CIFAR-10); transformers
+ *                                  "gpt_tiny[:t<T>][:v<V>]", "bert_tiny[:t<T>][:v<V>][:c<C>]",
+ *                                  "vit_mnist[:c<C>]", "vit_cifar[:c<C>]" (docs/nn.md)
  * Allocates every buffer for batches up to max_batch (threads in [0, 1024], 0 = all
  * cores). Unknown or malformed specs are
  * DPT_EINVAL naming the offending part. Parameters start at zero: call dpt_model_init. */

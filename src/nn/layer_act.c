@@ -178,6 +178,7 @@ const char *dpt_layer_kind_name(dpt_layer_kind kind) {
     case DPT_LAYER_MEANPOOL: return "meanpool";
     case DPT_LAYER_CLSPOOL: return "clspool";
     case DPT_LAYER_ATTENTION: return "attention";
+    case DPT_LAYER_TOSEQ: return "toseq";
     }
     return "?";
 }

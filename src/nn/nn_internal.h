@@ -96,6 +96,8 @@ dpt_status dpt_layer_seqlinear_setup(dpt_layer *L, const size_t in_shape[3], siz
 dpt_status dpt_layer_seqpool_setup(dpt_layer *L, dpt_layer_kind kind, const size_t in_shape[3]);
 /* Multi-head attention core on (1, T, 3D) queries, keys, values (layer_attention.c). */
 dpt_status dpt_layer_attention_setup(dpt_layer *L, const size_t in_shape[3], size_t heads, int causal);
+/* (C, H, W) -> (1, [1 +] H W, C) with a learned CLS vector (cls) and positions (layer_toseq.c). */
+dpt_status dpt_layer_toseq_setup(dpt_layer *L, const size_t in_shape[3], int cls, int positions);
 
 /* ==== Model specs ==== */
 
@@ -110,7 +112,8 @@ typedef struct {
     size_t k, stride, pad; /* emb: k = D; scatter: k = J (scales) */
     int res_open, res_close;
     int nobias;          /* conv, fc, plin: "nobias" suffix (the layer has no bias) */
-    int nopos;           /* emb: "nopos" suffix (no position table) */
+    int nopos;           /* emb, toseq: "nopos" suffix (no position table) */
+    int cls;             /* toseq: "cls" suffix (a learned CLS vector first) */
     int causal;          /* attn: "c" suffix (causal attention); n = heads */
 } dpt_spec_item;
 
