@@ -193,6 +193,7 @@ dpt_status dpt_model_builder_maxpool(dpt_model_builder *b, size_t k, size_t stri
 dpt_status dpt_model_builder_avgpool(dpt_model_builder *b, size_t k, size_t stride);
 dpt_status dpt_model_builder_groupnorm(dpt_model_builder *b, size_t groups);
 dpt_status dpt_model_builder_flatten(dpt_model_builder *b);
+dpt_status dpt_model_builder_item(dpt_model_builder *b, const char *item);
 dpt_status dpt_model_builder_residual_begin(dpt_model_builder *b);
 dpt_status dpt_model_builder_residual_end(dpt_model_builder *b);
 dpt_status dpt_model_builder_shape(const dpt_model_builder *b, size_t shape[3]);

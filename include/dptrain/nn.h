@@ -258,6 +258,13 @@ dpt_status dpt_model_builder_avgpool(dpt_model_builder *b, size_t k, size_t stri
 dpt_status dpt_model_builder_groupnorm(dpt_model_builder *b, size_t groups);
 /* (C, H, W) -> (1, 1, C*H*W); the values are unchanged. */
 dpt_status dpt_model_builder_flatten(dpt_model_builder *b);
+/* Any one item of the spec grammar (docs/nn.md), e.g. "emb256x64", "ln", "rms", "plin192",
+ * "attn4c", "meanpool", "clspool", "toseqcls", "conv16k3p1", "fc10nobias": the layers that
+ * have no call of their own. DPT_EINVAL for an item that does not parse (the spec parser's
+ * message), brackets (use _residual_begin/_end) or a layer that does not fit the shape. The
+ * spec is "seq:T:..." (token ids) or "seq:TxD:..." when the input is (1, T, D) and its first
+ * layer other than activations is a sequence layer (not toseq). */
+dpt_status dpt_model_builder_item(dpt_model_builder *b, const char *item);
 /* A residual group: the layers added between _begin and _end form a block whose input is
  * added to its output. Groups are not nested (DPT_EINVAL at the second _begin); _end
  * refuses an empty group, a group whose output shape differs from its input shape and a

@@ -131,6 +131,9 @@ typedef struct {
 /* Parses "mlp:784-128-10:gelu[:nobias]", "cnn:..." and the named models (docs/nn.md);
  * DPT_EINVAL naming the bad part. */
 dpt_status dpt_spec_parse(const char *spec, dpt_spec *out);
+/* Parses one item ("plin64", "attn4c", "emb256x64nopos"; brackets are kept in res_open and
+ * res_close); DPT_EINVAL naming the item, as in a spec. */
+dpt_status dpt_spec_item_parse(const char *item, dpt_spec_item *it);
 /* Writes one "cnn:" item in the form the parser reads ("[conv32k3p1", "maxpool2s1",
  * "fc10nobias]"), defaults left out: the builder's canonical spec. snprintf's return. */
 int dpt_spec_item_format(const dpt_spec_item *it, char *buf, size_t cap);

@@ -236,6 +236,10 @@ static dpt_status parse_item(const char *spec, const char *p, const char *end, d
     return DPT_OK;
 }
 
+dpt_status dpt_spec_item_parse(const char *item, dpt_spec_item *it) {
+    return parse_item(item, item, item + strlen(item), it);
+}
+
 int dpt_spec_item_format(const dpt_spec_item *it, char *buf, size_t cap) {
     char body[64];
     switch (it->kind) {
