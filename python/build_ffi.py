@@ -168,7 +168,8 @@ typedef struct {
     ...;
 } dpt_model;
 typedef enum { DPT_INIT_DEFAULT, ... } dpt_init_scheme;
-typedef enum { DPT_LOSS_SOFTMAX_CE, DPT_LOSS_SIGMOID_BCE, DPT_LOSS_SQUARED, ... } dpt_loss_kind;
+typedef enum { DPT_LOSS_SOFTMAX_CE, DPT_LOSS_SIGMOID_BCE, DPT_LOSS_SQUARED, DPT_LOSS_TOKEN_CE,
+               ... } dpt_loss_kind;
 dpt_status dpt_model_new(const char *spec, size_t max_batch, int threads, dpt_model **out);
 void dpt_model_free(dpt_model *m);
 dpt_status dpt_model_forward(dpt_model *m, const float *x, size_t B);
@@ -180,6 +181,8 @@ dpt_status dpt_model_param_grad(dpt_model *m, size_t B, dpt_grad_mode mode, cons
 size_t dpt_model_n_tensors(const dpt_model *m);
 dpt_status dpt_model_tensor(const dpt_model *m, size_t i, dpt_param_tensor *t);
 dpt_status dpt_loss_parse(const char *s, dpt_loss_kind *out);
+dpt_status dpt_loss_tokens(const float *o, size_t B, size_t T, size_t V, const float *targets, float *loss,
+                           float *dout);
 dpt_status dpt_init_parse(const char *s, dpt_init_scheme *out);
 
 typedef struct dpt_model_builder dpt_model_builder;

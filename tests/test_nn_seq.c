@@ -536,6 +536,69 @@ static void check_init(void) {
     dpt_model_free(m);
 }
 
+/* ==== per-token language-model loss ==== */
+
+/* (1/T) sum_t (logsumexp(o_t) - o_t,y_t) of one example, in double */
+static double ref_token_loss(const double *o, const float *y, size_t T, size_t V) {
+    double s = 0;
+    for (size_t t = 0; t < T; t++) {
+        double m = -INFINITY, z = 0;
+        for (size_t v = 0; v < V; v++) m = fmax(m, o[t * V + v]);
+        for (size_t v = 0; v < V; v++) z += exp(o[t * V + v] - m);
+        s += m + log(z) - o[t * V + (size_t)y[t]];
+    }
+    return s / (double)T;
+}
+
+static void check_token_loss(size_t B, size_t T, size_t V, double scale, uint64_t seed) {
+    const size_t K = T * V;
+    float *o = malloc(B * K * sizeof *o), *y = malloc(B * T * sizeof *y), *l = malloc(B * sizeof *l);
+    float *d = malloc(B * K * sizeof *d), *l2 = malloc(B * sizeof *l2);
+    fill_gauss(o, B * K, scale, seed);
+    fill_tokens(y, B * T, V, seed + 1);
+    CHECK_OK(dpt_loss_tokens(o, B, T, V, y, l, d));
+    CHECK_OK(dpt_loss_tokens(o, B, T, V, y, l2, NULL)); /* the loss alone is the same */
+    CHECK(memcmp(l, l2, B * sizeof *l) == 0);
+    const double h = 1e-5;
+    for (size_t i = 0; i < B; i++) {
+        double *od = to_double(o + i * K, K);
+        CHECK_CLOSE(l[i], ref_token_loss(od, y + i * T, T, V), 1e-6, 1e-6);
+        for (size_t j = 0; j < K; j += (K > 200 ? 7 : 1)) { /* d loss_i / d o_i by central differences */
+            const double t0 = od[j];
+            od[j] = t0 + h;
+            const double fp = ref_token_loss(od, y + i * T, T, V);
+            od[j] = t0 - h;
+            const double fm = ref_token_loss(od, y + i * T, T, V);
+            od[j] = t0;
+            CHECK_CLOSE(d[i * K + j], (fp - fm) / (2 * h), 1e-7, 1e-5);
+        }
+        free(od);
+    }
+    free(o), free(y), free(l), free(d), free(l2);
+}
+
+static void check_token_loss_all(void) {
+    check_token_loss(3, 5, 7, 1.0, 71);
+    check_token_loss(2, 300, 3, 3.0, 72); /* more positions than a block of rows */
+    check_token_loss(2, 4, 1, 1.0, 73);   /* V = 1: loss 0 */
+    dpt_loss_kind k;
+    CHECK_OK(dpt_loss_parse("token-ce", &k));
+    CHECK(k == DPT_LOSS_TOKEN_CE);
+    float o[12] = {0}, y[4] = {0, 1, 2, 0}, l[2];
+    CHECK_STATUS(dpt_loss(DPT_LOSS_TOKEN_CE, o, 2, 6, NULL, y, l, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_loss_tokens");
+    const float bad[4][4] = {{0, 1, 2, 3}, {0, 1, 2.5f, 0}, {0, -1, 2, 0}, {0, 1, 2, NAN}};
+    const char *msg[4] = {"target 3 of example 1, position 1", "target 2.5 of example 1, position 0",
+                          "target -1 of example 0, position 1", "of example 1, position 1"};
+    for (int c = 0; c < 4; c++) {
+        CHECK_STATUS(dpt_loss_tokens(o, 2, 2, 3, bad[c], l, NULL), DPT_EINVAL);
+        CHECK_ERR_HAS(msg[c]);
+        CHECK_ERR_HAS("not a token id in [0, 3)");
+    }
+    CHECK_STATUS(dpt_loss_tokens(o, 2, 0, 3, y, l, NULL), DPT_EINVAL);
+    CHECK_STATUS(dpt_loss_tokens(o, 2, 2, 3, NULL, l, NULL), DPT_EINVAL);
+}
+
 /* ==== named transformers ==== */
 
 /* Per-example gradients of a named model against a loop of single-example passes (each
@@ -733,6 +796,7 @@ int main(void) {
     /* a small LM: per-position logits, causal blocks (gpt_tiny's structure at width 8) */
     check_model("seq:4:emb5x8,[ln,plin24,attn2c,plin8],[ln,plin32,gelu,plin8],ln,plin5", 2, 5, 65);
     check_toseq_layout();
+    check_token_loss_all();
     check_named_all();
     check_causal();
     check_plin_paths("seq:3x8:plin8", 4, 1);   /* 3 (8 + 8) = 48 < 64: Gram */

@@ -401,7 +401,10 @@ float *dpt_model_tensor_by_name(dpt_model *m, const char *name, dpt_param_tensor
 typedef enum {
     DPT_LOSS_SOFTMAX_CE = 0, /* -log softmax(o)_y                                      */
     DPT_LOSS_SIGMOID_BCE,    /* sum_k BCE(sigmoid(o_k), [y == k]); K = 1: label in {0,1} */
-    DPT_LOSS_SQUARED         /* 0.5 * ||o - t||^2 with float targets t [B, K]           */
+    DPT_LOSS_SQUARED,        /* 0.5 * ||o - t||^2 with float targets t [B, K]           */
+    DPT_LOSS_TOKEN_CE        /* per-token LM loss: (1/T) sum_t -log softmax(o_t)_{y_t} over the
+                              * T positions, o [B, T V] (position t's V logits at t V), token
+                              * ids y [B, T] as floats (regression targets): dpt_loss_tokens */
 } dpt_loss_kind;
 
 /* Per-example losses loss[B] (NULL to skip) and their gradients dout[B, K] = d loss_i /
@@ -409,7 +412,16 @@ typedef enum {
  * squared error. Numerically stable (log-sum-exp). Labels out of range: DPT_EINVAL. */
 dpt_status dpt_loss(dpt_loss_kind kind, const float *o, size_t B, size_t K,
                     const int32_t *labels, const float *targets, float *loss, float *dout);
-/* Parses "ce" | "bce" | "mse" (also the long names). */
+/* Per-token cross-entropy (DPT_LOSS_TOKEN_CE): o [B, T V] logits of V tokens at each of T
+ * positions, targets [B, T] token ids stored as floats (the next tokens of a language model:
+ * a dataset's regression targets). loss[i] = (1/T) sum_t (logsumexp(o_i,t) - o_i,t,y_t) (NULL to
+ * skip), dout[i, t V + v] = (softmax(o_i,t)_v - [v = y_t]) / T (NULL to skip; not divided by
+ * B): one example's loss is the mean over its positions, so a clipped per-example gradient is
+ * one sequence's. DPT_EINVAL for a target that is not an integer in [0, V) (naming example
+ * and position) or T or V 0. dpt_loss(DPT_LOSS_TOKEN_CE, ...) refuses (it has no T). */
+dpt_status dpt_loss_tokens(const float *o, size_t B, size_t T, size_t V, const float *targets, float *loss,
+                           float *dout);
+/* Parses "ce" | "bce" | "mse" | "token-ce" (also the long names). */
 dpt_status dpt_loss_parse(const char *s, dpt_loss_kind *out);
 dpt_status dpt_init_parse(const char *s, dpt_init_scheme *out);
 

@@ -135,7 +135,7 @@ def _make_seq_classes():
                 s = s.masked_fill(causal_mask(T, x.device), float("-inf"))
             return (s.softmax(-1) @ v).transpose(1, 2).reshape(n, T, D)
 
-        def extra_repr(self):
+        def extra_repr(self) -> str:
             return "num_heads=%d, causal=%s" % (self.num_heads, self.causal)
 
     class SelfAttention(nn.Module):

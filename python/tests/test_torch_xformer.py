@@ -271,3 +271,37 @@ def test_dp_training_of_a_converted_model():
     assert [k for k, _ in back.named_parameters()] == list(run.model.parameters())
     with torch.no_grad():
         close(run.model.predict(x[:5]), back(torch.from_numpy(x[:5])).numpy())
+
+
+def test_token_loss_against_torch_and_lm_training():
+    """loss="token-ce": dptrain's mean per-token cross-entropy equals torch's
+    F.cross_entropy over the T positions of each example (same model via to_torch), and
+    gpt_tiny's structure trains on next tokens as regression targets (DP-SGD runs; the
+    non-private run learns the rule)."""
+    T, V = 6, 5
+    rng = np.random.default_rng(20)
+    s = rng.integers(0, V, size=(300, T + 1))
+    for t in range(1, T + 1):  # next token = current + 2 mod V
+        s[:, t] = (s[:, t - 1] + 2) % V
+    x, y = s[:, :T].astype(np.float32), s[:, 1:].astype(np.float32)
+    spec = "seq:6:emb5x8,[ln,plin24,attn2c,plin8],[ln,plin32,gelu,plin8],ln,plin5"
+    dp = dptrain.train(x[:240], y[:240], model=spec, algorithm=dptrain.DPSGD(sigma=0.8, clip=1.0, delta=1e-3),
+                       loss="token-ce", regression=True, x_test=x[240:], y_test=y[240:], epochs=2,
+                       batch_size=24, lr=0.02, seed=2, threads=1, verbose=False)
+    assert dp.model.loss == "token-ce" and np.isfinite(dp.last["test_loss"]) and dp.epsilon > 0
+    run = dptrain.train(x[:240], y[:240], model=spec, algorithm="sgd", loss="token-ce", regression=True,
+                        x_test=x[240:], y_test=y[240:], epochs=10, batch_size=24, lr=0.02, seed=2, threads=1,
+                        verbose=False)
+    m = run.model
+    assert m.loss == "token-ce" and m.targets == T
+    loss, ppl = m.evaluate(x[240:], y[240:])
+    assert ppl == pytest.approx(np.exp(loss))
+    assert loss < 0.7 * np.log(V), loss  # uniform: log V
+    assert run.last["test_loss"] == pytest.approx(loss, rel=1e-6)
+    net = m.to_torch()
+    with torch.no_grad():
+        logits = net(torch.from_numpy(x[240:])).reshape(-1, T, V)
+        want = torch.nn.functional.cross_entropy(logits.reshape(-1, V), torch.from_numpy(y[240:]).long().reshape(-1))
+    assert abs(loss - float(want)) <= 1e-5 + 1e-5 * float(want)
+    with pytest.raises(ValueError, match="token-ce"):
+        dptrain.train(x, y, model=spec, loss="ce", regression=True, epochs=1, verbose=False)
