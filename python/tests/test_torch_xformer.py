@@ -140,15 +140,18 @@ def test_gpt_and_bert_from_torch(causal):
     assert p["emb1.position"].tobytes() == emb.position.detach().numpy().tobytes()
 
 
-def test_gpt_tiny_matches_torch_per_example():
-    """The named GPT (small options) as a torch module: per-example gradients of a
-    next-token-style loss in torch against dptrain's PER_EXAMPLE rows and SQNORM."""
-    m = dptrain.Model.from_spec("gpt_tiny:t5:v7", threads=1)
+@pytest.mark.parametrize("spec", ["gpt_tiny:t5:v7", "vit_mnist:c3"])
+def test_named_models_match_torch_per_example(spec):
+    """The named GPT (small options) and ViT as torch modules: per-example gradients of
+    <dout, output> in torch (each example alone) against dptrain's PER_EXAMPLE rows and
+    SQNORM (the ViT's: conv patches, toseq's CLS vector and positions)."""
+    m = dptrain.Model.from_spec(spec, threads=1)
     randomize(m, 5, 0.2)
     net = m.to_torch()
-    B, T, V = 3, 5, 7
-    x = tokens(B, T, V, 6)
-    dout = np.random.default_rng(7).standard_normal((B, T * V)).astype(np.float32)
+    B = 3
+    x = tokens(B, 5, 7, 6) if spec.startswith("gpt") else np.random.default_rng(6).standard_normal(
+        (B, m.input_dim)).astype(np.float32)
+    dout = np.random.default_rng(7).standard_normal((B, m.output_dim)).astype(np.float32)
     mm = m._m
     check(lib.dpt_model_forward(mm, ffi.cast("const float *", ffi.from_buffer(x)), B))
     check(lib.dpt_model_backward(mm, ffi.cast("const float *", ffi.from_buffer(dout)), B))
