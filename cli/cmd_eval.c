@@ -31,7 +31,7 @@ int dpt_cmd_eval(int argc, char **argv) {
     cli_option opts[] = {
         {"--checkpoint", CLI_STR, &ckpt_arg, "FILE|DIR", "checkpoint.safetensors written by dptrain train, or its run directory (required)", NULL},
         {"--data-dir", CLI_STR, &data_dir, "DIR", "where datasets live (default: the one used for training)", NULL},
-        {"--loss", CLI_STR, &loss_name, "NAME", "loss to report: ce | bce | mse (default: the one trained with)", NULL},
+        {"--loss", CLI_STR, &loss_name, "NAME", "loss to report: ce | bce | mse | token-ce (default: the one trained with)", NULL},
         {"--delta", CLI_DOUBLE, &delta, "D", "delta of the reported epsilon (private runs)", NULL},
         {"--threads", CLI_LONG, &threads, "N", "threads (0 = all cores)", NULL},
         {"--json", CLI_FLAG, &json, NULL, "print one JSON object", NULL},
@@ -79,9 +79,9 @@ int dpt_cmd_eval(int argc, char **argv) {
                                                         "projection: eval cannot rebuild the model's inputs)" : "");
         goto done;
     }
-    if (test.t && loss_name && loss != DPT_LOSS_SQUARED) {
-        code = cli_error("--loss %s: the checkpoint was trained on regression targets (--targets): only mse applies",
-                         loss_name);
+    if (test.t && loss_name && loss != DPT_LOSS_SQUARED && loss != DPT_LOSS_TOKEN_CE) {
+        code = cli_error("--loss %s: the checkpoint was trained on regression targets (--targets): only mse applies "
+                         "(token-ce for next-token ids)", loss_name);
         goto done;
     }
     double l, acc, eps = NAN;
@@ -109,7 +109,9 @@ int dpt_cmd_eval(int argc, char **argv) {
             cli_json_number(o, "steps", (double)dpt_checkpoint_step(ck));
             cli_json_number(o, "test_examples", (double)test.n);
             cli_json_number(o, "test_loss", l);
-            if (test.t) cli_json_number(o, "test_mse", 2 * l / (double)test.t_dim); /* regression */
+            const dpt_loss_kind used = loss_name ? loss : dpt_checkpoint_loss(ck);
+            if (test.t && used == DPT_LOSS_TOKEN_CE) cli_json_number(o, "test_perplexity", exp(l));
+            else if (test.t) cli_json_number(o, "test_mse", 2 * l / (double)test.t_dim); /* regression */
             else cli_json_number(o, "test_accuracy", acc);
             if (!isnan(eps)) {
                 cli_json_number(o, "epsilon", eps);
@@ -126,7 +128,10 @@ int dpt_cmd_eval(int argc, char **argv) {
         printf("%s\n", text);
         cJSON_free(text);
     } else {
-        if (test.t) /* regression: the mean squared error per target */
+        if (test.t && (loss_name ? loss : dpt_checkpoint_loss(ck)) == DPT_LOSS_TOKEN_CE) /* mean loss per token */
+            printf("%s: model %s, %zu test examples: loss %.4f per token, perplexity %.4g", ckpt, spec, test.n, l,
+                   exp(l));
+        else if (test.t) /* regression: the mean squared error per target */
             printf("%s: model %s, %zu test examples: loss %.4f, mse %.5g (rmse %.5g)", ckpt, spec, test.n, l,
                    2 * l / (double)test.t_dim, sqrt(2 * l / (double)test.t_dim));
         else

@@ -31,7 +31,7 @@ static const char *USAGE =
  * lab[k] of its output k (the data's labels before --classes relabelled them; lab NULL:
  * k itself). */
 static void format(FILE *f, const float *o, size_t n, size_t K, dpt_loss_kind loss, int regression, const int *lab) {
-    const int classifier = loss != DPT_LOSS_SQUARED;
+    const int classifier = loss != DPT_LOSS_SQUARED && loss != DPT_LOSS_TOKEN_CE; /* token-ce: the logits */
 #define LAB(k) (lab ? (long)lab[k] : (long)(k))
     if (classifier) fputs("prediction", f);
     for (size_t k = 0; k < K; k++) {

@@ -176,6 +176,8 @@ static int ui_on_epoch(void *user, const dpt_epoch_result *r) {
         snprintf(test + w, sizeof test - w, "  test acc ema %.2f%%", 100.0 * r->test_accuracy_ema);
     } else if (!isnan(r->test_mse)) /* regression */
         snprintf(test, sizeof test, "  test mse %.5g  (rmse %.5g)", r->test_mse, sqrt(r->test_mse));
+    else if (!isnan(r->test_loss)) /* token-ce: the mean loss per token and its perplexity */
+        snprintf(test, sizeof test, "  test loss %.4f  (perplexity %.4g)", r->test_loss, exp(r->test_loss));
     /* the headline accountant's epsilon (what calibration and the budget use), RDP beside it */
     if (!isnan(r->epsilon)) {
         char head[80];
@@ -226,6 +228,8 @@ static void print_summary(const dpt_trainer *t, const dpt_epoch_result *r, const
                  r->wall_s);
     if (!isnan(r->test_mse)) /* regression */
         printf("test mse %.5g  (rmse %.5g)  after %s  [%s]\n", r->test_mse, sqrt(r->test_mse), when, A->tag);
+    else if (isnan(r->test_accuracy) && !isnan(r->test_loss)) /* token-ce */
+        printf("test loss %.4f  (perplexity %.4g)  after %s  [%s]\n", r->test_loss, exp(r->test_loss), when, A->tag);
     else if (isnan(r->test_accuracy))
         printf("after %s  [%s]\n", when, A->tag);
     else
@@ -379,11 +383,11 @@ static int cmd_train(int argc, char **argv) {
         {"--normalize-sigma", CLI_DOUBLE, &norm_sigma, "S", "dp-*: noise multiplier of the statistics' Gaussian release (> 0)", &norm_sigma_seen},
         {"--normalize-clip", CLI_DOUBLE, &norm_clip, "C", "dp-*: L2 bound on each example's (mean, mean square) statistics (default sqrt(2K) for K pairs: the bound of pixels in [-1, 1]; required for csv)", &norm_clip_seen},
         {"--normalize-unaccounted", CLI_FLAG, &norm_unaccounted, NULL, "private algorithms: allow scalar | channel | feature statistics fitted without noise; the epsilon then does NOT cover them (said in the output, metrics and ledger)", NULL},
-        {"--model", CLI_STR, &model, "SPEC", "model spec: mlp:784-1000-10:relu, cnn:1x28x28:conv16k5,relu,fc10, or mnist_cnn | mnist_cnn_tanh | resnet5 (see docs/nn.md)", &model_seen},
+        {"--model", CLI_STR, &model, "SPEC", "model spec: mlp:784-1000-10:relu, cnn:1x28x28:conv16k5,relu,fc10, or mnist_cnn | mnist_cnn_tanh | resnet5 | gpt_tiny | bert_tiny | vit_mnist | vit_cifar (see docs/nn.md)", &model_seen},
         {"--init-from", CLI_STR, &init_from, "CKPT", "start from the parameters of this checkpoint (a file or run directory) instead of a random initialization: fine-tuning (--model defaults to its model). The epsilon covers this run only: the checkpoint must not depend on this run's training data (docs/checkpoints.md)", NULL},
         {"--freeze", CLI_STR, &freeze, "LAYERS", "keep these layers' parameters at their starting values and train the others (comma-separated names of layers with parameters, as dptrain model --model SPEC lists them, e.g. conv1,conv2: a frozen trunk under --init-from). --algo sgd and dpsgd; DP-SGD clips and noises the trained layers only, with the same epsilon. A --resume gives the same list (docs/checkpoints.md)", NULL},
         {"--no-feature-cache", CLI_FLAG, &no_feature_cache, NULL, "with --freeze or a scatter layer: run the frozen (or fixed) layers' forward pass at every step instead of computing their output once for every training and test example and keeping it (the default when it fits in a quarter of the memory; the results agree up to float rounding)", NULL},
-        {"--loss", CLI_STR, &loss, "NAME", "ce (softmax cross-entropy) | bce (sigmoid: one output for labels 0/1, or one-vs-all over K outputs) | mse (squared error: against the --targets, or without them reconstructing the input: autoencoders, ae:... models)", &loss_seen},
+        {"--loss", CLI_STR, &loss, "NAME", "ce (softmax cross-entropy) | bce (sigmoid: one output for labels 0/1, or one-vs-all over K outputs) | mse (squared error: against the --targets, or without them reconstructing the input: autoencoders, ae:... models) | token-ce (language models: the mean over T positions of the cross-entropy of V logits per position, against --targets T next-token ids; docs/nn.md)", &loss_seen},
         {"--init", CLI_STR, &init, "NAME", "default | lecun | he | xavier | ntk", &init_seen},
         {"--optimizer", CLI_STR, &optimizer, "NAME", "sgd | adam", NULL},
         {"--lr", CLI_DOUBLE, &lr, "X", "learning rate (> 0; sgd default 0.1)", &lr_seen},
@@ -518,8 +522,11 @@ static int cmd_train(int argc, char **argv) {
         dataset = seq_dataset;
     }
     if (dpt_loss_parse(loss, &cfg.loss) != DPT_OK) return cli_error("--loss: %s", dpt_last_error());
-    if (targets && cfg.loss != DPT_LOSS_SQUARED)
-        return cli_error("--loss %s: regression targets (--targets) train with --loss mse", loss);
+    if (targets && cfg.loss != DPT_LOSS_SQUARED && cfg.loss != DPT_LOSS_TOKEN_CE)
+        return cli_error("--loss %s: regression targets (--targets) train with --loss mse (or token-ce: next-token "
+                         "ids)", loss);
+    if (!targets && cfg.loss == DPT_LOSS_TOKEN_CE)
+        return cli_error("--loss token-ce: needs the next tokens as --targets T (token ids per example)");
     if (dpt_init_parse(init, &cfg.init) != DPT_OK) return cli_error("--init: %s", dpt_last_error());
     if (!strcmp(sampler, "shuffle")) cfg.sampler = DPT_SAMPLER_SHUFFLE;
     else if (!strcmp(sampler, "poisson")) cfg.sampler = DPT_SAMPLER_POISSON;

@@ -135,7 +135,7 @@ typedef enum { DPT_LAYER_LINEAR, DPT_LAYER_RELU, DPT_LAYER_GELU, DPT_LAYER_TANH,
                DPT_LAYER_AVGPOOL, DPT_LAYER_FLATTEN, DPT_LAYER_GROUPNORM,
                DPT_LAYER_SCATTER, DPT_LAYER_EMBEDDING, DPT_LAYER_LAYERNORM, DPT_LAYER_RMSNORM,
                DPT_LAYER_SEQLINEAR, DPT_LAYER_MEANPOOL, DPT_LAYER_CLSPOOL, DPT_LAYER_ATTENTION,
-               DPT_LAYER_CHANNEL_AFFINE, ... } dpt_layer_kind;
+               DPT_LAYER_CHANNEL_AFFINE, DPT_LAYER_TOSEQ, ... } dpt_layer_kind;
 typedef struct dpt_param_tensor {
     char name[48];
     int ndim;
@@ -168,7 +168,8 @@ typedef struct {
     ...;
 } dpt_model;
 typedef enum { DPT_INIT_DEFAULT, ... } dpt_init_scheme;
-typedef enum { DPT_LOSS_SOFTMAX_CE, DPT_LOSS_SIGMOID_BCE, DPT_LOSS_SQUARED, ... } dpt_loss_kind;
+typedef enum { DPT_LOSS_SOFTMAX_CE, DPT_LOSS_SIGMOID_BCE, DPT_LOSS_SQUARED, DPT_LOSS_TOKEN_CE,
+               ... } dpt_loss_kind;
 dpt_status dpt_model_new(const char *spec, size_t max_batch, int threads, dpt_model **out);
 void dpt_model_free(dpt_model *m);
 dpt_status dpt_model_forward(dpt_model *m, const float *x, size_t B);
@@ -180,6 +181,8 @@ dpt_status dpt_model_param_grad(dpt_model *m, size_t B, dpt_grad_mode mode, cons
 size_t dpt_model_n_tensors(const dpt_model *m);
 dpt_status dpt_model_tensor(const dpt_model *m, size_t i, dpt_param_tensor *t);
 dpt_status dpt_loss_parse(const char *s, dpt_loss_kind *out);
+dpt_status dpt_loss_tokens(const float *o, size_t B, size_t T, size_t V, const float *targets, float *loss,
+                           float *dout);
 dpt_status dpt_init_parse(const char *s, dpt_init_scheme *out);
 
 typedef struct dpt_model_builder dpt_model_builder;
@@ -193,6 +196,7 @@ dpt_status dpt_model_builder_maxpool(dpt_model_builder *b, size_t k, size_t stri
 dpt_status dpt_model_builder_avgpool(dpt_model_builder *b, size_t k, size_t stride);
 dpt_status dpt_model_builder_groupnorm(dpt_model_builder *b, size_t groups);
 dpt_status dpt_model_builder_flatten(dpt_model_builder *b);
+dpt_status dpt_model_builder_item(dpt_model_builder *b, const char *item);
 dpt_status dpt_model_builder_residual_begin(dpt_model_builder *b);
 dpt_status dpt_model_builder_residual_end(dpt_model_builder *b);
 dpt_status dpt_model_builder_shape(const dpt_model_builder *b, size_t shape[3]);

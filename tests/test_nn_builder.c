@@ -2,7 +2,8 @@
  * built one layer at a time equals the hand-written spec, and the models built from both
  * have identical parameter tables and bit-identical outputs at the same initialization.
  * Every invalid layer is refused by the call that adds it, leaving the builder unchanged.
- * Also the by-name tensor lookup (dpt_model_tensor_by_name). */
+ * Also the by-name tensor lookup (dpt_model_tensor_by_name), and sequence models built
+ * item by item (dpt_model_builder_item): the named transformers and their "seq:" specs. */
 #include <dptrain/nn.h>
 
 #include "testutil.h"
@@ -36,6 +37,8 @@ static void check_same_model(const char *a, const char *b) {
     float *x = malloc(3 * ma->in_dim * sizeof *x);
     CHECK_OK(dpt_rng_init(&rx, 8, DPT_STREAM_AUX));
     for (size_t j = 0; j < 3 * ma->in_dim; j++) x[j] = dpt_rng_gauss(&rx);
+    if (ma->layers[0].kind == DPT_LAYER_EMBEDDING) /* token ids in [0, V) */
+        for (size_t j = 0; j < 3 * ma->in_dim; j++) x[j] = (float)(dpt_rng_u64(&rx) % ma->layers[0].k);
     CHECK_OK(dpt_model_forward(ma, x, 3));
     CHECK_OK(dpt_model_forward(mb, x, 3));
     CHECK(!memcmp(dpt_model_output(ma), dpt_model_output(mb), 3 * ma->out_dim * sizeof(float)));
@@ -333,7 +336,73 @@ static void test_tensor_by_name(void) {
     dpt_model_free(m);
 }
 
+/* the two transformer blocks of the named models, item by item (c: causal attention) */
+static void xf_blocks(dpt_model_builder *b, int causal) {
+    for (int k = 0; k < 2; k++) {
+        const char *att[] = {"ln", causal ? "attn4c" : "attn4", "plin64"}, *mlp[] = {"ln", "plin256", "gelu", "plin64"};
+        CHECK_OK(dpt_model_builder_residual_begin(b));
+        CHECK_OK(dpt_model_builder_item(b, att[0]));
+        CHECK_OK(dpt_model_builder_item(b, "plin192"));
+        CHECK_OK(dpt_model_builder_item(b, att[1]));
+        CHECK_OK(dpt_model_builder_item(b, att[2]));
+        CHECK_OK(dpt_model_builder_residual_end(b));
+        CHECK_OK(dpt_model_builder_residual_begin(b));
+        for (int j = 0; j < 4; j++) CHECK_OK(dpt_model_builder_item(b, mlp[j]));
+        CHECK_OK(dpt_model_builder_residual_end(b));
+    }
+}
+
+static void test_seq(void) {
+#define BLK(c) "[ln,plin192,attn4" c ",plin64],[ln,plin256,gelu,plin64]"
+    dpt_model_builder *b = NULL;
+    CHECK_OK(dpt_model_builder_new(1, 8, 1, &b));
+    CHECK_OK(dpt_model_builder_item(b, "emb16x64"));
+    xf_blocks(b, 1);
+    CHECK_OK(dpt_model_builder_item(b, "ln"));
+    CHECK_OK(dpt_model_builder_item(b, "plin16"));
+    check_spec(b, "seq:8:emb16x64," BLK("c") "," BLK("c") ",ln,plin16", "gpt_tiny:t8:v16");
+    dpt_model_builder_free(b);
+    b = NULL;
+    CHECK_OK(dpt_model_builder_new(1, 28, 28, &b));
+    CHECK_OK(dpt_model_builder_conv2d(b, 64, 4, 4, 0, 1));
+    CHECK_OK(dpt_model_builder_item(b, "toseqcls"));
+    xf_blocks(b, 0);
+    const char *tail[] = {"ln", "clspool", "fc10"};
+    for (int j = 0; j < 3; j++) CHECK_OK(dpt_model_builder_item(b, tail[j]));
+    check_spec(b, "cnn:1x28x28:conv64k4s4,toseqcls," BLK("") "," BLK("") ",ln,clspool,fc10", "vit_mnist");
+    dpt_model_builder_free(b);
+#undef BLK
+    /* float sequences: "seq:TxD", and ":nobias" when no weight layer (plin included) has a bias */
+    b = NULL;
+    CHECK_OK(dpt_model_builder_new(1, 5, 6, &b));
+    CHECK_OK(dpt_model_builder_item(b, "rms"));
+    CHECK_OK(dpt_model_builder_item(b, "plin4nobias"));
+    CHECK_OK(dpt_model_builder_item(b, "meanpool"));
+    CHECK_OK(dpt_model_builder_linear(b, 2, 0));
+    check_spec(b, "seq:5x6:rms,plin4,meanpool,fc2:nobias", NULL);
+    /* refusals leave the builder unchanged */
+    const struct {
+        const char *item, *needle;
+    } bad[] = {
+        {"plin", "'plin' is not a layer"},
+        {"[ln", "give residual groups with dpt_model_builder_residual_begin"},
+        {"ln]", "give residual groups with dpt_model_builder_residual_begin"},
+        {"scatter", "the scattering layer can only be the first layer"},
+        {"emb10x4", "token ids of shape (1, T, 1)"},
+        {"attn3", "attention"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        CHECK_STATUS(dpt_model_builder_item(b, bad[k].item), DPT_EINVAL);
+        CHECK_ERR_HAS("dpt_model_builder_item");
+        CHECK_ERR_HAS(bad[k].needle);
+    }
+    CHECK_STATUS(dpt_model_builder_item(b, NULL), DPT_EINVAL);
+    check_spec(b, "seq:5x6:rms,plin4,meanpool,fc2:nobias", NULL);
+    dpt_model_builder_free(b);
+}
+
 int main(void) {
+    test_seq();
     test_named();
     test_mlps();
     test_cnn();

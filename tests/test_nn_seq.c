@@ -8,7 +8,10 @@
  * materialized) against each other and the naive per-example gradient, the embedding's
  * norm against Li et al.'s pair sum, clipping to exactly min(||g||, C), per-example
  * independence of the norms, causality of causal attention, the init of the new tensors,
- * and token-id and spec errors. */
+ * and token-id and spec errors. Image to sequence (toseq, ViT's patch tokens after a
+ * stride = kernel convolution) in the same checks, and the named transformers (gpt_tiny,
+ * bert_tiny, vit_mnist, vit_cifar): their expansion, parameter counts, and per-example
+ * gradients and norms against a loop of single-example passes. */
 #include <dptrain/nn.h>
 #include <dptrain/optim.h>
 #include <dptrain/privacy.h>
@@ -110,6 +113,31 @@ static void ref_layer(const dpt_layer *L, const double *th, const double *x, siz
                         vi[t * Dm + h * dh + e] = o;
                     }
                 }
+            break;
+        }
+        case DPT_LAYER_CONV2D: { /* v[o, r, c] = b[o] + sum W[o, ch, a, e] x[ch, r s + a - p, c s + e - p] */
+            const size_t C = L->in_shape[0], H = L->in_shape[1], Wd = L->in_shape[2], O = L->out_shape[0];
+            const size_t Ho = L->out_shape[1], Wo = L->out_shape[2], k = L->k, st = L->stride, pd = L->pad;
+            for (size_t o = 0; o < O; o++)
+                for (size_t r = 0; r < Ho; r++)
+                    for (size_t c = 0; c < Wo; c++) {
+                        double sum = L->has_bias ? th[O * C * k * k + o] : 0.0;
+                        for (size_t ch = 0; ch < C; ch++)
+                            for (size_t a = 0; a < k; a++)
+                                for (size_t e = 0; e < k; e++) {
+                                    const long y = (long)(r * st + a) - (long)pd, z = (long)(c * st + e) - (long)pd;
+                                    if (y < 0 || z < 0 || y >= (long)H || z >= (long)Wd) continue;
+                                    sum += th[((o * C + ch) * k + a) * k + e] * xi[(ch * H + (size_t)y) * Wd + (size_t)z];
+                                }
+                        vi[(o * Ho + r) * Wo + c] = sum;
+                    }
+            break;
+        }
+        case DPT_LAYER_TOSEQ: { /* v = [cls; x^T] + Pos, x [C, N] channel-major */
+            const size_t C = L->in_shape[0], N = L->in_shape[1] * L->in_shape[2], c = L->k, To = N + c;
+            for (size_t t = 0; t < To; t++)
+                for (size_t d = 0; d < C; d++)
+                    vi[t * C + d] = (t < c ? th[d] : xi[d * N + (t - c)]) + (L->has_bias ? th[c * C + t * C + d] : 0.0);
             break;
         }
         case DPT_LAYER_GELU:
@@ -508,6 +536,198 @@ static void check_init(void) {
     dpt_model_free(m);
 }
 
+/* ==== per-token language-model loss ==== */
+
+/* (1/T) sum_t (logsumexp(o_t) - o_t,y_t) of one example, in double */
+static double ref_token_loss(const double *o, const float *y, size_t T, size_t V) {
+    double s = 0;
+    for (size_t t = 0; t < T; t++) {
+        double m = -INFINITY, z = 0;
+        for (size_t v = 0; v < V; v++) m = fmax(m, o[t * V + v]);
+        for (size_t v = 0; v < V; v++) z += exp(o[t * V + v] - m);
+        s += m + log(z) - o[t * V + (size_t)y[t]];
+    }
+    return s / (double)T;
+}
+
+static void check_token_loss(size_t B, size_t T, size_t V, double scale, uint64_t seed) {
+    const size_t K = T * V;
+    float *o = malloc(B * K * sizeof *o), *y = malloc(B * T * sizeof *y), *l = malloc(B * sizeof *l);
+    float *d = malloc(B * K * sizeof *d), *l2 = malloc(B * sizeof *l2);
+    fill_gauss(o, B * K, scale, seed);
+    fill_tokens(y, B * T, V, seed + 1);
+    CHECK_OK(dpt_loss_tokens(o, B, T, V, y, l, d));
+    CHECK_OK(dpt_loss_tokens(o, B, T, V, y, l2, NULL)); /* the loss alone is the same */
+    CHECK(memcmp(l, l2, B * sizeof *l) == 0);
+    const double h = 1e-5;
+    for (size_t i = 0; i < B; i++) {
+        double *od = to_double(o + i * K, K);
+        CHECK_CLOSE(l[i], ref_token_loss(od, y + i * T, T, V), 1e-6, 1e-6);
+        for (size_t j = 0; j < K; j += (K > 200 ? 7 : 1)) { /* d loss_i / d o_i by central differences */
+            const double t0 = od[j];
+            od[j] = t0 + h;
+            const double fp = ref_token_loss(od, y + i * T, T, V);
+            od[j] = t0 - h;
+            const double fm = ref_token_loss(od, y + i * T, T, V);
+            od[j] = t0;
+            CHECK_CLOSE(d[i * K + j], (fp - fm) / (2 * h), 1e-7, 1e-5);
+        }
+        free(od);
+    }
+    free(o), free(y), free(l), free(d), free(l2);
+}
+
+static void check_token_loss_all(void) {
+    check_token_loss(3, 5, 7, 1.0, 71);
+    check_token_loss(2, 300, 3, 3.0, 72); /* more positions than a block of rows */
+    check_token_loss(2, 4, 1, 1.0, 73);   /* V = 1: loss 0 */
+    dpt_loss_kind k;
+    CHECK_OK(dpt_loss_parse("token-ce", &k));
+    CHECK(k == DPT_LOSS_TOKEN_CE);
+    float o[12] = {0}, y[4] = {0, 1, 2, 0}, l[2];
+    CHECK_STATUS(dpt_loss(DPT_LOSS_TOKEN_CE, o, 2, 6, NULL, y, l, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_loss_tokens");
+    const float bad[4][4] = {{0, 1, 2, 3}, {0, 1, 2.5f, 0}, {0, -1, 2, 0}, {0, 1, 2, NAN}};
+    const char *msg[4] = {"target 3 of example 1, position 1", "target 2.5 of example 1, position 0",
+                          "target -1 of example 0, position 1", "of example 1, position 1"};
+    for (int c = 0; c < 4; c++) {
+        CHECK_STATUS(dpt_loss_tokens(o, 2, 2, 3, bad[c], l, NULL), DPT_EINVAL);
+        CHECK_ERR_HAS(msg[c]);
+        CHECK_ERR_HAS("not a token id in [0, 3)");
+    }
+    CHECK_STATUS(dpt_loss_tokens(o, 2, 0, 3, y, l, NULL), DPT_EINVAL);
+    CHECK_STATUS(dpt_loss_tokens(o, 2, 2, 3, NULL, l, NULL), DPT_EINVAL);
+}
+
+/* ==== named transformers ==== */
+
+/* Per-example gradients of a named model against a loop of single-example passes (each
+ * example's own forward, backward and SUM gradient at batch size 1), and SQNORM against
+ * the rows' norms; the expansion has the documented parameter count. */
+static void check_named(const char *name, const char *expanded, size_t want_P, size_t V, uint64_t seed) {
+    dpt_model *m = NULL, *e = NULL, *one = NULL;
+    const size_t B = 2;
+    CHECK_OK(dpt_model_new(name, B, 1, &m));
+    CHECK_OK(dpt_model_new(expanded, B, 1, &e));
+    CHECK_OK(dpt_model_new(name, 1, 1, &one));
+    if (!m || !e || !one) goto done;
+    CHECK(strcmp(dpt_model_spec(m), name) == 0); /* a checkpoint keeps the name */
+    CHECK(m->n_params == want_P);
+    CHECK(e->n_params == want_P && e->n_layers == m->n_layers && e->out_dim == m->out_dim);
+    for (size_t l = 0; l < m->n_layers && l < e->n_layers; l++) {
+        CHECK(m->layers[l].kind == e->layers[l].kind && m->layers[l].n_params == e->layers[l].n_params);
+        CHECK(!strcmp(m->layers[l].name, e->layers[l].name) && m->layers[l].residual_from == e->layers[l].residual_from);
+        CHECK(memcmp(m->layers[l].out_shape, e->layers[l].out_shape, sizeof m->layers[l].out_shape) == 0);
+        CHECK(m->layers[l].k == e->layers[l].k && m->layers[l].groups == e->layers[l].groups);
+    }
+    const size_t P = m->n_params, D = m->in_dim, K = m->out_dim;
+    init_params(m, seed);
+    memcpy(one->theta, m->theta, P * sizeof *m->theta);
+    float *x = malloc(B * D * sizeof *x), *dout = malloc(B * K * sizeof *dout), *pe = malloc(B * P * sizeof *pe);
+    float *g1 = malloc(P * sizeof *g1), sq[2];
+    if (V) fill_tokens(x, B * D, V, seed + 1);
+    else fill_gauss(x, B * D, 1.0, seed + 1);
+    fill_gauss(dout, B * K, 1.0, seed + 2);
+    CHECK_OK(dpt_model_forward(m, x, B));
+    CHECK_OK(dpt_model_backward(m, dout, B));
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_PER_EXAMPLE, NULL, pe, P, 0));
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_SQNORM, NULL, sq, 0, 0));
+    for (size_t i = 0; i < B; i++) {
+        CHECK_OK(dpt_model_forward(one, x + i * D, 1));
+        for (size_t j = 0; j < K; j++) CHECK_CLOSE(dpt_model_output(one)[j], dpt_model_output(m)[i * K + j], 1e-5, 1e-5);
+        CHECK_OK(dpt_model_backward(one, dout + i * K, 1));
+        CHECK_OK(dpt_model_param_grad(one, 1, DPT_GRAD_SUM, NULL, g1, 0, 0));
+        double n2 = 0, a = 0;
+        for (size_t p = 0; p < P; p++) n2 += (double)g1[p] * g1[p], a = fmax(a, fabs(g1[p]));
+        for (size_t p = 0; p < P; p++) CHECK_CLOSE(pe[i * P + p], g1[p], 1e-5 * a, 1e-4);
+        CHECK(n2 > 0);
+        CHECK_CLOSE(sq[i], n2, 0, 1e-4);
+    }
+    free(x), free(dout), free(pe), free(g1);
+done:
+    dpt_model_free(m), dpt_model_free(e), dpt_model_free(one);
+}
+
+static void check_named_all(void) {
+#define BLK(c) "[ln,plin192,attn4" c ",plin64],[ln,plin256,gelu,plin64]"
+    /* counts: emb V 64 + T 64; block 2 (64 + 64) + (64 192 + 192) + (64 64 + 64) + (64 256 + 256)
+     * + (256 64 + 64) = 49984; ln 128; head */
+    check_named("gpt_tiny", "seq:64:emb256x64," BLK("c") "," BLK("c") ",ln,plin256", 20480 + 2 * 49984 + 128 + 16640,
+                256, 51);
+    check_named("gpt_tiny:v40:t16", "seq:16:emb40x64," BLK("c") "," BLK("c") ",ln,plin40",
+                40 * 64 + 16 * 64 + 2 * 49984 + 128 + 64 * 40 + 40, 40, 52);
+    check_named("bert_tiny", "seq:64:emb256x64," BLK("") "," BLK("") ",ln,meanpool,fc2", 20480 + 2 * 49984 + 128 + 130,
+                256, 53);
+    check_named("bert_tiny:c5:t8:v30", "seq:8:emb30x64," BLK("") "," BLK("") ",ln,meanpool,fc5",
+                30 * 64 + 8 * 64 + 2 * 49984 + 128 + 325, 30, 54);
+    /* conv 4x4/4 to 64 channels: 64 16 C + 64; toseqcls: 64 + (N + 1) 64 */
+    check_named("vit_mnist", "cnn:1x28x28:conv64k4s4,toseqcls," BLK("") "," BLK("") ",ln,clspool,fc10",
+                1088 + 64 + 50 * 64 + 2 * 49984 + 128 + 650, 0, 55);
+    check_named("vit_cifar:c3", "cnn:3x32x32:conv64k4s4,toseqcls," BLK("") "," BLK("") ",ln,clspool,fc3",
+                3136 + 64 + 65 * 64 + 2 * 49984 + 128 + 195, 0, 56);
+#undef BLK
+    /* the documented defaults */
+    dpt_model *m = NULL;
+    const struct {
+        const char *name;
+        size_t P;
+    } docs[] = {{"gpt_tiny", 137216}, {"bert_tiny", 120706}, {"vit_mnist", 105098}, {"vit_cifar", 108106}};
+    for (size_t k = 0; k < 4; k++) {
+        m = NULL;
+        CHECK_OK(dpt_model_new(docs[k].name, 1, 1, &m));
+        CHECK(m && m->n_params == docs[k].P);
+        dpt_model_free(m);
+    }
+    const struct {
+        const char *spec, *needle;
+    } bad[] = {
+        {"gpt_tiny:c3", "'c3' is not an option of gpt_tiny"},
+        {"gpt_tiny:t0", "'t0' is not an option of gpt_tiny"},
+        {"bert_tiny:t8:t9", "'t9' is not an option of bert_tiny"},
+        {"vit_mnist:t8", "'t8' is not an option of vit_mnist (it takes c<classes>"},
+        {"gpt_tiny:", "'' is not an option"},
+        {"gpt_tinyx", "unknown model kind 'gpt_tinyx'"},
+        {"bert_tiny:c", "'c' is not an option"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        m = NULL;
+        CHECK_STATUS(dpt_model_new(bad[k].spec, 1, 1, &m), DPT_EINVAL);
+        CHECK_ERR_HAS(bad[k].needle);
+        CHECK(m == NULL);
+    }
+}
+
+/* toseq: the tensors and the layout (a pure transpose without cls and positions) */
+static void check_toseq_layout(void) {
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new("cnn:3x2x2:toseqcls", 1, 1, &m));
+    if (m) {
+        dpt_param_tensor t;
+        CHECK(dpt_model_tensor_by_name(m, "toseq1.cls", &t) && t.ndim == 1 && t.shape[0] == 3 && t.offset == 0);
+        CHECK(dpt_model_tensor_by_name(m, "toseq1.position", &t) && t.shape[0] == 5 && t.shape[1] == 3 &&
+              t.offset == 3 && t.role == DPT_TENSOR_EMBEDDING);
+        CHECK(m->out_dim == 15 && m->layers[0].out_shape[1] == 5 && m->layers[0].out_shape[2] == 3);
+        dpt_model_free(m);
+    }
+    m = NULL;
+    CHECK_OK(dpt_model_new("cnn:3x2x2:toseqnopos", 1, 1, &m));
+    if (m) {
+        CHECK(m->n_params == 0);
+        float x[12], want[12];
+        for (int j = 0; j < 12; j++) x[j] = (float)j;
+        for (int n = 0; n < 4; n++) /* v[n, c] = x[c, n] */
+            for (int c = 0; c < 3; c++) want[n * 3 + c] = x[c * 4 + n];
+        CHECK_OK(dpt_model_forward(m, x, 1));
+        CHECK(memcmp(dpt_model_output(m), want, sizeof want) == 0);
+        dpt_model_free(m);
+    }
+    m = NULL;
+    CHECK_STATUS(dpt_model_new("cnn:3x2x2:toseqpos", 1, 1, &m), DPT_EINVAL);
+    CHECK_ERR_HAS("'toseqpos' is not a layer");
+    CHECK_STATUS(dpt_model_new("cnn:3x2x2:toseqnoposcls", 1, 1, &m), DPT_EINVAL);
+    CHECK_ERR_HAS("toseq[cls][nopos]");
+}
+
 static void check_errors(void) {
     dpt_model *m = NULL;
     CHECK_OK(dpt_model_new("seq:4:emb10x3,meanpool,fc2", 2, 1, &m));
@@ -568,6 +788,16 @@ int main(void) {
     check_model("seq:4:emb5x6,[ln,plin18,attn3c,plin6],[rms,plin8,gelu,plin6],ln,clspool,fc2", 2, 5, 7);
     check_model("seq:4x6:identity,[plin18nobias,attn1c],plin3,attn1,meanpool", 3, 0, 8);
     check_model("seq:3x12:identity,attn2,gelu,plin12,attn2c,flatten,fc2", 2, 0, 9);
+    /* images to sequences (ViT): conv patches, toseq with and without CLS and positions */
+    check_model("cnn:2x4x4:conv3k2s2,toseqcls,ln,[plin9,attn1,plin3],clspool,fc2", 3, 0, 61);
+    check_model("cnn:2x3x2:toseq,[ln,plin6,attn1c,plin2],meanpool,fc2", 2, 0, 62);
+    check_model("cnn:2x4x4:conv4k2s2nobias,toseqclsnopos,[rms,plin12,attn2,plin4],clspool", 2, 0, 63);
+    check_model("cnn:3x2x2:identity,toseqnopos,plin2,meanpool,fc2", 2, 0, 64);
+    /* a small LM: per-position logits, causal blocks (gpt_tiny's structure at width 8) */
+    check_model("seq:4:emb5x8,[ln,plin24,attn2c,plin8],[ln,plin32,gelu,plin8],ln,plin5", 2, 5, 65);
+    check_toseq_layout();
+    check_token_loss_all();
+    check_named_all();
     check_causal();
     check_plin_paths("seq:3x8:plin8", 4, 1);   /* 3 (8 + 8) = 48 < 64: Gram */
     check_plin_paths("seq:16x4:plin3", 4, 0);  /* 16 (4 + 3) = 112 > 12: materialized */

@@ -48,13 +48,16 @@ typedef enum {
     DPT_LAYER_CLSPOOL,   /* position 0 (a CLS token): (1, T, D) -> (1, 1, D) */
     DPT_LAYER_ATTENTION, /* multi-head softmax(Q K^T / sqrt(dh)) V, bidirectional or causal,
                           * no parameters: (1, T, 3D) [q, k, v] -> (1, T, D) */
-    DPT_LAYER_CHANNEL_AFFINE /* "fbn", frozen BatchNorm: v[c] = scale_c x[c] + shift_c per channel,
-                              * the same for every example; scale, shift [C] (identity at init),
-                              * set from DP channel statistics by dpt_trainer_feature_norm */
+    DPT_LAYER_CHANNEL_AFFINE, /* "fbn", frozen BatchNorm: v[c] = scale_c x[c] + shift_c per channel,
+                               * the same for every example; scale, shift [C] (identity at init),
+                               * set from DP channel statistics by dpt_trainer_feature_norm */
+    DPT_LAYER_TOSEQ      /* (C, H, W) -> (1, [1 +] H W, C): the H W positions as a sequence (ViT
+                          * patch tokens after a stride = kernel convolution), an optional
+                          * learned CLS vector first, learned positions added */
 } dpt_layer_kind;
 /* "linear", "relu", "gelu", "tanh", "sigmoid", "identity", "conv", "maxpool", "avgpool",
  * "flatten", "groupnorm", "scatter", "embedding", "layernorm", "rmsnorm", "plinear", "meanpool",
- * "clspool", "attention", "fbn" ("?" for a value outside the enum): the names of model specs and of the
+ * "clspool", "attention", "fbn", "toseq" ("?" for a value outside the enum): the names of model specs and of the
  * layers' default names ("relu1"). */
 const char *dpt_layer_kind_name(dpt_layer_kind kind);
 
@@ -199,11 +202,13 @@ typedef struct {
  *                                  a sequence model on 16 token ids (stored as floats; "seq:16x8"
  *                                  for 16 positions of 8 floats), the same items plus
  *                                  emb<V>x<D>[nopos], ln, rms, plin<K>[nobias], attn<H>[c],
- *                                  meanpool, clspool
+ *                                  meanpool, clspool, toseq[cls][nopos]
  *                                  on sequences (1, T, D); see docs/nn.md "Sequence layers"
  *   named models: "mnist_cnn" (Opacus MNIST example), "mnist_cnn_tanh" (Tramer & Boneh
  *                                  2021's MNIST CNN: tanh, conv1 padding 2), "resnet5"
- *                                  (DP-ULR Section 4.3, CIFAR-10)
+ *                                  (DP-ULR Section 4.3, CIFAR-10); transformers
+ *                                  "gpt_tiny[:t<T>][:v<V>]", "bert_tiny[:t<T>][:v<V>][:c<C>]",
+ *                                  "vit_mnist[:c<C>]", "vit_cifar[:c<C>]" (docs/nn.md)
  * Allocates every buffer for batches up to max_batch (threads in [0, 1024], 0 = all
  * cores). Unknown or malformed specs are
  * DPT_EINVAL naming the offending part. Parameters start at zero: call dpt_model_init. */
@@ -260,6 +265,13 @@ dpt_status dpt_model_builder_avgpool(dpt_model_builder *b, size_t k, size_t stri
 dpt_status dpt_model_builder_groupnorm(dpt_model_builder *b, size_t groups);
 /* (C, H, W) -> (1, 1, C*H*W); the values are unchanged. */
 dpt_status dpt_model_builder_flatten(dpt_model_builder *b);
+/* Any one item of the spec grammar (docs/nn.md), e.g. "emb256x64", "ln", "rms", "plin192",
+ * "attn4c", "meanpool", "clspool", "toseqcls", "conv16k3p1", "fc10nobias": the layers that
+ * have no call of their own. DPT_EINVAL for an item that does not parse (the spec parser's
+ * message), brackets (use _residual_begin/_end) or a layer that does not fit the shape. The
+ * spec is "seq:T:..." (token ids) or "seq:TxD:..." when the input is (1, T, D) and its first
+ * layer other than activations is a sequence layer (not toseq). */
+dpt_status dpt_model_builder_item(dpt_model_builder *b, const char *item);
 /* A residual group: the layers added between _begin and _end form a block whose input is
  * added to its output. Groups are not nested (DPT_EINVAL at the second _begin); _end
  * refuses an empty group, a group whose output shape differs from its input shape and a
@@ -396,7 +408,10 @@ float *dpt_model_tensor_by_name(dpt_model *m, const char *name, dpt_param_tensor
 typedef enum {
     DPT_LOSS_SOFTMAX_CE = 0, /* -log softmax(o)_y                                      */
     DPT_LOSS_SIGMOID_BCE,    /* sum_k BCE(sigmoid(o_k), [y == k]); K = 1: label in {0,1} */
-    DPT_LOSS_SQUARED         /* 0.5 * ||o - t||^2 with float targets t [B, K]           */
+    DPT_LOSS_SQUARED,        /* 0.5 * ||o - t||^2 with float targets t [B, K]           */
+    DPT_LOSS_TOKEN_CE        /* per-token LM loss: (1/T) sum_t -log softmax(o_t)_{y_t} over the
+                              * T positions, o [B, T V] (position t's V logits at t V), token
+                              * ids y [B, T] as floats (regression targets): dpt_loss_tokens */
 } dpt_loss_kind;
 
 /* Per-example losses loss[B] (NULL to skip) and their gradients dout[B, K] = d loss_i /
@@ -404,7 +419,16 @@ typedef enum {
  * squared error. Numerically stable (log-sum-exp). Labels out of range: DPT_EINVAL. */
 dpt_status dpt_loss(dpt_loss_kind kind, const float *o, size_t B, size_t K,
                     const int32_t *labels, const float *targets, float *loss, float *dout);
-/* Parses "ce" | "bce" | "mse" (also the long names). */
+/* Per-token cross-entropy (DPT_LOSS_TOKEN_CE): o [B, T V] logits of V tokens at each of T
+ * positions, targets [B, T] token ids stored as floats (the next tokens of a language model:
+ * a dataset's regression targets). loss[i] = (1/T) sum_t (logsumexp(o_i,t) - o_i,t,y_t) (NULL to
+ * skip), dout[i, t V + v] = (softmax(o_i,t)_v - [v = y_t]) / T (NULL to skip; not divided by
+ * B): one example's loss is the mean over its positions, so a clipped per-example gradient is
+ * one sequence's. DPT_EINVAL for a target that is not an integer in [0, V) (naming example
+ * and position) or T or V 0. dpt_loss(DPT_LOSS_TOKEN_CE, ...) refuses (it has no T). */
+dpt_status dpt_loss_tokens(const float *o, size_t B, size_t T, size_t V, const float *targets, float *loss,
+                           float *dout);
+/* Parses "ce" | "bce" | "mse" | "token-ce" (also the long names). */
 dpt_status dpt_loss_parse(const char *s, dpt_loss_kind *out);
 dpt_status dpt_init_parse(const char *s, dpt_init_scheme *out);
 

@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 from numpy.typing import ArrayLike
 
 import json
+import math
 import os
 import threading
 
@@ -26,7 +27,8 @@ from . import torch_interop  # imports torch only when a conversion runs
 
 __all__ = ["Model", "from_torch"]
 
-_LOSSES = {"ce": lib.DPT_LOSS_SOFTMAX_CE, "bce": lib.DPT_LOSS_SIGMOID_BCE, "mse": lib.DPT_LOSS_SQUARED}
+_LOSSES = {"ce": lib.DPT_LOSS_SOFTMAX_CE, "bce": lib.DPT_LOSS_SIGMOID_BCE, "mse": lib.DPT_LOSS_SQUARED,
+           "token-ce": lib.DPT_LOSS_TOKEN_CE}
 _LOSS_NAMES = {v: k for k, v in _LOSSES.items()}
 _PREDICT_BATCH = 256
 
@@ -121,7 +123,9 @@ class Model:
                 ledger=ledger, algorithm=algo, delta=_run_delta(ck) if ledger is not None else None,
                 steps=int(lib.dpt_checkpoint_step(ck)), source=source,
                 initial_params=init if isinstance(init, str) else None, path=os.path.realpath(path))
-        m.targets = targets if isinstance(targets, int) and targets == m.output_dim else 0
+        ok = isinstance(targets, int) and targets > 0 and (
+            targets == m.output_dim or m.loss == "token-ce" and m.output_dim % targets == 0)
+        m.targets = targets if ok else 0
         return m
 
     def save(self, path: Union[str, os.PathLike], overwrite: bool = False) -> None:
@@ -290,7 +294,7 @@ class Model:
         from .data import Dataset, as_targets
         x = as_features(x, "x", self.input_dim)
         if self.targets:
-            y = as_targets(y, "y", x.shape[0], self.output_dim)
+            y = as_targets(y, "y", x.shape[0], self.targets)  # token-ce: T ids; mse: output_dim values
             return Dataset(x, y, name="x, y")
         y = as_labels(y, "y", x.shape[0])
         return Dataset(x, y, n_classes=self.output_dim if self.output_dim > 1 else 2, name="x, y")
@@ -298,7 +302,9 @@ class Model:
     def evaluate(self, x: ArrayLike, y: ArrayLike) -> Tuple[float, float]:
         """(mean loss, accuracy) with the training loss, computed by the library; for a model
         trained on regression targets (self.targets > 0), y are targets [n] or [n, k] and the
-        result is (mean loss, mean squared error per target)."""
+        result is (mean loss, mean squared error per target); for a language model (loss
+        "token-ce") y are the next token ids [n, T] and the result is (mean loss per token,
+        perplexity exp(loss))."""
         ds = self._dataset(x, y)
         loss, acc = ffi.new("double *"), ffi.new("double *")
         try:
@@ -306,6 +312,8 @@ class Model:
                 check(lib.dpt_evaluate(self._m, _LOSSES[self.loss], ds.ptr, loss, acc), "evaluate")
         finally:
             ds.free()
+        if self.loss == "token-ce":
+            return loss[0], math.exp(loss[0])
         if self.targets:
             return loss[0], 2.0 * loss[0] / self.output_dim
         return loss[0], acc[0]

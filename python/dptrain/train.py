@@ -260,6 +260,8 @@ class _Progress:
                     parts.append("test acc ema %.2f%%" % (100 * r["test_accuracy_ema"]))
             elif not math.isnan(r.get("test_mse", float("nan"))):  # regression
                 parts.append("test mse %.5g  (rmse %.5g)" % (r["test_mse"], math.sqrt(r["test_mse"])))
+            elif not math.isnan(r.get("test_loss", float("nan"))):  # token-ce
+                parts.append("test loss %.4f  (perplexity %.4g)" % (r["test_loss"], math.exp(r["test_loss"])))
             eps, pld, rdp = r.get("epsilon", float("nan")), r.get("epsilon_pld"), r.get("epsilon_rdp")
             if eps is not None and not math.isnan(eps):  # the headline accountant first, as the CLI
                 if r.get("accountant") == "pld":
@@ -1205,7 +1207,10 @@ def train(
       "poisson-reject", noisy-gd "full"). loss: None = "ce" ("bce"; "mse" with
       regression=True or for autoencoders). init: the initialization scheme.
     regression: y and y_test are real-valued targets trained with the squared error (sgd,
-      dpsgd, pdp-sgd, proportional-noise); the history reports test_mse.
+      dpsgd, pdp-sgd, proportional-noise); the history reports test_mse. With
+      loss="token-ce": y [n, T] are next-token ids (floats holding integers) for a model with
+      V logits at each of T positions (gpt_tiny), the loss the mean over positions of each
+      example's cross-entropy; the history reports test_loss (perplexity exp(test_loss)).
     n_classes: None = the largest label + 1. input_shape: (C, H, W) of flat x.
     seed: 0 = drawn from the OS and kept in out_dir/dptrain.secret; a seed S > 0 makes the
       run reproducible, and whoever knows S can regenerate its batches and noise
@@ -1287,13 +1292,14 @@ def _train_flat(x, y, kwargs):
     if regression:  # real-valued targets, trained with the squared error (dpt_dataset_from_targets)
         if "n_classes" in given:
             raise ValueError("n_classes: not with regression=True (regression targets have no classes)")
-        if "loss" in given and kw["loss"] not in ("mse", "squared", "squared-error", "squared_error"):
-            raise ValueError("loss %r: regression=True trains with the squared error, loss='mse' (the default then)"
-                             % (kw["loss"],))
+        token = "loss" in given and kw["loss"] in ("token-ce", "token_ce")
+        if "loss" in given and not token and kw["loss"] not in ("mse", "squared", "squared-error", "squared_error"):
+            raise ValueError("loss %r: regression=True trains with the squared error, loss='mse' (the default then), "
+                             "or with loss='token-ce' on next-token ids" % (kw["loss"],))
         if algo_name not in _REGRESSION:
             raise ValueError("regression=True: not with algorithm %r (%s train on regression targets)"
                              % (algo_name, ", ".join(_REGRESSION)))
-        kw["loss"] = "mse"
+        kw["loss"] = "token-ce" if token else "mse"
         Y = as_targets(y, "y", X.shape[0])
     else:
         Y = as_labels(y, "y", X.shape[0])

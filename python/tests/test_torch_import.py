@@ -234,7 +234,7 @@ def test_arguments_and_parameters_are_checked():
     with pytest.raises(TypeError, match="give input_shape"):
         dptrain.from_torch(nn.Sequential(nn.Linear(4, 2)))
     with pytest.raises(ValueError, match="input_shape must be"):
-        dptrain.from_torch(nn.Sequential(nn.Linear(4, 2)), (2, 2))
+        dptrain.from_torch(nn.Sequential(nn.Linear(4, 2)), (2, 2, 2, 2))  # (2, 2) is a sequence (T, D) now
     with pytest.raises(dptrain.InvalidArgumentError, match="has no layers"):
         dptrain.from_torch(nn.Sequential(), (4,))
     net = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))

@@ -46,19 +46,34 @@ static int format_mlp(const dpt_model_builder *b, char *buf, size_t cap) {
     return w < cap ? 1 : -1;
 }
 
+/* Sequence layers other than toseq (which reads an image) */
+static int is_seq_kind(dpt_layer_kind k) {
+    return k == DPT_LAYER_EMBEDDING || k == DPT_LAYER_LAYERNORM || k == DPT_LAYER_RMSNORM ||
+           k == DPT_LAYER_SEQLINEAR || k == DPT_LAYER_ATTENTION || k == DPT_LAYER_MEANPOOL || k == DPT_LAYER_CLSPOOL;
+}
+
 /* Writes the canonical spec of items [0, n) into buf; -1 when it does not fit in cap. */
 static int format_spec(const dpt_model_builder *b, char *buf, size_t cap) {
     int r = format_mlp(b, buf, cap);
     if (r) return r;
+    /* "seq:T" (token ids) or "seq:TxD" when a sequence layer reads the input (the first
+     * layer other than activations) */
+    size_t first = 0;
+    while (first < b->n_items && is_activation(b->items[first].kind)) first++;
+    const int seq = b->in_shape[0] == 1 && first < b->n_items && is_seq_kind(b->items[first].kind);
     /* ":nobias" once when no weight layer has a bias, else "nobias" on the items without */
     size_t n_weight = 0, n_nobias = 0;
     for (size_t l = 0; l < b->n_items; l++)
-        if (b->items[l].kind == DPT_LAYER_LINEAR || b->items[l].kind == DPT_LAYER_CONV2D) {
+        if (b->items[l].kind == DPT_LAYER_LINEAR || b->items[l].kind == DPT_LAYER_CONV2D ||
+            b->items[l].kind == DPT_LAYER_SEQLINEAR) {
             n_weight++;
             n_nobias += b->items[l].nobias != 0;
         }
     const int global = n_weight > 0 && n_nobias == n_weight;
-    size_t w = (size_t)snprintf(buf, cap, "cnn:%zux%zux%zu:", b->in_shape[0], b->in_shape[1], b->in_shape[2]);
+    size_t w;
+    if (seq && b->in_shape[2] == 1) w = (size_t)snprintf(buf, cap, "seq:%zu:", b->in_shape[1]);
+    else if (seq) w = (size_t)snprintf(buf, cap, "seq:%zux%zu:", b->in_shape[1], b->in_shape[2]);
+    else w = (size_t)snprintf(buf, cap, "cnn:%zux%zux%zu:", b->in_shape[0], b->in_shape[1], b->in_shape[2]);
     for (size_t l = 0; l < b->n_items && w < cap; l++) {
         dpt_spec_item it = b->items[l];
         if (global) it.nobias = 0;
@@ -183,6 +198,19 @@ dpt_status dpt_model_builder_groupnorm(dpt_model_builder *b, size_t groups) {
 dpt_status dpt_model_builder_flatten(dpt_model_builder *b) {
     dpt_spec_item it = {.kind = DPT_LAYER_FLATTEN};
     return add_item(b, "dpt_model_builder_flatten", it);
+}
+
+dpt_status dpt_model_builder_item(dpt_model_builder *b, const char *item) {
+    static const char *F = "dpt_model_builder_item";
+    DPT_CHECK(item, DPT_EINVAL, "%s: item is NULL", F);
+    dpt_spec_item it;
+    dpt_status st = dpt_spec_item_parse(item, &it);
+    if (st != DPT_OK) return dpt_error_context(st, F);
+    DPT_CHECK(!it.res_open && !it.res_close, DPT_EINVAL,
+              "%s: '%s': give residual groups with dpt_model_builder_residual_begin and _end, not brackets", F, item);
+    DPT_CHECK(it.kind != DPT_LAYER_SCATTER || (b && b->n_items == 0), DPT_EINVAL,
+              "%s: '%s': the scattering layer can only be the first layer", F, item);
+    return add_item(b, F, it);
 }
 
 /* ==== Residual groups ==== */

@@ -179,6 +179,7 @@ const char *dpt_layer_kind_name(dpt_layer_kind kind) {
     case DPT_LAYER_CLSPOOL: return "clspool";
     case DPT_LAYER_ATTENTION: return "attention";
     case DPT_LAYER_CHANNEL_AFFINE: return "fbn";
+    case DPT_LAYER_TOSEQ: return "toseq";
     }
     return "?";
 }

@@ -178,6 +178,9 @@ dpt_status DPT_ISA_NAME(dpt_loss)(dpt_loss_kind kind, const float *o, size_t B, 
         }
         return DPT_OK;
     }
+    case DPT_LOSS_TOKEN_CE:
+        return dpt_set_error(DPT_EINVAL, "token cross-entropy loss: the number of positions is not known here: call "
+                                         "dpt_loss_tokens");
     case DPT_LOSS_SQUARED:
         DPT_CHECK(targets || B == 0, DPT_EINVAL, "squared-error loss needs targets");
         for (size_t i = 0; i < B; i++) {
@@ -202,6 +205,41 @@ dpt_status dpt_loss(dpt_loss_kind kind, const float *o, size_t B, size_t K, cons
 #endif
 
 #if !DPT_ISA_V3_TU
+/* ==== per-token cross-entropy ==== */
+
+/* Each example's T rows of V logits through the softmax cross-entropy above (dpt_loss, in
+ * blocks of TOK_ROWS positions with their labels on the stack: no allocation), then the
+ * mean over positions: loss_i = (1/T) sum_t l_t in double, dout rows scaled by 1/T. */
+#define TOK_ROWS 256
+dpt_status dpt_loss_tokens(const float *o, size_t B, size_t T, size_t V, const float *targets, float *loss,
+                           float *dout) {
+    DPT_CHECK(T >= 1 && V >= 1, DPT_EINVAL, "token cross-entropy loss: %s is 0", T ? "the vocabulary" : "T");
+    DPT_CHECK(targets || B == 0, DPT_EINVAL, "token cross-entropy loss needs targets (the token ids)");
+    int32_t lab[TOK_ROWS];
+    float lrow[TOK_ROWS];
+    const float inv = 1.0f / (float)T;
+    for (size_t i = 0; i < B; i++) {
+        double s = 0.0;
+        for (size_t t0 = 0; t0 < T; t0 += TOK_ROWS) {
+            const size_t n = T - t0 < TOK_ROWS ? T - t0 : TOK_ROWS;
+            for (size_t t = 0; t < n; t++) {
+                const float y = targets[i * T + t0 + t];
+                DPT_CHECK(y >= 0.0f && y < (float)V && y == floorf(y), DPT_EINVAL, /* NaN fails too */
+                          "token cross-entropy loss: target %g of example %zu, position %zu is not a token id in "
+                          "[0, %zu)", (double)y, i, t0 + t, V);
+                lab[t] = (int32_t)y;
+            }
+            const size_t r = i * T + t0; /* first row */
+            DPT_TRY(dpt_loss(DPT_LOSS_SOFTMAX_CE, o + r * V, n, V, lab, NULL, lrow, dout ? dout + r * V : NULL));
+            for (size_t t = 0; t < n; t++) s += lrow[t];
+        }
+        if (loss) loss[i] = (float)(s / (double)T);
+        if (dout)
+            for (size_t j = i * T * V; j < (i + 1) * T * V; j++) dout[j] *= inv;
+    }
+    return DPT_OK;
+}
+
 dpt_status dpt_loss_parse(const char *s, dpt_loss_kind *out) {
     static const struct {
         const char *name;
@@ -211,13 +249,14 @@ dpt_status dpt_loss_parse(const char *s, dpt_loss_kind *out) {
              {"bce", DPT_LOSS_SIGMOID_BCE},       {"sigmoid-bce", DPT_LOSS_SIGMOID_BCE},
              {"sigmoid_bce", DPT_LOSS_SIGMOID_BCE}, {"binary-cross-entropy", DPT_LOSS_SIGMOID_BCE},
              {"mse", DPT_LOSS_SQUARED},           {"squared", DPT_LOSS_SQUARED},
-             {"squared-error", DPT_LOSS_SQUARED}, {"squared_error", DPT_LOSS_SQUARED}};
+             {"squared-error", DPT_LOSS_SQUARED}, {"squared_error", DPT_LOSS_SQUARED},
+             {"token-ce", DPT_LOSS_TOKEN_CE},     {"token_ce", DPT_LOSS_TOKEN_CE}};
     DPT_CHECK(s && out, DPT_EINVAL, "loss: NULL argument");
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (!strcmp(s, t[i].name)) {
             *out = t[i].v;
             return DPT_OK;
         }
-    return dpt_set_error(DPT_EINVAL, "unknown loss '%s' (expected ce|bce|mse)", s);
+    return dpt_set_error(DPT_EINVAL, "unknown loss '%s' (expected ce|bce|mse|token-ce)", s);
 }
 #endif

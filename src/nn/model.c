@@ -60,6 +60,7 @@ dpt_status dpt_spec_item_setup(dpt_layer *L, const dpt_spec_item *it, const size
     case DPT_LAYER_MEANPOOL:
     case DPT_LAYER_CLSPOOL: return dpt_layer_seqpool_setup(L, it->kind, in_shape);
     case DPT_LAYER_ATTENTION: return dpt_layer_attention_setup(L, in_shape, it->n, it->causal);
+    case DPT_LAYER_TOSEQ: return dpt_layer_toseq_setup(L, in_shape, it->cls, !it->nopos);
     default:
         dpt_layer_act_setup(L, it->kind, n_in);
         memcpy(L->in_shape, in_shape, sizeof L->in_shape);
@@ -89,7 +90,7 @@ static dpt_status build_cnn(dpt_model *m, const char *spec, const dpt_spec *sp) 
               DPT_EINVAL, "model spec '%s': input %zux%zux%zu is larger than %zu values", spec, shape[0], shape[1],
               shape[2], DPT_SPEC_MAX_WIDTH);
     size_t n_conv = 0, n_act = 0, n_pool = 0, n_gn = 0, n_fc = 0, n_flat = 0, n_scat = 0, res_src = 0;
-    size_t n_emb = 0, n_ln = 0, n_rms = 0, n_plin = 0, n_spool = 0, n_attn = 0, n_fbn = 0;
+    size_t n_emb = 0, n_ln = 0, n_rms = 0, n_plin = 0, n_spool = 0, n_attn = 0, n_fbn = 0, n_toseq = 0;
     for (size_t l = 0; l < sp->n_items; l++) {
         const dpt_spec_item *it = &sp->items[l];
         dpt_layer *L = &m->layers[l];
@@ -120,6 +121,7 @@ static dpt_status build_cnn(dpt_model *m, const char *spec, const dpt_spec *sp) 
         case DPT_LAYER_CLSPOOL: snprintf(L->name, sizeof L->name, "seqpool%zu", ++n_spool); break;
         case DPT_LAYER_ATTENTION: snprintf(L->name, sizeof L->name, "attn%zu", ++n_attn); break;
         case DPT_LAYER_CHANNEL_AFFINE: snprintf(L->name, sizeof L->name, "fbn%zu", ++n_fbn); break;
+        case DPT_LAYER_TOSEQ: snprintf(L->name, sizeof L->name, "toseq%zu", ++n_toseq); break;
         default: snprintf(L->name, sizeof L->name, "%s%zu", dpt_layer_kind_name(it->kind), ++n_act); break;
         }
         if (st == DPT_OK && it->res_close) {

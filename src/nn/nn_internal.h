@@ -104,6 +104,8 @@ dpt_status dpt_layer_seqlinear_setup(dpt_layer *L, const size_t in_shape[3], siz
 dpt_status dpt_layer_seqpool_setup(dpt_layer *L, dpt_layer_kind kind, const size_t in_shape[3]);
 /* Multi-head attention core on (1, T, 3D) queries, keys, values (layer_attention.c). */
 dpt_status dpt_layer_attention_setup(dpt_layer *L, const size_t in_shape[3], size_t heads, int causal);
+/* (C, H, W) -> (1, [1 +] H W, C) with a learned CLS vector (cls) and positions (layer_toseq.c). */
+dpt_status dpt_layer_toseq_setup(dpt_layer *L, const size_t in_shape[3], int cls, int positions);
 
 /* ==== Model specs ==== */
 
@@ -119,7 +121,8 @@ typedef struct {
     int res_open, res_close;
     int nobias;          /* conv, fc, plin: "nobias" suffix (the layer has no bias) */
     int ws;              /* conv: "ws" suffix (weight standardization) */
-    int nopos;           /* emb: "nopos" suffix (no position table) */
+    int nopos;           /* emb, toseq: "nopos" suffix (no position table) */
+    int cls;             /* toseq: "cls" suffix (a learned CLS vector first) */
     int causal;          /* attn: "c" suffix (causal attention); n = heads */
 } dpt_spec_item;
 
@@ -137,6 +140,9 @@ typedef struct {
 /* Parses "mlp:784-128-10:gelu[:nobias]", "cnn:..." and the named models (docs/nn.md);
  * DPT_EINVAL naming the bad part. */
 dpt_status dpt_spec_parse(const char *spec, dpt_spec *out);
+/* Parses one item ("plin64", "attn4c", "emb256x64nopos"; brackets are kept in res_open and
+ * res_close); DPT_EINVAL naming the item, as in a spec. */
+dpt_status dpt_spec_item_parse(const char *item, dpt_spec_item *it);
 /* Writes one "cnn:" item in the form the parser reads ("[conv32k3p1", "maxpool2s1",
  * "fc10nobias]"), defaults left out: the builder's canonical spec. snprintf's return. */
 int dpt_spec_item_format(const dpt_spec_item *it, char *buf, size_t cap);

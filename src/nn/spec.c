@@ -45,6 +45,69 @@ static const struct {
                 "avgpool2,flatten,fc10"},
 };
 
+/* Transformers (docs/nn.md "Named models"): width 64, 2 pre-LN blocks of 4-head attention
+ * and a GELU MLP of width 4 x 64 (each block [ln,plin192,attn4,plin64],[ln,plin256,gelu,plin64]),
+ * a final LayerNorm, then a head. Options after the name, each at most once:
+ * t<T> positions, v<V> vocabulary, c<C> classes, with the defaults below.
+ *   gpt_tiny[:t<T>][:v<V>]       causal LM body and head: seq:T:emb<V>x64,<blocks c>,ln,plin<V>
+ *                                (per-position logits over the V tokens, (1, T, V))
+ *   bert_tiny[:t<T>][:v<V>][:c<C>]  bidirectional encoder classifier: ...,ln,meanpool,fc<C>
+ *   vit_mnist[:c<C>], vit_cifar[:c<C>]  ViT on 1x28x28 / 3x32x32: 4x4 patches (a stride-4
+ *                                convolution to 64 channels), a CLS vector and positions
+ *                                (toseqcls), the blocks, ln, clspool, fc<C> */
+static int read_num(const char **p, const char *end, size_t *v, int zero_ok);
+
+#define XF_BLOCK(c) "[ln,plin192,attn4" c ",plin64],[ln,plin256,gelu,plin64]"
+static const struct {
+    const char *name, *opts;   /* opts: the letters the model takes */
+    size_t T, V, C;            /* defaults */
+    const char *fmt;           /* printf format of the spec; arguments in the order of opts */
+} xformers[] = {
+    {"gpt_tiny", "tv", 64, 256, 0, "seq:%zu:emb%zux64," XF_BLOCK("c") "," XF_BLOCK("c") ",ln,plin%zu"},
+    {"bert_tiny", "tvc", 64, 256, 2, "seq:%zu:emb%zux64," XF_BLOCK("") "," XF_BLOCK("") ",ln,meanpool,fc%zu"},
+    {"vit_mnist", "c", 0, 0, 10, "cnn:1x28x28:conv64k4s4,toseqcls," XF_BLOCK("") "," XF_BLOCK("") ",ln,clspool,fc%zu"},
+    {"vit_cifar", "c", 0, 0, 10, "cnn:3x32x32:conv64k4s4,toseqcls," XF_BLOCK("") "," XF_BLOCK("") ",ln,clspool,fc%zu"},
+};
+
+/* The spec of a named transformer with its options ("gpt_tiny:t128:v96") in buf; 0 when
+ * `spec` does not start with such a name (then buf is unused). */
+static dpt_status expand_xformer(const char *spec, char *buf, size_t cap, int *found) {
+    char bad[96];
+    *found = 0;
+    const char *colon = strchr(spec, ':');
+    const size_t n = colon ? (size_t)(colon - spec) : strlen(spec);
+    size_t j = 0;
+    while (j < sizeof xformers / sizeof xformers[0] &&
+           !(strlen(xformers[j].name) == n && !strncmp(spec, xformers[j].name, n)))
+        j++;
+    if (j == sizeof xformers / sizeof xformers[0]) return DPT_OK;
+    *found = 1;
+    size_t v[3] = {xformers[j].T, xformers[j].V, xformers[j].C}; /* t, v, c */
+    int seen[3] = {0, 0, 0};
+    const char *p = colon;
+    while (p && *p == ':') {
+        p++;
+        const char *e = strchr(p, ':');
+        if (!e) e = p + strlen(p);
+        const char *letter = *p ? strchr("tvc", *p) : NULL, *q = p + 1;
+        const int k = letter ? (int)(letter - "tvc") : -1;
+        DPT_CHECK(k >= 0 && strchr(xformers[j].opts, *p) && !seen[k] && read_num(&q, e, &v[k], 0) && q == e,
+                  DPT_EINVAL, "model spec '%s': '%s' is not an option of %s (it takes %s, each at most once)", spec,
+                  part(p, (size_t)(e - p), bad, sizeof bad), xformers[j].name,
+                  !strcmp(xformers[j].opts, "tv")    ? "t<positions>, v<vocabulary>"
+                  : !strcmp(xformers[j].opts, "tvc") ? "t<positions>, v<vocabulary>, c<classes>"
+                                                     : "c<classes>");
+        seen[k] = 1;
+        p = e;
+    }
+    int w;
+    if (!strcmp(xformers[j].opts, "tv")) w = snprintf(buf, cap, xformers[j].fmt, v[0], v[1], v[1]);
+    else if (!strcmp(xformers[j].opts, "tvc")) w = snprintf(buf, cap, xformers[j].fmt, v[0], v[1], v[2]);
+    else w = snprintf(buf, cap, xformers[j].fmt, v[2]);
+    DPT_ASSERT(w > 0 && (size_t)w < cap);
+    return DPT_OK;
+}
+
 /* ==== Convolutional specs ==== */
 
 /* Reads a whole number (1..DPT_SPEC_MAX_WIDTH; 0 allowed when zero_ok) at *p and advances. */
@@ -156,6 +219,11 @@ static dpt_status parse_item(const char *spec, const char *p, const char *end, d
         q = p + 4;
         ok = read_num(&q, end, &it->n, 0);
         if (ok && q < end && *q == 'c') q++, it->causal = 1;
+    } else if (prefix(p, end, "toseq")) {
+        it->kind = DPT_LAYER_TOSEQ;
+        q = p + 5;
+        if (prefix(q, end, "cls")) q += 3, it->cls = 1;
+        if (prefix(q, end, "nopos")) q += 5, it->nopos = 1;
     } else if (prefix(p, end, "fc")) {
         it->kind = DPT_LAYER_LINEAR;
         q = p + 2;
@@ -169,9 +237,13 @@ static dpt_status parse_item(const char *spec, const char *p, const char *end, d
                              "model spec '%s': '%s' is not a layer (expected conv<C>k<k>[s<s>][p<p>][ws][nobias], "
                              "maxpool<k>[s<s>], avgpool<k>[s<s>], gn<groups>, fbn, flatten, fc<K>[nobias], "
                              "scatter[j<J>][l<L>], emb<V>x<D>[nopos], ln, rms, plin<K>[nobias], attn<heads>[c], meanpool, "
-                             "clspool, relu|gelu|tanh|sigmoid|identity, optionally in [...] for a residual group)",
+                             "clspool, toseq[cls][nopos], relu|gelu|tanh|sigmoid|identity, optionally in [...] for a residual group)",
                              spec, part(p0, (size_t)(end - p0) + (size_t)it->res_close, bad, sizeof bad));
     return DPT_OK;
+}
+
+dpt_status dpt_spec_item_parse(const char *item, dpt_spec_item *it) {
+    return parse_item(item, item, item + strlen(item), it);
 }
 
 int dpt_spec_item_format(const dpt_spec_item *it, char *buf, size_t cap) {
@@ -206,6 +278,9 @@ int dpt_spec_item_format(const dpt_spec_item *it, char *buf, size_t cap) {
     case DPT_LAYER_RMSNORM: snprintf(body, sizeof body, "rms"); break;
     case DPT_LAYER_SEQLINEAR: snprintf(body, sizeof body, "plin%zu%s", it->n, it->nobias ? "nobias" : ""); break;
     case DPT_LAYER_ATTENTION: snprintf(body, sizeof body, "attn%zu%s", it->n, it->causal ? "c" : ""); break;
+    case DPT_LAYER_TOSEQ:
+        snprintf(body, sizeof body, "toseq%s%s", it->cls ? "cls" : "", it->nopos ? "nopos" : "");
+        break;
     default: snprintf(body, sizeof body, "%s", dpt_layer_kind_name(it->kind)); break;
     }
     return snprintf(buf, cap, "%s%s%s", it->res_open ? "[" : "", body, it->res_close ? "]" : "");
@@ -274,6 +349,10 @@ dpt_status dpt_spec_parse(const char *spec, dpt_spec *out) {
     memset(out, 0, sizeof *out);
     for (size_t j = 0; j < sizeof named / sizeof named[0]; j++)
         if (!strcmp(spec, named[j].name)) spec = named[j].spec;
+    char xf[512];
+    int found;
+    DPT_TRY(expand_xformer(spec, xf, sizeof xf, &found));
+    if (found) spec = xf;
     if (!strncmp(spec, "cnn:", 4)) {
         out->cnn = 1;
         out->has_bias = 1;
@@ -297,7 +376,7 @@ dpt_status dpt_spec_parse(const char *spec, dpt_spec *out) {
     } else {
         return dpt_set_error(DPT_EINVAL,
                              "model spec '%s': unknown model kind '%s' (expected mlp, ae, cnn, seq, or a named model: "
-                             "mnist_cnn, mnist_cnn_tanh, resnet5)",
+                             "mnist_cnn, mnist_cnn_tanh, resnet5, gpt_tiny, bert_tiny, vit_mnist, vit_cifar)",
                              spec, part(spec, klen, bad, sizeof bad));
     }
     DPT_CHECK(colon && colon[1] && colon[1] != ':', DPT_EINVAL,

@@ -42,7 +42,11 @@ dpt_status dpt_train_forward_backward(dpt_trainer *t, dpt_chunk_bufs *b, const f
     DPT_CHECK(!tg || tg != x || m->in_dim == m->out_dim, DPT_EINVAL,
               "squared-error loss reconstructs the input, but the model maps %zu inputs to %zu outputs", m->in_dim,
               m->out_dim);
-    DPT_TRY(dpt_loss(t->cfg.loss, dpt_model_output(m), bc, m->out_dim, y, tg, b->loss, b->dout));
+    if (t->cfg.loss == DPT_LOSS_TOKEN_CE) /* T = t_dim target tokens, V = out_dim / T (dpt_trainer_new checked) */
+        DPT_TRY(dpt_loss_tokens(dpt_model_output(m), bc, t->train->t_dim, m->out_dim / t->train->t_dim, tg, b->loss,
+                                b->dout));
+    else
+        DPT_TRY(dpt_loss(t->cfg.loss, dpt_model_output(m), bc, m->out_dim, y, tg, b->loss, b->dout));
     double ls = 0;
     for (size_t i = 0; i < bc; i++) ls += b->loss[i];
     *loss_sum = ls;

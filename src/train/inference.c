@@ -44,7 +44,7 @@ static dpt_status parse_state(dpt_checkpoint *ck) {
     const cJSON *loss = cfg ? cJSON_GetObjectItemCaseSensitive(cfg, "loss") : NULL;
     if (loss) {
         const double v = cJSON_IsNumber(loss) ? loss->valuedouble : -1;
-        if (v != DPT_LOSS_SOFTMAX_CE && v != DPT_LOSS_SIGMOID_BCE && v != DPT_LOSS_SQUARED)
+        if (v != DPT_LOSS_SOFTMAX_CE && v != DPT_LOSS_SIGMOID_BCE && v != DPT_LOSS_SQUARED && v != DPT_LOSS_TOKEN_CE)
             s = dpt_set_error(DPT_EFORMAT, "%s: the training state's config.loss is not a known loss", ck->path);
         else
             ck->loss = (dpt_loss_kind)v;

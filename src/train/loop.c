@@ -70,7 +70,8 @@ static dpt_status validate_config(const dpt_train_config *c, const dpt_dataset *
               c->threads);
     DPT_CHECK(c->target_epsilon >= 0 && isfinite(c->target_epsilon), DPT_EINVAL,
               "target_epsilon must be >= 0 and finite (0 = no target), got %g", c->target_epsilon);
-    DPT_CHECK(c->loss == DPT_LOSS_SOFTMAX_CE || c->loss == DPT_LOSS_SIGMOID_BCE || c->loss == DPT_LOSS_SQUARED,
+    DPT_CHECK(c->loss == DPT_LOSS_SOFTMAX_CE || c->loss == DPT_LOSS_SIGMOID_BCE || c->loss == DPT_LOSS_SQUARED ||
+                  c->loss == DPT_LOSS_TOKEN_CE,
               DPT_EINVAL, "dpt_train_config.loss: unknown loss kind %d", (int)c->loss);
     if (c->run_json) { /* stored in every checkpoint as the object "run": never dropped silently */
         cJSON *rj = cJSON_Parse(c->run_json);
@@ -250,16 +251,24 @@ static dpt_status check_regression(const dpt_train_config *cfg, const dpt_datase
     if (!train->t) {
         DPT_CHECK(!test || !test->t, DPT_EINVAL, "the test set has regression targets (%zu per example) but the "
                   "training set has class labels", test->t_dim);
+        DPT_CHECK(cfg->loss != DPT_LOSS_TOKEN_CE, DPT_EINVAL, "the token cross-entropy loss needs the next tokens as "
+                  "targets (T token ids per example, as regression targets), but the training set has class labels");
         return DPT_OK;
     }
     DPT_CHECK(algo->regression, DPT_ENOTSUP, "algorithm %s does not train on regression data (real-valued targets); "
               "sgd, dpsgd, pdp-sgd and proportional-noise do", algo->name);
-    DPT_CHECK(cfg->loss == DPT_LOSS_SQUARED, DPT_EINVAL, "regression data (real-valued targets) need the squared-error "
-              "loss (dpt_train_config.loss = DPT_LOSS_SQUARED, \"mse\"), not %s",
+    DPT_CHECK(cfg->loss == DPT_LOSS_SQUARED || cfg->loss == DPT_LOSS_TOKEN_CE, DPT_EINVAL, "regression data "
+              "(real-valued targets) need the squared-error loss (dpt_train_config.loss = DPT_LOSS_SQUARED, \"mse\") "
+              "or, for token ids, the token cross-entropy (\"token-ce\"), not %s",
               cfg->loss == DPT_LOSS_SOFTMAX_CE ? "softmax cross-entropy" : "binary cross-entropy");
-    DPT_CHECK(m->out_dim == train->t_dim, DPT_EINVAL, "model_spec '%s' has %zu outputs but the data have %zu "
-              "regression target%s per example", cfg->model_spec, m->out_dim, train->t_dim,
-              train->t_dim == 1 ? "" : "s");
+    if (cfg->loss == DPT_LOSS_TOKEN_CE)
+        DPT_CHECK(m->out_dim % train->t_dim == 0, DPT_EINVAL, "model_spec '%s' has %zu outputs, not V logits for each "
+                  "of the %zu target tokens per example (the token cross-entropy reads position t's V logits at "
+                  "t V)", cfg->model_spec, m->out_dim, train->t_dim);
+    else
+        DPT_CHECK(m->out_dim == train->t_dim, DPT_EINVAL, "model_spec '%s' has %zu outputs but the data have %zu "
+                  "regression target%s per example", cfg->model_spec, m->out_dim, train->t_dim,
+                  train->t_dim == 1 ? "" : "s");
     DPT_CHECK(!test || test->t_dim == train->t_dim, DPT_EINVAL, "the test set has %s but the training set has %zu "
               "regression target%s per example", test && test->t ? "another number of targets" : "class labels",
               train->t_dim, train->t_dim == 1 ? "" : "s");
@@ -544,7 +553,18 @@ dpt_status dpt_eval_range_from(dpt_model *m, dpt_loss_kind loss, const dpt_datas
                                           "are for prediction only)", d->source[0] ? d->source : "the dataset");
             break;
         }
-        if (d->t) {
+        if (d->t && loss == DPT_LOSS_TOKEN_CE) {
+            if (K % d->t_dim) {
+                s = dpt_set_error(DPT_EINVAL, "evaluate: %s has %zu target tokens per example, but the model's %zu "
+                                              "outputs are not V logits for each", d->source[0] ? d->source : "the dataset",
+                                  d->t_dim, K);
+                break;
+            }
+        } else if (!d->t && loss == DPT_LOSS_TOKEN_CE) {
+            s = dpt_set_error(DPT_EINVAL, "evaluate: the token cross-entropy loss needs target tokens, but %s has "
+                                          "class labels", d->source[0] ? d->source : "the dataset");
+            break;
+        } else if (d->t) {
             if (loss != DPT_LOSS_SQUARED || d->t_dim != K) {
                 s = dpt_set_error(DPT_EINVAL, "evaluate: %s has %zu regression target%s per example: it needs the "
                                               "squared-error loss and a model with as many outputs (the model has %zu)",
@@ -556,7 +576,9 @@ dpt_status dpt_eval_range_from(dpt_model *m, dpt_loss_kind loss, const dpt_datas
                                           "%zu inputs to %zu outputs", d->dim, K);
             break;
         }
-        if ((s = dpt_loss(loss, o, bc, K, y, tg, lbuf, NULL)) != DPT_OK) break;
+        if (loss == DPT_LOSS_TOKEN_CE) s = dpt_loss_tokens(o, bc, d->t_dim, K / d->t_dim, tg, lbuf, NULL);
+        else s = dpt_loss(loss, o, bc, K, y, tg, lbuf, NULL);
+        if (s != DPT_OK) break;
         for (size_t i = 0; i < bc; i++) {
             lsum += lbuf[i];
             if (!y) continue; /* regression: no accuracy */
@@ -1310,7 +1332,7 @@ static dpt_status compute_result(dpt_trainer *t, int partial, size_t in_epoch, s
         } else {
             DPT_TRY(dpt_evaluate(t->model, t->cfg.loss, t->test, &r->test_loss, &r->test_accuracy));
         }
-        if (t->test->t) r->test_mse = 2.0 * r->test_loss / (double)t->test->t_dim;
+        if (t->test->t && t->cfg.loss == DPT_LOSS_SQUARED) r->test_mse = 2.0 * r->test_loss / (double)t->test->t_dim;
         if (t->ema) {
             /* the same test set under the average: swapped in, evaluated, swapped back */
             const size_t P = t->model->n_params;
@@ -1345,7 +1367,8 @@ static dpt_status record_line(dpt_trainer *t, dpt_epoch_result *r, char **line) 
     if (!t->algo->is_private) json_add_exact(o, "train_loss", r->train_loss);
     if (t->test) {
         json_add_exact(o, "test_loss", r->test_loss);
-        if (t->test->t) json_add_exact(o, "test_mse", r->test_mse); /* regression: no accuracy */
+        if (t->test->t && t->cfg.loss == DPT_LOSS_SQUARED) json_add_exact(o, "test_mse", r->test_mse); /* no accuracy */
+        else if (t->test->t) json_add_exact(o, "test_perplexity", exp(r->test_loss)); /* token-ce: exp(mean loss) */
         else json_add_exact(o, "test_accuracy", r->test_accuracy);
         if (t->ema) {
             json_add_exact(o, "test_loss_ema", r->test_loss_ema);

@@ -57,6 +57,7 @@ static void fuzz_seeds(const char *dir) {
         "\0mlp:784-128-10:relu", "\0mlp:4-3-2:gelu:nobias", "\0ae:6-3-6:tanh", "\0mnist_cnn", "\0resnet5",
         "\0cnn:1x8x8:conv4k3s1p1,relu,maxpool2s1,conv4k3,tanh,avgpool2,flatten,fc10",
         "\0cnn:3x8x8:conv8k3p1,relu,[conv8k3p1],relu,gn2,flatten,fc4:nobias",
+        "\0gpt_tiny:t8:v16", "\0bert_tiny:t4:c3", "\0cnn:2x4x4:conv4k2s2,toseqcls,[ln,plin12,attn2c,plin4],clspool",
         "\1adam", "\1sgd", "\2constant", "\2step:0.85:10", "\2exp:0.99", "\3ce", "\3mse", "\4default",
         "\5flat", "\5per-layer", "\6zero"};
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
