@@ -153,8 +153,9 @@ static dpt_status parse_item(const char *spec, const char *p, const char *end, d
         return dpt_set_error(DPT_EINVAL,
                              "model spec '%s': '%s': BatchNorm is not available: it normalizes with statistics of "
                              "the whole batch, so one example's output depends on the others and per-example "
-                             "gradients (and DP-SGD's clipping) are not defined; use GroupNorm (gn<groups>), or fbn (frozen BatchNorm: "
-                             "fixed channel statistics, e.g. DP ones from --feature-norm dp)",
+                             "gradients (and DP-SGD's clipping) are not defined; use GroupNorm (gn<groups>), or fbn "
+                             "(frozen BatchNorm: fixed channel statistics, e.g. DP ones from "
+                             "dpt_trainer_feature_norm)",
                              spec, part(p0, (size_t)(end - p0) + (size_t)it->res_close, bad, sizeof bad));
     }
     for (size_t j = 0; j < sizeof act_names / sizeof act_names[0]; j++)

@@ -24,7 +24,7 @@ static dpt_status find_layer(const dpt_trainer *t, size_t *out) {
     DPT_CHECK(n == 1, DPT_EINVAL, "feature normalization: the model %s has %zu fbn layers; it needs exactly one (its "
               "input's channel statistics set it)", m->spec, n);
     DPT_CHECK(t->frozen && t->frozen[lf], DPT_EINVAL, "feature normalization: layer %s is not frozen: add it to "
-              "dpt_train_config.freeze (--freeze %s) so that training keeps the DP statistics", m->layers[lf].name,
+              "dpt_train_config.freeze (\"%s\") so that training keeps the DP statistics", m->layers[lf].name,
               m->layers[lf].name);
     for (size_t l = 0; l < lf; l++)
         DPT_CHECK(!dpt_train_layer_trains(t, l), DPT_EINVAL, "feature normalization: layer %s below %s trains, so "
