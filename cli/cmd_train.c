@@ -169,11 +169,12 @@ static int ui_on_epoch(void *user, const dpt_epoch_result *r) {
     if (r->partial)
         snprintf(where, sizeof where, " (stopped after %zu of %zu steps)", r->steps_in_epoch, r->steps_per_epoch);
     if (!isnan(r->train_loss)) snprintf(loss, sizeof loss, "  train loss %.4f", r->train_loss);
-    if (!isnan(r->test_accuracy))
+    if (!isnan(r->test_accuracy)) {
         snprintf(test, sizeof test, "  test loss %.4f  test acc %.2f%%", r->test_loss, 100.0 * r->test_accuracy);
-    if (!isnan(r->test_accuracy) && !isnan(r->test_accuracy_ema)) {
-        const size_t w = strlen(test);
-        snprintf(test + w, sizeof test - w, "  test acc ema %.2f%%", 100.0 * r->test_accuracy_ema);
+        if (!isnan(r->test_accuracy_ema)) { /* --ema: the averaged parameters' accuracy beside it */
+            const size_t w = strlen(test);
+            snprintf(test + w, sizeof test - w, "  test acc ema %.2f%%", 100.0 * r->test_accuracy_ema);
+        }
     } else if (!isnan(r->test_mse)) /* regression */
         snprintf(test, sizeof test, "  test mse %.5g  (rmse %.5g)", r->test_mse, sqrt(r->test_mse));
     else if (!isnan(r->test_loss)) /* token-ce: the mean loss per token and its perplexity */

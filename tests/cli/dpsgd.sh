@@ -32,6 +32,9 @@ expect_fail "--clip-mode" "$BIN" train "${C[@]}" --sigma 1 --clip-mode layer --o
 
 # a run: notice, epsilon per epoch, ledger sidecar
 expect_ok "$BIN" train "${C[@]}" --sigma 1.2 --batch-size 60 --epochs 2 --out "$T/run"
+# a classifier's epoch lines give the test accuracy (a merge once printed a perplexity there)
+check '[ "$(grep -Ec "^epoch [12]/2 .* test loss [0-9.]+  test acc [0-9.]+%  epsilon" <<<"$LAST_OUT")" = 2 ] &&
+       ! grep -q perplexity <<<"$LAST_OUT"' "epoch lines without the test accuracy: $LAST_OUT"
 check 'grep -q "seed drawn from the OS" <<<"$LAST_OUT"' "OS-seed notice missing"
 check '! grep -q "SEEDED" <<<"$LAST_OUT"' "an OS-seeded run called seeded"
 check '[ "$(stat -c %a "$T/run/dptrain.secret")" = 600 ] && ! grep -q "\"seed\"" "$T/run/checkpoint.safetensors" "$T/run/ledger.json" "$T/run/metrics.jsonl"' "the seed is outside the secret file"
