@@ -41,7 +41,7 @@ typedef struct {
     size_t dim;            /* floats in one (flattened) per-example gradient, >= 1 */
     double sample_rate;    /* Poisson q in (0, 1] (>= 2^-53); the expected batch is q n */
     double sigma;          /* noise multiplier (std / C) > 0; or 0 with target_epsilon > 0 and
-                              steps > 0: calibrated (RDP, Balle et al.'s conversion, to 1e-4) so
+                              steps > 0: calibrated (the default accountant, to 1e-4) so
                               that `steps` steps reach target_epsilon at delta (the secure mode
                               calibrates its effective multiplier, see secure; the table
                               sampler's distance, ~1e-15 per coordinate and step, is left out
@@ -190,8 +190,8 @@ dpt_status dpt_sgm_accumulate(dpt_sgm *m, const float *grads, size_t rows);
 dpt_status dpt_sgm_release_accumulated(dpt_sgm *m, float *out);
 
 /* epsilon of the ledger (every step sampled so far) at delta (0: the config's delta)
- * under acct: DPT_ACCT_RDP with Balle et al.'s conversion (what the budget uses) or
- * DPT_ACCT_PLD (tighter; slower). */
+ * under acct: DPT_ACCT_DEFAULT (what calibration and the budget use: the smaller of the PLD
+ * and RDP bounds), DPT_ACCT_RDP (Balle et al.'s conversion) or DPT_ACCT_PLD. */
 dpt_status dpt_sgm_epsilon(const dpt_sgm *m, double delta, dpt_accountant acct, double *eps);
 /* The ledger (view; valid until dpt_sgm_free; do not modify). */
 const dpt_ledger *dpt_sgm_ledger(const dpt_sgm *m);

@@ -333,10 +333,11 @@ dpt_status dpt_algo_dpmac_new(const dpt_dpmac_config *cfg, dpt_algo **out);
  * sigma, to within 1e-4, such that the releases in `prior` (NULL: none; the DP
  * normalization statistics, DP mean and DP-PCA a run records in its ledger before step 1)
  * composed with `steps` steps of SGM(q, sigma) spend at most target_eps at delta under the
- * RDP accountant with Balle et al.'s conversion on the default order grid (the epsilon a
- * run reports). steps: dpt_sampler_steps_for_epochs of the run's epochs. Without a prior
- * (or an empty one) it is dpt_calibrate_sigma(q, steps, delta, target_eps, DPT_ACCT_RDP,
- * DPT_CONV_BALLE, 1e-4, sigma), the sigma of `dptrain account --target-epsilon`. prior is
+ * default accountant (DPT_ACCT_DEFAULT, accounting.h: the smaller of the PLD and RDP bounds,
+ * the epsilon a run reports and its budget stops at). steps: dpt_sampler_steps_for_epochs of
+ * the run's epochs. Without a prior (or an empty one) it is dpt_calibrate_sigma(q, steps,
+ * delta, target_eps, DPT_ACCT_DEFAULT, DPT_CONV_BALLE, 1e-4, sigma), the sigma of `dptrain
+ * account --target-epsilon`. prior is
  * not modified. DPT_ERANGE when prior alone already spends target_eps (no step can fit)
  * or no sigma in [0.05, 1e4] reaches it; DPT_EINVAL for q, steps, delta or target_eps out
  * of range. */
