@@ -102,6 +102,33 @@ static dpt_status gn_jvp(const dpt_layer *L, const float *x, const float *v, con
     return DPT_OK;
 }
 
+void dpt_grad_emit_row(dpt_grad_mode mode, const double *gi, size_t P, size_t i, const float *weights, float *out,
+                       size_t ld, int accumulate) {
+    switch (mode) {
+    case DPT_GRAD_SUM:
+        for (size_t p = 0; p < P; p++) out[p] += (float)gi[p];
+        break;
+    case DPT_GRAD_WEIGHTED:
+        for (size_t p = 0; p < P; p++) out[p] += (float)(weights[i] * gi[p]);
+        break;
+    case DPT_GRAD_PER_EXAMPLE:
+        for (size_t p = 0; p < P; p++) out[i * ld + p] = (float)(accumulate ? out[i * ld + p] + gi[p] : gi[p]);
+        break;
+    case DPT_GRAD_SQNORM: {
+        double s = 0.0;
+        for (size_t p = 0; p < P; p++) s += gi[p] * gi[p];
+        out[i] = (float)(accumulate ? out[i] + s : s);
+        break;
+    }
+    case DPT_GRAD_DOT: {
+        double s = 0.0;
+        for (size_t p = 0; p < P; p++) s += weights[p] * gi[p];
+        out[i] = (float)(accumulate ? out[i] + s : s);
+        break;
+    }
+    }
+}
+
 static dpt_status gn_backward_params(const dpt_layer *L, const float *x, const float *dv, size_t B,
                                      dpt_grad_mode mode, const float *weights, float *out, size_t ld,
                                      int accumulate) {
@@ -130,29 +157,7 @@ static dpt_status gn_backward_params(const dpt_layer *L, const float *x, const f
                 gi[C + g * Cg + c] = sb;
             }
         }
-        switch (mode) {
-        case DPT_GRAD_SUM:
-            for (size_t p = 0; p < P; p++) out[p] += (float)gi[p];
-            break;
-        case DPT_GRAD_WEIGHTED:
-            for (size_t p = 0; p < P; p++) out[p] += (float)(weights[i] * gi[p]);
-            break;
-        case DPT_GRAD_PER_EXAMPLE:
-            for (size_t p = 0; p < P; p++) out[i * ld + p] = (float)(accumulate ? out[i * ld + p] + gi[p] : gi[p]);
-            break;
-        case DPT_GRAD_SQNORM: {
-            double s = 0.0;
-            for (size_t p = 0; p < P; p++) s += gi[p] * gi[p];
-            out[i] = (float)(accumulate ? out[i] + s : s);
-            break;
-        }
-        case DPT_GRAD_DOT: {
-            double s = 0.0;
-            for (size_t p = 0; p < P; p++) s += weights[p] * gi[p];
-            out[i] = (float)(accumulate ? out[i] + s : s);
-            break;
-        }
-        }
+        dpt_grad_emit_row(mode, gi, P, i, weights, out, ld, accumulate);
     }
     return DPT_OK;
 }

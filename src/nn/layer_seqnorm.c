@@ -123,29 +123,7 @@ static dpt_status sn_backward_params(const dpt_layer *L, const float *x, const f
             if (is_ln(L))
                 for (size_t d = 0; d < D; d++) gi[D + d] += dr[d];
         }
-        switch (mode) {
-        case DPT_GRAD_SUM:
-            for (size_t p = 0; p < P; p++) out[p] += (float)gi[p];
-            break;
-        case DPT_GRAD_WEIGHTED:
-            for (size_t p = 0; p < P; p++) out[p] += (float)(weights[i] * gi[p]);
-            break;
-        case DPT_GRAD_PER_EXAMPLE:
-            for (size_t p = 0; p < P; p++) out[i * ld + p] = (float)(accumulate ? out[i * ld + p] + gi[p] : gi[p]);
-            break;
-        case DPT_GRAD_SQNORM: {
-            double s = 0.0;
-            for (size_t p = 0; p < P; p++) s += gi[p] * gi[p];
-            out[i] = (float)(accumulate ? out[i] + s : s);
-            break;
-        }
-        case DPT_GRAD_DOT: {
-            double s = 0.0;
-            for (size_t p = 0; p < P; p++) s += weights[p] * gi[p];
-            out[i] = (float)(accumulate ? out[i] + s : s);
-            break;
-        }
-        }
+        dpt_grad_emit_row(mode, gi, P, i, weights, out, ld, accumulate);
     }
     return DPT_OK;
 }

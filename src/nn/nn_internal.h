@@ -79,6 +79,11 @@ dpt_status dpt_layer_pool_setup(dpt_layer *L, dpt_layer_kind kind, const size_t 
                                 size_t stride);
 void dpt_layer_flatten_setup(dpt_layer *L, const size_t in_shape[3]);
 dpt_status dpt_layer_groupnorm_setup(dpt_layer *L, const size_t in_shape[3], size_t groups);
+/* Example i's parameter gradient gi [P] (double) into out by mode, as backward_params
+ * defines the modes (sum, weighted sum, row i at stride ld, squared norm, dot with
+ * weights [P]); the layers that form one example's gradient at a time share it. */
+void dpt_grad_emit_row(dpt_grad_mode mode, const double *gi, size_t P, size_t i, const float *weights, float *out,
+                       size_t ld, int accumulate);
 /* fbn: v[c] = s_c x[c] + b_c per channel (frozen BatchNorm); parameters s [C], b [C] */
 dpt_status dpt_layer_channel_affine_setup(dpt_layer *L, const size_t in_shape[3]);
 /* Scattering transform (src/nn/layer_scatter.c): J scales (1..6), n_angles angles (1..16) on
