@@ -546,6 +546,7 @@ static void check_maxpool_routing(const char *spec, size_t B, uint64_t seed) {
         t[j] = (float)j * 0.25f - 7.0f;        /* distinct, so a wrong route shows */
     }
     fill_gauss(g, B * K, 1.0, seed + 1);
+    for (size_t j = 0; j < B * K; j += 7) g[j] = j % 2 ? -0.0f : 0.0f; /* signed zeros: sums of them keep their sign rule */
     size_t bad_fwd = 0, bad_jvp = 0, bad_bwd = 0;
     CHECK_OK(L->ops->forward(L, x, v, B));
     for (size_t i = 0; i < B; i++)
@@ -853,6 +854,8 @@ int main(void) {
     check_maxpool_routing("cnn:2x9x9:maxpool3s2", 3, 131);
     check_maxpool_routing("cnn:2x6x8:maxpool2", 3, 132);
     check_maxpool_routing("cnn:1x3x101:maxpool2s1", 2, 133);
+    check_maxpool_routing("cnn:16x14x14:maxpool2s1", 3, 135); /* mnist_cnn's (the gather form) */
+    check_maxpool_routing("cnn:1x3x300:maxpool2s1", 2, 136); /* too wide for it: the scatter */
     check_maxpool_routing("cnn:2x5x5:maxpool1", 2, 134);
     /* weight standardization: every mode against finite differences of the double
      * reference (check_model), and against J times the plain gradient (check_ws_reference),

@@ -19,6 +19,42 @@
  * columns, which the compiler vectorizes; the per-window scalar scan it replaces was a
  * quarter of mnist_cnn's training time (perf, 2026-11-25). */
 #define POOL_BLOCK 64
+/* The 2 x 2 window (k = 2) at stride s for columns [0, n) of one output row: rows r0 and
+ * r1 of x_i, window j starting at column j s (top: r0's index into x_i). Called with s a
+ * literal where it is 1 or 2, so that the loads are contiguous or evenly strided vectors
+ * (with s only known at run time the compiler gathered one float at a time: pooling was a
+ * third of mnist_cnn's DP-SGD step, perf 2026-12-07). idx NULL: the maxima only. */
+static inline __attribute__((always_inline)) void argmax2(const float *restrict r0, const float *restrict r1,
+                                                          size_t top, size_t W, size_t n, size_t s,
+                                                          uint32_t *restrict idx, float *restrict best) {
+    if (!idx) {
+#pragma omp simd
+        for (size_t j = 0; j < n; j++) {
+            const size_t e = j * s;
+            float bv = r0[e];
+            bv = r0[e + 1] > bv ? r0[e + 1] : bv;
+            bv = r1[e] > bv ? r1[e] : bv;
+            bv = r1[e + 1] > bv ? r1[e + 1] : bv;
+            best[j] = bv;
+        }
+        return;
+    }
+#pragma omp simd
+    for (size_t j = 0; j < n; j++) {
+        const size_t e = j * s;
+        float bv = r0[e];
+        uint32_t bi = (uint32_t)(top + e);
+        int gt = r0[e + 1] > bv;
+        bv = gt ? r0[e + 1] : bv, bi = gt ? (uint32_t)(top + e + 1) : bi;
+        gt = r1[e] > bv;
+        bv = gt ? r1[e] : bv, bi = gt ? (uint32_t)(top + W + e) : bi;
+        gt = r1[e + 1] > bv;
+        bv = gt ? r1[e + 1] : bv, bi = gt ? (uint32_t)(top + W + e + 1) : bi;
+        best[j] = bv, idx[j] = bi;
+    }
+}
+
+/* idx NULL: only best is written (the forward pass needs no indices) */
 static inline __attribute__((always_inline)) void argmax_block(const dpt_layer *L, const float *xi, size_t c,
                                                                size_t oh, size_t o0, size_t n,
                                                                uint32_t *restrict idx, float *restrict best) {
@@ -26,21 +62,16 @@ static inline __attribute__((always_inline)) void argmax_block(const dpt_layer *
     const size_t top = (c * H + oh * s) * W + o0 * s;
     if (k == 2) { /* the common window, its four elements in one pass over the columns */
         const float *restrict r0 = xi + top, *restrict r1 = r0 + W;
-#pragma omp simd
-        for (size_t j = 0; j < n; j++) {
-            const size_t e = j * s;
-            float bv = r0[e];
-            uint32_t bi = (uint32_t)(top + e);
-            int gt = r0[e + 1] > bv;
-            bv = gt ? r0[e + 1] : bv, bi = gt ? (uint32_t)(top + e + 1) : bi;
-            gt = r1[e] > bv;
-            bv = gt ? r1[e] : bv, bi = gt ? (uint32_t)(top + W + e) : bi;
-            gt = r1[e + 1] > bv;
-            bv = gt ? r1[e + 1] : bv, bi = gt ? (uint32_t)(top + W + e + 1) : bi;
-            best[j] = bv, idx[j] = bi;
-        }
+        if (s == 1)
+            argmax2(r0, r1, top, W, n, 1, idx, best);
+        else if (s == 2)
+            argmax2(r0, r1, top, W, n, 2, idx, best);
+        else
+            argmax2(r0, r1, top, W, n, s, idx, best);
         return;
     }
+    uint32_t tmp[POOL_BLOCK];
+    if (!idx) idx = tmp;
     for (size_t j = 0; j < n; j++) {
         idx[j] = (uint32_t)(top + j * s);
         best[j] = xi[top + j * s];
@@ -79,11 +110,12 @@ static void pool_apply(const dpt_layer *L, const float *x, const float *t, float
                 if (L->kind == DPT_LAYER_MAXPOOL) {
                     for (size_t o0 = 0; o0 < Wo; o0 += POOL_BLOCK) {
                         const size_t n = Wo - o0 < POOL_BLOCK ? Wo - o0 : POOL_BLOCK;
+                        if (!ti) { /* the maxima straight into the output row */
+                            argmax_block(L, xi, c, oh, o0, n, NULL, vr + o0);
+                            continue;
+                        }
                         argmax_block(L, xi, c, oh, o0, n, idx, best);
-                        if (ti)
-                            for (size_t j = 0; j < n; j++) vr[o0 + j] = ti[idx[j]];
-                        else
-                            memcpy(vr + o0, best, n * sizeof *vr);
+                        for (size_t j = 0; j < n; j++) vr[o0 + j] = ti[idx[j]];
                     }
                     continue;
                 }
@@ -103,6 +135,80 @@ static dpt_status pool_forward(const dpt_layer *L, const float *x, float *v, siz
     return DPT_OK;
 }
 
+/* Widest row of the gather form below (stack buffers) */
+#define POOL_GATHER_MAX 256
+
+/* code[1 + j] = which element of window j of an output row is its first maximum (0 top
+ * left, 1 top right, 2 bottom left, 3 bottom right; argmax2's rule), for a 2 x 2 window at
+ * stride 1 over rows r0, r1; code[0] and code[n + 1] are -1 (no window). */
+static void codes2(const float *restrict r0, const float *restrict r1, size_t n, float *restrict code) {
+    code[0] = code[n + 1] = -1.0f;
+#pragma omp simd
+    for (size_t j = 0; j < n; j++) { /* codes as floats: every select of one type vectorizes */
+        const float a = r0[j], b = r0[j + 1], c = r1[j], d = r1[j + 1];
+        float bv = a, bc = 0.0f;
+        const int gb = b > bv;
+        bv = gb ? b : bv;
+        bc = gb ? 1.0f : bc;
+        const int gc = c > bv;
+        bv = gc ? c : bv;
+        bc = gc ? 2.0f : bc;
+        bc = d > bv ? 3.0f : bc;
+        code[1 + j] = bc;
+    }
+}
+
+/* the float with the bits `bits` when sel, else +0.0f: a select written as a mask, since GCC
+ * -O2 turned `sel ? g : 0.0f` into a branch and left the loop scalar */
+static inline float pick(int sel, uint32_t bits) {
+    const uint32_t u = bits & (0u - (uint32_t)sel);
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Max-pooling's input gradient for a 2 x 2 window at stride 1 (mnist_cnn's), one example,
+ * as a gather: input (h, w) lies in windows (h-1, w-1), (h-1, w), (h, w-1), (h, w) and takes
+ * the cotangent of each whose maximum it is, added in that order, which is the (c, oh, ow)
+ * order of the scatter in pool_backward_input, so the sums are the same bit for bit (the
+ * terms of the windows it is not the maximum of are +0.0f, which leaves every partial sum
+ * unchanged: the sum starts at +0.0f and so is never -0.0f). The scatter's stores into
+ * neighbouring inputs made it a third of the pooling's time (perf 2026-12-07). Needs
+ * Wo < POOL_GATHER_MAX. */
+static void pool2s1_backward(size_t C, size_t Ho, size_t Wo, const float *xi, const float *dvi, float *dxi) {
+    const size_t W = Wo + 1;
+    float ca[POOL_GATHER_MAX + 2], cb[POOL_GATHER_MAX + 2];
+    uint32_t ga[POOL_GATHER_MAX + 2], gb[POOL_GATHER_MAX + 2]; /* float bits */
+    for (size_t c = 0; c < C; c++) {
+        const float *xc = xi + c * (Ho + 1) * W, *gc = dvi + c * Ho * Wo;
+        float *dc = dxi + c * (Ho + 1) * W;
+        float *cp = ca, *cn = cb; /* codes of output rows h - 1 and h, padded by one */
+        uint32_t *gp = ga, *gn = gb; /* their cotangents' bits, padded by a +0.0f on each side */
+        for (size_t h = 0; h <= Ho; h++) {
+            if (h < Ho) {
+                codes2(xc + h * W, xc + (h + 1) * W, Wo, cn);
+                gn[0] = gn[Wo + 1] = 0u;
+                memcpy(gn + 1, gc + h * Wo, Wo * sizeof *gn);
+            } else {
+                for (size_t j = 0; j < Wo + 2; j++) cn[j] = -1.0f;
+            }
+            if (h == 0)
+                for (size_t j = 0; j < Wo + 2; j++) cp[j] = -1.0f, gp[j] = 0u;
+            float *restrict d = dc + h * W;
+#pragma omp simd
+            for (size_t w = 0; w < W; w++) {
+                const float t0 = pick(cp[w] == 3.0f, gp[w]), t1 = pick(cp[w + 1] == 2.0f, gp[w + 1]);
+                const float t2 = pick(cn[w] == 1.0f, gn[w]), t3 = pick(cn[w + 1] == 0.0f, gn[w + 1]);
+                d[w] = 0.0f + t0 + t1 + t2 + t3;
+            }
+            float *ct = cp;
+            cp = cn, cn = ct;
+            uint32_t *gt = gp;
+            gp = gn, gn = gt;
+        }
+    }
+}
+
 static dpt_status pool_backward_input(const dpt_layer *L, const float *x, const float *v, const float *dv,
                                       float *dx, size_t B) {
     const size_t C = L->in_shape[0], H = L->in_shape[1], W = L->in_shape[2], k = L->k, s = L->stride;
@@ -114,6 +220,10 @@ static dpt_status pool_backward_input(const dpt_layer *L, const float *x, const 
         const size_t i = (size_t)ii;
         const float *xi = x + i * D, *dvi = dv + i * K;
         float *dxi = dx + i * D;
+        if (L->kind == DPT_LAYER_MAXPOOL && k == 2 && s == 1 && Wo < POOL_GATHER_MAX) {
+            pool2s1_backward(C, Ho, Wo, xi, dvi, dxi);
+            continue;
+        }
         uint32_t idx[POOL_BLOCK];
         float best[POOL_BLOCK];
         memset(dxi, 0, D * sizeof *dxi);
