@@ -115,6 +115,7 @@ static int dispatch(int argc, char **argv) {
         if (strcmp(dpt_version(), DPT_VERSION_STRING))
             printf("(this dptrain was built against the %s headers)\n", DPT_VERSION_STRING);
         printf("build: %s\n", dpt_build_id());
+        printf("blas: %s\n", dpt_blas_core());
         printf("mpi: %s\n", dpt_comm_compiled() ? dpt_comm_library() : "no (single-process build)");
         return 0;
     }

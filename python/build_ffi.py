@@ -45,6 +45,7 @@ const char *dpt_last_error(void);
 void dpt_clear_error(void);
 const char *dpt_version(void);
 const char *dpt_build_id(void);
+const char *dpt_blas_core(void);
 int dpt_threads_resolve(int requested);
 void dpt_threads_set_blas(int threads);
 int dpt_threads_get_blas(void);

@@ -235,6 +235,10 @@ void dpt_threads_set_blas(int threads);
  * whose results must not depend on it runs them on one thread: prev = dpt_threads_get_blas(),
  * dpt_threads_set_blas(1), ..., dpt_threads_set_blas(prev). */
 int dpt_threads_get_blas(void);
+/* Which BLAS kernels run, for reports: "OpenBLAS SkylakeX", with a note when dptrain
+ * switched OpenBLAS's fallback to them at load (docs/api.md "Threads"), or "unknown (not
+ * OpenBLAS)". A static string, rewritten by each call (not thread-safe). */
+const char *dpt_blas_core(void);
 
 /* ==== BLAS / LAPACK wrappers (row-major) ==== */
 

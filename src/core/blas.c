@@ -3,9 +3,12 @@
 #include <dptrain/core.h>
 
 #include <cblas.h>
+#include <dlfcn.h>
 #include <lapacke.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 /* OpenBLAS's own setter and getter (declared in its cblas.h on Debian; repeated for other
@@ -22,6 +25,65 @@ int dpt_threads_resolve(int requested) {
 void dpt_threads_set_blas(int threads) { openblas_set_num_threads(dpt_threads_resolve(threads)); }
 
 int dpt_threads_get_blas(void) { return openblas_get_num_threads(); }
+
+/* ==== OpenBLAS's kernels on CPUs it does not know ====
+ * A DYNAMIC_ARCH OpenBLAS (Debian's) picks its kernels from the CPU model when it loads and
+ * falls back to "Prescott" (SSE3) for a model it does not know: Debian 12's 0.3.21 does so
+ * on Xeons newer than it (seen on family 6 model 207, which has AVX-512), where its SGEMM
+ * then runs at about half speed (docs/dpsgd.md). When the library loads (a constructor:
+ * before any call into it), if OpenBLAS reports Prescott although the CPU has AVX2 and FMA,
+ * dptrain asks OpenBLAS to redo its choice as if OPENBLAS_CORETYPE named the right kernels
+ * (SkylakeX with AVX-512 F/BW/DQ/VL/CD, else Haswell), through OpenBLAS's own exported
+ * gotoblas_dynamic_quit / gotoblas_dynamic_init; the variable is set only for that call.
+ * A real Prescott has no AVX2, so only the fallback is ever changed. Not done when the
+ * user set OPENBLAS_CORETYPE, or DPTRAIN_BLAS_CORE=keep, or the BLAS is not such an
+ * OpenBLAS (the symbols are looked up, not linked). The choice depends only on the CPU, so
+ * the CLI, C programs and Python get the same kernels (and bits). OpenBLAS is
+ * process-wide: numpy's matrix products in the same process use the switched kernels too. */
+static char blas_core_note[160];
+
+static const char *blas_core_wanted(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512cd"))
+        return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+#endif
+    return NULL;
+}
+
+__attribute__((constructor)) static void blas_core_fix(void) {
+    const char *keep = getenv("DPTRAIN_BLAS_CORE");
+    if ((keep && !strcmp(keep, "keep")) || getenv("OPENBLAS_CORETYPE")) return;
+    const char *(*name)(void) = NULL;
+    void (*quit)(void) = NULL, (*init)(void) = NULL;
+    *(void **)&name = dlsym(RTLD_DEFAULT, "openblas_get_corename");
+    *(void **)&quit = dlsym(RTLD_DEFAULT, "gotoblas_dynamic_quit");
+    *(void **)&init = dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init");
+    if (!name || !quit || !init) return;
+    const char *before = name(), *want = blas_core_wanted();
+    if (!before || strcasecmp(before, "prescott") || !want) return;
+    if (setenv("OPENBLAS_CORETYPE", want, 1)) return;
+    quit();
+    init();
+    unsetenv("OPENBLAS_CORETYPE");
+    const char *after = name();
+    snprintf(blas_core_note, sizeof blas_core_note,
+             "switched by dptrain from OpenBLAS's Prescott fallback on this CPU to %s; DPTRAIN_BLAS_CORE=keep leaves it",
+             after ? after : "?");
+}
+
+const char *dpt_blas_core(void) {
+    const char *(*name)(void) = NULL;
+    *(void **)&name = dlsym(RTLD_DEFAULT, "openblas_get_corename");
+    static char buf[224];
+    if (!name) return "unknown (not OpenBLAS)";
+    snprintf(buf, sizeof buf, "OpenBLAS %s%s%s", name(), blas_core_note[0] ? " (" : "", blas_core_note);
+    if (blas_core_note[0]) strncat(buf, ")", sizeof buf - strlen(buf) - 1);
+    return buf;
+}
 
 void dpt_sgemm(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
                const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C,
