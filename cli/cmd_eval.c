@@ -17,6 +17,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "run_data.h"
+#include "train_algos.h"
 
 static const char *USAGE = "usage: dptrain eval --checkpoint FILE|DIR [options]\n\n"
                            "Evaluates a checkpoint written by dptrain train on the test split it was\n"
@@ -117,6 +118,11 @@ int dpt_cmd_eval(int argc, char **argv) {
                 cli_json_number(o, "epsilon", eps);
                 cli_json_number(o, "delta", delta);
                 cJSON_AddStringToObject(o, "accountant", which == DPT_ACCT_PLD ? "pld" : "rdp (Balle et al. conversion)");
+                /* what the epsilon does not cover, and a chosen seed: as the run's own output said */
+                const dpt_ledger *lg = dpt_checkpoint_ledger(ck);
+                const char *ex = dpt_ledger_get_meta(lg, "epsilon_excludes"), *ss = dpt_ledger_get_meta(lg, "seed_source");
+                if (ex) cJSON_AddStringToObject(o, "epsilon_excludes", ex);
+                if (ss) cJSON_AddStringToObject(o, "seed_source", ss);
             }
             text = cJSON_PrintUnformatted(o);
             cJSON_Delete(o);
@@ -136,9 +142,12 @@ int dpt_cmd_eval(int argc, char **argv) {
                    2 * l / (double)test.t_dim, sqrt(2 * l / (double)test.t_dim));
         else
             printf("%s: model %s, %zu test examples: loss %.4f, accuracy %.2f%%", ckpt, spec, test.n, l, 100.0 * acc);
-        if (!isnan(eps))
-            printf(", epsilon %.4g (%s) at delta %g after %" PRIu64 " steps", eps, which == DPT_ACCT_PLD ? "PLD" : "RDP",
-                   delta, dpt_checkpoint_step(ck));
+        if (!isnan(eps)) {
+            char ex[320];
+            cli_ledger_excludes(dpt_checkpoint_ledger(ck), ex, sizeof ex);
+            printf(", epsilon %.4g (%s) at delta %g after %" PRIu64 " steps%s", eps, which == DPT_ACCT_PLD ? "PLD" : "RDP",
+                   delta, dpt_checkpoint_step(ck), ex);
+        }
         printf("\n");
     }
 done:

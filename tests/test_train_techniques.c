@@ -14,6 +14,7 @@
 #include <dptrain/privacy.h>
 #include <dptrain/train.h>
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,6 +209,50 @@ static void test_mult_reference(const dpt_dataset *d, size_t K, dpt_clip_mode mo
     dpt_trainer_free(t);
 }
 
+/* Adaptive clipping with K > 1 copies: each example's clipped mean is clipped to the
+ * current C_t (the clip the noise sigma_Delta C_t is drawn for), not the starting --clip,
+ * and the centred count sum_i (1[||gbar_i|| <= C_t] - 1/2) is the copies' mean's. C_t is
+ * set below the starting clip through the checkpoint's algorithm state: with the starting
+ * clip the sum would exceed the sensitivity the noise covers. */
+static void test_mult_adaptive(const dpt_dataset *d, size_t K, dpt_clip_mode mode) {
+    dpt_train_config c = base_cfg();
+    c.augment = DPT_AUGMENT_CROP_FLIP;
+    c.aug_mult = K;
+    dpt_dpsgd_config dc = dpt_dpsgd_config_defaults();
+    dc.sigma = 1.0, dc.clip = 100.0, dc.clip_mode = mode, dc.adaptive_quantile = 0.5, dc.adaptive_sigma_b = 2.0;
+    dpt_algo *a = NULL;
+    dpt_trainer *t = NULL;
+    CHECK_OK(dpt_algo_dpsgd_new(&dc, &a));
+    if (!a) return;
+    CHECK_OK(dpt_trainer_new(&c, d, NULL, a, &t));
+    if (!t) return;
+    const double Ct = 0.05;
+    cJSON *st = cJSON_CreateObject();
+    cJSON_AddNumberToObject(st, "clip", Ct);
+    CHECK_OK(a->state_load(a, st));
+    cJSON_Delete(st);
+    CHECK_CLOSE(dpt_algo_dpsgd_clip(a), Ct, 0, 0);
+    const size_t P = dpt_trainer_model(t)->n_params, b = 9;
+    uint32_t idx[9] = {3, 0, 17, 8, 22, 5, 11, 29, 14};
+    float *x = malloc(b * ID * sizeof *x), *got = malloc(P * sizeof *got), *got2 = malloc(P * sizeof *got2);
+    int32_t y[9];
+    dpt_dataset_gather(d, idx, b, x, y);
+    double *want = malloc(P * sizeof *want);
+    t->chunk_idx = idx;
+    tu_algo_grad(t, a, x, y, b, 0, got);
+    naive_sum(t, d, idx, b, K, Ct, mode, want, NULL);
+    for (size_t j = 0; j < P; j++) CHECK_CLOSE(got[j], want[j], 1e-5 * Ct * b, 1e-4);
+    /* every mean is clipped at C_t = 0.05: the centred count is -b/2 */
+    CHECK_CLOSE(a->sums[0], -0.5 * (double)b, 0, 0);
+    /* sensitivity: without the last example the sum moves by at most C_t */
+    tu_algo_grad(t, a, x, y, b - 1, 0, got2);
+    double dd = 0;
+    for (size_t j = 0; j < P; j++) dd += ((double)got[j] - got2[j]) * ((double)got[j] - got2[j]);
+    CHECK(sqrt(dd) <= Ct * (1 + 1e-5));
+    free(x), free(got), free(got2), free(want);
+    dpt_trainer_free(t);
+}
+
 /* ==== parameter averaging ==== */
 
 typedef struct {
@@ -378,6 +423,8 @@ int main(void) {
     test_mult_reference(&tr, 2, DPT_CLIP_FLAT, 0, 0.05);
     /* and C large enough that none is (the sum of the means themselves) */
     test_mult_reference(&tr, 3, DPT_CLIP_FLAT, 0, 100.0);
+    test_mult_adaptive(&tr, 3, DPT_CLIP_FLAT);
+    test_mult_adaptive(&tr, 2, DPT_CLIP_PER_LAYER);
     test_ema_reference(&tr, &te, 0.9, 1);
     test_ema_reference(&tr, &te, 0.8, 0);
     test_resume(&tr);

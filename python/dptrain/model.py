@@ -320,13 +320,26 @@ class Model:
 
     def epsilon(self, delta: Optional[float] = None, accountant: Optional[str] = None) -> Optional[float]:
         """epsilon of the model's privacy ledger at delta (default: the run's delta);
-        None for a non-private model."""
+        None for a non-private model. What it assumes: epsilon_excludes and seed_source."""
         if self.ledger is None:
             return None
         d = self.delta if delta is None else delta
         if d is None:
             raise ValueError("epsilon: give delta")
         return self.ledger.epsilon(d, accountant=accountant)
+
+    @property
+    def epsilon_excludes(self) -> Optional[str]:
+        """What the epsilon does NOT cover (the ledger's "epsilon_excludes", as Run.epsilon_excludes:
+        e.g. statistics fitted without noise, a preset's data-measured clip bounds); None when it
+        carries no such qualification or the model has no ledger."""
+        return None if self.ledger is None else self.ledger.get_meta("epsilon_excludes")
+
+    @property
+    def seed_source(self) -> Optional[str]:
+        """"os" or "caller" (a chosen seed: the epsilon holds only while it stays secret), as
+        Run.seed_source; None without a ledger."""
+        return None if self.ledger is None else self.ledger.get_meta("seed_source")
 
     # ---- PyTorch ----
     def to_torch(self) -> Any:

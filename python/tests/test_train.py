@@ -299,5 +299,19 @@ def test_run_directory_and_resume(workdir):
     assert m.steps == b.steps and m.epsilon(1e-3) == b.epsilon
     # a loaded model knows the run's delta, as run.model does
     assert m.delta == 1e-3 and m.epsilon() == b.epsilon
+    # what the epsilon assumes travels with the loaded model, as with the Run (default seed: "os")
+    assert m.seed_source == b.seed_source == "os" and m.epsilon_excludes is None
     lines = [json.loads(s) for s in open(os.path.join(workdir, "metrics.jsonl"))]
     assert [ln["epoch"] for ln in lines] == [1, 2]
+
+
+@needs_inference
+def test_loaded_model_says_what_its_epsilon_excludes(workdir):
+    # Model.epsilon() is a bare number: the loaded model carries the ledger's qualifications
+    x, y = blobs(n=300)
+    run = dptrain.train(x, y, model="mlp:20-8-3:relu", algorithm="dpulr", sigma0=1.0, copies=4, epochs=1,
+                        batch_size=50, threads=1, verbose=False, seed=1, ulr_noise="controller", out_dir=workdir)
+    m = dptrain.Model.load(workdir)
+    assert m.epsilon() == run.epsilon
+    assert m.epsilon_excludes == run.epsilon_excludes and "--ulr-noise controller" in m.epsilon_excludes
+    assert m.seed_source == "caller"

@@ -385,8 +385,15 @@ static dpt_status accumulate_mult(dpsgd_state *s, dpt_trainer *t, const int32_t 
             }
         }
     }
+    if (s->adaptive) /* ||gbar_i|| of the mean before clipping, in double (frozen columns are 0) */
+        for (size_t i = 0; i < n; i++) {
+            double n2 = 0;
+            for (size_t j = 0; j < P; j++) n2 += (double)s->rows[i * P + j] * s->rows[i * P + j];
+            s->sums[0] += (n2 <= s->ada.C * s->ada.C ? 1.0 : 0.0) - 0.5;
+        }
     if (s->cfg.clip_mode == DPT_CLIP_FLAT) {
-        dpt_status st = dpt_privacy_clip_rows_ref(s->rows, n, P, P, s->cfg.clip, NULL);
+        /* C_t (fixed clipping: cfg.clip): the clip the noise sigma_Delta C_t is drawn for */
+        dpt_status st = dpt_privacy_clip_rows_ref(s->rows, n, P, P, s->ada.C, NULL);
         if (st != DPT_OK) return dpt_error_context(st, "dpsgd (augmentation multiplicity %zu)", K);
     } else {
         size_t g = 0;

@@ -157,6 +157,16 @@ expect_ok "$BIN" account --ledger "$T/c_un/ledger.json"
 check 'grep -q "NOT covered     normalization statistics" <<<"$LAST_OUT"' "account --ledger does not say what the epsilon excludes: $LAST_OUT"
 expect_ok "$BIN" account --ledger "$T/c_un/ledger.json" --json
 check 'grep -q "\"epsilon_excludes\":" <<<"$LAST_OUT"' "account --ledger --json lacks epsilon_excludes: $LAST_OUT"
+# eval prints the checkpoint's epsilon: with what it does not cover, in text and JSON
+expect_ok "$BIN" eval --checkpoint "$T/c_un/checkpoint.safetensors" --threads 1
+check 'grep -q "epsilon .*this epsilon does NOT cover: normalization statistics" <<<"$LAST_OUT"' \
+      "eval prints the epsilon of an unaccounted run without what it excludes: $LAST_OUT"
+expect_ok "$BIN" eval --checkpoint "$T/c_un/checkpoint.safetensors" --threads 1 --json
+check '$PY -c "import json,sys; assert \"normalization statistics\" in json.loads(sys.argv[1])[\"epsilon_excludes\"]" "$LAST_OUT"' \
+      "eval --json lacks epsilon_excludes: $LAST_OUT"
+expect_ok "$BIN" eval --checkpoint "$T/c_dp/checkpoint.safetensors" --threads 1 --json
+check '$PY -c "import json,sys; assert \"epsilon_excludes\" not in json.loads(sys.argv[1])" "$LAST_OUT"' \
+      "eval --json of a DP run claims an exclusion: $LAST_OUT"
 expect_ok "$BIN" account --ledger "$T/c_dp/ledger.json"
 check '! grep -q "NOT covered" <<<"$LAST_OUT"' "account --ledger of a DP run claims an exclusion"
 expect_ok "$BIN" train --algo sgd "${CSV[@]}" --out "$T/c_sgd"
