@@ -855,7 +855,7 @@ int main(void) {
     check_maxpool_routing("cnn:2x6x8:maxpool2", 3, 132);
     check_maxpool_routing("cnn:1x3x101:maxpool2s1", 2, 133);
     check_maxpool_routing("cnn:16x14x14:maxpool2s1", 3, 135); /* mnist_cnn's (the gather form) */
-    check_maxpool_routing("cnn:1x3x300:maxpool2s1", 2, 136); /* too wide for it: the scatter */
+    check_maxpool_routing("cnn:1x3x300:maxpool2s1", 2, 136);
     check_maxpool_routing("cnn:2x5x5:maxpool1", 2, 134);
     /* weight standardization: every mode against finite differences of the double
      * reference (check_model), and against J times the plain gradient (check_ws_reference),

@@ -6,7 +6,10 @@
  * C H W): activations are always stored flat, so it copies. */
 #include "nn_internal.h"
 
+#include <omp.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Max-pooling's windows a row of outputs at a time: for output row (c, oh) and the columns
@@ -135,29 +138,6 @@ static dpt_status pool_forward(const dpt_layer *L, const float *x, float *v, siz
     return DPT_OK;
 }
 
-/* Widest row of the gather form below (stack buffers) */
-#define POOL_GATHER_MAX 256
-
-/* code[1 + j] = which element of window j of an output row is its first maximum (0 top
- * left, 1 top right, 2 bottom left, 3 bottom right; argmax2's rule), for a 2 x 2 window at
- * stride 1 over rows r0, r1; code[0] and code[n + 1] are -1 (no window). */
-static void codes2(const float *restrict r0, const float *restrict r1, size_t n, float *restrict code) {
-    code[0] = code[n + 1] = -1.0f;
-#pragma omp simd
-    for (size_t j = 0; j < n; j++) { /* codes as floats: every select of one type vectorizes */
-        const float a = r0[j], b = r0[j + 1], c = r1[j], d = r1[j + 1];
-        float bv = a, bc = 0.0f;
-        const int gb = b > bv;
-        bv = gb ? b : bv;
-        bc = gb ? 1.0f : bc;
-        const int gc = c > bv;
-        bv = gc ? c : bv;
-        bc = gc ? 2.0f : bc;
-        bc = d > bv ? 3.0f : bc;
-        code[1 + j] = bc;
-    }
-}
-
 /* the float with the bits `bits` when sel, else +0.0f: a select written as a mask, since GCC
  * -O2 turned `sel ? g : 0.0f` into a branch and left the loop scalar */
 static inline float pick(int sel, uint32_t bits) {
@@ -167,45 +147,66 @@ static inline float pick(int sel, uint32_t bits) {
     return f;
 }
 
-/* Max-pooling's input gradient for a 2 x 2 window at stride 1 (mnist_cnn's), one example,
- * as a gather: input (h, w) lies in windows (h-1, w-1), (h-1, w), (h, w-1), (h, w) and takes
- * the cotangent of each whose maximum it is, added in that order, which is the (c, oh, ow)
- * order of the scatter in pool_backward_input, so the sums are the same bit for bit (the
- * terms of the windows it is not the maximum of are +0.0f, which leaves every partial sum
- * unchanged: the sum starts at +0.0f and so is never -0.0f). The scatter's stores into
- * neighbouring inputs made it a third of the pooling's time (perf 2026-12-07). Needs
- * Wo < POOL_GATHER_MAX. */
-static void pool2s1_backward(size_t C, size_t Ho, size_t Wo, const float *xi, const float *dvi, float *dxi) {
-    const size_t W = Wo + 1;
-    float ca[POOL_GATHER_MAX + 2], cb[POOL_GATHER_MAX + 2];
-    uint32_t ga[POOL_GATHER_MAX + 2], gb[POOL_GATHER_MAX + 2]; /* float bits */
-    for (size_t c = 0; c < C; c++) {
-        const float *xc = xi + c * (Ho + 1) * W, *gc = dvi + c * Ho * Wo;
-        float *dc = dxi + c * (Ho + 1) * W;
-        float *cp = ca, *cn = cb; /* codes of output rows h - 1 and h, padded by one */
-        uint32_t *gp = ga, *gn = gb; /* their cotangents' bits, padded by a +0.0f on each side */
-        for (size_t h = 0; h <= Ho; h++) {
-            if (h < Ho) {
-                codes2(xc + h * W, xc + (h + 1) * W, Wo, cn);
-                gn[0] = gn[Wo + 1] = 0u;
-                memcpy(gn + 1, gc + h * Wo, Wo * sizeof *gn);
-            } else {
-                for (size_t j = 0; j < Wo + 2; j++) cn[j] = -1.0f;
-            }
-            if (h == 0)
-                for (size_t j = 0; j < Wo + 2; j++) cp[j] = -1.0f, gp[j] = 0u;
-            float *restrict d = dc + h * W;
+/* code[p] = which element of the 2 x 2 window with top-left x[p] (rows W apart) is its first
+ * maximum, p in [0, n): 0 top left, 1 top right, 2 bottom left, 3 bottom right (argmax2's
+ * rule). Floats, so that every select is of one type and the loop vectorizes. */
+static void codes2(const float *restrict x, size_t W, size_t n, float *restrict code) {
 #pragma omp simd
-            for (size_t w = 0; w < W; w++) {
-                const float t0 = pick(cp[w] == 3.0f, gp[w]), t1 = pick(cp[w + 1] == 2.0f, gp[w + 1]);
-                const float t2 = pick(cn[w] == 1.0f, gn[w]), t3 = pick(cn[w + 1] == 0.0f, gn[w + 1]);
-                d[w] = 0.0f + t0 + t1 + t2 + t3;
-            }
-            float *ct = cp;
-            cp = cn, cn = ct;
-            uint32_t *gt = gp;
-            gp = gn, gn = gt;
+    for (size_t p = 0; p < n; p++) {
+        const float a = x[p], b = x[p + 1], c = x[p + W], d = x[p + W + 1];
+        float bv = a, bc = 0.0f;
+        const int gb = b > bv;
+        bv = gb ? b : bv;
+        bc = gb ? 1.0f : bc;
+        const int gc = c > bv;
+        bv = gc ? c : bv;
+        bc = gc ? 2.0f : bc;
+        bc = d > bv ? 3.0f : bc;
+        code[p] = bc;
+    }
+}
+
+/* Floats of scratch pool2s1_backward needs per example: codes and cotangent bits, each N + 2
+ * (W + 1) for N = C H W */
+static size_t pool2s1_scratch(const dpt_layer *L) {
+    return 2 * (L->in_dim + 2 * (L->in_shape[2] + 1));
+}
+
+/* Max-pooling's input gradient for a 2 x 2 window at stride 1 (mnist_cnn's), one example
+ * x_i [C, H, W] (H = Ho + 1, W = Wo + 1), as a gather over the example seen as C H rows of
+ * W: input q = (row, w) lies in the windows whose top-left is q - W - 1, q - W, q - 1 and q,
+ * and takes the cotangent of each whose maximum it is, added in that order, which is the
+ * (c, oh, ow) order of the scatter in pool_backward_input, so the sums are the same bit for
+ * bit (the windows it is not the maximum of add +0.0f, which changes no partial sum: the
+ * sum starts at +0.0f and so is never -0.0f). Positions that top-left no window (the last
+ * column of every row, the last row of every channel, outside the example) get code -1.
+ * One vector loop over the whole example instead of a scatter whose stores into
+ * neighbouring inputs serialized it (pooling was a third of mnist_cnn's DP-SGD step, perf
+ * 2026-12-07). buf: pool2s1_scratch(L) floats. */
+static void pool2s1_backward(size_t C, size_t Ho, size_t Wo, const float *xi, const float *dvi, float *dxi,
+                             float *buf) {
+    const size_t W = Wo + 1, H = Ho + 1, N = C * H * W, off = W + 1;
+    float *code = buf + off;                    /* code[-off, N + off) */
+    uint32_t *g = (uint32_t *)(void *)(buf + N + 3 * off); /* g[-off, N + off): the cotangents' bits */
+    for (size_t j = 1; j <= off; j++) code[-(ptrdiff_t)j] = -1.0f, g[-(ptrdiff_t)j] = 0u;
+    codes2(xi, W, N - off, code); /* every read inside x_i */
+    for (size_t p = N - off; p < N + off; p++) code[p] = -1.0f, g[p] = 0u;
+    for (size_t c = 0; c < C; c++) {
+        for (size_t oh = 0; oh < Ho; oh++) {
+            const size_t r = (c * H + oh) * W;
+            memcpy(g + r, dvi + (c * Ho + oh) * Wo, Wo * sizeof *g);
+            code[r + Wo] = -1.0f, g[r + Wo] = 0u;
         }
+        for (size_t w = 0; w < W; w++) code[(c * H + Ho) * W + w] = -1.0f, g[(c * H + Ho) * W + w] = 0u;
+    }
+    float *restrict d = dxi;
+    const float *restrict cd = code;
+    const uint32_t *restrict gd = g;
+#pragma omp simd
+    for (size_t q = 0; q < N; q++) {
+        const float t0 = pick(cd[q - W - 1] == 3.0f, gd[q - W - 1]), t1 = pick(cd[q - W] == 2.0f, gd[q - W]);
+        const float t2 = pick(cd[q - 1] == 1.0f, gd[q - 1]), t3 = pick(cd[q] == 0.0f, gd[q]);
+        d[q] = 0.0f + t0 + t1 + t2 + t3;
     }
 }
 
@@ -215,13 +216,17 @@ static dpt_status pool_backward_input(const dpt_layer *L, const float *x, const 
     const size_t Ho = L->out_shape[1], Wo = L->out_shape[2], D = L->in_dim, K = L->out_dim;
     const float inv = 1.0f / (float)(k * k);
     const long long nB = (long long)B;
+    /* 2 x 2 at stride 1: the gather form, with a buffer per thread (the scatter below if
+     * there is no memory for it) */
+    const size_t per = pool2s1_scratch(L), nt = L->threads > 1 ? (size_t)L->threads : 1;
+    float *gbuf = L->kind == DPT_LAYER_MAXPOOL && k == 2 && s == 1 ? malloc(nt * per * sizeof(float)) : NULL;
 #pragma omp parallel for num_threads(L->threads) if (B * D > DPT_NN_PAR_MIN)
     for (long long ii = 0; ii < nB; ii++) {
         const size_t i = (size_t)ii;
         const float *xi = x + i * D, *dvi = dv + i * K;
         float *dxi = dx + i * D;
-        if (L->kind == DPT_LAYER_MAXPOOL && k == 2 && s == 1 && Wo < POOL_GATHER_MAX) {
-            pool2s1_backward(C, Ho, Wo, xi, dvi, dxi);
+        if (gbuf) {
+            pool2s1_backward(C, Ho, Wo, xi, dvi, dxi, gbuf + (size_t)omp_get_thread_num() * per);
             continue;
         }
         uint32_t idx[POOL_BLOCK];
@@ -245,6 +250,7 @@ static dpt_status pool_backward_input(const dpt_layer *L, const float *x, const 
                         for (size_t b = 0; b < k; b++) dxi[(c * H + oh * s + a) * W + ow * s + b] += gr[ow] * inv;
             }
     }
+    free(gbuf);
     return DPT_OK;
 }
 
