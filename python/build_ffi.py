@@ -184,6 +184,9 @@ dpt_status dpt_model_tensor(const dpt_model *m, size_t i, dpt_param_tensor *t);
 dpt_status dpt_loss_parse(const char *s, dpt_loss_kind *out);
 dpt_status dpt_loss_tokens(const float *o, size_t B, size_t T, size_t V, const float *targets, float *loss,
                            float *dout);
+dpt_status dpt_loss_tokens_pad(const float *o, size_t B, size_t T, size_t V, const float *targets,
+                               long long pad_id, float *loss, float *dout);
+int dpt_model_pad_id(const dpt_model *m, size_t *pad_id);
 dpt_status dpt_init_parse(const char *s, dpt_init_scheme *out);
 
 typedef struct dpt_model_builder dpt_model_builder;

@@ -42,6 +42,10 @@ static void fill_tokens(float *x, size_t n, size_t V, uint64_t seed) {
     dpt_rng_free(&r);
 }
 
+/* The padding mask [B, T] (1 = padded) of the batch ref_layer runs on (NULL = none): set by
+ * ref_model for a model whose embedding has a pad id. */
+static const unsigned char *ref_mask;
+
 /* One layer by its definition, in double: th = the layer's parameters, x [B, D] -> v [B, K]. */
 static void ref_layer(const dpt_layer *L, const double *th, const double *x, size_t B, double *v) {
     const size_t T = L->in_shape[1], D = L->in_shape[2], Din = L->in_dim, Kout = L->out_dim;
@@ -83,19 +87,24 @@ static void ref_layer(const dpt_layer *L, const double *th, const double *x, siz
             break;
         }
         case DPT_LAYER_MEANPOOL:
-        case DPT_LAYER_CLSPOOL:
+        case DPT_LAYER_CLSPOOL: { /* with padding: the mean over the valid positions (0 if none), CLS 0 if padded */
+            const unsigned char *mk = ref_mask && L->pad_mask ? ref_mask + i * T : NULL;
+            size_t n = 0;
+            for (size_t t = 0; t < T; t++) n += !(mk && mk[t]);
             for (size_t d = 0; d < D; d++) {
                 double s = 0;
-                if (L->kind == DPT_LAYER_CLSPOOL) s = xi[d];
+                if (L->kind == DPT_LAYER_CLSPOOL) s = mk && mk[0] ? 0.0 : xi[d];
                 else {
-                    for (size_t t = 0; t < T; t++) s += xi[t * D + d];
-                    s /= (double)T;
+                    for (size_t t = 0; t < T; t++) s += mk && mk[t] ? 0.0 : xi[t * D + d];
+                    s = n ? s / (double)n : 0.0;
                 }
                 vi[d] = s;
             }
             break;
+        }
         case DPT_LAYER_ATTENTION: { /* per head: softmax(Q K^T / sqrt(dh) over allowed keys) V */
             const size_t Dm = L->out_shape[2], H = L->groups, dh = Dm / H, W = 3 * Dm;
+            const unsigned char *mk = ref_mask && L->pad_mask ? ref_mask + i * T : NULL; /* padded keys: not allowed */
             for (size_t h = 0; h < H; h++)
                 for (size_t t = 0; t < T; t++) {
                     const size_t n = L->k ? t + 1 : T; /* causal: keys j <= t */
@@ -104,12 +113,13 @@ static void ref_layer(const dpt_layer *L, const double *th, const double *x, siz
                         s[j] = 0;
                         for (size_t e = 0; e < dh; e++) s[j] += xi[t * W + h * dh + e] * xi[j * W + Dm + h * dh + e];
                         s[j] /= sqrt((double)dh);
-                        mx = fmax(mx, s[j]);
+                        if (!(mk && mk[j])) mx = fmax(mx, s[j]);
                     }
-                    for (size_t j = 0; j < n; j++) z += exp(s[j] - mx);
-                    for (size_t e = 0; e < dh; e++) {
+                    for (size_t j = 0; j < n; j++) z += mk && mk[j] ? 0.0 : exp(s[j] - mx);
+                    for (size_t e = 0; e < dh; e++) { /* no allowed key: 0 */
                         double o = 0;
-                        for (size_t j = 0; j < n; j++) o += exp(s[j] - mx) / z * xi[j * W + 2 * Dm + h * dh + e];
+                        for (size_t j = 0; j < n; j++)
+                            if (!(mk && mk[j])) o += exp(s[j] - mx) / z * xi[j * W + 2 * Dm + h * dh + e];
                         vi[t * Dm + h * dh + e] = o;
                     }
                 }
@@ -170,6 +180,14 @@ static void ref_model(const dpt_model *m, const double *theta, const double *x, 
     double **a = calloc(n + 1, sizeof *a);
     for (size_t l = first; l <= n; l++) a[l] = calloc(B * md, sizeof **a);
     memcpy(a[first], x, B * (first ? m->layers[first - 1].out_dim : m->in_dim) * sizeof *x);
+    /* padding: the mask of these ids (from the model's last forward when starting later) */
+    size_t pad_id;
+    unsigned char *mask = NULL;
+    if (dpt_model_pad_id(m, &pad_id)) {
+        mask = malloc(B * m->pad_T);
+        for (size_t j = 0; j < B * m->pad_T; j++) mask[j] = first ? m->pad_mask[j] : x[j] == (double)pad_id;
+    }
+    ref_mask = mask;
     for (size_t l = first; l < n; l++) {
         const dpt_layer *L = &m->layers[l];
         ref_layer(L, theta + L->param_offset, a[l], B, a[l + 1]);
@@ -179,8 +197,25 @@ static void ref_model(const dpt_model *m, const double *theta, const double *x, 
         }
     }
     memcpy(out, a[n], B * m->out_dim * sizeof *out);
+    if (mask && m->pad_out) /* a sequence output: padded positions give 0 */
+        for (size_t r = 0; r < B * m->pad_T; r++)
+            if (mask[r])
+                for (size_t k = 0; k < m->out_dim / m->pad_T; k++) out[r * (m->out_dim / m->pad_T) + k] = 0.0;
+    ref_mask = NULL;
+    free(mask);
     for (size_t l = first; l <= n; l++) free(a[l]);
     free(a);
+}
+
+/* Pads token ids x [B, T] with pad_id (no other id equals it): example 0 none, 1 its second
+ * half, 2 positions 0, 1 and T - 1 (a padded start: a causal query with no key), and so on. */
+static void pad_tokens(float *x, size_t B, size_t T, size_t V, size_t pad_id) {
+    for (size_t i = 0; i < B; i++)
+        for (size_t t = 0; t < T; t++) {
+            float *id = &x[i * T + t];
+            if ((size_t)*id == pad_id) *id = (float)((pad_id + 1) % V);
+            if ((i % 3 == 1 && t >= T / 2) || (i % 3 == 2 && (t < 2 || t == T - 1))) *id = (float)pad_id;
+        }
 }
 
 /* f = <dout[i0 .. i0 + B), model(x)> in double */
@@ -225,6 +260,8 @@ static void check_model(const char *spec, size_t B, size_t V, uint64_t seed) {
     float *x = malloc(B * D * sizeof *x), *dout = malloc(B * K * sizeof *dout);
     if (V) fill_tokens(x, B * D, V, seed + 1);
     else fill_gauss(x, B * D, 1.0, seed + 1);
+    size_t pad_id;
+    if (V && dpt_model_pad_id(m, &pad_id)) pad_tokens(x, B, D, V, pad_id);
     fill_gauss(dout, B * K, 1.0, seed + 2);
     double *th = to_double(m->theta, P), *xd = to_double(x, B * D), *o = malloc(B * K * sizeof *o);
 
@@ -775,6 +812,199 @@ static void check_errors(void) {
     }
 }
 
+/* ==== padding masks ==== */
+
+/* One padding model's outputs, per-token losses (token-ce over the next ids when the output
+ * is V logits per position, else <dout, o>), per-example gradient rows, norms and a jvp. */
+typedef struct {
+    float *o, *loss, *pe, *sq, *jv;
+} pad_run;
+
+static void pad_forward(dpt_model *m, const float *x, size_t B, size_t V, const float *dth, pad_run *r) {
+    const size_t P = m->n_params, K = m->out_dim, T = m->pad_T;
+    float *dout = malloc(B * K * sizeof *dout);
+    r->o = malloc(B * K * sizeof *r->o), r->loss = malloc(B * sizeof *r->loss);
+    r->pe = malloc(B * P * sizeof *r->pe), r->sq = malloc(B * sizeof *r->sq), r->jv = malloc(B * K * sizeof *r->jv);
+    CHECK_OK(dpt_model_forward(m, x, B));
+    memcpy(r->o, dpt_model_output(m), B * K * sizeof *r->o);
+    size_t pad = 0;
+    CHECK(dpt_model_pad_id(m, &pad));
+    if (K == T * V) { /* a language model: targets = the next ids, the pad id after the last */
+        float *y = malloc(B * T * sizeof *y);
+        for (size_t i = 0; i < B; i++)
+            for (size_t t = 0; t < T; t++) y[i * T + t] = t + 1 < T ? x[i * T + t + 1] : (float)pad;
+        CHECK_OK(dpt_loss_tokens_pad(r->o, B, T, V, y, (long long)pad, r->loss, dout));
+        free(y);
+    } else {
+        CHECK_OK(dpt_loss(DPT_LOSS_SOFTMAX_CE, r->o, B, K, (const int32_t[]){0, 1, 2, 1, 0, 2}, NULL, r->loss, dout));
+    }
+    CHECK_OK(dpt_model_backward(m, dout, B));
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_PER_EXAMPLE, NULL, r->pe, P, 0));
+    CHECK_OK(dpt_model_param_grad(m, B, DPT_GRAD_SQNORM, NULL, r->sq, 0, 0));
+    CHECK_OK(dpt_model_jvp(m, dth, NULL, B, r->jv));
+    free(dout);
+}
+
+static void pad_free(pad_run *r) { free(r->o), free(r->loss), free(r->pe), free(r->sq), free(r->jv); }
+
+/* Invariance: what sits at the padded positions (the pad token's embedding row, and the
+ * position rows that only padded positions use) changes no output, loss, per-example
+ * gradient, norm or jvp; only those rows' own gradients, which are 0. Then sensitivity:
+ * an example padded to T = 8 has the outputs, loss and per-example gradient norm of the
+ * same tokens in the model with T = 5 (no padding) on the same weights. */
+static void check_pad_invariance(const char *spec8, const char *spec5, size_t V) {
+    const size_t B = 4, T = 8, T5 = 5, pad = 0;
+    dpt_model *m = NULL, *m5 = NULL;
+    CHECK_OK(dpt_model_new(spec8, B, 1, &m));
+    CHECK_OK(dpt_model_new(spec5, B, 1, &m5));
+    if (!m || !m5) goto done;
+    init_params(m, 91);
+    const size_t P = m->n_params, K = m->out_dim, D = m->layers[0].out_shape[2];
+    /* lengths 5, 3, 5, 1: positions 5..7 are padded in every example */
+    const size_t len[4] = {5, 3, 5, 1};
+    float x[4 * 8], x5[4 * 5];
+    fill_tokens(x, B * T, V - 1, 92);
+    for (size_t i = 0; i < B; i++)
+        for (size_t t = 0; t < T; t++) {
+            x[i * T + t] = t < len[i] ? x[i * T + t] + 1.0f : (float)pad; /* real tokens are 1..V-1 */
+            if (t < T5) x5[i * T5 + t] = x[i * T + t];
+        }
+    float *dth = malloc(P * sizeof *dth);
+    fill_gauss(dth, P, 1.0, 93);
+    pad_run a, b;
+    pad_forward(m, x, B, V, dth, &a);
+    /* the padded content: E[pad] and Pos[5..7] */
+    float *E = dpt_model_tensor_by_name(m, "emb1.weight", NULL), *Pos = dpt_model_tensor_by_name(m, "emb1.position", NULL);
+    unsigned char *inpad = calloc(P, 1);
+    if (!E || !Pos) goto done;
+    for (size_t d = 0; d < D; d++) E[pad * D + d] += 5.0f * (float)(d + 1), inpad[(size_t)(E - m->theta) + pad * D + d] = 1;
+    for (size_t j = T5 * D; j < T * D; j++) Pos[j] = -3.0f * Pos[j] + 1.0f, inpad[(size_t)(Pos - m->theta) + j] = 1;
+    pad_forward(m, x, B, V, dth, &b);
+    for (size_t j = 0; j < B * K; j++) CHECK(a.o[j] == b.o[j] && a.jv[j] == b.jv[j]);
+    for (size_t i = 0; i < B; i++) { /* a language model's 1-token example has no target but the pad: 0 */
+        CHECK(a.loss[i] == b.loss[i] && a.sq[i] == b.sq[i]);
+        CHECK((a.sq[i] > 0) == (K != T * V || len[i] > 1));
+    }
+    for (size_t j = 0; j < B * P; j++) {
+        CHECK(a.pe[j] == b.pe[j]);
+        if (inpad[j % P]) CHECK(a.pe[j] == 0.0f);
+    }
+    /* sensitivity: the same tokens in the unpadded T = 5 model (its position rows are 0..4) */
+    size_t q = 0;
+    for (size_t l = 0; l < m->n_layers; l++) { /* theta minus Pos[5..7] */
+        const dpt_layer *L = &m->layers[l];
+        for (size_t p = 0; p < L->n_params; p++)
+            if (!inpad[L->param_offset + p] || (m->theta + L->param_offset + p) < Pos) m5->theta[q++] = m->theta[L->param_offset + p];
+    }
+    CHECK(q == m5->n_params);
+    float *dth5 = calloc(m5->n_params, sizeof *dth5);
+    pad_run c;
+    pad_forward(m5, x5, B, V, dth5, &c);
+    const size_t K5 = m5->out_dim, kv = K / T;
+    for (size_t i = 0; i < B; i++) {
+        CHECK_CLOSE(c.loss[i], a.loss[i], 1e-6, 1e-5);
+        CHECK_CLOSE(c.sq[i], a.sq[i], 0, 1e-4);
+        if (K == T * V) /* per-position logits: rows 0..4 as the short model's, the padded rows 0 */
+            for (size_t t = 0; t < T; t++)
+                for (size_t k = 0; k < kv; k++) {
+                    if (t < T5 && t < len[i]) CHECK_CLOSE(a.o[i * K + t * kv + k], c.o[i * K5 + t * kv + k], 1e-6, 1e-5);
+                    if (t >= len[i]) CHECK(a.o[i * K + t * kv + k] == 0.0f);
+                }
+        else
+            for (size_t k = 0; k < K; k++) CHECK_CLOSE(a.o[i * K + k], c.o[i * K5 + k], 1e-6, 1e-5);
+    }
+    /* and without the mask the padding would count: the same spec without pad<P> differs */
+    pad_free(&a), pad_free(&b), pad_free(&c);
+    free(dth), free(dth5), free(inpad);
+done:
+    dpt_model_free(m), dpt_model_free(m5);
+}
+
+/* token-ce with a pad id: the mean over the other positions, dout 0 at the padded ones, an
+ * all-padded example 0; pad_id -1 is dpt_loss_tokens bit for bit */
+static void check_token_loss_pad(void) {
+    const size_t B = 3, T = 5, V = 4, K = T * V, pad = 3;
+    float o[3 * 20], y[15] = {0, 1, 3, 2, 3, 3, 3, 3, 3, 3, 1, 1, 1, 0, 2}, l[3], d[60], l2[3], d2[60];
+    fill_gauss(o, B * K, 1.0, 95);
+    CHECK_OK(dpt_loss_tokens_pad(o, B, T, V, y, (long long)pad, l, d));
+    for (size_t i = 0; i < B; i++) {
+        float yv[5];
+        double *od = to_double(o + i * K, K), s = 0;
+        size_t n = 0;
+        for (size_t t = 0; t < T; t++) /* the reference over the valid positions only */
+            if (y[i * T + t] != (float)pad) {
+                double *row = od + t * V;
+                memcpy(yv, y + i * T + t, sizeof(float));
+                s += ref_token_loss(row, yv, 1, V), n++;
+            }
+        CHECK_CLOSE(l[i], n ? s / (double)n : 0.0, 1e-6, 1e-6);
+        for (size_t t = 0; t < T; t++)
+            for (size_t v = 0; v < V; v++) {
+                const float g = d[i * K + t * V + v];
+                if (y[i * T + t] == (float)pad) CHECK(g == 0.0f);
+                else { /* (softmax - e_y) / n */
+                    double m = -INFINITY, z = 0;
+                    for (size_t u = 0; u < V; u++) m = fmax(m, od[t * V + u]);
+                    for (size_t u = 0; u < V; u++) z += exp(od[t * V + u] - m);
+                    CHECK_CLOSE(g, (exp(od[t * V + v] - m) / z - (v == (size_t)y[i * T + t])) / (double)n, 1e-7, 1e-5);
+                }
+            }
+        free(od);
+    }
+    CHECK(l[1] == 0.0f); /* every target of example 1 is the pad */
+    CHECK_OK(dpt_loss_tokens(o, B, T, V, y, l, d));
+    CHECK_OK(dpt_loss_tokens_pad(o, B, T, V, y, -1, l2, d2));
+    CHECK(memcmp(l, l2, sizeof l) == 0 && memcmp(d, d2, sizeof d) == 0);
+    const float bad[5] = {0, 1, 7, 3, 3};
+    CHECK_STATUS(dpt_loss_tokens_pad(o, 1, T, V, bad, (long long)pad, l, NULL), DPT_EINVAL);
+    CHECK_ERR_HAS("target 7 of example 0, position 2");
+}
+
+static void check_padding(void) {
+#define PBLK(c) "[ln,plin24,attn2" c ",plin8],[ln,plin16,gelu,plin8]"
+    check_pad_invariance("seq:8:emb7x8pad0," PBLK("") ",ln,meanpool,fc3", "seq:5:emb7x8pad0," PBLK("") ",ln,meanpool,fc3", 7);
+    check_pad_invariance("seq:8:emb7x8pad0," PBLK("c") "," PBLK("c") ",ln,plin7",
+                         "seq:5:emb7x8pad0," PBLK("c") "," PBLK("c") ",ln,plin7", 7);
+#undef PBLK
+    check_token_loss_pad();
+    /* the spec: pad<P> round trip, named models' p<P>, refusals */
+    dpt_spec_item it;
+    char buf[64];
+    CHECK_OK(dpt_spec_item_parse("emb258x64nopospad256", &it));
+    CHECK(it.has_pad && it.pad_id == 256 && it.nopos);
+    dpt_spec_item_format(&it, buf, sizeof buf);
+    CHECK(strcmp(buf, "emb258x64nopospad256") == 0);
+    dpt_model *m = NULL;
+    size_t pad = 99;
+    CHECK_OK(dpt_model_new("bert_tiny:t8:v10:p0", 1, 1, &m));
+    CHECK(m && dpt_model_pad_id(m, &pad) && pad == 0 && !m->pad_out);
+    dpt_model_free(m), m = NULL;
+    CHECK_OK(dpt_model_new("gpt_tiny:t8:v10:p9", 1, 1, &m));
+    CHECK(m && dpt_model_pad_id(m, &pad) && pad == 9 && m->pad_out);
+    dpt_model_free(m), m = NULL;
+    CHECK_OK(dpt_model_new("gpt_tiny:t8:v10", 1, 1, &m));
+    CHECK(m && !dpt_model_pad_id(m, &pad) && !m->pad_mask);
+    dpt_model_free(m), m = NULL;
+    const struct {
+        const char *spec, *needle;
+    } bad[] = {
+        {"seq:8:emb5x4pad5,meanpool", "pad id 5 is not a token of the vocabulary [0, 5)"},
+        {"seq:8:emb5x4pad1,plin4,flatten,fc2", "layer 3 (flatten1) reads every position of the padded sequence"},
+        {"seq:8:emb5x4pad1,fc2", "layer 2 (fc1) reads every position"},
+        {"seq:8:emb5x4pad", "'emb5x4pad' is not a layer"},
+        {"vit_mnist:p0", "'p0' is not an option of vit_mnist"},
+        {"gpt_tiny:p", "'p' is not an option of gpt_tiny"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        m = NULL;
+        CHECK_STATUS(dpt_model_new(bad[k].spec, 1, 1, &m), DPT_EINVAL);
+        CHECK_ERR_HAS(bad[k].needle);
+        CHECK(m == NULL);
+    }
+    CHECK_OK(dpt_model_new("seq:8:emb5x4pad1,plin4,clspool,fc2", 1, 1, &m)); /* after the pooling: anything */
+    dpt_model_free(m);
+}
+
 int main(void) {
     /* token models: the layers in order, with repeats (V small), a residual group, nobias and nopos */
     check_model("seq:5:emb4x3,ln,plin4,gelu,meanpool,fc2", 3, 4, 1);
@@ -795,6 +1025,13 @@ int main(void) {
     check_model("cnn:3x2x2:identity,toseqnopos,plin2,meanpool,fc2", 2, 0, 64);
     /* a small LM: per-position logits, causal blocks (gpt_tiny's structure at width 8) */
     check_model("seq:4:emb5x8,[ln,plin24,attn2c,plin8],[ln,plin32,gelu,plin8],ln,plin5", 2, 5, 65);
+    /* padding masks (emb...pad<P>): padded keys, pooling over valid positions, zero padded
+     * outputs; examples with a padded half, a padded start (a causal query without keys) */
+    check_model("seq:5:emb6x4pad0,[ln,plin12,attn2,plin4],ln,meanpool,fc2", 3, 6, 81);
+    check_model("seq:6:emb5x6pad4,[ln,plin18,attn3c,plin6],[rms,plin8,gelu,plin6],ln,clspool,fc2", 3, 5, 82);
+    check_model("seq:6:emb5x8pad2,[ln,plin24,attn2c,plin8],[ln,plin32,gelu,plin8],ln,plin5", 3, 5, 83);
+    check_model("seq:5:emb4x4nopospad3,plin12,attn1,meanpool", 3, 4, 84);
+    check_padding();
     check_toseq_layout();
     check_token_loss_all();
     check_named_all();

@@ -153,7 +153,62 @@ static void check_lm(void) {
     dpt_dataset_free(&tr), dpt_dataset_free(&te), dpt_dataset_free(&cls);
 }
 
+/* ==== a padding model in the trainer ==== */
+
+/* dpt_evaluate of a language model with a pad id ignores the pad targets (the mean over
+ * examples of dpt_loss_tokens_pad with the model's pad id; counting them gives another
+ * value), and DP-ULR refuses a padding model */
+static void check_pad(void) {
+    static const char *LM = "seq:8:emb9x8pad8,[ln,plin24,attn2c,plin8],ln,plin9";
+    dpt_dataset d;
+    make_lm(&d, 6, 21); /* ids 0..7; pad 8 */
+    for (size_t i = 1; i < 6; i += 2) /* every other example padded from position 4 */
+        for (size_t t = 4; t < LM_T; t++) d.x[i * LM_T + t] = 8.0f, d.t[i * LM_T + t - 1] = 8.0f;
+    for (size_t i = 1; i < 6; i += 2) d.t[i * LM_T + LM_T - 1] = 8.0f;
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new(LM, 6, 1, &m));
+    if (!m) return;
+    dpt_rng r;
+    dpt_rng_init(&r, 4, DPT_STREAM_INIT);
+    CHECK_OK(dpt_model_init(m, DPT_INIT_LECUN, NULL, 0, 0.0, &r));
+    dpt_rng_free(&r);
+    double loss, acc, want = 0, all = 0;
+    CHECK_OK(dpt_evaluate(m, DPT_LOSS_TOKEN_CE, &d, &loss, &acc));
+    float l[6];
+    CHECK_OK(dpt_model_forward(m, d.x, 6));
+    CHECK_OK(dpt_loss_tokens_pad(dpt_model_output(m), 6, LM_T, LM_V + 1, d.t, 8, l, NULL));
+    for (int i = 0; i < 6; i++) want += l[i] / 6.0;
+    CHECK_OK(dpt_loss_tokens(dpt_model_output(m), 6, LM_T, LM_V + 1, d.t, l, NULL));
+    for (int i = 0; i < 6; i++) all += l[i] / 6.0;
+    CHECK_CLOSE(loss, want, 1e-6, 1e-6);
+    CHECK(fabs(all - want) > 1e-3);
+    dpt_model_free(m);
+    dpt_train_config c = dpt_train_config_defaults();
+    c.model_spec = "seq:8:emb9x8pad8,plin8,meanpool,fc3";
+    c.batch_size = 2;
+    c.sampler = DPT_SAMPLER_POISSON_REJECT;
+    c.sample_rate = 0.5;
+    c.min_batch = 1;
+    c.threads = 1;
+    float x[4 * LM_T] = {0};
+    const int32_t y[4] = {0, 1, 2, 1};
+    dpt_dataset cls;
+    CHECK_OK(dpt_dataset_from_arrays(x, y, 4, LM_T, 3, &cls));
+    dpt_dpulr_config u = dpt_dpulr_config_defaults();
+    dpt_algo *a = NULL;
+    dpt_trainer *t = NULL;
+    CHECK_OK(dpt_algo_dpulr_new(&u, &a));
+    dpt_status st = dpt_trainer_new(&c, &cls, NULL, a, &t);
+    if (st == DPT_OK) st = dpt_trainer_run(t, NULL);
+    if (st != DPT_ENOTSUP) fprintf(stderr, "dpulr: %d %s\n", (int)st, dpt_last_error());
+    CHECK(st == DPT_ENOTSUP);
+    CHECK_ERR_HAS("masks padding");
+    dpt_trainer_free(t);
+    dpt_dataset_free(&d), dpt_dataset_free(&cls);
+}
+
 int main(void) {
+    check_pad();
     check_lm();
     dpt_dataset tr, te;
     make_text(&tr, 3000, 1);

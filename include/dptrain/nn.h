@@ -151,6 +151,13 @@ struct dpt_layer {
      * standardized over its fan-in before use (layer_conv.c, docs/nn.md); theta keeps the
      * raw weights, and every parameter gradient is with respect to them. */
     int wstd;
+    /* Padding mask (docs/nn.md "Padding masks"). Embedding: has_pad = 1 when token pad_id
+     * marks padded positions; its forward writes pad_mask[i T + t] = (id_i,t == pad_id).
+     * Attention, meanpool and clspool of such a model read pad_mask (1 = padded) of the last
+     * forward from the embedding. NULL = no mask. The buffer [max_batch, T] is the model's. */
+    int has_pad;
+    size_t pad_id;
+    unsigned char *pad_mask;
 };
 
 /* ==== Models ==== */
@@ -182,6 +189,12 @@ typedef struct {
     float *tangent[2]; /* [max_batch * max dim_l] each: ping-pong buffers of dpt_model_jvp */
     float **tangent_keep; /* [n_layers + 1]: non-NULL for residual sources (jvp keeps them) */
     float *scratch;    /* [max_batch * max_l max(D_l, K_l)]: the layers' shared scratch */
+    /* Padding (an embedding with a pad id, docs/nn.md "Padding masks"): pad_mask [max_batch,
+     * pad_T], 1 = padded position, written by the embedding's forward (NULL: no pad id);
+     * pad_out = 1 when the output is a sequence of those positions (its padded rows are 0). */
+    unsigned char *pad_mask;
+    size_t pad_T;
+    int pad_out;
 } dpt_model;
 
 /* Builds a model from a spec string:
@@ -201,13 +214,13 @@ typedef struct {
  *   "seq:16:emb100x32,ln,plin32,gelu,meanpool,fc2"
  *                                  a sequence model on 16 token ids (stored as floats; "seq:16x8"
  *                                  for 16 positions of 8 floats), the same items plus
- *                                  emb<V>x<D>[nopos], ln, rms, plin<K>[nobias], attn<H>[c],
+ *                                  emb<V>x<D>[nopos][pad<P>], ln, rms, plin<K>[nobias], attn<H>[c],
  *                                  meanpool, clspool, toseq[cls][nopos]
  *                                  on sequences (1, T, D); see docs/nn.md "Sequence layers"
  *   named models: "mnist_cnn" (Opacus MNIST example), "mnist_cnn_tanh" (Tramer & Boneh
  *                                  2021's MNIST CNN: tanh, conv1 padding 2), "resnet5"
  *                                  (DP-ULR Section 4.3, CIFAR-10); transformers
- *                                  "gpt_tiny[:t<T>][:v<V>]", "bert_tiny[:t<T>][:v<V>][:c<C>]",
+ *                                  "gpt_tiny[:t<T>][:v<V>][:p<P>]", "bert_tiny[:t<T>][:v<V>][:c<C>][:p<P>]",
  *                                  "vit_mnist[:c<C>]", "vit_cifar[:c<C>]" (docs/nn.md)
  * Allocates every buffer for batches up to max_batch (threads in [0, 1024], 0 = all
  * cores). Unknown or malformed specs are
@@ -223,6 +236,9 @@ float *dpt_model_params(dpt_model *m);
 size_t dpt_model_in_dim(const dpt_model *m);
 size_t dpt_model_out_dim(const dpt_model *m);
 size_t dpt_model_max_batch(const dpt_model *m);
+/* 1 when the model masks padding (its embedding has a pad id, "emb<V>x<D>pad<P>" or the named
+ * models' p<P>: docs/nn.md "Padding masks"), then *pad_id (may be NULL) = P; else 0. */
+int dpt_model_pad_id(const dpt_model *m, size_t *pad_id);
 
 /* ==== Building a model layer by layer ====
  * A builder assembles the same spec string one layer per call, for callers that would
@@ -428,6 +444,11 @@ dpt_status dpt_loss(dpt_loss_kind kind, const float *o, size_t B, size_t K,
  * and position) or T or V 0. dpt_loss(DPT_LOSS_TOKEN_CE, ...) refuses (it has no T). */
 dpt_status dpt_loss_tokens(const float *o, size_t B, size_t T, size_t V, const float *targets, float *loss,
                            float *dout);
+/* The same with padding: targets equal to pad_id (pad_id < 0: none) are ignored, loss[i] is
+ * the mean over example i's other positions (0 when it has none) and dout is 0 at ignored
+ * positions, i.e. the padded positions of a model that masks pad_id (dpt_model_pad_id). */
+dpt_status dpt_loss_tokens_pad(const float *o, size_t B, size_t T, size_t V, const float *targets, long long pad_id,
+                               float *loss, float *dout);
 /* Parses "ce" | "bce" | "mse" | "token-ce" (also the long names). */
 dpt_status dpt_loss_parse(const char *s, dpt_loss_kind *out);
 dpt_status dpt_init_parse(const char *s, dpt_init_scheme *out);

@@ -15,7 +15,9 @@
  *   jvp:       dS = (dQ K^T + Q dK^T) / sqrt(dh),  dP = P * (dS - rowsum(P * dS)),
  *              dO = dP V + P dV
  * P is recomputed row by row (scratch [2 T]), never stored: O(T^2 D) per example in each
- * pass, memory O(T). Softmax sums in double. */
+ * pass, memory O(T). Softmax sums in double.
+ * Padding (a model whose embedding has a pad id): the keys at padded positions of example i
+ * (L->pad_mask) are left out of every query's softmax, for both kinds of attention. */
 #include "nn_internal.h"
 
 #include <math.h>
@@ -44,23 +46,37 @@ static double dot(const float *q, const float *k, size_t n) {
     return s;
 }
 
-/* Row t of P for head h of one example xi [T, 3D]: p[0..n) with n = t + 1 (causal) or T. */
-static size_t prob_row(const att_dims *a, const float *xi, size_t h, size_t t, float *p) {
+/* Row t of P for head h of one example xi [T, 3D]: p[0..n) with n = t + 1 (causal) or T.
+ * mk [T] (NULL = none): the example's padding mask; a padded key j gets p[j] = 0 exactly
+ * (torch's key_padding_mask), and a row without any allowed key is all 0 (torch: NaN), so
+ * its output, cotangents and tangents are 0. */
+static size_t prob_row(const att_dims *a, const float *xi, const unsigned char *mk, size_t h, size_t t, float *p) {
     const size_t n = a->lim_causal ? t + 1 : a->T, W = 3 * a->D;
     const float *q = xi + t * W + h * a->dh;
     double mx = -INFINITY, z = 0.0;
     for (size_t j = 0; j < n; j++) {
+        if (mk && mk[j]) continue;
         const double s = a->scale * dot(q, xi + j * W + a->D + h * a->dh, a->dh);
         p[j] = (float)s;
         if (s > mx) mx = s;
     }
     for (size_t j = 0; j < n; j++) {
+        if (mk && mk[j]) {
+            p[j] = 0.0f;
+            continue;
+        }
         const double ej = exp((double)p[j] - mx);
         z += ej;
         p[j] = (float)ej;
     }
-    for (size_t j = 0; j < n; j++) p[j] = (float)((double)p[j] / z);
+    if (z > 0.0)
+        for (size_t j = 0; j < n; j++) p[j] = (float)((double)p[j] / z);
     return n;
+}
+
+/* example i's padding mask [T], or NULL */
+static const unsigned char *mask_of(const dpt_layer *L, const att_dims *a, size_t i) {
+    return L->pad_mask ? L->pad_mask + i * a->T : NULL;
 }
 
 static dpt_status att_forward(const dpt_layer *L, const float *x, float *v, size_t B) {
@@ -72,7 +88,7 @@ static dpt_status att_forward(const dpt_layer *L, const float *x, float *v, size
         float *vi = v + i * a.T * a.D;
         for (size_t h = 0; h < a.H; h++)
             for (size_t t = 0; t < a.T; t++) {
-                const size_t n = prob_row(&a, xi, h, t, p);
+                const size_t n = prob_row(&a, xi, mask_of(L, &a, i), h, t, p);
                 float *o = vi + t * a.D + h * a.dh;
                 for (size_t e = 0; e < a.dh; e++) {
                     double s = 0.0;
@@ -95,7 +111,7 @@ static dpt_status att_backward_input(const dpt_layer *L, const float *x, const f
         float *dxi = dx + i * a.T * W;
         for (size_t h = 0; h < a.H; h++)
             for (size_t t = 0; t < a.T; t++) {
-                const size_t n = prob_row(&a, xi, h, t, p);
+                const size_t n = prob_row(&a, xi, mask_of(L, &a, i), h, t, p);
                 const float *dO = dvi + t * a.D + h * dh, *q = xi + t * W + h * dh;
                 /* dP_tj = dO_t . V_j; dS_tj = P_tj (dP_tj - sum_k P_tk dP_tk) */
                 double r = 0.0;
@@ -133,7 +149,7 @@ static dpt_status att_jvp(const dpt_layer *L, const float *x, const float *v, co
         float *oi = dv + i * a.T * a.D;
         for (size_t h = 0; h < a.H; h++)
             for (size_t t = 0; t < a.T; t++) {
-                const size_t n = prob_row(&a, xi, h, t, p);
+                const size_t n = prob_row(&a, xi, mask_of(L, &a, i), h, t, p);
                 const float *q = xi + t * W + h * dh, *dq = ti + t * W + h * dh;
                 /* dS_tj = (dq_t . K_j + Q_t . dk_j) / sqrt(dh); dP = P (dS - sum P dS) */
                 double r = 0.0;

@@ -8,6 +8,9 @@
  * datasets, samplers, physical batches and checkpoints carry them unchanged. forward refuses
  * an id that is not an integer in [0, V) (DPT_EINVAL naming example, position and value).
  * Ids are discrete: backward_input writes zeros and jvp ignores the input tangent.
+ * Padding ("pad<P>"): the forward also writes the model's mask [B, T], 1 where id == P,
+ * which the attention and pooling layers read (docs/nn.md "Padding masks"); the layer's
+ * own math is unchanged (a padded position's cotangent is 0, so its rows add nothing).
  * Per-example gradient (Li et al. 2022, "Large language models can be strong differentially
  * private learners", Section 4): g_i = (sum_t e_{id_t} dv_t^T, dV_i), so
  *   ||g_i||^2 = sum_{t, t' : id_t = id_t'} <dv_t, dv_t'> + ||dV_i||_F^2,
@@ -38,6 +41,7 @@ static dpt_status emb_forward(const dpt_layer *L, const float *x, float *v, size
             DPT_CHECK(id >= 0.0f && id < (float)V && id == floorf(id), DPT_EINVAL,
                       "%s: token id %g at example %zu, position %zu is not an integer in [0, %zu)", L->name,
                       (double)id, i, t, V);
+            if (L->pad_mask) L->pad_mask[i * T + t] = L->has_pad && (size_t)id == L->pad_id;
             const float *e = L->w + (size_t)id * D;
             float *o = v + (i * T + t) * D;
             if (pos)
@@ -211,5 +215,14 @@ dpt_status dpt_layer_embedding_setup(dpt_layer *L, const size_t in_shape[3], siz
     L->out_dim = T * D;
     L->n_params = P;
     L->scratch_need = 2 * T + 2 * D; /* SQNORM: T uint64 keys, D doubles */
+    return DPT_OK;
+}
+
+dpt_status dpt_layer_embedding_set_pad(dpt_layer *L, size_t pad_id) {
+    DPT_ASSERT(L->kind == DPT_LAYER_EMBEDDING);
+    DPT_CHECK(pad_id < L->k, DPT_EINVAL, "embedding: pad id %zu is not a token of the vocabulary [0, %zu)", pad_id,
+              L->k);
+    L->has_pad = 1;
+    L->pad_id = pad_id;
     return DPT_OK;
 }

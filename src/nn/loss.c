@@ -209,35 +209,54 @@ dpt_status dpt_loss(dpt_loss_kind kind, const float *o, size_t B, size_t K, cons
 
 /* Each example's T rows of V logits through the softmax cross-entropy above (dpt_loss, in
  * blocks of TOK_ROWS positions with their labels on the stack: no allocation), then the
- * mean over positions: loss_i = (1/T) sum_t l_t in double, dout rows scaled by 1/T. */
+ * mean over its n_i counted positions: loss_i = (1/n_i) sum_t l_t in double, dout rows
+ * scaled by 1/n_i. Positions whose target is pad_id are not counted (their rows go through
+ * the softmax with label 0 and are then zeroed), so n_i = T without padding. */
 #define TOK_ROWS 256
-dpt_status dpt_loss_tokens(const float *o, size_t B, size_t T, size_t V, const float *targets, float *loss,
-                           float *dout) {
+dpt_status dpt_loss_tokens_pad(const float *o, size_t B, size_t T, size_t V, const float *targets, long long pad_id,
+                               float *loss, float *dout) {
     DPT_CHECK(T >= 1 && V >= 1, DPT_EINVAL, "token cross-entropy loss: %s is 0", T ? "the vocabulary" : "T");
     DPT_CHECK(targets || B == 0, DPT_EINVAL, "token cross-entropy loss needs targets (the token ids)");
     int32_t lab[TOK_ROWS];
     float lrow[TOK_ROWS];
-    const float inv = 1.0f / (float)T;
+    unsigned char skip[TOK_ROWS];
+    const float pad = pad_id >= 0 ? (float)pad_id : -1.0f;
     for (size_t i = 0; i < B; i++) {
         double s = 0.0;
+        size_t n_i = 0;
         for (size_t t0 = 0; t0 < T; t0 += TOK_ROWS) {
             const size_t n = T - t0 < TOK_ROWS ? T - t0 : TOK_ROWS;
             for (size_t t = 0; t < n; t++) {
                 const float y = targets[i * T + t0 + t];
-                DPT_CHECK(y >= 0.0f && y < (float)V && y == floorf(y), DPT_EINVAL, /* NaN fails too */
+                skip[t] = pad_id >= 0 && y == pad;
+                DPT_CHECK(skip[t] || (y >= 0.0f && y < (float)V && y == floorf(y)), DPT_EINVAL, /* NaN fails too */
                           "token cross-entropy loss: target %g of example %zu, position %zu is not a token id in "
                           "[0, %zu)", (double)y, i, t0 + t, V);
-                lab[t] = (int32_t)y;
+                lab[t] = skip[t] ? 0 : (int32_t)y;
             }
             const size_t r = i * T + t0; /* first row */
             DPT_TRY(dpt_loss(DPT_LOSS_SOFTMAX_CE, o + r * V, n, V, lab, NULL, lrow, dout ? dout + r * V : NULL));
-            for (size_t t = 0; t < n; t++) s += lrow[t];
+            for (size_t t = 0; t < n; t++) {
+                if (skip[t]) {
+                    if (dout) memset(dout + (r + t) * V, 0, V * sizeof *dout);
+                    continue;
+                }
+                s += lrow[t];
+                n_i++;
+            }
         }
-        if (loss) loss[i] = (float)(s / (double)T);
-        if (dout)
+        if (loss) loss[i] = n_i ? (float)(s / (double)n_i) : 0.0f;
+        if (dout && n_i) {
+            const float inv = 1.0f / (float)n_i;
             for (size_t j = i * T * V; j < (i + 1) * T * V; j++) dout[j] *= inv;
+        }
     }
     return DPT_OK;
+}
+
+dpt_status dpt_loss_tokens(const float *o, size_t B, size_t T, size_t V, const float *targets, float *loss,
+                           float *dout) {
+    return dpt_loss_tokens_pad(o, B, T, V, targets, -1, loss, dout);
 }
 
 dpt_status dpt_loss_parse(const char *s, dpt_loss_kind *out) {

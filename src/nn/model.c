@@ -53,7 +53,9 @@ dpt_status dpt_spec_item_setup(dpt_layer *L, const dpt_spec_item *it, const size
     case DPT_LAYER_SCATTER: return dpt_layer_scatter_setup(L, in_shape, it->k, it->n);
     case DPT_LAYER_FLATTEN: dpt_layer_flatten_setup(L, in_shape); return DPT_OK;
     case DPT_LAYER_LINEAR: dpt_layer_linear_setup(L, n_in, it->n, bias); return DPT_OK;
-    case DPT_LAYER_EMBEDDING: return dpt_layer_embedding_setup(L, in_shape, it->n, it->k, !it->nopos);
+    case DPT_LAYER_EMBEDDING:
+        DPT_TRY(dpt_layer_embedding_setup(L, in_shape, it->n, it->k, !it->nopos));
+        return it->has_pad ? dpt_layer_embedding_set_pad(L, it->pad_id) : DPT_OK;
     case DPT_LAYER_LAYERNORM:
     case DPT_LAYER_RMSNORM: return dpt_layer_seqnorm_setup(L, it->kind, in_shape);
     case DPT_LAYER_SEQLINEAR: return dpt_layer_seqlinear_setup(L, in_shape, it->n, bias);
@@ -141,6 +143,64 @@ static dpt_status build_cnn(dpt_model *m, const char *spec, const dpt_spec *sp) 
     return DPT_OK;
 }
 
+/* ==== padding mask ==== */
+
+/* A model whose embedding (layer 0) has a pad id masks padding (docs/nn.md "Padding masks"):
+ * until the sequence is pooled, every layer must act on each position alone (norms, plin,
+ * activations) or be one that reads the mask (attention, meanpool, clspool): a layer that
+ * mixed positions otherwise (fc, flatten, conv) would see the padded ones. Sets pad_T and
+ * pad_out; the mask buffer is allocated and attached by pad_attach. */
+static dpt_status pad_check(dpt_model *m) {
+    const dpt_layer *E = &m->layers[0];
+    if (E->kind != DPT_LAYER_EMBEDDING || !E->has_pad) return DPT_OK;
+    m->pad_T = E->out_shape[1];
+    m->pad_out = 1;
+    for (size_t l = 1; l < m->n_layers && m->pad_out; l++) {
+        const dpt_layer *L = &m->layers[l];
+        switch (L->kind) {
+        case DPT_LAYER_MEANPOOL:
+        case DPT_LAYER_CLSPOOL: m->pad_out = 0; break;
+        case DPT_LAYER_LAYERNORM: case DPT_LAYER_RMSNORM: case DPT_LAYER_SEQLINEAR: case DPT_LAYER_ATTENTION:
+        case DPT_LAYER_RELU: case DPT_LAYER_GELU: case DPT_LAYER_TANH: case DPT_LAYER_SIGMOID:
+        case DPT_LAYER_IDENTITY: break;
+        default:
+            return dpt_set_error(DPT_EINVAL, "model spec '%s': layer %zu (%s) reads every position of the padded "
+                                 "sequence (%s has a pad id): pool it first (meanpool, clspool); before the pooling "
+                                 "only ln, rms, plin, attn and activations may follow a padding embedding",
+                                 m->spec, l + 1, L->name, E->name);
+        }
+    }
+    return DPT_OK;
+}
+
+/* The mask buffer [max_batch, pad_T], given to the embedding (which writes it) and to the
+ * layers that read it (all before the pooling, so with the embedding's T). */
+static dpt_status pad_attach(dpt_model *m) {
+    if (!m->pad_T) return DPT_OK;
+    m->pad_mask = dpt_alloc2(m->max_batch, m->pad_T, 1, "padding mask");
+    if (!m->pad_mask) return DPT_ENOMEM;
+    for (size_t l = 0; l < m->n_layers; l++) {
+        dpt_layer *L = &m->layers[l];
+        if (l == 0 || L->kind == DPT_LAYER_ATTENTION || L->kind == DPT_LAYER_MEANPOOL || L->kind == DPT_LAYER_CLSPOOL)
+            L->pad_mask = m->pad_mask;
+        if (L->kind == DPT_LAYER_MEANPOOL || L->kind == DPT_LAYER_CLSPOOL) break;
+    }
+    return DPT_OK;
+}
+
+/* rows [B, pad_T] of K = dim / pad_T values: zero the padded ones (a sequence output) */
+static void pad_zero_rows(const dpt_model *m, float *y, size_t B, size_t dim) {
+    const size_t K = dim / m->pad_T;
+    for (size_t r = 0; r < B * m->pad_T; r++)
+        if (m->pad_mask[r]) memset(y + r * K, 0, K * sizeof *y);
+}
+
+int dpt_model_pad_id(const dpt_model *m, size_t *pad_id) {
+    if (!m || !m->pad_T) return 0;
+    if (pad_id) *pad_id = m->layers[0].pad_id;
+    return 1;
+}
+
 dpt_status dpt_model_new(const char *spec, size_t max_batch, int threads, dpt_model **out) {
     DPT_CHECK(out, DPT_EINVAL, "model: NULL output");
     *out = NULL;
@@ -166,6 +226,7 @@ dpt_status dpt_model_new(const char *spec, size_t max_batch, int threads, dpt_mo
     if (!m->layers || !m->act || !m->dact || !m->tangent_keep) goto fail;
     if (sp.cnn) {
         st = build_cnn(m, spec, &sp);
+        if (st == DPT_OK) st = pad_check(m);
         if (st != DPT_OK) goto fail;
         st = DPT_ENOMEM;
     } else {
@@ -209,6 +270,7 @@ dpt_status dpt_model_new(const char *spec, size_t max_batch, int threads, dpt_mo
     m->tangent[0] = alloc_batch(max_batch, max_dim, "model tangents");
     m->tangent[1] = alloc_batch(max_batch, max_dim, "model tangents");
     if (!m->theta || !m->grad || !m->scratch || !m->tangent[0] || !m->tangent[1]) goto fail;
+    if (pad_attach(m) != DPT_OK) goto fail;
     for (size_t l = 0; l <= m->n_layers; l++) {
         size_t dim = l == 0 ? m->in_dim : m->layers[l - 1].out_dim;
         m->act[l] = alloc_batch(max_batch, dim, "model activations");
@@ -317,6 +379,7 @@ void dpt_model_free(dpt_model *m) {
     dpt_free(m->scratch);
     dpt_free(m->tangent[0]);
     dpt_free(m->tangent[1]);
+    dpt_free(m->pad_mask);
     dpt_free(m);
 }
 
@@ -353,6 +416,8 @@ dpt_status dpt_model_forward_range(dpt_model *m, size_t first, size_t end, size_
         DPT_TRY(L->ops->forward(L, m->act[l], m->act[l + 1], B));
         if (L->residual_from) add_to(m->act[l + 1], m->act[L->residual_from - 1], B * L->out_dim);
     }
+    /* a sequence output of a padding model: padded positions give 0 (docs/nn.md) */
+    if (m->pad_out && end == m->n_layers && first < end) pad_zero_rows(m, m->act[end], B, m->out_dim);
     return DPT_OK;
 }
 
@@ -367,6 +432,7 @@ dpt_status dpt_model_backward_to(dpt_model *m, const float *dout, size_t B, size
     DPT_CHECK(stop <= n, DPT_EINVAL, "model '%s': backward stop %zu > %zu layers", m->spec, stop, n);
     if (stop < 1) stop = 1; /* layer 0's input cotangent is never computed */
     if (dout != m->dact[n]) memcpy(m->dact[n], dout, B * m->out_dim * sizeof *dout);
+    if (m->pad_out) pad_zero_rows(m, m->dact[n], B, m->out_dim); /* the forward zeroed those outputs */
     /* dact[l] = (d act[l+1] / d act[l])^T dact[l+1], down to dact[stop] */
     for (size_t l = n - 1; l >= stop; l--) {
         const dpt_layer *L = &m->layers[l];
@@ -395,6 +461,7 @@ dpt_status dpt_model_jvp(dpt_model *m, const float *dtheta, const float *dx, siz
         if (m->tangent_keep[l + 1]) memcpy(m->tangent_keep[l + 1], t_out, B * L->out_dim * sizeof *t_out);
         t_in = t_out;
     }
+    if (m->pad_out) pad_zero_rows(m, dout, B, m->out_dim);
     return DPT_OK;
 }
 

@@ -104,6 +104,8 @@ dpt_status dpt_scatter_filter(const dpt_layer *L, long n, size_t r, const double
  * (layer_seqnorm.c); position-wise Linear D -> K (layer_seqlinear.c); mean/CLS pooling
  * (kind, layer_seqpool.c). */
 dpt_status dpt_layer_embedding_setup(dpt_layer *L, const size_t in_shape[3], size_t V, size_t D, int positions);
+/* Gives an embedding just set up the pad token pad_id < V (DPT_EINVAL otherwise). */
+dpt_status dpt_layer_embedding_set_pad(dpt_layer *L, size_t pad_id);
 dpt_status dpt_layer_seqnorm_setup(dpt_layer *L, dpt_layer_kind kind, const size_t in_shape[3]);
 dpt_status dpt_layer_seqlinear_setup(dpt_layer *L, const size_t in_shape[3], size_t K, int has_bias);
 dpt_status dpt_layer_seqpool_setup(dpt_layer *L, dpt_layer_kind kind, const size_t in_shape[3]);
@@ -129,6 +131,8 @@ typedef struct {
     int nopos;           /* emb, toseq: "nopos" suffix (no position table) */
     int cls;             /* toseq: "cls" suffix (a learned CLS vector first) */
     int causal;          /* attn: "c" suffix (causal attention); n = heads */
+    int has_pad;         /* emb: "pad<P>" suffix: token pad_id marks padded positions */
+    size_t pad_id;
 } dpt_spec_item;
 
 typedef struct {

@@ -49,9 +49,10 @@ static const struct {
  * and a GELU MLP of width 4 x 64 (each block [ln,plin192,attn4,plin64],[ln,plin256,gelu,plin64]),
  * a final LayerNorm, then a head. Options after the name, each at most once:
  * t<T> positions, v<V> vocabulary, c<C> classes, with the defaults below.
- *   gpt_tiny[:t<T>][:v<V>]       causal LM body and head: seq:T:emb<V>x64,<blocks c>,ln,plin<V>
+ *   gpt_tiny[:t<T>][:v<V>][:p<P>]  causal LM body and head: seq:T:emb<V>x64,<blocks c>,ln,plin<V>
  *                                (per-position logits over the V tokens, (1, T, V))
- *   bert_tiny[:t<T>][:v<V>][:c<C>]  bidirectional encoder classifier: ...,ln,meanpool,fc<C>
+ *   bert_tiny[:t<T>][:v<V>][:c<C>][:p<P>]  bidirectional encoder classifier: ...,ln,meanpool,fc<C>
+ *                                (p<P>: token P pads, emb<V>x64pad<P>: the padding mask)
  *   vit_mnist[:c<C>], vit_cifar[:c<C>]  ViT on 1x28x28 / 3x32x32: 4x4 patches (a stride-4
  *                                convolution to 64 channels), a CLS vector and positions
  *                                (toseqcls), the blocks, ln, clspool, fc<C> */
@@ -63,8 +64,8 @@ static const struct {
     size_t T, V, C;            /* defaults */
     const char *fmt;           /* printf format of the spec; arguments in the order of opts */
 } xformers[] = {
-    {"gpt_tiny", "tv", 64, 256, 0, "seq:%zu:emb%zux64," XF_BLOCK("c") "," XF_BLOCK("c") ",ln,plin%zu"},
-    {"bert_tiny", "tvc", 64, 256, 2, "seq:%zu:emb%zux64," XF_BLOCK("") "," XF_BLOCK("") ",ln,meanpool,fc%zu"},
+    {"gpt_tiny", "tvp", 64, 256, 0, "seq:%zu:emb%zux64%s," XF_BLOCK("c") "," XF_BLOCK("c") ",ln,plin%zu"},
+    {"bert_tiny", "tvcp", 64, 256, 2, "seq:%zu:emb%zux64%s," XF_BLOCK("") "," XF_BLOCK("") ",ln,meanpool,fc%zu"},
     {"vit_mnist", "c", 0, 0, 10, "cnn:1x28x28:conv64k4s4,toseqcls," XF_BLOCK("") "," XF_BLOCK("") ",ln,clspool,fc%zu"},
     {"vit_cifar", "c", 0, 0, 10, "cnn:3x32x32:conv64k4s4,toseqcls," XF_BLOCK("") "," XF_BLOCK("") ",ln,clspool,fc%zu"},
 };
@@ -82,27 +83,29 @@ static dpt_status expand_xformer(const char *spec, char *buf, size_t cap, int *f
         j++;
     if (j == sizeof xformers / sizeof xformers[0]) return DPT_OK;
     *found = 1;
-    size_t v[3] = {xformers[j].T, xformers[j].V, xformers[j].C}; /* t, v, c */
-    int seen[3] = {0, 0, 0};
+    size_t v[4] = {xformers[j].T, xformers[j].V, xformers[j].C, 0}; /* t, v, c, p */
+    int seen[4] = {0, 0, 0, 0};
     const char *p = colon;
     while (p && *p == ':') {
         p++;
         const char *e = strchr(p, ':');
         if (!e) e = p + strlen(p);
-        const char *letter = *p ? strchr("tvc", *p) : NULL, *q = p + 1;
-        const int k = letter ? (int)(letter - "tvc") : -1;
-        DPT_CHECK(k >= 0 && strchr(xformers[j].opts, *p) && !seen[k] && read_num(&q, e, &v[k], 0) && q == e,
+        const char *letter = *p ? strchr("tvcp", *p) : NULL, *q = p + 1;
+        const int k = letter ? (int)(letter - "tvcp") : -1;
+        DPT_CHECK(k >= 0 && strchr(xformers[j].opts, *p) && !seen[k] && read_num(&q, e, &v[k], k == 3) && q == e,
                   DPT_EINVAL, "model spec '%s': '%s' is not an option of %s (it takes %s, each at most once)", spec,
                   part(p, (size_t)(e - p), bad, sizeof bad), xformers[j].name,
-                  !strcmp(xformers[j].opts, "tv")    ? "t<positions>, v<vocabulary>"
-                  : !strcmp(xformers[j].opts, "tvc") ? "t<positions>, v<vocabulary>, c<classes>"
+                  !strcmp(xformers[j].opts, "tvp")    ? "t<positions>, v<vocabulary>, p<pad id>"
+                  : !strcmp(xformers[j].opts, "tvcp") ? "t<positions>, v<vocabulary>, c<classes>, p<pad id>"
                                                      : "c<classes>");
         seen[k] = 1;
         p = e;
     }
     int w;
-    if (!strcmp(xformers[j].opts, "tv")) w = snprintf(buf, cap, xformers[j].fmt, v[0], v[1], v[1]);
-    else if (!strcmp(xformers[j].opts, "tvc")) w = snprintf(buf, cap, xformers[j].fmt, v[0], v[1], v[2]);
+    char pad[32] = ""; /* p<P>: the embedding's pad id (padding mask) */
+    if (seen[3]) snprintf(pad, sizeof pad, "pad%zu", v[3]);
+    if (!strcmp(xformers[j].opts, "tvp")) w = snprintf(buf, cap, xformers[j].fmt, v[0], v[1], pad, v[1]);
+    else if (!strcmp(xformers[j].opts, "tvcp")) w = snprintf(buf, cap, xformers[j].fmt, v[0], v[1], pad, v[2]);
     else w = snprintf(buf, cap, xformers[j].fmt, v[2]);
     DPT_ASSERT(w > 0 && (size_t)w < cap);
     return DPT_OK;
@@ -210,6 +213,7 @@ static dpt_status parse_item(const char *spec, const char *p, const char *end, d
         q = p + 3;
         ok = read_num(&q, end, &it->n, 0) && q < end && *q == 'x' && (q++, read_num(&q, end, &it->k, 0));
         if (ok && prefix(q, end, "nopos")) q += 5, it->nopos = 1;
+        if (ok && prefix(q, end, "pad")) q += 3, it->has_pad = 1, ok = read_num(&q, end, &it->pad_id, 1);
     } else if (prefix(p, end, "plin")) {
         it->kind = DPT_LAYER_SEQLINEAR;
         q = p + 4;
@@ -237,7 +241,7 @@ static dpt_status parse_item(const char *spec, const char *p, const char *end, d
         return dpt_set_error(DPT_EINVAL,
                              "model spec '%s': '%s' is not a layer (expected conv<C>k<k>[s<s>][p<p>][ws][nobias], "
                              "maxpool<k>[s<s>], avgpool<k>[s<s>], gn<groups>, fbn, flatten, fc<K>[nobias], "
-                             "scatter[j<J>][l<L>], emb<V>x<D>[nopos], ln, rms, plin<K>[nobias], attn<heads>[c], meanpool, "
+                             "scatter[j<J>][l<L>], emb<V>x<D>[nopos][pad<P>], ln, rms, plin<K>[nobias], attn<heads>[c], meanpool, "
                              "clspool, toseq[cls][nopos], relu|gelu|tanh|sigmoid|identity, optionally in [...] for a residual group)",
                              spec, part(p0, (size_t)(end - p0) + (size_t)it->res_close, bad, sizeof bad));
     return DPT_OK;
@@ -274,7 +278,11 @@ int dpt_spec_item_format(const dpt_spec_item *it, char *buf, size_t cap) {
     }
     case DPT_LAYER_FLATTEN: snprintf(body, sizeof body, "flatten"); break;
     case DPT_LAYER_LINEAR: snprintf(body, sizeof body, "fc%zu%s", it->n, it->nobias ? "nobias" : ""); break;
-    case DPT_LAYER_EMBEDDING: snprintf(body, sizeof body, "emb%zux%zu%s", it->n, it->k, it->nopos ? "nopos" : ""); break;
+    case DPT_LAYER_EMBEDDING: {
+        int w = snprintf(body, sizeof body, "emb%zux%zu%s", it->n, it->k, it->nopos ? "nopos" : "");
+        if (it->has_pad) snprintf(body + w, sizeof body - (size_t)w, "pad%zu", it->pad_id);
+        break;
+    }
     case DPT_LAYER_LAYERNORM: snprintf(body, sizeof body, "ln"); break;
     case DPT_LAYER_RMSNORM: snprintf(body, sizeof body, "rms"); break;
     case DPT_LAYER_SEQLINEAR: snprintf(body, sizeof body, "plin%zu%s", it->n, it->nobias ? "nobias" : ""); break;

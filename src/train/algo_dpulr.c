@@ -160,6 +160,11 @@ static void blas_serial_end(int prev) {
 static dpt_status parse_modules(ulr_state *s, const dpt_model *m) {
     size_t starts[256], ns = 0;
     const char *spec = s->modules_spec;
+    /* the noisy passes run K copies of each example from a module's output, but a padding
+     * mask belongs to the rows of the token ids (docs/nn.md "Padding masks") */
+    DPT_CHECK(!dpt_model_pad_id(m, NULL), DPT_ENOTSUP,
+              "DP-ULR: model %s masks padding (its embedding has a pad id), which DP-ULR's restarted passes do not "
+              "carry: use DP-SGD, or a model without pad<P>", m->spec);
     if (!spec[0] || !strcmp(spec, "auto")) {
         for (size_t j = 0; j < m->n_layers; j++)
             if (m->layers[j].n_params) starts[ns++] = j;

@@ -42,9 +42,11 @@ dpt_status dpt_train_forward_backward(dpt_trainer *t, dpt_chunk_bufs *b, const f
     DPT_CHECK(!tg || tg != x || m->in_dim == m->out_dim, DPT_EINVAL,
               "squared-error loss reconstructs the input, but the model maps %zu inputs to %zu outputs", m->in_dim,
               m->out_dim);
-    if (t->cfg.loss == DPT_LOSS_TOKEN_CE) /* T = t_dim target tokens, V = out_dim / T (dpt_trainer_new checked) */
-        DPT_TRY(dpt_loss_tokens(dpt_model_output(m), bc, t->train->t_dim, m->out_dim / t->train->t_dim, tg, b->loss,
-                                b->dout));
+    size_t pad;
+    if (t->cfg.loss == DPT_LOSS_TOKEN_CE) /* T = t_dim target tokens, V = out_dim / T (dpt_trainer_new checked);
+                                           * a padding model's pad targets are ignored */
+        DPT_TRY(dpt_loss_tokens_pad(dpt_model_output(m), bc, t->train->t_dim, m->out_dim / t->train->t_dim, tg,
+                                    dpt_model_pad_id(m, &pad) ? (long long)pad : -1, b->loss, b->dout));
     else
         DPT_TRY(dpt_loss(t->cfg.loss, dpt_model_output(m), bc, m->out_dim, y, tg, b->loss, b->dout));
     double ls = 0;
@@ -213,6 +215,8 @@ static const char *cache_refusal(const dpt_trainer *t, size_t l0) {
     if (!t->algo->cacheable) return "the algorithm runs the model itself";
     if (t->cfg.augment != DPT_AUGMENT_NONE) return "augmentation changes the inputs at every step";
     if (t->cfg.loss == DPT_LOSS_SQUARED && !t->train->t) return "the loss reconstructs the input";
+    if (dpt_model_pad_id(m, NULL) && l0 > 0)
+        return "the model masks padding, and the masks come from the token ids, which the cached features lack";
     for (size_t r = l0; r < m->n_layers; r++)
         if (m->layers[r].residual_from && m->layers[r].residual_from - 1 < l0)
             return "a residual connection skips from below the lowest trained layer into the trained ones";

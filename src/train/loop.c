@@ -576,7 +576,10 @@ dpt_status dpt_eval_range_from(dpt_model *m, dpt_loss_kind loss, const dpt_datas
                                           "%zu inputs to %zu outputs", d->dim, K);
             break;
         }
-        if (loss == DPT_LOSS_TOKEN_CE) s = dpt_loss_tokens(o, bc, d->t_dim, K / d->t_dim, tg, lbuf, NULL);
+        size_t pad;
+        if (loss == DPT_LOSS_TOKEN_CE)
+            s = dpt_loss_tokens_pad(o, bc, d->t_dim, K / d->t_dim, tg, dpt_model_pad_id(m, &pad) ? (long long)pad : -1,
+                                    lbuf, NULL);
         else s = dpt_loss(loss, o, bc, K, y, tg, lbuf, NULL);
         if (s != DPT_OK) break;
         for (size_t i = 0; i < bc; i++) {
