@@ -36,6 +36,7 @@
 #include "nn_internal.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -249,6 +250,39 @@ static void im2col_s1(const dpt_layer *L, const float *x, float *xp, float *cols
  * 2026-12-07; this made its second convolution's forward 1.3x faster; splitting xp into
  * its s x s phases to copy contiguous rows instead was slower there). The same values as
  * im2col (a copy), in the same places. */
+/* tbl[t] = oh s Wp + ow s for the T output positions (Wp = W + 2p): where output t's window
+ * starts in the padded example. NULL when out of memory or the offsets do not fit 32 bits. */
+static uint32_t *conv_tbl(const dpt_layer *L) {
+    const size_t s = L->stride, Hp = L->in_shape[1] + 2 * L->pad, Wp = L->in_shape[2] + 2 * L->pad;
+    if (L->in_shape[0] * Hp * Wp > UINT32_MAX) return NULL;
+    uint32_t *tbl = malloc(conv_T(L) * sizeof *tbl);
+    if (tbl)
+        for (size_t oh = 0, t = 0; oh < L->out_shape[1]; oh++)
+            for (size_t ow = 0; ow < L->out_shape[2]; ow++) tbl[t++] = (uint32_t)(oh * s * Wp + ow * s);
+    return tbl;
+}
+
+/* col2im through a zero-padded accumulator dxp [C, Hp, Wp] and conv_tbl's offsets: row r =
+ * (c, ki, kj) of cols adds into dxp[(c Hp + ki) Wp + kj + tbl[t]] for every t, rows in
+ * order, then dx is dxp's interior. Within a row the targets are distinct, so every input
+ * receives the same additions in the same order as col2im's (which skips the ones that fall
+ * on the padding): the same bits, without col2im's per-row bounds tests on rows of 5-14
+ * outputs. */
+static void col2im_tbl(const dpt_layer *L, const float *cols, size_t ldc, const uint32_t *restrict tbl, float *dxp,
+                       float *dx) {
+    const size_t C = L->in_shape[0], H = L->in_shape[1], W = L->in_shape[2], k = L->k, p = L->pad;
+    const size_t T = conv_T(L), Hp = H + 2 * p, Wp = W + 2 * p;
+    memset(dxp, 0, C * Hp * Wp * sizeof *dxp);
+    for (size_t c = 0; c < C; c++)
+        for (size_t ki = 0; ki < k; ki++)
+            for (size_t kj = 0; kj < k; kj++) {
+                float *restrict dst = dxp + (c * Hp + ki) * Wp + kj;
+                const float *restrict src = cols + ((c * k + ki) * k + kj) * ldc;
+                for (size_t t = 0; t < T; t++) dst[tbl[t]] += src[t];
+            }
+    for (size_t c = 0; c < C; c++) copy_rows(dx + c * H * W, W, dxp + (c * Hp + p) * Wp + p, Wp, H, W);
+}
+
 static void im2col_tbl(const dpt_layer *L, const float *x, float *xp, const uint32_t *restrict tbl, float *cols,
                        size_t ldc) {
     const size_t C = L->in_shape[0], H = L->in_shape[1], W = L->in_shape[2], k = L->k, p = L->pad;
@@ -273,11 +307,8 @@ static void unfold_chunk(const dpt_layer *L, const float *x, size_t n, float *co
     const size_t blocks = par && L->threads > 1 ? (size_t)L->threads : 1;
     const size_t Hp = L->in_shape[1] + 2 * L->pad, Wp = L->in_shape[2] + 2 * L->pad, P = L->in_shape[0] * Hp * Wp;
     float *xp = calloc(blocks * P, sizeof(float));
-    uint32_t *tbl = s > 1 && P <= UINT32_MAX ? malloc(T * sizeof *tbl) : NULL;
+    uint32_t *tbl = s > 1 ? conv_tbl(L) : NULL;
     if (xp && (s == 1 || tbl)) {
-        if (tbl)
-            for (size_t oh = 0, t = 0; oh < L->out_shape[1]; oh++)
-                for (size_t ow = 0; ow < L->out_shape[2]; ow++) tbl[t++] = (uint32_t)(oh * s * Wp + ow * s);
         const long long nb = (long long)blocks;
 #pragma omp parallel for num_threads(L->threads) if (par)
         for (long long b = 0; b < nb; b++)
@@ -478,15 +509,29 @@ static dpt_status conv_backward_input(const dpt_layer *L, const float *x, const 
         return DPT_OK;
     const size_t O = L->out_shape[0], T = conv_T(L), Dk = conv_Dk(L), D = L->in_dim, K = L->out_dim;
     float *cols = L->scratch, *Y = L->scratch + Dk * L->chunk * T;
+    /* strided: col2im_tbl with a padded accumulator per thread (col2im without the memory) */
+    const size_t P = L->in_shape[0] * (L->in_shape[1] + 2 * L->pad) * (L->in_shape[2] + 2 * L->pad);
+    uint32_t *tbl = L->stride > 1 ? conv_tbl(L) : NULL;
+    float *dxp = tbl ? malloc((L->threads > 1 ? (size_t)L->threads : 1) * P * sizeof *dxp) : NULL;
     for (size_t lo = 0; lo < B; lo += L->chunk) {
         const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
         gather_out(L, dv + lo * K, n, NULL, Y);
         /* dcols [Dk, n T] = W^T [Dk, O] dY [O, n T] */
         dpt_sgemm(1, 0, Dk, nT, O, 1.0f, w, Dk, Y, nT, 0.0f, cols, nT);
         const long long nn = (long long)n;
-#pragma omp parallel for num_threads(L->threads) if (n * Dk * T > DPT_NN_PAR_MIN)
+        const int par = n * Dk * T > DPT_NN_PAR_MIN;
+        if (tbl && dxp) {
+#pragma omp parallel for num_threads(L->threads) if (par)
+            for (long long j = 0; j < nn; j++)
+                col2im_tbl(L, cols + (size_t)j * T, nT, tbl, dxp + (size_t)omp_get_thread_num() * P,
+                           dx + (lo + (size_t)j) * D);
+            continue;
+        }
+#pragma omp parallel for num_threads(L->threads) if (par)
         for (long long j = 0; j < nn; j++) col2im(L, cols + (size_t)j * T, nT, dx + (lo + (size_t)j) * D);
     }
+    free(tbl);
+    free(dxp);
     return DPT_OK;
 }
 
@@ -651,7 +696,7 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
                     /* g_i = dV_i U_i^T [O, Dk], then its squared entries */
                     per_example_product(L, dvi, Ui, nT, Y, aux, 0);
                     if (L->wstd) ws_jacobian(L, aux);
-                    for (size_t e = 0; e < ODk; e++) s += (double)aux[e] * aux[e];
+                    s = dpt_sqnorm_double(aux, ODk);
                 }
                 if (L->has_bias)
                     for (size_t o = 0; o < O; o++) {
