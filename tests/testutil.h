@@ -109,6 +109,24 @@ static inline const char *tu_tmpdir(void) {
     }
     return tu_tmpdir_path_;
 }
+/* Trainers keep each run's secret file outside its run directory, in DPTRAIN_SECRETS_DIR
+ * when set (else under the user's home; docs/checkpoints.md): every test program points
+ * it at a private temporary directory of its own (mode 0700), removed with its contents
+ * when the program exits, so no test writes into the home directory. */
+static char tu_secrets_path_[64];
+static pid_t tu_secrets_owner_;
+static void tu_secrets_cleanup_(void) {
+    if (tu_secrets_path_[0] && getpid() == tu_secrets_owner_) tu_rm_tree_(tu_secrets_path_);
+}
+__attribute__((constructor)) static void tu_secrets_init_(void) {
+    strcpy(tu_secrets_path_, "/tmp/dpt_secrets_XXXXXX");
+    if (!mkdtemp(tu_secrets_path_)) { perror("mkdtemp"); exit(1); }
+    tu_secrets_owner_ = getpid();
+    setenv("DPTRAIN_SECRETS_DIR", tu_secrets_path_, 1);
+    atexit(tu_secrets_cleanup_);
+}
+/* the test's secret directory (DPTRAIN_SECRETS_DIR) */
+static inline const char *tu_secrets_dir(void) { return tu_secrets_path_; }
 /* Naive reference of a clipped sum: sum[d] = sum_i x_i min(1, C / ||x_i||) over the rows of
  * X [n, d], in double; *clipped (may be NULL) counts the rows scaled down. */
 /* Copies file `from` to `to` (created or truncated), with from's permission bits. */

@@ -1,5 +1,6 @@
 # Shared by the CLI test scripts (tests/cli/*.sh; this directory is not globbed as a test).
-# Source it after `set -u`; it makes $T (removed on exit) and counts checks and failures:
+# Source it after `set -u`; it makes $T (removed on exit; DPTRAIN_SECRETS_DIR=$T/secrets) and
+# counts checks and failures:
 #   expect_fail NEEDLE cmd...  the command must fail and print NEEDLE
 #   expect_ok cmd...           the command must succeed; its output is left in $LAST_OUT
 #   check EXPR MESSAGE         EXPR (evaluated) must be true
@@ -8,6 +9,8 @@
 #                              is 2 higher in feature c (noise std 0.5, seed 1): separable
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
+# the runs' secret files (docs/checkpoints.md) go under $T too, never into the home directory
+export DPTRAIN_SECRETS_DIR="$T/secrets"
 fail=0; checks=0; LAST_OUT=
 expect_fail() {
   local needle=$1; shift
