@@ -1555,12 +1555,12 @@ def _train_flat(x, y, kwargs):
         if HAVE_CALLBACKS:
             run.stop_reason = _STOP.get(int(lib.dpt_trainer_stop_reason(trainer)), "none")
             run.run_id = ffi.string(lib.dpt_trainer_run_id(trainer)).decode()
+        else:
+            run.stop_reason = "budget" if lib.dpt_trainer_budget_stopped(trainer, ffi.NULL) else "done"
         if out_dir is not None and hasattr(lib, "dpt_run_secret_path"):
             sp, found = ffi.new("char[1100]"), ffi.new("int *")
             if lib.dpt_run_secret_path(cs(out_dir, "out_dir"), secret_dir, sp, 1100, found) == 0 and found[0]:
                 run.secret_path = ffi.string(sp).decode()
-        else:
-            run.stop_reason = "budget" if lib.dpt_trainer_budget_stopped(trainer, ffi.NULL) else "done"
         if interrupted or isinstance(state.error, KeyboardInterrupt):
             run.stop_reason = "interrupted"
         eps_next = ffi.new("double *")
