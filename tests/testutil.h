@@ -119,10 +119,20 @@ static void tu_secrets_cleanup_(void) {
     if (tu_secrets_path_[0] && getpid() == tu_secrets_owner_) tu_rm_tree_(tu_secrets_path_);
 }
 __attribute__((constructor)) static void tu_secrets_init_(void) {
-    strcpy(tu_secrets_path_, "/tmp/dpt_secrets_XXXXXX");
-    if (!mkdtemp(tu_secrets_path_)) { perror("mkdtemp"); exit(1); }
+    /* a test that re-executes itself (under valgrind: the same pid) keeps its directory,
+     * which the new image removes at exit (the old one's atexit never runs) */
+    const char *dir = getenv("DPTRAIN_SECRETS_DIR"), *pid = getenv("DPT_TEST_SECRETS_PID");
+    char me[32];
+    snprintf(me, sizeof me, "%ld", (long)getpid());
+    if (dir && pid && !strcmp(pid, me) && !strncmp(dir, "/tmp/dpt_secrets_", 17) && strlen(dir) < sizeof tu_secrets_path_)
+        strcpy(tu_secrets_path_, dir);
+    else {
+        strcpy(tu_secrets_path_, "/tmp/dpt_secrets_XXXXXX");
+        if (!mkdtemp(tu_secrets_path_)) { perror("mkdtemp"); exit(1); }
+    }
     tu_secrets_owner_ = getpid();
     setenv("DPTRAIN_SECRETS_DIR", tu_secrets_path_, 1);
+    setenv("DPT_TEST_SECRETS_PID", me, 1);
     atexit(tu_secrets_cleanup_);
 }
 /* the test's secret directory (DPTRAIN_SECRETS_DIR) */
