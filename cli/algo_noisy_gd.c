@@ -145,6 +145,14 @@ static int remove_if_present(const char *path) {
     if (unlink(path) != 0 && errno != ENOENT) return cli_error("--overwrite: cannot remove %s: %s", path, strerror(errno));
     return 0;
 }
+/* the secret file of the run in dir (outside it: dpt_run_secret_remove), before its
+ * checkpoint, which names the run, goes */
+static int remove_secret(const cli_algo_ctx *c, const char *dir) {
+    char note[1600];
+    if (dpt_run_secret_remove(dir, c->cfg->secret_dir, note, sizeof note) != DPT_OK) return cli_fail("--overwrite");
+    if (note[0] && !c->quiet) fprintf(stderr, "dptrain: overwrite: the secret of the run in %s: %s\n", dir, note);
+    return 0;
+}
 static int ngd_started(cli_algo_ctx *c, dpt_trainer *t) {
     (void)t;
     if (!c->overwrite) return 0;
@@ -152,7 +160,7 @@ static int ngd_started(cli_algo_ctx *c, dpt_trainer *t) {
     static const char *const files[] = {"checkpoint.safetensors", "ledger.json", "metrics.jsonl", DPT_RUN_KEY_FILE,
                                         "kl_candidates.csv", DPT_RUN_LOCK_FILE, NULL};
     char p[1400];
-    int rc = 0;
+    int rc = runs > 1 ? remove_secret(c, c->out) : 0;
     for (int i = runs > 1 ? 0 : 4; files[i] && i < 5 && !rc; i++) {
         snprintf(p, sizeof p, "%s/%s", c->out, files[i]);
         rc = remove_if_present(p);
@@ -167,6 +175,8 @@ static int ngd_started(cli_algo_ctx *c, dpt_trainer *t) {
         const char *n = e->d_name;
         if (strncmp(n, "run", 3) || !n[3] || strspn(n + 3, "0123456789") != strlen(n + 3)) continue;
         if (runs > 1 && !strcmp(n, "run1")) continue; /* the trainer's own directory */
+        snprintf(p, sizeof p, "%s/%s", c->out, n);
+        rc = remove_secret(c, p);
         for (int i = 0; files[i] && !rc; i++) {
             snprintf(p, sizeof p, "%s/%s/%s", c->out, n, files[i]);
             rc = remove_if_present(p);

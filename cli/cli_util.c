@@ -57,6 +57,8 @@ static const struct {
     {"dpt_train_config.threads", "--threads"},
     {"dpt_train_config.out_dir", "--out"},
     {"out_dir", "--out"},
+    {"dpt_train_config.secret_dir", "--secret-dir"},
+    {"secret_dir", "--secret-dir"},
     {"dpt_train_config.max_steps", "--max-steps"},
     {"max_steps", "--max-steps"},
     {"dpt_train_config.delta", "--delta"},

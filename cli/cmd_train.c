@@ -32,7 +32,10 @@ static const char *USAGE =
     "epoch: epoch, step, train_loss (non-private only), test_loss, test_accuracy (--targets:\n"
     "test_mse), lr, wall_s, epsilon); a result is written only after the checkpoint and ledger\n"
     "holding its steps.\n"
-    "dptrain.secret (mode 0600) is the run's key: --resume needs it; never publish it.\n"
+    "The run's secret file (its key, seed and random streams; mode 0600) is kept outside the\n"
+    "run directory, in --secret-dir (default $DPTRAIN_SECRETS_DIR, else\n"
+    "$XDG_STATE_HOME/dptrain/secrets, else ~/.local/state/dptrain/secrets) as <run id>.secret,\n"
+    "so the run directory can be shared; --resume needs it; never publish it.\n"
     "Without --out each run gets a new directory runs/YYYYMMDD-HHMMSS-XXXX and runs/latest\n"
     "links to the newest (--resume without --out continues it). An explicit non-empty --out\n"
     "is refused unless --resume (continue the run in it exactly where its\n"
@@ -240,6 +243,12 @@ static void print_summary(const dpt_trainer *t, const dpt_epoch_result *r, const
         printf("test accuracy under the parameter average (--ema, the checkpoint's model): %.2f%%  test loss %.4f\n",
                100.0 * r->test_accuracy_ema, r->test_loss_ema);
     printf("checkpoint: %s/checkpoint.safetensors  metrics: %s/metrics.jsonl\n", run_dir, out);
+    /* the one file to keep when moving the run, and the one never to publish */
+    char sp[1100];
+    int found = 0;
+    if (dpt_run_secret_path(run_dir, dpt_trainer_config(t)->secret_dir, sp, sizeof sp, &found) == DPT_OK && found)
+        printf("secret: %s  (--resume needs it; never publish it)\n", sp);
+    dpt_clear_error();
 }
 
 /* --freeze LAYERS for --algo A on model spec `model`: the algorithm honours frozen layers
@@ -347,7 +356,7 @@ static int cmd_train(int argc, char **argv) {
     const char *algo_name = "sgd", *optimizer = "adam", *schedule = "constant", *sampler = "shuffle";
     const char *loss = "ce", *init = "default", *normalize = "auto", *out = "runs/latest", *classes = NULL;
     int out_seen = 0;
-    const char *trace_path = NULL, *init_from = NULL, *freeze = NULL;
+    const char *trace_path = NULL, *init_from = NULL, *freeze = NULL, *secret_dir = NULL;
     long targets = 0, seq_len = 0;
     char seq_dataset[64];
     int seq_len_seen = 0;
@@ -406,7 +415,7 @@ static int cmd_train(int argc, char **argv) {
         {"--epochs", CLI_LONG, &epochs, "E", "epochs to train (poisson: an epoch is round(1/q) steps)", NULL},
         {"--max-steps", CLI_U64, &max_steps, "T", "stop after T steps in total (0 = no limit)", NULL},
         {"--seed", CLI_U64, &seed, "S", "seed of every random stream (init, sampling, noise); 0 (default): drawn "
-                                     "from the OS and kept only in RUN/dptrain.secret; S > 0 makes the run "
+                                     "from the OS and kept only in the run's secret file (--secret-dir); S > 0 makes the run "
                                      "reproducible, and anyone who knows S can regenerate its batches and noise "
                                      "(private runs say so in the ledger, metrics and checkpoint)", NULL},
         {"--threads", CLI_LONG, &threads, "N", "threads (0 = all cores; under mpirun: per rank, cores / ranks on the host)", NULL},
@@ -414,8 +423,16 @@ static int cmd_train(int argc, char **argv) {
                                             "(0 = ranks; see docs/distributed.md)", NULL},
         {"--out", CLI_STR, &out, "DIR", "run directory (default: a new runs/YYYYMMDD-HHMMSS-XXXX for each run, "
                                         "runs/latest linking to the newest; with --resume, runs/latest)", &out_seen},
+        {"--secret-dir", CLI_STR, &secret_dir, "DIR", "where the run's secret file goes, as <run id>.secret (mode 0600; "
+                                                      "the directory is made mode 0700, and one that other users can "
+                                                      "enter is refused): never inside --out, so the run directory "
+                                                      "can be shared; --resume reads it there (or in --out, where "
+                                                      "older runs kept it, and moves it). Default: $DPTRAIN_SECRETS_DIR, "
+                                                      "else $XDG_STATE_HOME/dptrain/secrets, else "
+                                                      "~/.local/state/dptrain/secrets. To resume on another machine, "
+                                                      "copy the secret file there too and give its directory", NULL},
         {"--resume", CLI_FLAG, &resume, NULL, "continue the run in --out from its checkpoint", NULL},
-        {"--overwrite", CLI_FLAG, &overwrite, NULL, "replace the run in --out (its files are removed first)", NULL},
+        {"--overwrite", CLI_FLAG, &overwrite, NULL, "replace the run in --out (its files are removed first, and its secret file)", NULL},
         {"--quiet", CLI_FLAG, &quiet, NULL, "print only the final summary", NULL},
         {"--no-progress", CLI_FLAG, &no_progress, NULL, "no progress bar even on a terminal", NULL},
         {"--trace", CLI_STR, &trace_path, "FILE", "write one JSON line per step: parameter, update and direction norms "
@@ -574,6 +591,7 @@ static int cmd_train(int argc, char **argv) {
         ctx.out = out;
     }
     if (resume && overwrite) return cli_error("--resume and --overwrite exclude each other");
+    if (secret_dir && !*secret_dir) return cli_error("--secret-dir: empty directory name");
     if (rank == 0 && !resume && !overwrite) {
         /* checked again under the run directory's lock when training starts */
         size_t n_in = 0;
@@ -615,7 +633,7 @@ static int cmd_train(int argc, char **argv) {
      * rank uses rank 0's. */
     int seed_from_os = 0;
     if (seed == 0) {
-        dpt_status ss = rank == 0 ? dpt_run_seed_resolve(out, resume, &seed, &seed_from_os) : DPT_OK;
+        dpt_status ss = rank == 0 ? dpt_run_seed_resolve_at(out, secret_dir, resume, &seed, &seed_from_os) : DPT_OK;
         if (ss == DPT_OK && dpt_comm_size() > 1) {
             uint64_t msg[2] = {seed, (uint64_t)seed_from_os};
             ss = dpt_comm_bcast(msg, sizeof msg, 0);
@@ -719,6 +737,7 @@ static int cmd_train(int argc, char **argv) {
     cfg.seed = seed;
     cfg.threads = (int)threads;
     cfg.out_dir = out;
+    cfg.secret_dir = secret_dir;
     cfg.max_steps = max_steps;
     cfg.physical_batch = (size_t)physical_batch;
     cfg.ema_decay = ema;

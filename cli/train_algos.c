@@ -113,9 +113,16 @@ void cli_print_noise_mode(const cli_algo_ctx *c) {
         fprintf(stderr, "dptrain: secure mode: OS-seeded noise and batch sampling (never logged), discrete Gaussian "
                         "noise on a lattice (table sampler; its distance from the exact one is accounted in the "
                         "epsilon)\n");
-    else if (!c->cfg->seed || c->cfg->seed_from_os)
-        fprintf(stderr, "dptrain: seed drawn from the OS (kept in RUN/dptrain.secret, mode 0600, never in the "
-                        "checkpoint, ledger or metrics); floating-point Gaussian noise (--secure for lattice noise)\n");
+    else if (!c->cfg->seed || c->cfg->seed_from_os) {
+        char sdir[512] = "--secret-dir";
+        if (dpt_run_secret_dir(c->cfg->secret_dir, sdir, sizeof sdir) != DPT_OK) { /* the trainer reports it */
+            snprintf(sdir, sizeof sdir, "--secret-dir");
+            dpt_clear_error();
+        }
+        fprintf(stderr, "dptrain: seed drawn from the OS (kept in the run's secret file in %s, mode 0600, outside the "
+                        "run directory; never in the checkpoint, ledger or metrics); floating-point Gaussian noise "
+                        "(--secure for lattice noise)\n", sdir);
+    }
     else
         fprintf(stderr, "dptrain: SEEDED run (--seed %" PRIu64 "): anyone who knows the seed can regenerate the "
                         "batches and the noise, and the epsilon holds only while it stays secret; the ledger, "

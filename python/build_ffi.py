@@ -322,6 +322,7 @@ typedef struct {
     int seed_from_os;
     int threads;
     const char *out_dir;
+    const char *secret_dir;
     uint64_t max_steps;
     const char *run_json;
     double delta, target_epsilon;
@@ -432,6 +433,11 @@ typedef enum { DPT_STOP_NONE, DPT_STOP_DONE, DPT_STOP_MAX_STEPS, DPT_STOP_BUDGET
 dpt_stop_reason dpt_trainer_stop_reason(const dpt_trainer *t);
 const char *dpt_trainer_run_id(const dpt_trainer *t);
 dpt_status dpt_run_seed_resolve(const char *dir, int resume, uint64_t *seed, int *from_os);
+dpt_status dpt_run_seed_resolve_at(const char *dir, const char *secret_dir, int resume, uint64_t *seed,
+                                   int *from_os);
+dpt_status dpt_run_secret_dir(const char *secret_dir, char *out, size_t cap);
+dpt_status dpt_run_secret_path(const char *run_dir, const char *secret_dir, char *out, size_t cap, int *found);
+dpt_status dpt_run_secret_remove(const char *run_dir, const char *secret_dir, char *note, size_t cap);
 """
 # New run directories and PARENT/latest (dptrain.train's runs_dir=): when the headers have them.
 CDEF_RUN_DIR = r"""

@@ -665,10 +665,21 @@ static int file_holds(const char *path, const uint8_t h[32]) {
     return found;
 }
 
-/* the run key in dir (0: no valid key file) and its mode */
+/* The secret file of the run in dir (dpt_run_secret_path in the test's DPTRAIN_SECRETS_DIR:
+ * SECRETS/<run id>.secret, or an older run's dir/dptrain.secret; where it would be when
+ * absent). */
+static const char *secret_of(const char *dir) {
+    static char buf[4][700];
+    static int k = 0;
+    k = (k + 1) % 4;
+    int found = 0;
+    CHECK_OK(dpt_run_secret_path(dir, NULL, buf[k], sizeof buf[k], &found));
+    return buf[k];
+}
+
 /* The whole secret file (malloc'd text; NULL when absent). */
 static char *read_secret(const char *dir) {
-    FILE *f = fopen(path_in(dir, DPT_RUN_KEY_FILE), "rb");
+    FILE *f = fopen(secret_of(dir), "rb");
     if (!f) return NULL;
     char *text = calloc(1, 65536);
     size_t n = text ? fread(text, 1, 65535, f) : 0;
@@ -680,7 +691,7 @@ static char *read_secret(const char *dir) {
 /* The run key of the secret file (format 2: "key": "<64 hex>") and its mode. */
 static int read_key(const char *dir, uint8_t key[32], unsigned *mode) {
     struct stat st;
-    if (mode) *mode = stat(path_in(dir, DPT_RUN_KEY_FILE), &st) == 0 ? (unsigned)(st.st_mode & 0777) : 0;
+    if (mode) *mode = stat(secret_of(dir), &st) == 0 ? (unsigned)(st.st_mode & 0777) : 0;
     char *text = read_secret(dir);
     const char *k = text ? strstr(text, "\"key\":\"") : NULL;
     int ok = k && text[0] == '{';
@@ -727,7 +738,8 @@ static void test_data_key(void) {
         CHECK(!strcmp(got, want));
         ledger_meta(dir, "data_hmac", got, sizeof got);
         CHECK(!strcmp(got, want));
-        CHECK(file_holds(path_in(dir, DPT_RUN_KEY_FILE), key) == 1); /* file_holds finds what is there */
+        CHECK(file_holds(secret_of(dir), key) == 1); /* file_holds finds what is there */
+        CHECK(access(path_in(dir, DPT_RUN_KEY_FILE), F_OK) != 0); /* not in the run directory */
         for (int i = 0; i < 3; i++) CHECK(file_holds(path_in(dir, files[i]), key) == 0);
         if (r) CHECK(strcmp(hm_a, want) != 0); /* another run, another key */
         else snprintf(hm_a, sizeof hm_a, "%s", want);
@@ -752,18 +764,22 @@ static void test_data_key(void) {
     /* ... and so is a run directory without its key (nothing to compare the data with) */
     char moved[700];
     snprintf(moved, sizeof moved, "%s/moved.secret", tu_tmpdir());
-    CHECK(rename(path_in(da, DPT_RUN_KEY_FILE), moved) == 0);
+    char sec_a[700];
+    snprintf(sec_a, sizeof sec_a, "%s", secret_of(da));
+    CHECK(rename(sec_a, moved) == 0);
     CHECK_STATUS(session(&c, 1, 0, 1, NULL, NULL, NULL), DPT_EMISMATCH);
-    CHECK_ERR_HAS(DPT_RUN_KEY_FILE " is missing");
+    CHECK_ERR_HAS("the run's secret file is missing (looked for ");
+    CHECK_ERR_HAS(sec_a); /* both places named */
+    CHECK_ERR_HAS(path_in(da, DPT_RUN_KEY_FILE));
     CHECK_ERR_HAS("allow_ledger_mismatch");
     CHECK(ckpt_step(da) == 25 && ledger_file_steps(da) == 25);
     /* a malformed secret file is refused as such */
-    append(path_in(da, DPT_RUN_KEY_FILE), "dptrain-run-key 1\n0123\n");
-    chmod(path_in(da, DPT_RUN_KEY_FILE), 0600);
+    append(sec_a, "dptrain-run-key 1\n0123\n");
+    chmod(sec_a, 0600);
     CHECK_STATUS(session(&c, 1, 0, 1, NULL, NULL, NULL), DPT_EFORMAT);
     CHECK_ERR_HAS("not a dptrain run secret");
     /* allowed: the run continues under a new key and the ledger records why */
-    unlink(path_in(da, DPT_RUN_KEY_FILE));
+    unlink(sec_a);
     c.allow_ledger_mismatch = 1;
     CHECK_OK(session(&c, 1, 0, 1, NULL, NULL, NULL));
     CHECK(read_key(da, key, NULL));
@@ -783,12 +799,15 @@ static void test_data_key(void) {
     unsetenv("DPTRAIN_FAULT");
     CHECK(read_key(dk, key, NULL) && ledger_file_steps(dk) == 20);
     /* overwrite removes it with the run's other files: a fresh run has a fresh key */
+    char sec_k[700];
+    snprintf(sec_k, sizeof sec_k, "%s", secret_of(dk));
     c.overwrite = 1;
     c.epochs = 1;
     probe p;
     probe_attach(&p, &c, dk, 1);
     CHECK_OK(session(&c, 1, 0, 0, NULL, NULL, NULL));
-    CHECK(strstr(p.log, "removed the previous run's") && strstr(p.log, DPT_RUN_KEY_FILE));
+    CHECK(strstr(p.log, "removed the previous run's") && strstr(p.log, "the previous run's secret: removed "));
+    CHECK(strstr(p.log, sec_k) && access(sec_k, F_OK) != 0 && strcmp(secret_of(dk), sec_k));
     uint8_t key2[32];
     CHECK(read_key(dk, key2, NULL) && memcmp(key, key2, 32));
 
@@ -803,11 +822,11 @@ static void test_data_key(void) {
     dpt_hex(mac, 32, want);
     ckpt_field(dn, "data_hmac", got, sizeof got);
     CHECK(!strcmp(got, want));
-    unlink(path_in(dn, DPT_RUN_KEY_FILE));
+    unlink(secret_of(dn));
     c.epochs = 2;
     c.allow_ledger_mismatch = 1; /* changes nothing for a run without a ledger */
     CHECK_STATUS(session(&c, 0, 0, 1, NULL, NULL, NULL), DPT_EMISMATCH);
-    CHECK_ERR_HAS(DPT_RUN_KEY_FILE " is missing");
+    CHECK_ERR_HAS("the run's secret file is missing");
 
     /* without an out_dir nothing is written and the ledger's data_hmac is under a key
      * that exists in the trainer's memory only */
@@ -987,11 +1006,12 @@ static void test_seeds(void) {
     free(sec);
 
     /* A resume continues the run's own streams from the secret file: two copies of the
-     * directory resumed for one more epoch publish identical parameters. */
+     * directory (one run id, so one secret file, which keeps the state of the step before
+     * the newest) resumed for one more epoch publish identical parameters. */
     const char *d3 = new_dir("seed_os_copy");
     CHECK(mkdir(d3, 0755) == 0);
-    const char *files[] = {"checkpoint.safetensors", "ledger.json", "metrics.jsonl", DPT_RUN_KEY_FILE};
-    for (int i = 0; i < 4; i++) tu_copy_file(path_in(d1, files[i]), path_in(d3, files[i]));
+    const char *files[] = {"checkpoint.safetensors", "ledger.json", "metrics.jsonl"};
+    for (int i = 0; i < 3; i++) tu_copy_file(path_in(d1, files[i]), path_in(d3, files[i]));
     c.epochs = 2;
     c.out_dir = d1;
     CHECK_OK(session(&c, 1, 0, 1, NULL, th1, NULL));
@@ -1008,16 +1028,16 @@ static void test_seeds(void) {
 
     /* A secret file others can read is refused (they may have regenerated the noise). */
     c.seed = 0;
-    chmod(path_in(d3, DPT_RUN_KEY_FILE), 0644);
+    chmod(secret_of(d3), 0644);
     CHECK_STATUS(session(&c, 1, 0, 1, NULL, NULL, NULL), DPT_EIO);
     CHECK_ERR_HAS("readable or writable by other users");
-    chmod(path_in(d3, DPT_RUN_KEY_FILE), 0600);
+    chmod(secret_of(d3), 0600);
     /* a truncated secret, and one without the checkpoint's stream state, are refused and
      * left as they are */
     char *good = read_secret(d3);
     CHECK(good && strstr(good, "\"streams\":["));
     if (good) {
-        const char *sp = path_in(d3, DPT_RUN_KEY_FILE);
+        const char *sp = secret_of(d3);
         FILE *f = fopen(sp, "wb");
         CHECK(f && fwrite(good, 1, 40, f) == 40);
         if (f) fclose(f);
@@ -1065,8 +1085,8 @@ static void test_seeds(void) {
      * seed's streams from their start (that would repeat the noise of earlier steps). */
     c.epochs = 3;
     c.allow_ledger_mismatch = 1;
-    unlink(path_in(d4, DPT_RUN_KEY_FILE));
-    unlink(path_in(d5, DPT_RUN_KEY_FILE));
+    unlink(secret_of(d4));
+    unlink(secret_of(d5));
     c.out_dir = d4;
     CHECK_OK(session(&c, 1, 0, 1, NULL, th1, NULL));
     c.out_dir = d5;
@@ -1074,6 +1094,213 @@ static void test_seeds(void) {
     CHECK(memcmp(th1, th2, sizeof th1) != 0);
     ledger_meta(d4, "seed_source", got, sizeof got);
     CHECK(!strcmp(got, "os"));
+}
+
+/* ==== The secret file lives outside the run directory ==== */
+
+/* entries of dir besides . and .. */
+static size_t dir_count(const char *dir) {
+    size_t n = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    if (d) closedir(d);
+    return n;
+}
+
+/* 1 when a file of dir holds text (what = NULL) or the 32 bytes key (raw or hex) */
+static int dir_holds(const char *dir, const char *text, const uint8_t *key) {
+    int hit = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && !hit && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        hit = text ? file_has_text(path_in(dir, e->d_name), text) == 1 : file_holds(path_in(dir, e->d_name), key) == 1;
+    }
+    if (d) closedir(d);
+    return hit;
+}
+
+static void write_text(const char *path, const char *text, size_t n, mode_t mode) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(text, 1, n, f) == n);
+    if (f) fclose(f);
+    chmod(path, mode);
+}
+
+static void test_secret_location(void) {
+    float th1[NP], th2[NP];
+    char id[64], want[700], note[2000];
+    struct stat st;
+    const char *sd = tu_secrets_dir();
+    /* A finished private run with a chosen seed: the secret (key, seed, streams) is
+     * SECRETS/<run id>.secret, and no file of the run directory holds any of it. */
+    const char *da = new_dir("sec_a");
+    dpt_train_config c = cfg_for(da, 1);
+    c.seed = 987654321987ULL;
+    c.epochs = 1;
+    CHECK_OK(session(&c, 1, 0, 0, NULL, NULL, NULL));
+    ckpt_field(da, "run_id", id, sizeof id);
+    snprintf(want, sizeof want, "%s/%s.secret", sd, id);
+    CHECK(strlen(id) == 32 && !strcmp(secret_of(da), want));
+    CHECK(stat(want, &st) == 0 && (st.st_mode & 0777) == 0600);
+    CHECK(file_has_text(want, "987654321987") == 1 && file_has_text(want, "\"sampler_rng\"") == 1);
+    CHECK(access(path_in(da, DPT_RUN_KEY_FILE), F_OK) != 0);
+    CHECK(dir_holds(da, "987654321987", NULL) == 0);
+    CHECK(dir_holds(da, "sampler_rng", NULL) == 0 && dir_holds(da, "\"substreams\"", NULL) == 0);
+    uint8_t key[32];
+    CHECK(read_key(da, key, NULL) && dir_holds(da, NULL, key) == 0);
+    CHECK(dir_holds(sd, "987654321987", NULL) == 1); /* dir_holds finds what is there */
+
+    /* An explicit directory (secret_dir): made mode 0700, the secret goes there, and a
+     * resume finds it there; without it the default directory has none: refused, naming
+     * where it looked. */
+    const char *xs = new_dir("sec_explicit/deeper"), *db = new_dir("sec_b");
+    c = cfg_for(db, 1);
+    c.seed = 0;
+    c.epochs = 1;
+    c.secret_dir = xs;
+    CHECK_OK(session(&c, 1, 0, 0, NULL, NULL, NULL));
+    CHECK(stat(xs, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700);
+    ckpt_field(db, "run_id", id, sizeof id);
+    snprintf(want, sizeof want, "%s/%s.secret", xs, id);
+    CHECK(access(want, F_OK) == 0 && dir_count(xs) == 1 && access(path_in(db, DPT_RUN_KEY_FILE), F_OK) != 0);
+    c.epochs = 2;
+    CHECK_OK(session(&c, 1, 0, 1, NULL, NULL, NULL));
+    CHECK(ckpt_step(db) == 40);
+    c.secret_dir = NULL;
+    c.epochs = 3;
+    CHECK_STATUS(session(&c, 1, 0, 1, NULL, NULL, NULL), DPT_EMISMATCH);
+    CHECK_ERR_HAS("the run's secret file is missing (looked for ");
+    CHECK_ERR_HAS(sd);
+    CHECK(ckpt_step(db) == 40);
+
+    /* Two runs, same data, same seed, same settings: two run ids, two secret files. */
+    const char *dc = new_dir("sec_c"), *dd = new_dir("sec_d");
+    const size_t n0 = dir_count(sd);
+    c = cfg_for(dc, 1);
+    c.epochs = 1;
+    CHECK_OK(session(&c, 1, 0, 0, NULL, NULL, NULL));
+    c.out_dir = dd;
+    CHECK_OK(session(&c, 1, 0, 0, NULL, NULL, NULL));
+    char sc[700], sdd[700];
+    snprintf(sc, sizeof sc, "%s", secret_of(dc));
+    snprintf(sdd, sizeof sdd, "%s", secret_of(dd));
+    CHECK(dir_count(sd) == n0 + 2 && strcmp(sc, sdd) && access(sc, F_OK) == 0 && access(sdd, F_OK) == 0);
+
+    /* A secret directory others can enter (mode 0755) is refused before anything runs,
+     * from secret_dir and from DPTRAIN_SECRETS_DIR alike. */
+    const char *op = new_dir("sec_open"), *dx = new_dir("sec_x");
+    CHECK(mkdir(op, 0755) == 0 && chmod(op, 0755) == 0);
+    c = cfg_for(dx, 1);
+    c.secret_dir = op;
+    dpt_trainer *t = NULL;
+    CHECK_STATUS(new_trainer(&c, 1, 0, &t), DPT_EIO);
+    CHECK_ERR_HAS("is open to other users (mode 0755)");
+    CHECK_ERR_HAS(op);
+    dpt_trainer_free(t);
+    t = NULL;
+    CHECK(access(dx, F_OK) != 0); /* the run directory was not even made */
+    c.secret_dir = NULL;
+    setenv("DPTRAIN_SECRETS_DIR", op, 1);
+    CHECK_STATUS(new_trainer(&c, 1, 0, &t), DPT_EIO);
+    CHECK_ERR_HAS("(DPTRAIN_SECRETS_DIR) is open to other users");
+    dpt_trainer_free(t);
+    t = NULL;
+    /* where the default goes: $XDG_STATE_HOME/dptrain/secrets (absolute only), else
+     * $HOME/.local/state/dptrain/secrets, made mode 0700 */
+    char home[400], xdg[400], got[700];
+    const char *old_home = getenv("HOME"), *old_xdg = getenv("XDG_STATE_HOME");
+    char keep_home[600] = "", keep_xdg[600] = "";
+    if (old_home) snprintf(keep_home, sizeof keep_home, "%s", old_home);
+    if (old_xdg) snprintf(keep_xdg, sizeof keep_xdg, "%s", old_xdg);
+    snprintf(home, sizeof home, "%s", new_dir("sec_home"));
+    snprintf(xdg, sizeof xdg, "%s", new_dir("sec_xdg"));
+    unsetenv("DPTRAIN_SECRETS_DIR");
+    setenv("HOME", home, 1);
+    setenv("XDG_STATE_HOME", "relative/state", 1);
+    CHECK_OK(dpt_run_secret_dir(NULL, got, sizeof got));
+    snprintf(want, sizeof want, "%s/.local/state/dptrain/secrets", home);
+    CHECK(!strcmp(got, want) && stat(want, &st) == 0 && (st.st_mode & 0777) == 0700);
+    setenv("XDG_STATE_HOME", xdg, 1);
+    CHECK_OK(dpt_run_secret_dir(NULL, got, sizeof got));
+    snprintf(want, sizeof want, "%s/dptrain/secrets", xdg);
+    CHECK(!strcmp(got, want) && stat(want, &st) == 0 && (st.st_mode & 0777) == 0700);
+    CHECK_OK(dpt_run_secret_dir(sd, got, sizeof got)); /* an explicit one comes first */
+    CHECK(!strcmp(got, sd));
+    CHECK_STATUS(dpt_run_secret_dir("", got, sizeof got), DPT_EINVAL);
+    if (keep_home[0]) setenv("HOME", keep_home, 1);
+    else unsetenv("HOME");
+    if (keep_xdg[0]) setenv("XDG_STATE_HOME", keep_xdg, 1);
+    else unsetenv("XDG_STATE_HOME");
+    setenv("DPTRAIN_SECRETS_DIR", sd, 1);
+
+    /* An older run's directory (the secret in it as dptrain.secret, without run_id and
+     * run_dir) resumes, and its secret moves to the secret directory at the save; the
+     * continuation is bit for bit the one the new place gives. */
+    const char *de = new_dir("sec_old"), *df = new_dir("sec_old_copy");
+    c = cfg_for(de, 1);
+    c.seed = 0;
+    c.epochs = 1;
+    CHECK_OK(session(&c, 1, 0, 0, NULL, NULL, NULL));
+    char se[700];
+    snprintf(se, sizeof se, "%s", secret_of(de));
+    char *text = read_secret(de);
+    char *rid = text ? strstr(text, ",\"run_id\":\"") : NULL, *rdir = text ? strstr(text, "\"run_dir\":\"") : NULL;
+    CHECK(rid && rdir && rdir > rid);
+    if (rid && rdir && rdir > rid) {
+        const char *end = strchr(rdir + 11, '"') + 1; /* past the run_dir value */
+        char old[4096];
+        int n = snprintf(old, sizeof old, "%.*s%s", (int)(rid - text), text, end);
+        CHECK(mkdir(df, 0755) == 0);
+        const char *files[] = {"checkpoint.safetensors", "ledger.json", "metrics.jsonl"};
+        for (int i = 0; i < 3; i++) tu_copy_file(path_in(de, files[i]), path_in(df, files[i]));
+        write_text(path_in(df, DPT_RUN_KEY_FILE), old, (size_t)n, 0600);
+        CHECK(unlink(se) == 0); /* as before: the secret directory holds none */
+        CHECK(!strcmp(secret_of(df), path_in(df, DPT_RUN_KEY_FILE)));
+        c.out_dir = df;
+        c.epochs = 2;
+        probe p;
+        probe_attach(&p, &c, df, 1);
+        CHECK_OK(session(&c, 1, 0, 1, NULL, th2, NULL));
+        CHECK(strstr(p.log, "moved the run's secret from ") && strstr(p.log, path_in(df, DPT_RUN_KEY_FILE)));
+        CHECK(strstr(p.log, se));
+        CHECK(access(path_in(df, DPT_RUN_KEY_FILE), F_OK) != 0 && !strcmp(secret_of(df), se));
+        CHECK(file_has_text(se, "\"run_dir\":\"") == 1);
+        /* the same state from the new place (the secret as the first session left it) */
+        write_text(se, text, strlen(text), 0600);
+        c = cfg_for(de, 1);
+        c.seed = 0;
+        c.epochs = 2;
+        CHECK_OK(session(&c, 1, 0, 1, NULL, th1, NULL));
+        CHECK(memcmp(th1, th2, sizeof th1) == 0);
+
+        /* overwrite removes the replaced run's secret, never another run's: df is a copy
+         * of de (one run id), and the secret names de, so overwriting df leaves it; then
+         * overwriting de removes it; the other runs' secrets stay */
+        c = cfg_for(df, 1);
+        c.seed = 0;
+        c.epochs = 1;
+        c.overwrite = 1;
+        probe_attach(&p, &c, df, 1);
+        CHECK_OK(session(&c, 1, 0, 0, NULL, NULL, NULL));
+        CHECK(strstr(p.log, "the previous run's secret: left ") && strstr(p.log, se));
+        CHECK(access(se, F_OK) == 0 && access(sc, F_OK) == 0 && strcmp(secret_of(df), se));
+        CHECK(access(secret_of(df), F_OK) == 0);
+        c.out_dir = de;
+        probe_attach(&p, &c, de, 1);
+        CHECK_OK(session(&c, 1, 0, 0, NULL, NULL, NULL));
+        CHECK(strstr(p.log, "the previous run's secret: removed ") && strstr(p.log, se));
+        CHECK(access(se, F_OK) != 0 && access(sc, F_OK) == 0 && access(secret_of(df), F_OK) == 0);
+        CHECK(access(secret_of(de), F_OK) == 0); /* the new run's own */
+    }
+    free(text);
+    /* the same for a caller who clears a run directory itself */
+    CHECK_OK(dpt_run_secret_remove(dd, NULL, note, sizeof note));
+    CHECK(strstr(note, "removed ") && strstr(note, sdd) && access(sdd, F_OK) != 0 && access(sc, F_OK) == 0);
+    CHECK_OK(dpt_run_secret_remove(dd, NULL, note, sizeof note));
+    CHECK(note[0] == 0);
 }
 
 /* A new run's directory name (the CLI without --out, Python's runs_dir=) and PARENT/latest:
@@ -1140,6 +1367,7 @@ int main(void) {
     test_resume_settings();
     test_data_key();
     test_seeds();
+    test_secret_location();
     test_overflow();
     test_atomic_writes();
     test_silence();

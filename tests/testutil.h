@@ -109,6 +109,34 @@ static inline const char *tu_tmpdir(void) {
     }
     return tu_tmpdir_path_;
 }
+/* Trainers keep each run's secret file outside its run directory, in DPTRAIN_SECRETS_DIR
+ * when set (else under the user's home; docs/checkpoints.md): every test program points
+ * it at a private temporary directory of its own (mode 0700), removed with its contents
+ * when the program exits, so no test writes into the home directory. */
+static char tu_secrets_path_[64];
+static pid_t tu_secrets_owner_;
+static void tu_secrets_cleanup_(void) {
+    if (tu_secrets_path_[0] && getpid() == tu_secrets_owner_) tu_rm_tree_(tu_secrets_path_);
+}
+__attribute__((constructor)) static void tu_secrets_init_(void) {
+    /* a test that re-executes itself (under valgrind: the same pid) keeps its directory,
+     * which the new image removes at exit (the old one's atexit never runs) */
+    const char *dir = getenv("DPTRAIN_SECRETS_DIR"), *pid = getenv("DPT_TEST_SECRETS_PID");
+    char me[32];
+    snprintf(me, sizeof me, "%ld", (long)getpid());
+    if (dir && pid && !strcmp(pid, me) && !strncmp(dir, "/tmp/dpt_secrets_", 17) && strlen(dir) < sizeof tu_secrets_path_)
+        strcpy(tu_secrets_path_, dir);
+    else {
+        strcpy(tu_secrets_path_, "/tmp/dpt_secrets_XXXXXX");
+        if (!mkdtemp(tu_secrets_path_)) { perror("mkdtemp"); exit(1); }
+    }
+    tu_secrets_owner_ = getpid();
+    setenv("DPTRAIN_SECRETS_DIR", tu_secrets_path_, 1);
+    setenv("DPT_TEST_SECRETS_PID", me, 1);
+    atexit(tu_secrets_cleanup_);
+}
+/* the test's secret directory (DPTRAIN_SECRETS_DIR) */
+static inline const char *tu_secrets_dir(void) { return tu_secrets_path_; }
 /* Naive reference of a clipped sum: sum[d] = sum_i x_i min(1, C / ||x_i||) over the rows of
  * X [n, d], in double; *clipped (may be NULL) counts the rows scaled down. */
 /* Copies file `from` to `to` (created or truncated), with from's permission bits. */

@@ -552,7 +552,7 @@ typedef struct {
     size_t min_batch;         /* poisson_reject: the rejection threshold N_B (>= 1) */
     uint64_t epochs;          /* >= 1; epochs x steps per epoch at most 2^53 */
     /* All streams derive from the seed (init, data, noise). 0 (the default): drawn from the
-     * OS, kept only in the run's secret file (DPT_RUN_KEY_FILE) with the streams' state,
+     * OS, kept only in the run's secret file (secret_dir) with the streams' state,
      * never in the checkpoint, ledger or metrics; a resume continues with the run's own.
      * Non-zero: the caller's choice, reproducible, and anyone who knows it can regenerate
      * the batches and the noise: a private run labels it ("seed_source": "caller") in its
@@ -566,15 +566,25 @@ typedef struct {
     /* Run directory (NULL: no files). The trainer holds an exclusive lock on it (the file
      * dptrain.lock inside) from dpt_trainer_new to dpt_trainer_free, and a fresh run (no
      * dpt_trainer_resume) refuses a directory that holds anything else unless `overwrite`
-     * (see docs/checkpoints.md, "The run directory"). The run's secret key is saved there
-     * (DPT_RUN_KEY_FILE) before the first checkpoint. Without an out_dir the key lives in
-     * memory only: the data_hmac in dpt_trainer_ledger's metadata then matches no dataset
-     * anyone can check. */
+     * (see docs/checkpoints.md, "The run directory"). The run's secret file (its key, seed
+     * and streams) is saved before the first checkpoint, outside out_dir (secret_dir).
+     * Without an out_dir the key lives in memory only: the data_hmac in
+     * dpt_trainer_ledger's metadata then matches no dataset anyone can check. */
     const char *out_dir;
     int overwrite;            /* 1: a fresh run removes the files of the run in out_dir
-                                 (checkpoint.safetensors, ledger.json, metrics.jsonl,
-                                 dptrain.secret and their temporaries), and only those, at
-                                 its first write: a run that fails before it leaves them */
+                                 (checkpoint.safetensors, ledger.json, metrics.jsonl, an
+                                 older run's dptrain.secret and their temporaries), and only
+                                 those, and that run's secret file (dpt_run_secret_remove),
+                                 at its first write: a run that fails before it leaves them */
+    /* Where the run's secret file goes: DIR/<run id>.secret (mode 0600), never inside
+     * out_dir, so that the run directory can be shared. NULL (the default):
+     * $DPTRAIN_SECRETS_DIR, else $XDG_STATE_HOME/dptrain/secrets, else
+     * ~/.local/state/dptrain/secrets (dpt_run_secret_dir). Made mode 0700 if missing;
+     * DPT_EIO from dpt_trainer_new when it is not a directory of the user's own that others
+     * cannot enter. A resume reads the secret there, or in out_dir where an older run kept
+     * it (moved here at the next save). Give the same directory to resume a run moved
+     * from another machine together with its secret file. */
+    const char *secret_dir;
     uint64_t max_steps;       /* 0 = no limit: stop after this many steps in total */
     const char *run_json;     /* optional JSON object stored verbatim in checkpoints as "run"
                                  (the CLI keeps dataset and normalization there); text
@@ -666,10 +676,12 @@ void dpt_trainer_free(dpt_trainer *t);
  * streams, sampler position, run id and run key, so the run continues bit-identically
  * (same threads). Refuses (DPT_EMISMATCH, naming the setting) a checkpoint whose model,
  * data, run settings, algorithm settings (dpt_algo.settings) or optimizer differ (the
- * learning rate may change: a DPT_LOG_NOTE says so), a run directory without its key
- * file (the data cannot be compared; a private run with allow_ledger_mismatch continues
- * under a new key, recorded in the ledger), a ledger.json of another run, and a
- * metrics.jsonl that records steps the checkpoint does not hold. */
+ * learning rate may change: a DPT_LOG_NOTE says so), a run without its secret file
+ * (neither secret_dir/<run id>.secret nor an older run's out_dir/dptrain.secret; the
+ * message names both: the data cannot be compared; a private run with
+ * allow_ledger_mismatch continues under a new key, recorded in the ledger), a secret
+ * file of another run, a ledger.json of another run, and a metrics.jsonl that records
+ * steps the checkpoint does not hold. */
 dpt_status dpt_trainer_resume(dpt_trainer *t);
 
 /* Runs until cfg.epochs epochs are done, max_steps, the privacy budget or a callback
@@ -699,11 +711,34 @@ const char *dpt_trainer_run_id(const dpt_trainer *t);
 
 /* ==== Run directories ==== */
 #define DPT_RUN_LOCK_FILE "dptrain.lock"
-/* The run's secret key (mode 0600): checkpoints and ledger.json identify the training data
- * only by data_hmac = HMAC-SHA256(this key, dpt_dataset_hash), so they can be published
- * without letting anyone confirm a candidate dataset; a resume needs it (docs/checkpoints.md).
- * Never publish this file. */
+/* The run's secret file (mode 0600: its key, seed and streams' state): checkpoints and
+ * ledger.json identify the training data only by data_hmac = HMAC-SHA256(its key,
+ * dpt_dataset_hash), so they can be published without letting anyone confirm a candidate
+ * dataset; a resume needs it (docs/checkpoints.md). It is SECRETS/<run id>.secret
+ * (dpt_run_secret_dir); older runs kept it in their directory under this name, where a
+ * resume still reads it (and moves it) and overwrite removes it. Never publish it. */
 #define DPT_RUN_KEY_FILE "dptrain.secret"
+/* The directory of the runs' secret files: secret_dir when non-NULL, else
+ * $DPTRAIN_SECRETS_DIR, else $XDG_STATE_HOME/dptrain/secrets (an absolute XDG_STATE_HOME),
+ * else $HOME/.local/state/dptrain/secrets, into out[cap]. Creates it (and missing parents)
+ * mode 0700. DPT_EINVAL for an empty secret_dir, no home directory or a path of 480 bytes
+ * or more; DPT_EIO (naming it and where it came from) when it cannot be made, is not a
+ * directory, belongs to another user or is open to others (any group or other permission
+ * bit, e.g. mode 0755: chmod 700 it). */
+dpt_status dpt_run_secret_dir(const char *secret_dir, char *out, size_t cap);
+/* Where the secret file of the run in run_dir is (its checkpoint's run id, else its
+ * ledger's): SECRETS/<run id>.secret (SECRETS = dpt_run_secret_dir(secret_dir)) when it
+ * exists, else run_dir/DPT_RUN_KEY_FILE when that exists (an older run's); *found = 0
+ * when neither does (out then names the first, or the second for a run without a run id).
+ * Errors of dpt_run_secret_dir; DPT_EFORMAT for a run id that is not 32 hex digits. */
+dpt_status dpt_run_secret_path(const char *run_dir, const char *secret_dir, char *out, size_t cap, int *found);
+/* Removes the secret of the run in run_dir: run_dir/DPT_RUN_KEY_FILE (an older run's) and
+ * SECRETS/<run id>.secret when that file records run_dir as its run's directory (the real
+ * path); a copy of a run directory shares its run id with the original, whose secret is
+ * then left. note (may be NULL) receives what was removed or left ("" for nothing). What
+ * overwrite does for the trainer; for callers that clear run directories themselves.
+ * Errors of dpt_run_secret_dir; DPT_EIO when a file cannot be removed. */
+dpt_status dpt_run_secret_remove(const char *run_dir, const char *secret_dir, char *note, size_t cap);
 /* Counts the entries of `dir` other than its lock file (*count = 0 when dir does not
  * exist); `names` (may be NULL) receives the first few, comma-separated, truncated to
  * names_len bytes. DPT_EIO when dir exists but cannot be read or is not a directory. */
@@ -721,13 +756,19 @@ dpt_status dpt_run_dir_new_name(const char *parent, char *out, size_t cap);
 dpt_status dpt_run_dir_link_latest(const char *run_dir, int *linked);
 /* The seed for dpt_train_config.seed (with seed_from_os = *from_os) when the caller was
  * given 0 and makes releases from it before the trainer exists (the CLI's and Python's DP
- * normalization and DP-PCA): with `resume`, the run's own from DIR's secret file (*from_os
+ * normalization and DP-PCA): with `resume`, the run's own from the secret file of DIR's run
+ * (in the default secret directory, or DIR's own for an older run; *from_os
  * = 0 when the run's seed was chosen), so a resume regenerates those releases instead of
- * drawing new ones; otherwise (or when DIR has no secret file, or one of format 1) a new
+ * drawing new ones; otherwise (or when the run has no secret file, or one of format 1) a new
  * non-zero seed from the OS (*from_os = 1). DPT_EIO for a secret file that cannot be read or
  * that others can read; DPT_EFORMAT for a malformed one; DPT_ECRYPTO without OS randomness.
  * The seed is secret: never print or publish it. */
 dpt_status dpt_run_seed_resolve(const char *dir, int resume, uint64_t *seed, int *from_os);
+/* The same with the run's secret file found as dpt_run_secret_path(dir, secret_dir) finds
+ * it (dpt_run_seed_resolve: secret_dir NULL, the default directory); also the errors of
+ * dpt_run_secret_dir. */
+dpt_status dpt_run_seed_resolve_at(const char *dir, const char *secret_dir, int resume, uint64_t *seed,
+                                   int *from_os);
 /* Checks that the privacy ledger file `ledger_path` belongs to the checkpoint
  * `checkpoint_path`: the checkpoint is of a private run, both carry the same run id, and
  * the ledger records at least the checkpoint's steps. DPT_EMISMATCH naming both files

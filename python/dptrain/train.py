@@ -134,6 +134,8 @@ class Run:
         self.pca_mean: Optional[np.ndarray] = None  # dpmac with DP-PCA: the released centre [d] (center_sigma) or None
         self.pca_components: Optional[np.ndarray] = None  # dpmac with DP-PCA: the released components V [d, k]
         self.run_id: Optional[str] = None
+        # the run's secret file (outside out_dir; resume needs it, never publish it), or None
+        self.secret_path: Optional[str] = None
         self.frozen: List[str] = []  # the frozen layers (freeze=), in model order
 
     @property
@@ -837,6 +839,7 @@ _DEFAULTS = dict(
     sampler="shuffle", batch_size=256, sample_rate=None, epochs=5, max_steps=0, seed=0, threads=0, shards=0,
     out_dir=None, runs_dir=None, resume=False, overwrite=False, init_params=None, init_source=None, freeze=None,
     regression=False,
+    secret_dir=None,
     no_feature_cache=False,
     physical_batch=0,
     ema=0.0, ema_warmup=False, augment="none", aug_mult=1,
@@ -1160,6 +1163,7 @@ def train(
     runs_dir: Optional[PathLike] = None,
     resume: bool = False,
     overwrite: bool = False,
+    secret_dir: Optional[PathLike] = None,
     progress: Optional[bool] = None,
     verbose: bool = True,
     history: Literal["auto", "list", "pandas"] = "auto",
@@ -1212,13 +1216,20 @@ def train(
       V logits at each of T positions (gpt_tiny), the loss the mean over positions of each
       example's cross-entropy; the history reports test_loss (perplexity exp(test_loss)).
     n_classes: None = the largest label + 1. input_shape: (C, H, W) of flat x.
-    seed: 0 = drawn from the OS and kept in out_dir/dptrain.secret; a seed S > 0 makes the
+    seed: 0 = drawn from the OS and kept in the run's secret file (secret_dir); a seed S > 0 makes the
       run reproducible, and whoever knows S can regenerate its batches and noise
       (Run.seed_source). threads: 0 = all cores. shards: data-parallel shards (0: one).
-    out_dir: the run directory (checkpoint, ledger.json, metrics.jsonl and the run's secret
-      key dptrain.secret, which resume needs and which is never to be published); a
-      non-empty one is refused unless resume=True (continue the run in it) or overwrite=True
-      (replace it). None (and no runs_dir): no files.
+    out_dir: the run directory (checkpoint, ledger.json, metrics.jsonl: files that can be
+      shared); a non-empty one is refused unless resume=True (continue the run in it) or
+      overwrite=True (replace it, and remove that run's secret file). None (and no
+      runs_dir): no files.
+    secret_dir: where the run's secret file goes (its key, seed and random streams: resume
+      needs it, never publish it): secret_dir/<run id>.secret, mode 0600, outside out_dir
+      (Run.secret_path). None: $DPTRAIN_SECRETS_DIR, else $XDG_STATE_HOME/dptrain/secrets,
+      else ~/.local/state/dptrain/secrets. The directory is made mode 0700; one others can
+      enter is refused. To resume a run moved to another machine, copy its secret file
+      there too and give its directory. Older runs kept it in out_dir (dptrain.secret):
+      resume reads it there and moves it.
     runs_dir: instead of out_dir, a parent directory (e.g. "runs"): each run gets a new
       directory runs_dir/YYYYMMDD-HHMMSS-XXXX and runs_dir/latest points to the newest, so
       the same call can run again (the CLI without --out); with resume=True the run in
@@ -1236,7 +1247,8 @@ def train(
         lr_schedule=lr_schedule, sampler=sampler, loss=loss, init=init, regression=regression, n_classes=n_classes,
         input_shape=input_shape, init_params=init_params, init_source=init_source, freeze=freeze,
         no_feature_cache=no_feature_cache, seed=seed, threads=threads, shards=shards, out_dir=out_dir,
-        runs_dir=runs_dir, resume=resume, overwrite=overwrite, progress=progress, verbose=verbose, history=history,
+        runs_dir=runs_dir, resume=resume, overwrite=overwrite, secret_dir=secret_dir, progress=progress,
+        verbose=verbose, history=history,
         on_epoch=on_epoch, on_interrupt=on_interrupt)
     if isinstance(algorithm, Algorithm):
         flat["algorithm"] = algorithm.name
@@ -1414,6 +1426,14 @@ def _train_flat(x, y, kwargs):
         cfg.out_dir = cs(out_dir, "out_dir")
     if hasattr(cfg, "overwrite"):  # (a library from before run-directory locking always overwrote)
         cfg.overwrite = int(bool(kw["overwrite"]))
+    secret_dir = ffi.NULL
+    if kw["secret_dir"] is not None:
+        if not hasattr(cfg, "secret_dir"):
+            raise NotImplementedError("this libdptrain keeps the run's secret in out_dir (no secret_dir)")
+        if not os.fspath(kw["secret_dir"]):
+            raise ValueError("secret_dir: empty directory name (None for the default)")
+        secret_dir = cs(os.fspath(kw["secret_dir"]), "secret_dir")
+        cfg.secret_dir = secret_dir
     if hasattr(cfg, "quiet"):  # a library from before the callbacks printed its epoch lines
         cfg.quiet, cfg.progress = 1, 0
     # Seed 0 (the default): drawn from the OS here, so the releases made before the trainer
@@ -1421,8 +1441,12 @@ def _train_flat(x, y, kwargs):
     # its secret file, so those releases are regenerated, never drawn anew (the CLI's rule).
     if cfg.seed == 0:
         seed, fo = ffi.new("uint64_t *"), ffi.new("int *")
-        check(lib.dpt_run_seed_resolve(ffi.NULL if out_dir is None else cs(out_dir, "out_dir"),
-                                       int(bool(kw["resume"])), seed, fo), "resume" if kw["resume"] else "seed")
+        od = ffi.NULL if out_dir is None else cs(out_dir, "out_dir")
+        if hasattr(lib, "dpt_run_seed_resolve_at"):
+            check(lib.dpt_run_seed_resolve_at(od, secret_dir, int(bool(kw["resume"])), seed, fo),
+                  "resume" if kw["resume"] else "seed")
+        else:
+            check(lib.dpt_run_seed_resolve(od, int(bool(kw["resume"])), seed, fo), "resume" if kw["resume"] else "seed")
         cfg.seed, cfg.seed_from_os = seed[0], fo[0]
     rj = {"source": "python", "dptrain_python": sys.version.split()[0]}
     if regression:  # as the CLI records --targets: Model.load knows the model predicts targets
@@ -1533,6 +1557,10 @@ def _train_flat(x, y, kwargs):
             run.run_id = ffi.string(lib.dpt_trainer_run_id(trainer)).decode()
         else:
             run.stop_reason = "budget" if lib.dpt_trainer_budget_stopped(trainer, ffi.NULL) else "done"
+        if out_dir is not None and hasattr(lib, "dpt_run_secret_path"):
+            sp, found = ffi.new("char[1100]"), ffi.new("int *")
+            if lib.dpt_run_secret_path(cs(out_dir, "out_dir"), secret_dir, sp, 1100, found) == 0 and found[0]:
+                run.secret_path = ffi.string(sp).decode()
         if interrupted or isinstance(state.error, KeyboardInterrupt):
             run.stop_reason = "interrupted"
         eps_next = ffi.new("double *")

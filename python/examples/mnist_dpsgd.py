@@ -32,8 +32,8 @@ run = dptrain.train(
     algorithm=dptrain.DPSGD(target_epsilon=3.0, delta=1e-5, clip=1.0),  # sigma calibrated for 5 epochs
     batch_size=256, epochs=5,            # expected batch 256: Poisson sampling at q = 256 / 60000
     optimizer="sgd", lr=0.5,
-    out_dir="runs/mnist-dpsgd",          # checkpoint.safetensors, ledger.json, metrics.jsonl,
-                                         # dptrain.secret (the run key: resume needs it; keep it private)
+    out_dir="runs/mnist-dpsgd",          # checkpoint.safetensors, ledger.json, metrics.jsonl; the run's
+                                         # secret (key, seed, streams) goes to run.secret_path, outside it
     overwrite=True,
 )
 loss, accuracy = run.model.evaluate(x_test, y_test)

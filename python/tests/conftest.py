@@ -1,9 +1,12 @@
 """Test setup: the in-tree extension module (built into <build>/python by build_ffi.py when
 missing or older than libdptrain.so or a public header), the CLI binary, temp dirs."""
+import atexit
 import glob
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -26,6 +29,11 @@ def _ensure_extension():
 
 
 os.environ["DPTRAIN_BUILD_DIR"] = BUILD
+# The runs' secret files (docs/checkpoints.md) go into DPTRAIN_SECRETS_DIR, else under the
+# home directory: the tests (and the CLIs they start) use a temporary one, removed at exit.
+_SECRETS = tempfile.mkdtemp(prefix="dptrain-secrets-")
+os.environ["DPTRAIN_SECRETS_DIR"] = _SECRETS
+atexit.register(shutil.rmtree, _SECRETS, True)
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 _ensure_extension()
 if PYDIR not in sys.path:

@@ -1,8 +1,9 @@
 """Seeds (issue 38, item 2): seed=0, the default, draws the seed from the OS, so a private
 run published twice is not a membership test; a chosen seed is reproducible and labelled
-(Run.seed_source, the ledger, every history line); the seed and the streams stay in
-out_dir/dptrain.secret, and a resume continues them, regenerating (never redrawing) the
-releases made before training."""
+(Run.seed_source, the ledger, every history line); the seed and the streams stay in the
+run's secret file, outside out_dir (secret_dir, default $DPTRAIN_SECRETS_DIR: conftest
+points it at a temporary directory), and a resume continues them, regenerating (never
+redrawing) the releases made before training."""
 import json
 import os
 import stat
@@ -42,17 +43,48 @@ def test_published_files_hold_no_seed_and_resume_continues(tmp_path):
     x, y = blobs(n=300)
     out = str(tmp_path / "r")
     private(x, y, seed=987654, out_dir=out)
-    for name in ("checkpoint.safetensors", "ledger.json", "metrics.jsonl"):
+    for name in os.listdir(out):  # every file a user would share
         data = open(os.path.join(out, name), "rb").read()
         assert b"987654" not in data and b"noise_rng" not in data, name
     lines = [json.loads(s) for s in open(os.path.join(out, "metrics.jsonl"))]
     assert all(line["seed_source"] == "caller" for line in lines)
-    secret = os.path.join(out, "dptrain.secret")
-    assert stat.S_IMODE(os.stat(secret).st_mode) == 0o600
-    assert b"987654" in open(secret, "rb").read()
+    assert not os.path.exists(os.path.join(out, "dptrain.secret"))
+    r1 = private(x, y, out_dir=str(tmp_path / "other"))
+    secret = os.path.join(os.environ["DPTRAIN_SECRETS_DIR"], r1.run_id + ".secret")
+    assert r1.secret_path == secret and os.path.exists(secret)
     # resumed with the default seed: the run goes on with its own
     r = private(x, y, out_dir=out, resume=True, epochs=2)
     assert r.seed_source == "caller" and r.steps == 12
+    secret = r.secret_path
+    assert secret == os.path.join(os.environ["DPTRAIN_SECRETS_DIR"], r.run_id + ".secret")
+    assert stat.S_IMODE(os.stat(secret).st_mode) == 0o600
+    assert b"987654" in open(secret, "rb").read()
+
+
+def test_secret_dir(tmp_path):
+    """secret_dir=: the secret goes there (made mode 0700), a resume finds it there and is
+    refused without it, naming where it looked; one others can enter is refused."""
+    x, y = blobs(n=300)
+    out, sd = str(tmp_path / "r"), str(tmp_path / "keys")
+    a = private(x, y, out_dir=out, secret_dir=sd)
+    assert a.secret_path == os.path.join(sd, a.run_id + ".secret") and os.listdir(sd) == [a.run_id + ".secret"]
+    assert stat.S_IMODE(os.stat(sd).st_mode) == 0o700 and sorted(os.listdir(out)) == [
+        "checkpoint.safetensors", "dptrain.lock", "ledger.json", "metrics.jsonl"]
+    assert private(x, y, out_dir=out, secret_dir=sd, resume=True, epochs=2).steps == 12
+    try:
+        private(x, y, out_dir=out, resume=True, epochs=3)
+        raise AssertionError("resumed without its secret")
+    except dptrain.DptrainError as e:
+        assert "the run's secret file is missing" in str(e) and os.environ["DPTRAIN_SECRETS_DIR"] in str(e)
+    opened = tmp_path / "open"
+    opened.mkdir()
+    os.chmod(opened, 0o755)
+    try:
+        private(x, y, out_dir=str(tmp_path / "r2"), secret_dir=str(opened))
+        raise AssertionError("a secret directory others can enter was used")
+    except dptrain.DptrainError as e:
+        assert "open to other users (mode 0755)" in str(e)
+    assert os.listdir(opened) == []
 
 
 def test_dp_pca_run_resumes_with_an_os_seed(tmp_path):

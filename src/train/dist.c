@@ -286,7 +286,10 @@ static dpt_status write_all(const char *path, const uint8_t *data, size_t n) {
 }
 
 /* What a rank needs to resume, sent by rank 0: the checkpoint, then (when present) the
- * ledger and the run key (without it the resume refuses or, when allowed, draws a new one) */
+ * ledger and the run's secret (from the secret directory, or an older run's directory;
+ * without it the resume refuses or, when allowed, draws a new one). The other ranks write
+ * them into a private temporary directory under these names and resume from there (their
+ * secret_dir is "", so the copy is all they read). */
 #define RESUME_FILES 3
 static const char *const RESUME_NAME[RESUME_FILES] = {"checkpoint.safetensors", "ledger.json", DPT_RUN_KEY_FILE};
 
@@ -301,8 +304,9 @@ dpt_status dpt_dist_resume(dpt_trainer *t, dpt_status (*local)(dpt_trainer *t)) 
             char path[600];
             int present = 0;
             size_t n = 0;
-            snprintf(path, sizeof path, "%s/%s", t->out_dir, RESUME_NAME[i]);
-            s = read_opt(path, &buf[i], &n, &present);
+            if (i == 2) s = dpt_run_secret_find(t, path, sizeof path); /* the secret: wherever it is */
+            else snprintf(path, sizeof path, "%s/%s", t->out_dir, RESUME_NAME[i]);
+            if (s == DPT_OK) s = read_opt(path, &buf[i], &n, &present);
             hdr[1 + 2 * i] = (uint64_t)present;
             hdr[2 + 2 * i] = n;
             if (i == 0 && !present) break;

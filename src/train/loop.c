@@ -66,6 +66,8 @@ static dpt_status validate_config(const dpt_train_config *c, const dpt_dataset *
     DPT_CHECK(train && train->n >= 1, DPT_EINVAL, "the training set is empty");
     DPT_CHECK(!c->out_dir || (c->out_dir[0] && strlen(c->out_dir) < 512), DPT_EINVAL,
               "out_dir must be a non-empty path shorter than 512 bytes");
+    DPT_CHECK(!c->secret_dir || (c->secret_dir[0] && strlen(c->secret_dir) < 480), DPT_EINVAL,
+              "secret_dir must be a non-empty path shorter than 480 bytes (NULL for the default)");
     DPT_CHECK(c->threads >= 0 && c->threads <= 1024, DPT_EINVAL, "threads must be in [0, 1024] (0 = all cores), got %d",
               c->threads);
     DPT_CHECK(c->target_epsilon >= 0 && isfinite(c->target_epsilon), DPT_EINVAL,
@@ -446,13 +448,19 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
     if (algo && algo->is_private && test && same_data(train, test) &&
         (s = dpt_trainer_exclude_from_guarantee(t, "test metrics computed on the training data")) != DPT_OK)
         goto fail;
-    /* One trainer per run directory: the lock is held until dpt_trainer_free. Every rank
+    /* One trainer per run directory: the lock is held until dpt_trainer_free. The secret
+     * directory is made and checked now, not at the first save an epoch later. Every rank
      * learns rank 0's outcome (the others would otherwise wait in the first step). */
     int locked = 1;
-    if (t->out_dir[0]) locked = (s = dpt_run_dir_lock(t->out_dir, &t->lock_fd, &t->dir_created)) == DPT_OK;
+    if (t->out_dir[0]) {
+        locked = (s = dpt_run_secret_dir(cfg->secret_dir, t->secret_dir, sizeof t->secret_dir)) == DPT_OK;
+        if (locked) locked = (s = dpt_run_dir_lock(t->out_dir, &t->lock_fd, &t->dir_created)) == DPT_OK;
+    }
+    t->cfg.secret_dir = t->secret_dir[0] ? t->secret_dir : NULL;
     if (t->nranks > 1 && dpt_comm_bcast(&locked, sizeof locked, 0) != DPT_OK) goto fail;
     if (!locked) {
-        if (t->rank != 0) s = dpt_set_error(DPT_EBUSY, "rank %d: rank 0 could not lock the run directory", t->rank);
+        if (t->rank != 0) s = dpt_set_error(DPT_EBUSY, "rank %d: rank 0 could not lock the run directory or "
+                                               "make its secret directory", t->rank);
         goto fail;
     }
     *out = t;
@@ -938,8 +946,7 @@ static dpt_status resume_ledger(dpt_trainer *t, const cJSON *root, const char *p
         mismatch(bad, sizeof msg, "secure", ck_secure ? "1" : "0", now_s);
     }
     char lost[160];
-    snprintf(lost, sizeof lost, "unknown (the run key %s was missing; new key, data_hmac %s)", DPT_RUN_KEY_FILE,
-             hash);
+    snprintf(lost, sizeof lost, "unknown (the run's secret file was missing; new key, data_hmac %s)", hash);
     const char *keys[3] = {"q", "sigma", "data_hmac"}, *now[3] = {q, sigma, t->key_lost ? lost : hash};
     const char *names[3] = {"sample_rate (q)", "sigma", "training data (data_hmac)"};
     for (int k = 0; k < 3; k++) {
@@ -1051,7 +1058,7 @@ static dpt_status resume_local(dpt_trainer *t) {
     free(js);
     DPT_CHECK(root, DPT_EFORMAT, "%s: training state is not valid JSON", path);
     dpt_status s = DPT_OK;
-    char msg[1024] = "", a[80], b[80];
+    char msg[2400] = "", a[80], b[80];
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(root, "config");
     const cJSON *sm = cJSON_GetObjectItemCaseSensitive(root, "sampler");
     const cJSON *alg = cJSON_GetObjectItemCaseSensitive(root, "algorithm");
@@ -1117,12 +1124,12 @@ static dpt_status resume_local(dpt_trainer *t) {
     int may_differ = t->ledger && t->cfg.allow_ledger_mismatch; /* checked against the ledger */
     /* the data are compared under the run's key (rundir.c, "The run key") */
     int have_key = 0;
-    if ((s = dpt_run_key_load(t, &have_key)) != DPT_OK) goto out;
+    if ((s = dpt_run_key_load(t, ck_run_id, &have_key)) != DPT_OK) goto out;
     t->key_lost = !have_key;
     if (!have_key && !may_differ) {
         size_t len = strlen(msg);
-        snprintf(msg + len, sizeof msg - len, "%sthe run's key file %s/%s is missing, so the training data cannot "
-                 "be compared with the checkpoint's%s", len ? "; " : "", t->out_dir, DPT_RUN_KEY_FILE,
+        snprintf(msg + len, sizeof msg - len, "%sthe run's secret file is missing (looked for %s), so the training "
+                 "data cannot be compared with the checkpoint's%s", len ? "; " : "", t->secret_where,
                  t->ledger ? " (set allow_ledger_mismatch to continue under a new key; it is recorded in the ledger)"
                            : "");
     } else if (!may_differ && strcmp(hash->valuestring, t->data_tag))
@@ -1130,8 +1137,8 @@ static dpt_status resume_local(dpt_trainer *t) {
     /* The seed: the secret file's (an older checkpoint's own). Resumed with seed 0 the run
      * continues with its seed; a caller's seed must be the run's. */
     if (!ck_old && have_key && t->secret_version != 2) {
-        s = dpt_set_error(DPT_EFORMAT, "%s/%s holds the run key alone (format 1) but %s keeps its random streams "
-                          "there: the two files are of different runs", t->out_dir, DPT_RUN_KEY_FILE, path);
+        s = dpt_set_error(DPT_EFORMAT, "%s holds the run key alone (format 1) but %s keeps its random streams "
+                          "there: the two files are of different runs", t->secret_path, path);
         goto out;
     }
     const uint64_t run_seed = ck_old ? seed : t->secret_seed;

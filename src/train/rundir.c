@@ -3,8 +3,10 @@
  * holder's pid); a fresh run refuses a directory that holds anything else unless asked to
  * overwrite, and then removes the previous run's files and only those; every run has a
  * random id stored in its checkpoints and in its ledger's metadata, so a ledger can be
- * matched with the checkpoint beside it; every run has a secret key (DIR/dptrain.secret)
- * under which its checkpoints and ledger identify the training data (data_hmac). */
+ * matched with the checkpoint beside it; every run has a secret key under which its
+ * checkpoints and ledger identify the training data (data_hmac), kept with its seed and
+ * streams in a secret file outside the run directory (SECRETS/<run id>.secret, "Where the
+ * secret lives"), so that the directory users publish holds none of it. */
 #include <dptrain/io.h>
 #include <dptrain/train.h>
 
@@ -18,10 +20,12 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -118,9 +122,128 @@ dpt_status dpt_run_key_new(dpt_trainer *t) {
     return s;
 }
 
-static dpt_status key_path(const dpt_trainer *t, char *buf, size_t n) {
-    int w = snprintf(buf, n, "%s/%s", t->out_dir, DPT_RUN_KEY_FILE);
-    DPT_CHECK(w > 0 && (size_t)w < n, DPT_EINVAL, "out_dir: path too long");
+/* ==== Where the secret lives ====
+ * Users copy, archive, upload and share run directories to publish results; a secret file
+ * inside one would go along and void the run's epsilon. So the secret of run R is
+ * SECRETS/R.secret, SECRETS being (first that applies) dpt_train_config.secret_dir,
+ * $DPTRAIN_SECRETS_DIR, $XDG_STATE_HOME/dptrain/secrets, ~/.local/state/dptrain/secrets:
+ * created mode 0700, and refused when it is not the user's own or others may enter it. R
+ * is the 32 hex digits of the checkpoint's run_id, so two runs never share a file. Older
+ * runs kept it in the run directory (DPT_RUN_KEY_FILE): a resume still reads it there and
+ * its next save moves it (the new file is written first, so a crash between the two
+ * leaves a readable secret in one place or the other). */
+
+static int is_run_id(const char *id) {
+    if (!id || strlen(id) != 32) return 0;
+    for (int i = 0; i < 32; i++)
+        if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f'))) return 0;
+    return 1;
+}
+
+/* mkdir -p, each directory it makes mode 0700 */
+static dpt_status mkdirs_private(const char *dir, const char *what) {
+    char p[PATH_MAX];
+    int w = snprintf(p, sizeof p, "%s", dir);
+    DPT_CHECK(w > 0 && (size_t)w < sizeof p, DPT_EINVAL, "%s %s: path too long", what, dir);
+    for (char *c = p + 1;; c++) {
+        if (*c != '/' && *c) continue;
+        char keep = *c;
+        *c = 0;
+        if (mkdir(p, 0700) != 0 && errno != EEXIST)
+            return dpt_set_error(DPT_EIO, "%s %s: cannot create %s: %s", what, dir, p, strerror(errno));
+        *c = keep;
+        if (!keep) break;
+    }
+    return DPT_OK;
+}
+
+dpt_status dpt_run_secret_dir(const char *secret_dir, char *out, size_t cap) {
+    DPT_CHECK(out && cap > 0, DPT_EINVAL, "dpt_run_secret_dir: no buffer for the directory");
+    out[0] = 0;
+    DPT_CHECK(!secret_dir || secret_dir[0], DPT_EINVAL, "secret_dir: empty directory name (NULL for the default)");
+    const char *env = getenv("DPTRAIN_SECRETS_DIR"), *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+    const char *what;
+    int w;
+    if (secret_dir) what = "secret_dir", w = snprintf(out, cap, "%s", secret_dir);
+    else if (env && env[0]) what = "DPTRAIN_SECRETS_DIR", w = snprintf(out, cap, "%s", env);
+    else if (xdg && xdg[0] == '/') what = "XDG_STATE_HOME", w = snprintf(out, cap, "%s/dptrain/secrets", xdg);
+    else {
+        /* the XDG base directory rule: a relative XDG_STATE_HOME is ignored */
+        if (!home || home[0] != '/') {
+            struct passwd *pw = getpwuid(geteuid());
+            home = pw && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir : NULL;
+        }
+        DPT_CHECK(home, DPT_EINVAL, "the runs' secret directory: no home directory (HOME unset); set secret_dir "
+                  "or DPTRAIN_SECRETS_DIR to a private directory");
+        what = "the default under the home directory", w = snprintf(out, cap, "%s/.local/state/dptrain/secrets", home);
+    }
+    DPT_CHECK(w > 0 && (size_t)w < cap && (size_t)w < 480, DPT_EINVAL, "the runs' secret directory (%s): path too "
+              "long (at most 479 bytes)", what);
+    DPT_TRY(mkdirs_private(out, "the runs' secret directory"));
+    struct stat st;
+    DPT_CHECK(stat(out, &st) == 0, DPT_EIO, "the runs' secret directory %s (%s): %s", out, what,
+              strerror(errno));
+    DPT_CHECK(S_ISDIR(st.st_mode), DPT_EIO, "the runs' secret directory %s (%s) is not a directory", out,
+              what);
+    DPT_CHECK(st.st_uid == geteuid(), DPT_EIO, "the runs' secret directory %s (%s) belongs to another user (uid "
+              "%u): the runs' secrets go only into a directory of one's own", out, what, (unsigned)st.st_uid);
+    /* others who can list or enter it could read or replace the runs' secrets */
+    DPT_CHECK(!(st.st_mode & 077), DPT_EIO, "the runs' secret directory %s (%s) is open to other users (mode "
+              "%04o): whoever read a secret in it can regenerate that run's batches and noise. If nobody else did, make it private "
+              "(chmod 700 %s); otherwise start new runs", out, what, (unsigned)(st.st_mode & 07777), out);
+    return DPT_OK;
+}
+
+/* SECRETS/RUN_ID.secret */
+static dpt_status secret_file(const char *sdir, const char *run_id, char *buf, size_t n) {
+    DPT_CHECK(is_run_id(run_id), DPT_EFORMAT, "run id '%.40s' is not 32 lowercase hex digits", run_id ? run_id : "");
+    int w = snprintf(buf, n, "%s/%s.secret", sdir, run_id);
+    DPT_CHECK(w > 0 && (size_t)w < n, DPT_EINVAL, "the runs' secret directory %s: path too long", sdir);
+    return DPT_OK;
+}
+
+/* The run id of the run in dir: its checkpoint's run_id, else its ledger's (*have = 0 when
+ * neither file says; an unreadable file counts as silent: the caller's resume reports it). */
+static void dir_run_id(const char *dir, char id[33], int *have) {
+    *have = 0;
+    id[0] = 0;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/checkpoint.safetensors", dir);
+    char *state = NULL;
+    if (access(path, F_OK) == 0 && dpt_checkpoint_peek(path, NULL, &state) == DPT_OK) {
+        cJSON *root = cJSON_Parse(state);
+        const cJSON *rid = cJSON_GetObjectItemCaseSensitive(root, "run_id");
+        if (cJSON_IsString(rid) && is_run_id(rid->valuestring)) memcpy(id, rid->valuestring, 33), *have = 1;
+        cJSON_Delete(root);
+        free(state);
+    }
+    snprintf(path, sizeof path, "%s/ledger.json", dir);
+    dpt_ledger *l = NULL;
+    if (!*have && access(path, F_OK) == 0 && dpt_ledger_load(path, &l) == DPT_OK) {
+        const char *lid = dpt_ledger_get_meta(l, "run_id");
+        if (is_run_id(lid)) memcpy(id, lid, 33), *have = 1;
+    }
+    dpt_ledger_free(l);
+    dpt_clear_error();
+}
+
+/* Where the secret of run run_id (NULL: unknown) of directory dir is: SECRETS/RUN_ID.secret
+ * when it exists (sdir "": not looked for), else dir/DPT_RUN_KEY_FILE (an older run's)
+ * when that exists (*legacy = 1); else *found = 0 and path is where this dptrain would
+ * keep it. where: the places looked at, for messages. */
+static dpt_status secret_locate(const char *dir, const char *sdir, const char *run_id, char *path, size_t n,
+                                int *found, int *legacy, char *where, size_t wn) {
+    char mine[600] = "", old[600];
+    struct stat st;
+    *found = *legacy = 0;
+    if (sdir[0] && run_id) DPT_TRY(secret_file(sdir, run_id, mine, sizeof mine));
+    int w = snprintf(old, sizeof old, "%s/%s", dir, DPT_RUN_KEY_FILE);
+    DPT_CHECK(w > 0 && (size_t)w < sizeof old, DPT_EINVAL, "out_dir %s: path too long", dir);
+    if (mine[0] && lstat(mine, &st) == 0) *found = 1;
+    else if (lstat(old, &st) == 0) *found = *legacy = 1;
+    snprintf(path, n, "%s", *legacy || !mine[0] ? old : mine);
+    if (mine[0]) snprintf(where, wn, "%s, or %s (an older run's place)", mine, old);
+    else snprintf(where, wn, "%s", old);
     return DPT_OK;
 }
 
@@ -189,8 +312,11 @@ static cJSON *streams_now(const dpt_trainer *t) {
 }
 
 dpt_status dpt_run_key_save(dpt_trainer *t) {
-    char path[600];
-    DPT_TRY(key_path(t, path, sizeof path));
+    char path[600], run_dir[PATH_MAX];
+    DPT_ASSERT(t->secret_dir[0]); /* rank 0 with an out_dir resolved it (dpt_trainer_new) */
+    DPT_TRY(secret_file(t->secret_dir, t->run_id, path, sizeof path));
+    /* the directory whose run this is: an overwrite of it removes this file, of a copy not */
+    DPT_CHECK(realpath(t->out_dir, run_dir), DPT_EIO, "out_dir %s: %s", t->out_dir, strerror(errno));
     cJSON *now = streams_now(t);
     char *now_text = now ? cJSON_PrintUnformatted(now) : NULL;
     json_wipe_delete(now);
@@ -206,6 +332,8 @@ dpt_status dpt_run_key_save(dpt_trainer *t) {
     OPENSSL_cleanse(hex, sizeof hex);
     add_u64(root, "seed", t->cfg.seed);
     cJSON_AddStringToObject(root, "seed_source", t->seed_caller ? "caller" : "os");
+    cJSON_AddStringToObject(root, "run_id", t->run_id);
+    cJSON_AddStringToObject(root, "run_dir", run_dir);
     cJSON *arr = cJSON_AddArrayToObject(root, "streams");
     cJSON_AddItemToArray(arr, cJSON_Parse(now_text));
     if (prev) cJSON_AddItemToArray(arr, cJSON_Parse(prev));
@@ -230,6 +358,15 @@ dpt_status dpt_run_key_save(dpt_trainer *t) {
     t->secret_cur = now_text;
     t->secret_cur_step = t->step;
     t->key_saved = 1;
+    /* an older run's secret in its directory: moved (the new file is complete now) */
+    if (t->secret_legacy[0]) {
+        DPT_CHECK(unlink(t->secret_legacy) == 0 || errno == ENOENT, DPT_EIO, "%s: cannot remove it after moving "
+                  "the run's secret to %s: %s (remove it yourself before publishing the run directory)",
+                  t->secret_legacy, path, strerror(errno));
+        dpt_trainer_log(t, DPT_LOG_NOTE, "moved the run's secret from %s to %s: the run directory no longer holds "
+                        "it (resuming the run needs that file; never publish it)", t->secret_legacy, path);
+        t->secret_legacy[0] = 0;
+    }
     return DPT_OK;
 }
 
@@ -253,6 +390,8 @@ typedef struct {
     uint64_t seed;
     int seed_caller;
     char *streams; /* the "streams" array as JSON text (dpt_secret_free); NULL for format 1 */
+    char run_id[33];          /* "" when the file does not say (written before it did) */
+    char run_dir[PATH_MAX];   /* the run directory's real path when written; "" likewise */
 } secret_info;
 
 /* Reads PATH (*found = 0 when absent), refusing a link, a special file, or one others can
@@ -299,6 +438,11 @@ static dpt_status secret_read(const char *path, int *found, secret_info *si) {
             s = dpt_set_error(DPT_EFORMAT, "%s: the run secret is missing fields or has wrong types (key, seed, "
                               "seed_source, streams)", path);
         else {
+            const cJSON *rid = cJSON_GetObjectItemCaseSensitive(root, "run_id");
+            const cJSON *rdir = cJSON_GetObjectItemCaseSensitive(root, "run_dir");
+            if (cJSON_IsString(rid) && is_run_id(rid->valuestring)) memcpy(si->run_id, rid->valuestring, 33);
+            if (cJSON_IsString(rdir) && strlen(rdir->valuestring) < sizeof si->run_dir)
+                memcpy(si->run_dir, rdir->valuestring, strlen(rdir->valuestring) + 1);
             si->version = 2;
             si->seed_caller = !strcmp(src->valuestring, "caller");
             si->streams = cJSON_PrintUnformatted(arr);
@@ -315,12 +459,34 @@ static dpt_status secret_read(const char *path, int *found, secret_info *si) {
     return s;
 }
 
-dpt_status dpt_run_key_load(dpt_trainer *t, int *found) {
+dpt_status dpt_run_key_load(dpt_trainer *t, const char *run_id, int *found) {
     char path[600];
-    DPT_TRY(key_path(t, path, sizeof path));
+    int legacy = 0;
+    DPT_TRY(secret_locate(t->out_dir, t->secret_dir, run_id, path, sizeof path, found, &legacy, t->secret_where,
+                          sizeof t->secret_where));
+    snprintf(t->secret_path, sizeof t->secret_path, "%s", path);
+    if (!*found) return DPT_OK;
     secret_info si;
     DPT_TRY(secret_read(path, found, &si));
-    if (!*found) return DPT_OK;
+    if (si.run_id[0] && run_id && strcmp(si.run_id, run_id)) {
+        dpt_status e = dpt_set_error(DPT_EMISMATCH, "%s is the secret of run %s, but the checkpoint in %s is of "
+                                     "run %s", path, si.run_id, t->out_dir, run_id);
+        dpt_secret_free(si.streams);
+        OPENSSL_cleanse(&si, sizeof si);
+        return e;
+    }
+    /* an older run's file in the run directory goes at the next save, once written to the
+     * secret directory; so does a stale one beside a secret found there */
+    t->secret_legacy[0] = 0;
+    if (t->secret_dir[0]) {
+        char old[600];
+        struct stat st;
+        snprintf(old, sizeof old, "%s/%s", t->out_dir, DPT_RUN_KEY_FILE);
+        if (lstat(old, &st) == 0) snprintf(t->secret_legacy, sizeof t->secret_legacy, "%s", old);
+        if (!legacy && t->secret_legacy[0])
+            dpt_trainer_log(t, DPT_LOG_WARN, "%s is an older copy of the run's secret, which is read from %s: it is "
+                            "removed at the next save (never publish it)", old, path);
+    }
     dpt_status s = run_key_set(t, si.key);
     dpt_secret_free(t->secret_streams_all);
     t->secret_version = si.version;
@@ -334,16 +500,41 @@ dpt_status dpt_run_key_load(dpt_trainer *t, int *found) {
 }
 
 dpt_status dpt_run_seed_resolve(const char *dir, int resume, uint64_t *seed, int *from_os) {
+    return dpt_run_seed_resolve_at(dir, NULL, resume, seed, from_os);
+}
+
+dpt_status dpt_run_secret_path(const char *run_dir, const char *secret_dir, char *out, size_t cap, int *found) {
+    DPT_CHECK(run_dir && run_dir[0] && out && cap && found, DPT_EINVAL, "dpt_run_secret_path: NULL or empty argument");
+    char sdir[512], id[33], where[1300];
+    int have = 0, legacy = 0;
+    DPT_TRY(dpt_run_secret_dir(secret_dir, sdir, sizeof sdir));
+    dir_run_id(run_dir, id, &have);
+    char path[600];
+    DPT_TRY(secret_locate(run_dir, sdir, have ? id : NULL, path, sizeof path, found, &legacy, where, sizeof where));
+    DPT_CHECK(strlen(path) < cap, DPT_EINVAL, "dpt_run_secret_path: %s: longer than %zu bytes", path, cap - 1);
+    memcpy(out, path, strlen(path) + 1);
+    return DPT_OK;
+}
+
+dpt_status dpt_run_secret_find(const dpt_trainer *t, char *path, size_t n) {
+    char id[33], where[1300];
+    int have = 0, found = 0, legacy = 0;
+    dir_run_id(t->out_dir, id, &have);
+    return secret_locate(t->out_dir, t->secret_dir, have ? id : NULL, path, n, &found, &legacy, where, sizeof where);
+}
+
+dpt_status dpt_run_seed_resolve_at(const char *dir, const char *secret_dir, int resume, uint64_t *seed,
+                                   int *from_os) {
     DPT_CHECK(seed && from_os, DPT_EINVAL, "dpt_run_seed_resolve: NULL argument");
     *seed = 0;
     *from_os = 1;
     if (resume && dir && dir[0]) {
         char path[1100];
-        int w = snprintf(path, sizeof path, "%s/%s", dir, DPT_RUN_KEY_FILE);
-        DPT_CHECK(w > 0 && (size_t)w < sizeof path, DPT_EINVAL, "out_dir %s: path too long", dir);
-        secret_info si;
         int found = 0;
-        DPT_TRY(secret_read(path, &found, &si));
+        DPT_TRY(dpt_run_secret_path(dir, secret_dir, path, sizeof path, &found));
+        secret_info si;
+        memset(&si, 0, sizeof si);
+        if (found) DPT_TRY(secret_read(path, &found, &si));
         if (found && si.version == 2) *seed = si.seed, *from_os = !si.seed_caller;
         dpt_secret_free(si.streams);
         OPENSSL_cleanse(&si, sizeof si);
@@ -356,8 +547,7 @@ dpt_status dpt_run_seed_resolve(const char *dir, int resume, uint64_t *seed, int
 
 dpt_status dpt_run_secret_streams(dpt_trainer *t, uint64_t step, dpt_sampler_state *ss, dpt_rng_state *ns,
                                   int *have_noise) {
-    char path[600];
-    DPT_TRY(key_path(t, path, sizeof path));
+    const char *path = t->secret_path;
     cJSON *arr = t->secret_streams_all ? cJSON_Parse(t->secret_streams_all) : NULL;
     const cJSON *e = NULL, *hit = NULL;
     cJSON_ArrayForEach(e, arr) {
@@ -389,6 +579,56 @@ dpt_status dpt_run_secret_streams(dpt_trainer *t, uint64_t step, dpt_sampler_sta
     }
     json_wipe_delete(arr);
     return st;
+}
+
+/* Removes the secret of the run in dir (which overwrite replaces): dir/DPT_RUN_KEY_FILE,
+ * and SECRETS/RUN_ID.secret for the run id dir's checkpoint (or ledger) names, when that
+ * file says it is of this directory. A run directory copied or moved from elsewhere shares
+ * its run id with the original, whose secret it names: that one is left, and said so. What
+ * was done goes into note (may be empty). */
+static dpt_status secret_remove(const char *dir, const char *sdir, char *note, size_t cap) {
+    note[0] = 0;
+    char old[600], path[600], id[33], real[PATH_MAX];
+    int have = 0, w = snprintf(old, sizeof old, "%s/%s", dir, DPT_RUN_KEY_FILE);
+    DPT_CHECK(w > 0 && (size_t)w < sizeof old, DPT_EINVAL, "out_dir %s: path too long", dir);
+    if (unlink(old) == 0) snprintf(note, cap, "removed %s", old);
+    else DPT_CHECK(errno == ENOENT, DPT_EIO, "overwrite: cannot remove %s: %s", old, strerror(errno));
+    dir_run_id(dir, id, &have);
+    struct stat st;
+    if (!have || !sdir[0] || secret_file(sdir, id, path, sizeof path) != DPT_OK || lstat(path, &st) != 0) {
+        dpt_clear_error();
+        return DPT_OK;
+    }
+    secret_info si;
+    int found = 0;
+    const size_t used = strlen(note);
+    if (secret_read(path, &found, &si) != DPT_OK) {
+        snprintf(note + used, cap - used, "%sleft %s (%s)", used ? "; " : "", path, dpt_last_error());
+        dpt_clear_error();
+        return DPT_OK;
+    }
+    const int mine = si.run_dir[0] && realpath(dir, real) && !strcmp(real, si.run_dir);
+    if (mine) {
+        DPT_CHECK(unlink(path) == 0 || errno == ENOENT, DPT_EIO, "overwrite: cannot remove %s: %s", path,
+                  strerror(errno));
+        snprintf(note + used, cap - used, "%sremoved %s", used ? "; " : "", path);
+    } else
+        snprintf(note + used, cap - used, "%sleft %s: it is the secret of the run in %s, of which %s holds a copy "
+                 "(remove it yourself when that run is gone)", used ? "; " : "", path,
+                 si.run_dir[0] ? si.run_dir : "(another directory)", dir);
+    dpt_secret_free(si.streams);
+    OPENSSL_cleanse(&si, sizeof si);
+    return DPT_OK;
+}
+
+dpt_status dpt_run_secret_remove(const char *run_dir, const char *secret_dir, char *note, size_t cap) {
+    DPT_CHECK(run_dir && run_dir[0], DPT_EINVAL, "dpt_run_secret_remove: empty run directory");
+    char buf[2];
+    if (!note || !cap) note = buf, cap = sizeof buf;
+    note[0] = 0;
+    char sdir[512];
+    DPT_TRY(dpt_run_secret_dir(secret_dir, sdir, sizeof sdir));
+    return secret_remove(run_dir, sdir, note, cap);
 }
 
 /* ==== Lock ==== */
@@ -558,6 +798,10 @@ dpt_status dpt_run_dir_link_latest(const char *run_dir, int *linked) {
 }
 
 dpt_status dpt_run_dir_clear(const dpt_trainer *t, const char *dir) {
+    /* first, while the checkpoint still names the previous run */
+    char note[1600];
+    DPT_TRY(secret_remove(dir, t->secret_dir, note, sizeof note));
+    if (note[0]) dpt_trainer_log(t, DPT_LOG_NOTE, "overwrite: the previous run's secret: %s", note);
     DIR *d = opendir(dir);
     DPT_CHECK(d, DPT_EIO, "out_dir %s: cannot read the directory: %s", dir, strerror(errno));
     char removed[512] = "", path[1200];

@@ -28,12 +28,19 @@ struct dpt_trainer {
     uint64_t epoch_examples;
     /* The training set's SHA-256 (dpt_dataset_hash) stays in memory (the ranks compare
      * it); files hold only data_tag = hex HMAC-SHA256(run_key, data_hash), whose key is
-     * in out_dir/dptrain.secret (rundir.c, "The run key"). */
+     * in the run's secret file (rundir.c, "Where the secret lives"). */
     uint8_t data_hash[32];
     uint8_t run_key[32];  /* drawn from the OS by dpt_trainer_new; a resume reads the run's */
     char data_tag[65];
-    int key_saved;        /* run_key is in out_dir/dptrain.secret (saved before the first
+    int key_saved;        /* run_key is in the run's secret file (saved before the first
                              checkpoint, or read back by resume) */
+    char secret_dir[512]; /* where the secret is saved: SECRETS/<run_id>.secret (rank 0 with
+                             an out_dir; "" otherwise: a resume then reads only
+                             out_dir/DPT_RUN_KEY_FILE, the copy rank 0 sent) */
+    char secret_path[600];    /* the secret file a resume read (or looked for first) */
+    char secret_where[1300];  /* the places a resume looked for it, for messages */
+    char secret_legacy[600];  /* an older run's out_dir/DPT_RUN_KEY_FILE, removed after the
+                                 next save has written the secret to secret_dir ("" none) */
     int key_lost;         /* resumed without the run's key (allow_ledger_mismatch): the
                              data could not be compared, and the run has a new key */
     /* The seed (cfg.seed, never 0 once the trainer exists): drawn from the OS when the
@@ -315,11 +322,17 @@ dpt_status dpt_run_dir_lock(const char *dir, int *fd, int *created);
 void dpt_run_dir_remove_if_unused(const char *dir);
 void dpt_run_dir_unlock(int fd);
 /* The run key: a fresh one from the OS (sets data_tag; not yet saved); written to
- * out_dir/dptrain.secret (mode 0600, atomically); read back from there (*found = 0 when the
- * file is absent, DPT_EFORMAT when it is malformed). */
+ * secret_dir/<run_id>.secret (mode 0600, atomically; then an older run's file in out_dir,
+ * if the resume read one, is removed); read back by a resume of the checkpoint of run
+ * run_id (NULL: the checkpoint has none) from secret_dir, or from out_dir/DPT_RUN_KEY_FILE
+ * (*found = 0 when neither exists: secret_where names both; DPT_EFORMAT when malformed;
+ * DPT_EMISMATCH when the file is of another run). */
 dpt_status dpt_run_key_new(dpt_trainer *t);
 dpt_status dpt_run_key_save(dpt_trainer *t);
-dpt_status dpt_run_key_load(dpt_trainer *t, int *found);
+dpt_status dpt_run_key_load(dpt_trainer *t, const char *run_id, int *found);
+/* The file dpt_run_key_load would read for the checkpoint now in out_dir (rank 0 sends it
+ * to the other ranks for a resume). */
+dpt_status dpt_run_secret_find(const dpt_trainer *t, char *path, size_t n);
 /* After dpt_run_key_load of a format-2 secret: the sampler's and the noise stream's state
  * at `step` (*have_noise = 0 for a secure run, which stores no noise stream); DPT_EMISMATCH
  * when the file holds no state of that step. */
@@ -334,8 +347,9 @@ struct cJSON;
 int dpt_json_u64(const struct cJSON *o, const char *key, uint64_t *out);
 struct cJSON *dpt_rng_state_json(const dpt_rng_state *s);
 int dpt_rng_state_parse(const struct cJSON *o, dpt_rng_state *s);
-/* Removes the files of a previous run (and their temporaries) from dir, only those;
- * says what it removed and what it left through the trainer's log. */
+/* Removes the files of a previous run (and their temporaries) from dir, only those, and
+ * that run's secret (dpt_run_secret_remove's rule); says what it removed and what it left
+ * through the trainer's log. */
 dpt_status dpt_run_dir_clear(const dpt_trainer *t, const char *dir);
 /* Adds every exclusion of t->excludes ("; "-joined) that the ledger's "epsilon_excludes"
  * lacks, keeping the ledger's own (release.c). No-op without a ledger. */

@@ -7,6 +7,7 @@ BIN="$1"
 fail=0
 tmp=$(mktemp -d /tmp/dpt_cli_account_XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
+export DPTRAIN_SECRETS_DIR="$tmp/secrets"  # the runs' secret files: under $tmp, not in the home directory
 
 check() { # description, command...
     local desc="$1"; shift

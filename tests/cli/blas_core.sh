@@ -8,6 +8,7 @@ BIN="$1"
 fail=0
 tmp=$(mktemp -d /tmp/dpt_cli_blas_XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
+export DPTRAIN_SECRETS_DIR="$tmp/secrets"  # the runs' secret files: under $tmp, not in the home directory
 blas() { "$@" --version | sed -n 's/^blas: //p'; }
 
 kept=$(DPTRAIN_BLAS_CORE=keep blas env -u OPENBLAS_CORETYPE "$BIN")

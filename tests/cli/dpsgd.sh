@@ -37,11 +37,19 @@ check '[ "$(grep -Ec "^epoch [12]/2 .* test loss [0-9.]+  test acc [0-9.]+%  eps
        ! grep -q perplexity <<<"$LAST_OUT"' "epoch lines without the test accuracy: $LAST_OUT"
 check 'grep -q "seed drawn from the OS" <<<"$LAST_OUT"' "OS-seed notice missing"
 check '! grep -q "SEEDED" <<<"$LAST_OUT"' "an OS-seeded run called seeded"
-check '[ "$(stat -c %a "$T/run/dptrain.secret")" = 600 ] && ! grep -q "\"seed\"" "$T/run/checkpoint.safetensors" "$T/run/ledger.json" "$T/run/metrics.jsonl"' "the seed is outside the secret file"
+check '[ "$(stat -c %a "$(secret_of "$T/run")")" = 600 ] && ! grep -q "\"seed\"" "$T/run/checkpoint.safetensors" "$T/run/ledger.json" "$T/run/metrics.jsonl"' "the seed is outside the secret file"
+# the secret lives outside the run directory (which can then be shared), and the run says where
+check '[ ! -e "$T/run/dptrain.secret" ] && grep -q "^secret: $(secret_of "$T/run")  (--resume needs it" <<<"$LAST_OUT"' \
+  "the run directory holds its secret, or the run does not say where it is: $LAST_OUT"
 # a chosen seed is labelled: the start, the final privacy line, the ledger (account), metrics
 expect_ok "$BIN" train "${C[@]}" --sigma 1.2 --batch-size 60 --epochs 1 --seed 77 --out "$T/seeded"
 check 'grep -q "SEEDED run (--seed 77)" <<<"$LAST_OUT" && grep -q "privacy: .*SEEDED run" <<<"$LAST_OUT"' "seeded run not labelled in the output"
 check 'grep -q "\"seed_source\":\"caller\"" "$T/seeded/metrics.jsonl"' "seeded run not labelled in metrics"
+# nothing in the published directory holds the seed; the secret file does
+expect_ok "$BIN" train "${C[@]}" --sigma 1.2 --batch-size 60 --epochs 1 --seed 90817263544 --out "$T/seeded2"
+check '! grep -rq "90817263544" "$T/seeded2" && ! grep -rq "sampler_rng" "$T/seeded2" && [ ! -e "$T/seeded2/dptrain.secret" ] &&
+       grep -q "\"seed\":\"90817263544\"" "$(secret_of "$T/seeded2")"' \
+  "a seeded run's directory holds the seed or the streams' state (or its secret file does not hold the seed)"
 expect_ok "$BIN" account --ledger "$T/seeded/ledger.json"
 check 'grep -q "chosen by the caller" <<<"$LAST_OUT"' "account --ledger does not label a seeded run"
 expect_ok "$BIN" account --ledger "$T/run/ledger.json" --json

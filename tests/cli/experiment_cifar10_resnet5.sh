@@ -5,6 +5,7 @@
 # First, plot_results.sh draws the committed comparison plot from the committed CSVs alone.
 SRC_DIR=${DPT_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 P=$(mktemp -d)
+export DPTRAIN_SECRETS_DIR="$P/secrets"  # the runs' secret files: under $P (removed below), not in the home directory
 bash "$SRC_DIR/experiments/cifar10_resnet5/plot_results.sh" "$P/dpulr.png" \
   > "$P/out.txt" 2>&1 && [ -s "$P/dpulr.png" ] \
   || { echo "FAIL: plot_results.sh did not draw the plot"; cat "$P/out.txt"; rm -rf "$P"; exit 1; }

@@ -8,6 +8,7 @@ BIN=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
+export DPTRAIN_SECRETS_DIR="$T/secrets"  # the runs' secret files: under $T, not in the home directory
 if ! bash "$HERE/../../experiments/dpsgd_mnist/run.sh" --smoke --bin "$BIN" --out "$T" > "$T/log" 2>&1; then
   echo "FAIL: run.sh --smoke failed:"; cat "$T/log"; exit 1
 fi

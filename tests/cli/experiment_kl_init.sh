@@ -9,6 +9,7 @@ DATA=${DPT_SHARED_DATASETS:-$SRC/../shared/datasets}/cifar10
 [ -d "$DATA" ] || { echo "SKIP: CIFAR-10 not found at $DATA"; exit 77; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
+export DPTRAIN_SECRETS_DIR="$T/secrets"  # the runs' secret files: under $T, not in the home directory
 if ! BIN=$BIN OUT=$T DATA=$DATA "$SRC/experiments/kl_init/run.sh" --smoke > "$T/log" 2>&1; then
   echo "FAIL: run.sh --smoke"; cat "$T/log"; exit 1
 fi

@@ -6,6 +6,7 @@ BIN=$1
 SRC=${DPT_SOURCE_DIR:-$(dirname "$0")/../..}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
+export DPTRAIN_SECRETS_DIR="$T/secrets"  # the runs' secret files: under $T, not in the home directory
 if ! bash "$SRC/experiments/pdp_vs_dpsgd/run.sh" --smoke "$BIN" "$T" > "$T/log" 2>&1; then cat "$T/log"; exit 1; fi
 fail=0
 [ "$(wc -l < "$T/results.csv")" -eq 7 ] || { echo "FAIL: results.csv rows"; cat "$T/results.csv"; fail=1; }

@@ -4,7 +4,7 @@
 # and ledger intact (readable, ledger steps >= checkpoint steps); the run then continues
 # with --resume on ONE rank and, separately, a 2-rank run continues on 4 ranks; both end
 # bit-identical to an uninterrupted run (the shards, not the ranks, fix the float order).
-# Without the run key (dptrain.secret) a resume is refused on every rank.
+# Without the run's secret file a resume is refused on every rank.
 set -u
 source "$(dirname "$0")/mpi_common.inc"
 C=(train --algo dpsgd --dataset "csv:$T/d.csv" --model mlp:4-8-3:relu --threads 1 --no-progress
@@ -83,11 +83,11 @@ check "grep -q 'own no data' $T/log_c" "resuming a 2-shard run on 4 ranks should
 
 # -- the run key: rank 0 sends it with the checkpoint (the 4-rank resume above needed it on
 # every rank); without it every rank refuses the resume, and none waits for the others
-mv "$T/m/dptrain.secret" "$T/m_key"
+mv "$(secret_of "$T/m")" "$T/m_key"
 checks=$((checks+1))
 out=$(timeout 60 "${MPIRUN[@]}" -np 2 "$BIN" "${C[@]}" --epochs 8 --out "$T/m" --resume 2>&1)
 rc=$?
-if [ $rc -eq 0 ] || [ $rc -eq 124 ] || ! grep -q "dptrain.secret is missing" <<<"$out"; then
+if [ $rc -eq 0 ] || [ $rc -eq 124 ] || ! grep -q "the run's secret file is missing (looked for $DPTRAIN_SECRETS_DIR/" <<<"$out"; then
   echo "FAIL: 2-rank resume without the key file: rc=$rc, want a refusal naming it; got: $out"; fail=$((fail+1))
 fi
 check "[ \"\$(ledger_steps $T/m/ledger.json)\" = 120 ]" "the refused resume changed the ledger"

@@ -81,4 +81,11 @@ PY
 expect_fail "--runs: must be in" "$BIN" train "${C[@]}" --runs 0 --out "$T/x"
 expect_fail "does not checkpoint" "$BIN" train "${C[@]}" --runs 2 --resume --out "$T/agg"
 expect_fail "option of --algo noisy-gd" "$BIN" train --algo sgd --dataset "csv:$T/d.csv,$T/t.csv" --runs 2 --out "$T/x"
+# --overwrite with one run removes the run<k> directories, and their runs' secret files
+# (outside them), not the secrets of other runs
+sec2=$(secret_of "$T/agg/run2"); sec3=$(secret_of "$T/agg/run3"); sec5=$(secret_of "$T/s5")
+check '[ -f "$sec2" ] && [ -f "$sec3" ]' "run 2 and 3 have no secret files"
+expect_ok "$BIN" train "${C[@]}" --out "$T/agg" --overwrite
+check '[ ! -e "$T/agg/run2" ] && [ ! -e "$sec2" ] && [ ! -e "$sec3" ] && [ -f "$sec5" ]' \
+  "--overwrite left run 2's or run 3's secret file, or removed another run's: $LAST_OUT"
 harness_end

@@ -43,10 +43,10 @@ check 'grep -q "removed the previous run.s" <<<"$LAST_OUT"' "--overwrite does no
 # directory check) leaves the previous run's files as they were, and a --resume that finds
 # no run leaves no directory behind
 expect_ok "$BIN" train "${DP[@]}" --epochs 1 --out "$T/keep"
-sum_before=$(cd "$T/keep" && sha256sum checkpoint.safetensors ledger.json metrics.jsonl dptrain.secret)
+sum_before=$(cd "$T/keep" && sha256sum checkpoint.safetensors ledger.json metrics.jsonl "$(secret_of "$T/keep")")
 expect_fail "--modules 'x'" "$BIN" train --algo dpulr "${D[@]}" --optimizer adam --lr 0.001 --sigma0 1 --modules x \
   --epochs 1 --out "$T/keep" --overwrite
-check '[ "$(cd "$T/keep" && sha256sum checkpoint.safetensors ledger.json metrics.jsonl dptrain.secret)" = "$sum_before" ]' \
+check '[ "$(cd "$T/keep" && sha256sum checkpoint.safetensors ledger.json metrics.jsonl "$(secret_of "$T/keep")")" = "$sum_before" ]' \
   "a refused --overwrite run removed or changed the previous run's files"
 check '! grep -q "removed the previous run" <<<"$LAST_OUT"' "a refused --overwrite run says it removed the previous run"
 expect_fail "--out $T/never does not exist: there is no run to resume" "$BIN" train "${DP[@]}" --epochs 1 \
@@ -162,5 +162,36 @@ check 'grep -q "] step 50/50  [0-9.]* steps/s  ETA" "$T/bar.txt" && ! grep -q "]
       "private progress bar: $(tr '\r' '\n' <"$T/bar.txt" | grep step | head -3)"
 script -qec "$(printf '%q ' "$BIN" "${PB[@]}" --out "$T/bar2")" /dev/null >"$T/bar2.txt" 2>&1
 check 'grep -q "] step 50/50  loss [0-9.]*  [0-9]* ex/s  ETA" "$T/bar2.txt"' "non-private progress bar: $(tr '\r' '\n' <"$T/bar2.txt" | grep step | head -3)"
+
+# -- the run's secret file lives outside the run directory (docs/checkpoints.md, "The run
+# directory"): --secret-dir puts it elsewhere, a resume finds it there (and refuses without
+# it, naming where it looked); a secret directory others can enter is refused; an older
+# run's dptrain.secret in its directory resumes and is moved; --overwrite removes the
+# replaced run's secret and no other
+S1="$T/elsewhere/secrets"
+expect_ok "$BIN" train "${DP[@]}" --epochs 1 --out "$T/sx" --secret-dir "$S1"
+sx=$(DPTRAIN_SECRETS_DIR=$S1 secret_of "$T/sx")
+check '[ -f "$sx" ] && [ "$(stat -c %a "$S1")" = 700 ] && [ "$(stat -c %a "$sx")" = 600 ] && [ ! -e "$T/sx/dptrain.secret" ] &&
+       [ ! -e "$(secret_of "$T/sx")" ]' "--secret-dir: the secret is not (only) in $S1: $(ls -la "$S1" "$T/sx")"
+check 'grep -q "^secret: $sx " <<<"$LAST_OUT"' "the run does not name its secret file: $LAST_OUT"
+expect_fail "the run's secret file is missing (looked for $DPTRAIN_SECRETS_DIR/" "$BIN" train "${DP[@]}" --epochs 2 --out "$T/sx" --resume
+expect_ok "$BIN" train "${DP[@]}" --epochs 2 --out "$T/sx" --resume --secret-dir "$S1"
+check '[ "$(ckpt_step "$T/sx/checkpoint.safetensors")" = 100 ]' "--resume --secret-dir did not continue the run"
+mkdir -m 755 "$T/open"
+expect_fail "is open to other users (mode 0755)" "$BIN" train "${DP[@]}" --epochs 1 --out "$T/so" --secret-dir "$T/open"
+check '[ ! -e "$T/so" ] && [ -z "$(ls -A "$T/open")" ]' "a refused secret directory left files"
+expect_fail "--secret-dir: empty" "$BIN" train "${DP[@]}" --epochs 1 --out "$T/so" --secret-dir ""
+# an older run: its secret in the run directory
+expect_ok "$BIN" train "${DP[@]}" --epochs 1 --out "$T/old"
+old_secret=$(secret_of "$T/old")
+mv "$old_secret" "$T/old/dptrain.secret"
+expect_ok "$BIN" train "${DP[@]}" --epochs 2 --out "$T/old" --resume
+check 'grep -q "moved the run.s secret from $T/old/dptrain.secret to $old_secret" <<<"$LAST_OUT" && [ ! -e "$T/old/dptrain.secret" ] &&
+       [ -f "$old_secret" ] && [ "$(ckpt_step "$T/old/checkpoint.safetensors")" = 100 ]' "an older run's secret was not resumed and moved: $LAST_OUT"
+# --overwrite: the replaced run's secret goes, another run's stays
+other_secret=$(secret_of "$T/keep")
+expect_ok "$BIN" train "${DP[@]}" --epochs 1 --out "$T/old" --overwrite
+check '[ ! -e "$old_secret" ] && [ -f "$other_secret" ] && [ -f "$(secret_of "$T/old")" ] &&
+       grep -q "the previous run.s secret: removed $old_secret" <<<"$LAST_OUT"' "--overwrite did not remove exactly the old run's secret: $LAST_OUT"
 
 harness_end

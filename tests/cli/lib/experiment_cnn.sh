@@ -5,6 +5,7 @@
 set -u
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
+export DPTRAIN_SECRETS_DIR="$T/secrets"  # the runs' secret files: under $T, not in the home directory
 SRC=${DPT_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 DATA_DIR=${DPT_SHARED_DATASETS:-/nonexistent} DPTRAIN=$BIN OUT=$T bash "$SRC/experiments/$NAME/run.sh" --smoke > "$T/out.txt" 2>&1
 rc=$?

@@ -9,3 +9,4 @@ for need in ${NEED_DATASETS:-mnist}; do
 done
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
+export DPTRAIN_SECRETS_DIR="$T/secrets"  # the runs' secret files: under $T, not in the home directory

@@ -1,13 +1,18 @@
 # Shared by the CLI test scripts (tests/cli/*.sh; this directory is not globbed as a test).
-# Source it after `set -u`; it makes $T (removed on exit) and counts checks and failures:
+# Source it after `set -u`; it makes $T (removed on exit; DPTRAIN_SECRETS_DIR=$T/secrets) and
+# counts checks and failures:
 #   expect_fail NEEDLE cmd...  the command must fail and print NEEDLE
 #   expect_ok cmd...           the command must succeed; its output is left in $LAST_OUT
 #   check EXPR MESSAGE         EXPR (evaluated) must be true
 #   harness_end                prints the tally and returns non-zero on any failure
+#   secret_of DIR              prints the path of the secret file of the run in DIR
+#                              ($DPTRAIN_SECRETS_DIR/<its checkpoint's run id>.secret)
 #   blobs_csv FILE N           writes a CSV of N rows: label (i mod 3), 4 features; class c
 #                              is 2 higher in feature c (noise std 0.5, seed 1): separable
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
+# the runs' secret files (docs/checkpoints.md) go under $T too, never into the home directory
+export DPTRAIN_SECRETS_DIR="$T/secrets"
 fail=0; checks=0; LAST_OUT=
 expect_fail() {
   local needle=$1; shift
@@ -32,6 +37,13 @@ with open(sys.argv[1], "w") as f:
     for i in range(int(sys.argv[2])):
         c = i % 3
         f.write("%d,%s\n" % (c, ",".join("%.4f" % (random.gauss(0, 0.5) + (2.0 if j % 3 == c else 0.0)) for j in range(4))))
+PY
+}
+secret_of() { python3 - "$1" "$DPTRAIN_SECRETS_DIR" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1] + "/checkpoint.safetensors", "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+print(sys.argv[2] + "/" + json.loads(json.loads(b[8:8 + n])["__metadata__"]["state"])["run_id"] + ".secret")
 PY
 }
 harness_end() { echo "$((checks - fail)) passed, $fail failed"; [ $fail -eq 0 ]; }

@@ -10,6 +10,7 @@ PY=/usr/bin/python3                  # not the pyenv shim on PATH: it costs 0.4 
 [ -x "$PY" ] || PY=python3
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
+export DPTRAIN_SECRETS_DIR="$T/secrets"  # the runs' secret files: under $T, not in the home directory
 fail() { echo "FAIL: $*"; exit 1; }
 run() {
   local want=$1; shift
