@@ -14,9 +14,12 @@
  * Memory: peak resident set (getrusage ru_maxrss) of a fresh forked child per model and
  * step kind that builds the model for batch B, fills the batch and runs 3 steps of that
  * kind only, so the peaks do not mix. "peak MB" is the child's whole maxrss (program,
- * libraries, BLAS buffers, data, model); "step MB" is that minus the maxrss before the
- * first step (what the steps touch beyond the allocation: the model allocates the same
- * buffers for both kinds, but pages never written are not resident).
+ * libraries, BLAS buffers, batch, model, what the steps touch); "model MB" is that minus
+ * the child's resident size at the fork, before it builds anything (the parent forks
+ * before it builds its own model): the memory the model and its steps take. The model
+ * allocates the same buffers for both kinds (activations, cotangents and one shared layer
+ * scratch for batch B); DP-SGD adds 2 B floats (squared norms, factors) and uses more of
+ * the scratch (the weighted cotangent [B T, K]), which this counts if it is touched.
  * Writes a CSV (--out) with one row per model and step kind.
  * usage: xformer_step [--batch B] [--rounds R] [--steps S] [--threads N] [--models a,b]
  *                     [--out FILE] [--quick] */
@@ -130,7 +133,7 @@ static int step(ctx *k, int kind) {
 
 /* ==== memory: one forked child per model and kind ==== */
 
-/* out: {peak MB, MB before the first step} of `steps` steps of kind in a fresh process */
+/* out: {peak MB, MB at the start of the child} of 3 steps of kind in a fresh process */
 static int measure_memory(const char *spec, int kind, size_t B, int threads, double out[2]) {
     int p[2];
     if (pipe(p)) return -1;
@@ -141,9 +144,9 @@ static int measure_memory(const char *spec, int kind, size_t B, int threads, dou
         close(p[0]);
         ctx k;
         struct rusage ru;
-        if (ctx_init(&k, spec, B, threads)) _exit(1);
-        getrusage(RUSAGE_SELF, &ru);
+        getrusage(RUSAGE_SELF, &ru); /* the parent's resident pages at the fork (it holds no model then) */
         double v[2] = {0, ru.ru_maxrss / 1024.0};
+        if (ctx_init(&k, spec, B, threads)) _exit(1);
         for (int s = 0; s < 3; s++)
             if (step(&k, kind)) {
                 fprintf(stderr, "xformer_step: %s\n", dpt_last_error());
@@ -269,13 +272,13 @@ int main(int argc, char **argv) {
     printf("xformer_step: batch %zu, %d rounds of %d steps per kind, %d thread%s, load average %.2f %.2f %.2f\n", B,
            rounds, steps, threads, threads == 1 ? "" : "s", load[0], load[1], load[2]);
     printf("  time: medians over the rounds (CPU ms of the process; wall ms); ratio = DP-SGD / non-private within a "
-           "round\n  memory: maxrss of a forked child per model and kind (3 steps); step MB = the part above the "
-           "allocated model and data\n");
-    printf("%-16s %-12s %9s %15s %9s %7s %13s %7s %8s %8s %7s\n", "model", "step", "CPU ms", "(range)", "wall ms",
-           "ratio", "(rounds)", "wall", "peak MB", "step MB", "ratio");
+           "round\n  memory: maxrss of a forked child per model and kind (3 steps); model MB = above the "
+           "child's size at the fork\n");
+    printf("%-16s %-12s %9s %15s %9s %7s %13s %7s %8s %7s %8s %7s\n", "model", "step", "CPU ms", "(range)",
+           "wall ms", "ratio", "(rounds)", "wall", "peak MB", "ratio", "model MB", "ratio");
     fprintf(csv, "model,spec_params,batch,threads,rounds,steps_per_round,step,cpu_ms_median,cpu_ms_min,cpu_ms_max,"
-                 "wall_ms_median,ratio_cpu_median,ratio_cpu_min,ratio_cpu_max,ratio_wall_median,peak_mb,step_mb,"
-                 "peak_ratio,load_1min_start\n");
+                 "wall_ms_median,ratio_cpu_median,ratio_cpu_min,ratio_cpu_max,ratio_wall_median,peak_mb,model_mb,"
+                 "peak_ratio,model_ratio,load_1min_start\n");
     int rc = 0;
     for (int s = 0; s < n_models; s++) {
         result res[N_KINDS];
@@ -289,15 +292,20 @@ int main(int argc, char **argv) {
         const size_t P = k.m->n_params;
         printf("%s: %zu parameters, %s\n", models[s], P, pth);
         fflush(stdout);
-        int bad = measure_time(&k, rounds, steps, res);
-        if (bad) fprintf(stderr, "xformer_step: %s: %s\n", models[s], dpt_last_error());
         ctx_free(&k);
-        for (int kind = 0; kind < N_KINDS && !bad; kind++) {
+        int bad = 0;
+        for (int kind = 0; kind < N_KINDS && !bad; kind++) { /* forked while this process holds no model */
             double mm[2];
             if (measure_memory(models[s], kind, B, threads, mm)) bad = 1;
             res[kind].peak_mb = mm[0];
             res[kind].step_mb = mm[0] - mm[1];
         }
+        if (!bad && ctx_init(&k, models[s], B, threads)) bad = 1;
+        if (!bad && measure_time(&k, rounds, steps, res)) {
+            fprintf(stderr, "xformer_step: %s: %s\n", models[s], dpt_last_error());
+            bad = 1;
+        }
+        ctx_free(&k);
         if (bad) {
             printf("%-16s failed\n", models[s]);
             rc = 1;
@@ -309,11 +317,13 @@ int main(int argc, char **argv) {
             snprintf(range, sizeof range, "%.1f..%.1f", o->lo_ms, o->hi_ms);
             snprintf(rr, sizeof rr, "%.2f..%.2f", o->rlo, o->rhi);
             const double pr = o->peak_mb / res[K_SGD].peak_mb;
-            printf("%-16s %-12s %9.2f %15s %9.2f %6.2fx %13s %6.2fx %8.1f %8.1f %6.2fx\n", models[s], KIND_NAMES[kind],
-                   o->cpu_ms, range, o->wall_ms, o->ratio_cpu, rr, o->ratio_wall, o->peak_mb, o->step_mb, pr);
-            fprintf(csv, "%s,%zu,%zu,%d,%d,%d,%s,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f,%.4f,%.4f,%.1f,%.1f,%.4f,%.2f\n",
+            const double mr = o->step_mb / res[K_SGD].step_mb;
+            printf("%-16s %-12s %9.2f %15s %9.2f %6.2fx %13s %6.2fx %8.1f %6.2fx %8.1f %6.2fx\n", models[s],
+                   KIND_NAMES[kind], o->cpu_ms, range, o->wall_ms, o->ratio_cpu, rr, o->ratio_wall, o->peak_mb, pr,
+                   o->step_mb, mr);
+            fprintf(csv, "%s,%zu,%zu,%d,%d,%d,%s,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f,%.4f,%.4f,%.1f,%.1f,%.4f,%.4f,%.2f\n",
                     models[s], P, B, threads, rounds, steps, KIND_NAMES[kind], o->cpu_ms, o->lo_ms, o->hi_ms,
-                    o->wall_ms, o->ratio_cpu, o->rlo, o->rhi, o->ratio_wall, o->peak_mb, o->step_mb, pr, load[0]);
+                    o->wall_ms, o->ratio_cpu, o->rlo, o->rhi, o->ratio_wall, o->peak_mb, o->step_mb, pr, mr, load[0]);
         }
         const result *d = &res[K_DP];
         printf("%-16s targets: time %.2fx <= 1.3x %s, peak memory %.2fx <= 1.2x %s\n", models[s], d->ratio_cpu,
