@@ -197,17 +197,25 @@ def copy_module(torch, net):
     return m
 
 
+# ctx keys beyond the model and data (bench/opacus_transformer.py sets them; absent here):
+#   opacus_net   the module Opacus trains (default: a copy of net)
+#   batch_first  False when the modules see the batch in dimension 1 (Opacus's
+#                DPMultiheadAttention is sequence-first), passed to make_private
+#   loss_fn      loss(output, target) of the PyTorch contenders (default F.cross_entropy)
+#   engine_kw    extra keywords of dptrain.train (loss="token-ce", regression=True)
+
 def setup_opacus(ctx):
     torch, F = ctx["torch"], ctx["torch"].nn.functional
     from opacus import PrivacyEngine
-    net = copy_module(torch, ctx["net"])
+    net = ctx.get("opacus_net") or copy_module(torch, ctx["net"])
+    loss_fn = ctx.get("loss_fn") or F.cross_entropy
     opt = torch.optim.SGD(net.parameters(), lr=ctx["lr"])
     ds = torch.utils.data.TensorDataset(ctx["xt"], ctx["yt"])
     loader = torch.utils.data.DataLoader(ds, batch_size=ctx["batch"])
     engine = PrivacyEngine(accountant="rdp")
     model, opt, loader = engine.make_private(module=net, optimizer=opt, data_loader=loader,
                                              noise_multiplier=ctx["sigma"], max_grad_norm=ctx["clip"],
-                                             poisson_sampling=True)
+                                             poisson_sampling=True, batch_first=ctx.get("batch_first", True))
     if abs(loader.sample_rate - ctx["q"]) > 1e-12:
         raise RuntimeError("Opacus's sample rate %r differs from the bench's q %r" % (loader.sample_rate, ctx["q"]))
     sampler = loader.batch_sampler  # Opacus's UniformWithReplacementSampler (Poisson)
@@ -218,7 +226,7 @@ def setup_opacus(ctx):
         for idx in sampler:
             idx = torch.tensor(idx, dtype=torch.long)
             opt.zero_grad()
-            loss = F.cross_entropy(model(x[idx]), y[idx])
+            loss = loss_fn(model(x[idx]), y[idx])
             loss.backward()
             opt.step()
         return None
@@ -228,6 +236,7 @@ def setup_opacus(ctx):
 def setup_torch(ctx):
     torch, F = ctx["torch"], ctx["torch"].nn.functional
     net = copy_module(torch, ctx["net"])
+    loss_fn = ctx.get("loss_fn") or F.cross_entropy
     opt = torch.optim.SGD(net.parameters(), lr=ctx["lr"])
     x, y, q, n = ctx["xt"], ctx["yt"], ctx["q"], len(ctx["xt"])
 
@@ -235,7 +244,7 @@ def setup_torch(ctx):
         for _ in range(steps):
             idx = (torch.rand(n) < q).nonzero().reshape(-1)  # the same Poisson batch size distribution
             opt.zero_grad()
-            loss = F.cross_entropy(net(x[idx]), y[idx])
+            loss = loss_fn(net(x[idx]), y[idx])
             loss.backward()
             opt.step()
         return None
@@ -251,7 +260,7 @@ def setup_engine(ctx):
         r = dptrain.train(x, y, model=ctx["spec"], init_params=init, algorithm="dpsgd", sigma=ctx["sigma"],
                           clip=ctx["clip"], sample_rate=q, optimizer="sgd", lr=ctx["lr"], max_steps=steps,
                           epochs=int(math.ceil(steps * q)) + 1, threads=ctx["threads"], seed=1, verbose=False,
-                          progress=False)
+                          progress=False, **ctx.get("engine_kw", {}))
         if r.steps != steps:
             raise RuntimeError("engine: the run made %d steps, %d asked" % (r.steps, steps))
         return r.last["wall_s"]  # the trainer's own time: the sum of its steps
@@ -312,6 +321,29 @@ def machine():
     return "%s, %d cores" % (cpu, os.cpu_count() or 0)
 
 
+def run_rounds(runs, args, before):
+    """args.rounds rounds of args.steps timed steps of each contender in runs {name: run(steps)},
+    their order rotating each round; before() runs before each contender's turn (sets the
+    threads), then args.warmup untimed steps (not for the engine, whose runs start cold).
+    Returns ({name: [seconds per step, one per round]} as the contender reports it (the
+    engine: its trainer's own time) or else wall clock, {name: [wall seconds per step]})."""
+    names = list(runs)
+    times = {c: [] for c in names}
+    calls = {c: [] for c in names}
+    for r in range(args.rounds):
+        k = r % len(names)
+        for c in names[k:] + names[:k]:
+            before()
+            if args.warmup and c != "engine":
+                runs[c](args.warmup)
+            t0 = time.perf_counter()
+            inner = runs[c](args.steps)
+            wall = time.perf_counter() - t0
+            calls[c].append(wall / args.steps)
+            times[c].append((inner if inner is not None else wall) / args.steps)
+    return times, calls
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     have_opacus = True
@@ -363,22 +395,10 @@ def main(argv=None):
                        xt=torch.from_numpy(x), yt=torch.from_numpy(y), q=1.0 / nb, batch=args.batch_size,
                        sigma=args.sigma, clip=args.clip, lr=args.lr, threads=t, close=[])
             runs = {c: SETUP[c](ctx) for c in args.contenders}
-            times = {c: [] for c in args.contenders}
-            calls = {c: [] for c in args.contenders}
             print("%s (%s, %d parameters), %s, n %d, q %.5f, sigma %g, C %g, %d thread%s:" % (
                 name, spec, sum(p.numel() for p in net.parameters()), source, len(x), ctx["q"], args.sigma,
                 args.clip, t, "" if t == 1 else "s"), flush=True)
-            for r in range(args.rounds):
-                k = r % len(args.contenders)
-                for c in args.contenders[k:] + args.contenders[:k]:
-                    set_threads(torch, lib, t)
-                    if args.warmup and c != "engine":
-                        runs[c](args.warmup)
-                    t0 = time.perf_counter()
-                    inner = runs[c](args.steps)
-                    wall = time.perf_counter() - t0
-                    calls[c].append(wall / args.steps)
-                    times[c].append((inner if inner is not None else wall) / args.steps)
+            times, calls = run_rounds(runs, args, lambda: set_threads(torch, lib, t))
             for f in ctx["close"]:
                 f()
             med = {c: statistics.median(v) for c, v in times.items()}

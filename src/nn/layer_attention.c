@@ -14,8 +14,12 @@
  *              dQ = dS K / sqrt(dh),  dK = dS^T Q / sqrt(dh)
  *   jvp:       dS = (dQ K^T + Q dK^T) / sqrt(dh),  dP = P * (dS - rowsum(P * dS)),
  *              dO = dP V + P dV
- * P is recomputed row by row (scratch [2 T]), never stored: O(T^2 D) per example in each
- * pass, memory O(T). Softmax sums in double.
+ * P is recomputed in every pass, never stored: O(T^2 D) per example in each pass. The
+ * forward and backward_input run per example and head as small GEMMs (dpt_small_gemm: S, O,
+ * dP, dQ, dK, dV, the T x T blocks in scratch [2 T^2 + 2 T dh]); the row-by-row loops they
+ * replaced (P one row at a time, dot products in double, scratch [2 T]) are kept as the
+ * reference (dpt_attention_*_ref, compared by tests/test_nn_seq.c) and still do the jvp.
+ * Softmax: max and exp per row, the normalizer summed in double.
  * Padding (a model whose embedding has a pad id): the keys at padded positions of example i
  * (L->pad_mask) are left out of every query's softmax, for both kinds of attention. */
 #include "nn_internal.h"
@@ -79,7 +83,7 @@ static const unsigned char *mask_of(const dpt_layer *L, const att_dims *a, size_
     return L->pad_mask ? L->pad_mask + i * a->T : NULL;
 }
 
-static dpt_status att_forward(const dpt_layer *L, const float *x, float *v, size_t B) {
+dpt_status dpt_attention_forward_ref(const dpt_layer *L, const float *x, float *v, size_t B) {
     const att_dims a = dims(L);
     const size_t W = 3 * a.D;
     float *p = L->scratch; /* [T] */
@@ -100,8 +104,8 @@ static dpt_status att_forward(const dpt_layer *L, const float *x, float *v, size
     return DPT_OK;
 }
 
-static dpt_status att_backward_input(const dpt_layer *L, const float *x, const float *v, const float *dv, float *dx,
-                                     size_t B) {
+dpt_status dpt_attention_backward_input_ref(const dpt_layer *L, const float *x, const float *v, const float *dv,
+                                           float *dx, size_t B) {
     const att_dims a = dims(L);
     const size_t W = 3 * a.D, dh = a.dh;
     float *p = L->scratch, *ds = L->scratch + a.T; /* [T] each */
@@ -131,6 +135,94 @@ static dpt_status att_backward_input(const dpt_layer *L, const float *x, const f
                     }
                 }
             }
+    }
+    return DPT_OK;
+}
+
+/* ==== GEMM kernels (forward, backward_input) ====
+ * Per example i and head h, with Q, K, V [T, dh] the head's columns of x_i (row stride 3D),
+ * dO [T, dh] its columns of dv_i (row stride D):
+ *   S = Q K^T / sqrt(dh)  (Kt = K^T copied to scratch [dh, T], so the product reads rows)
+ *   P = rowwise softmax of S over the allowed keys (others exactly 0)
+ *   forward:   O = P V
+ *   backward:  dP = dO V^T (Vt = V^T [dh, T]),  dS = P * (dP - rowsum(P * dP)) / sqrt(dh),
+ *              dQ = dS K,  dK = dS^T Q,  dV = P^T dO
+ * Causal rows still multiply the masked keys (P_tj = 0 there): the full T x T blocks keep
+ * the products regular, at most twice the needed work in that one O(T^2) part. */
+
+/* S [T, T] in place -> P: row t over its allowed keys (causal: j <= t; mk: not padded), the
+ * others set to 0; a row without an allowed key is all 0. */
+static void softmax_rows(const att_dims *a, const unsigned char *mk, float *S) {
+    const size_t T = a->T;
+    for (size_t t = 0; t < T; t++) {
+        float *r = S + t * T;
+        const size_t n = a->lim_causal ? t + 1 : T;
+        float mx = -INFINITY;
+        for (size_t j = 0; j < n; j++)
+            if (!(mk && mk[j]) && r[j] > mx) mx = r[j];
+        double z = 0.0;
+        for (size_t j = 0; j < n; j++) {
+            const float e = mk && mk[j] ? 0.0f : expf(r[j] - mx);
+            r[j] = e;
+            z += e;
+        }
+        const float iz = z > 0.0 ? (float)(1.0 / z) : 0.0f;
+        for (size_t j = 0; j < n; j++) r[j] *= iz;
+        for (size_t j = n; j < T; j++) r[j] = 0.0f;
+    }
+}
+
+/* P [T, T] of head h of example xi [T, 3D] into P; kt: scratch [dh, T] */
+static void probs(const att_dims *a, const float *xi, const unsigned char *mk, size_t h, float *P, float *kt) {
+    const size_t T = a->T, W = 3 * a->D, dh = a->dh;
+    const float *k = xi + a->D + h * dh;
+    for (size_t t = 0; t < T; t++)
+        for (size_t e = 0; e < dh; e++) kt[e * T + t] = (float)a->scale * k[t * W + e]; /* K^T / sqrt(dh) */
+    dpt_small_gemm(T, T, dh, xi + h * dh, W, 1, kt, T, P, T, 1, 0);                   /* S = Q (K^T / sqrt(dh)) */
+    softmax_rows(a, mk, P);
+}
+
+static dpt_status att_forward(const dpt_layer *L, const float *x, float *v, size_t B) {
+    const att_dims a = dims(L);
+    const size_t T = a.T, W = 3 * a.D, dh = a.dh;
+    float *P = L->scratch, *kt = P + T * T; /* [T, T], [dh, T] */
+    for (size_t i = 0; i < B; i++) {
+        const float *xi = x + i * T * W;
+        float *vi = v + i * T * a.D;
+        for (size_t h = 0; h < a.H; h++) {
+            probs(&a, xi, mask_of(L, &a, i), h, P, kt);
+            dpt_small_gemm(T, dh, T, P, T, 1, xi + 2 * a.D + h * dh, W, vi + h * dh, a.D, 1, 0); /* O = P V */
+        }
+    }
+    return DPT_OK;
+}
+
+static dpt_status att_backward_input(const dpt_layer *L, const float *x, const float *v, const float *dv, float *dx,
+                                     size_t B) {
+    const att_dims a = dims(L);
+    const size_t T = a.T, W = 3 * a.D, dh = a.dh;
+    float *P = L->scratch, *dS = P + T * T, *kt = dS + T * T, *vt = kt + dh * T; /* [T,T], [T,T], [dh,T], [dh,T] */
+    for (size_t i = 0; i < B; i++) {
+        const float *xi = x + i * T * W, *dvi = dv + i * T * a.D;
+        float *dxi = dx + i * T * W;
+        for (size_t h = 0; h < a.H; h++) {
+            const float *q = xi + h * dh, *k = xi + a.D + h * dh, *vv = xi + 2 * a.D + h * dh, *dO = dvi + h * dh;
+            probs(&a, xi, mask_of(L, &a, i), h, P, kt);
+            for (size_t t = 0; t < T; t++)
+                for (size_t e = 0; e < dh; e++) vt[e * T + t] = vv[t * W + e];
+            dpt_small_gemm(T, T, dh, dO, a.D, 1, vt, T, dS, T, 1, 0); /* dP = dO V^T */
+            for (size_t t = 0; t < T; t++) { /* dS = P * (dP - rowsum(P * dP)) / sqrt(dh) */
+                float *d = dS + t * T;
+                const float *p = P + t * T;
+                double r = 0.0;
+                for (size_t j = 0; j < T; j++) r += (double)p[j] * d[j];
+                const float rf = (float)r, sc = (float)a.scale;
+                for (size_t j = 0; j < T; j++) d[j] = p[j] * (d[j] - rf) * sc;
+            }
+            dpt_small_gemm(T, dh, T, dS, T, 1, k, W, dxi + h * dh, W, 1, 0);                  /* dQ = dS K */
+            dpt_small_gemm(T, dh, T, dS, 1, T, q, W, dxi + a.D + h * dh, W, 1, 0);            /* dK = dS^T Q */
+            dpt_small_gemm(T, dh, T, P, 1, T, dO, a.D, dxi + 2 * a.D + h * dh, W, 1, 0);      /* dV = P^T dO */
+        }
     }
     return DPT_OK;
 }
@@ -198,6 +290,7 @@ dpt_status dpt_layer_attention_setup(dpt_layer *L, const size_t in_shape[3], siz
     L->in_dim = in_shape[1] * in_shape[2];
     L->out_dim = in_shape[1] * L->out_shape[2];
     L->n_params = 0;
-    L->scratch_need = 2 * in_shape[1];
+    const size_t T = in_shape[1], dh = in_shape[2] / 3 / heads;
+    L->scratch_need = 2 * T * T + 2 * T * dh; /* GEMM kernels; the reference and jvp use [2 T] of it */
     return DPT_OK;
 }

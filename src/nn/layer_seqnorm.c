@@ -23,10 +23,13 @@ static int is_ln(const dpt_layer *L) { return L->kind == DPT_LAYER_LAYERNORM; }
 /* mean (0 for RMSNorm) and 1/sqrt(var + eps) (RMSNorm: 1/sqrt(mean(x^2) + eps)) of one row */
 static void row_stats(const dpt_layer *L, const float *x, size_t D, double *mu, double *rs) {
     double m = 0.0, s2 = 0.0;
+    /* vector reductions (partial sums in a fixed order): the serial double sums were ~8% of a gpt_tiny step */
     if (is_ln(L)) {
+#pragma omp simd reduction(+ : m)
         for (size_t d = 0; d < D; d++) m += x[d];
         m /= (double)D;
     }
+#pragma omp simd reduction(+ : s2)
     for (size_t d = 0; d < D; d++) s2 += ((double)x[d] - m) * ((double)x[d] - m);
     *mu = m;
     *rs = 1.0 / sqrt(s2 / (double)D + (is_ln(L) ? LN_EPS : RMS_EPS));
@@ -54,6 +57,7 @@ static dpt_status sn_forward(const dpt_layer *L, const float *x, float *v, size_
 static void row_back(const dpt_layer *L, const float *x, const float *u, size_t D, float *out) {
     double mu, rs, su = 0.0, sux = 0.0;
     row_stats(L, x, D, &mu, &rs);
+#pragma omp simd reduction(+ : su, sux)
     for (size_t d = 0; d < D; d++) {
         su += u[d];
         sux += u[d] * (((double)x[d] - mu) * rs);

@@ -111,6 +111,11 @@ dpt_status dpt_layer_seqlinear_setup(dpt_layer *L, const size_t in_shape[3], siz
 dpt_status dpt_layer_seqpool_setup(dpt_layer *L, dpt_layer_kind kind, const size_t in_shape[3]);
 /* Multi-head attention core on (1, T, 3D) queries, keys, values (layer_attention.c). */
 dpt_status dpt_layer_attention_setup(dpt_layer *L, const size_t in_shape[3], size_t heads, int causal);
+/* The attention's row-by-row reference (dot products in double, P one row at a time) of its
+ * forward and backward_input ops, which run as small GEMMs: the tests compare the two. */
+dpt_status dpt_attention_forward_ref(const dpt_layer *L, const float *x, float *v, size_t B);
+dpt_status dpt_attention_backward_input_ref(const dpt_layer *L, const float *x, const float *v, const float *dv,
+                                            float *dx, size_t B);
 /* (C, H, W) -> (1, [1 +] H W, C) with a learned CLS vector (cls) and positions (layer_toseq.c). */
 dpt_status dpt_layer_toseq_setup(dpt_layer *L, const size_t in_shape[3], int cls, int positions);
 
