@@ -13,13 +13,16 @@
 #   tuned  DP-SGD at equal utility: for each target in TARGETS, sigma is tuned by bisection
 #          (log scale, TUNE_ITERS steps) until DP-SGD's validation accuracy (mean over SEEDS)
 #          is closest to the target's; validation = training examples outside the audit's
-#          population (never the test split); then audited like the others.
+#          population (never the test split); then audited like the others. A target
+#          OPT:METHOD:PARAM is tuned with DP-SGD under the same optimizer, TARGET@OPT2 under OPT2.
+#          The closest sigma may still miss the target: compare the two accuracies in tuning.csv.
 # Writes OUT/results.csv (one row per run), OUT/summary.csv and OUT/summary.md (mean, std
 # over seeds per cell), OUT/tuning.csv (every sigma tried), OUT/tradeoff.png (gnuplot).
 # A run whose row file exists is not redone (rerun the same command to finish a grid).
 #   usage: run.sh [--smoke] [BIN] [OUT]
-#   env: SEEDS (default "7 8 9"), BLOCKS, TARGETS, TUNE_ITERS (default 7), PAR (parallel
-#   seeds, default 1; results do not depend on it)
+#   env: SEEDS (default "7 8 9"), BLOCKS, TARGETS, EPSS_SGD (epsilons of the sgd block, default
+#   "1 8"), TUNE_ITERS (default 7), TUNE_LO (smallest
+#   sigma tried, default 0.05), PAR (parallel seeds, default 1; results do not depend on it)
 #   --smoke (or SMOKE=1): a synthetic CSV, tiny models, 4 shadows, 2 seeds, a reduced grid.
 #   Full: MNIST (DPT_SHARED_DATASETS or /work/shared/datasets): population = training images
 #   0-999, validation = training images 1000-1999, test = test images 0-999, 16 shadows.
@@ -32,6 +35,7 @@ BIN=${1:-$HERE/../../build/dptrain}
 OUT=${2:-$HERE/out$([ "$SMOKE" = 1 ] && echo _smoke)}
 mkdir -p "$OUT/data" "$OUT/runs" "$OUT/tune"
 PAR=${PAR:-1}
+TUNE_LO=${TUNE_LO:-0.05}   # the bisection's smallest sigma (epsilon about 8000 in the full run)
 BLOCKS=${BLOCKS:-adam sgd tuned}
 if [ "$SMOKE" = 1 ]; then
   python3 - "$OUT/data" <<'PY'
@@ -45,7 +49,7 @@ for name, lo in (("pop", 0), ("val", 200), ("test", 400)):
     open("%s/%s.csv" % (sys.argv[1], name), "w").writelines(rows[lo:lo + 200])
 PY
   POP=200; NORM=none
-  MODEL=mlp:8-32-4:relu; EPOCHS=10; SHADOWS=4; CAN=(--canaries 20 --canary-runs 1); BATCH=20
+  MODEL=mlp:8-32-4:relu; EPOCHS=6; SHADOWS=4; CAN=(--canaries 20 --canary-runs 1); BATCH=20
   SEEDS=${SEEDS:-1 2}; TUNE_ITERS=${TUNE_ITERS:-2}
   EPSS_ADAM="4"; KAPPAS="0.1"; PROPS="10"; EPSS_SGD="4"; L2=""; TARGETS=${TARGETS:-adam:pdp-sgd:kappa=0.1}
 else
@@ -71,8 +75,8 @@ PY
   POP=1000; NORM=affine:0.1307:0.3081   # MNIST's published constants (docs/data.md), every method
   MODEL=mlp:784-128-10:relu; EPOCHS=20; SHADOWS=16; CAN=(--canaries 100 --canary-runs 1); BATCH=50
   SEEDS=${SEEDS:-7 8 9}; TUNE_ITERS=${TUNE_ITERS:-7}
-  EPSS_ADAM="1 2 4 8"; KAPPAS="1e-3 1e-2 1e-1 1"; PROPS="10 100"; EPSS_SGD="1 8"; L2="1e-3"
-  TARGETS=${TARGETS:-adam:pdp-sgd:kappa=0.1 adam:pdp-sgd:kappa=1 sgd:pdp-sgd:sigma-eps1 sgd:pdp-sgd:sigma-eps8}
+  EPSS_ADAM="1 2 4 8"; KAPPAS="1e-3 1e-2 1e-1 1"; PROPS="10 100"; EPSS_SGD=${EPSS_SGD:-1 8}; L2="1e-3"
+  TARGETS=${TARGETS:-adam:pdp-sgd:kappa=0.1 adam:pdp-sgd:kappa=1 sgd:pdp-sgd:sigma-eps1 sgd:pdp-sgd:sigma-eps8 sgd:pdp-sgd:sigma-eps8@adam}
 fi
 D=$OUT/data
 TEST=(--dataset "csv:$D/pop.csv,$D/test.csv" --population "$POP" --max-test "$POP")
@@ -168,16 +172,17 @@ fi
 if [[ " $BLOCKS " == *" tuned "* ]]; then
   [ -s "$OUT/tuning.csv" ] || echo "target,optimizer,target_val_acc,target_val_std,sigma,dpsgd_val_acc,dpsgd_val_std,chosen" > "$OUT/tuning.csv"
   for tg in $TARGETS; do
-    opt=${tg%%:*}; tp=${tg##*:}
+    opt=${tg%%:*}; tp=${tg##*:}; tp=${tp%@*}
+    dopt=$opt; [[ $tg == *@* ]] && dopt=${tg##*@}   # TARGET@OPT: DP-SGD tuned with optimizer OPT
     if [ -s "$OUT/tune/$tg.chosen" ]; then S=$(cat "$OUT/tune/$tg.chosen"); else
       # shellcheck disable=SC2046
-      read -r tmean tstd <<<"$(val_mean "$opt" $(target_flags "$tg"))"
-      lo=0.3; hi=8; best=""; bestd=9; rows=""
+      read -r tmean tstd <<<"$(val_mean "$opt" $(target_flags "${tg%@*}"))"
+      lo=$TUNE_LO; hi=8; best=""; bestd=9; rows=""
       for _ in $(seq "$TUNE_ITERS"); do
         mid=$(python3 -c "import math; print('%.4g' % math.sqrt($lo * $hi))")
-        read -r m sd <<<"$(val_mean "$opt" --algo dpsgd --sigma "$mid" --clip 1 --delta 1e-5)"
+        read -r m sd <<<"$(val_mean "$dopt" --algo dpsgd --sigma "$mid" --clip 1 --delta 1e-5)"
         echo "   tune $tg: target val $tmean, dpsgd sigma $mid val $m" >&2
-        rows="$rows$tg,$opt,$tmean,$tstd,$mid,$m,$sd"$'\n'
+        rows="$rows$tg,$dopt,$tmean,$tstd,$mid,$m,$sd"$'\n'
         d=$(python3 -c "print(abs($m - $tmean))")
         if python3 -c "import sys; sys.exit(0 if $d < $bestd else 1)"; then best=$mid; bestd=$d; fi
         # more accuracy than the target: DP-SGD can afford more noise
@@ -186,7 +191,7 @@ if [[ " $BLOCKS " == *" tuned "* ]]; then
       printf '%s' "$rows" | awk -F, -v b="$best" 'BEGIN{OFS=","} {print $0, ($5==b ? "yes" : "no")}' >> "$OUT/tuning.csv"
       S=$best; echo "$S" > "$OUT/tune/$tg.chosen"
     fi
-    for_seeds dpsgd-tuned "match-$opt-$tp" "$opt" --algo dpsgd --sigma "$S" --clip 1 --delta 1e-5
+    for_seeds dpsgd-tuned "match-$opt-$tp" "$dopt" --algo dpsgd --sigma "$S" --clip 1 --delta 1e-5
   done
 fi
 echo "$HDR" > "$OUT/results.csv"
@@ -219,17 +224,22 @@ with open(out + "/summary.csv", "w") as f, open(out + "/summary.md", "w") as md:
             fmt(stats[4]), fmt(stats[5], d=2), fmt(stats[6], d=2), fmt(stats[7], d=2)))
 PY
 cat > "$OUT/tradeoff.gp" <<GP
-set terminal pngcairo size 1200,500
+set terminal pngcairo size 1300,560
 set output '$OUT/tradeoff.png'
 set datafile separator ','
-set key outside bottom center horizontal
-set multiplot layout 1,2 title 'PDP-SGD vs DP-SGD: mean +- std over seeds (summary.csv)'
+set key outside bottom center horizontal maxrows 2
+set multiplot layout 1,2 title 'PDP-SGD vs DP-SGD: mean +- std over seeds (summary.csv); circles: Adam lr 1e-3, squares: plain SGD lr 0.1'
+M = "sgd l2 pdp-sgd pdp-sgd-adammap dpsgd dpsgd-tuned proportional-noise"
 set xlabel 'LiRA (online) TPR at 1% FPR'; set ylabel 'test accuracy'
-plot for [m in "sgd l2 pdp-sgd pdp-sgd-adammap dpsgd dpsgd-tuned proportional-noise"] '$OUT/summary.csv' \
-  using (strcol(2) eq m ? \$14 : NaN):6:15:7 with xyerrorbars pt 7 ps 1.2 title m
+plot for [i=1:words(M)] '$OUT/summary.csv' using (strcol(2) eq word(M,i) && strcol(1) eq 'adam' ? \$14 : NaN):6:15:7 \
+       with xyerrorbars lc i pt 7 ps 1.2 title word(M,i), \
+     for [i=1:words(M)] '$OUT/summary.csv' using (strcol(2) eq word(M,i) && strcol(1) eq 'sgd' ? \$14 : NaN):6:15:7 \
+       with xyerrorbars lc i pt 5 ps 1.2 notitle
 set xlabel 'one-run canary epsilon lower bound (95%)'
-plot for [m in "sgd l2 pdp-sgd pdp-sgd-adammap dpsgd dpsgd-tuned proportional-noise"] '$OUT/summary.csv' \
-  using (strcol(2) eq m ? \$18 : NaN):6:19:7 with xyerrorbars pt 7 ps 1.2 title m
+plot for [i=1:words(M)] '$OUT/summary.csv' using (strcol(2) eq word(M,i) && strcol(1) eq 'adam' ? \$18 : NaN):6:19:7 \
+       with xyerrorbars lc i pt 7 ps 1.2 title word(M,i), \
+     for [i=1:words(M)] '$OUT/summary.csv' using (strcol(2) eq word(M,i) && strcol(1) eq 'sgd' ? \$18 : NaN):6:19:7 \
+       with xyerrorbars lc i pt 5 ps 1.2 notitle
 unset multiplot
 GP
 gnuplot "$OUT/tradeoff.gp" 2>/dev/null || { sed -i 's/pngcairo/png/' "$OUT/tradeoff.gp"; gnuplot "$OUT/tradeoff.gp"; }
