@@ -9,11 +9,20 @@
 
 static double g_kappa = 0.0, g_pdp_sigma = 0.0, g_lambda = 0.0, g_prop_sigma = 0.0;
 static int g_kappa_seen, g_pdp_sigma_seen, g_prop_sigma_seen;
-static double g_kappa_used; /* given, or (lr * pdp-sigma)^2 */
+static double g_kappa_used; /* given, or (lr * pdp-sigma)^2 at the base lr */
+
+/* The paper derives kappa = (eta sigma)^2 for plain SGD (theta -= eta g~, Section IV);
+ * anything else given --pdp-sigma is our mapping of that optimizer's lr. */
+static int pdp_paper_form(const cli_algo_ctx *c) {
+    return c->cfg->optim.kind == DPT_OPT_SGD && c->cfg->optim.momentum == 0;
+}
 
 static cli_option PDP_OPTS[] = {
     {"--kappa", CLI_DOUBLE, &g_kappa, "K", "proportional coefficient: + K sum W_jk^2 mean_n(x_nk^2) (>= 0)", &g_kappa_seen},
-    {"--pdp-sigma", CLI_DOUBLE, &g_pdp_sigma, "S", "instead of --kappa: K = (lr * S)^2, the paper's value", &g_pdp_sigma_seen},
+    {"--pdp-sigma", CLI_DOUBLE, &g_pdp_sigma, "S",
+     "instead of --kappa: K = (eta_t * S)^2 each step, eta_t the scheduled lr: the paper's value for --optimizer sgd "
+     "(momentum 0); with adam or momentum our mapping of its lr, not the paper's",
+     &g_pdp_sigma_seen},
     {"--lambda", CLI_DOUBLE, &g_lambda, "L", "plain L2 coefficient: + L sum theta^2 (>= 0)", NULL},
     {NULL, 0, NULL, NULL, NULL, NULL},
 };
@@ -39,14 +48,22 @@ static int pdp_check(cli_algo_ctx *c) {
 static int pdp_make(cli_algo_ctx *c, dpt_algo **out) {
     g_kappa_used = g_pdp_sigma_seen ? dpt_pdp_kappa(c->cfg->optim.lr, g_pdp_sigma) : g_kappa;
     if (!c->quiet) fprintf(stderr, "dptrain: pdp-sgd: %s\n", NO_DP);
-    dpt_pdp_config pc = {g_lambda, g_kappa_used};
+    if (!c->quiet && g_pdp_sigma_seen && !pdp_paper_form(c))
+        fprintf(stderr, "dptrain: pdp-sgd: --pdp-sigma with --optimizer %s%s: kappa = (lr * S)^2 is OUR mapping of its "
+                        "lr; the paper derives kappa = (eta sigma)^2 for plain SGD only (docs/pdpsgd.md)\n",
+                c->optimizer, c->cfg->optim.momentum != 0 ? " and momentum" : "");
+    dpt_pdp_config pc = {g_lambda, g_pdp_sigma_seen ? 0.0 : g_kappa, g_pdp_sigma_seen ? g_pdp_sigma : 0.0};
     return dpt_algo_pdpsgd_new(&pc, out) == DPT_OK ? 0 : cli_fail("--algo pdp-sgd");
 }
 
 static void pdp_describe(const cli_algo_ctx *c, FILE *f) {
     fprintf(f, "  algorithm pdp-sgd (kappa %g%s, lambda %g; no formal DP guarantee), %s lr %g, %s batches of %zu, "
                "%ld epochs, seed %s, %d threads, run dir %s%s\n",
-            g_kappa_used, g_pdp_sigma_seen ? " = (lr*pdp-sigma)^2" : "", g_lambda, c->optimizer, c->cfg->optim.lr,
+            g_kappa_used,
+            !g_pdp_sigma_seen   ? ""
+            : pdp_paper_form(c) ? " = (eta_t*pdp-sigma)^2 at the first epoch's lr, the paper's plain-SGD form"
+                                : " = (lr*pdp-sigma)^2 at the first epoch's lr, our mapping (the paper's form is for plain SGD)",
+            g_lambda, c->optimizer, c->cfg->optim.lr,
             c->sampler, c->cfg->batch_size, c->epochs, cli_seed_text(c->cfg), dpt_threads_resolve(c->cfg->threads), c->out,
             c->resume ? " (resumed)" : "");
 }

@@ -86,6 +86,7 @@ static const struct {
     {"dpt_dpsgd_config.secure", "--secure"},
     {"dpt_pdp_config.lambda", "--lambda"},
     {"dpt_pdp_config.kappa", "--kappa"},
+    {"dpt_pdp_config.sigma", "--pdp-sigma"},
     {"dpt_propnoise_config.sigma", "--prop-sigma"},
     {"dpt_propnoise_config.lambda", "--lambda"},
     {"dpt_dpulr_config.copies", "--copies"},

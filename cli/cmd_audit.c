@@ -247,7 +247,7 @@ int dpt_cmd_audit(int argc, char **argv) {
         {"--clip", CLI_DOUBLE, &clip, "C", "dpsgd: clipping norm", &clip_seen},
         {"--delta", CLI_DOUBLE, &delta, "D", "dpsgd: delta of the accountant's epsilon; canary bound's delta", &delta_seen},
         {"--kappa", CLI_DOUBLE, &kappa, "K", "pdp-sgd: proportional coefficient", &kappa_seen},
-        {"--pdp-sigma", CLI_DOUBLE, &pdp_sigma, "S", "pdp-sgd: kappa = (lr S)^2 instead of --kappa", &pdp_sigma_seen},
+        {"--pdp-sigma", CLI_DOUBLE, &pdp_sigma, "S", "pdp-sgd: kappa = (lr S)^2 instead of --kappa (the paper's form with --optimizer sgd; our mapping with adam)", &pdp_sigma_seen},
         {"--lambda", CLI_DOUBLE, &lambda, "L", "pdp-sgd: plain L2 coefficient", NULL},
         {"--prop-sigma", CLI_DOUBLE, &prop_sigma, "S", "proportional-noise: relative weight noise", NULL},
         {"--jobs", CLI_LONG, &jobs, "J", "shadow models trained in parallel (one thread each; results do not depend on J)", NULL},
@@ -307,7 +307,13 @@ int dpt_cmd_audit(int argc, char **argv) {
     job->cfg.threads = (int)threads;
     job->cfg.delta = delta;
     job->cfg.batch_size = (size_t)batch;
-    job->pdp.kappa = pdp_sigma_seen ? dpt_pdp_kappa(job->cfg.optim.lr, pdp_sigma) : kappa;
+    /* --pdp-sigma: kappa = (lr S)^2, the paper's form for plain SGD; our mapping for Adam */
+    job->pdp.kappa = pdp_sigma_seen ? 0.0 : kappa;
+    job->pdp.sigma = pdp_sigma_seen ? pdp_sigma : 0.0;
+    if (pdp_sigma_seen && job->cfg.optim.kind != DPT_OPT_SGD)
+        fprintf(stderr, "dptrain audit: --pdp-sigma with --optimizer %s: kappa = (lr * S)^2 = %g is OUR mapping of its lr; "
+                        "the paper derives kappa = (eta sigma)^2 for plain SGD only (docs/pdpsgd.md)\n",
+                optimizer, dpt_pdp_kappa(job->cfg.optim.lr, pdp_sigma));
     job->pdp.lambda = lambda;
     job->prop.sigma = prop_sigma;
     job->dpsgd.sigma = sigma;

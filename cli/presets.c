@@ -9,7 +9,8 @@
 #include "cli_util.h"
 #include "presets.h"
 
-/* DP-MAC (Harder, Adamczewski, Park), the authors' settings: Table 2 of the paper and the
+/* DP-MAC (Harder, Köhler, Welling, Park: "DP-MAC: The Differentially Private Method of
+ * Auxiliary Coordinates for Deep Learning"), the authors' settings: Table 2 of the paper and the
  * README commands of the authors' code (github.com/mijungi/dp_mac), whose epsilon-0.5 row
  * differs from Table 2 (batch 500, sigma 4.4, z lr 0.01, decay held after 7 epochs; Table 2:
  * batch 1000, sigma 8.0); the README's is used. Glorot initialization (biases 0 here; the

@@ -251,7 +251,7 @@ dpt_dpsgd_config dpt_dpsgd_config_defaults(void);
 double dpt_algo_dpsgd_clip(const dpt_algo *a);
 dpt_status dpt_privacy_adaptive_sigma(double sigma, double sigma_b, double *sigma_grad);
 dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out);
-typedef struct { double lambda; double kappa; ...; } dpt_pdp_config;
+typedef struct { double lambda; double kappa; double sigma; ...; } dpt_pdp_config;
 dpt_status dpt_algo_pdpsgd_new(const dpt_pdp_config *cfg, dpt_algo **out);
 double dpt_pdp_kappa(double eta, double sigma);
 typedef struct { double sigma; double lambda; ...; } dpt_propnoise_config;

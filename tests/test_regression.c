@@ -342,7 +342,7 @@ static void test_nonprivate_grad(const dpt_dataset *tr) {
     for (int k = 0; k < 3; k++) {
         dpt_algo *a = NULL;
         dpt_trainer *t = NULL;
-        const dpt_pdp_config pdp = {0.0, 0.0};
+        const dpt_pdp_config pdp = {0.0, 0.0, 0.0};
         const dpt_propnoise_config pn = {0.5, 0.0};
         if (k == 0) CHECK_OK(dpt_algo_sgd_new(&a));
         if (k == 1) CHECK_OK(dpt_algo_pdpsgd_new(&pdp, &a));

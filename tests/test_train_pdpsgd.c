@@ -96,7 +96,7 @@ static void test_fd(double lambda, double kappa) {
     dpt_dataset d;
     make_data(&d, NB, D0, K, 3);
     dpt_algo *a;
-    dpt_pdp_config pc = {lambda, kappa};
+    dpt_pdp_config pc = {lambda, kappa, 0};
     CHECK_OK(dpt_algo_pdpsgd_new(&pc, &a));
     dpt_trainer *t = make_trainer(&d, a, 3, "mlp:4-5-3:tanh", 0.1); /* buffers of 3: two chunks */
     if (!t) return;
@@ -158,7 +158,7 @@ static void test_zero_is_sgd(void) {
         if (v == 0) {
             CHECK_OK(dpt_algo_sgd_new(&a));
         } else {
-            dpt_pdp_config pc = {0, 0};
+            dpt_pdp_config pc = {0, 0, 0};
             CHECK_OK(dpt_algo_pdpsgd_new(&pc, &a));
         }
         dpt_trainer *t = make_trainer(&d, a, 8, "mlp:4-5-3:tanh", 0.1);
@@ -228,7 +228,7 @@ static void test_leak_batch1(void) {
     float g[2][64];
     for (int v = 0; v < 2; v++) {
         dpt_algo *a;
-        dpt_pdp_config pc = {0, v ? 0.5 : 0.0};
+        dpt_pdp_config pc = {0, v ? 0.5 : 0.0, 0};
         CHECK_OK(dpt_algo_pdpsgd_new(&pc, &a));
         dpt_trainer *t = make_trainer(&d, a, 1, "mlp:4-5-3:tanh", 0.1);
         if (!t) return;
@@ -249,9 +249,43 @@ static void test_leak_batch1(void) {
     dpt_dataset_free(&d);
 }
 
+/* sigma instead of kappa: the paper's kappa = (eta_t sigma)^2 with eta_t this step's
+ * learning rate (plain SGD, step schedule halving the lr every epoch): the direction at
+ * epoch e equals the one with kappa = (0.1 * 0.5^e * sigma)^2 given directly. A kappa
+ * taken from the base lr alone (the old CLI mapping) fails from epoch 1 on. */
+static void test_sigma_follows_lr(void) {
+    dpt_dataset d;
+    make_data(&d, NB, D0, K, 9);
+    const double sigma = 3.0, eta0 = 0.1;
+    for (uint64_t e = 0; e < 3; e++) {
+        float g[2][64];
+        double eta = eta0 * pow(0.5, (double)e);
+        for (int v = 0; v < 2; v++) {
+            dpt_algo *a;
+            dpt_pdp_config pc = {0.0, v ? dpt_pdp_kappa(eta, sigma) : 0.0, v ? 0.0 : sigma};
+            CHECK_OK(dpt_algo_pdpsgd_new(&pc, &a));
+            dpt_trainer *t = make_trainer(&d, a, NB, "mlp:4-5-3:tanh", eta0);
+            if (!t) return;
+            t->cfg.optim.kind = DPT_OPT_SGD; /* the paper's plain SGD (the step is not taken here) */
+            CHECK_OK(dpt_schedule_parse("step:0.5:1", &t->cfg.schedule));
+            t->epoch = e;
+            double ls;
+            CHECK_OK(a->begin(a, t, NB));
+            CHECK_OK(a->accumulate(a, t, d.x, d.y, NB, &ls));
+            CHECK_OK(a->finish(a, t, NB));
+            memcpy(g[v], t->model->grad, t->model->n_params * sizeof(float));
+            dpt_trainer_free(t);
+        }
+        for (size_t i = 0; i < (size_t)(H * D0 + H + K * H + K); i++) CHECK_CLOSE(g[0][i], g[1][i], 1e-7, 1e-6);
+        /* the regularizer is large enough here that a wrong eta_t would show */
+        if (e == 0) CHECK(fabs(2 * dpt_pdp_kappa(eta0, sigma)) > 0.1);
+    }
+    dpt_dataset_free(&d);
+}
+
 static void test_errors(void) {
     dpt_algo *a = NULL;
-    dpt_pdp_config pc = {0, -1};
+    dpt_pdp_config pc = {0, -1, 0};
     CHECK_STATUS(dpt_algo_pdpsgd_new(&pc, &a), DPT_EINVAL);
     CHECK_ERR_HAS("dpt_pdp_config.kappa: must be >= 0");
     pc.kappa = 0, pc.lambda = NAN;
@@ -260,6 +294,13 @@ static void test_errors(void) {
     dpt_propnoise_config nc = {0, 0};
     CHECK_STATUS(dpt_algo_propnoise_new(&nc, &a), DPT_EINVAL);
     CHECK_ERR_HAS("dpt_propnoise_config.sigma: the relative noise must be > 0");
+    CHECK(a == NULL);
+    dpt_pdp_config both = {0, 0.1, 1.0};
+    CHECK_STATUS(dpt_algo_pdpsgd_new(&both, &a), DPT_EINVAL);
+    CHECK_ERR_HAS("give kappa or sigma, not both");
+    dpt_pdp_config neg = {0, 0, -1.0};
+    CHECK_STATUS(dpt_algo_pdpsgd_new(&neg, &a), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_pdp_config.sigma: must be >= 0");
     CHECK(a == NULL);
     CHECK_CLOSE(dpt_pdp_kappa(0.1, 2.0), 0.04, 1e-15, 1e-12);
 }
@@ -271,6 +312,7 @@ int main(void) {
     test_zero_is_sgd();
     test_propnoise_std();
     test_leak_batch1();
+    test_sigma_follows_lr();
     test_errors();
     TEST_MAIN_END();
 }

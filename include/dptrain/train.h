@@ -170,15 +170,23 @@ double dpt_algo_dpsgd_clip(const dpt_algo *a);
  * where m_k = (1/|B|) sum_{n in B} x_{n,k}^2 is the batch mean of the SQUARED input
  * feature k of that Linear layer (for hidden layers: its input activation), treated as a
  * constant (no gradient flows through x). A bias multiplies x = 1 (plain L2 with kappa).
- * Layers without parameters (activations) add nothing. The paper's derivation gives
- * kappa = (eta sigma)^2 (dpt_pdp_kappa). An empty batch leaves grad zero (no step). */
+ * Layers without parameters (activations) add nothing. The paper's derivation (Section
+ * IV: plain SGD theta -= eta_t (g + eps), eps_i ~ N(0, (sigma theta_i)^2), one linear unit,
+ * squared loss) gives kappa = (eta_t sigma)^2 (dpt_pdp_kappa); set sigma instead of kappa
+ * to have it derived each step from that step's learning rate eta_t (base lr times the
+ * schedule). That is the paper's form only for plain SGD (momentum 0); with Adam or
+ * momentum the same formula maps that optimizer's lr into kappa: our mapping, which the
+ * paper does not derive. An empty batch leaves grad zero (no step). */
 typedef struct {
     double lambda; /* plain L2 coefficient (>= 0) */
-    double kappa;  /* proportional coefficient (>= 0) */
+    double kappa;  /* proportional coefficient (>= 0); 0 when sigma is set */
+    double sigma;  /* relative gradient noise of the paper (>= 0; > 0: kappa_t = (eta_t sigma)^2) */
 } dpt_pdp_config;
-/* DPT_EINVAL naming --lambda / --kappa for negative or non-finite values. */
+/* DPT_EINVAL naming --lambda / --kappa / --pdp-sigma for negative or non-finite values, or
+ * kappa and sigma both > 0. */
 dpt_status dpt_algo_pdpsgd_new(const dpt_pdp_config *cfg, dpt_algo **out);
-/* kappa = (eta sigma)^2, the paper's value for learning rate eta and relative noise sigma. */
+/* kappa = (eta sigma)^2, the paper's value for plain-SGD learning rate eta and relative
+ * noise sigma. */
 double dpt_pdp_kappa(double eta, double sigma);
 
 /* The proportional-noise variant the regularizer is derived from: plain minibatch SGD

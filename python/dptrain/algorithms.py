@@ -79,9 +79,11 @@ class DPSGD(Algorithm):
 
 @dataclass(frozen=True)
 class PDPSGD(Algorithm):
-    """Perturbed-gradient SGD with weight decay (pdp-sgd; docs/pdp.md): noise of variance
-    kappa per step, or pdp_sigma with kappa = (lr pdp_sigma)^2 (give at most one; neither:
-    kappa 0), weight decay lambda_. Not differentially private by itself."""
+    """The proportional "DP regularizer" (pdp-sgd; docs/pdpsgd.md): mean loss + kappa sum
+    W_jk^2 mean_n(x_nk^2) + lambda_ sum theta^2, no noise. kappa given, or pdp_sigma: kappa_t =
+    (eta_t pdp_sigma)^2 each step (the paper's form for plain SGD; with Adam or momentum our
+    mapping of its lr, with a warning). Give at most one (neither: kappa 0). No formal DP
+    guarantee, no epsilon."""
     name: ClassVar[str] = "pdp-sgd"
     kappa: Optional[float] = None
     pdp_sigma: Optional[float] = None

@@ -693,7 +693,7 @@ def run(x: ArrayLike, y: ArrayLike, *, x_test: Optional[ArrayLike] = None, y_tes
                 d, 1.0 / members))
         cfg.delta = res_delta = d
     elif algo == "pdp-sgd":
-        lam, job.pdp.kappa = _pdp_values(kw, given, cfg.optim.lr)
+        lam, job.pdp.kappa, job.pdp.sigma = _pdp_values(kw, given, cfg.optim)
         setattr(job.pdp, "lambda", lam)  # (a Python keyword)
     elif algo == "proportional-noise":
         job.prop.sigma = _prop_sigma(kw, given)

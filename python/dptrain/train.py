@@ -512,9 +512,9 @@ def _make_dpsgd(c):
 
 
 def _make_pdpsgd(c):
-    lam, kappa = _pdp_values(c.kw, c.given, c.cfg.optim.lr)
+    lam, kappa, sigma = _pdp_values(c.kw, c.given, c.cfg.optim)
     out = ffi.new("dpt_algo **")
-    check(lib.dpt_algo_pdpsgd_new(ffi.new("dpt_pdp_config *", {"lambda": lam, "kappa": kappa}), out),
+    check(lib.dpt_algo_pdpsgd_new(ffi.new("dpt_pdp_config *", {"lambda": lam, "kappa": kappa, "sigma": sigma}), out),
           "algorithm pdp-sgd")
     return out[0]
 
@@ -943,14 +943,20 @@ def _init_scheme(name):
     return init[0]
 
 
-def _pdp_values(kw, given, lr):
-    """(lambda, kappa) of pdp-sgd from kappa or pdp_sigma (kappa = (lr pdp_sigma)^2) and lambda_."""
+def _pdp_values(kw, given, optim):
+    """(lambda, kappa, sigma) of pdp-sgd from kappa, or pdp_sigma (the library derives
+    kappa_t = (eta_t pdp_sigma)^2 each step), and lambda_. The paper's form is for plain SGD;
+    with Adam or momentum it is our mapping of that lr, and a warning says so."""
     if "kappa" in given and "pdp_sigma" in given:
         raise ValueError("kappa and pdp_sigma: give one of them, not both")
     kappa = _nonneg(kw["kappa"], "kappa") if "kappa" in given else 0.0
+    sigma = 0.0
     if "pdp_sigma" in given:
-        kappa = lib.dpt_pdp_kappa(lr, _nonneg(kw["pdp_sigma"], "pdp_sigma"))
-    return _nonneg(kw["lambda_"], "lambda_"), kappa
+        sigma = _nonneg(kw["pdp_sigma"], "pdp_sigma")
+        if optim.kind != lib.DPT_OPT_SGD or optim.momentum != 0:
+            warnings.warn("pdp_sigma with Adam or momentum: kappa = (lr pdp_sigma)^2 is our mapping of its lr; the "
+                          "paper derives kappa = (eta sigma)^2 for plain SGD only (docs/pdpsgd.md)", stacklevel=3)
+    return _nonneg(kw["lambda_"], "lambda_"), kappa, sigma
 
 
 def _prop_sigma(kw, given):

@@ -103,6 +103,24 @@ def test_every_algorithm_trains(algo, kw):
             assert run.history[-1]["epsilon"] == pytest.approx(run.epsilon)
 
 
+def test_pdp_sigma_is_the_papers_sgd_kappa_and_labels_adam():
+    # plain SGD, constant lr: pdp_sigma S trains exactly as kappa = (lr S)^2 given directly;
+    # with Adam the same formula is our mapping, and a warning says so
+    import warnings as w
+    x, y = blobs(n=200)
+    common = dict(model="mlp:20-8-3:relu", epochs=2, batch_size=50, threads=1, verbose=False, seed=3,
+                  optimizer="sgd", lr=0.1)
+    with w.catch_warnings():
+        w.simplefilter("error", UserWarning)  # no warning for the paper's form
+        a = dptrain.train(x, y, algorithm=dptrain.PDPSGD(pdp_sigma=3.0), **common)
+    b = dptrain.train(x, y, algorithm=dptrain.PDPSGD(kappa=(0.1 * 3.0) ** 2), **common)
+    for k, v in a.model.parameters().items():
+        assert np.allclose(v, b.model.parameters()[k], rtol=1e-6, atol=1e-7), k
+    common.update(optimizer="adam", lr=1e-3)
+    with pytest.warns(UserWarning, match="our mapping of its lr; the paper derives kappa"):
+        dptrain.train(x, y, algorithm=dptrain.PDPSGD(pdp_sigma=3.0), **common)
+
+
 def test_dpulr_defaults_are_explicit_with_the_baseline(caplog):
     x, y = blobs(n=300)
     common = dict(model="mlp:20-8-3:relu", algorithm="dpulr", sigma0=1.0, copies=4, epochs=1, batch_size=50,

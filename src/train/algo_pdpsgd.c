@@ -10,7 +10,10 @@
  *     m_k   = (1/|B|) sum_n x_{n,k}^2                     (mean of squares, in double)
  *     dW_jk += 2 kappa m_k W_jk + 2 lambda W_jk
  *     db_j  += 2 (kappa + lambda) b_j                     (a bias multiplies x = 1)
- * x is the layer's input as computed in the forward pass, treated as a constant. */
+ * x is the layer's input as computed in the forward pass, treated as a constant.
+ * With cfg.sigma > 0, kappa is the paper's (eta_t sigma)^2 for this step's learning rate
+ * eta_t (Section IV: E[(y~ - t)^2] = (y - t)^2 + eta^2 sigma^2 sum_i theta_i^2 x_i^2 after the
+ * plain SGD step theta -= eta (g + eps), eps_i ~ N(0, (sigma theta_i)^2)). */
 #include <dptrain/train.h>
 
 #include <math.h>
@@ -62,7 +65,7 @@ static dpt_status pdp_accumulate(dpt_algo *a, dpt_trainer *t, const float *x, co
     dpt_model *m = t->model;
     DPT_TRY(dpt_train_forward_backward(t, &s->buf, x, y, dpt_trainer_batch_targets(t), bc, (float)s->inv_b, loss_sum));
     DPT_TRY(dpt_model_param_grad(m, bc, DPT_GRAD_SUM, NULL, m->grad, 0, 1));
-    if (s->cfg.kappa == 0) return DPT_OK;
+    if (s->cfg.kappa == 0 && s->cfg.sigma == 0) return DPT_OK;
     size_t off = 0;
     for (size_t l = 0; l < m->n_layers; l++) {
         const dpt_layer *L = &m->layers[l];
@@ -85,7 +88,10 @@ static dpt_status pdp_finish(dpt_algo *a, dpt_trainer *t, size_t batch) {
     pdp_state *s = a->state;
     dpt_model *m = t->model;
     if (batch == 0) return DPT_OK; /* no examples: no step is taken */
-    double lam2 = 2.0 * s->cfg.lambda, kap2 = 2.0 * s->cfg.kappa;
+    double kappa = s->cfg.kappa;
+    if (s->cfg.sigma > 0) /* eta_t: the lr the optimizer uses for this step */
+        kappa = dpt_pdp_kappa(dpt_schedule_lr(&t->cfg.schedule, t->cfg.optim.lr, t->epoch), s->cfg.sigma);
+    double lam2 = 2.0 * s->cfg.lambda, kap2 = 2.0 * kappa;
     if (lam2 == 0 && kap2 == 0) return DPT_OK;
     size_t off = 0;
     for (size_t l = 0; l < m->n_layers; l++) {
@@ -173,6 +179,10 @@ dpt_status dpt_algo_pdpsgd_new(const dpt_pdp_config *cfg, dpt_algo **out) {
               cfg->lambda);
     DPT_CHECK(isfinite(cfg->kappa) && cfg->kappa >= 0, DPT_EINVAL, "dpt_pdp_config.kappa: must be >= 0, got %g",
               cfg->kappa);
+    DPT_CHECK(isfinite(cfg->sigma) && cfg->sigma >= 0, DPT_EINVAL, "dpt_pdp_config.sigma: must be >= 0, got %g",
+              cfg->sigma);
+    DPT_CHECK(!(cfg->sigma > 0 && cfg->kappa > 0), DPT_EINVAL,
+              "dpt_pdp_config.sigma: kappa = (eta sigma)^2 is derived from sigma; give kappa or sigma, not both");
     dpt_algo *a;
     pdp_state *s;
     DPT_TRY(pdp_alloc(&a, &s));
@@ -195,6 +205,7 @@ dpt_status dpt_algo_propnoise_new(const dpt_propnoise_config *cfg, dpt_algo **ou
     DPT_TRY(pdp_alloc(&a, &s));
     s->cfg.lambda = cfg->lambda;
     s->cfg.kappa = 0;
+    s->cfg.sigma = 0;
     s->sigma = cfg->sigma;
     a->name = "proportional-noise";
     a->after_update = propnoise_after_update;

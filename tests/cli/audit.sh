@@ -68,6 +68,16 @@ for al in "pdp-sgd --kappa 0.01 --lambda 0.001" "pdp-sgd --pdp-sigma 2" "proport
   check "grep -q '\"privacy\":\"no formal DP guarantee\"' $T/t/metrics.jsonl" "metrics of --algo $al lack the statement"
   rm -rf "$T/t"
 done
+# --pdp-sigma: the paper's kappa = (eta sigma)^2 is for plain SGD; with Adam it is labelled ours
+out=$("$BIN" train "${TR[@]}" --algo pdp-sgd --pdp-sigma 2 --optimizer sgd --lr 0.1 --out "$T/t" 2>&1); rc=$?
+check "[ $rc -eq 0 ] && grep -q \"kappa 0.04 = (eta_t\\*pdp-sigma)^2 .*the paper's plain-SGD form\" <<<\"\$out\" && ! grep -q 'OUR mapping' <<<\"\$out\"" "pdp-sigma with sgd: $out"
+rm -rf "$T/t"
+out=$("$BIN" train "${TR[@]}" --algo pdp-sgd --pdp-sigma 2 --optimizer adam --out "$T/t" 2>&1); rc=$?
+check "[ $rc -eq 0 ] && grep -q 'OUR mapping of its lr; the paper derives kappa = (eta sigma)^2 for plain SGD only' <<<\"\$out\" && grep -q 'our mapping (the paper' <<<\"\$out\"" "pdp-sigma with adam unlabelled: $out"
+rm -rf "$T/t"
+out=$("$BIN" audit "${A[@]}" --epochs 1 --shadows 0 --bootstrap 0 --algo pdp-sgd --pdp-sigma 3 --out "$T/c2" --no-plot 2>&1)
+check "grep -q 'OUR mapping of its lr' <<<\"\$out\"" "audit pdp-sigma with adam unlabelled: $out"
+expect_fail "--pdp-sigma must be >= 0" "$BIN" train "${TR[@]}" --algo pdp-sgd --pdp-sigma -1 --out "$T/t"
 expect_fail "--kappa" "$BIN" train "${TR[@]}" --algo pdp-sgd --kappa -1 --out "$T/t"
 expect_fail "give one of them" "$BIN" train "${TR[@]}" --algo pdp-sgd --kappa 1 --pdp-sigma 1 --out "$T/t"
 expect_fail "--prop-sigma" "$BIN" train "${TR[@]}" --algo proportional-noise --out "$T/t"
