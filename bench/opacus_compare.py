@@ -401,31 +401,40 @@ def main(argv=None):
             times, calls = run_rounds(runs, args, lambda: set_threads(torch, lib, t))
             for f in ctx["close"]:
                 f()
-            med = {c: statistics.median(v) for c, v in times.items()}
-            for c in args.contenders:
-                sp = med["opacus"] / med[c] if "opacus" in med else None
-                ct = med[c] / med["torch"] if "torch" in med else None
-                rows.append(dict(date=date, machine=machine(), load_at_start=load0, versions=versions, model=name,
-                                 spec=spec, params=sum(p.numel() for p in net.parameters()), data=source, n=len(x),
-                                 q="%.6f" % ctx["q"], sigma=args.sigma, clip=args.clip, threads=t, contender=c,
-                                 rounds=args.rounds, steps_per_round=args.steps,
-                                 median_ms_per_step="%.3f" % (1e3 * med[c]),
-                                 min_ms_per_step="%.3f" % (1e3 * min(times[c])),
-                                 max_ms_per_step="%.3f" % (1e3 * max(times[c])),
-                                 call_ms_per_step="%.3f" % (1e3 * statistics.median(calls[c])),
-                                 speedup_vs_opacus="" if sp is None else "%.2f" % sp,
-                                 cost_vs_torch="" if ct is None else "%.2f" % ct))
-                print("  %-7s median %9.3f ms/step  (%s)%s%s" % (
-                    c, 1e3 * med[c], " ".join("%.2f" % (1e3 * v) for v in times[c]),
-                    "" if sp is None else "  %.2fx faster than Opacus" % sp,
-                    "" if ct is None else "  %.2fx plain PyTorch" % ct), flush=True)
-    with open(args.out, "w", newline="") as f:
+            record(rows, times, calls, args, date=date, machine=machine(), load_at_start=load0, versions=versions,
+                   model=name, spec=spec, params=sum(p.numel() for p in net.parameters()), data=source, n=len(x),
+                   q="%.6f" % ctx["q"], sigma=args.sigma, clip=args.clip, threads=t)
+    write_csv(rows, args.out)
+    print_table(rows, args)
+    return 0
+
+
+def record(rows, times, calls, args, **fields):
+    """Appends one CSV row per contender (the fields, then its medians and ratios) and prints
+    them: times and calls map each contender to its per-round seconds per step."""
+    med = {c: statistics.median(v) for c, v in times.items()}
+    for c in args.contenders:
+        sp = med["opacus"] / med[c] if "opacus" in med else None
+        ct = med[c] / med["torch"] if "torch" in med else None
+        rows.append(dict(fields, contender=c, rounds=args.rounds, steps_per_round=args.steps,
+                         median_ms_per_step="%.3f" % (1e3 * med[c]),
+                         min_ms_per_step="%.3f" % (1e3 * min(times[c])),
+                         max_ms_per_step="%.3f" % (1e3 * max(times[c])),
+                         call_ms_per_step="%.3f" % (1e3 * statistics.median(calls[c])),
+                         speedup_vs_opacus="" if sp is None else "%.2f" % sp,
+                         cost_vs_torch="" if ct is None else "%.2f" % ct))
+        print("  %-7s median %9.3f ms/step  (%s)%s%s" % (
+            c, 1e3 * med[c], " ".join("%.2f" % (1e3 * v) for v in times[c]),
+            "" if sp is None else "  %.2fx faster than Opacus" % sp,
+            "" if ct is None else "  %.2fx plain PyTorch" % ct), flush=True)
+
+
+def write_csv(rows, path):
+    with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    print("load average at end %s; wrote %s" % (" ".join("%.2f" % v for v in os.getloadavg()), args.out))
-    print_table(rows, args)
-    return 0
+    print("load average at end %s; wrote %s" % (" ".join("%.2f" % v for v in os.getloadavg()), path))
 
 
 def print_table(rows, args):

@@ -34,11 +34,9 @@ Opacus is not a dependency of dptrain: without it the script says so and exits 0
     /usr/bin/python3 bench/opacus_transformer.py --quick --without-opacus --out /tmp/s.csv   # seconds
 """
 import argparse
-import csv
 import datetime
 import math
 import os
-import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -299,29 +297,10 @@ def main(argv=None):
             name, spec, params, source, len(x), ctx["q"], args.batch_size, args.sigma, args.clip, t,
             "" if t == 1 else "s", "" if err is None else "; Opacus module = to_torch() to %.1e" % err), flush=True)
         times, calls = oc.run_rounds(runs, args, lambda: oc.set_threads(torch, lib, t))
-        med = {c: statistics.median(v) for c, v in times.items()}
-        for c in args.contenders:
-            sp = med["opacus"] / med[c] if "opacus" in med else None
-            ct = med[c] / med["torch"] if "torch" in med else None
-            rows.append(dict(date=date, machine=oc.machine(), load_at_start=load0, versions=versions, model=name,
-                             spec=spec, params=params, data=source, n=len(x), batch=args.batch_size,
-                             q="%.6f" % ctx["q"], sigma=args.sigma, clip=args.clip, threads=t, contender=c,
-                             rounds=args.rounds, steps_per_round=args.steps,
-                             median_ms_per_step="%.3f" % (1e3 * med[c]),
-                             min_ms_per_step="%.3f" % (1e3 * min(times[c])),
-                             max_ms_per_step="%.3f" % (1e3 * max(times[c])),
-                             call_ms_per_step="%.3f" % (1e3 * statistics.median(calls[c])),
-                             speedup_vs_opacus="" if sp is None else "%.2f" % sp,
-                             cost_vs_torch="" if ct is None else "%.2f" % ct))
-            print("  %-7s median %9.3f ms/step  (%s)%s%s" % (
-                c, 1e3 * med[c], " ".join("%.2f" % (1e3 * v) for v in times[c]),
-                "" if sp is None else "  %.2fx faster than Opacus" % sp,
-                "" if ct is None else "  %.2fx plain PyTorch" % ct), flush=True)
-    with open(args.out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    print("load average at end %s; wrote %s" % (" ".join("%.2f" % v for v in os.getloadavg()), args.out))
+        oc.record(rows, times, calls, args, date=date, machine=oc.machine(), load_at_start=load0, versions=versions,
+                  model=name, spec=spec, params=params, data=source, n=len(x), batch=args.batch_size,
+                  q="%.6f" % ctx["q"], sigma=args.sigma, clip=args.clip, threads=t)
+    oc.write_csv(rows, args.out)
     print_table(rows, args)
     return 0
 
