@@ -74,6 +74,8 @@ CONFIGS = {
                                             "--init", "lecun"] + SCHED, copies=False),
     "dpsgd_shuffle_pixels01": dict(algo="dpsgd", args=["--algo", "dpsgd", "--sampler", "shuffle", "--optimizer", "sgd",
                                                        "--lr", "0.1", "--normalize", "none"] + SCHED, copies=False),
+    "dpsgd_pixels01_lecun": dict(algo="dpsgd", args=["--algo", "dpsgd", "--optimizer", "sgd", "--lr", "0.1",
+                                                     "--normalize", "none", "--init", "lecun"] + SCHED, copies=False),
     # the paper's other DP-SGD setting (it reports SGD as better): Adam lr 0.01
     "dpsgd_adam": dict(algo="dpsgd", args=["--algo", "dpsgd", "--optimizer", "adam", "--lr", "0.01"] + SCHED,
                        copies=False),
