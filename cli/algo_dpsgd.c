@@ -1,6 +1,7 @@
 /* --algo dpsgd: DP-SGD (Abadi et al. 2016) with Poisson sampling, per-example clipping and
  * the RDP/PLD accountants. Its epsilon is computed for Poisson sampling only, so any other
- * --sampler is refused rather than silently replaced. */
+ * --sampler is refused rather than silently replaced, except --sampler shuffle: the
+ * explicitly NOT accounted mode for reproducing papers run on fixed-size batches. */
 #include <dptrain/accounting.h>
 #include <dptrain/privacy.h>
 #include <inttypes.h>
@@ -10,6 +11,7 @@
 #include "train_algos.h"
 
 typedef struct {
+    int unaccounted; /* --sampler shuffle: the paper-reproduction mode, no epsilon */
     dpt_clip_mode mode;
     double sigma; /* given or calibrated */
     dpt_algo *algo; /* the trainer's (owned by it): the final adaptive clip */
@@ -39,10 +41,16 @@ static cli_option DPSGD_OPTS[] = {
 
 static int dpsgd_check(cli_algo_ctx *c) {
     const cli_privacy_flags *p = c->priv;
-    if (c->sampler_seen && strcmp(c->sampler, "poisson"))
-        return cli_error("--sampler %s: --algo dpsgd needs --sampler poisson (its epsilon is computed for "
-                         "Poisson sampling)", c->sampler);
-    c->sampler = "poisson";
+    if (c->sampler_seen && strcmp(c->sampler, "poisson") && strcmp(c->sampler, "shuffle"))
+        return cli_error("--sampler %s: --algo dpsgd takes --sampler poisson (accounted: its epsilon is computed "
+                         "for Poisson sampling) or shuffle (fixed-size batches as in Opacus without Poisson "
+                         "sampling, NOT accounted)", c->sampler);
+    S.unaccounted = c->sampler_seen && !strcmp(c->sampler, "shuffle");
+    if (!S.unaccounted) c->sampler = "poisson";
+    if (S.unaccounted && (p->secure || g_ada_q_seen || p->target_eps_seen))
+        return cli_error("--sampler shuffle: --algo dpsgd then has no accountant, so it takes neither %s",
+                         "--secure, --adaptive-clip nor --target-epsilon");
+    if (S.unaccounted && !p->sigma_seen) return cli_error("--sampler shuffle: --algo dpsgd needs --sigma");
     if (!(p->clip > 0) || !isfinite(p->clip)) return cli_error("--clip: the clipping norm C must be > 0, got %g", p->clip);
     if (p->sigma_seen && (!(p->sigma > 0) || !isfinite(p->sigma)))
         return cli_error("--sigma: the noise multiplier must be > 0, got %g (for training without noise use "
@@ -74,6 +82,23 @@ static int dpsgd_check(cli_algo_ctx *c) {
 static int dpsgd_make(cli_algo_ctx *c, dpt_algo **out) {
     const cli_privacy_flags *p = c->priv;
     dpt_train_config *cfg = c->cfg;
+    if (S.unaccounted) {
+        if (!c->quiet)
+            fprintf(stderr, "dptrain: NOT ACCOUNTED: --sampler shuffle (fixed-size shuffled batches, the protocol of "
+                            "papers that ran Opacus without Poisson sampling) is not covered by DP-SGD's "
+                            "accountant: no epsilon will be reported\n");
+        cfg->delta = p->delta;
+        S.sigma = p->sigma;
+        cli_print_noise_mode(c);
+        dpt_dpsgd_config d = dpt_dpsgd_config_defaults();
+        d.sigma = S.sigma;
+        d.clip = p->clip;
+        d.clip_mode = S.mode;
+        d.unaccounted = 1;
+        if (dpt_algo_dpsgd_new(&d, out) != DPT_OK) return cli_fail("--algo dpsgd");
+        S.algo = *out;
+        return 0;
+    }
     int rc = cli_poisson_privacy_setup(c);
     if (rc) return rc;
     const double q = cfg->sample_rate;
@@ -135,6 +160,13 @@ static int dpsgd_make(cli_algo_ctx *c, dpt_algo **out) {
 
 static void dpsgd_describe(const cli_algo_ctx *c, FILE *f) {
     const cli_privacy_flags *p = c->priv;
+    if (S.unaccounted) {
+        fprintf(f, "  algorithm dpsgd NOT ACCOUNTED (shuffled batches of %zu; sigma %g, C %g, %s clipping), %s lr %g, "
+                   "%ld epochs, seed %s, %d threads, run dir %s%s\n",
+                c->cfg->batch_size, S.sigma, p->clip, p->clip_mode, c->optimizer, c->cfg->optim.lr, c->epochs,
+                cli_seed_text(c->cfg), dpt_threads_resolve(c->cfg->threads), c->out, c->resume ? " (resumed)" : "");
+        return;
+    }
     fprintf(f, "  algorithm dpsgd (sigma %g, C %g, %s clipping, q %g = expected batch %.1f, delta %g), "
                "%s lr %g, %ld epochs, seed %s, %d threads, run dir %s%s\n",
             S.sigma, p->clip, p->clip_mode, c->cfg->sample_rate, c->cfg->sample_rate * (double)c->train->n, p->delta,
@@ -149,6 +181,11 @@ static void dpsgd_describe(const cli_algo_ctx *c, FILE *f) {
 }
 
 static int dpsgd_report(const cli_algo_ctx *c, dpt_trainer *t) {
+    if (S.unaccounted) {
+        printf("privacy: NOT ACCOUNTED (--sampler shuffle: fixed-size shuffled batches, which DP-SGD's accountant "
+               "does not cover); no epsilon is reported\n");
+        return 0;
+    }
     if (c->priv->secure) {
         size_t trained = 0;
         dpt_trainer_frozen(t, &trained);

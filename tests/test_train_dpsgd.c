@@ -596,6 +596,73 @@ static void test_trainer_refusals(const dpt_dataset *tr) {
     dpt_dataset_free(&one);
 }
 
+/* ==== the non-accounted mode: shuffled fixed-size batches (the paper-reproduction mode) ==== */
+/* dpt_dpsgd_config.unaccounted: only with DPT_SAMPLER_SHUFFLE, never with secure noise or
+ * adaptive clipping; no ledger, is_private 0, a privacy note; the released update of a
+ * zero-gradient batch of B = 30 is N(0, sigma^2 C^2) / B (divided by B, as the accounted
+ * mode divides by qN); and a short run trains without a ledger. */
+static void test_unaccounted_shuffle(const dpt_dataset *tr) {
+    dpt_dpsgd_config d = dpt_dpsgd_config_defaults();
+    d.sigma = 1.7, d.clip = 0.6, d.unaccounted = 1;
+    dpt_algo *a = NULL;
+    dpt_trainer *t = NULL;
+    d.secure = 1;
+    CHECK_STATUS(dpt_algo_dpsgd_new(&d, &a), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_dpsgd_config.unaccounted");
+    d.secure = 0, d.adaptive_quantile = 0.5;
+    CHECK_STATUS(dpt_algo_dpsgd_new(&d, &a), DPT_EINVAL);
+    CHECK_ERR_HAS("dpt_dpsgd_config.unaccounted");
+    d.adaptive_quantile = 0;
+    dpt_train_config c = dp_cfg("mlp:8-16-3:gelu", 0.1); /* Poisson: refused */
+    CHECK_OK(dpt_algo_dpsgd_new(&d, &a));
+    CHECK_STATUS(dpt_trainer_new(&c, tr, NULL, a, &t), DPT_EINVAL);
+    CHECK_ERR_HAS("the non-accounted mode is for shuffled fixed-size batches");
+    CHECK(t == NULL);
+
+    dpt_dataset z; /* zero inputs and no biases: every per-example gradient is exactly 0 */
+    tu_make_blobs(&z, 300, 4, 0.0f);
+    c = dp_cfg("mlp:8-1000:relu:nobias", 0);
+    c.sampler = DPT_SAMPLER_SHUFFLE;
+    c.batch_size = 30;
+    CHECK_OK(dpt_algo_dpsgd_new(&d, &a));
+    CHECK_OK(dpt_trainer_new(&c, &z, NULL, a, &t));
+    if (!t) return;
+    CHECK(dpt_trainer_ledger(t) == NULL);
+    CHECK(!a->is_private && a->record == NULL && a->add_events == NULL);
+    CHECK(!strcmp(a->name, "dpsgd-unaccounted"));
+    CHECK(a->privacy_note && strstr(a->privacy_note, "non-accounted"));
+    dpt_model *m = dpt_trainer_model(t);
+    double s1 = 0, s2 = 0;
+    size_t cnt = 0, b = 30;
+    for (int rep = 0; rep < 25; rep++) {
+        double ls;
+        CHECK_OK(a->begin(a, t, b));
+        CHECK_OK(a->accumulate(a, t, z.x, z.y, b, &ls));
+        CHECK_OK(a->finish(a, t, b));
+        for (size_t j = 0; j < m->n_params; j++) {
+            double v = m->grad[j] * (double)b; /* the noise added to the sum */
+            s1 += v, s2 += v * v;
+        }
+        cnt += m->n_params;
+    }
+    double mean = s1 / cnt, sd = sqrt(s2 / cnt - mean * mean), want = d.sigma * d.clip;
+    CHECK_CLOSE(mean, 0.0, 5 * want / sqrt((double)cnt), 0);
+    CHECK_CLOSE(sd, want, 5 * want / sqrt(2.0 * cnt), 0);
+    dpt_trainer_free(t);
+    dpt_dataset_free(&z);
+
+    c = dp_cfg("mlp:8-16-3:gelu", 0);
+    c.sampler = DPT_SAMPLER_SHUFFLE;
+    c.batch_size = 50;
+    c.max_steps = 15;
+    CHECK_OK(dpt_algo_dpsgd_new(&d, &a));
+    CHECK_OK(dpt_trainer_new(&c, tr, NULL, a, &t));
+    if (!t) return;
+    CHECK_OK(dpt_trainer_run(t, NULL));
+    CHECK(dpt_trainer_ledger(t) == NULL);
+    dpt_trainer_free(t);
+}
+
 int main(void) {
     dpt_dataset tr, te;
     tu_make_blobs(&tr, 600, 1, 1.0f);
@@ -629,6 +696,7 @@ int main(void) {
     test_empty_batches_and_learning(&tr, &te);
     test_bad_config();
     test_trainer_refusals(&tr);
+    test_unaccounted_shuffle(&tr);
     test_ledger(&tr);
     test_ledger_meta(&tr);
     test_budget(&tr);

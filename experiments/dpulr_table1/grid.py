@@ -65,6 +65,17 @@ CONFIGS = {
     # SGD at a learning rate scaled down for the noise (docs/dpulr.md: lr 0.1 random-walks the weights at batch 64)
     "dpsgd_lr0.02": dict(algo="dpsgd", args=["--algo", "dpsgd", "--optimizer", "sgd", "--lr", "0.02"] + SCHED,
                          copies=False),
+    # issue 40: the paper's DP-SGD protocol one axis at a time (docs/dpulr.md "DP-SGD baselines with the
+    # paper's protocol"): Opacus on shuffled fixed-size batches (--sampler shuffle: NOT accounted, no epsilon),
+    # LeCun init (variance 1/fan_in, the nearest we have to PyTorch's default 1/(3 fan_in)), and their combinations
+    "dpsgd_shuffle": dict(algo="dpsgd", args=["--algo", "dpsgd", "--sampler", "shuffle", "--optimizer", "sgd",
+                                              "--lr", "0.1"] + SCHED, copies=False),
+    "dpsgd_lecun": dict(algo="dpsgd", args=["--algo", "dpsgd", "--optimizer", "sgd", "--lr", "0.1",
+                                            "--init", "lecun"] + SCHED, copies=False),
+    "dpsgd_shuffle_pixels01": dict(algo="dpsgd", args=["--algo", "dpsgd", "--sampler", "shuffle", "--optimizer", "sgd",
+                                                       "--lr", "0.1", "--normalize", "none"] + SCHED, copies=False),
+    "dpsgd_pixels01_lecun": dict(algo="dpsgd", args=["--algo", "dpsgd", "--optimizer", "sgd", "--lr", "0.1",
+                                                     "--normalize", "none", "--init", "lecun"] + SCHED, copies=False),
     # the paper's other DP-SGD setting (it reports SGD as better): Adam lr 0.01
     "dpsgd_adam": dict(algo="dpsgd", args=["--algo", "dpsgd", "--optimizer", "adam", "--lr", "0.01"] + SCHED,
                        copies=False),

@@ -33,6 +33,16 @@ number of our runs in the doc's tables is typed by hand:
                                                    20 before) below 0.25 points and its best 20 or
                                                    more epochs back
 
+  md_tables.py axes table1|c1 BASE_RUNS_CSV AXES_RUNS_CSV SEED CONFIG ...
+                                                   one seed's final (best) test accuracy per cell of
+                                                   AXES_RUNS_CSV: the base DP-SGD run (config dpsgd in
+                                                   BASE_RUNS_CSV), each CONFIG and its difference from
+                                                   the base, the paper beside (issue 40's one-axis runs)
+  md_tables.py beside table1|c1 SUMMARY_A CONFIG_A SUMMARY_B CONFIG_B
+                                                   every cell of CONFIG_B in SUMMARY_B beside the same
+                                                   cell of CONFIG_A in SUMMARY_A and the paper: final
+                                                   and best epoch (mean +- std), B - A, B - paper
+
   md_tables.py check DOC    every table in DOC that follows a marker line
                             <!-- md_tables.py KIND ARGS --> (paths relative to the source tree)
                             must equal what that command prints now; exit 1 with a diff if not
@@ -454,6 +464,74 @@ def cifar_plateau(path, steps_per_epoch, runs):
     return out
 
 
+def paper_of(table):
+    if table not in ("table1", "c1"):
+        raise TableError("the table is table1 or c1, not '%s'" % table)
+    return {(r["algorithm"], r["model"], r["batch"], r["sigma0"]): r
+            for r in rows_of(os.path.join(HERE, "paper.csv"), ["table", "algorithm", "model", "batch", "sigma0",
+                                                              "valid_acc", "valid_std"]) if r["table"] == table}
+
+
+def sig(x):
+    return "%g" % float(x)
+
+
+def axes(table, base_path, path, seed, configs):
+    """issue 40: one seed's DP-SGD run per protocol axis, beside the base run and the paper"""
+    paper = paper_of(table)
+    cols = ["config", "model", "batch", "sigma0", "seed", "final_acc", "best_acc"]
+    key = lambda r: (r["config"], r["model"], r["batch"], sig(r["sigma0"]))
+    base = {key(r): r for r in rows_of(base_path, cols) if r["seed"] == seed}
+    runs = {key(r): r for r in rows_of(path, cols) if r["seed"] == seed}
+    cells = []
+    for r in rows_of(path, cols):
+        c = (r["model"], r["batch"], sig(r["sigma0"]))
+        if r["seed"] == seed and c not in cells:
+            cells.append(c)
+    out = ["| model | batch | sigma | paper | dpsgd (Poisson, ours) | " + " | ".join(configs) + " |",
+           "|---|---|---|---|---|" + "---|" * len(configs)]
+    for m, b, sg in cells:
+        p = paper.get(("dpsgd", m, b, sg))
+        r0 = base.get(("dpsgd", m, b, sg))
+        row = "| %s | %s | %s | %s | %s |" % (m, b, sg, pm(p["valid_acc"], p["valid_std"]) if p else "",
+                                              "%s (%s)" % (r0["final_acc"], r0["best_acc"]) if r0 else "not run")
+        for cfg in configs:
+            r = runs.get((cfg, m, b, sg))
+            if r is None:
+                row += " not run |"
+            elif r0 is None:
+                row += " %s (%s) |" % (r["final_acc"], r["best_acc"])
+            else:
+                row += " %s (%s), %+.2f (%+.2f) |" % (r["final_acc"], r["best_acc"],
+                                                      float(r["final_acc"]) - float(r0["final_acc"]),
+                                                      float(r["best_acc"]) - float(r0["best_acc"]))
+        out.append(row)
+    return out
+
+
+def beside(table, path_a, cfg_a, path_b, cfg_b):
+    """issue 40: a configuration's cells (mean +- std over seeds) beside another's and the paper"""
+    paper = paper_of(table)
+    cols = ["config", "model", "batch", "sigma0", "seeds", "final_mean", "final_std", "best_mean", "best_std"]
+    a = {(r["model"], r["batch"], sig(r["sigma0"])): r for r in rows_of(path_a, cols) if r["config"] == cfg_a}
+    out = ["| model | batch | sigma | paper | %s: final (best) | seeds | %s: final (best) | seeds "
+           "| final B - A | final B - paper | best B - paper |" % (cfg_a, cfg_b), "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows_of(path_b, cols):
+        if r["config"] != cfg_b:
+            continue
+        c = (r["model"], r["batch"], sig(r["sigma0"]))
+        p = paper.get(("dpsgd" if cfg_b.startswith("dpsgd") else "dpulr",) + c)
+        ra = a.get(c)
+        fa = "%s (%s)" % (pm(ra["final_mean"], ra["final_std"]), pm(ra["best_mean"], ra["best_std"])) if ra else "not run"
+        d_a = "%+.2f" % (float(r["final_mean"]) - float(ra["final_mean"])) if ra else ""
+        d_p = "%+.2f" % (float(r["final_mean"]) - float(p["valid_acc"])) if p else ""
+        d_pb = "%+.2f" % (float(r["best_mean"]) - float(p["valid_acc"])) if p else ""
+        out.append("| %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s | %s | %s |" % (
+            c + (pm(p["valid_acc"], p["valid_std"]) if p else "", fa, ra["seeds"] if ra else "0",
+                 pm(r["final_mean"], r["final_std"]), pm(r["best_mean"], r["best_std"]), r["seeds"], d_a, d_p, d_pb)))
+    return out
+
+
 def table(args):
     """The table that `md_tables.py ARGS` prints, as a list of lines."""
     if not args:
@@ -482,6 +560,8 @@ KINDS = {
     "cifar_curves": (4, None, lambda a: cifar_curves(a[0], a[1], a[2], a[3:])),
     "cifar_plateau": (3, None, lambda a: cifar_plateau(a[0], a[1], a[2:])),
     "signal": (1, 1, lambda a: signal(a[0])),
+    "axes": (5, None, lambda a: axes(a[0], a[1], a[2], a[3], a[4:])),
+    "beside": (5, 5, lambda a: beside(*a)),
 }
 
 

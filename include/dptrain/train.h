@@ -154,10 +154,18 @@ typedef struct {
     double adaptive_quantile; /* gamma; 0 (default) = fixed clipping */
     double adaptive_lr;       /* eta_C > 0 (default 0.2) */
     double adaptive_sigma_b;  /* std of the count's noise; 0 (default) = q N / 20 */
+    /* 1: NOT accounted, for reproducing papers that ran DP-SGD on shuffled fixed-size batches
+     * (Opacus without Poisson sampling): the trainer's sampler must be DPT_SAMPLER_SHUFFLE of
+     * batch B; each step adds N(0, sigma^2 C^2) to the clipped sum and divides by B, as the
+     * accounted mode divides by qN. No ledger and no epsilon (is_private = 0, name
+     * "dpsgd-unaccounted", metrics say "non-accounted"): no accountant covers this sampling.
+     * Not with secure or adaptive clipping (DPT_EINVAL). 0 (default): Poisson, accounted. */
+    int unaccounted;
 } dpt_dpsgd_config;
 dpt_dpsgd_config dpt_dpsgd_config_defaults(void);
 /* Copies cfg. DPT_EINVAL naming the field for clip <= 0 or sigma <= 0. The trainer (bind)
- * refuses a sampler other than DPT_SAMPLER_POISSON. */
+ * refuses a sampler other than DPT_SAMPLER_POISSON (with unaccounted: other than
+ * DPT_SAMPLER_SHUFFLE). */
 dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out);
 /* DP-SGD's clip for the next step: C, or with adaptive clipping the current C_t (NAN for an
  * algorithm that is not DP-SGD). C_t is post-processing of released values. */

@@ -507,6 +507,17 @@ static dpt_status dpsgd_record(dpt_algo *a, dpt_trainer *t, size_t batch) {
  * a->sigma is sigma, or the secure mode's effective multiplier (dpt_algo_bind_sgm). */
 static dpt_status dpsgd_bind(dpt_algo *a, dpt_trainer *t) {
     dpsgd_state *s = a->state;
+    if (s->cfg.unaccounted) {
+        /* the paper's fixed-size batches (no ledger): the same noise, divided by B as the
+         * accounted mode divides by qN (Opacus' expected batch size is B without Poisson) */
+        DPT_CHECK(t->cfg.sampler == DPT_SAMPLER_SHUFFLE, DPT_EINVAL,
+                  "dpsgd: the non-accounted mode is for shuffled fixed-size batches (dpt_train_config.sampler = "
+                  "DPT_SAMPLER_SHUFFLE), not %s", dpt_sampler_enum_name(t->cfg.sampler));
+        const double B = (double)t->cfg.batch_size, n = (double)t->train->n;
+        return dpt_error_context(dpt_gauss_release_init(&s->rel, B / n, s->cfg.sigma, s->cfg.clip, 1.0 / B,
+                                                        t->n_trained, 0, s->cfg.secure_sampler),
+                                 "dpsgd (non-accounted)");
+    }
     DPT_TRY(dpt_algo_bind_sgm(a, t, "dpsgd", s->cfg.sigma, s->cfg.clip, 1.0, s->cfg.secure, s->cfg.secure_sampler,
                               &s->rel));
     if (!s->adaptive) return DPT_OK;
@@ -591,6 +602,9 @@ dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out) {
     DPT_CHECK(isfinite(cfg->adaptive_quantile) && cfg->adaptive_quantile >= 0 && cfg->adaptive_quantile < 1,
               DPT_EINVAL, "dpt_dpsgd_config.adaptive_quantile: the target quantile must be in (0, 1), or 0 for a "
               "fixed clip; got %g", cfg->adaptive_quantile);
+    DPT_CHECK(!cfg->unaccounted || (!cfg->secure && cfg->adaptive_quantile == 0), DPT_EINVAL,
+              "dpt_dpsgd_config.unaccounted: the non-accounted mode (shuffled fixed-size batches) takes neither "
+              "secure noise nor adaptive clipping");
     if (cfg->adaptive_quantile > 0) {
         DPT_TRY(dpt_adaclip_check(cfg->adaptive_quantile, cfg->adaptive_lr, cfg->adaptive_sigma_b,
                                   "dpt_dpsgd_config.adaptive_"));
@@ -620,14 +634,17 @@ dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out) {
                  cfg->adaptive_quantile, cfg->adaptive_lr, cfg->adaptive_sigma_b);
     }
     a->settings = s->settings;
-    a->name = "dpsgd";
-    a->is_private = 1;
+    a->name = cfg->unaccounted ? "dpsgd-unaccounted" : "dpsgd";
+    a->is_private = !cfg->unaccounted;
     a->sigma = cfg->sigma;
     a->begin = dpsgd_begin;
     a->accumulate = dpsgd_accumulate;
     a->finish = dpsgd_finish;
-    a->record = dpsgd_record;
-    a->add_events = dpsgd_add_events;
+    a->record = cfg->unaccounted ? NULL : dpsgd_record;
+    a->add_events = cfg->unaccounted ? NULL : dpsgd_add_events;
+    a->privacy_note = cfg->unaccounted ? "non-accounted: DP-SGD on shuffled fixed-size batches (no accountant covers "
+                                         "this sampling)"
+                                       : NULL;
     a->bind = dpsgd_bind;
     a->distributable = 1; /* accumulate only adds into model->grad (docs/distributed.md) */
     a->freezable = 1;     /* the trained layers alone are clipped, summed and noised */

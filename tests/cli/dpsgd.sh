@@ -27,7 +27,13 @@ expect_fail "--sample-rate" "$BIN" train "${C[@]}" --sigma 1 --sample-rate 0 --o
 expect_fail "--batch-size" "$BIN" train "${C[@]}" --sigma 1 --batch-size 5000 --out "$T/x"
 expect_fail "--force" "$BIN" train "${C[@]}" --sigma 1 --delta 0.001 --out "$T/x"
 expect_fail "--sigma or --target-epsilon" "$BIN" train "${C[@]}" --out "$T/x"
-expect_fail "--sampler poisson" "$BIN" train "${C[@]}" --sigma 1 --sampler shuffle --out "$T/x"
+expect_fail "--sampler poisson" "$BIN" train "${C[@]}" --sigma 1 --sampler full --out "$T/x"
+# --sampler shuffle: the paper-reproduction mode, said NOT accounted, with no ledger or epsilon
+expect_fail "--sampler shuffle" "$BIN" train "${C[@]}" --target-epsilon 1 --sampler shuffle --out "$T/x"
+expect_fail "--sampler shuffle" "$BIN" train "${C[@]}" --sigma 1 --sampler shuffle --adaptive-clip 0.5 --out "$T/x"
+expect_ok "$BIN" train "${C[@]}" --sigma 1 --sampler shuffle --batch-size 60 --epochs 1 --out "$T/shuf"
+check 'grep -q "NOT ACCOUNTED" <<<"$LAST_OUT" && ! grep -q "epsilon [0-9]" <<<"$LAST_OUT"' "shuffle run not labelled: $LAST_OUT"
+check '[ ! -e "$T/shuf/ledger.json" ] && grep -q "non-accounted" "$T/shuf/metrics.jsonl" && ! grep -q "\"epsilon" "$T/shuf/metrics.jsonl"' "shuffle run has a ledger or an epsilon"
 expect_fail "--clip-mode" "$BIN" train "${C[@]}" --sigma 1 --clip-mode layer --out "$T/x"
 
 # a run: notice, epsilon per epoch, ledger sidecar
