@@ -72,6 +72,7 @@ fi
 [ -z "$LEVELS_ARG" ] || LEVELS=$LEVELS_ARG
 case $PHASE in search|final|all) ;; *) echo "run.sh: --phase: search, final or all (got '$PHASE')" >&2; exit 2 ;; esac
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd) # the commands and checkpoints name the csv: files by absolute paths
 DATA=$OUT/runs/data # runs/ is not committed (.gitignore)
 BUILD_DIR=$(cd "$(dirname "$DPTRAIN")" && pwd)
 cpu_time() { # cpu_time FILE CMD...: runs CMD, writes its user + sys CPU seconds to FILE
@@ -186,6 +187,7 @@ print(min(rs, key=lambda r: float(r["test_loss"]))["lr"])' "$OUT/search_$task.cs
 fi
 
 # ---- merge, summary, plot ----
+[ "$PHASE" != search ] || { echo "search done: $OUT/search_*.csv" >&2; exit 0; }
 ls "$OUT"/runs_*.csv >/dev/null 2>&1 || { echo "run.sh: no $OUT/runs_*.csv" >&2; exit 2; }
 "$PYTHON" - "$OUT" <<'PY'
 import csv, glob, math, os, statistics, sys
@@ -241,15 +243,16 @@ set boxwidth 0.6
 set grid ytics
 unset key
 set xrange [-0.6:2.6]
-set title "fortunes-topic, bert_tiny (T $TOPIC_T): test accuracy"
+set title "fortunes-topic, bert_tiny (T $TOPIC_T)"
 set ylabel "test accuracy (%), mean +- std over seeds"
 set yrange [0:*]
 plot "< grep '^topic ' $D" using 0:3:xtic(2) with boxes lc rgb "#4477aa", "" using 0:3:4 with yerrorbars lc rgb "black" pt 0
-set title "fortunes-chars, gpt_tiny (T $LM_T): test perplexity"
+set title "fortunes-chars, gpt_tiny (T $LM_T)"
 set ylabel "test perplexity exp(mean loss per token)"
 plot "< grep '^lm ' $D" using 0:3:xtic(2) with boxes lc rgb "#cc6677", "" using 0:3:4 with yerrorbars lc rgb "black" pt 0
-set title "CIFAR-10, $VIT_TRAIN images, epsilon 3"
-set ylabel "test accuracy (%)"
+set title "CIFAR-10 ($VIT_TRAIN images), epsilon 3"
+set ylabel "test accuracy (%), final epoch (resnet5: docs/cnn.md)"
+set xtics rotate by -25
 set xrange [-0.6:3.6]
 plot "< grep '^vit ' $D | awk '{ print \"vit_cifar_raw\", \\\$3, \\\$4; print \"vit_cifar_ema\", \\\$5, \\\$6 }'" using 0:2:xtic(1) with boxes lc rgb "#228833", \
      "" using 0:2:3 with yerrorbars lc rgb "black" pt 0, \
