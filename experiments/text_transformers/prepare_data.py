@@ -73,6 +73,9 @@ def main():
             write(os.path.join(a.out, "lm_train.csv"), rows(idx))
             vidx = [i + s // 2 for i in idx if i + s // 2 < len(y) and s >= 2]
             vidx = vidx[:: max(1, len(vidx) // max(1, a.lm_val))][: a.lm_val]
+            if not vidx:  # stride 1: no window left between the training windows
+                raise SystemExit("prepare_data.py: --lm-train %d leaves no validation windows: at most %d "
+                                 "(half of the %d training windows)" % (a.lm_train, len(y) // 2, len(y)))
             write(os.path.join(a.out, "lm_val.csv"), rows(vidx))
         else:
             idx, _ = evenly(len(y), a.lm_test)
