@@ -41,6 +41,8 @@ CSV=$OUT/results.csv
 [ -s "$CSV" ] || echo "row,seed,task,paper_eps,paper_value,metric,sigma,eps_rdp,eps_pld,eps_paper_accounting,value,best_epoch_value,seconds,command" > "$CSV"
 
 # row -> "task paper_eps paper_value | flags"
+# the USPS autoencoder without a preset (the non-DP-MAC rows): data, model, loss, Glorot init
+AE="--dataset ${USPS_DATASET:-usps} --normalize ${USPS_NORMALIZE:-affine:-1:2} --max-train 5000 --model ae:256-300-100-20-100-300-256:relu --loss mse --init xavier"
 row_flags() {
   case $1 in
     mnist-preset-eps8) echo "mnist 8 0.97 | --preset dpmac-mnist-eps8" ;;
@@ -51,6 +53,8 @@ row_flags() {
     mnist-calib-eps2) echo "mnist 2 0.95 | --preset dpmac-mnist-eps2 --target-epsilon 2" ;;
     mnist-calib-eps0.5) echo "mnist 0.5 0.90 | --preset dpmac-mnist-eps0.5 --target-epsilon 0.5" ;;
     mnist-center-eps8) echo "mnist 8 0.97 | --preset dpmac-mnist-eps8 --target-epsilon 8 --center-clip 28 --center-sigma 20" ;;
+    mnist-center-eps2) echo "mnist 2 0.95 | --preset dpmac-mnist-eps2 --target-epsilon 2 --center-clip 28 --center-sigma 20" ;;
+    mnist-center-eps0.5) echo "mnist 0.5 0.90 | --preset dpmac-mnist-eps0.5 --target-epsilon 0.5 --center-clip 28 --center-sigma 20" ;;
     mnist-order2-eps0.5) echo "mnist 0.5 0.90 | --preset dpmac-mnist-eps0.5 --target-epsilon 0.5 --taylor-order 2 --clip2 0.3 --w-steps 5" ;;
     usps-preset-eps8) echo "usps 8 8.4 | --preset dpmac-usps-eps8" ;;
     usps-preset-eps4) echo "usps 4 9.6 | --preset dpmac-usps-eps4" ;;
@@ -60,6 +64,18 @@ row_flags() {
     # usps-init-NAME-eps8 / -eps1 = the preset with --init NAME (lecun, he, xavier, ...)
     usps-init-*-eps8) i=${1#usps-init-}; echo "usps 8 8.4 | --preset dpmac-usps-eps8 --init ${i%-eps8}" ;;
     usps-init-*-eps1) i=${1#usps-init-}; echo "usps 1 12.7 | --preset dpmac-usps-eps1 --init ${i%-eps1}" ;;
+    # the paper's eps = inf DP-MAC cell: non-private MAC at the DP-MAC autoencoder's settings
+    usps-mac-nonprivate) echo "usps inf 4.4 | --algo mac $AE --optimizer adam --z-steps 30 --z-lr 0.001 --lr 0.003 --lr-schedule exp:0.97 --epochs 50 --batch-size 500" ;;
+    # the DP-SGD autoencoder (Table 1b's DP-SGD column) at the authors' README commands, mapped:
+    # their loss is a batch mean, so their Theta_g clips g_i / B: C = Theta_g B, and their
+    # step lr_a / B^2 x the clipped sum is ours with lr = lr_a / B; the paper's sigma (noise
+    # std sigma C on the sum; the authors' code adds half of it, docs/dpmac.md)
+    usps-dpsgd-eps8) echo "usps 8 6.4 | --algo dpsgd $AE --optimizer sgd --lr 0.2 --lr-schedule exp:0.99 --clip 5 --sigma 2.4 --batch-size 500 --epochs 100" ;;
+    usps-dpsgd-eps4) echo "usps 4 7.9 | --algo dpsgd $AE --optimizer sgd --lr 0.2 --lr-schedule exp:0.99 --clip 5 --sigma 4.3 --batch-size 500 --epochs 100" ;;
+    usps-dpsgd-eps2) echo "usps 2 9.6 | --algo dpsgd $AE --optimizer sgd --lr 0.2 --lr-schedule exp:0.96 --clip 2.5 --sigma 5.7 --batch-size 250 --epochs 100" ;;
+    usps-dpsgd-eps1) echo "usps 1 11.8 | --algo dpsgd $AE --optimizer sgd --lr 0.12 --lr-schedule exp:0.96 --clip 2.5 --sigma 11.0 --batch-size 250 --epochs 100" ;;
+    # the paper's eps = inf DP-SGD cell: plain SGD, the epsilon-8 row's lr and schedule, no clipping or noise
+    usps-sgd-nonprivate) echo "usps inf 3.6 | --algo sgd $AE --optimizer sgd --lr 0.2 --lr-schedule exp:0.99 --batch-size 500 --epochs 100" ;;
     smoke-mnist) echo "mnist 8 0.97 | --preset dpmac-mnist-eps8 --max-train 2000 --max-test 500 --model mlp:20-50-10:relu --pca-dims 20 --z-steps 5 --batch-size 200 --epochs 1" ;;
     smoke-usps) echo "usps 8 8.4 | --preset dpmac-usps-eps8 --max-train 500 --max-test 300 --model ae:256-30-10-4-10-30-256:relu --z-steps 5 --batch-size 100 --epochs 1" ;;
     smoke-order2) echo "mnist 0.5 0.90 | --preset dpmac-mnist-eps0.5 --max-train 2000 --max-test 500 --model mlp:20-50-10:relu --pca-dims 20 --z-steps 5 --batch-size 200 --epochs 1 --taylor-order 2 --clip2 0.3 --w-steps 3" ;;
@@ -89,7 +105,7 @@ text = open(log).read()
 def grab(pat):
     m = re.search(pat, text)
     return m.group(1) if m else ""
-sigma = grab(r"calibrated sigma ([0-9.e+-]+)") or grab(r"algorithm dpmac \(sigma ([0-9.e+-]+)")
+sigma = grab(r"calibrated sigma ([0-9.e+-]+)") or grab(r"algorithm (?:dpmac|dpsgd) \(sigma ([0-9.e+-]+)")
 # "privacy: epsilon X (PLD; RDP Y)": the headline accountant first (docs/accounting.md)
 eps = grab(r"privacy: epsilon ([0-9.e+-]+) \(RDP[;)]") or grab(r"privacy: epsilon [0-9.e+-]+ \(PLD; RDP ([0-9.e+-]+)\)")
 pld = grab(r"privacy: epsilon ([0-9.e+-]+) \(PLD;") or grab(r"privacy: epsilon [0-9.e+-]+ \(RDP; PLD ([0-9.e+-]+)\)")
