@@ -6,7 +6,9 @@
 # ROW = NAME (a row below) ; SEEDS (default "1 2 3"). A run already in results.csv, or
 # complete in OUTDIR/runs/ROW-sSEED (its log ends with the summary), is not rerun, so the
 # script can be called again to add rows or seeds. "seconds" is the run's training time.
-# Env: DPTRAIN (binary, default build/dptrain), DATA_DIR, THREADS (1), SEEDS.
+# Env: DPTRAIN (binary, default build/dptrain), DATA_DIR, THREADS (1), SEEDS; for the usps
+# rows without a preset USPS_DATASET (usps) and USPS_NORMALIZE (affine:-1:2); for the
+# authors-* rows USPS_AUTHORS.
 # Rows (flags after the preset's override them; "calib" rows calibrate sigma with our
 # accountant so that [DP-PCA +] training spend exactly the paper's stated epsilon):
 #   mnist-preset-eps8 | mnist-preset-eps2 | mnist-preset-eps0.5 (authors' README settings)
@@ -19,6 +21,11 @@
 #   usps-preset-eps8 | usps-preset-eps4 | usps-preset-eps2 | usps-preset-eps1
 #   usps-init-NAME-eps8 | usps-init-NAME-eps1 (the preset with --init NAME: the paper does
 #     not state the initialization; the preset takes the authors' code's Glorot = xavier)
+#   mnist-center-eps2 | mnist-center-eps0.5 (issue 40: the same centring, calibrated to 2 / 0.5)
+#   usps-mac-nonprivate (--algo mac at the DP-MAC autoencoder's settings: Table 1b's eps inf)
+#   usps-dpsgd-eps8 | -eps4 | -eps2 | -eps1 | usps-sgd-nonprivate (Table 1b's DP-SGD column:
+#     the authors' README commands, SGD, Glorot init, 100 epochs, Theta_g 0.01 -> C = 0.01 B)
+#   authors-ROW (a usps ROW on the authors' usps_all.mat split; env USPS_AUTHORS, see below)
 #   smoke-mnist | smoke-usps | smoke-order2 (seconds; the CI configuration)
 case "${1:-}" in -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;; esac
 set -eu
@@ -30,7 +37,7 @@ THREADS=${THREADS:-1}
 SEEDS=${SEEDS:-1 2 3}
 SMOKE=0
 [ "${1:-}" = --smoke ] && { SMOKE=1; shift; }
-[ $# -ge 1 ] || { sed -n 2,22p "$0"; exit 2; }
+[ $# -ge 1 ] || { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 2; }
 OUT=$1; shift
 ROWS=("$@")
 [ ${#ROWS[@]} -gt 0 ] || [ "$SMOKE" = 1 ] || { echo "seeds.sh: name at least one row" >&2; exit 2; }
@@ -45,6 +52,11 @@ CSV=$OUT/results.csv
 AE="--dataset ${USPS_DATASET:-usps} --normalize ${USPS_NORMALIZE:-affine:-1:2} --max-train 5000 --model ae:256-300-100-20-100-300-256:relu --loss mse --init xavier"
 row_flags() {
   case $1 in
+    # authors-ROW: ROW on the authors' data (usps_all.mat, one draw of their split, written by
+    # `usps_sources.py --write-csv`; USPS_AUTHORS = the files' common prefix, e.g.
+    # /tmp/usps_authors/usps_all_s1), pixels / 255 as written: only the data differ from ROW
+    authors-usps-*) local a=${USPS_AUTHORS:?"seeds.sh: $1 needs USPS_AUTHORS (usps_sources.py --write-csv)"}
+      echo "$(row_flags "${1#authors-}") --dataset csv:${a}_train.csv,${a}_test.csv --normalize none" ;;
     mnist-preset-eps8) echo "mnist 8 0.97 | --preset dpmac-mnist-eps8" ;;
     mnist-preset-eps2) echo "mnist 2 0.95 | --preset dpmac-mnist-eps2" ;;
     mnist-preset-eps0.5) echo "mnist 0.5 0.90 | --preset dpmac-mnist-eps0.5" ;;
