@@ -21,7 +21,9 @@
 #   usps-preset-eps8 | usps-preset-eps4 | usps-preset-eps2 | usps-preset-eps1
 #   usps-init-NAME-eps8 | usps-init-NAME-eps1 (the preset with --init NAME: the paper does
 #     not state the initialization; the preset takes the authors' code's Glorot = xavier)
-#   mnist-center-eps2 | mnist-center-eps0.5 (issue 40: the same centring, calibrated to 2 / 0.5)
+#   mnist-center-eps2 | mnist-center-eps0.5 (issue 40: the same centring, calibrated to 2 / 0.5;
+#     by a build whose calibration targets the PLD epsilon, docs/accounting.md)
+#   mnist-calibpld-eps0.5 (mnist-calib-eps0.5's flags run by that build: the uncentred partner)
 #   usps-mac-nonprivate (--algo mac at the DP-MAC autoencoder's settings: Table 1b's eps inf)
 #   usps-dpsgd-eps8 | -eps4 | -eps2 | -eps1 | usps-sgd-nonprivate (Table 1b's DP-SGD column:
 #     the authors' README commands, SGD, Glorot init, 100 epochs, Theta_g 0.01 -> C = 0.01 B)
@@ -69,6 +71,10 @@ row_flags() {
     mnist-center-eps8) echo "mnist 8 0.97 | --preset dpmac-mnist-eps8 --target-epsilon 8 --center-clip 28 --center-sigma 20" ;;
     mnist-center-eps2) echo "mnist 2 0.95 | --preset dpmac-mnist-eps2 --target-epsilon 2 --center-clip 28 --center-sigma 20" ;;
     mnist-center-eps0.5) echo "mnist 0.5 0.90 | --preset dpmac-mnist-eps0.5 --target-epsilon 0.5 --center-clip 28 --center-sigma 20" ;;
+    # mnist-calib-eps0.5's command with a build whose calibration targets the PLD epsilon (the
+    # default accountant since issue 42; the calib rows above were calibrated by RDP): the
+    # uncentred partner of mnist-center-eps0.5, run with the same build
+    mnist-calibpld-eps0.5) echo "mnist 0.5 0.90 | --preset dpmac-mnist-eps0.5 --target-epsilon 0.5" ;;
     mnist-order2-eps0.5) echo "mnist 0.5 0.90 | --preset dpmac-mnist-eps0.5 --target-epsilon 0.5 --taylor-order 2 --clip2 0.3 --w-steps 5" ;;
     usps-preset-eps8) echo "usps 8 8.4 | --preset dpmac-usps-eps8" ;;
     usps-preset-eps4) echo "usps 4 9.6 | --preset dpmac-usps-eps4" ;;
