@@ -100,8 +100,10 @@ row_flags() {
     usps-dpsgd-half-eps*) e=${1#usps-dpsgd-half-eps}; f=$(row_flags "usps-dpsgd-eps$e") || return 1
       s=$(sed -n 's/.*--sigma \([0-9.]*\).*/\1/p' <<<"$f")
       echo "${f%% --sigma *} --sigma $(python3 -c "print($s / 2)") ${f#* --sigma $s }" ;;
-    # the paper's eps = inf DP-SGD cell: plain SGD, the epsilon-8 row's lr and schedule, no clipping or noise
-    usps-sgd-nonprivate) echo "usps inf 3.6 | --algo sgd $AE --optimizer sgd --lr 0.2 --lr-schedule exp:0.99 --batch-size 500 --epochs 100" ;;
+    # the paper's eps = inf DP-SGD cell: the epsilon-8 row with clipping and no noise (what the
+    # authors' script does with -dp 0; sigma 1e-6 is dptrain's nearest: its epsilon is
+    # meaningless, ~1e8). Without clipping, lr 0.2 diverges (NaN at step 6, measured)
+    usps-sgd-nonprivate) echo "usps inf 3.6 | --algo dpsgd $AE --optimizer sgd --lr 0.2 --lr-schedule exp:0.99 --clip 5 --sigma 1e-6 --batch-size 500 --epochs 100" ;;
     smoke-mnist) echo "mnist 8 0.97 | --preset dpmac-mnist-eps8 --max-train 2000 --max-test 500 --model mlp:20-50-10:relu --pca-dims 20 --z-steps 5 --batch-size 200 --epochs 1" ;;
     smoke-usps) echo "usps 8 8.4 | --preset dpmac-usps-eps8 --max-train 500 --max-test 300 --model ae:256-30-10-4-10-30-256:relu --z-steps 5 --batch-size 100 --epochs 1" ;;
     smoke-order2) echo "mnist 0.5 0.90 | --preset dpmac-mnist-eps0.5 --max-train 2000 --max-test 500 --model mlp:20-50-10:relu --pca-dims 20 --z-steps 5 --batch-size 200 --epochs 1 --taylor-order 2 --clip2 0.3 --w-steps 3" ;;

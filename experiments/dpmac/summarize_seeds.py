@@ -61,7 +61,7 @@ def write_cells(summ, out):
                     ok.append(False)
                     continue
                 d = float(r["value_mean"]) - pv
-                txt += [cell(r) + "; eps %s)" % r["eps_rdp"], "%+.2f" % (100 * d)]
+                txt += [cell(r) + "; eps %s RDP, %s PLD)" % (r["eps_rdp"], r["eps_pld"]), "%+.2f" % (100 * d)]
                 ok.append(d >= -0.005)
             verdict = "yes" if ok[0] else ("with centring only" if ok[1] else "no")
             lines.append("| epsilon %s | %s | %s | %s | %s | %s | %s |" % (
