@@ -23,7 +23,7 @@
 #     not state the initialization; the preset takes the authors' code's Glorot = xavier)
 #   mnist-center-eps2 | mnist-center-eps0.5 (issue 40: the same centring, calibrated to 2 / 0.5;
 #     by a build whose calibration targets the PLD epsilon, docs/accounting.md)
-#   mnist-calibpld-eps0.5 (mnist-calib-eps0.5's flags run by that build: the uncentred partner)
+#   mnist-calibpld-eps0.5 | -eps2 (mnist-calib-*'s flags run by that build: the uncentred partners)
 #   usps-mac-nonprivate (--algo mac at the DP-MAC autoencoder's settings: Table 1b's eps inf)
 #   usps-dpsgd-eps8 | -eps4 | -eps2 | -eps1 | usps-sgd-nonprivate (Table 1b's DP-SGD column:
 #     the authors' README commands, SGD, Glorot init, 100 epochs, Theta_g 0.01 -> C = 0.01 B)
@@ -75,6 +75,7 @@ row_flags() {
     # default accountant since issue 42; the calib rows above were calibrated by RDP): the
     # uncentred partner of mnist-center-eps0.5, run with the same build
     mnist-calibpld-eps0.5) echo "mnist 0.5 0.90 | --preset dpmac-mnist-eps0.5 --target-epsilon 0.5" ;;
+    mnist-calibpld-eps2) echo "mnist 2 0.95 | --preset dpmac-mnist-eps2 --target-epsilon 2" ;;  # not run (issue 40)
     mnist-order2-eps0.5) echo "mnist 0.5 0.90 | --preset dpmac-mnist-eps0.5 --target-epsilon 0.5 --taylor-order 2 --clip2 0.3 --w-steps 5" ;;
     usps-preset-eps8) echo "usps 8 8.4 | --preset dpmac-usps-eps8" ;;
     usps-preset-eps4) echo "usps 4 9.6 | --preset dpmac-usps-eps4" ;;
