@@ -9,7 +9,9 @@ one, in the order given; ROW_REGEX keeps only the rows whose name it matches in 
 row of out_paper/)
 
 Writes OUTDIR/summary.csv and OUTDIR/summary.md (the same as a markdown table), OUTDIR/cells_mnist.md
-and cells_usps.md (the paper's Tables 1a and 1b cell by cell, for the rows present) (row, task, seeds, epsilon RDP / PLD / paper's accounting,
+and cells_usps.md (the paper's Tables 1a and 1b cell by cell, for the rows present;
+cells_usps_table1b.md: both columns of Table 1b, epsilon inf included, when DP-SGD or
+non-private USPS rows are present) (row, task, seeds, epsilon RDP / PLD / paper's accounting,
 value mean and std, best-epoch value mean, the paper's value and stated epsilon, the
 difference to the paper) and, when gnuplot exists, OUTDIR/mnist.png and OUTDIR/usps.png
 (ours at the epsilon our accountant computed, with error bars, beside the paper's values at
@@ -59,7 +61,7 @@ def write_cells(summ, out):
                     ok.append(False)
                     continue
                 d = float(r["value_mean"]) - pv
-                txt += [cell(r) + "; eps %s)" % r["eps_rdp"], "%+.2f" % (100 * d)]
+                txt += [cell(r) + "; eps %s RDP, %s PLD)" % (r["eps_rdp"], r["eps_pld"]), "%+.2f" % (100 * d)]
                 ok.append(d >= -0.005)
             verdict = "yes" if ok[0] else ("with centring only" if ok[1] else "no")
             lines.append("| epsilon %s | %s | %s | %s | %s | %s | %s |" % (
@@ -80,6 +82,30 @@ def write_cells(summ, out):
             lines.append("| epsilon %s | %s | %s) | %s (%s) | %+.2f | %s |" % (
                 e, r["paper_value"], cell(r), r["eps_rdp"], r["eps_pld"], d, "yes" if d <= 0 else "no"))
     with open(os.path.join(out, "cells_usps.md"), "w") as fh:
+        fh.write("\n".join(lines))
+    # Table 1b, both columns, epsilon inf included (issue 40: the rows of seeds.sh that run
+    # DP-SGD and the non-private cells at the paper's settings); ROW_PREFIX selects a data
+    # set's rows (e.g. "authors-" for the runs on the authors' usps_all.mat split)
+    lines = []
+    for prefix in sorted({s["row"][:s["row"].index("usps-")] for s in summ if "usps-dpsgd-" in s["row"]
+                          or "usps-mac-nonprivate" in s["row"] or "usps-sgd-nonprivate" in s["row"]}):
+        if not lines:
+            lines += ["| data | paper row (Table 1b) | paper DP-MAC | ours DP-MAC (mean +- std; epsilon ours RDP) | "
+                      "ours - paper | paper DP-SGD | ours DP-SGD (mean +- std; epsilon ours RDP) | ours - paper |",
+                      "|---|---|---|---|---|---|---|---|"]
+        for e, pm, pd in (("8", "8.4", "6.4"), ("4", "9.6", "7.9"), ("2", "10.9", "9.6"), ("1", "12.7", "11.8"),
+                          ("inf", "4.4", "3.6")):
+            mac = by.get(prefix + ("usps-mac-nonprivate" if e == "inf" else "usps-preset-eps" + e))
+            sgd = by.get(prefix + ("usps-sgd-nonprivate" if e == "inf" else "usps-dpsgd-eps" + e))
+            txt = []
+            for r, pv in ((mac, pm), (sgd, pd)):
+                if r is None:
+                    txt += [pv, "not run", "-"]
+                    continue
+                eps = "" if r["eps_rdp"] == "nan" else "; eps %s" % r["eps_rdp"]
+                txt += [pv, cell(r) + eps + ")", "%+.2f" % (float(r["value_mean"]) - float(pv))]
+            lines.append("| %s | epsilon %s | %s |" % (prefix.rstrip("-") or "usps (zip)", e, " | ".join(txt)))
+    with open(os.path.join(out, "cells_usps_table1b.md"), "w") as fh:
         fh.write("\n".join(lines))
 
 

@@ -13,6 +13,13 @@ better than PCA-20, but the ratio between the two data sets shows how much of a 
 gap is the data.
 
     usps_sources.py USPS_ALL_MAT ZIP_DIR OUT_CSV [SEEDS]
+    usps_sources.py --write-csv USPS_ALL_MAT OUTDIR [SEED [TRAIN_PER_DIGIT TEST_PER_DIGIT]]
+
+The second form (issue 40) writes one draw of the authors' split as dptrain CSV files,
+OUTDIR/usps_all_sSEED_train.csv and _test.csv (label = the .mat's digit index, then the
+256 pixels / 255 in [0, 1]; no centring), so that a run can train on it with
+`--dataset csv:TRAIN,TEST --normalize none` (seeds.sh: USPS_DATASET, USPS_NORMALIZE).
+Default: seed 1, 500 / 500 per digit (the DP-SGD script's 5000 / 5000, the paper's text).
 
 USPS_ALL_MAT is the file data/usps/usps_all.mat of github.com/mijungi/dp_mac (not part of
 dptrain; never committed here); ZIP_DIR holds zip.train.gz and zip.test.gz. The authors'
@@ -69,7 +76,36 @@ def pca_errors(train, test, ks):
     return out
 
 
+def authors_split(data, seed, n_train, n_test):
+    """One draw of the authors' split: per digit, n_train + n_test of its 1100 images without
+    replacement (the first n_train for training), pixels / 255; returns (train, test, labels)."""
+    rng = np.random.RandomState(seed)
+    tr, te = [], []
+    for d in range(10):
+        idx = rng.choice(1100, n_train + n_test, replace=False)
+        imgs = data[:, idx, d].T.astype(np.float64) / 255.0
+        tr.append(imgs[:n_train]), te.append(imgs[n_train:])
+    return np.concatenate(tr), np.concatenate(te), np.repeat(np.arange(10), n_train), np.repeat(np.arange(10), n_test)
+
+
+def write_csv(argv):
+    mat, outdir = argv[:2]
+    seed = int(argv[2]) if len(argv) > 2 else 1
+    ntr, nte = (int(argv[3]), int(argv[4])) if len(argv) > 4 else (500, 500)
+    _, data = read_mat_uint8(mat)
+    assert data.shape == (256, 1100, 10), data.shape
+    tr, te, ltr, lte = authors_split(data, seed, ntr, nte)
+    for name, x, lab in (("train", tr, ltr), ("test", te, lte)):
+        path = "%s/usps_all_s%d_%s.csv" % (outdir, seed, name)
+        with open(path, "w") as fh:
+            for l, row in zip(lab, x):
+                fh.write("%d,%s\n" % (l, ",".join("%.6g" % v for v in row)))
+        print("wrote %s (%d rows)" % (path, len(x)))
+
+
 def main():
+    if sys.argv[1] == "--write-csv":
+        return write_csv(sys.argv[2:])
     mat, zipdir, out = sys.argv[1:4]
     seeds = [int(s) for s in (sys.argv[4] if len(sys.argv) > 4 else "1,2,3").split(",")]
     ks = [0, 5, 10, 20, 40]
@@ -77,13 +113,7 @@ def main():
     assert data.shape == (256, 1100, 10), data.shape
     rows = []
     for seed in seeds:
-        rng = np.random.RandomState(seed)
-        tr, te = [], []
-        for d in range(10):
-            idx = rng.choice(1100, 600, replace=False)
-            imgs = data[:, idx, d].T.astype(np.float64) / 255.0
-            tr.append(imgs[:500]), te.append(imgs[500:])
-        tr, te = np.concatenate(tr), np.concatenate(te)
+        tr, te, _, _ = authors_split(data, seed, 500, 100)
         e = pca_errors(tr, te, ks)
         rows.append(["usps_all.mat (authors: 500/digit train, 100/digit test, seed %d)" % seed, len(tr), len(te),
                      "%.4f" % tr.mean(), "%.4f" % (tr > 0.5).mean()] + ["%.3f" % e[k] for k in ks])

@@ -4,7 +4,8 @@
 # run with finite epsilons and metrics, summary.csv whose mean and sample std equal those
 # recomputed here from results.csv, both plots; a second call adds nothing (runs are reused);
 # summarize_seeds.py's row filter keeps only the rows it matches; splice_tables.py copies
-# the tables into a document between their markers.
+# the tables into a document between their markers; cells_usps_table1b.md holds both
+# columns of Table 1b with the epsilon-inf cells.
 set -u
 BIN=$1
 NEED_DATASETS="mnist usps"
@@ -54,7 +55,9 @@ rows = [("mnist-calib-eps8", 1, "mnist", 8, "0.97", "accuracy", 0.8, 8, 7.2, 10,
         ("mnist-calib-eps2", 1, "mnist", 2, "0.95", "accuracy", 1.7, 2, 1.8, 3, 0.9440, 0.9440),
         ("usps-preset-eps8", 1, "usps", 8, "8.4", "mse", 1.8, 6.9, 6.4, "", 7.0, 7.0),
         ("usps-preset-eps8", 2, "usps", 8, "8.4", "mse", 1.8, 6.9, 6.4, "", 7.5, 7.5),
-        ("usps-preset-eps1", 1, "usps", 1, "12.7", "mse", 7.8, 0.8, 0.7, "", 12.9, 12.9)]
+        ("usps-preset-eps1", 1, "usps", 1, "12.7", "mse", 7.8, 0.8, 0.7, "", 12.9, 12.9),
+        ("usps-dpsgd-eps8", 1, "usps", 8, "6.4", "mse", 2.4, 7.0, 6.5, "", 7.3, 7.2),
+        ("usps-mac-nonprivate", 1, "usps", "inf", "4.4", "mse", "", "", "", "", 5.0, 5.0)]
 with open(d + "/results.csv", "w") as fh:
     fh.write(hdr + "\n" + "".join(",".join(map(str, r)) + ",1,x\n" for r in rows))
 PY
@@ -64,13 +67,19 @@ import sys
 m, u = (open(sys.argv[1] + "/cells_%s.md" % k).read() for k in ("mnist", "usps"))
 assert "Table 1a" in m and "Table 1b" in u, (m, u)
 t = m + u
-for want in ("| epsilon 8 | 0.97 | 0.9640 +- 0.0028 (2 seeds; eps 8) | -0.60 | 0.9680 (1 seed; eps 8) | -0.20 | with centring only |",
-             "| epsilon 2 | 0.95 | 0.9440 (1 seed; eps 2) | -0.60 | not run | - | no |",
+for want in ("| epsilon 8 | 0.97 | 0.9640 +- 0.0028 (2 seeds; eps 8 RDP, 7.2 PLD) | -0.60 | 0.9680 (1 seed; eps 8 RDP, 7.2 PLD) | -0.20 | with centring only |",
+             "| epsilon 2 | 0.95 | 0.9440 (1 seed; eps 2 RDP, 1.8 PLD) | -0.60 | not run | - | no |",
              "| epsilon 0.5 | - | not run | - | not run | - | no |",
              "| epsilon 8 | 8.4 | 7.2500 +- 0.3536 (2 seeds) | 6.9 (6.4) | -1.15 | yes |",
              "| epsilon 4 | 9.6 | not run | - | - | - |",
              "| epsilon 1 | 12.7 | 12.9000 (1 seed) | 0.8 (0.7) | +0.20 | no |"):
     assert want in t, (want, t)
+# both columns of Table 1b with the epsilon-inf cells (DP-SGD and non-private rows present)
+b = open(sys.argv[1] + "/cells_usps_table1b.md").read()
+for want in ("| usps (zip) | epsilon 8 | 8.4 | 7.2500 +- 0.3536 (2 seeds; eps 6.9) | -1.15 | 6.4 | 7.3000 (1 seed; eps 7) | +0.90 |",
+             "| usps (zip) | epsilon 4 | 9.6 | not run | - | 7.9 | not run | - |",
+             "| usps (zip) | epsilon inf | 4.4 | 5.0000 (1 seed) | +0.60 | 3.6 | not run | - |"):
+    assert want in b, (want, b)
 PY
 # splice_tables.py copies summary.md and cells_usps.md between their markers, keeps the text
 # around them, and refuses a marker whose file is missing (leaving the document as it was)
