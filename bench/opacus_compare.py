@@ -26,7 +26,8 @@ UniformWithReplacementSampler for Opacus, the same Bernoulli(q) mask for plain P
 PrivateGradients.sample() for byog) and gathering its rows from tensors in memory; Opacus's
 DataLoader collation, one __getitem__ per example, is left out, which favours Opacus. For the
 engine it is the trainer's own step time (the run's wall_s: the sum of its steps, sampling
-included), over the run's steps; the whole dptrain.train() call per step, which also copies
+included) of a run of --warmup + S steps less that of a run of --warmup steps (each
+dptrain.train() call starts with fresh buffers, first touched in its first step), over S; the whole dptrain.train() call per step, which also copies
 and hashes the data, is in the CSV as call_ms_per_step. The thread count is set for each
 contender just before it runs (torch.set_num_threads and OpenBLAS's count, which PyTorch and
 libdptrain share here; the engine's and PrivateGradients' threads=).
@@ -90,8 +91,8 @@ def parse_args(argv):
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the median is over them")
     ap.add_argument("--steps", type=int, default=20, help="timed steps per contender and round")
-    ap.add_argument("--warmup", type=int, default=2, help="untimed steps before each timed run (PyTorch "
-                    "contenders; the engine's runs start cold)")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed steps before each timed run (the engine: "
+                    "the time of a run of warmup + steps less that of a run of warmup, since each run starts cold)")
     ap.add_argument("--n", type=int, default=10240, help="training examples (the first n of the data set)")
     ap.add_argument("--batch-size", type=int, default=256, help="expected Poisson batch; q = 1 / ceil(n / "
                     "batch), as Opacus's make_private computes it")
@@ -256,7 +257,7 @@ def setup_engine(ctx):
     init = {k: v.detach().numpy().copy() for k, v in ctx["net"].state_dict().items()}
     x, y, q = ctx["x"], ctx["y"], ctx["q"]
 
-    def run(steps):
+    def train(steps):
         r = dptrain.train(x, y, model=ctx["spec"], init_params=init, algorithm="dpsgd", sigma=ctx["sigma"],
                           clip=ctx["clip"], sample_rate=q, optimizer="sgd", lr=ctx["lr"], max_steps=steps,
                           epochs=int(math.ceil(steps * q)) + 1, threads=ctx["threads"], seed=1, verbose=False,
@@ -264,6 +265,12 @@ def setup_engine(ctx):
         if r.steps != steps:
             raise RuntimeError("engine: the run made %d steps, %d asked" % (r.steps, steps))
         return r.last["wall_s"]  # the trainer's own time: the sum of its steps
+
+    def run(steps, warmup=0):
+        # every dptrain.train() starts cold (fresh buffers: their first touch is in the first
+        # step); warm steps as for the PyTorch contenders = a run of warmup + steps minus a
+        # run of warmup
+        return train(steps + warmup) - train(warmup) if warmup else train(steps)
     return run
 
 
@@ -324,7 +331,8 @@ def machine():
 def run_rounds(runs, args, before):
     """args.rounds rounds of args.steps timed steps of each contender in runs {name: run(steps)},
     their order rotating each round; before() runs before each contender's turn (sets the
-    threads), then args.warmup untimed steps (not for the engine, whose runs start cold).
+    threads), then args.warmup untimed steps (the engine, whose dptrain.train() runs start
+    cold: a run of warmup + steps less a run of warmup).
     Returns ({name: [seconds per step, one per round]} as the contender reports it (the
     engine: its trainer's own time) or else wall clock, {name: [wall seconds per step]})."""
     names = list(runs)
@@ -337,7 +345,7 @@ def run_rounds(runs, args, before):
             if args.warmup and c != "engine":
                 runs[c](args.warmup)
             t0 = time.perf_counter()
-            inner = runs[c](args.steps)
+            inner = runs[c](args.steps, warmup=args.warmup) if c == "engine" else runs[c](args.steps)
             wall = time.perf_counter() - t0
             calls[c].append(wall / args.steps)
             times[c].append((inner if inner is not None else wall) / args.steps)
