@@ -1128,8 +1128,15 @@ static dpt_status resume_local(dpt_trainer *t) {
     t->key_lost = !have_key;
     if (!have_key && !may_differ) {
         size_t len = strlen(msg);
-        snprintf(msg + len, sizeof msg - len, "%sthe run's secret file is missing (looked for %s), so the training "
-                 "data cannot be compared with the checkpoint's%s", len ? "; " : "", t->secret_where,
+        /* ranks other than 0 look only in the copy rank 0 sent them with the checkpoint:
+         * where rank 0 looked is in rank 0's message, not in this temporary copy */
+        char where[sizeof t->secret_where + 64];
+        if (t->rank != 0)
+            snprintf(where, sizeof where, "rank 0 sent none with the checkpoint");
+        else
+            snprintf(where, sizeof where, "looked for %s", t->secret_where);
+        snprintf(msg + len, sizeof msg - len, "%sthe run's secret file is missing (%s), so the training "
+                 "data cannot be compared with the checkpoint's%s", len ? "; " : "", where,
                  t->ledger ? " (set allow_ledger_mismatch to continue under a new key; it is recorded in the ledger)"
                            : "");
     } else if (!may_differ && strcmp(hash->valuestring, t->data_tag))
