@@ -352,32 +352,42 @@ def run_rounds(runs, args, before):
     return times, calls
 
 
-def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    have_opacus = True
+def load_modules(args, name, skip_message):
+    """Imports Opacus (without it: returns None after skip_message unless --without-opacus,
+    which drops its contender), numpy and torch (None when absent), then dptrain from this
+    checkout's python/ with its extension built into args.build: (np, torch, dptrain)."""
     try:
         import opacus  # noqa: F401
+        why = None
     except ImportError as e:
-        have_opacus = False
         why = str(e)
-    if not have_opacus:
+    if why is not None:
         if not args.without_opacus:
-            print("%s (%s): it is not a dependency of dptrain; put Opacus 1.4 on PYTHONPATH to compare, or give "
-                  "--without-opacus to time the other contenders" % (SKIP_MESSAGE, why))
-            return 0
+            print("%s (%s): it is not a dependency of dptrain; put Opacus 1.4 (and opt_einsum) on PYTHONPATH to "
+                  "compare, or give --without-opacus to time the other contenders" % (skip_message, why))
+            return None
         args.contenders = [c for c in args.contenders if c != "opacus"]
-        print("opacus_compare: Opacus is not importable (%s): timing %s only" % (why, ", ".join(args.contenders)))
+        print("%s: Opacus is not importable (%s): timing %s only" % (name, why, ", ".join(args.contenders)))
     try:
         import numpy as np
         import torch
     except ImportError as e:
-        print("opacus_compare: skipped: PyTorch or numpy is not importable (%s)" % e)
-        return 0
+        print("%s: skipped: PyTorch or numpy is not importable (%s)" % (name, e))
+        return None
     build = os.path.abspath(args.build)
     os.environ["DPTRAIN_BUILD_DIR"] = build
     ensure_extension(build)
     sys.path.insert(0, os.path.join(REPO, "python"))
     import dptrain
+    return np, torch, dptrain
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    got = load_modules(args, "opacus_compare", SKIP_MESSAGE)
+    if got is None:
+        return 0
+    np, torch, dptrain = got
     from dptrain._lib import lib
     if "byog" in args.contenders and dptrain.torch_interop._vmap_grad() is None:
         print("opacus_compare: note: no torch.func / functorch: byog computes per-example gradients one backward "
@@ -469,8 +479,9 @@ def print_table(rows, args):
             continue
         goal = TARGETS[MODELS[m][2]]
         s = float(e["speedup_vs_opacus"])
-        print("target %s, one thread: engine >= %gx Opacus: %.2fx, %s" % (m, goal, s, "met" if s >= goal else
-                                                                          "NOT met"))
+        print("target %s, one thread: engine >= %gx Opacus: %.2fx, %s" % (
+            m, goal, s, "not judged (--quick: a smoke configuration, not the target's)" if args.quick else
+            "met" if s >= goal else "NOT met"))
 
 
 if __name__ == "__main__":
