@@ -404,7 +404,7 @@ static int cmd_train(int argc, char **argv) {
         {"--momentum", CLI_DOUBLE, &momentum, "X", "SGD momentum in [0, 1) (--optimizer sgd only)", &momentum_seen},
         {"--weight-decay", CLI_DOUBLE, &weight_decay, "X", "L2 coefficient added to the gradient", &wd_seen},
         {"--lr-schedule", CLI_STR, &schedule, "S", "constant | step:GAMMA:EVERY | exp:GAMMA (per epoch) | exp:GAMMA:DECAYS (hold after DECAYS decays)", NULL},
-        {"--sampler", CLI_STR, &sampler, "NAME", "shuffle (fixed batches) | poisson | full | poisson-reject (dpsgd: poisson; dpulr: poisson-reject)", &sampler_seen},
+        {"--sampler", CLI_STR, &sampler, "NAME", "shuffle (fixed batches) | poisson | full | poisson-reject (dpsgd: poisson; an explicit shuffle runs DP-SGD NOT ACCOUNTED: no ledger, no epsilon; dpulr: poisson-reject)", &sampler_seen},
         {"--batch-size", CLI_LONG, &batch, "B", "batch size (poisson: expected size, q = B/N)", &batch_seen},
         {"--sample-rate", CLI_DOUBLE, &sample_rate, "Q", "poisson sampling rate q in (0, 1] (overrides B/N)", &sample_rate_seen},
         {"--physical-batch", CLI_LONG, &physical_batch, "M", "examples per forward/backward pass (0 = the whole batch): memory is bounded by M, a larger batch is accumulated over passes with one noise draw and one ledger step (virtual batches; the same update to float rounding)", NULL},
