@@ -77,24 +77,14 @@ TARGETS = {"mlp": 10.0, "cnn": 3.0}  # engine speedup over Opacus at one thread
 SKIP_MESSAGE = "opacus_compare: skipped: Opacus is not importable"
 
 
-def parse_args(argv):
-    ap = argparse.ArgumentParser(
-        prog="opacus_compare.py", description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        epilog="Without Opacus on sys.path (it is not a dependency): prints '%s' and exits 0, unless "
-               "--without-opacus." % SKIP_MESSAGE)
-    ap.add_argument("--out", default="opacus_compare.csv", help="CSV file written (one row per model, threads, "
-                    "contender)")
-    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated, from: %s" % ", ".join(MODELS))
-    ap.add_argument("--contenders", default=",".join(CONTENDERS), help="comma-separated, from: %s"
-                    % ", ".join(CONTENDERS))
-    ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
-    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the median is over them")
-    ap.add_argument("--steps", type=int, default=20, help="timed steps per contender and round")
-    ap.add_argument("--warmup", type=int, default=2, help="untimed steps before each timed run (the engine: "
+def add_common_args(ap, rounds, steps, warmup, n, batch):
+    """The options both Opacus benches share (timing, data, DP-SGD, build), with their defaults."""
+    ap.add_argument("--rounds", type=int, default=rounds, help="interleaved rounds; the median is over them")
+    ap.add_argument("--steps", type=int, default=steps, help="timed steps per contender and round")
+    ap.add_argument("--warmup", type=int, default=warmup, help="untimed steps before each timed run (the engine: "
                     "the time of a run of warmup + steps less that of a run of warmup, since each run starts cold)")
-    ap.add_argument("--n", type=int, default=10240, help="training examples (the first n of the data set)")
-    ap.add_argument("--batch-size", type=int, default=256, help="expected Poisson batch; q = 1 / ceil(n / "
+    ap.add_argument("--n", type=int, default=n, help="training examples (the first n of the data set)")
+    ap.add_argument("--batch-size", type=int, default=batch, help="expected Poisson batch; q = 1 / ceil(n / "
                     "batch), as Opacus's make_private computes it")
     ap.add_argument("--sigma", type=float, default=1.0, help="noise multiplier")
     ap.add_argument("--clip", type=float, default=1.0, help="per-example clipping norm C")
@@ -107,6 +97,21 @@ def parse_args(argv):
                     help="dptrain build directory (libdptrain.so, the cffi module)")
     ap.add_argument("--without-opacus", action="store_true", help="time the other contenders when Opacus is "
                     "absent (instead of skipping)")
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(
+        prog="opacus_compare.py", description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        epilog="Without Opacus on sys.path (it is not a dependency): prints '%s' and exits 0, unless "
+               "--without-opacus." % SKIP_MESSAGE)
+    ap.add_argument("--out", default="opacus_compare.csv", help="CSV file written (one row per model, threads, "
+                    "contender)")
+    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated, from: %s" % ", ".join(MODELS))
+    ap.add_argument("--contenders", default=",".join(CONTENDERS), help="comma-separated, from: %s"
+                    % ", ".join(CONTENDERS))
+    ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    add_common_args(ap, rounds=5, steps=20, warmup=2, n=10240, batch=256)
     ap.add_argument("--quick", action="store_true", help="smoke run: mlp_small and mnist_cnn, 1 thread, 2 rounds "
                     "of 3 steps, n 1024, batch 64, synthetic data")
     a = ap.parse_args(argv)

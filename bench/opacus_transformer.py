@@ -69,23 +69,7 @@ def parse_args(argv):
     ap.add_argument("--contenders", default=",".join(CONTENDERS), help="comma-separated, from: %s"
                     % ", ".join(CONTENDERS))
     ap.add_argument("--threads", type=int, default=1, help="threads of every contender")
-    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median is over them")
-    ap.add_argument("--steps", type=int, default=3, help="timed steps per contender and round")
-    ap.add_argument("--warmup", type=int, default=1, help="untimed steps before each timed run (PyTorch "
-                    "contenders; the engine's runs start cold)")
-    ap.add_argument("--n", type=int, default=2048, help="training examples")
-    ap.add_argument("--batch-size", type=int, default=64, help="expected Poisson batch; q = 1 / ceil(n / batch)")
-    ap.add_argument("--sigma", type=float, default=1.0, help="noise multiplier")
-    ap.add_argument("--clip", type=float, default=1.0, help="per-example clipping norm C")
-    ap.add_argument("--lr", type=float, default=0.05, help="SGD learning rate (all contenders)")
-    ap.add_argument("--mnist", default=os.path.join(oc.SHARED, "mnist"), help="MNIST IDX files (absent: "
-                    "Fashion-MNIST, else synthetic)")
-    ap.add_argument("--cifar10", default=os.path.join(oc.SHARED, "cifar10"), help="CIFAR-10 binary batches")
-    ap.add_argument("--synthetic", action="store_true", help="synthetic images (no files read)")
-    ap.add_argument("--build", default=os.environ.get("DPTRAIN_BUILD_DIR") or os.path.join(oc.REPO, "build"),
-                    help="dptrain build directory (libdptrain.so, the cffi module)")
-    ap.add_argument("--without-opacus", action="store_true", help="time the other contenders when Opacus is "
-                    "absent (instead of skipping)")
+    oc.add_common_args(ap, rounds=3, steps=3, warmup=1, n=2048, batch=64)
     ap.add_argument("--quick", action="store_true", help="smoke run: gpt_tiny:t8:v16 and bert_tiny:t8:v16, 2 "
                     "rounds of 2 steps, n 256, batch 16")
     a = ap.parse_args(argv)
