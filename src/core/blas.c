@@ -36,7 +36,7 @@ int dpt_threads_get_blas(void) { return openblas_get_num_threads(); }
  * (SkylakeX with AVX-512 F/BW/DQ/VL/CD, else Haswell), through OpenBLAS's own exported
  * gotoblas_dynamic_quit / gotoblas_dynamic_init; the variable is set only for that call.
  * A real Prescott has no AVX2, so only the fallback is ever changed. Not done when the
- * user set OPENBLAS_CORETYPE, or DPTRAIN_BLAS_CORE=keep, or the BLAS is not such an
+ * user set OPENBLAS_CORETYPE, or DPTRAIN_BLAS_CORE=keep (or any value but auto), or the BLAS is not such an
  * OpenBLAS (the symbols are looked up, not linked). The choice depends only on the CPU, so
  * the CLI, C programs and Python get the same kernels (and bits). OpenBLAS is
  * process-wide: numpy's matrix products in the same process use the switched kernels too. */
@@ -56,6 +56,13 @@ static const char *blas_core_wanted(void) {
 
 __attribute__((constructor)) static void blas_core_fix(void) {
     const char *keep = getenv("DPTRAIN_BLAS_CORE");
+    if (keep && keep[0] && strcmp(keep, "keep") && strcmp(keep, "auto")) {
+        /* a value the library does not know (a typo of keep?): leave OpenBLAS alone, and say so
+         * where the kernels are reported (a library never prints) */
+        snprintf(blas_core_note, sizeof blas_core_note,
+                 "DPTRAIN_BLAS_CORE=%.40s is neither keep nor auto: OpenBLAS's own choice kept", keep);
+        return;
+    }
     if ((keep && !strcmp(keep, "keep")) || getenv("OPENBLAS_CORETYPE")) return;
     const char *(*name)(void) = NULL;
     void (*quit)(void) = NULL, (*init)(void) = NULL;

@@ -29,6 +29,11 @@ if [ "$kept" = "OpenBLAS Prescott" ] && has avx2 && has fma; then
 else
     [ "$auto" = "$kept" ] || { echo "FAIL: OpenBLAS's own choice $kept was changed: $auto"; fail=1; }
 fi
+typo=$(env -u OPENBLAS_CORETYPE DPTRAIN_BLAS_CORE=off "$BIN" --version | sed -n 's/^blas: //p')
+case "$typo" in
+"$kept (DPTRAIN_BLAS_CORE=off is neither keep nor auto: OpenBLAS's own choice kept)") ;;
+*) echo "FAIL: DPTRAIN_BLAS_CORE=off (not a known value) should keep OpenBLAS's choice and say so: $typo"; fail=1 ;;
+esac
 forced=$(OPENBLAS_CORETYPE=Prescott "$BIN" --version | sed -n 's/^blas: //p')
 [ "$forced" = "OpenBLAS Prescott" ] || { echo "FAIL: OPENBLAS_CORETYPE=Prescott was not respected: $forced"; fail=1; }
 
