@@ -102,6 +102,14 @@ typedef struct {
 /* SIGINT: the first asks the trainer to stop after the current step (everything saved);
  * SA_RESETHAND restores the default action, so a second one kills. */
 static volatile sig_atomic_t g_interrupted = 0;
+
+/* --validation: what a private run's epsilon does not cover */
+#define VALIDATION_NOTE                                                                                         \
+    "the validation metrics (--validation): noiseless statistics of examples held out of the private training " \
+    "split"
+
+/* What the run evaluates on: "test" (the test split) or "validation" (--validation). */
+static const char *g_eval = "test";
 static void on_sigint(int sig) {
     (void)sig;
     g_interrupted = 1;
@@ -173,15 +181,16 @@ static int ui_on_epoch(void *user, const dpt_epoch_result *r) {
         snprintf(where, sizeof where, " (stopped after %zu of %zu steps)", r->steps_in_epoch, r->steps_per_epoch);
     if (!isnan(r->train_loss)) snprintf(loss, sizeof loss, "  train loss %.4f", r->train_loss);
     if (!isnan(r->test_accuracy)) {
-        snprintf(test, sizeof test, "  test loss %.4f  test acc %.2f%%", r->test_loss, 100.0 * r->test_accuracy);
+        snprintf(test, sizeof test, "  %s loss %.4f  %s acc %.2f%%", g_eval, r->test_loss, g_eval,
+                 100.0 * r->test_accuracy);
         if (!isnan(r->test_accuracy_ema)) { /* --ema: the averaged parameters' accuracy beside it */
             const size_t w = strlen(test);
-            snprintf(test + w, sizeof test - w, "  test acc ema %.2f%%", 100.0 * r->test_accuracy_ema);
+            snprintf(test + w, sizeof test - w, "  %s acc ema %.2f%%", g_eval, 100.0 * r->test_accuracy_ema);
         }
     } else if (!isnan(r->test_mse)) /* regression */
-        snprintf(test, sizeof test, "  test mse %.5g  (rmse %.5g)", r->test_mse, sqrt(r->test_mse));
+        snprintf(test, sizeof test, "  %s mse %.5g  (rmse %.5g)", g_eval, r->test_mse, sqrt(r->test_mse));
     else if (!isnan(r->test_loss)) /* token-ce: the mean loss per token and its perplexity */
-        snprintf(test, sizeof test, "  test loss %.4f  (perplexity %.4g)", r->test_loss, exp(r->test_loss));
+        snprintf(test, sizeof test, "  %s loss %.4f  (perplexity %.4g)", g_eval, r->test_loss, exp(r->test_loss));
     /* the headline accountant's epsilon (what calibration and the budget use), RDP beside it */
     if (!isnan(r->epsilon)) {
         char head[80];
@@ -231,17 +240,18 @@ static void print_summary(const dpt_trainer *t, const dpt_epoch_result *r, const
         snprintf(when, sizeof when, "%" PRIu64 " epochs (%" PRIu64 " steps, %.1fs of training)", r->epoch, r->step,
                  r->wall_s);
     if (!isnan(r->test_mse)) /* regression */
-        printf("test mse %.5g  (rmse %.5g)  after %s  [%s]\n", r->test_mse, sqrt(r->test_mse), when, A->tag);
+        printf("%s mse %.5g  (rmse %.5g)  after %s  [%s]\n", g_eval, r->test_mse, sqrt(r->test_mse), when, A->tag);
     else if (isnan(r->test_accuracy) && !isnan(r->test_loss)) /* token-ce */
-        printf("test loss %.4f  (perplexity %.4g)  after %s  [%s]\n", r->test_loss, exp(r->test_loss), when, A->tag);
+        printf("%s loss %.4f  (perplexity %.4g)  after %s  [%s]\n", g_eval, r->test_loss, exp(r->test_loss), when,
+               A->tag);
     else if (isnan(r->test_accuracy))
         printf("after %s  [%s]\n", when, A->tag);
     else
-        printf("test accuracy %.2f%%  test loss %.4f  after %s  [%s]\n", 100.0 * r->test_accuracy, r->test_loss, when,
-               A->tag);
+        printf("%s accuracy %.2f%%  %s loss %.4f  after %s  [%s]\n", g_eval, 100.0 * r->test_accuracy, g_eval,
+               r->test_loss, when, A->tag);
     if (!isnan(r->test_accuracy_ema))
-        printf("test accuracy under the parameter average (--ema, the checkpoint's model): %.2f%%  test loss %.4f\n",
-               100.0 * r->test_accuracy_ema, r->test_loss_ema);
+        printf("%s accuracy under the parameter average (--ema, the checkpoint's model): %.2f%%  %s loss %.4f\n",
+               g_eval, 100.0 * r->test_accuracy_ema, g_eval, r->test_loss_ema);
     printf("checkpoint: %s/checkpoint.safetensors  metrics: %s/metrics.jsonl\n", run_dir, out);
     /* the one file to keep when moving the run, and the one never to publish */
     char sp[1100];
@@ -362,7 +372,7 @@ static int cmd_train(int argc, char **argv) {
     int seq_len_seen = 0;
     int loss_seen = 0, no_feature_cache = 0;
     double lr = 1e-3, momentum = 0.0, weight_decay = 0.0, sample_rate = 0.0;
-    long batch = 256, epochs = 5, threads = 0, max_train = 0, max_test = 0, shards = 0;
+    long batch = 256, epochs = 5, threads = 0, max_train = 0, max_test = 0, shards = 0, validation = 0;
     uint64_t seed = 0, max_steps = 0;
     long physical_batch = 0;
     double ema = 0.0;
@@ -388,6 +398,11 @@ static int cmd_train(int argc, char **argv) {
         {"--classes", CLI_STR, &classes, "LIST", "keep only these labels, relabelled 0..k-1 (e.g. 0,1)", NULL},
         {"--targets", CLI_LONG, &targets, "K", "regression: the first K columns of the csv: files are real-valued targets (no label column); trains with --loss mse (the default then) a --model with K outputs, --algo sgd, dpsgd, pdp-sgd or proportional-noise; reports the test mean squared error (docs/data.md)", NULL},
         {"--max-train", CLI_LONG, &max_train, "N", "use the first N training examples (0 = all)", NULL},
+        {"--validation", CLI_LONG, &validation, "N", "hold out the last N training examples (after --max-train) and "
+         "evaluate on them instead of the test split, which is then not read: for choosing hyperparameters without "
+         "looking at the test set. Their metrics are noiseless statistics of private data: a private run's epsilon "
+         "says it does not cover them. dptrain eval of the checkpoint uses the test split (docs/dpsgd.md) (0 = off)",
+         NULL},
         {"--max-test", CLI_LONG, &max_test, "N", "use the first N test examples (0 = all)", NULL},
         {"--normalize", CLI_STR, &normalize, "MODE", "auto (fortunes-*: none; private algorithms: public, or none for csv; others: scalar) | none | public (the dataset's published constants) | scalar | channel | feature (statistics of the training split; private algorithms: only with --normalize-unaccounted) | dp-scalar | dp-channel | dp-feature (DP statistics, in the ledger; needs --normalize-sigma) | affine:SHIFT:SCALE (fixed x <- (x - SHIFT) / SCALE, e.g. affine:-1:2 maps USPS [-1,1] pixels to [0,1]); docs/data.md", NULL},
         {"--normalize-sigma", CLI_DOUBLE, &norm_sigma, "S", "dp-*: noise multiplier of the statistics' Gaussian release (> 0)", &norm_sigma_seen},
@@ -576,6 +591,9 @@ static int cmd_train(int argc, char **argv) {
         if (!freopen("/dev/null", "w", stdout)) return cli_error("cannot redirect the output of rank %d", rank);
     }
     if (max_train < 0 || max_test < 0) return cli_error("--max-train/--max-test must be >= 0");
+    if (validation < 0) return cli_error("--validation must be >= 0, got %ld", validation);
+    if (validation && max_test) return cli_error("--max-test: not with --validation (the test split is not read)");
+    if (validation) g_eval = "validation";
     if (sample_rate_seen && !(sample_rate > 0.0 && sample_rate <= 1.0))
         return cli_error("--sample-rate must be in (0, 1], got %g", sample_rate);
     if (sample_rate_seen && cfg.sampler != DPT_SAMPLER_POISSON && cfg.sampler != DPT_SAMPLER_POISSON_REJECT)
@@ -646,7 +664,8 @@ static int cmd_train(int argc, char **argv) {
     }
     cfg.seed_from_os = seed_from_os;
     cli_data_opts dopts = {.dataset = dataset, .data_dir = data_dir, .normalize = normalize, .classes = classes,
-                           .max_train = max_train, .max_test = max_test, .targets = targets};
+                           .max_train = max_train, .max_test = max_test, .targets = targets,
+                           .validation = validation};
     dopts.private_ = A->uses_privacy_flags || A->states_privacy;
     dopts.dp_ok = A->uses_privacy_flags;
     dopts.unaccounted = norm_unaccounted;
@@ -679,6 +698,17 @@ static int cmd_train(int argc, char **argv) {
             cli_init_from_close(&ifr);
             if (!had) return cli_error("--targets %ld: the run in %s was trained on class labels (no --targets)", targets, out);
             return cli_error("--targets: the run in %s was trained with --targets %ld; resume with the same", out, had);
+        }
+        const cJSON *hv = rr ? cJSON_GetObjectItemCaseSensitive(rr, "validation") : NULL;
+        const long held = cJSON_IsNumber(hv) ? (long)hv->valuedouble : 0;
+        if (rr && held != validation) {
+            cJSON_Delete(rr);
+            free(resume_run);
+            cli_init_from_close(&ifr);
+            if (!held) return cli_error("--validation %ld: the run in %s evaluated on the test split (no --validation)",
+                                        validation, out);
+            return cli_error("--validation: the run in %s held out %ld examples (--validation %ld); resume with the "
+                             "same", out, held, held);
         }
         cJSON_Delete(rr);
     }
@@ -754,6 +784,7 @@ static int cmd_train(int argc, char **argv) {
     cfg.log = ui_log;
     cfg.user = &ui;
     cfg.run_json = run_json;
+    if (validation) cfg.eval_split = "validation";
     ctx.train = &train;
     ctx.test = &test;
     if ((exit_code = cli_norm_prior(&norm, &prior)) != 0) goto done;
@@ -801,6 +832,10 @@ static int cmd_train(int argc, char **argv) {
     }
     if ((exit_code = cli_norm_record(&norm, t, resume)) != 0) goto done;
     /* a preset's hyperparameter measured on the training data: said in the ledger and the output */
+    if (validation && dopts.private_ && dpt_trainer_exclude_from_guarantee(t, VALIDATION_NOTE) != DPT_OK) {
+        exit_code = cli_fail("--validation");
+        goto done;
+    }
     const char *preset_ex = cli_preset_excludes();
     if (preset_ex && dpt_trainer_exclude_from_guarantee(t, preset_ex) != DPT_OK) {
         exit_code = cli_fail("--preset");
@@ -814,8 +849,8 @@ static int cmd_train(int argc, char **argv) {
     }
     if (!quiet) {
         dpt_model *m = dpt_trainer_model(t);
-        fprintf(stderr, "dptrain train: %s (%zu train / %zu test, loaded in %.1fs), model %s (%zu parameters)\n",
-                dataset, train.n, test.n, t_load, model, m->n_params);
+        fprintf(stderr, "dptrain train: %s (%zu train / %zu %s, loaded in %.1fs), model %s (%zu parameters)\n",
+                dataset, train.n, test.n, g_eval, t_load, model, m->n_params);
         if (A->describe) A->describe(&ctx, stderr);
         if (ifr.ck) fprintf(stderr, "  initial parameters: %s\n", ifr.source);
         size_t trained = 0;

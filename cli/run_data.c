@@ -195,6 +195,21 @@ static dpt_status prepare(const cli_data_opts *o, dpt_split split, dpt_dataset *
     return DPT_OK;
 }
 
+/* --validation: the last n examples of train become *val (copies), train keeps the others.
+ * The split is positional, so a resumed run holds out the same examples. */
+static dpt_status hold_out(dpt_dataset *train, size_t n, dpt_dataset *val) {
+    DPT_CHECK(n < train->n, DPT_EINVAL, "--validation %zu: the training split (%s) has only %zu examples%s", n,
+              train->source, train->n, train->n > 1 ? "; hold out fewer, so that some remain to train on" : "");
+    const size_t keep = train->n - n;
+    const float *x = train->x + keep * train->dim;
+    dpt_status s = train->t ? dpt_dataset_from_targets(x, train->t + keep * train->t_dim, n, train->dim, train->t_dim, val)
+                            : dpt_dataset_from_arrays(x, train->y + keep, n, train->dim, train->n_classes, val);
+    DPT_TRY(s);
+    memcpy(val->shape, train->shape, sizeof val->shape);
+    snprintf(val->source, sizeof val->source, "the last %zu examples of %.400s (--validation)", n, train->source);
+    return dpt_dataset_take(train, keep);
+}
+
 static cJSON *float_array(const float *v, size_t n) {
     cJSON *a = cJSON_CreateArray();
     for (size_t i = 0; a && i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i]));
@@ -383,7 +398,9 @@ int cli_load_run_data(const cli_data_opts *o, dpt_dataset *train, dpt_dataset *t
     info->source = SOURCE[k.cls];
     snprintf(info->note, sizeof info->note, "normalization: none");
     DPT_TRY(prepare(o, DPT_SPLIT_TRAIN, train));
-    if (test) {
+    if (test && o->validation > 0) {
+        DPT_TRY(hold_out(train, (size_t)o->validation, test));
+    } else if (test) {
         DPT_TRY(prepare(o, DPT_SPLIT_TEST, test));
         if (!train->t && test->n_classes != train->n_classes) {
             int nc = test->n_classes > train->n_classes ? test->n_classes : train->n_classes;
@@ -402,6 +419,7 @@ int cli_load_run_data(const cli_data_opts *o, dpt_dataset *train, dpt_dataset *t
     if (o->targets > 0) cli_json_number(run, "targets", (double)o->targets); /* regression (absent: labels) */
     cli_json_number(run, "max_train", (double)o->max_train);
     cli_json_number(run, "max_test", (double)o->max_test);
+    if (o->validation > 0) cli_json_number(run, "validation", (double)o->validation);
     cli_json_number(run, "train_examples", (double)train->n);
     cJSON_AddStringToObject(run, "normalize", r);
     cJSON_AddStringToObject(run, "norm_source", info->source);

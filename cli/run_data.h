@@ -23,6 +23,8 @@ typedef struct {
     const char *classes;   /* comma list or NULL */
     long targets;          /* --targets K: regression, the first K csv columns are targets (0 = labels) */
     long max_train, max_test; /* 0 = all */
+    long validation;       /* --validation N: the last N training examples (after max_train) are
+                              the evaluation set in place of the test split, which is not read */
     /* The privacy rules (all zero: a non-private run, no DP fit): */
     int private_;          /* a private algorithm trains on this data */
     int dp_ok;             /* dp-* and --normalize-unaccounted may be used (the run has a ledger) */
@@ -51,7 +53,9 @@ typedef struct {
 /* Validates the normalization flags before any data is loaded (the rules above). Returns 0
  * or the exit code after printing the error. */
 int cli_norm_check(const cli_data_opts *o);
-/* Loads train (and test when test != NULL) and normalizes them. On success *run_json
+/* Loads train (and test when test != NULL) and normalizes them. With o->validation > 0,
+ * *test is the last o->validation examples of the training split instead (taken out of
+ * *train before any statistic is fitted), and the run record says "validation". On success *run_json
  * (malloc'd) describes the choices and the statistics, and *info (may be NULL) what was
  * done. Prints nothing; returns a dpt_status. */
 int cli_load_run_data(const cli_data_opts *o, dpt_dataset *train, dpt_dataset *test, char **run_json,

@@ -325,6 +325,7 @@ typedef struct {
     const char *secret_dir;
     uint64_t max_steps;
     const char *run_json;
+    const char *eval_split;
     double delta, target_epsilon;
     int allow_ledger_mismatch, secure;
     size_t shards;

@@ -292,6 +292,14 @@ int main(void) {
     CHECK_OK(dpt_algo_sgd_new(&a));
     CHECK_STATUS(dpt_trainer_new(&c, &tr, &te, a, &t), DPT_EINVAL);
     CHECK_ERR_HAS("run_json is not a JSON object");
+    static const char *bad_split[] = {"", "Validation", "held out", "a-name-of-thirty-two-characters!"};
+    for (size_t k = 0; k < sizeof bad_split / sizeof *bad_split; k++) {
+        c = base_cfg(NULL);
+        c.eval_split = bad_split[k];
+        CHECK_OK(dpt_algo_sgd_new(&a));
+        CHECK_STATUS(dpt_trainer_new(&c, &tr, &te, a, &t), DPT_EINVAL);
+        CHECK_ERR_HAS("dpt_train_config.eval_split: expected 1-31 lowercase letters");
+    }
     double ml = 0, acc = 0;
     dpt_model *em = NULL;
     CHECK_OK(dpt_model_new("mlp:8-4-3:relu", 16, 1, &em));

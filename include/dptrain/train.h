@@ -605,6 +605,9 @@ typedef struct {
     const char *run_json;     /* optional JSON object stored verbatim in checkpoints as "run"
                                  (the CLI keeps dataset and normalization there); text
                                  that is not a JSON object is refused (DPT_EINVAL) */
+    const char *eval_split;   /* what the test set is, when not the test split (NULL):
+                                 e.g. "validation" for examples held out of the training
+                                 data; metrics.jsonl lines then say "eval_split" */
     /* Callbacks (all optional; `user` is passed back to each). They run on the calling
      * thread; on_step and on_epoch on rank 0 only (a stop request is sent to every rank). */
     dpt_step_fn on_step;

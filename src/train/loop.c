@@ -75,6 +75,12 @@ static dpt_status validate_config(const dpt_train_config *c, const dpt_dataset *
     DPT_CHECK(c->loss == DPT_LOSS_SOFTMAX_CE || c->loss == DPT_LOSS_SIGMOID_BCE || c->loss == DPT_LOSS_SQUARED ||
                   c->loss == DPT_LOSS_TOKEN_CE,
               DPT_EINVAL, "dpt_train_config.loss: unknown loss kind %d", (int)c->loss);
+    if (c->eval_split) {
+        size_t n = strlen(c->eval_split), ok = n >= 1 && n < 32;
+        for (size_t i = 0; ok && i < n; i++) ok = (c->eval_split[i] >= 'a' && c->eval_split[i] <= 'z') || c->eval_split[i] == '-';
+        DPT_CHECK(ok, DPT_EINVAL, "dpt_train_config.eval_split: expected 1-31 lowercase letters or '-' (e.g. "
+                  "\"validation\"), got '%.40s'", c->eval_split);
+    }
     if (c->run_json) { /* stored in every checkpoint as the object "run": never dropped silently */
         cJSON *rj = cJSON_Parse(c->run_json);
         int obj = cJSON_IsObject(rj);
@@ -302,6 +308,10 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
     if (cfg->out_dir) {
         snprintf(t->out_dir, sizeof t->out_dir, "%s", cfg->out_dir);
         t->cfg.out_dir = t->out_dir;
+    }
+    if (cfg->eval_split) {
+        snprintf(t->eval_split, sizeof t->eval_split, "%s", cfg->eval_split);
+        t->cfg.eval_split = t->eval_split;
     }
     if (cfg->run_json) {
         t->run_json = strdup(cfg->run_json);
@@ -1383,6 +1393,7 @@ static dpt_status record_line(dpt_trainer *t, dpt_epoch_result *r, char **line) 
     json_add_exact(o, "step", (double)r->step);
     if (!t->algo->is_private) json_add_exact(o, "train_loss", r->train_loss);
     if (t->test) {
+        if (t->cfg.eval_split) cJSON_AddStringToObject(o, "eval_split", t->cfg.eval_split);
         json_add_exact(o, "test_loss", r->test_loss);
         if (t->test->t && t->cfg.loss == DPT_LOSS_SQUARED) json_add_exact(o, "test_mse", r->test_mse); /* no accuracy */
         else if (t->test->t) json_add_exact(o, "test_perplexity", exp(r->test_loss)); /* token-ce: exp(mean loss) */

@@ -61,6 +61,7 @@ struct dpt_trainer {
     int metrics_open;
     int resumed;
     char *run_json; /* owned copy of cfg.run_json */
+    char eval_split[32]; /* copy of cfg.eval_split (cfg.eval_split points here or is NULL) */
     dpt_ledger *ledger; /* private algorithms: every noisy release (owned) */
     char excludes[256]; /* what the privacy statement does not cover ("" = nothing;
                            dpt_trainer_exclude_from_guarantee): in every metrics line */
