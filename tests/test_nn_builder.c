@@ -120,6 +120,29 @@ static void test_named(void) {
                "avgpool2,flatten,fc10",
                "resnet5");
     dpt_model_builder_free(b);
+
+    /* cifar_cnn_tanh (Tramer & Boneh's CIFAR-10 CNN): blocks of two tanh 3x3 convolutions
+     * (padding 1) and a 2x2 max-pool, 32, 64, 128 channels, then 2048 -> 128 -> 10 */
+    CHECK_OK(dpt_model_builder_new(3, 32, 32, &b));
+    for (size_t c = 32; c <= 128; c *= 2) {
+        for (int j = 0; j < 2; j++) {
+            CHECK_OK(dpt_model_builder_conv2d(b, c, 3, 1, 1, 1));
+            CHECK_OK(dpt_model_builder_activation(b, DPT_LAYER_TANH));
+        }
+        CHECK_OK(dpt_model_builder_maxpool(b, 2, 2));
+    }
+    size_t sh[3];
+    CHECK_OK(dpt_model_builder_shape(b, sh));
+    CHECK(sh[0] == 128 && sh[1] == 4 && sh[2] == 4);
+    CHECK_OK(dpt_model_builder_flatten(b));
+    CHECK_OK(dpt_model_builder_linear(b, 128, 1));
+    CHECK_OK(dpt_model_builder_activation(b, DPT_LAYER_TANH));
+    CHECK_OK(dpt_model_builder_linear(b, 10, 1));
+    check_spec(b,
+               "cnn:3x32x32:conv32k3p1,tanh,conv32k3p1,tanh,maxpool2,conv64k3p1,tanh,conv64k3p1,tanh,maxpool2,"
+               "conv128k3p1,tanh,conv128k3p1,tanh,maxpool2,flatten,fc128,tanh,fc10",
+               "cifar_cnn_tanh");
+    dpt_model_builder_free(b);
 }
 
 /* MLPs: widths, one activation kind, bias on or off */

@@ -641,6 +641,12 @@ static void test_specs(void) {
         CHECK(m->layers[1].kind == DPT_LAYER_TANH && m->layers[5].out_dim == 512);
         dpt_model_free(m);
     }
+    CHECK_OK(dpt_model_new("cifar_cnn_tanh", 4, 1, &m));
+    if (m) { /* the parameter count of their PyTorch model (models.py, CIFAR10_CNN(3)) */
+        CHECK(m->in_dim == 3072 && m->out_dim == 10 && m->n_params == 550570);
+        CHECK(m->layers[1].kind == DPT_LAYER_TANH && m->layers[15].out_dim == 2048);
+        dpt_model_free(m);
+    }
     CHECK_OK(dpt_model_new("resnet5", 4, 1, &m));
     if (m) {
         CHECK(m->in_dim == 3072 && m->out_dim == 10 && m->n_params == 20410);

@@ -218,7 +218,8 @@ typedef struct {
  *                                  meanpool, clspool, toseq[cls][nopos]
  *                                  on sequences (1, T, D); see docs/nn.md "Sequence layers"
  *   named models: "mnist_cnn" (Opacus MNIST example), "mnist_cnn_tanh" (Tramer & Boneh
- *                                  2021's MNIST CNN: tanh, conv1 padding 2), "resnet5"
+ *                                  2021's MNIST CNN: tanh, conv1 padding 2), "cifar_cnn_tanh"
+ *                                  (their CIFAR-10 CNN: 6 tanh 3x3 convolutions), "resnet5"
  *                                  (DP-ULR Section 4.3, CIFAR-10); transformers
  *                                  "gpt_tiny[:t<T>][:v<V>][:p<P>]", "bert_tiny[:t<T>][:v<V>][:c<C>][:p<P>]",
  *                                  "vit_mnist[:c<C>]", "vit_cifar[:c<C>]" (docs/nn.md)

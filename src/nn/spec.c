@@ -36,6 +36,12 @@ static const struct {
     /* Tramer & Boneh 2021's MNIST CNN (models.py of their Handcrafted-DP code): tanh, and
      * padding 2 in conv 1: 28 -> 13 -> maxpool 2/1 -> 12 -> conv 4x4/2 -> 5 -> 4 */
     {"mnist_cnn_tanh", "cnn:1x28x28:conv16k8s2p2,tanh,maxpool2s1,conv32k4s2,tanh,maxpool2s1,flatten,fc32,tanh,fc10"},
+    /* Tramer & Boneh 2021's CIFAR-10 CNN on pixels (models.py of Handcrafted-DP, in_channels 3,
+     * default size): three blocks of two 3x3 convolutions (padding 1, tanh) and a 2x2
+     * max-pool, 32, 64, 128 channels: 32 -> 16 -> 8 -> 4; 128*4*4 = 2048 -> 128 -> 10,
+     * tanh (550570 parameters; about 39 M multiply-adds per example forward) */
+    {"cifar_cnn_tanh", "cnn:3x32x32:conv32k3p1,tanh,conv32k3p1,tanh,maxpool2,conv64k3p1,tanh,conv64k3p1,tanh,"
+                       "maxpool2,conv128k3p1,tanh,conv128k3p1,tanh,maxpool2,flatten,fc128,tanh,fc10"},
     /* DP-ULR (Section 4.3) ResNet-5: conv 8, 16, 32, 32 channels 3x3 stride 1 (padding 1),
      * ReLU, the output of conv 4 added to its input (conv 3's activation) before the ReLU,
      * then one linear layer. The pooling is ours (the paper states none): 2x2 max-pooling
@@ -385,7 +391,7 @@ dpt_status dpt_spec_parse(const char *spec, dpt_spec *out) {
     } else {
         return dpt_set_error(DPT_EINVAL,
                              "model spec '%s': unknown model kind '%s' (expected mlp, ae, cnn, seq, or a named model: "
-                             "mnist_cnn, mnist_cnn_tanh, resnet5, gpt_tiny, bert_tiny, vit_mnist, vit_cifar)",
+                             "mnist_cnn, mnist_cnn_tanh, cifar_cnn_tanh, resnet5, gpt_tiny, bert_tiny, vit_mnist, vit_cifar)",
                              spec, part(spec, klen, bad, sizeof bad));
     }
     DPT_CHECK(colon && colon[1] && colon[1] != ':', DPT_EINVAL,
