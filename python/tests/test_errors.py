@@ -158,6 +158,8 @@ def test_options_are_checked_like_the_cli():
     x, y = blobs(n=200)
     with pytest.raises(ValueError, match="unknown algorithm 'dpsdg'"):
         fit(x, y, algorithm="dpsdg")
+    # an option of another algorithm as a flat keyword (sigma, z_steps, pca_dims below) is no
+    # deprecated spelling, it is refused (no DeprecationWarning): the refusals stay tested here
     with pytest.raises(ValueError, match="sigma: algorithm 'sgd' is not a differentially private algorithm"):
         fit(x, y, sigma=1.0)
     with pytest.raises(ValueError, match="needs sigma= or target_epsilon="):
