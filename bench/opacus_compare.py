@@ -263,8 +263,8 @@ def setup_engine(ctx):
     x, y, q = ctx["x"], ctx["y"], ctx["q"]
 
     def train(steps):
-        r = dptrain.train(x, y, model=ctx["spec"], init_params=init, algorithm="dpsgd", sigma=ctx["sigma"],
-                          clip=ctx["clip"], sample_rate=q, optimizer="sgd", lr=ctx["lr"], max_steps=steps,
+        r = dptrain.train(x, y, model=ctx["spec"], init_params=init,
+                          algorithm=dptrain.DPSGD(sigma=ctx["sigma"], clip=ctx["clip"]), sample_rate=q, optimizer="sgd", lr=ctx["lr"], max_steps=steps,
                           epochs=int(math.ceil(steps * q)) + 1, threads=ctx["threads"], seed=1, verbose=False,
                           progress=False, **ctx.get("engine_kw", {}))
         if r.steps != steps:

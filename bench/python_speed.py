@@ -59,7 +59,7 @@ def main():
                             os.path.join(args.data, "train-labels-idx1-ubyte.gz"))
     x, y = x[:args.n], y[:args.n]
     model, batch = "mlp:784-128-64-32-10:gelu", 256
-    common = dict(algorithm="dpsgd", sigma=1.0, clip=1.0, epochs=args.epochs, batch_size=batch, seed=1,
+    common = dict(algorithm=dptrain.DPSGD(sigma=1.0, clip=1.0), epochs=args.epochs, batch_size=batch, seed=1,
                   threads=args.threads)
     cli = [os.path.join(build, "dptrain"), "train", "--dataset", name, "--data-dir", data_dir, "--max-train",
            str(args.n), "--max-test", "1", "--normalize", "none", "--model", model, "--algo", "dpsgd", "--sigma",

@@ -133,25 +133,26 @@ static void test_sensitivity(const dpt_dataset *tr, const char *spec, double C, 
 }
 
 /* ==== noise with zero gradients ==== */
-static void test_noise_only(void) {
-    /* zero inputs and no biases: every per-example gradient is exactly 0 */
-    dpt_dataset z;
-    tu_make_blobs(&z, 300, 4, 0.0f);
-    dpt_train_config c = dp_cfg("mlp:8-1000:relu:nobias", 0.1);
-    const double sigma = 1.7, C = 0.6, qN = 0.1 * 300;
-    dpt_algo *a;
-    dpt_trainer *t = make_trainer(&c, &z, sigma, C, DPT_CLIP_FLAT, 0, &a);
+/* z: zero inputs and t's model without biases, so every per-example gradient is exactly 0
+ * and the release is the noise alone. 25 releases of the first b examples; the update
+ * divides the noisy sum by `divisor` (qN accounted, B shuffled), so grad * divisor is the
+ * noise added to the sum: its mean must be 0 and its std sigma * C, each within 5 standard
+ * errors (n = 25 P draws: se(mean) = sigma C / sqrt(n), se(std) ~ sigma C / sqrt(2n)).
+ * `what` names the caller in a failure (the CHECKs print this helper's lines). */
+static void check_noise_moments(const char *what, dpt_algo *a, dpt_trainer *t, const dpt_dataset *z, size_t b,
+                                double divisor, double sigma, double C) {
+    const int failed_before = tu_fail_;
     dpt_model *m = dpt_trainer_model(t);
     double s1 = 0, s2 = 0;
-    size_t cnt = 0, b = 30;
+    size_t cnt = 0;
     for (int rep = 0; rep < 25; rep++) {
         double ls;
         CHECK_OK(a->begin(a, t, b));
-        CHECK_OK(a->accumulate(a, t, z.x, z.y, b, &ls));
+        CHECK_OK(a->accumulate(a, t, z->x, z->y, b, &ls));
         for (size_t j = 0; j < m->n_params; j++) CHECK(m->grad[j] == 0.0f);
         CHECK_OK(a->finish(a, t, b));
         for (size_t j = 0; j < m->n_params; j++) {
-            double v = m->grad[j] * qN; /* the noise added to the sum */
+            double v = m->grad[j] * divisor; /* the noise added to the sum */
             s1 += v, s2 += v * v;
         }
         cnt += m->n_params;
@@ -159,6 +160,17 @@ static void test_noise_only(void) {
     double mean = s1 / cnt, sd = sqrt(s2 / cnt - mean * mean), want = sigma * C;
     CHECK_CLOSE(mean, 0.0, 5 * want / sqrt((double)cnt), 0);
     CHECK_CLOSE(sd, want, 5 * want / sqrt(2.0 * cnt), 0);
+    if (tu_fail_ != failed_before) fprintf(stderr, "  (the noise moments of %s)\n", what);
+}
+
+static void test_noise_only(void) {
+    dpt_dataset z;
+    tu_make_blobs(&z, 300, 4, 0.0f);
+    dpt_train_config c = dp_cfg("mlp:8-1000:relu:nobias", 0.1);
+    const double sigma = 1.7, C = 0.6, qN = 0.1 * 300;
+    dpt_algo *a;
+    dpt_trainer *t = make_trainer(&c, &z, sigma, C, DPT_CLIP_FLAT, 0, &a);
+    if (t) check_noise_moments("test_noise_only", a, t, &z, 30, qN, sigma, C);
     dpt_trainer_free(t);
     dpt_dataset_free(&z);
 }
@@ -631,23 +643,7 @@ static void test_unaccounted_shuffle(const dpt_dataset *tr) {
     CHECK(!a->is_private && a->record == NULL && a->add_events == NULL);
     CHECK(!strcmp(a->name, "dpsgd-unaccounted"));
     CHECK(a->privacy_note && strstr(a->privacy_note, "non-accounted"));
-    dpt_model *m = dpt_trainer_model(t);
-    double s1 = 0, s2 = 0;
-    size_t cnt = 0, b = 30;
-    for (int rep = 0; rep < 25; rep++) {
-        double ls;
-        CHECK_OK(a->begin(a, t, b));
-        CHECK_OK(a->accumulate(a, t, z.x, z.y, b, &ls));
-        CHECK_OK(a->finish(a, t, b));
-        for (size_t j = 0; j < m->n_params; j++) {
-            double v = m->grad[j] * (double)b; /* the noise added to the sum */
-            s1 += v, s2 += v * v;
-        }
-        cnt += m->n_params;
-    }
-    double mean = s1 / cnt, sd = sqrt(s2 / cnt - mean * mean), want = d.sigma * d.clip;
-    CHECK_CLOSE(mean, 0.0, 5 * want / sqrt((double)cnt), 0);
-    CHECK_CLOSE(sd, want, 5 * want / sqrt(2.0 * cnt), 0);
+    check_noise_moments("test_unaccounted_shuffle", a, t, &z, c.batch_size, (double)c.batch_size, d.sigma, d.clip);
     dpt_trainer_free(t);
     dpt_dataset_free(&z);
 

@@ -97,8 +97,9 @@ def main(argv):
                 rows.append(dict(base, method="sgd", target_epsilon="inf", epsilon="inf", sigma=0,
                                  final_mse="%.6f" % final, best_mse="%.6f" % best))
                 for eps in epsilons:
-                    r = dptrain.train(x, t, x_test=xs, y_test=ts, model=spec, algorithm="dpsgd", target_epsilon=eps,
-                                      delta=1e-5, clip=1.0, seed=seed, **common)
+                    r = dptrain.train(x, t, x_test=xs, y_test=ts, model=spec,
+                                      algorithm=dptrain.DPSGD(target_epsilon=eps, delta=1e-5, clip=1.0), seed=seed,
+                                      **common)
                     final, best = mses(r)
                     rows.append(dict(base, method="dpsgd", target_epsilon=eps, epsilon="%.4f" % r.epsilon,
                                      sigma="%.4f" % r.sigma, final_mse="%.6f" % final, best_mse="%.6f" % best))

@@ -97,8 +97,8 @@ def main(argv):
             for eps in epsilons:
                 for name, freeze in variants:
                     model = spec if freeze is None else pub.model
-                    r = dptrain.train(x[n_pub:], y[n_pub:], model=model, algorithm="dpsgd", target_epsilon=eps,
-                                      delta=1e-5, epochs=epochs, optimizer="sgd", lr=0.5, batch_size=256,
+                    r = dptrain.train(x[n_pub:], y[n_pub:], model=model,
+                                      algorithm=dptrain.DPSGD(target_epsilon=eps, delta=1e-5), epochs=epochs, optimizer="sgd", lr=0.5, batch_size=256,
                                       freeze=freeze or None, seed=seed, **common)
                     final, best, wall = accuracies(r)
                     total = r.model.n_params

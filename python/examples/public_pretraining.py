@@ -38,7 +38,7 @@ def main():
     for name, model, freeze in (("random initialization", SPEC, None), ("the public model", public.model, None),
                                 ("the public model, fc1 frozen", public.model, ["fc1"]),
                                 ("the public model, fc1 and fc2 frozen", public.model, ["fc1", "fc2"])):
-        r = dptrain.train(x[n_pub:], y[n_pub:], model=model, algorithm="dpsgd", target_epsilon=3.0, delta=1e-5,
+        r = dptrain.train(x[n_pub:], y[n_pub:], model=model, algorithm=dptrain.DPSGD(target_epsilon=3.0, delta=1e-5),
                           epochs=5, optimizer="sgd", lr=0.5, freeze=freeze, **common)
         wall = r.history[-1]["wall_s"] if isinstance(r.history, list) else r.history["wall_s"].iloc[-1]
         print("DP-SGD on the other %d examples, epsilon %.3f, from %s: %.2f%% (%.1f s of training)" % (

@@ -158,6 +158,8 @@ def test_options_are_checked_like_the_cli():
     x, y = blobs(n=200)
     with pytest.raises(ValueError, match="unknown algorithm 'dpsdg'"):
         fit(x, y, algorithm="dpsdg")
+    # an option of another algorithm as a flat keyword (sigma, z_steps, pca_dims below) is no
+    # deprecated spelling, it is refused (no DeprecationWarning): the refusals stay tested here
     with pytest.raises(ValueError, match="sigma: algorithm 'sgd' is not a differentially private algorithm"):
         fit(x, y, sigma=1.0)
     with pytest.raises(ValueError, match="needs sigma= or target_epsilon="):
@@ -165,12 +167,12 @@ def test_options_are_checked_like_the_cli():
     with pytest.raises(ValueError, match="z_steps is an option of algorithm dpmac / mac, not of dpsgd"):
         fit(x, y, algorithm="dpsgd", sigma=1.0, z_steps=3)
     with pytest.raises(ValueError, match="sampler='poisson'"):
-        fit(x, y, algorithm="dpsgd", sigma=1.0, sampler="shuffle")
+        fit(x, y, algorithm=dptrain.DPSGD(sigma=1.0), sampler="shuffle")
     with pytest.raises(ValueError, match="delta 0.01 >= 1/N"):
-        fit(x, y, algorithm="dpsgd", sigma=1.0, delta=1e-2)
-    fit(x, y, algorithm="dpsgd", sigma=1.0, delta=1e-2, force=True)
+        fit(x, y, algorithm=dptrain.DPSGD(sigma=1.0, delta=1e-2))
+    fit(x, y, algorithm=dptrain.DPSGD(sigma=1.0, delta=1e-2, force=True))
     with pytest.raises(ValueError, match="clip"):
-        fit(x, y, algorithm="dpsgd", sigma=1.0, clip=0)
+        fit(x, y, algorithm=dptrain.DPSGD(sigma=1.0, clip=0))
     with pytest.raises(ValueError, match="lr"):
         fit(x, y, lr=-1.0)
     with pytest.raises(ValueError, match="lr_schedule"):
@@ -186,37 +188,40 @@ def test_options_are_checked_like_the_cli():
     with pytest.raises(ValueError, match="langevin_sigma"):
         fit(x, y, algorithm="noisy-gd")
     with pytest.raises(ValueError, match="eta"):
-        fit(x, y, algorithm="noisy-gd", langevin_sigma=0.1, lr=0.1)
-    dpmac = dict(algorithm="dpmac", sigma=1.0, delta=1e-3, model="mlp:5-4-3:relu")
+        fit(x, y, algorithm=dptrain.NoisyGD(langevin_sigma=0.1), lr=0.1)
+
+    def dpmac(**options):
+        return dptrain.DPMAC(sigma=1.0, delta=1e-3, **options)
+    small = "mlp:5-4-3:relu"
     with pytest.raises(ValueError, match="pca_dims 5 needs pca_sigma"):
-        fit(x, y, pca_dims=5, **dpmac)
+        fit(x, y, model=small, algorithm=dpmac(pca_dims=5))
     with pytest.raises(ValueError, match="needs both center_clip"):
-        fit(x, y, pca_dims=5, pca_sigma=4.0, center_sigma=1.0, **dpmac)
+        fit(x, y, model=small, algorithm=dpmac(pca_dims=5, pca_sigma=4.0, center_sigma=1.0))
     with pytest.raises(ValueError, match="pca_dims 30: the data have only 20 features"):
-        fit(x, y, pca_dims=30, pca_sigma=4.0, **dpmac)
+        fit(x, y, model=small, algorithm=dpmac(pca_dims=30, pca_sigma=4.0))
     with pytest.raises(ValueError, match="pca_dims is an option of algorithm dpmac"):
         fit(x, y, algorithm="dpsgd", sigma=1.0, pca_dims=5)
-    run = fit(x, y, pca_dims=5, pca_sigma=4.0, **dpmac)   # the model takes the 5 projected features
+    run = fit(x, y, model=small, algorithm=dpmac(pca_dims=5, pca_sigma=4.0))  # the model takes the 5 projected features
     assert run.model.input_dim == 5 and run.ledger.events[0]["label"] == "dp-pca"
-    run = fit(x, y, pca_dims=5, pca_sigma=4.0, center_clip=10.0, center_sigma=1.0, x_test=x[:50], y_test=y[:50],
-              **dpmac)
+    run = fit(x, y, model=small, algorithm=dpmac(pca_dims=5, pca_sigma=4.0, center_clip=10.0, center_sigma=1.0),
+              x_test=x[:50], y_test=y[:50])
     # new data goes through the same released centring and projection as training
     assert run.model.evaluate(run.preprocess(x[:50]), y[:50])[1] == run.last["test_accuracy"]
     with pytest.raises(ValueError, match="x_test has 5 features per example, the model takes 20"):
-        fit(x, y, pca_dims=5, pca_sigma=4.0, x_test=x[:50, :5], y_test=y[:50], **dpmac)
+        fit(x, y, model=small, algorithm=dpmac(pca_dims=5, pca_sigma=4.0), x_test=x[:50, :5], y_test=y[:50])
 
 
 def test_calibration_out_of_reach_is_an_error():
     x, y = blobs(n=200)
     with pytest.raises(ValueError, match="target_epsilon"):
-        fit(x, y, algorithm="dpsgd", target_epsilon=1e-9, delta=1e-5, epochs=50, batch_size=200)  # q = 1
+        fit(x, y, algorithm=dptrain.DPSGD(target_epsilon=1e-9, delta=1e-5), epochs=50, batch_size=200)  # q = 1
 
 
 def test_budget_refusal_is_a_privacy_error():
     x, y = blobs(n=200)
     # the very first step would exceed the budget: nothing is trained
     with pytest.raises(dptrain.PrivacyError, match="budget"):
-        fit(x, y, algorithm="dpsgd", sigma=0.3, target_epsilon=0.01, delta=1e-3)
+        fit(x, y, algorithm=dptrain.DPSGD(sigma=0.3, target_epsilon=0.01, delta=1e-3))
 
 
 def test_status_mapping():

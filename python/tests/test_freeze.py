@@ -31,9 +31,8 @@ def quiet(x, y, **kw):
 @pytest.mark.parametrize("algorithm", ["sgd", "dpsgd"])
 def test_frozen_layers_keep_their_values(data, public, algorithm):
     x, y = data
-    kw = dict(sigma=1.0) if algorithm == "dpsgd" else {}
-    r = quiet(x, y, model=public.model, algorithm=algorithm, freeze=["fc2", "fc1"], epochs=2, weight_decay=0.1,
-              **kw)
+    algo = dptrain.DPSGD(sigma=1.0) if algorithm == "dpsgd" else algorithm
+    r = quiet(x, y, model=public.model, algorithm=algo, freeze=["fc2", "fc1"], epochs=2, weight_decay=0.1)
     before, after = public.model.parameters(), r.model.parameters()
     for name in ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"):
         assert np.array_equal(before[name], after[name]), name
@@ -42,14 +41,14 @@ def test_frozen_layers_keep_their_values(data, public, algorithm):
     if algorithm == "dpsgd":
         assert r.ledger.meta["frozen_layers"] == "fc1,fc2"
         # the epsilon is the ledger's: the same q, sigma and steps as without freezing
-        plain = quiet(x, y, model=public.model, algorithm="dpsgd", sigma=1.0, epochs=2)
+        plain = quiet(x, y, model=public.model, algorithm=dptrain.DPSGD(sigma=1.0), epochs=2)
         assert r.epsilon == plain.epsilon
 
 
 def test_str_and_list_are_one_run(data, public):
     x, y = data
-    a = quiet(x, y, model=public.model, algorithm="dpsgd", sigma=1.0, epochs=1, freeze="fc1, fc2")
-    b = quiet(x, y, model=public.model, algorithm="dpsgd", sigma=1.0, epochs=1, freeze=("fc1", "fc2"))
+    a = quiet(x, y, model=public.model, algorithm=dptrain.DPSGD(sigma=1.0), epochs=1, freeze="fc1, fc2")
+    b = quiet(x, y, model=public.model, algorithm=dptrain.DPSGD(sigma=1.0), epochs=1, freeze=("fc1", "fc2"))
     for k, v in a.model.parameters().items():
         assert np.array_equal(v, b.model.parameters()[k]), k
 
@@ -57,10 +56,10 @@ def test_str_and_list_are_one_run(data, public):
 def test_resume_needs_the_same_layers(data, tmp_path):
     x, y = data
     out = tmp_path / "run"
-    quiet(x, y, model=SPEC, algorithm="dpsgd", sigma=1.0, epochs=2, max_steps=3, freeze=["fc1"], out_dir=out)
+    quiet(x, y, model=SPEC, algorithm=dptrain.DPSGD(sigma=1.0), epochs=2, max_steps=3, freeze=["fc1"], out_dir=out)
     with pytest.raises(dptrain.DptrainError, match=r"frozen layers \(freeze\) was fc1, now \(none\)"):
-        quiet(x, y, model=SPEC, algorithm="dpsgd", sigma=1.0, epochs=2, resume=True, out_dir=out)
-    r = quiet(x, y, model=SPEC, algorithm="dpsgd", sigma=1.0, epochs=2, resume=True, out_dir=out, freeze="fc1")
+        quiet(x, y, model=SPEC, algorithm=dptrain.DPSGD(sigma=1.0), epochs=2, resume=True, out_dir=out)
+    r = quiet(x, y, model=SPEC, algorithm=dptrain.DPSGD(sigma=1.0), epochs=2, resume=True, out_dir=out, freeze="fc1")
     assert r.steps > 3 and r.frozen == ["fc1"]
 
 
@@ -88,7 +87,7 @@ def test_bad_types_and_algorithms(data):
     with pytest.raises(ValueError, match="holds a comma"):
         quiet(x, y, model=SPEC, freeze=["fc1,fc2"])
     with pytest.raises(ValueError, match="freeze is an option of algorithm sgd / dpsgd, not of dpulr"):
-        quiet(x, y, model=SPEC, algorithm="dpulr", sigma0=5, freeze="fc1")
+        quiet(x, y, model=SPEC, algorithm=dptrain.DPULR(sigma0=5), freeze="fc1")
 
 
 def test_feature_cache_is_the_same_training(data, public):
@@ -96,7 +95,7 @@ def test_feature_cache_is_the_same_training(data, public):
     (no_feature_cache=True): the runs agree up to float rounding; without freeze the switch is
     refused."""
     x, y = data
-    kw = dict(model=public.model, algorithm="dpsgd", sigma=1.0, epochs=2, freeze="fc1")
+    kw = dict(model=public.model, algorithm=dptrain.DPSGD(sigma=1.0), epochs=2, freeze="fc1")
     a = quiet(x, y, **kw)
     b = quiet(x, y, no_feature_cache=True, **kw)
     for k, v in a.model.parameters().items():

@@ -47,7 +47,7 @@ def test_starts_from_the_models_parameters(data, public):
 
 def test_three_ways_give_one_run_and_the_ledger_names_the_values(data, public):
     x, y = data
-    kw = dict(algorithm="dpsgd", sigma=1.0, epochs=1, optimizer="sgd", lr=0.1)
+    kw = dict(algorithm=dptrain.DPSGD(sigma=1.0), epochs=1, optimizer="sgd", lr=0.1)
     a = quiet(x, y, model=public.model, **kw)
     b = quiet(x, y, model=SPEC, init_params=public.model.parameters(), **kw)
     c = quiet(x, y, model=SPEC, init_params=flat(public.model), init_source="my public model", **kw)
@@ -69,12 +69,12 @@ def test_a_loaded_checkpoint_is_named_by_its_path(data, public, tmp_path):
     quiet(x, y, model=SPEC, epochs=1, out_dir=str(tmp_path / "pub"))
     m = dptrain.Model.load(str(tmp_path / "pub"))
     assert m.source == "checkpoint %s (sgd run, step 3)" % (tmp_path / "pub" / "checkpoint.safetensors")
-    r = quiet(x, y, model=m, algorithm="dpsgd", sigma=1.0, epochs=1, out_dir=str(tmp_path / "ft"))
+    r = quiet(x, y, model=m, algorithm=dptrain.DPSGD(sigma=1.0), epochs=1, out_dir=str(tmp_path / "ft"))
     assert r.ledger.meta["initial_params"].startswith(m.source + " (SHA-256 of the float32 values: ")
     # the run's own checkpoint says so too, and a private source gets a warning
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        quiet(x, y, model=dptrain.Model.load(str(tmp_path / "ft")), algorithm="dpsgd", sigma=1.0, epochs=1)
+        quiet(x, y, model=dptrain.Model.load(str(tmp_path / "ft")), algorithm=dptrain.DPSGD(sigma=1.0), epochs=1)
     assert any("comes from a private run" in str(e.message) for e in w)
     st = dptrain.Model.load(str(tmp_path / "ft"))
     assert r.ledger.meta["initial_params"] in open(tmp_path / "ft" / "checkpoint.safetensors", "rb").read() \
@@ -104,7 +104,7 @@ def test_from_torch_then_train(data):
     (dict(init_source="x"), ValueError, "init_source: only with starting parameters"),
     (dict(init_params=np.zeros(195), init_source=3), TypeError, "init_source must be a str"),
     (dict(init_params=np.zeros(195), resume=True), ValueError, "a resumed run continues from its checkpoint"),
-    (dict(init_params=np.zeros(195), algorithm="noisy-gd", langevin_sigma=0.1), ValueError, "not for noisy-gd"),
+    (dict(init_params=np.zeros(195), algorithm=dptrain.NoisyGD(langevin_sigma=0.1)), ValueError, "not for noisy-gd"),
 ])
 def test_refused(data, kw, err, msg):
     x, y = data
@@ -126,7 +126,7 @@ def test_a_model_and_init_params_together_are_refused(data, public):
 @pytest.mark.skipif(not HAVE_INFERENCE, reason="libdptrain without dptrain/inference.h")
 def test_save_round_trip_keeps_the_ledger(data, tmp_path):
     x, y = data
-    r = quiet(x, y, model=SPEC, algorithm="dpsgd", sigma=1.0, epochs=2, delta=1e-4)
+    r = quiet(x, y, model=SPEC, algorithm=dptrain.DPSGD(sigma=1.0, delta=1e-4), epochs=2)
     p = tmp_path / "m.safetensors"
     r.model.save(p)
     m = dptrain.Model.load(p)
@@ -168,12 +168,13 @@ def test_source_text(data, public):
         quiet(x, y, model=public.model, init_source="s" * 201)
     with pytest.raises(ValueError, match="one line of text"):
         quiet(x, y, model=public.model, init_source="two\nlines")
-    r = quiet(x, y, model=public.model, init_source="é" * 100, algorithm="dpsgd", sigma=1.0, epochs=1)  # 200 bytes
+    r = quiet(x, y, model=public.model, init_source="é" * 100,  # 200 bytes
+              algorithm=dptrain.DPSGD(sigma=1.0), epochs=1)
     assert r.ledger.meta["initial_params"].startswith("é" * 100 + " (SHA-256")
     # a default source naming a long path is cut to its tail at a character boundary
     public.model.source = "checkpoint /" + "é" * 150 + "/checkpoint.safetensors"
     try:
-        r = quiet(x, y, model=public.model, algorithm="dpsgd", sigma=1.0, epochs=1)
+        r = quiet(x, y, model=public.model, algorithm=dptrain.DPSGD(sigma=1.0), epochs=1)
     finally:
         public.model.source = "the result of dptrain.train (sgd, %d steps)" % public.steps
     got = r.ledger.meta["initial_params"]
@@ -196,10 +197,10 @@ def test_provenance_survives_save_and_load(data, public, tmp_path):
 def test_overwriting_the_source_directory_is_refused(data, tmp_path):
     x, y = data
     d = tmp_path / "priv"
-    quiet(x, y, model=SPEC, algorithm="dpsgd", sigma=1.0, epochs=1, out_dir=str(d))
+    quiet(x, y, model=SPEC, algorithm=dptrain.DPSGD(sigma=1.0), epochs=1, out_dir=str(d))
     before = (d / "ledger.json").read_bytes()
     with pytest.raises(ValueError, match="which overwrite=True would empty"):
-        quiet(x, y, model=dptrain.Model.load(d), algorithm="dpsgd", sigma=1.0, epochs=1, out_dir=str(d),
+        quiet(x, y, model=dptrain.Model.load(d), algorithm=dptrain.DPSGD(sigma=1.0), epochs=1, out_dir=str(d),
               overwrite=True)
     assert (d / "ledger.json").read_bytes() == before
 
@@ -260,7 +261,7 @@ def test_a_dp_linear_probe_on_a_public_trunk(data, public):
     x, y = data
     f = public.model.predict(x, layer="relu1")
     assert f.shape == (len(x), 8)
-    r = quiet(f, y, model="mlp:8-3", algorithm="dpsgd", sigma=1.0, epochs=2, optimizer="sgd", lr=0.5)
+    r = quiet(f, y, model="mlp:8-3", algorithm=dptrain.DPSGD(sigma=1.0), epochs=2, optimizer="sgd", lr=0.5)
     assert r.epsilon is not None and r.model.evaluate(f, y)[1] > 0.5
 
 
@@ -269,7 +270,7 @@ def test_account_prints_ledger_text_without_control_characters(data, tmp_path, c
     """a ledger file may hold any metadata text: account --ledger shows it on one line"""
     import subprocess
     x, y = data
-    r = quiet(x, y, model=SPEC, algorithm="dpsgd", sigma=1.0, epochs=1)
+    r = quiet(x, y, model=SPEC, algorithm=dptrain.DPSGD(sigma=1.0), epochs=1)
     r.ledger.set_meta("initial_params", "two\nlines \u0085 ok \u00e9").save(str(tmp_path / "ledger.json"))
     out = subprocess.run([cli, "account", "--ledger", str(tmp_path / "ledger.json")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

@@ -23,7 +23,7 @@ from dptrain import accounting as a
 r = np.random.default_rng(0)
 x = r.normal(size=(64, 4)).astype(np.float32)
 y = (x[:, 0] > 0).astype(np.int64)
-run = dptrain.train(x, y, model="mlp:4-2", algorithm="dpsgd", sigma=1.0, clip=1.0, epochs=1, batch_size=16,
+run = dptrain.train(x, y, model="mlp:4-2", algorithm=dptrain.DPSGD(sigma=1.0, clip=1.0), epochs=1, batch_size=16,
                     optimizer="sgd", lr=0.1, seed=1, verbose=False, progress=False)
 maps = sorted({l.split()[-1] for l in open("/proc/self/maps") if l.split()[-1].startswith("/")})
 print(json.dumps({"file": dptrain.__file__, "version": dptrain.__version__, "library": dptrain.library_path(),

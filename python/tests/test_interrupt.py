@@ -26,7 +26,7 @@ x = rng.normal(size=(2000, 32)).astype(np.float32)
 y = (x[:, 0] > 0).astype(np.int64)
 def on_epoch(r):
     print("EPOCH", r["epoch"], flush=True)
-run = dptrain.train(x, y, model="mlp:32-64-2:relu", algorithm="dpsgd", sigma=1.0, delta=1e-4, epochs=100000,
+run = dptrain.train(x, y, model="mlp:32-64-2:relu", algorithm=dptrain.DPSGD(sigma=1.0, delta=1e-4), epochs=100000,
                     batch_size=20, threads=1, out_dir=sys.argv[1], on_epoch=on_epoch, verbose=False,
                     on_interrupt=sys.argv[2])
 print("RETURNED", run.stop_reason, run.steps, run.ledger.steps, flush=True)

@@ -257,8 +257,8 @@ def test_train_physical_batch(monkeypatch):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(400, 6)).astype(np.float32)
     y = (x[:, 0] > 0).astype(np.int32)
-    kw = dict(model="mlp:6-8-2:relu", algorithm="dpsgd", sampler="poisson", batch_size=100, sigma=1.0, clip=0.5,
-              seed=21, max_steps=3, epochs=1, threads=1, verbose=False)
+    kw = dict(model="mlp:6-8-2:relu", algorithm=dptrain.DPSGD(sigma=1.0, clip=0.5), sampler="poisson",
+              batch_size=100, seed=21, max_steps=3, epochs=1, threads=1, verbose=False)
     one = dptrain.train(x, y, **kw)
     many = dptrain.train(x, y, physical_batch=8, **kw)
     p1 = np.concatenate([np.ravel(v) for v in one.model.parameters().values()])

@@ -34,8 +34,9 @@ def test_least_squares():
 def test_dpsgd_reports_mse(tmp_path):
     x, t = linear_data(3000, seed=2)
     xs, ts = x[2500:], t[2500:]
-    run = quiet(x[:2500], t[:2500], x_test=xs, y_test=ts, model="mlp:4-16-2:tanh", algorithm="dpsgd",
-                target_epsilon=2, epochs=4, batch_size=250, optimizer="sgd", lr=0.5, out_dir=tmp_path / "run")
+    run = quiet(x[:2500], t[:2500], x_test=xs, y_test=ts, model="mlp:4-16-2:tanh",
+                algorithm=dptrain.DPSGD(target_epsilon=2), epochs=4, batch_size=250, optimizer="sgd", lr=0.5,
+                out_dir=tmp_path / "run")
     last = run.history[-1]
     assert "test_accuracy" not in last and run.epsilon == pytest.approx(2, abs=1e-3)
     want = float(np.mean((run.model.predict(xs).astype(np.float64) - ts) ** 2))
@@ -58,7 +59,7 @@ def test_one_target_as_vector():
 @pytest.mark.parametrize("kw,match", [
     (dict(loss="ce"), "loss 'ce': regression=True trains with the squared error"),
     (dict(n_classes=3), "n_classes: not with regression=True"),
-    (dict(algorithm="dpulr", sigma0=5), "regression=True: not with algorithm 'dpulr'"),
+    (dict(algorithm=dptrain.DPULR(sigma0=5)), "regression=True: not with algorithm 'dpulr'"),
     (dict(model="mlp:4-3"), "has 3 outputs but the data have 2 regression targets"),
     (dict(x_test=np.zeros((5, 4), np.float32), y_test=np.zeros((5, 3))), "y_test has 3 targets per example"),
     (dict(x_test=np.zeros((5, 4), np.float32), y_test=np.zeros((4, 2))), "y_test has 4 rows of targets for 5"),

@@ -18,9 +18,8 @@ SPEC = "mlp:20-8-3:relu"
 
 
 def private(x, y, **kw):
-    kw.setdefault("sigma", 1.0)
     kw.setdefault("epochs", 1)
-    return dptrain.train(x, y, model=SPEC, algorithm="dpsgd", batch_size=50, threads=1,
+    return dptrain.train(x, y, model=SPEC, algorithm=dptrain.DPSGD(sigma=1.0), batch_size=50, threads=1,
                          optimizer="sgd", lr=0.3, verbose=False, progress=False, **kw)
 
 
@@ -93,8 +92,8 @@ def test_dp_pca_run_resumes_with_an_os_seed(tmp_path):
     and a different projection of the data, which the trainer refuses)."""
     x, y = blobs(n=300)
     out = str(tmp_path / "pca")
-    kw = dict(model="mlp:6-8-3:relu", algorithm="dpmac", batch_size=50, sigma=1.1, pca_dims=6, pca_sigma=4.0,
-              z_steps=2, threads=1, verbose=False, progress=False, out_dir=out)
+    kw = dict(model="mlp:6-8-3:relu", algorithm=dptrain.DPMAC(sigma=1.1, pca_dims=6, pca_sigma=4.0, z_steps=2),
+              batch_size=50, threads=1, verbose=False, progress=False, out_dir=out)
     a = dptrain.train(x, y, epochs=1, **kw)
     b = dptrain.train(x, y, epochs=2, resume=True, **kw)
     assert np.array_equal(a.pca_components, b.pca_components)

@@ -56,8 +56,8 @@ class Mlp(nn.Module):
 
 def test_mlp_predictions_equal():
     x, y, xt, yt = fashion(1000, 300)
-    run = dptrain.train(x, y, model="mlp:784-64-32-10:gelu", algorithm="dpsgd", sigma=1.0, epochs=1, batch_size=100,
-                        delta=1e-4, threads=2, verbose=False)
+    run = dptrain.train(x, y, model="mlp:784-64-32-10:gelu", algorithm=dptrain.DPSGD(sigma=1.0, delta=1e-4),
+                        epochs=1, batch_size=100, threads=2, verbose=False)
     ref = Mlp()
     ref.load_state_dict(run.model.state_dict(), strict=True)  # a hand-written model: names and shapes agree
     net = run.model.to_torch()

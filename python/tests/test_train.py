@@ -29,27 +29,29 @@ def cli_train(cli, out, *args):
 
 
 @needs_inference
-@pytest.mark.parametrize("algo,args,kw", [
+@pytest.mark.parametrize("algo,args,cfg,kw", [
     ("sgd", ["--model", "mlp:784-32-10:relu", "--epochs", "2", "--batch-size", "64"],
-     dict(model="mlp:784-32-10:relu", epochs=2, batch_size=64)),
+     dptrain.SGD(), dict(model="mlp:784-32-10:relu", epochs=2, batch_size=64)),
     ("dpsgd", ["--model", "mlp:784-32-10:gelu", "--epochs", "2", "--batch-size", "100", "--target-epsilon", "4",
                "--delta", "1e-4", "--clip", "0.5"],
-     dict(model="mlp:784-32-10:gelu", epochs=2, batch_size=100, target_epsilon=4.0, delta=1e-4, clip=0.5)),
+     dptrain.DPSGD(target_epsilon=4.0, delta=1e-4, clip=0.5), dict(model="mlp:784-32-10:gelu", epochs=2,
+                                                                   batch_size=100)),
     ("dpmac", ["--model", "mlp:20-16-10:relu", "--epochs", "1", "--batch-size", "100", "--target-epsilon", "6",
                "--delta", "1e-4", "--z-steps", "3", "--pca-dims", "20", "--pca-sigma", "4", "--center-clip", "12",
                "--center-sigma", "2"],
-     dict(model="mlp:20-16-10:relu", epochs=1, batch_size=100, target_epsilon=6.0, delta=1e-4, z_steps=3,
-          pca_dims=20, pca_sigma=4.0, center_clip=12.0, center_sigma=2.0)),
+     dptrain.DPMAC(target_epsilon=6.0, delta=1e-4, z_steps=3, pca_dims=20, pca_sigma=4.0, center_clip=12.0,
+                   center_sigma=2.0), dict(model="mlp:20-16-10:relu", epochs=1, batch_size=100)),
     # the defaults of both (explicit noise, s 0.1, the clean-loss baseline) must be the same
     ("dpulr", ["--model", "mlp:784-16-10:gelu", "--epochs", "1", "--batch-size", "100", "--sigma0", "2",
                "--copies", "4", "--delta", "1e-4"],
-     dict(model="mlp:784-16-10:gelu", epochs=1, batch_size=100, sigma0=2.0, copies=4, delta=1e-4)),
+     dptrain.DPULR(sigma0=2.0, copies=4, delta=1e-4), dict(model="mlp:784-16-10:gelu", epochs=1, batch_size=100)),
 ])
-def test_python_run_equals_cli_run(cli, workdir, algo, args, kw):
+def test_python_run_equals_cli_run(cli, workdir, algo, args, cfg, kw):
     x, y, xt, yt = fashion()
     out_cli = os.path.join(workdir, "cli")
     cli_train(cli, out_cli, "--algo", algo, *args)
-    run = dptrain.train(x, y, algorithm=algo, x_test=xt, y_test=yt, threads=2, verbose=False,
+    assert cfg.name == algo
+    run = dptrain.train(x, y, algorithm=cfg, x_test=xt, y_test=yt, threads=2, verbose=False,
                         out_dir=os.path.join(workdir, "py"), seed=1, **kw)
     ref = dptrain.Model.load(out_cli)
     p, q = run.model.parameters(), ref.parameters()
@@ -58,7 +60,8 @@ def test_python_run_equals_cli_run(cli, workdir, algo, args, kw):
         assert np.array_equal(p[k], q[k]), k
     assert run.steps == ref.steps
     if algo != "sgd":
-        assert run.epsilon == ref.ledger.epsilon(1e-4) and run.epsilon <= kw.get("target_epsilon", math.inf)
+        assert run.epsilon == ref.ledger.epsilon(1e-4)
+        assert run.epsilon <= (getattr(cfg, "target_epsilon", None) or math.inf)
         assert run.ledger.events == ref.ledger.events and run.ledger.steps == ref.ledger.steps
     if algo == "dpmac":  # the DP mean and DP-PCA releases are in the ledger, before the steps
         assert [e["label"] for e in run.ledger.events[:2]] == ["dp-mean", "dp-pca"]
@@ -68,24 +71,24 @@ def test_python_run_equals_cli_run(cli, workdir, algo, args, kw):
 
 
 ALGOS = [
-    ("sgd", {}),
-    ("dpsgd", dict(sigma=1.0)),
-    ("pdp-sgd", dict(kappa=1e-3, lambda_=1e-4)),
-    ("proportional-noise", dict(prop_sigma=0.1)),
-    ("dpulr", dict(sigma0=1.0, copies=4, ulr_noise="explicit")),
-    ("ulr", dict(copies=4)),
-    ("dpmac", dict(sigma=1.0, z_steps=3)),
-    ("mac", dict(z_steps=3)),
-    ("noisy-gd", dict(langevin_sigma=0.01, eta=0.1, neighbours="remove")),
+    ("sgd", dptrain.SGD()),
+    ("dpsgd", dptrain.DPSGD(sigma=1.0)),
+    ("pdp-sgd", dptrain.PDPSGD(kappa=1e-3, lambda_=1e-4)),
+    ("proportional-noise", dptrain.ProportionalNoise(prop_sigma=0.1)),
+    ("dpulr", dptrain.DPULR(sigma0=1.0, copies=4, ulr_noise="explicit")),
+    ("ulr", dptrain.ULR(copies=4)),
+    ("dpmac", dptrain.DPMAC(sigma=1.0, z_steps=3)),
+    ("mac", dptrain.MAC(z_steps=3)),
+    ("noisy-gd", dptrain.NoisyGD(langevin_sigma=0.01, eta=0.1, neighbours="remove")),
 ]
 
 
-@pytest.mark.parametrize("algo,kw", ALGOS, ids=[a for a, _ in ALGOS])
-def test_every_algorithm_trains(algo, kw):
+@pytest.mark.parametrize("algo,cfg", ALGOS, ids=[a for a, _ in ALGOS])
+def test_every_algorithm_trains(algo, cfg):
     x, y = blobs(n=400)
     xt, yt = blobs(n=100, seed=1)
-    run = dptrain.train(x, y, x_test=xt, y_test=yt, model="mlp:20-16-3:relu", algorithm=algo, epochs=2,
-                        batch_size=50, threads=1, verbose=False, history="list", **kw)
+    run = dptrain.train(x, y, x_test=xt, y_test=yt, model="mlp:20-16-3:relu", algorithm=cfg, epochs=2,
+                        batch_size=50, threads=1, verbose=False, history="list")
     assert run.algorithm == algo and run.steps > 0 and run.stop_reason == "done"
     assert np.all(np.isfinite(run.model.predict(xt)))
     private = algo in ("dpsgd", "dpulr", "dpmac")
@@ -123,11 +126,13 @@ def test_pdp_sigma_is_the_papers_sgd_kappa_and_labels_adam():
 
 def test_dpulr_defaults_are_explicit_with_the_baseline(caplog):
     x, y = blobs(n=300)
-    common = dict(model="mlp:20-8-3:relu", algorithm="dpulr", sigma0=1.0, copies=4, epochs=1, batch_size=50,
-                  threads=1, verbose=False, seed=1)
+    common = dict(model="mlp:20-8-3:relu", epochs=1, batch_size=50, threads=1, verbose=False, seed=1)
+
+    def run(**kw):
+        return dptrain.train(x, y, algorithm=dptrain.DPULR(sigma0=1.0, copies=4, **kw), **common)
 
     def params(**kw):
-        return dptrain.train(x, y, **common, **kw).model.parameters()
+        return run(**kw).model.parameters()
 
     with caplog.at_level("WARNING", logger="dptrain"):
         d, spelled = params(), params(ulr_noise="explicit", ulr_std=0.1, baseline=True)
@@ -137,9 +142,9 @@ def test_dpulr_defaults_are_explicit_with_the_baseline(caplog):
     assert not all(np.array_equal(d[k], nobase[k]) for k in d)
     # the controller: no baseline unless asked for, and then refused
     # issue 38: the Run says its epsilon does not cover the controller; explicit mode has no such note
-    ctrl = dptrain.train(x, y, **common, ulr_noise="controller")
+    ctrl = run(ulr_noise="controller")
     assert "--ulr-noise controller" in ctrl.epsilon_excludes and ctrl.epsilon is not None
-    assert dptrain.train(x, y, **common).epsilon_excludes is None
+    assert run().epsilon_excludes is None
     with caplog.at_level("WARNING", logger="dptrain"):
         c, c0 = params(ulr_noise="controller"), params(ulr_noise="controller", baseline=False)
     assert "Gaussian approximation" in caplog.text  # its epsilon rests on it, and the run says so
@@ -188,14 +193,15 @@ def test_cnn_from_layer_objects_equals_spec_string():
 
 def test_target_epsilon_calibrates_and_is_not_exceeded():
     x, y = blobs(n=1000)
-    run = dptrain.train(x, y, model="mlp:20-8-3:relu", algorithm="dpsgd", target_epsilon=2.0, epochs=2,
-                        batch_size=100, delta=1e-4, threads=1, verbose=False)
+    run = dptrain.train(x, y, model="mlp:20-8-3:relu", algorithm=dptrain.DPSGD(target_epsilon=2.0, delta=1e-4),
+                        epochs=2, batch_size=100, threads=1, verbose=False)
     steps = 2 * round(1 / 0.1)
     assert run.sigma == dptrain.accounting.calibrate_sigma(2.0, 0.1, 1e-4, steps=steps)
     assert run.epsilon <= 2.0 and run.ledger.steps == run.steps == steps
     # sigma and a budget: the run stops before the step that would exceed it
-    run2 = dptrain.train(x, y, model="mlp:20-8-3:relu", algorithm="dpsgd", sigma=1.5, target_epsilon=2.0, epochs=5,
-                         batch_size=100, delta=1e-4, threads=1, verbose=False)
+    run2 = dptrain.train(x, y, model="mlp:20-8-3:relu",
+                         algorithm=dptrain.DPSGD(sigma=1.5, target_epsilon=2.0, delta=1e-4), epochs=5,
+                         batch_size=100, threads=1, verbose=False)
     assert run2.stop_reason == "budget" and 0 < run2.steps < 50 and run2.epsilon <= 2.0
     assert dptrain.accounting.epsilon(1.5, 0.1, run2.steps + 1, 1e-4) > 2.0
 
@@ -207,8 +213,8 @@ def test_epochs_mean_the_same_steps_in_accounting_and_training(cli):
     x, y = blobs(n=1000)
     q, delta = 385 / 1000, 1e-5
     assert dptrain.accounting.steps_for_epochs(10, q) == 30
-    run = dptrain.train(x, y, model="mlp:20-8-3:relu", algorithm="dpsgd", sigma=1.0, epochs=10, batch_size=385,
-                        delta=delta, threads=1, verbose=False)
+    run = dptrain.train(x, y, model="mlp:20-8-3:relu", algorithm=dptrain.DPSGD(sigma=1.0, delta=delta), epochs=10,
+                        batch_size=385, threads=1, verbose=False)
     assert run.steps == run.ledger.steps == dptrain.accounting.steps_for_epochs(10, q)
     assert run.epsilon == dptrain.accounting.epsilon(1.0, q, 30, delta)
     j = json.loads(subprocess.run([cli, "account", "--batch-size", "385", "--dataset-size", "1000", "--sigma", "1",
@@ -216,8 +222,8 @@ def test_epochs_mean_the_same_steps_in_accounting_and_training(cli):
     assert (j["steps"], j["epsilon"]) == (run.steps, run.epsilon)
     # the calibration plans the same steps: the sigma of calibrate_sigma(epochs=10) and of
     # `dptrain account --target-epsilon --epochs 10`
-    cal = dptrain.train(x, y, model="mlp:20-8-3:relu", algorithm="dpsgd", target_epsilon=8.0, epochs=10,
-                        batch_size=385, delta=delta, threads=1, verbose=False)
+    cal = dptrain.train(x, y, model="mlp:20-8-3:relu", algorithm=dptrain.DPSGD(target_epsilon=8.0, delta=delta),
+                        epochs=10, batch_size=385, threads=1, verbose=False)
     assert cal.sigma == dptrain.accounting.calibrate_sigma(8.0, q, delta, epochs=10)
     assert cal.steps == 30 and cal.epsilon <= 8.0
     j = json.loads(subprocess.run([cli, "account", "--batch-size", "385", "--dataset-size", "1000", "--target-epsilon",
@@ -306,8 +312,8 @@ def test_progress_bar_on_a_terminal(capsys):
 @needs_inference
 def test_run_directory_and_resume(workdir):
     x, y = blobs(n=300)
-    kw = dict(model="mlp:20-8-3:relu", algorithm="dpsgd", sigma=1.0, batch_size=30, threads=1, verbose=False,
-              delta=1e-3, out_dir=workdir)
+    kw = dict(model="mlp:20-8-3:relu", algorithm=dptrain.DPSGD(sigma=1.0, delta=1e-3), batch_size=30, threads=1,
+              verbose=False, out_dir=workdir)
     a = dptrain.train(x, y, epochs=1, **kw)
     b = dptrain.train(x, y, epochs=2, resume=True, **kw)
     assert b.steps == 2 * a.steps and b.ledger.steps == b.steps
@@ -327,8 +333,9 @@ def test_run_directory_and_resume(workdir):
 def test_loaded_model_says_what_its_epsilon_excludes(workdir):
     # Model.epsilon() is a bare number: the loaded model carries the ledger's qualifications
     x, y = blobs(n=300)
-    run = dptrain.train(x, y, model="mlp:20-8-3:relu", algorithm="dpulr", sigma0=1.0, copies=4, epochs=1,
-                        batch_size=50, threads=1, verbose=False, seed=1, ulr_noise="controller", out_dir=workdir)
+    run = dptrain.train(x, y, model="mlp:20-8-3:relu",
+                        algorithm=dptrain.DPULR(sigma0=1.0, copies=4, ulr_noise="controller"), epochs=1,
+                        batch_size=50, threads=1, verbose=False, seed=1, out_dir=workdir)
     m = dptrain.Model.load(workdir)
     assert m.epsilon() == run.epsilon
     assert m.epsilon_excludes == run.epsilon_excludes and "--ulr-noise controller" in m.epsilon_excludes

@@ -43,8 +43,8 @@ def test_training_thread_uses_the_requested_blas_threads(algorithm):
 
     def on_epoch(_):
         seen.append((threading.current_thread() is not threading.main_thread(), omp.omp_get_max_threads()))
-    kw = dict(sigma=1.0) if algorithm == "dpsgd" else {}
-    dptrain.train(x, y, model="mlp:16-8-3:relu", algorithm=algorithm, epochs=2, batch_size=64, threads=1, seed=1,
-                  verbose=False, progress=False, on_epoch=on_epoch, **kw)
+    algo = dptrain.DPSGD(sigma=1.0) if algorithm == "dpsgd" else algorithm
+    dptrain.train(x, y, model="mlp:16-8-3:relu", algorithm=algo, epochs=2, batch_size=64, threads=1, seed=1,
+                  verbose=False, progress=False, on_epoch=on_epoch)
     assert seen and all(worker for worker, _ in seen), "on_epoch did not run on the training thread: %r" % seen
     assert [n for _, n in seen] == [1] * len(seen), "OpenMP threads on the training thread: %r, want 1" % seen
