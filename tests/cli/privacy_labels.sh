@@ -46,4 +46,22 @@ check 'grep -q "\"privacy_label\":\"\[non-accounted" <<<"$LAST_OUT"' "eval --jso
 # PDP-SGD: no formal guarantee on every epoch line
 expect_ok "$BIN" train --algo pdp-sgd "${C[@]}" --out "$T/pdp"
 check 'every_epoch_line "[no formal DP guarantee]" 2' "PDP-SGD epoch lines without their label: $LAST_OUT"
+
+# nothing of a step leaves before the ledger on disk records it: a crash right after the
+# ledger (or the checkpoint) of epoch 1 leaves a --trace file with no step line (at most its header), and the
+# stderr without the epoch line (the CLI built with the test hooks, DPTRAIN_FAULT)
+FBIN=${DPT_CLI_FAULTS:-}
+if [ -n "$FBIN" ] && [ -x "$FBIN" ]; then
+  for point in after-ledger after-checkpoint; do
+    (DPTRAIN_FAULT=$point:1:kill "$FBIN" train --algo dpsgd "${C[@]}" --sigma 1.2 --trace "$T/$point.trace" \
+       --out "$T/$point" >"$T/$point.out" 2>"$T/$point.err"; exit $?) 2>/dev/null
+    rc=$?
+    check '[ $rc -eq 137 ] && ! grep -q "\"step\":" "$T/$point.trace" && ! grep -q "^epoch 1/" "$T/$point.err"' \
+      "killed $point: rc $rc, trace $(cat "$T/$point.trace") (want no step line), stderr $(cat "$T/$point.err")"
+  done
+  # and after the publication the trace holds every step of the epoch
+  (DPTRAIN_FAULT=after-metrics:2:kill "$FBIN" train --algo dpsgd "${C[@]}" --sigma 1.2 --trace "$T/am.trace" \
+     --out "$T/am" >/dev/null 2>&1; exit $?) 2>/dev/null
+  check '[ "$(wc -l <"$T/am.trace")" = 11 ]' "the trace after epoch 1 was published: $(wc -l <"$T/am.trace") lines, want 1 + 10"
+fi
 harness_end
