@@ -100,6 +100,8 @@ int dpt_cmd_eval(int argc, char **argv) {
         goto done;
     }
     const char *spec = dpt_checkpoint_spec(ck);
+    char label[640];
+    dpt_checkpoint_label(ck, 1, label, sizeof label);
     if (json) {
         /* through cJSON: paths are escaped, numbers exact (cli_json_number), NaN is null */
         cJSON *o = cJSON_CreateObject();
@@ -124,6 +126,7 @@ int dpt_cmd_eval(int argc, char **argv) {
                 if (ex) cJSON_AddStringToObject(o, "epsilon_excludes", ex);
                 if (ss) cJSON_AddStringToObject(o, "seed_source", ss);
             }
+            if (label[0]) cJSON_AddStringToObject(o, "privacy_label", label + 2); /* without the leading spaces */
             text = cJSON_PrintUnformatted(o);
             cJSON_Delete(o);
         }
@@ -142,13 +145,11 @@ int dpt_cmd_eval(int argc, char **argv) {
                    2 * l / (double)test.t_dim, sqrt(2 * l / (double)test.t_dim));
         else
             printf("%s: model %s, %zu test examples: loss %.4f, accuracy %.2f%%", ckpt, spec, test.n, l, 100.0 * acc);
-        if (!isnan(eps)) {
-            char ex[320];
-            cli_ledger_excludes(dpt_checkpoint_ledger(ck), ex, sizeof ex);
-            printf(", epsilon %.4g (%s) at delta %g after %" PRIu64 " steps%s", eps, which == DPT_ACCT_PLD ? "PLD" : "RDP",
-                   delta, dpt_checkpoint_step(ck), ex);
-        }
-        printf("\n");
+        if (!isnan(eps))
+            printf(", epsilon %.4g (%s) at delta %g after %" PRIu64 " steps", eps, which == DPT_ACCT_PLD ? "PLD" : "RDP",
+                   delta, dpt_checkpoint_step(ck));
+        /* as the run's own lines: a seeded run, an exclusion, a run without accountant */
+        printf("%s\n", label);
     }
 done:
     free(run_s);

@@ -197,8 +197,9 @@ static int ui_on_epoch(void *user, const dpt_epoch_result *r) {
         cli_epsilon_text(head, sizeof head, r->epsilon, (dpt_accountant)r->accountant, r->epsilon_rdp, r->epsilon_pld);
         snprintf(eps, sizeof eps, "  %s (delta %g)", head, r->delta);
     }
-    fprintf(stderr, "epoch %" PRIu64 "/%" PRIu64 "%s  step %" PRIu64 "%s%s%s%s%s  %.1fs%s\n", r->epoch, ui->epochs, where,
-            r->step, loss, test, eps, r->note[0] ? "  " : "", r->note, r->wall_s,
+    /* a seeded, non-accounted or otherwise qualified run says so on every line (as at the end) */
+    fprintf(stderr, "epoch %" PRIu64 "/%" PRIu64 "%s  step %" PRIu64 "%s%s%s%s%s%s  %.1fs%s\n", r->epoch, ui->epochs,
+            where, r->step, loss, test, eps, r->privacy_label, r->note[0] ? "  " : "", r->note, r->wall_s,
             r->from_checkpoint ? "  (saved before the last stop, published now)" : "");
     return g_interrupted != 0;
 }
@@ -239,19 +240,21 @@ static void print_summary(const dpt_trainer *t, const dpt_epoch_result *r, const
     else
         snprintf(when, sizeof when, "%" PRIu64 " epochs (%" PRIu64 " steps, %.1fs of training)", r->epoch, r->step,
                  r->wall_s);
+    const char *lab = r->privacy_label; /* the epoch lines' labels, on the result lines too */
     if (!isnan(r->test_mse)) /* regression */
-        printf("%s mse %.5g  (rmse %.5g)  after %s  [%s]\n", g_eval, r->test_mse, sqrt(r->test_mse), when, A->tag);
+        printf("%s mse %.5g  (rmse %.5g)  after %s  [%s]%s\n", g_eval, r->test_mse, sqrt(r->test_mse), when, A->tag,
+               lab);
     else if (isnan(r->test_accuracy) && !isnan(r->test_loss)) /* token-ce */
-        printf("%s loss %.4f  (perplexity %.4g)  after %s  [%s]\n", g_eval, r->test_loss, exp(r->test_loss), when,
-               A->tag);
+        printf("%s loss %.4f  (perplexity %.4g)  after %s  [%s]%s\n", g_eval, r->test_loss, exp(r->test_loss), when,
+               A->tag, lab);
     else if (isnan(r->test_accuracy))
-        printf("after %s  [%s]\n", when, A->tag);
+        printf("after %s  [%s]%s\n", when, A->tag, lab);
     else
-        printf("%s accuracy %.2f%%  %s loss %.4f  after %s  [%s]\n", g_eval, 100.0 * r->test_accuracy, g_eval,
-               r->test_loss, when, A->tag);
+        printf("%s accuracy %.2f%%  %s loss %.4f  after %s  [%s]%s\n", g_eval, 100.0 * r->test_accuracy, g_eval,
+               r->test_loss, when, A->tag, lab);
     if (!isnan(r->test_accuracy_ema))
-        printf("%s accuracy under the parameter average (--ema, the checkpoint's model): %.2f%%  %s loss %.4f\n",
-               g_eval, 100.0 * r->test_accuracy_ema, g_eval, r->test_loss_ema);
+        printf("%s accuracy under the parameter average (--ema, the checkpoint's model): %.2f%%  %s loss %.4f%s\n",
+               g_eval, 100.0 * r->test_accuracy_ema, g_eval, r->test_loss_ema, lab);
     printf("checkpoint: %s/checkpoint.safetensors  metrics: %s/metrics.jsonl\n", run_dir, out);
     /* the one file to keep when moving the run, and the one never to publish */
     char sp[1100];

@@ -68,13 +68,7 @@ void cli_epsilon_text(char *buf, size_t n, double eps, dpt_accountant which, dou
 }
 
 void cli_ledger_excludes(const struct dpt_ledger *l, char *buf, size_t n) {
-    const char *ex = l ? dpt_ledger_get_meta(l, "epsilon_excludes") : NULL;
-    const char *seed = l ? dpt_ledger_get_meta(l, "seed_source") : NULL;
-    if (n) buf[0] = 0;
-    if (ex && n) snprintf(buf, n, "  [this epsilon does NOT cover: %s]", ex);
-    size_t used = n ? strlen(buf) : 0;
-    if (seed && !strcmp(seed, "caller") && used < n)
-        snprintf(buf + used, n - used, "  [SEEDED run (--seed): holds only while the seed stays secret]");
+    dpt_ledger_label(l, 1, buf, n); /* the library's text: the epoch lines and Python say the same */
 }
 
 int cli_poisson_privacy_setup(cli_algo_ctx *c) {

@@ -91,8 +91,9 @@ int cli_report_ledger(const cli_algo_ctx *c, dpt_trainer *t, double sigma);
 /* "epsilon X (PLD; RDP Y)", "epsilon X (RDP; PLD Y)" or "epsilon X (RDP)": the headline
  * epsilon, the accountant that gave it and the other one (NAN: does not apply). */
 void cli_epsilon_text(char *buf, size_t n, double eps, dpt_accountant which, double e_rdp, double e_pld);
-/* "  [this epsilon does NOT cover: ...]" when the ledger records a use of the data outside
- * it (metadata "epsilon_excludes", dpt_trainer_exclude_from_guarantee), else "". */
+/* The ledger's labels in full (dpt_ledger_label): "  [this epsilon does NOT cover: ...]"
+ * when it records a use of the data outside it (metadata "epsilon_excludes",
+ * dpt_trainer_exclude_from_guarantee), "  [SEEDED run ...]" for a chosen seed, else "". */
 void cli_ledger_excludes(const struct dpt_ledger *l, char *buf, size_t n);
 /* For SGM-style algorithms on Poisson batches, after loading: q from --sample-rate or B/N
  * (must be in (0, 1]), delta < 1/N unless --force, and the privacy settings copied into

@@ -723,8 +723,11 @@ def make_builder(bundle=False):
     if have_callbacks:
         cb_types, cb_rest = CDEF_CALLBACKS.split("extern \"Python\"", 1)
         # step info and the callback types must precede the config that holds them
+        epoch_fields = CALLBACK_EPOCH_FIELDS
+        if re.search(r"\bchar\s+privacy_label\s*\[", train_h):  # the labels every epoch line carries
+            epoch_fields += "    char privacy_label[...];\n"
         train = train.replace("typedef struct {\n    uint64_t epoch, step;",
-                              "typedef struct {\n    uint64_t epoch, step;" + CALLBACK_EPOCH_FIELDS, 1)
+                              "typedef struct {\n    uint64_t epoch, step;" + epoch_fields, 1)
         head, tail = train.split("typedef struct {\n    const char *model_spec;", 1)
         train = head + cb_types + "typedef struct {\n    const char *model_spec;" + \
             tail.replace("    size_t shards;\n", "    size_t shards;\n" + CALLBACK_CONFIG_FIELDS, 1)
@@ -754,6 +757,10 @@ def make_builder(bundle=False):
         cdef += CDEF_RUN_DIR
     if re.search(r"\bdpt_sgm_release\s*\(", _read_header(include_dirs, "mechanism.h")):
         cdef += CDEF_MECHANISM
+    if re.search(r"\bdpt_ledger_label\s*\(", _read_header(include_dirs, "accounting.h")):  # labels of an epsilon
+        cdef += "void dpt_ledger_label(const dpt_ledger *l, int full, char *buf, size_t cap);\n"
+        if have_inference:
+            cdef += "void dpt_checkpoint_label(const dpt_checkpoint *ck, int full, char *buf, size_t cap);\n"
     ffi = cffi.FFI()
     ffi.cdef(cdef)
     ffi.set_source(

@@ -149,6 +149,13 @@ size_t dpt_ledger_n_events(const dpt_ledger *l); /* stored (merged) events */
  * ledger, valid until the key is set again or the ledger is freed. */
 dpt_status dpt_ledger_set_meta(dpt_ledger *l, const char *key, const char *value);
 const char *dpt_ledger_get_meta(const dpt_ledger *l, const char *key); /* NULL if absent */
+/* The qualifications of l's epsilon, for every line that prints it or a result of its run
+ * (the epoch lines, the final line, eval): "" when none, else bracketed labels, each
+ * preceded by two spaces. full = 1: "  [this epsilon does NOT cover: X]" (metadata
+ * "epsilon_excludes") and "  [SEEDED run (a chosen seed): holds only while the seed stays
+ * secret]" (metadata "seed_source" "caller"); full = 0 the compact "  [epsilon does NOT
+ * cover: X]  [SEEDED]". l NULL: "". Truncated to cap - 1 bytes (cap 0: nothing written). */
+void dpt_ledger_label(const dpt_ledger *l, int full, char *buf, size_t cap);
 
 /* epsilon of everything recorded, for a target delta in (0, 1). PLD applies only when all
  * events are SGM, sgm_dgauss or Gaussian (else DPT_ENOTSUP). An empty ledger has epsilon 0. */

@@ -53,6 +53,12 @@ const char *dpt_checkpoint_algorithm(const dpt_checkpoint *ck);
  * view owned by ck; dpt_ledger_epsilon & co. give epsilon for any delta and accountant).
  * NULL for a non-private run. */
 const dpt_ledger *dpt_checkpoint_ledger(const dpt_checkpoint *ck);
+/* What weakens the privacy statement of the run that wrote ck, for a line that shows its
+ * epsilon or a result of it (as the run's own lines did): with a ledger its
+ * dpt_ledger_label(ledger, full); without one "  [note]" for the run's privacy note
+ * ("non-accounted: ...", "no formal DP guarantee", from the result record the checkpoint
+ * keeps) and "  [does NOT cover: ...]"; "" for none. Truncated to cap - 1 bytes. */
+void dpt_checkpoint_label(const dpt_checkpoint *ck, int full, char *buf, size_t cap);
 /* epsilon of the ledger at delta in (0, 1) with the accountant the trainer reports (RDP,
  * Balle et al. conversion). DPT_ENOTSUP for a checkpoint without a ledger (a non-private
  * run has no finite epsilon); DPT_EINVAL for a bad delta. */

@@ -522,6 +522,11 @@ typedef struct {
     double test_loss_ema, test_accuracy_ema; /* with ema_decay: the test set under the EMA
                                  of the parameters (test_loss/test_accuracy are the raw
                                  parameters'); NAN otherwise */
+    char privacy_label[384];  /* what weakens this result's privacy statement, for every line
+                                 that shows it: a private run's dpt_ledger_label (compact:
+                                 "  [epsilon does NOT cover: ...]", "  [SEEDED]"), else the
+                                 algorithm's note ("  [non-accounted: ...]", "  [no formal DP
+                                 guarantee]") and exclusions; "" for none */
 } dpt_epoch_result;
 
 /* Messages the library would otherwise print (it never prints): notes on a resume, the

@@ -527,6 +527,17 @@ class Ledger:
     def copy(self) -> Ledger:
         return Ledger.from_json(self.to_json())
 
+    def label(self, full: bool = True) -> str:
+        """What qualifies this ledger's epsilon, as the CLI prints it after every epsilon
+        (the library's dpt_ledger_label): "[this epsilon does NOT cover: ...]" (metadata
+        epsilon_excludes) and "[SEEDED run ...]" (seed_source "caller"), two spaces apart;
+        full=False the compact form of the epoch lines; "" when there is none."""
+        if not hasattr(lib, "dpt_ledger_label"):
+            raise NotImplementedError("Ledger.label: this libdptrain has no dpt_ledger_label (rebuild the package)")
+        buf = ffi.new("char[]", 1024)
+        lib.dpt_ledger_label(self._p, int(bool(full)), buf, len(buf))
+        return ffi.string(buf).decode("utf-8", "replace").strip()
+
     def __repr__(self):
         return "Ledger(%d events, %d steps)" % (self.n_events, self.steps)
 

@@ -212,10 +212,20 @@ class Run:
         import pandas as pd
         return self.history if isinstance(self.history, pd.DataFrame) else pd.DataFrame(list(self.history))
 
+    @property
+    def privacy_label(self) -> str:
+        """What weakens the run's privacy statement, as its epoch lines and the CLI's final
+        line say it ("[SEEDED]", "[epsilon does NOT cover: ...]", "[non-accounted: ...]",
+        "[no formal DP guarantee]"; two spaces apart), from its last published result; ""
+        for none (or a library without the labels)."""
+        return ((self.last or {}).get("privacy_label") or "").strip()
+
     def __repr__(self):
         eps = self.epsilon
-        return "Run(%s, %d steps, stop %s%s)" % (self.algorithm, self.steps, self.stop_reason,
-                                                 "" if eps is None else ", epsilon %.4g at delta %g" % (eps, self.delta))
+        lab = self.privacy_label
+        return "Run(%s, %d steps, stop %s%s%s)" % (self.algorithm, self.steps, self.stop_reason,
+                                                   "" if eps is None else ", epsilon %.4g at delta %g" % (eps, self.delta),
+                                                   "" if not lab else ", " + lab)
 
 
 # ==== progress bar (stderr, a terminal only) ====
@@ -272,6 +282,8 @@ class _Progress:
                     parts.append("epsilon %.4g (RDP; PLD %.4g) (delta %g)" % (eps, pld, r["delta"]))
                 else:
                     parts.append("epsilon %.4g (RDP) (delta %g)" % (eps, r["delta"]))
+            if r.get("privacy_label"):  # a seeded, non-accounted or qualified run, on every line
+                parts.append(r["privacy_label"])
             parts.append("%.1fs" % r["wall_s"])
             self.stream.write("  ".join(parts) + "\n")
         self.stream.flush()
@@ -334,6 +346,8 @@ def _epoch_dict(r, regression=False):
         d.update(epsilon=r.epsilon, epsilon_pld=r.epsilon_pld, delta=r.delta, partial=bool(r.partial),
                  epsilon_rdp=r.epsilon_rdp,
                  accountant={lib.DPT_ACCT_PLD: "pld", lib.DPT_ACCT_RDP: "rdp"}.get(r.accountant))
+        if hasattr(r, "privacy_label"):  # the library's labels of this result ("" for none)
+            d["privacy_label"] = ffi.string(r.privacy_label).decode("utf-8", "replace").strip()
     return d
 
 

@@ -3,6 +3,7 @@
  * persisted as versioned JSON with a SHA-256 checksum over its canonical serialization. */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -243,6 +244,23 @@ uint64_t dpt_ledger_steps(const dpt_ledger *l) {
 size_t dpt_ledger_n_events(const dpt_ledger *l) { return l ? l->n_ev : 0; }
 
 /* ==== Metadata ==== */
+
+/* One function composes the labels, so the epoch lines, the final line and eval (CLI and
+ * Python) say the same thing about the same ledger. */
+void dpt_ledger_label(const dpt_ledger *l, int full, char *buf, size_t cap) {
+    if (!cap) return;
+    buf[0] = 0;
+    if (!l) return;
+    const char *ex = dpt_ledger_get_meta(l, "epsilon_excludes"), *seed = dpt_ledger_get_meta(l, "seed_source");
+    size_t w = 0;
+    if (ex && *ex) {
+        snprintf(buf, cap, full ? "  [this epsilon does NOT cover: %s]" : "  [epsilon does NOT cover: %s]", ex);
+        w = strlen(buf);
+    }
+    if (seed && !strcmp(seed, "caller") && w + 1 < cap)
+        snprintf(buf + w, cap - w, "%s", full ? "  [SEEDED run (a chosen seed): holds only while the seed stays secret]"
+                                              : "  [SEEDED]");
+}
 
 dpt_status dpt_ledger_set_meta(dpt_ledger *l, const char *key, const char *value) {
     DPT_CHECK(l && key && *key && value, DPT_EINVAL, "ledger meta: key must be non-empty, value non-NULL");

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train_internal.h"
+
 struct dpt_checkpoint {
     char *path;
     char *spec;        /* metadata model_spec (malloc) */
@@ -105,6 +107,23 @@ const char *dpt_checkpoint_state(const dpt_checkpoint *ck) { return ck ? ck->sta
 uint64_t dpt_checkpoint_step(const dpt_checkpoint *ck) { return ck ? ck->step : 0; }
 const char *dpt_checkpoint_algorithm(const dpt_checkpoint *ck) { return ck ? ck->algorithm : NULL; }
 const dpt_ledger *dpt_checkpoint_ledger(const dpt_checkpoint *ck) { return ck ? ck->ledger : NULL; }
+
+void dpt_checkpoint_label(const dpt_checkpoint *ck, int full, char *buf, size_t cap) {
+    if (!cap) return;
+    buf[0] = 0;
+    if (!ck) return;
+    if (ck->ledger) {
+        dpt_ledger_label(ck->ledger, full, buf, cap);
+        return;
+    }
+    /* no ledger: the labels the run's last metrics line carried (its record in the state) */
+    cJSON *root = cJSON_Parse(ck->state);
+    cJSON *rec = cJSON_Parse(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(root, "record")));
+    dpt_privacy_note_label(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "privacy")),
+                           cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "privacy_excludes")), buf, cap);
+    cJSON_Delete(rec);
+    cJSON_Delete(root);
+}
 
 dpt_status dpt_checkpoint_epsilon(const dpt_checkpoint *ck, double delta, double *eps) {
     DPT_CHECK(ck && eps, DPT_EINVAL, "dpt_checkpoint_epsilon: %s is NULL", ck ? "eps" : "ck");

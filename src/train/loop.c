@@ -1336,8 +1336,20 @@ static void result_empty(dpt_epoch_result *r) {
     r->test_loss_ema = r->test_accuracy_ema = NAN;
 }
 
+/* r->privacy_label: the labels a line showing r must carry (dpt_epoch_result) */
+static void result_label(const dpt_trainer *t, dpt_epoch_result *r) {
+    char *b = r->privacy_label;
+    const size_t cap = sizeof r->privacy_label;
+    if (t->ledger) {
+        dpt_ledger_label(t->ledger, 0, b, cap);
+        return;
+    }
+    dpt_privacy_note_label(t->algo->privacy_note, t->excludes, b, cap);
+}
+
 static dpt_status compute_result(dpt_trainer *t, int partial, size_t in_epoch, size_t spe, dpt_epoch_result *r) {
     result_empty(r);
+    result_label(t, r);
     r->epoch = partial ? t->epoch + 1 : t->epoch;
     r->step = t->step;
     r->partial = partial;
@@ -1533,6 +1545,7 @@ static dpt_status prepare_run_dir(dpt_trainer *t, int *stop) {
     if (t->republish) {
         dpt_epoch_result r;
         DPT_TRY(record_parse(t->record, t->record_note, &r));
+        result_label(t, &r);
         DPT_TRY(metrics_append(t, t->record));
         t->republish = 0;
         dpt_trainer_log(t, DPT_LOG_NOTE, "published the result of step %" PRIu64 " from the checkpoint (saved, not "
@@ -1582,7 +1595,10 @@ static dpt_status run_loop(dpt_trainer *t, dpt_epoch_result *last) {
     DPT_TRY(share_flag(t, &cb_stop));
     if (t->step == 0 && !t->resumed) DPT_TRY(dpt_dist_check_start(t));
     dpt_train_feature_cache_check(t);
-    if (t->record) DPT_TRY(record_parse(t->record, t->record_note, &r));
+    if (t->record) {
+        DPT_TRY(record_parse(t->record, t->record_note, &r));
+        result_label(t, &r);
+    }
     const size_t spe = dpt_sampler_steps_per_epoch(t->sampler);
     /* Budget: the last step index this run may take without exceeding target_epsilon */
     uint64_t budget_end = UINT64_MAX;

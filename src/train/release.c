@@ -3,6 +3,7 @@
  * its starting parameters came from when the caller gives them. */
 #include <dptrain/accounting.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "train_internal.h"
@@ -53,6 +54,14 @@ dpt_status dpt_trainer_excludes_to_ledger(dpt_trainer *t) {
         p += len + (e ? 2 : 0);
     }
     return changed ? dpt_ledger_set_meta(t->ledger, "epsilon_excludes", all) : DPT_OK;
+}
+
+void dpt_privacy_note_label(const char *note, const char *excludes, char *buf, size_t cap) {
+    if (!cap) return;
+    buf[0] = 0;
+    if (note && *note) snprintf(buf, cap, "  [%s]", note);
+    const size_t w = strlen(buf);
+    if (excludes && *excludes && w + 1 < cap) snprintf(buf + w, cap - w, "  [does NOT cover: %s]", excludes);
 }
 
 /* 1 when s is one line of text (dpt_text_char_len): safe in JSON, in a terminal and for any

@@ -355,5 +355,10 @@ dpt_status dpt_run_dir_clear(const dpt_trainer *t, const char *dir);
 /* Adds every exclusion of t->excludes ("; "-joined) that the ledger's "epsilon_excludes"
  * lacks, keeping the ledger's own (release.c). No-op without a ledger. */
 dpt_status dpt_trainer_excludes_to_ledger(dpt_trainer *t);
+/* The labels of a result without a ledger (release.c): "  [note]" for the algorithm's
+ * privacy note (dpt_algo.privacy_note, metrics "privacy") and "  [does NOT cover: X]" for
+ * its exclusions (metrics "privacy_excludes"); either may be NULL or "". Used by the
+ * trainer's epoch results and dpt_checkpoint_label, so both say the same. */
+void dpt_privacy_note_label(const char *note, const char *excludes, char *buf, size_t cap);
 
 #endif
