@@ -80,7 +80,7 @@ static void run_one(const dpt_dataset *tr, int priv, const char *dir) {
     dpt_trainer *t = new_run(tr, NULL, priv, dir, 0);
     if (!t) return;
     CHECK_STATUS(dpt_trainer_exclude_from_guarantee(t, ""), DPT_EINVAL);
-    char longer[400];
+    char longer[1100];
     memset(longer, 'x', sizeof longer - 1);
     longer[sizeof longer - 1] = 0;
     CHECK_STATUS(dpt_trainer_exclude_from_guarantee(t, longer), DPT_EINVAL);
@@ -145,6 +145,36 @@ static void test_metrics_on_training_data(void) {
     dpt_dataset_free(&tr);
     dpt_dataset_free(&copy);
     dpt_dataset_free(&held);
+}
+
+/* Exclusions longer than an epoch line's label: all kept in the ledger and metrics; the
+ * label keeps the short [SEEDED] and cuts the exclusions with "...]" (never mid-character),
+ * instead of dropping [SEEDED] as it did when the exclusions filled the buffer. */
+static void test_long_exclusions(const dpt_dataset *tr) {
+    dpt_trainer *t = new_run(tr, NULL, 1, NULL, 1); /* seed 4: a SEEDED run */
+    if (!t) return;
+    char a[300], b[300];
+    memset(a, 'a', sizeof a - 1);
+    a[sizeof a - 1] = 0;
+    /* b: two-byte characters (U+00E9), so a cut could fall inside one */
+    for (size_t k = 0; k + 2 < sizeof b; k += 2) b[k] = (char)0xC3, b[k + 1] = (char)0xA9;
+    b[sizeof b - 2] = 'z', b[sizeof b - 1] = 0;
+    CHECK_OK(dpt_trainer_exclude_from_guarantee(t, a));
+    CHECK_OK(dpt_trainer_exclude_from_guarantee(t, b));
+    CHECK(excludes(t) && strlen(excludes(t)) == strlen(a) + 2 + strlen(b));
+    dpt_epoch_result r;
+    CHECK_OK(dpt_trainer_run(t, &r));
+    const char *lab = r.privacy_label;
+    const size_t n = strlen(lab);
+    CHECK(n < sizeof r.privacy_label && n > 10);
+    CHECK(strstr(lab, "  [SEEDED]") && !strcmp(lab + n - strlen("...]  [SEEDED]"), "...]  [SEEDED]"));
+    CHECK(dpt_text_char_len(lab) > 0);
+    for (const char *p = lab; *p; p += dpt_text_char_len(p))
+        if (!dpt_text_char_len(p)) {
+            CHECK(!"the label holds a cut UTF-8 character");
+            break;
+        }
+    dpt_trainer_free(t);
 }
 
 /* "SOURCE (SHA-256 of the float32 values: HEX)" computed here from v */
@@ -270,6 +300,7 @@ int main(void) {
     run_one(&tr, 0, dir);
     CHECK_STATUS(dpt_trainer_exclude_from_guarantee(NULL, NOTE), DPT_EINVAL);
     test_metrics_on_training_data();
+    test_long_exclusions(&tr);
     test_initial_params(&tr, 1, dir);
     test_initial_params(&tr, 0, dir);
     dpt_dataset_free(&tr);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/text_fit.h"
 #include "dptrain/accounting.h"
 
 dpt_status dpt_acct_rdp_curve(double q, double sigma, const double *orders, size_t n, double *out);
@@ -252,14 +253,16 @@ void dpt_ledger_label(const dpt_ledger *l, int full, char *buf, size_t cap) {
     buf[0] = 0;
     if (!l) return;
     const char *ex = dpt_ledger_get_meta(l, "epsilon_excludes"), *seed = dpt_ledger_get_meta(l, "seed_source");
-    size_t w = 0;
-    if (ex && *ex) {
-        snprintf(buf, cap, full ? "  [this epsilon does NOT cover: %s]" : "  [epsilon does NOT cover: %s]", ex);
-        w = strlen(buf);
-    }
-    if (seed && !strcmp(seed, "caller") && w + 1 < cap)
-        snprintf(buf + w, cap - w, "%s", full ? "  [SEEDED run (a chosen seed): holds only while the seed stays secret]"
-                                              : "  [SEEDED]");
+    const char *sl = !seed || strcmp(seed, "caller") ? ""
+                     : full ? "  [SEEDED run (a chosen seed): holds only while the seed stays secret]"
+                            : "  [SEEDED]";
+    /* the seed's label is short and never dropped: the exclusions get the room left, and
+     * a text that does not fit ends in "...]" (the ledger holds it whole) */
+    const size_t ns = strlen(sl);
+    if (ex && *ex && cap > ns + 1)
+        dpt_bracket_fit(buf, cap - ns, full ? "  [this epsilon does NOT cover: " : "  [epsilon does NOT cover: ", ex);
+    const size_t w = strlen(buf);
+    snprintf(buf + w, cap - w, "%s", sl);
 }
 
 dpt_status dpt_ledger_set_meta(dpt_ledger *l, const char *key, const char *value) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../core/text_fit.h"
 #include "train_internal.h"
 
 dpt_status dpt_trainer_exclude_from_guarantee(dpt_trainer *t, const char *what) {
@@ -61,7 +62,7 @@ void dpt_privacy_note_label(const char *note, const char *excludes, char *buf, s
     buf[0] = 0;
     if (note && *note) snprintf(buf, cap, "  [%s]", note);
     const size_t w = strlen(buf);
-    if (excludes && *excludes && w + 1 < cap) snprintf(buf + w, cap - w, "  [does NOT cover: %s]", excludes);
+    if (excludes && *excludes && w + 1 < cap) dpt_bracket_fit(buf + w, cap - w, "  [does NOT cover: ", excludes);
 }
 
 /* 1 when s is one line of text (dpt_text_char_len): safe in JSON, in a terminal and for any

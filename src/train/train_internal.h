@@ -63,7 +63,7 @@ struct dpt_trainer {
     char *run_json; /* owned copy of cfg.run_json */
     char eval_split[32]; /* copy of cfg.eval_split (cfg.eval_split points here or is NULL) */
     dpt_ledger *ledger; /* private algorithms: every noisy release (owned) */
-    char excludes[256]; /* what the privacy statement does not cover ("" = nothing;
+    char excludes[1024]; /* what the privacy statement does not cover ("" = nothing;
                            dpt_trainer_exclude_from_guarantee): in every metrics line */
     char init_note[320]; /* "" = the seed's initialization; else where the starting
                             parameters came from (dpt_trainer_set_initial_params): in the
