@@ -335,6 +335,7 @@ dpt_train_config dpt_train_config_defaults(void);
 dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train,
                            const dpt_dataset *test, dpt_algo *algo, dpt_trainer **out);
 void dpt_trainer_free(dpt_trainer *t);
+dpt_status dpt_trainer_exclude_from_guarantee(dpt_trainer *t, const char *what);
 dpt_status dpt_trainer_resume(dpt_trainer *t);
 dpt_status dpt_trainer_run(dpt_trainer *t, dpt_epoch_result *last);
 dpt_status dpt_evaluate(dpt_model *m, dpt_loss_kind loss, const dpt_dataset *d,

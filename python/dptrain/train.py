@@ -231,8 +231,8 @@ class Run:
 # ==== progress bar (stderr, a terminal only) ====
 
 class _Progress:
-    def __init__(self, stream, epochs, bar, verbose):
-        self.stream, self.epochs, self.bar, self.verbose = stream, epochs, bar, verbose
+    def __init__(self, stream, epochs, bar, verbose, split="test"):
+        self.stream, self.epochs, self.bar, self.verbose, self.split = stream, epochs, bar, verbose, split
         self.last_draw = 0.0
         self.drawn = False
 
@@ -267,13 +267,15 @@ class _Progress:
             if not math.isnan(r["train_loss"]):
                 parts.append("train loss %.4f" % r["train_loss"])
             if not math.isnan(r.get("test_accuracy", float("nan"))):
-                parts.append("test acc %.2f%%  test loss %.4f" % (100 * r["test_accuracy"], r["test_loss"]))
+                parts.append("%s acc %.2f%%  %s loss %.4f" % (self.split, 100 * r["test_accuracy"], self.split,
+                                                              r["test_loss"]))
                 if not math.isnan(r.get("test_accuracy_ema", float("nan"))):  # ema=: the average's
-                    parts.append("test acc ema %.2f%%" % (100 * r["test_accuracy_ema"]))
+                    parts.append("%s acc ema %.2f%%" % (self.split, 100 * r["test_accuracy_ema"]))
             elif not math.isnan(r.get("test_mse", float("nan"))):  # regression
-                parts.append("test mse %.5g  (rmse %.5g)" % (r["test_mse"], math.sqrt(r["test_mse"])))
+                parts.append("%s mse %.5g  (rmse %.5g)" % (self.split, r["test_mse"], math.sqrt(r["test_mse"])))
             elif not math.isnan(r.get("test_loss", float("nan"))):  # token-ce
-                parts.append("test loss %.4f  (perplexity %.4g)" % (r["test_loss"], math.exp(r["test_loss"])))
+                parts.append("%s loss %.4f  (perplexity %.4g)" % (self.split, r["test_loss"],
+                                                                  math.exp(r["test_loss"])))
             eps, pld, rdp = r.get("epsilon", float("nan")), r.get("epsilon_pld"), r.get("epsilon_rdp")
             if eps is not None and not math.isnan(eps):  # the headline accountant first, as the CLI
                 if r.get("accountant") == "pld":
@@ -292,8 +294,9 @@ class _Progress:
 # ==== callbacks (run on the training thread; cffi takes the GIL for them) ====
 
 class _State:
-    def __init__(self, progress, user_callback, regression=False):
+    def __init__(self, progress, user_callback, regression=False, eval_split=None):
         self.progress = progress
+        self.eval_split = eval_split  # "validation": the epoch dicts say what their test_* values are
         self.user_callback = user_callback
         self.regression = regression  # epoch dicts carry test_mse instead of test_accuracy
         self.interrupt = threading.Event()
@@ -317,6 +320,8 @@ if HAVE_CALLBACKS:
         st = ffi.from_handle(user)
         try:
             d = _epoch_dict(r, st.regression)
+            if st.eval_split:
+                d["eval_split"] = st.eval_split
             st.history.append(d)
             st.progress.epoch(d)
             if st.user_callback is not None and st.user_callback(dict(d)):
@@ -839,6 +844,10 @@ def _make_noisy_gd(c):
     return out[0]
 
 
+# what a private run's epsilon does not cover with validation=N (the CLI's text)
+_VALIDATION_NOTE = b"the validation metrics (--validation): noiseless statistics of examples held out of the " \
+                   b"private training split"
+
 # the algorithms that train on regression targets (dpt_algo.regression)
 _REGRESSION = ("sgd", "dpsgd", "pdp-sgd", "proportional-noise")
 
@@ -848,7 +857,8 @@ _MAKERS = {"sgd": _make_sgd, "dpsgd": _make_dpsgd, "pdp-sgd": _make_pdpsgd, "pro
 
 # the CLI's defaults (cli/cmd_train.c, cli/algo_*.c)
 _DEFAULTS = dict(
-    model="mlp:784-128-64-32-10:gelu", algorithm="sgd", x_test=None, y_test=None, n_classes=0, input_shape=None,
+    model="mlp:784-128-64-32-10:gelu", algorithm="sgd", x_test=None, y_test=None, validation=0, n_classes=0,
+    input_shape=None,
     loss="ce", init="default", optimizer="adam", lr=None, momentum=0.0, weight_decay=0.0, lr_schedule="constant",
     sampler="shuffle", batch_size=256, sample_rate=None, epochs=5, max_steps=0, seed=0, threads=0, shards=0,
     out_dir=None, runs_dir=None, resume=False, overwrite=False, init_params=None, init_source=None, freeze=None,
@@ -1152,6 +1162,7 @@ def train(
     algorithm: Union[str, Algorithm] = "sgd",
     x_test: Optional[Any] = None,
     y_test: Optional[Any] = None,
+    validation: int = 0,
     epochs: int = 5,
     batch_size: int = 256,
     sample_rate: Optional[float] = None,
@@ -1217,6 +1228,11 @@ def train(
       sgd and dpsgd, which then clips and noises the trained layers only); the frozen
       trunk's output is computed once and kept unless no_feature_cache=True.
     x_test, y_test: a test split, evaluated after every epoch (give both or neither).
+    validation: N > 0 holds out the last N rows of x, y (never trained on) and evaluates on
+      them instead of a test split (not with x_test), to choose hyperparameters without the
+      test set; the epoch results keep their test_* names and say eval_split="validation".
+      Those rows are private data: a private run's epsilon says it does not cover their
+      metrics (the CLI's --validation; docs/dpsgd.md).
     epochs, batch_size, sample_rate (Poisson q; None: batch_size / n), max_steps (0: no
       limit), physical_batch (examples per forward/backward pass, 0 = the whole batch: a
       larger batch is accumulated over passes and noised once, so memory is bounded by it;
@@ -1261,7 +1277,7 @@ def train(
       then raises KeyboardInterrupt ("raise") or returns the partial Run ("return").
     """
     flat: Dict[str, Any] = dict(
-        model=model, x_test=x_test, y_test=y_test, epochs=epochs, batch_size=batch_size, sample_rate=sample_rate,
+        model=model, x_test=x_test, y_test=y_test, validation=validation, epochs=epochs, batch_size=batch_size, sample_rate=sample_rate,
         max_steps=max_steps, physical_batch=physical_batch, ema=ema, ema_warmup=ema_warmup, augment=augment,
         aug_mult=aug_mult, optimizer=optimizer, lr=lr, momentum=momentum, weight_decay=weight_decay,
         lr_schedule=lr_schedule, sampler=sampler, loss=loss, init=init, regression=regression, n_classes=n_classes,
@@ -1338,6 +1354,15 @@ def _train_flat(x, y, kwargs):
     if (kw["x_test"] is None) != (kw["y_test"] is None):
         raise ValueError("x_test and y_test: give both or neither")
     _int(kw["n_classes"], "n_classes", 0)
+    held = _int(kw["validation"], "validation", 0)
+    if held:  # the last rows are the evaluation set (the CLI's --validation)
+        if kw["x_test"] is not None:
+            raise ValueError("validation=%d: not with x_test, y_test (the held-out rows are the evaluation set)" % held)
+        if held >= X.shape[0]:
+            raise ValueError("validation=%d: x has only %d rows; hold out fewer, so that some remain to train on"
+                             % (held, X.shape[0]))
+        kw["x_test"], kw["y_test"] = X[-held:], Y[-held:]
+        X, Y = X[:-held], Y[:-held]
 
     # ---- model ----
     model = kw["model"]
@@ -1471,6 +1496,10 @@ def _train_flat(x, y, kwargs):
     rj = {"source": "python", "dptrain_python": sys.version.split()[0]}
     if regression:  # as the CLI records --targets: Model.load knows the model predicts targets
         rj["targets"] = int(Y.shape[1])
+    eval_split = None
+    if held:
+        rj["validation"] = held
+        eval_split = cfg.eval_split = cs("validation", "eval_split")  # kept alive until the run ends
     cfg.run_json = cs(json.dumps(rj), "run_json")
 
     train_ds = Dataset(X, Y, kw["n_classes"], shape, name="x, y")
@@ -1505,7 +1534,8 @@ def _train_flat(x, y, kwargs):
     # ---- callbacks and the run ----
     stream = sys.stderr
     bar = kw["progress"] if "progress" in given else bool(getattr(stream, "isatty", lambda: False)())
-    state = _State(_Progress(stream, int(cfg.epochs), bool(bar), bool(kw["verbose"])), kw["on_epoch"], regression)
+    state = _State(_Progress(stream, int(cfg.epochs), bool(bar), bool(kw["verbose"]), "validation" if held else "test"),
+                   kw["on_epoch"], regression, "validation" if held else None)
     handle = ffi.new_handle(state)
     if HAVE_CALLBACKS:
         cfg.on_step = lib._dpt_py_on_step
@@ -1528,6 +1558,9 @@ def _train_flat(x, y, kwargs):
     if freeze:
         run.frozen = ffi.string(lib.dpt_trainer_frozen(trainer, ffi.NULL)).decode().split(",")
     try:
+        if held and (algo_name in _PRIVATE or algo_name == "noisy-gd"):  # as the CLI: a stated guarantee
+            # the held-out rows' metrics are statistics of private data
+            check(lib.dpt_trainer_exclude_from_guarantee(trainer, _VALIDATION_NOTE), "validation")
         if start is not None:
             flat, src, what = start
             check(lib.dpt_trainer_set_initial_params(trainer, ffi.cast("const float *", ffi.from_buffer(flat)),
