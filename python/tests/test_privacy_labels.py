@@ -60,3 +60,11 @@ def test_non_accounted_dp_mechanism_publishes_no_train_loss(capsys):
     assert all(math.isnan(h["train_loss"]) for h in r.history), r.history
     r, lines = run(capsys, algorithm=dptrain.PDPSGD(kappa=0.01))
     assert all(math.isfinite(h["train_loss"]) for h in r.history) and all("train loss" in s for s in lines), lines
+
+
+def test_forced_delta_on_every_epoch_line(capsys):
+    """force=True with delta >= 1/N (N = 300): recorded in the ledger and labelled like a seed."""
+    r, lines = run(capsys, algorithm=dptrain.DPSGD(sigma=1.0, delta=0.01, force=True), x_test=None, y_test=None)
+    assert len(lines) == 2 and all("[delta >= 1/N (forced)]" in s for s in lines), lines
+    assert r.ledger.get_meta("delta_forced") == "0.01"
+    assert "[delta 0.01 >= 1/N accepted (force)" in r.ledger.label()

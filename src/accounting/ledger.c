@@ -257,9 +257,29 @@ void dpt_ledger_label(const dpt_ledger *l, int full, char *buf, size_t cap) {
         snprintf(buf, cap, full ? "  [this epsilon does NOT cover: %s]" : "  [epsilon does NOT cover: %s]", ex);
         w = strlen(buf);
     }
-    if (seed && !strcmp(seed, "caller") && w + 1 < cap)
+    if (seed && !strcmp(seed, "caller") && w + 1 < cap) {
         snprintf(buf + w, cap - w, "%s", full ? "  [SEEDED run (a chosen seed): holds only while the seed stays secret]"
                                               : "  [SEEDED]");
+        w += strlen(buf + w);
+    }
+    /* a delta >= 1/N accepted by force (dpt_train_config with such a delta, dpt_sgm_config.force) */
+    const char *fd = dpt_ledger_get_meta(l, "delta_forced");
+    if (fd && w + 1 < cap) {
+        if (full)
+            snprintf(buf + w, cap - w, "  [delta %s >= 1/N accepted (force): such a delta allows releasing a whole "
+                     "example]", fd);
+        else
+            snprintf(buf + w, cap - w, "  [delta >= 1/N (forced)]");
+        w += strlen(buf + w);
+    }
+    /* a resume over a ledger that did not match (allow_ledger_mismatch): one key per resume */
+    int mismatch = 0;
+    for (size_t i = 0; i < l->n_meta && !mismatch; i++)
+        mismatch = !strncmp(l->meta[i].key, "mismatch_allowed_at_step_", 25);
+    if (mismatch && w + 1 < cap)
+        snprintf(buf + w, cap - w, "%s", full ? "  [ledger mismatch allowed: resumed although the ledger recorded other "
+                                                "settings or data (mismatch_allowed_at_step_* in the ledger)]"
+                                              : "  [ledger mismatch allowed]");
 }
 
 dpt_status dpt_ledger_set_meta(dpt_ledger *l, const char *key, const char *value) {

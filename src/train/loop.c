@@ -158,6 +158,13 @@ static dpt_status ledger_set_run_meta(dpt_trainer *t) {
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "q", q));
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "sigma", sigma));
     if (t->freeze_list[0]) DPT_TRY(dpt_ledger_set_meta(t->ledger, "frozen_layers", t->freeze_list));
+    /* delta >= 1/N (the CLI's --force, Python's force=True) allows releasing a whole example:
+     * labelled wherever the epsilon goes (dpt_ledger_label); kept once set, also by a resume */
+    if (t->cfg.delta >= 1.0 / (double)t->train->n) {
+        char d[32];
+        snprintf(d, sizeof d, "%.17g", t->cfg.delta);
+        DPT_TRY(dpt_ledger_set_meta(t->ledger, "delta_forced", d));
+    }
     /* exclusions recorded before the ledger existed (an algorithm's bind) or missing from a
      * resumed ledger written by an older version: added, never dropped */
     DPT_TRY(dpt_trainer_excludes_to_ledger(t));
