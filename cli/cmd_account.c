@@ -134,6 +134,9 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
     const char *frozen = dpt_ledger_get_meta(l, "frozen_layers");
     /* "caller": the run's seed was chosen, so whoever knows it can regenerate the noise */
     const char *seed_src = dpt_ledger_get_meta(l, "seed_source");
+    /* the labels train and eval print beside this epsilon (dpt_ledger_label) */
+    char label[640];
+    dpt_ledger_label(l, 1, label, sizeof label);
     if (json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "ledger", path);
@@ -152,6 +155,7 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
         if (init) cJSON_AddStringToObject(o, "initial_params", init);
         if (frozen) cJSON_AddStringToObject(o, "frozen_layers", frozen);
         if (seed_src) cJSON_AddStringToObject(o, "seed_source", seed_src);
+        if (label[0]) cJSON_AddStringToObject(o, "privacy_label", label + 2); /* without the leading spaces */
         if (pld)
             cli_json_number(o, "epsilon_pld", e_pld);
         else
@@ -186,6 +190,7 @@ static int report_ledger(const char *path, double delta, dpt_conversion conv, co
             printf("                (the epsilon assumes these parameters do not depend on the training data)\n");
         }
         if (frozen) print_text("frozen layers   ", frozen);
+        if (label[0]) print_text("labels          ", label + 2);
         if (edge)
             printf("note: the best RDP order %g is at an edge of the order grid; widen it with --orders\n", order);
     }

@@ -163,8 +163,7 @@ static void print_results(const dpt_audit_config *ac, const dpt_audit_result *re
                ckpt, algo);
     else if (ac->job.algo == DPT_AUDIT_DPSGD)
         printf("privacy (accountant): epsilon %.4g (default accountant: min of PLD, RDP) at delta %g for the target run "
-               "(q %g, sigma %g)\n", res->epsilon,
-               delta, res->sample_rate, sigma);
+               "(q %g, sigma %g)%s\n", res->epsilon, delta, res->sample_rate, sigma, res->epsilon_label);
     else
         printf("privacy: no formal DP guarantee for --algo %s (no accountant, no epsilon); the audit above is what it leaks "
                "to these attacks\n", algo);
@@ -174,7 +173,8 @@ static void print_results(const dpt_audit_config *ac, const dpt_audit_result *re
            "lower bound %.3f at %.0f%% confidence (delta %g)\n", M, res->canary_runs, res->canary_in, res->canary_out,
            res->canary_auc, res->canary_eps_lb, 100 * (1 - ac->alpha), res->canary_delta);
     if (ac->job.algo == DPT_AUDIT_DPSGD)
-        printf("  accountant epsilon of a canary run: %.4g (the lower bound must not exceed it)\n", res->canary_run_epsilon);
+        printf("  accountant epsilon of a canary run: %.4g (the lower bound must not exceed it)%s\n", res->canary_run_epsilon,
+               res->epsilon_label);
     if (M > 1)
         printf("  note: the %zu canaries of one run are not independent trials; the bound above treats them as "
                "such (a heuristic, see docs/audit.md)\n", M);
@@ -205,8 +205,15 @@ static void write_summary(const char *out, const dpt_audit_result *res, const ch
         fprintf(f, ", \"checkpoint\": %s", q ? q : "null");
         free(q);
         cJSON_Delete(s);
-    } else if (dp) fprintf(f, ", \"epsilon\": %.6f, \"delta\": %g, \"accountant\": \"default: min(pld, rdp)\"", res->epsilon, delta);
-    else fprintf(f, ", \"privacy\": \"no formal DP guarantee\"");
+    } else if (dp) {
+        fprintf(f, ", \"epsilon\": %.6f, \"delta\": %g, \"accountant\": \"default: min(pld, rdp)\"", res->epsilon, delta);
+        /* the labels the text line carries, without the leading spaces (as eval --json) */
+        cJSON *s = res->epsilon_label[0] ? cJSON_CreateString(res->epsilon_label + 2) : NULL;
+        char *q = s ? cJSON_PrintUnformatted(s) : NULL;
+        if (q) fprintf(f, ", \"privacy_label\": %s", q);
+        free(q);
+        cJSON_Delete(s);
+    } else fprintf(f, ", \"privacy\": \"no formal DP guarantee\"");
     if (res->canaries) fprintf(f, ", \"canary_epsilon_lower_bound\": %.6f", res->canary_eps_lb);
     if (isfinite(res->one_run_eps_lb)) fprintf(f, ", \"one_run_epsilon_lower_bound\": %.6f", res->one_run_eps_lb);
     fprintf(f, ", \"target_train_s\": %.4f, \"target_train_loop_s\": %.4f, \"shadow_train_s\": %.4f}\n", res->target_s,

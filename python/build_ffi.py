@@ -751,7 +751,11 @@ def make_builder(bundle=False):
     if re.search(r"\bdpt_audit_summarize\s*\(", audit_h) and re.search(r"\bdpt_audit_scores\s*\(", audit_h):
         cdef += CDEF_AUDIT
         if have_callbacks and re.search(r"\bdpt_audit_run\s*\(", audit_h):
-            cdef += CDEF_AUDIT_RUN
+            audit_run = CDEF_AUDIT_RUN
+            if re.search(r"\bchar\s+epsilon_label\s*\[", audit_h):  # the labels of the audit's epsilon
+                audit_run = audit_run.replace("    double one_run_eps_lb;\n", "    double one_run_eps_lb;\n"
+                                              "    char epsilon_label[...];\n", 1)
+            cdef += audit_run
             if re.search(r"\bvoid\s+dpt_algo_free\s*\(", train_h):  # dptrain.audit.run's constructor probe
                 cdef += "void dpt_algo_free(dpt_algo *a);\n"
     if re.search(r"\bdpt_run_dir_new_name\s*\(", train_h):  # runs_dir=: new run directories, PARENT/latest

@@ -489,7 +489,48 @@ static void test_calibrate_on_prior(void) {
     dpt_ledger_free(prior);
 }
 
+/* dpt_ledger_label: every qualification the ledger records, compact and full, in order */
+static void expect_label(const dpt_ledger *l, int full, const char *want) {
+    char buf[640];
+    dpt_ledger_label(l, full, buf, sizeof buf);
+    if (strcmp(buf, want)) fprintf(stderr, "FAIL dpt_ledger_label(full %d): got '%s', want '%s'\n", full, buf, want);
+    CHECK(!strcmp(buf, want));
+}
+
+static void test_label(void) {
+    dpt_ledger *l = NULL;
+    CHECK_OK(dpt_ledger_new(&l));
+    if (!l) return;
+    expect_label(l, 0, "");
+    CHECK_OK(dpt_ledger_set_meta(l, "seed_source", "caller"));
+    expect_label(l, 0, "  [SEEDED]");
+    CHECK_OK(dpt_ledger_set_meta(l, "delta_forced", "0.01"));
+    CHECK_OK(dpt_ledger_set_meta(l, "mismatch_allowed_at_step_20", "sigma was 1.2, now 1.5"));
+    expect_label(l, 0, "  [SEEDED]  [delta >= 1/N (forced)]  [ledger mismatch allowed]");
+    expect_label(l, 1, "  [SEEDED run (a chosen seed): holds only while the seed stays secret]  [delta 0.01 >= 1/N "
+                       "accepted (force): such a delta allows releasing a whole example]  [ledger mismatch allowed: "
+                       "resumed although the ledger recorded other settings or data (mismatch_allowed_at_step_* in "
+                       "the ledger)]");
+    CHECK_OK(dpt_ledger_set_meta(l, "seed_source", "os"));
+    CHECK_OK(dpt_ledger_set_meta(l, "epsilon_excludes", "X"));
+    expect_label(l, 0, "  [epsilon does NOT cover: X]  [delta >= 1/N (forced)]  [ledger mismatch allowed]");
+    char small[12];
+    dpt_ledger_label(l, 0, small, sizeof small); /* truncated, terminated */
+    CHECK(strlen(small) == sizeof small - 1 && !strncmp(small, "  [", 3));
+    /* too long for the buffer: the exclusions are shortened ("...]"), the short labels kept whole */
+    char longer[101], mid[100];
+    memset(longer, 'Y', sizeof longer - 1);
+    longer[sizeof longer - 1] = 0;
+    CHECK_OK(dpt_ledger_set_meta(l, "epsilon_excludes", longer));
+    dpt_ledger_label(l, 0, mid, sizeof mid);
+    static const char *tail = "...]  [delta >= 1/N (forced)]  [ledger mismatch allowed]";
+    CHECK(strlen(mid) == sizeof mid - 1 && !strncmp(mid, "  [epsilon does NOT cover: YYYY", 31) &&
+          !strcmp(mid + strlen(mid) - strlen(tail), tail));
+    dpt_ledger_free(l);
+}
+
 int main(void) {
+    test_label();
     test_sgm_dgauss();
     test_merge_and_meta();
     test_merge_needs_equal_sigma();

@@ -152,9 +152,12 @@ const char *dpt_ledger_get_meta(const dpt_ledger *l, const char *key); /* NULL i
 /* The qualifications of l's epsilon, for every line that prints it or a result of its run
  * (the epoch lines, the final line, eval): "" when none, else bracketed labels, each
  * preceded by two spaces. full = 1: "  [this epsilon does NOT cover: X]" (metadata
- * "epsilon_excludes") and "  [SEEDED run (a chosen seed): holds only while the seed stays
- * secret]" (metadata "seed_source" "caller"); full = 0 the compact "  [epsilon does NOT
- * cover: X]  [SEEDED]". l NULL: "". Truncated to cap - 1 bytes (cap 0: nothing written). */
+ * "epsilon_excludes"), "  [SEEDED run (a chosen seed): holds only while the seed stays
+ * secret]" (metadata "seed_source" "caller"), "  [delta D >= 1/N accepted (force): ...]"
+ * (metadata "delta_forced" D) and "  [ledger mismatch allowed: ...]" (a metadata key
+ * "mismatch_allowed_at_step_*"); full = 0 the compact "  [epsilon does NOT cover: X]
+ * [SEEDED]  [delta >= 1/N (forced)]  [ledger mismatch allowed]". l NULL: "". Truncated to
+ * cap - 1 bytes (cap 0: nothing written). */
 void dpt_ledger_label(const dpt_ledger *l, int full, char *buf, size_t cap);
 
 /* epsilon of everything recorded, for a target delta in (0, 1). PLD applies only when all

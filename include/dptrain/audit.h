@@ -124,6 +124,8 @@ typedef struct {
     double epsilon;          /* DP-SGD: RDP epsilon at cfg.delta of this run; NAN otherwise */
     double test_accuracy;    /* on `test` (NAN without) */
     double wall_s;           /* training time */
+    char epsilon_label[256]; /* DP-SGD: the labels a line showing epsilon carries (dpt_ledger_label,
+                                full: "  [SEEDED run ...]" for a nonzero seed); "" otherwise */
 } dpt_audit_run_info;
 /* Trains one model on the examples i of `pop` with member[i] = 1 (seed overrides
  * cfg.seed), then writes loss[i] and phi[i] for EVERY example of pop (either may be
@@ -198,6 +200,11 @@ typedef struct {
     double canary_run_epsilon; /* DP-SGD: the accountant's epsilon of a canary run; NAN otherwise */
     uint64_t one_run_guesses, one_run_correct; /* one-run audit (one canary run, >= 2 canaries) */
     double one_run_eps_lb;     /* NAN when not run */
+    char epsilon_label[256];   /* DP-SGD: the labels every line or field showing epsilon or
+                                  canary_run_epsilon carries (dpt_ledger_label of the target
+                                  run, else of a canary run, full form; every model of the
+                                  audit is trained from cfg.seed, so a nonzero seed gives
+                                  "  [SEEDED run (a chosen seed): ...]"); "" for none */
 } dpt_audit_result;
 /* Runs the audit. pop: the population (without target: members and non-members are a
  * random half each; with target: the target's training set); test: test data for the

@@ -116,6 +116,13 @@ typedef struct dpt_algo {
      * accumulate forms them (dpt_train_augment) and averages each example's copies before
      * anything per-example (clipping). Others are refused when augmentation is on. */
     int augmentable;
+    /* 1: a DP mechanism whether or not an accountant covers its sampling: it clips per
+     * example and adds noise to its release (DP-SGD, DP-ULR and DP-MAC, also on shuffled
+     * batches, where is_private is 0). Such a run, like every private one, publishes no
+     * noiseless statistic of its batches: no train_loss (results, metrics.jsonl), no loss
+     * or batch size in dpt_step_info, zero loss sums in the checkpoint. 0: PDP-SGD,
+     * proportional noise and noisy GD (no clipping, no DP claim) and plain SGD publish them. */
+    int dp_mechanism;
 } dpt_algo;
 
 /* Frees an algorithm that was not handed to dpt_trainer_new (which takes ownership, even

@@ -362,6 +362,8 @@ class AuditResult:
         self.delta = None           # dpsgd: that delta; else None
         self.sigma = None           # dpsgd: the noise multiplier; else None
         self.sample_rate = None     # dpsgd: the Poisson rate of every run (batch_size / members); else None
+        self.privacy_label = ""     # dpsgd: the labels of epsilon and of a canary run's epsilon, as train prints
+        #                             them (every model is trained from `seed`: "[SEEDED run ...]"); "" for none
         self.canaries = None        # Canaries, or None without a canary audit
         self.target_s = None        # wall time of the target (training and scoring) in s
         self.target_loop_s = None   # its training loop alone
@@ -389,6 +391,9 @@ class AuditResult:
         return "AuditResult(%s, %d members / %d non-members, %d shadows, %s)" % (
             self.algorithm, self.members, self.population - self.members, self.shadows,
             ", ".join("%s AUC %.3f" % (k, a.summary.auc) for k, a in self.attacks.items()))
+
+    def _label(self) -> str:
+        return "  " + self.privacy_label if self.privacy_label else ""
 
     def __str__(self):
         """The report `dptrain audit` prints."""
@@ -418,8 +423,8 @@ class AuditResult:
                          % self.algorithm)
         elif self.epsilon is not None:
             lines.append("privacy (accountant): epsilon %.4g (default accountant: min of PLD, RDP) at delta %g for the "
-                         "target run (q %g, sigma %g)"
-                         % (self.epsilon, self.delta, self.sample_rate, self.sigma))
+                         "target run (q %g, sigma %g)%s"
+                         % (self.epsilon, self.delta, self.sample_rate, self.sigma, self._label()))
         else:
             lines.append("privacy: no formal DP guarantee for algorithm %s (no accountant, no epsilon); the audit "
                          "above is what it leaks to these attacks" % self.algorithm)
@@ -429,8 +434,8 @@ class AuditResult:
                          "lower bound %.3f at %.0f%% confidence (delta %g)" % (
                              c.canaries, c.runs, c.n_in, c.n_out, c.auc, c.eps_lb, 100 * (1 - self.alpha), c.delta))
             if c.run_epsilon is not None:
-                lines.append("  accountant epsilon of a canary run: %.4g (the lower bound must not exceed it)"
-                             % c.run_epsilon)
+                lines.append("  accountant epsilon of a canary run: %.4g (the lower bound must not exceed it)%s"
+                             % (c.run_epsilon, self._label()))
             if c.canaries > 1:
                 lines.append("  note: the %d canaries of one run are not independent trials; the bound above treats "
                              "them as such (a heuristic, see docs/audit.md)" % c.canaries)
@@ -780,6 +785,8 @@ def _result(res):
     r.test_accuracy = _none_if_nan(res.test_accuracy)
     r.epsilon = _none_if_nan(res.epsilon)
     r.sample_rate = _none_if_nan(res.sample_rate)
+    if hasattr(res, "epsilon_label"):  # the library's labels (dpt_ledger_label), "" for none
+        r.privacy_label = ffi.string(res.epsilon_label).decode("utf-8", "replace").strip()
     r.target_s, r.target_loop_s, r.shadow_s = float(res.target_s), float(res.target_loop_s), float(res.shadow_s)
     if res.canaries:
         one = not math.isnan(res.one_run_eps_lb)

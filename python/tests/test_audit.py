@@ -404,6 +404,22 @@ def test_run_dpsgd_reports_its_epsilon():
 
 
 @needs_run
+def test_run_dpsgd_epsilon_carries_the_seeded_label():
+    """Every model of an audit is trained from its seed (default 1): the epsilon it reports,
+    and a canary run's, carry the run's [SEEDED] label, as train's lines do."""
+    x, y = population(400, 1)
+    xt, yt = population(100, 2)
+    res = quiet_run(x, y, x_test=xt, y_test=yt, algorithm="dpsgd", sigma=1.5, clip=0.5, delta=1e-3, epochs=1,
+                    batch_size=40, shadows=0, lr=0.1, optimizer="sgd", canaries=20)
+    lab = "[SEEDED run (a chosen seed): holds only while the seed stays secret]"
+    assert res.privacy_label == lab
+    text = str(res).splitlines()
+    assert [ln for ln in text if ln.startswith("privacy (accountant): epsilon")][0].endswith("  " + lab), text
+    assert [ln for ln in text if "accountant epsilon of a canary run" in ln][0].endswith("  " + lab), text
+    assert quiet_run(x, y, shadows=0, epochs=1).privacy_label == ""  # no epsilon, no label
+
+
+@needs_run
 def test_run_canaries():
     x, y = population(400, 1)
     xt, yt = population(100, 2)

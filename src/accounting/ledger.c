@@ -253,16 +253,40 @@ void dpt_ledger_label(const dpt_ledger *l, int full, char *buf, size_t cap) {
     buf[0] = 0;
     if (!l) return;
     const char *ex = dpt_ledger_get_meta(l, "epsilon_excludes"), *seed = dpt_ledger_get_meta(l, "seed_source");
-    const char *sl = !seed || strcmp(seed, "caller") ? ""
-                     : full ? "  [SEEDED run (a chosen seed): holds only while the seed stays secret]"
-                            : "  [SEEDED]";
-    /* the seed's label is short and never dropped: the exclusions get the room left, and
-     * a text that does not fit ends in "...]" (the ledger holds it whole) */
-    const size_t ns = strlen(sl);
-    if (ex && *ex && cap > ns + 1)
-        dpt_bracket_fit(buf, cap - ns, full ? "  [this epsilon does NOT cover: " : "  [epsilon does NOT cover: ", ex);
-    const size_t w = strlen(buf);
-    snprintf(buf + w, cap - w, "%s", sl);
+    /* the short labels (seed, forced delta, allowed mismatch) are never dropped: they are
+     * composed first, the exclusions get the room left, and a text that does not fit ends
+     * in "...]" (the ledger holds it whole) */
+    char tail[640] = "";
+    size_t w = 0;
+    if (seed && !strcmp(seed, "caller")) {
+        snprintf(tail, sizeof tail, "%s", full ? "  [SEEDED run (a chosen seed): holds only while the seed stays secret]"
+                                               : "  [SEEDED]");
+        w = strlen(tail);
+    }
+    /* a delta >= 1/N accepted by force (dpt_train_config with such a delta, dpt_sgm_config.force) */
+    const char *fd = dpt_ledger_get_meta(l, "delta_forced");
+    if (fd) {
+        if (full)
+            snprintf(tail + w, sizeof tail - w, "  [delta %.40s >= 1/N accepted (force): such a delta allows "
+                     "releasing a whole example]", fd);
+        else
+            snprintf(tail + w, sizeof tail - w, "  [delta >= 1/N (forced)]");
+        w += strlen(tail + w);
+    }
+    /* a resume over a ledger that did not match (allow_ledger_mismatch): one key per resume */
+    int mismatch = 0;
+    for (size_t i = 0; i < l->n_meta && !mismatch; i++)
+        mismatch = !strncmp(l->meta[i].key, "mismatch_allowed_at_step_", 25);
+    if (mismatch)
+        snprintf(tail + w, sizeof tail - w, "%s", full ? "  [ledger mismatch allowed: resumed although the ledger "
+                                                         "recorded other settings or data (mismatch_allowed_at_step_* "
+                                                         "in the ledger)]"
+                                                       : "  [ledger mismatch allowed]");
+    const size_t nt = strlen(tail);
+    if (ex && *ex && cap > nt + 1)
+        dpt_bracket_fit(buf, cap - nt, full ? "  [this epsilon does NOT cover: " : "  [epsilon does NOT cover: ", ex);
+    const size_t have = strlen(buf);
+    snprintf(buf + have, cap - have, "%s", tail);
 }
 
 dpt_status dpt_ledger_set_meta(dpt_ledger *l, const char *key, const char *value) {

@@ -202,6 +202,7 @@ static dpt_status canary_audit(const dpt_audit_config *c, const dpt_audit_job *j
         st = dpt_audit_train_and_score(job, &cp, cm, NULL, c->seed + 100003 + rr, cl, NULL, &ci);
         if (st != DPT_OK) break;
         res->canary_run_epsilon = ci.epsilon;
+        if (!res->epsilon_label[0]) memcpy(res->epsilon_label, ci.epsilon_label, sizeof res->epsilon_label);
         for (size_t j = 0; j < M; j++) {
             if (cm[N + j]) cin[ni++] = -cl[N + j];
             else cout[no++] = -cl[N + j];
@@ -294,6 +295,7 @@ dpt_status dpt_audit_run(const dpt_audit_config *c, const dpt_dataset *pop_in, c
             st = dpt_audit_train_and_score(&job, pop, member, test, c->seed, loss, phi, &info);
             if (st == DPT_OK) {
                 res->epsilon = info.epsilon;
+                memcpy(res->epsilon_label, info.epsilon_label, sizeof res->epsilon_label);
                 res->test_accuracy = info.test_accuracy;
                 res->target_loop_s = info.wall_s;
             }

@@ -174,6 +174,8 @@ dpt_status dpt_audit_train_and_score(const dpt_audit_job *job, const dpt_dataset
         info->epsilon = NAN;
         const dpt_ledger *l = dpt_trainer_ledger(t);
         if (l) st = dpt_ledger_epsilon(l, cfg.delta, DPT_ACCT_DEFAULT, DPT_CONV_BALLE, &info->epsilon);
+        /* the run's own labels (a seed the audit chose: [SEEDED]), as train prints them */
+        dpt_ledger_label(l, 1, info->epsilon_label, sizeof info->epsilon_label);
         info->test_accuracy = test ? r.test_accuracy : NAN;
         info->wall_s = r.wall_s;
     }

@@ -594,6 +594,7 @@ dpt_status dpt_algo_dpmac_new(const dpt_dpmac_config *cfg, dpt_algo **out) {
     a->settings = s->settings;
     a->name = priv ? "dpmac" : "mac";
     a->is_private = priv;
+    a->dp_mechanism = priv;
     a->sigma = priv ? cfg->sigma : 0.0;
     a->begin = dpmac_begin;
     a->accumulate = dpmac_accumulate;

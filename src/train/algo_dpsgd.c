@@ -636,6 +636,7 @@ dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out) {
     a->settings = s->settings;
     a->name = cfg->unaccounted ? "dpsgd-unaccounted" : "dpsgd";
     a->is_private = !cfg->unaccounted;
+    a->dp_mechanism = 1; /* clipped and noised in both modes: no train_loss either way */
     a->sigma = cfg->sigma;
     a->begin = dpsgd_begin;
     a->accumulate = dpsgd_accumulate;

@@ -1132,6 +1132,7 @@ dpt_status dpt_algo_dpulr_new(const dpt_dpulr_config *cfg, dpt_algo **out) {
     int accounted = cfg->private_ && cfg->accounted;
     a->name = !cfg->private_ ? "ulr" : accounted ? "dpulr" : "dpulr-unaccounted";
     a->is_private = accounted;
+    a->dp_mechanism = cfg->private_ != 0; /* clipped and noised, accounted or not */
     a->sigma = cfg->sigma0;
     a->begin = ulr_begin;
     a->bind = ulr_bind;

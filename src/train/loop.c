@@ -158,6 +158,13 @@ static dpt_status ledger_set_run_meta(dpt_trainer *t) {
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "q", q));
     DPT_TRY(dpt_ledger_set_meta(t->ledger, "sigma", sigma));
     if (t->freeze_list[0]) DPT_TRY(dpt_ledger_set_meta(t->ledger, "frozen_layers", t->freeze_list));
+    /* delta >= 1/N (the CLI's --force, Python's force=True) allows releasing a whole example:
+     * labelled wherever the epsilon goes (dpt_ledger_label); kept once set, also by a resume */
+    if (t->cfg.delta >= 1.0 / (double)t->train->n) {
+        char d[32];
+        snprintf(d, sizeof d, "%.17g", t->cfg.delta);
+        DPT_TRY(dpt_ledger_set_meta(t->ledger, "delta_forced", d));
+    }
     /* exclusions recorded before the ledger existed (an algorithm's bind) or missing from a
      * resumed ledger written by an older version: added, never dropped */
     DPT_TRY(dpt_trainer_excludes_to_ledger(t));
@@ -745,7 +752,7 @@ static int json_double(const cJSON *o, const char *key, double *out) {
 static char *state_json(dpt_trainer *t) {
     cJSON *root = cJSON_CreateObject();
     char buf[80];
-    const int priv = t->algo->is_private;
+    const int priv = dpt_algo_hides_batch_stats(t->algo);
     json_add_exact(root, "version", 1);
     cJSON_AddStringToObject(root, "algorithm", t->algo->name);
     cJSON_AddStringToObject(root, "run_id", t->run_id);
@@ -1355,9 +1362,11 @@ static dpt_status compute_result(dpt_trainer *t, int partial, size_t in_epoch, s
     r->partial = partial;
     r->steps_in_epoch = in_epoch;
     r->steps_per_epoch = spe;
-    /* private runs: the mean loss of the sampled batches is a noiseless statistic of the
-     * private data that no accountant covers, so it is not released (docs/dpsgd.md) */
-    if (!t->algo->is_private && t->epoch_examples) r->train_loss = t->epoch_loss_sum / (double)t->epoch_examples;
+    /* private runs (and DP mechanisms without an accountant): the mean loss of the sampled
+     * batches is a noiseless statistic of the private data that no accountant covers, so it
+     * is not released (docs/dpsgd.md) */
+    if (!dpt_algo_hides_batch_stats(t->algo) && t->epoch_examples)
+        r->train_loss = t->epoch_loss_sum / (double)t->epoch_examples;
     r->lr = dpt_schedule_lr(&t->cfg.schedule, t->cfg.optim.lr, r->epoch - 1);
     if (t->test) {
         if (t->dist) DPT_TRY(dpt_dist_evaluate(t, t->test, &r->test_loss, &r->test_accuracy));
@@ -1403,7 +1412,7 @@ static dpt_status record_line(dpt_trainer *t, dpt_epoch_result *r, char **line) 
     DPT_CHECK(o, DPT_ENOMEM, "metrics: out of memory");
     json_add_exact(o, "epoch", (double)r->epoch);
     json_add_exact(o, "step", (double)r->step);
-    if (!t->algo->is_private) json_add_exact(o, "train_loss", r->train_loss);
+    if (!dpt_algo_hides_batch_stats(t->algo)) json_add_exact(o, "train_loss", r->train_loss);
     if (t->test) {
         if (t->cfg.eval_split) cJSON_AddStringToObject(o, "eval_split", t->cfg.eval_split);
         json_add_exact(o, "test_loss", r->test_loss);
@@ -1612,7 +1621,7 @@ static dpt_status run_loop(dpt_trainer *t, dpt_epoch_result *last) {
         DPT_TRY(dpt_budget_steps_left(ledger_eps_after, t, t->cfg.target_epsilon, cap, &left));
         budget_end = t->step + left;
     }
-    const int priv = t->algo->is_private;
+    const int priv = dpt_algo_hides_batch_stats(t->algo);
     uint64_t unsaved = 0; /* steps since the last publication */
     for (;;) {
         if (t->epoch >= t->cfg.epochs) {

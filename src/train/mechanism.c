@@ -191,6 +191,12 @@ static dpt_status ledger_fresh(dpt_sgm *m) {
  * or "caller" (whoever knows it can regenerate the batches and the noise; two handles
  * resumed from copies of one ledger file draw the same ones). Set at every open. */
 static dpt_status ledger_seed_meta(dpt_sgm *m) {
+    /* and a delta >= 1/n accepted with force: labelled wherever the epsilon goes (dpt_ledger_label) */
+    if (m->cfg.delta >= 1.0 / (double)m->cfg.n) {
+        char d[32];
+        snprintf(d, sizeof d, "%.17g", m->cfg.delta);
+        DPT_TRY(dpt_ledger_set_meta(m->ledger, "delta_forced", d));
+    }
     return dpt_ledger_set_meta(m->ledger, "seed_source", m->cfg.secure || !m->cfg.seed ? "os" : "caller");
 }
 

@@ -360,5 +360,10 @@ dpt_status dpt_trainer_excludes_to_ledger(dpt_trainer *t);
  * its exclusions (metrics "privacy_excludes"); either may be NULL or "". Used by the
  * trainer's epoch results and dpt_checkpoint_label, so both say the same. */
 void dpt_privacy_note_label(const char *note, const char *excludes, char *buf, size_t cap);
+/* 1: the run publishes no noiseless statistic of its batches (train_loss, the step's loss and
+ * batch size, the checkpoint's loss sums): a private algorithm, or a DP mechanism whose
+ * sampling no accountant covers (dpt_algo.dp_mechanism: DP-SGD on shuffled batches is still
+ * compared with private runs, so it hides what they hide). */
+static inline int dpt_algo_hides_batch_stats(const dpt_algo *a) { return a->is_private || a->dp_mechanism; }
 
 #endif

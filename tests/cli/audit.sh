@@ -45,7 +45,18 @@ check "cmp -s $T/j1/audit.csv $T/j2/audit.csv" "--jobs 2 changed the results"
 out=$("$BIN" audit "${A[@]}" --epochs 2 --shadows 0 --bootstrap 0 --algo dpsgd --sigma 1 --clip 1 --out "$T/b" --no-plot 2>&1); rc=$?
 check "[ $rc -eq 0 ] && grep -q 'epsilon .* (default accountant: min of PLD, RDP)' <<<\"\$out\"" "dpsgd audit: $out"
 # --bootstrap 0: no intervals printed or written (they were zero-width: [x, x])
-check "grep -q 'no intervals (--bootstrap 0)' <<<\"\$out\" && ! grep -q '\\[' <<<\"\$out\"" "--bootstrap 0 prints intervals: $out"
+check "grep -q 'no intervals (--bootstrap 0)' <<<\"\$out\" && ! grep -v '^privacy' <<<\"\$out\" | grep -q '\\['" \
+  "--bootstrap 0 prints intervals: $out"
+# every model of an audit is trained from --seed (default 1): the epsilon carries the run's
+# [SEEDED] label, as train prints it, in the text and in summary.json
+check "grep -q '^privacy (accountant): epsilon .*(q [0-9.e-]*, sigma 1)  \\[SEEDED run (a chosen seed): holds only while the seed stays secret\\]\$' <<<\"\$out\"" \
+  "the audit's epsilon without its [SEEDED] label: $out"
+check "grep -q '\"epsilon\": .*\"privacy_label\": \"\\[SEEDED run (a chosen seed)' $T/b/summary.json" \
+  "summary.json's epsilon without its label: $(cat $T/b/summary.json)"
+out=$("$BIN" audit "${A[@]}" --epochs 2 --shadows 0 --bootstrap 0 --algo dpsgd --sigma 1 --clip 1 --canaries 20 \
+  --out "$T/bc" --no-plot 2>&1); rc=$?
+check "[ $rc -eq 0 ] && grep -q '^  accountant epsilon of a canary run: .*  \\[SEEDED run' <<<\"\$out\"" \
+  "the canary run's epsilon without its [SEEDED] label: $out"
 check "awk -F, 'NR>1 && (\$5!=\"\" || \$6!=\"\") {bad=1} END {exit bad}' $T/b/audit.csv" "--bootstrap 0 writes interval bounds"
 out=$("$BIN" audit "${A[@]}" --epochs 2 --shadows 0 --bootstrap 0 --algo pdp-sgd --pdp-sigma 3 --out "$T/c" --no-plot 2>&1); rc=$?
 check "[ $rc -eq 0 ] && grep -q 'no formal DP guarantee' <<<\"\$out\" && ! grep -qi 'epsilon [0-9]' <<<\"\$out\"" "pdp audit: $out"

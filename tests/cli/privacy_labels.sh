@@ -38,14 +38,38 @@ check '[ "$(epoch_lines | wc -l)" = 2 ] && ! epoch_lines | grep -q "\[" && ! gre
 expect_ok "$BIN" train --algo dpsgd "${C[@]}" --sigma 1.2 --sampler shuffle --out "$T/shuf"
 check 'every_epoch_line "[non-accounted: DP-SGD on shuffled" 2 && grep -q "^test accuracy .*\[non-accounted" <<<"$LAST_OUT"' \
   "a non-accounted run's result lines without the label: $LAST_OUT"
+check '! epoch_lines | grep -q "train loss"' "a non-accounted DP-SGD epoch line shows the train loss: $LAST_OUT"
 expect_ok "$BIN" eval --checkpoint "$T/shuf/checkpoint.safetensors" --threads 1
 check 'grep -q "accuracy .*\[non-accounted: DP-SGD" <<<"$LAST_OUT"' "eval of a non-accounted run without its label: $LAST_OUT"
 expect_ok "$BIN" eval --checkpoint "$T/shuf/checkpoint.safetensors" --threads 1 --json
 check 'grep -q "\"privacy_label\":\"\[non-accounted" <<<"$LAST_OUT"' "eval --json of a non-accounted run without its label: $LAST_OUT"
+# ... and, still clipped and noised, it publishes no noiseless train loss (as accounted DP-SGD)
+check '! grep -q train_loss "$T/shuf/metrics.jsonl" && [ "$(wc -l <"$T/shuf/metrics.jsonl")" = 2 ]' \
+  "a non-accounted DP-SGD run published its noiseless train_loss: $(cat "$T/shuf/metrics.jsonl")"
+
+# a delta >= 1/N accepted with --force (N = 400) and a resume over a mismatched ledger
+# (--allow-ledger-mismatch, another sigma): both are recorded in the ledger and labelled on
+# every epoch line, the privacy line, eval and account
+expect_ok "$BIN" train --algo dpsgd --dataset "csv:$T/tr.csv,$T/te.csv" "${C[@]:2}" --sigma 1.2 --epochs 1 \
+  --delta 0.01 --force --out "$T/forced"
+check 'every_epoch_line "[delta >= 1/N (forced)]" 1 && grep -q "^privacy: epsilon .*\[delta 0.01 >= 1/N accepted (force)" <<<"$LAST_OUT"' \
+  "a --force run without its delta label: $LAST_OUT"
+expect_ok "$BIN" train --algo dpsgd --dataset "csv:$T/tr.csv,$T/te.csv" "${C[@]:2}" --sigma 1.5 --epochs 2 \
+  --resume --allow-ledger-mismatch --out "$T/forced"
+check 'every_epoch_line "[delta >= 1/N (forced)]  [ledger mismatch allowed]" 1' \
+  "a resume over a mismatched ledger without its label: $LAST_OUT"
+expect_ok "$BIN" eval --checkpoint "$T/forced/checkpoint.safetensors" --threads 1 --json
+check 'grep -q "\"privacy_label\":\"\[delta 0.01 >= 1/N accepted (force).*\]  \[ledger mismatch allowed: " <<<"$LAST_OUT"' \
+  "eval --json without the --force and mismatch labels: $LAST_OUT"
+expect_ok "$BIN" account --ledger "$T/forced/ledger.json"
+check 'grep -q "^labels  *\[delta 0.01 >= 1/N .*\[ledger mismatch allowed" <<<"$LAST_OUT"' "account --ledger without the labels: $LAST_OUT"
 
 # PDP-SGD: no formal guarantee on every epoch line
 expect_ok "$BIN" train --algo pdp-sgd "${C[@]}" --out "$T/pdp"
 check 'every_epoch_line "[no formal DP guarantee]" 2' "PDP-SGD epoch lines without their label: $LAST_OUT"
+# PDP-SGD has no clipping and claims no DP: its train loss stays published (dpt_algo.dp_mechanism 0)
+check '[ "$(epoch_lines | grep -c "train loss")" = 2 ] && grep -q train_loss "$T/pdp/metrics.jsonl"' \
+  "PDP-SGD lost its train loss: $LAST_OUT"
 
 # nothing of a step leaves before the ledger on disk records it: a crash right after the
 # ledger (or the checkpoint) of epoch 1 leaves a --trace file with no step line (at most its header), and the
