@@ -595,13 +595,69 @@ static void per_example_product(const dpt_layer *L, const float *dvi, const floa
     dpt_small_gemm(Dk, O, T, Ui, ldu, 1, dvt, O, gi, 1, Dk, accumulate);
 }
 
+/* Per-example weight gradients without the unfold (dpt_conv_pe_grad), for the convolutions
+ * whose forward is direct too (direct_ok: stride 1, Wo % 8 == 0, all of resnet5's): each
+ * example is zero-padded into its thread's xp and g_i read off it and dV_i in place, where
+ * the unfold path wrote C k^2 T floats per example (into the cache, after a direct
+ * forward), read them back and transposed dV_i. */
+typedef struct {
+    size_t *koff; /* [Dk] offset of patch row (c, ki, kj) in the padded example */
+    float *xp;    /* [threads, P] padded examples, borders zero */
+    size_t P;     /* floats of one padded example, C (H + 2p) (W + 2p) */
+} pe_direct;
+
+/* 1 when d is ready (free it with pe_direct_free); 0 when the layer does not qualify or
+ * memory is short (the caller takes the unfold path) */
+static int pe_direct_init(const dpt_layer *L, pe_direct *d) {
+    memset(d, 0, sizeof *d);
+    if (!direct_ok(L)) return 0;
+    const size_t C = L->in_shape[0], k = L->k, Hp = L->in_shape[1] + 2 * L->pad, Wp = L->in_shape[2] + 2 * L->pad;
+    const size_t nt = L->threads > 1 ? (size_t)L->threads : 1;
+    d->P = C * Hp * Wp;
+    d->koff = malloc(conv_Dk(L) * sizeof *d->koff);
+    d->xp = calloc(nt * d->P, sizeof *d->xp);
+    if (!d->koff || !d->xp) {
+        free(d->koff);
+        free(d->xp);
+        return 0;
+    }
+    for (size_t c = 0; c < C; c++)
+        for (size_t ki = 0; ki < k; ki++)
+            for (size_t kj = 0; kj < k; kj++) d->koff[(c * k + ki) * k + kj] = (c * Hp + ki) * Wp + kj;
+    return 1;
+}
+
+static void pe_direct_free(pe_direct *d) {
+    free(d->koff);
+    free(d->xp);
+}
+
+/* g_i [O, Dk] (+)= dV_i U_i^T for example x_i on thread tid */
+static void pe_direct_example(const dpt_layer *L, const pe_direct *d, int tid, const float *xi, const float *dvi,
+                              float *gi, int accumulate) {
+    const size_t p = L->pad, Wp = L->in_shape[2] + 2 * p;
+    float *xp = d->xp + (size_t)tid * d->P;
+    pad_into(xp, xi, L->in_shape[0], L->in_shape[1], L->in_shape[2], p);
+    dpt_conv_pe_grad(L->out_shape[0], conv_Dk(L), L->out_shape[1], L->out_shape[2], Wp, d->koff, xp, dvi, gi,
+                     accumulate);
+}
+
 static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const float *dv, size_t B,
                                        dpt_grad_mode mode, const float *weights, float *out, size_t ld,
                                        int accumulate) {
     const size_t O = L->out_shape[0], T = conv_T(L), Dk = conv_Dk(L), K = L->out_dim;
     const size_t ODk = O * Dk;
     float *Y = L->scratch + Dk * L->chunk * T, *aux = Y + O * L->chunk * T;
-    const int hit = cache_hit(L, x, B) || fill_pending(L, x, B);
+    /* the materialized per-example products read the padded examples in place when they
+     * can; only the other modes (or a layer that cannot) need the unfold */
+    DPT_CHECK(mode != DPT_GRAD_PER_EXAMPLE || ld >= L->n_params, DPT_EINVAL,
+              "%s: per-example row stride %zu < %zu parameters", L->name, ld, L->n_params);
+    pe_direct pd;
+    const int direct = (mode == DPT_GRAD_PER_EXAMPLE || (mode == DPT_GRAD_SQNORM && !L->ghost)) &&
+                       pe_direct_init(L, &pd);
+    const int hit = !direct && (cache_hit(L, x, B) || fill_pending(L, x, B));
+    const size_t D = L->in_dim;
+    dpt_status st = DPT_OK;
     switch (mode) {
     case DPT_GRAD_SUM:
     case DPT_GRAD_WEIGHTED: {
@@ -637,43 +693,44 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
         return DPT_OK;
     }
     case DPT_GRAD_PER_EXAMPLE:
-        DPT_CHECK(ld >= L->n_params, DPT_EINVAL, "%s: per-example row stride %zu < %zu parameters", L->name, ld,
-                  L->n_params);
         if (L->wstd) (void)conv_weights(L);
         if (L->wstd && accumulate) {
             /* g_i (+)= J g^_i: g^_i formed in aux, one example at a time */
             for (size_t lo = 0; lo < B; lo += L->chunk) {
                 const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
-                const float *cols = chunk_cols(L, x, lo, n, hit);
+                const float *cols = direct ? NULL : chunk_cols(L, x, lo, n, hit);
                 for (size_t j = 0; j < n; j++) {
                     const float *dvi = dv + (lo + j) * K;
                     float *gi = out + (lo + j) * ld;
-                    per_example_product(L, dvi, cols + j * T, nT, Y, aux, 0);
+                    if (direct) pe_direct_example(L, &pd, 0, x + (lo + j) * D, dvi, aux, 0);
+                    else per_example_product(L, dvi, cols + j * T, nT, Y, aux, 0);
                     ws_jacobian(L, aux);
                     for (size_t e = 0; e < ODk; e++) gi[e] += aux[e];
                     if (L->has_bias) bias_rows(dvi, O, T, gi + ODk, 1);
                 }
             }
-            return DPT_OK;
+            break;
         }
         for (size_t lo = 0; lo < B; lo += L->chunk) {
             const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
-            const float *cols = chunk_cols(L, x, lo, n, hit);
+            const float *cols = direct ? NULL : chunk_cols(L, x, lo, n, hit);
             const long long nn = (long long)n;
-            /* each example on one thread, its dV_i^T in its own [T, O] slice of Y; below
-             * SMALL_GEMM_MIN_T positions the products are OpenBLAS calls, which thread
-             * themselves, so the loop stays serial */
-#pragma omp parallel for num_threads(L->threads) if (T >= SMALL_GEMM_MIN_T && n * ODk * T > DPT_NN_PAR_MIN)
+            /* each example on one thread, its dV_i^T in its own [T, O] slice of Y (direct:
+             * its padded copy in its own slice of pd.xp); below SMALL_GEMM_MIN_T positions
+             * the products are OpenBLAS calls, which thread themselves, so the loop stays
+             * serial */
+#pragma omp parallel for num_threads(L->threads) if ((direct || T >= SMALL_GEMM_MIN_T) && n * ODk * T > DPT_NN_PAR_MIN)
             for (long long jj = 0; jj < nn; jj++) {
                 const size_t j = (size_t)jj;
                 const float *dvi = dv + (lo + j) * K;
                 float *gi = out + (lo + j) * ld;
-                per_example_product(L, dvi, cols + j * T, nT, Y + j * O * T, gi, accumulate);
+                if (direct) pe_direct_example(L, &pd, omp_get_thread_num(), x + (lo + j) * D, dvi, gi, accumulate);
+                else per_example_product(L, dvi, cols + j * T, nT, Y + j * O * T, gi, accumulate);
                 if (L->wstd) ws_jacobian(L, gi); /* g_i = J g^_i in place (accumulate is 0 here) */
                 if (L->has_bias) bias_rows(dvi, O, T, gi + ODk, accumulate);
             }
         }
-        return DPT_OK;
+        break;
     case DPT_GRAD_SQNORM:
         /* standardized layers never take the Gram path (L->ghost = 0, set by
          * dpt_layer_conv_set_ws): ||J g^_i||^2 needs w^_o^T g^_{i,o} = <(W^ U_i)_o, dv_{i,o}>,
@@ -681,10 +738,10 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
         if (L->wstd) (void)conv_weights(L);
         for (size_t lo = 0; lo < B; lo += L->chunk) {
             const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
-            const float *cols = chunk_cols(L, x, lo, n, hit);
+            const float *cols = direct ? NULL : chunk_cols(L, x, lo, n, hit);
             for (size_t j = 0; j < n; j++) {
                 const float *dvi = dv + (lo + j) * K;
-                const float *Ui = cols + j * T;
+                const float *Ui = direct ? NULL : cols + j * T;
                 double s = 0.0;
                 if (L->ghost) {
                     /* <U_i^T U_i, dV_i^T dV_i>_F: two T x T Gram matrices */
@@ -694,7 +751,8 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
                     for (size_t e = 0; e < T * T; e++) s += (double)Gu[e] * Gv[e];
                 } else {
                     /* g_i = dV_i U_i^T [O, Dk], then its squared entries */
-                    per_example_product(L, dvi, Ui, nT, Y, aux, 0);
+                    if (direct) pe_direct_example(L, &pd, 0, x + (lo + j) * D, dvi, aux, 0);
+                    else per_example_product(L, dvi, Ui, nT, Y, aux, 0);
                     if (L->wstd) ws_jacobian(L, aux);
                     s = dpt_sqnorm_double(aux, ODk);
                 }
@@ -708,7 +766,7 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
                 out[lo + j] = accumulate ? (float)((double)out[lo + j] + s) : (float)s;
             }
         }
-        return DPT_OK;
+        break;
     case DPT_GRAD_DOT: {
         DPT_CHECK(weights, DPT_EINVAL, "%s: inner products need a vector", L->name);
         /* <dV_i U_i^T, V_w> + <dV_i 1, v_b> = <dV_i, V_w U_i + v_b 1^T>_F: one GEMM per chunk
@@ -743,8 +801,11 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
         }
         return DPT_OK;
     }
+    default:
+        st = dpt_set_error(DPT_EINVAL, "%s: unknown gradient mode %d", L->name, (int)mode);
     }
-    return dpt_set_error(DPT_EINVAL, "%s: unknown gradient mode %d", L->name, (int)mode);
+    if (direct) pe_direct_free(&pd);
+    return st;
 }
 
 /* ==== tensor table ==== */
