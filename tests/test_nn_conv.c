@@ -421,7 +421,8 @@ static void check_conv_paths(const char *spec, size_t B, int want_ghost) {
 
 /* ==== direct per-example gradients (dpt_conv_pe_grad): no unfold ==== */
 
-/* A stride-1 layer with Wo % 8 == 0 after its (direct) forward: PER_EXAMPLE (row stride > P,
+/* A stride-1 layer with Wo % 8 == 0, or a strided one taken through its phases, after its
+ * (direct) forward: PER_EXAMPLE (row stride > P,
  * overwrite and accumulate) and the materialized SQNORM against the naive double gradient,
  * each entry within the rounding bound of its float sum: 8 lane sums of T / 8 products,
  * then 3 additions, so |g - ref| <= (T / 8 + 4) u S with S = sum_t |dv x| (and u = 2^-24,
@@ -431,8 +432,9 @@ static void check_pe_direct(const char *spec, size_t B, int threads) {
     CHECK_OK(dpt_model_new(spec, B, threads, &m));
     if (!m) return;
     dpt_layer *L = &m->layers[0];
-    CHECK(L->kind == DPT_LAYER_CONV2D && L->stride == 1 && L->out_shape[2] % 8 == 0 && L->ucache);
-    const size_t P = L->n_params, D = L->in_dim, K = L->out_dim, T = L->out_shape[1] * L->out_shape[2];
+    CHECK(L->kind == DPT_LAYER_CONV2D && L->ucache);
+    /* strided layers sum over Wo rounded up to 8 columns (the extra ones with dv = 0) */
+    const size_t P = L->n_params, D = L->in_dim, K = L->out_dim, T = L->out_shape[1] * ((L->out_shape[2] + 7) / 8 * 8);
     fill_gauss(m->theta, m->n_params, 0.5, 31);
     float *x = malloc(B * D * sizeof *x), *dv = malloc(B * K * sizeof *dv), *sq = malloc(B * sizeof *sq);
     float *ax = malloc(B * D * sizeof *ax), *adv = malloc(B * K * sizeof *adv);
@@ -892,6 +894,11 @@ int main(void) {
     /* input rows of a multiple of 8: backward_input as a direct convolution of the padded dv
      * (p' = k - 1 - p = 0 and 3; here the forwards take the unfold, Wo = 10 and 6) */
     check_model("cnn:2x6x8:conv3k3p2", 2, 145);
+    /* strided with overlapping windows and Wo8 <= 1.25 Wo: forward and jvp through the
+     * phase images (the direct kernel on s^2 C channels), per-example gradients too */
+    check_model("cnn:2x14x13:conv3k3s2p1", 2, 147);
+    check_model("cnn:1x8x37:conv2k5s3p2:nobias", 2, 148);
+    check_model("cnn:1x16x16:conv3k8s2p3ws", 2, 149);
     check_model("cnn:1x6x8:conv3k5p1", 2, 146);
     check_model("cnn:2x6x6:conv2k1,maxpool2", 3, 103);
     check_model("cnn:2x7x7:conv2k1,maxpool3s2", 2, 104);
@@ -916,6 +923,11 @@ int main(void) {
     check_pe_direct("cnn:4x8x16:conv1k1", 3, 1);
     check_pe_direct("cnn:3x16x24:conv6k3p1", 9, 2);
     check_pe_direct("cnn:8x6x8:conv16k3p1", 5, 2);
+    /* strided, overlapping windows, Wo 7, 13, 14 (8, 16, 16 columns): through the phase
+     * images (s^2 C channels, ceil(k / s) kernels, taps past k zero) */
+    check_pe_direct("cnn:2x14x13:conv3k3s2p1", 4, 1);
+    check_pe_direct("cnn:1x8x37:conv2k5s3p2:nobias", 3, 1);
+    check_pe_direct("cnn:1x28x28:conv16k8s2p3", 9, 2); /* mnist_cnn's conv1 */
     /* the unfold cache: ghost and materialized convs, residual group, GroupNorm, chunk < B */
     check_unfold_cache("cnn:8x3x3:conv16k3p1,relu,[conv16k3p1],gn4,relu,flatten,fc3", 5, 0, 120);
     check_unfold_cache("cnn:2x9x9:conv3k3,tanh,[conv3k3p1],maxpool2,conv4k2,flatten,fc3", 5, 2, 121);
