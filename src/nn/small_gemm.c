@@ -195,6 +195,18 @@ static inline void hsum1(const float *l, float *dst) {
     } while (0)
 #endif
 
+/* u = a row's 8 positions, in a register: without the empty asm GCC folds the load into
+ * both FMAs that use it (two loads, half of them split over cache lines) */
+#if defined(__AVX2__) && defined(__FMA__)
+#define PE_LOAD(u, p)                                                                                                  \
+    do {                                                                                                               \
+        (u) = V_LOAD(p);                                                                                               \
+        __asm__("" : "+x"(u));                                                                                         \
+    } while (0)
+#else
+#define PE_LOAD(u, p) ((u) = V_LOAD(p))
+#endif
+
 static inline __attribute__((always_inline)) void pe_block(size_t mo, size_t mr, size_t Ho, size_t Wo, size_t Wp,
                                                            const float *xp, const size_t *koff, const float *dv,
                                                            size_t T, float *g, size_t Dk, int accumulate) {
@@ -209,10 +221,14 @@ static inline __attribute__((always_inline)) void pe_block(size_t mo, size_t mr,
         for (size_t ow = 0; ow < Wo; ow += 8) {
             const vf v0 = V_LOAD(d0 + vo + ow), v1 = V_LOAD(d1 + vo + ow);
             vf u;
-            u = V_LOAD(a0 + xo + ow), c00 = V_FMA(v0, u, c00), c10 = V_FMA(v1, u, c10);
-            u = V_LOAD(a1 + xo + ow), c01 = V_FMA(v0, u, c01), c11 = V_FMA(v1, u, c11);
-            u = V_LOAD(a2 + xo + ow), c02 = V_FMA(v0, u, c02), c12 = V_FMA(v1, u, c12);
-            u = V_LOAD(a3 + xo + ow), c03 = V_FMA(v0, u, c03), c13 = V_FMA(v1, u, c13);
+            PE_LOAD(u, a0 + xo + ow);
+            c00 = V_FMA(v0, u, c00), c10 = V_FMA(v1, u, c10);
+            PE_LOAD(u, a1 + xo + ow);
+            c01 = V_FMA(v0, u, c01), c11 = V_FMA(v1, u, c11);
+            PE_LOAD(u, a2 + xo + ow);
+            c02 = V_FMA(v0, u, c02), c12 = V_FMA(v1, u, c12);
+            PE_LOAD(u, a3 + xo + ow);
+            c03 = V_FMA(v0, u, c03), c13 = V_FMA(v1, u, c13);
         }
     }
     float out[2][4];
