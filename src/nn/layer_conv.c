@@ -481,10 +481,11 @@ static int poly_batch(const dpt_layer *L, const poly_geom *g, const float *w, co
                 for (size_t i = 0; i < Ho; i++) {
                     float *dst = vj + (o * Ho + i) * Wo;
                     const float *src = y + (o * Ho + i) * g->Wo8;
+                    /* rows of 7-16 floats: a loop, not a call to memcpy with a variable size */
                     if (accumulate)
                         for (size_t c = 0; c < Wo; c++) dst[c] += src[c];
                     else
-                        memcpy(dst, src, Wo * sizeof *dst);
+                        for (size_t c = 0; c < Wo; c++) dst[c] = src[c];
                 }
         }
     }
@@ -776,7 +777,8 @@ static void pe_direct_example(const dpt_layer *L, const pe_direct *d, int tid, c
         const size_t O = L->out_shape[0], Ho = L->out_shape[1], Wo = L->out_shape[2], Dk = conv_Dk(L);
         float *dvp = xp + g->Pq, *gq = dvp + O * Ho * g->Wo8;
         poly_split(L, g, xi, xp);
-        for (size_t r = 0; r < O * Ho; r++) memcpy(dvp + r * g->Wo8, dvi + r * Wo, Wo * sizeof *dvp);
+        for (size_t r = 0; r < O * Ho; r++)
+            for (size_t c = 0; c < Wo; c++) dvp[r * g->Wo8 + c] = dvi[r * Wo + c];
         dpt_conv_pe_grad(O, g->Kq, Ho, g->Wo8, g->Wq, d->koff, xp, dvp, gq, 0);
         for (size_t o = 0; o < O; o++)
             for (size_t r = 0; r < g->Kq; r++) {
