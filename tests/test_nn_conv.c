@@ -7,7 +7,9 @@
  * sum c_i g_i, max-pooling's route to the first maximum (ties, NaN) bit for bit against a
  * plain scan, GroupNorm's per-example independence, chunked unfolding, spec errors, and
  * the unpacked small product behind the per-example gradients (dpt_small_gemm) against a
- * double loop over every block and tail shape. */
+ * double loop over every block and tail shape, and the per-example gradients of stride-1
+ * layers read off the padded input without an unfold (dpt_conv_pe_grad) against the naive
+ * gradient within their rounding bound. */
 #include <dptrain/nn.h>
 
 #include <math.h>
@@ -414,6 +416,71 @@ static void check_conv_paths(const char *spec, size_t B, int want_ghost) {
         free(c), free(cs), free(pe), free(v), free(th), free(xd), free(vr);
     }
     free(x), free(dv), free(sq), free(g), free(n2);
+    dpt_model_free(m);
+}
+
+/* ==== direct per-example gradients (dpt_conv_pe_grad): no unfold ==== */
+
+/* A stride-1 layer with Wo % 8 == 0, or a strided one taken through its phases, after its
+ * (direct) forward: PER_EXAMPLE (row stride > P,
+ * overwrite and accumulate) and the materialized SQNORM against the naive double gradient,
+ * each entry within the rounding bound of its float sum: 8 lane sums of T / 8 products,
+ * then 3 additions, so |g - ref| <= (T / 8 + 4) u S with S = sum_t |dv x| (and u = 2^-24,
+ * doubled for margin). Neither mode may unfold (the cache stays empty until WEIGHTED). */
+static void check_pe_direct(const char *spec, size_t B, int threads) {
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new(spec, B, threads, &m));
+    if (!m) return;
+    dpt_layer *L = &m->layers[0];
+    CHECK(L->kind == DPT_LAYER_CONV2D && L->ucache);
+    /* strided layers sum over Wo rounded up to 8 columns (the extra ones with dv = 0) */
+    const size_t P = L->n_params, D = L->in_dim, K = L->out_dim, T = L->out_shape[1] * ((L->out_shape[2] + 7) / 8 * 8);
+    fill_gauss(m->theta, m->n_params, 0.5, 31);
+    float *x = malloc(B * D * sizeof *x), *dv = malloc(B * K * sizeof *dv), *sq = malloc(B * sizeof *sq);
+    float *ax = malloc(B * D * sizeof *ax), *adv = malloc(B * K * sizeof *adv);
+    fill_gauss(x, B * D, 1.0, 32);
+    fill_gauss(dv, B * K, 1.0, 33);
+    for (size_t j = 0; j < B * D; j++) ax[j] = fabsf(x[j]);
+    for (size_t j = 0; j < B * K; j++) adv[j] = fabsf(dv[j]);
+    double *g = malloc(B * P * sizeof *g), *S = malloc(B * P * sizeof *S);
+    naive_conv_grads(L, x, dv, B, g);
+    naive_conv_grads(L, ax, adv, B, S);
+    const double u = 2.0 * 0x1p-24 * ((double)T / 8.0 + 4.0);
+    const size_t ld = P + 2;
+    float *pe = malloc(B * ld * sizeof *pe), *v = malloc(B * K * sizeof *v);
+    CHECK_OK(L->ops->forward(L, x, v, B)); /* direct: records x as pending, unfolds nothing */
+    for (size_t j = 0; j < B * ld; j++) pe[j] = 1.0f;
+    CHECK_OK(L->ops->backward_params(L, x, dv, B, DPT_GRAD_PER_EXAMPLE, NULL, pe, ld, 1));
+    size_t bad = 0;
+    for (size_t i = 0; i < B; i++)
+        for (size_t p = 0; p < P; p++) {
+            const double ref = 1.0 + g[i * P + p], tol = u * (1.0 + S[i * P + p]);
+            if (!(fabs(pe[i * ld + p] - ref) <= tol)) {
+                if (bad++ < 5) fprintf(stderr, "%s: pe[%zu, %zu] = %.9g, naive %.9g\n", spec, i, p, pe[i * ld + p], ref);
+            }
+        }
+    CHECK_OK(L->ops->backward_params(L, x, dv, B, DPT_GRAD_PER_EXAMPLE, NULL, pe, ld, 0));
+    for (size_t i = 0; i < B; i++) {
+        for (size_t p = 0; p < P; p++) bad += !(fabs(pe[i * ld + p] - g[i * P + p]) <= u * S[i * P + p]);
+        CHECK(pe[i * ld + P] == 1.0f && pe[i * ld + P + 1] == 1.0f); /* past the row: untouched */
+    }
+    const int ghost = L->ghost;
+    L->ghost = 0; /* the materialized SQNORM */
+    CHECK_OK(L->ops->backward_params(L, x, dv, B, DPT_GRAD_SQNORM, NULL, sq, 0, 0));
+    for (size_t i = 0; i < B; i++) {
+        double n2 = 0.0;
+        for (size_t p = 0; p < P; p++) n2 += g[i * P + p] * g[i * P + p];
+        CHECK_CLOSE(sq[i], n2, 1e-6, 1e-5);
+    }
+    CHECK(L->ucache->x == NULL && L->ucache->pend == x); /* nothing unfolded so far */
+    L->ghost = ghost;
+    float *w = malloc(B * sizeof *w), *cs = malloc(P * sizeof *cs);
+    for (size_t i = 0; i < B; i++) w[i] = 0.5f + (float)i;
+    CHECK_OK(L->ops->backward_params(L, x, dv, B, DPT_GRAD_WEIGHTED, w, cs, 0, 0));
+    CHECK(L->ucache->x == x); /* the GEMM modes still unfold, once */
+    if (bad) fprintf(stderr, "%s (%d threads): %zu per-example entries off the naive gradient\n", spec, threads, bad);
+    CHECK(bad == 0);
+    free(x), free(dv), free(sq), free(ax), free(adv), free(g), free(S), free(pe), free(v), free(w), free(cs);
     dpt_model_free(m);
 }
 
@@ -833,6 +900,11 @@ int main(void) {
     /* input rows of a multiple of 8: backward_input as a direct convolution of the padded dv
      * (p' = k - 1 - p = 0 and 3; here the forwards take the unfold, Wo = 10 and 6) */
     check_model("cnn:2x6x8:conv3k3p2", 2, 145);
+    /* strided with overlapping windows and Wo8 <= 1.25 Wo: forward and jvp through the
+     * phase images (the direct kernel on s^2 C channels), per-example gradients too */
+    check_model("cnn:2x14x13:conv3k3s2p1", 2, 147);
+    check_model("cnn:1x8x37:conv2k5s3p2:nobias", 2, 148);
+    check_model("cnn:1x16x16:conv3k8s2p3ws", 2, 149);
     check_model("cnn:1x6x8:conv3k5p1", 2, 146);
     check_model("cnn:2x6x6:conv2k1,maxpool2", 3, 103);
     check_model("cnn:2x7x7:conv2k1,maxpool3s2", 2, 104);
@@ -848,6 +920,20 @@ int main(void) {
     /* ghost (T (C k^2 + O) < O C k^2) and materialized layers, both forced both ways */
     check_conv_paths("cnn:8x3x3:conv16k3p1", 5, 1); /* T (Dk + O) = 792 < O Dk = 1152: ghost */
     check_conv_paths("cnn:2x9x9:conv3k3", 5, 0);    /* 49 * 21 > 54: materialized */
+    /* per-example gradients read off the padded input (dpt_conv_pe_grad): odd O and C k^2
+     * (partial blocks), k = 1 and 5, pads 0-2, no bias, T = 384 on 2 threads (each with
+     * its own padded copy), and the ghost-norm layer above with its materialized SQNORM */
+    check_pe_direct("cnn:3x6x8:conv5k3p1", 5, 1);
+    check_pe_direct("cnn:2x6x12:conv3k5:nobias", 3, 1);
+    check_pe_direct("cnn:1x6x6:conv2k3p2", 4, 1);
+    check_pe_direct("cnn:4x8x16:conv1k1", 3, 1);
+    check_pe_direct("cnn:3x16x24:conv6k3p1", 9, 2);
+    check_pe_direct("cnn:8x6x8:conv16k3p1", 5, 2);
+    /* strided, overlapping windows, Wo 7, 13, 14 (8, 16, 16 columns): through the phase
+     * images (s^2 C channels, ceil(k / s) kernels, taps past k zero) */
+    check_pe_direct("cnn:2x14x13:conv3k3s2p1", 4, 1);
+    check_pe_direct("cnn:1x8x37:conv2k5s3p2:nobias", 3, 1);
+    check_pe_direct("cnn:1x28x28:conv16k8s2p3", 9, 2); /* mnist_cnn's conv1 */
     /* the unfold cache: ghost and materialized convs, residual group, GroupNorm, chunk < B */
     check_unfold_cache("cnn:8x3x3:conv16k3p1,relu,[conv16k3p1],gn4,relu,flatten,fc3", 5, 0, 120);
     check_unfold_cache("cnn:2x9x9:conv3k3,tanh,[conv3k3p1],maxpool2,conv4k2,flatten,fc3", 5, 2, 121);

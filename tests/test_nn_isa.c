@@ -1,7 +1,7 @@
 /* Both builds of the nn kernels chosen at run time (src/core/isa.h): the baseline build
  * (any x86-64 CPU) and the x86-64-v3 build (AVX2, FMA; run only when this CPU has it), each
  * called by name:
- * - dpt_small_gemm and dpt_conv_direct against double-precision loops (the baseline's
+ * - dpt_small_gemm, dpt_conv_direct and dpt_conv_pe_grad against double-precision loops (the baseline's
  *   portable vectors and the v3 intrinsics differ in rounding, not in the math);
  * - the activations' forward and backward and the losses give the same bits in both builds
  *   (fmaf is exactly rounded in both; ISO C mode contracts nothing else), special values
@@ -24,6 +24,8 @@ typedef void (*gemm_fn)(size_t, size_t, size_t, const float *, size_t, size_t, c
                         size_t, int);
 typedef void (*conv_fn)(size_t, size_t, size_t, size_t, size_t, const float *, const float *, const size_t *,
                         const float *, float *, int);
+typedef void (*pe_fn)(size_t, size_t, size_t, size_t, size_t, const size_t *, const float *, const float *, float *,
+                      int);
 typedef void (*act_setup_fn)(dpt_layer *, dpt_layer_kind, size_t);
 typedef dpt_status (*loss_fn)(dpt_loss_kind, const float *, size_t, size_t, const int32_t *, const float *, float *,
                               float *);
@@ -102,6 +104,48 @@ static void check_conv(conv_fn f, const char *name) {
     CHECK(bad == 0);
 }
 
+/* ==== dpt_conv_pe_grad against a double loop ==== */
+
+/* g [O, Dk] (+)= dv [O, T] U^T with U read from a padded example: output counts around
+ * its blocks of 2 (1, 2, 5, 8), patch rows around its blocks of 4 (C k^2 = 1 .. 27),
+ * widths of one and two vectors, kernels 1, 2, 3, and padded rows wider than Wo + k - 1;
+ * the 8 floats after g must stay untouched. */
+static void check_pe(pe_fn f, const char *name) {
+    static const size_t Os[] = {1, 2, 5, 8}, Cs[] = {1, 2, 3}, ks[] = {1, 2, 3};
+    size_t bad = 0, n = 0;
+    for (size_t io = 0; io < 4; io++)
+        for (size_t ic = 0; ic < 3; ic++)
+            for (size_t ik = 0; ik < 3; ik++)
+                for (size_t Wo = 8; Wo <= 16; Wo += 8)
+                    for (size_t Ho = 1; Ho <= 3; Ho += 2)
+                        for (int acc = 0; acc < 2; acc++) {
+                            const size_t O = Os[io], C = Cs[ic], k = ks[ik], Wp = Wo + k - 1 + (Ho == 3), Hp = Ho + k - 1;
+                            const size_t Dk = C * k * k, T = Ho * Wo;
+                            size_t koff[27];
+                            for (size_t c = 0, j = 0; c < C; c++)
+                                for (size_t ki = 0; ki < k; ki++)
+                                    for (size_t kj = 0; kj < k; kj++) koff[j++] = (c * Hp + ki) * Wp + kj;
+                            float *xp = malloc(C * Hp * Wp * sizeof *xp), *dv = malloc(O * T * sizeof *dv);
+                            float *g = malloc((O * Dk + 8) * sizeof *g), *g0 = malloc((O * Dk + 8) * sizeof *g0);
+                            for (size_t i = 0; i < C * Hp * Wp; i++) xp[i] = urand();
+                            for (size_t i = 0; i < O * T; i++) dv[i] = urand();
+                            for (size_t i = 0; i < O * Dk + 8; i++) g0[i] = g[i] = urand();
+                            f(O, Dk, Ho, Wo, Wp, koff, xp, dv, g, acc);
+                            for (size_t o = 0; o < O; o++)
+                                for (size_t r = 0; r < Dk; r++) {
+                                    double ref = acc ? g0[o * Dk + r] : 0.0;
+                                    for (size_t t = 0; t < T; t++)
+                                        ref += (double)dv[o * T + t] * xp[koff[r] + (t / Wo) * Wp + t % Wo];
+                                    bad += !(fabs(g[o * Dk + r] - ref) <= 1e-5 * (1.0 + fabs(ref)));
+                                    n++;
+                                }
+                            for (size_t i = O * Dk; i < O * Dk + 8; i++) bad += g[i] != g0[i];
+                            free(xp), free(dv), free(g), free(g0);
+                        }
+    if (bad) fprintf(stderr, "%s: %zu of %zu entries off the double loop\n", name, bad, n);
+    CHECK(bad == 0);
+}
+
 #if DPT_ISA_DISPATCH
 /* ==== activations and losses: the same bits in both builds ==== */
 
@@ -170,15 +214,18 @@ static void check_loss_same(void) {
 int main(void) {
     check_gemm(dpt_small_gemm, "dpt_small_gemm");
     check_conv(dpt_conv_direct, "dpt_conv_direct");
+    check_pe(dpt_conv_pe_grad, "dpt_conv_pe_grad");
 #if DPT_ISA_DISPATCH
     const int v3 = dpt_isa_v3();
     printf("this CPU %s x86-64-v3: both builds checked%s\n", v3 ? "runs" : "does not run",
            v3 ? "" : " (the v3 one: skipped)");
     check_gemm(dpt_small_gemm_base, "dpt_small_gemm_base");
     check_conv(dpt_conv_direct_base, "dpt_conv_direct_base");
+    check_pe(dpt_conv_pe_grad_base, "dpt_conv_pe_grad_base");
     if (v3) {
         check_gemm(dpt_small_gemm_v3, "dpt_small_gemm_v3");
         check_conv(dpt_conv_direct_v3, "dpt_conv_direct_v3");
+        check_pe(dpt_conv_pe_grad_v3, "dpt_conv_pe_grad_v3");
         check_act_same();
         check_loss_same();
     }

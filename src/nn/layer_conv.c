@@ -382,6 +382,117 @@ static int conv_direct_batch(const dpt_layer *L, const float *w, const float *b,
                         L->in_dim, v, L->out_dim, B, accumulate);
 }
 
+/* ==== strided convolutions through their s x s phases (polyphase) ====
+ * With xp the zero-padded example and s > 1, the phase images
+ *   xq[(c s + a) s + b][i, j] = xp[c, s i + a, s j + b]     (a, b in [0, s))
+ * turn the stride-s, k x k convolution into a stride-1 one over C s^2 channels with a
+ * kq x kq kernel (kq = ceil(k / s)):  W'[o, (c s + a) s + b, u, v] = W[o, c, s u + a, s v + b]
+ * (0 where s u + a >= k or s v + b >= k). Computed on Wo8 = Wo rounded up to 8 columns
+ * (the direct kernels' vectors), the extra columns dropped (forward) or given a zero
+ * cotangent (per-example gradients), it needs no unfold: mnist_cnn's conv1 (k 8, s 2,
+ * 14 x 14 outputs) unfolded 64 x 196 floats per example from 784 inputs, its forward's
+ * largest cost. Taken when windows overlap (k > s: the unfold repeats each input
+ * (k / s)^2 times) and the rounding wastes at most a quarter (Wo8 <= 1.25 Wo; not conv2's
+ * 5 x 5 outputs). Phase rows, images and columns past xp are 0. */
+typedef struct {
+    size_t s, kq, Cq, Hq, Wq, Wo8, Kq, Pq; /* Kq = Cq kq^2, Pq = Cq Hq Wq */
+} poly_geom;
+
+static int poly_ok(const dpt_layer *L, poly_geom *g) {
+    const size_t s = L->stride, k = L->k, Wo = L->out_shape[2];
+    if (s < 2 || k <= s) return 0;
+    g->s = s;
+    g->kq = (k + s - 1) / s;
+    g->Cq = L->in_shape[0] * s * s;
+    g->Hq = L->out_shape[1] + g->kq - 1;
+    g->Wo8 = (Wo + 7) / 8 * 8;
+    g->Wq = g->Wo8 + g->kq - 1;
+    g->Kq = g->Cq * g->kq * g->kq;
+    g->Pq = g->Cq * g->Hq * g->Wq;
+    return 4 * g->Wo8 <= 5 * Wo;
+}
+
+/* xq [Cq, Hq, Wq] <- the phase images of example x [C, H, W] */
+static void poly_split(const dpt_layer *L, const poly_geom *g, const float *x, float *xq) {
+    const size_t C = L->in_shape[0], H = L->in_shape[1], W = L->in_shape[2], s = g->s;
+    const long p = (long)L->pad;
+    for (size_t c = 0; c < C; c++)
+        for (size_t a = 0; a < s; a++)
+            for (size_t b = 0; b < s; b++) {
+                float *q = xq + ((c * s + a) * s + b) * g->Hq * g->Wq;
+                for (size_t i = 0; i < g->Hq; i++) {
+                    const long ih = (long)(s * i + a) - p;
+                    float *qr = q + i * g->Wq;
+                    if (ih < 0 || ih >= (long)H) {
+                        memset(qr, 0, g->Wq * sizeof *qr);
+                        continue;
+                    }
+                    const float *xr = x + (c * H + (size_t)ih) * W;
+                    for (size_t j = 0; j < g->Wq; j++) {
+                        const long iw = (long)(s * j + b) - p;
+                        qr[j] = iw >= 0 && iw < (long)W ? xr[iw] : 0.0f;
+                    }
+                }
+            }
+}
+
+/* koff[r'] of patch row r' = (c', u, v) in xq */
+static void poly_koff(const poly_geom *g, size_t *koff) {
+    for (size_t c = 0; c < g->Cq; c++)
+        for (size_t u = 0; u < g->kq; u++)
+            for (size_t v = 0; v < g->kq; v++) koff[(c * g->kq + u) * g->kq + v] = (c * g->Hq + u) * g->Wq + v;
+}
+
+/* the index into W's row [Dk] of W'[o]'s entry r' = (c', u, v), or Dk where W' is 0 */
+static size_t poly_src(const dpt_layer *L, const poly_geom *g, size_t r) {
+    const size_t k = L->k, s = g->s, kq = g->kq;
+    const size_t v = r % kq, u = (r / kq) % kq, cq = r / (kq * kq);
+    const size_t c = cq / (s * s), a = (cq / s) % s, b = cq % s, ki = s * u + a, kj = s * v + b;
+    return ki < k && kj < k ? (c * k + ki) * k + kj : conv_Dk(L);
+}
+
+/* v [B, O, T] (+)= conv(x; w) + b through the phases; 0 when out of memory */
+static int poly_batch(const dpt_layer *L, const poly_geom *g, const float *w, const float *bias, const float *x,
+                      float *v, size_t B, int accumulate) {
+    const size_t O = L->out_shape[0], Ho = L->out_shape[1], Wo = L->out_shape[2], Dk = conv_Dk(L);
+    const size_t T8 = Ho * g->Wo8, per = g->Pq + O * T8;
+    const int par = B * g->Kq * T8 > DPT_NN_PAR_MIN;
+    const size_t blocks = par && L->threads > 1 ? (size_t)L->threads : 1;
+    size_t *koff = malloc(g->Kq * sizeof *koff);
+    float *wq = malloc(O * g->Kq * sizeof *wq), *buf = malloc(blocks * per * sizeof *buf);
+    if (!koff || !wq || !buf) {
+        free(koff), free(wq), free(buf);
+        return 0;
+    }
+    poly_koff(g, koff);
+    for (size_t r = 0; r < g->Kq; r++) {
+        const size_t src = poly_src(L, g, r);
+        for (size_t o = 0; o < O; o++) wq[o * g->Kq + r] = src < Dk ? w[o * Dk + src] : 0.0f;
+    }
+    const long long nb = (long long)blocks;
+#pragma omp parallel for num_threads(L->threads) if (par)
+    for (long long bb = 0; bb < nb; bb++) {
+        float *xq = buf + (size_t)bb * per, *y = xq + g->Pq;
+        for (size_t j = B * (size_t)bb / blocks; j < B * (size_t)(bb + 1) / blocks; j++) {
+            poly_split(L, g, x + j * L->in_dim, xq);
+            dpt_conv_direct(O, g->Kq, T8, g->Wo8, g->Wq, wq, bias, koff, xq, y, 0);
+            float *vj = v + j * L->out_dim;
+            for (size_t o = 0; o < O; o++)
+                for (size_t i = 0; i < Ho; i++) {
+                    float *dst = vj + (o * Ho + i) * Wo;
+                    const float *src = y + (o * Ho + i) * g->Wo8;
+                    /* rows of 7-16 floats: a loop, not a call to memcpy with a variable size */
+                    if (accumulate)
+                        for (size_t c = 0; c < Wo; c++) dst[c] += src[c];
+                    else
+                        for (size_t c = 0; c < Wo; c++) dst[c] = src[c];
+                }
+        }
+    }
+    free(koff), free(wq), free(buf);
+    return 1;
+}
+
 /* 1 when the cache holds the unfold of exactly this x and B, in this layer's chunking */
 static int cache_hit(const dpt_layer *L, const float *x, size_t B) {
     return L->ucache && L->ucache->x && L->ucache->x == x && L->ucache->B == B && L->ucache->chunk == L->chunk;
@@ -439,7 +550,9 @@ static void conv_apply(const dpt_layer *L, const float *w, const float *b, const
         L->ucache->x = NULL; /* invalid until the new unfold is complete */
         L->ucache->pend = NULL;
     }
-    if (direct_ok(L) && conv_direct_batch(L, w, b, x, v, B, accumulate)) {
+    poly_geom pg;
+    if ((direct_ok(L) && conv_direct_batch(L, w, b, x, v, B, accumulate)) ||
+        (poly_ok(L, &pg) && poly_batch(L, &pg, w, b, x, v, B, accumulate))) {
         if (L->ucache && cache) { /* backward_params unfolds x into the cache if it needs it */
             L->ucache->pend = x;
             L->ucache->pend_B = B;
@@ -595,13 +708,107 @@ static void per_example_product(const dpt_layer *L, const float *dvi, const floa
     dpt_small_gemm(Dk, O, T, Ui, ldu, 1, dvt, O, gi, 1, Dk, accumulate);
 }
 
+/* Per-example weight gradients without the unfold (dpt_conv_pe_grad), for the convolutions
+ * whose forward is direct too (direct_ok: stride 1, Wo % 8 == 0, all of resnet5's): each
+ * example is zero-padded into its thread's xp and g_i read off it and dV_i in place, where
+ * the unfold path wrote C k^2 T floats per example (into the cache, after a direct
+ * forward), read them back and transposed dV_i. */
+typedef struct {
+    size_t *koff; /* [Dk] offset of patch row (c, ki, kj) in the padded example; poly: [Kq] in xq */
+    float *xp;    /* [threads, P] padded examples, borders zero; poly: per thread xq | dv' | g' */
+    size_t P;     /* floats of one padded example, C (H + 2p) (W + 2p); poly: of one thread's slice */
+    int poly;     /* strided: through the phase images (poly_geom), g' permuted into g */
+    poly_geom g;
+    size_t *src;  /* poly: [Kq] poly_src of each r' */
+} pe_direct;
+
+/* 1 when d is ready (free it with pe_direct_free); 0 when the layer does not qualify or
+ * memory is short (the caller takes the unfold path) */
+static int pe_direct_init(const dpt_layer *L, pe_direct *d) {
+    memset(d, 0, sizeof *d);
+    if (!direct_ok(L)) {
+        /* strided: dv' [O, Ho, Wo8] (its extra columns stay 0) and g' [O, Kq] per thread */
+        if (!poly_ok(L, &d->g)) return 0;
+        const size_t O = L->out_shape[0], nt = L->threads > 1 ? (size_t)L->threads : 1;
+        d->poly = 1;
+        d->P = d->g.Pq + O * L->out_shape[1] * d->g.Wo8 + O * d->g.Kq;
+        d->koff = malloc(d->g.Kq * sizeof *d->koff);
+        d->src = malloc(d->g.Kq * sizeof *d->src);
+        d->xp = calloc(nt * d->P, sizeof *d->xp);
+        if (!d->koff || !d->src || !d->xp) {
+            free(d->koff), free(d->src), free(d->xp);
+            return 0;
+        }
+        poly_koff(&d->g, d->koff);
+        for (size_t r = 0; r < d->g.Kq; r++) d->src[r] = poly_src(L, &d->g, r);
+        return 1;
+    }
+    const size_t C = L->in_shape[0], k = L->k, Hp = L->in_shape[1] + 2 * L->pad, Wp = L->in_shape[2] + 2 * L->pad;
+    const size_t nt = L->threads > 1 ? (size_t)L->threads : 1;
+    d->P = C * Hp * Wp;
+    d->koff = malloc(conv_Dk(L) * sizeof *d->koff);
+    d->xp = calloc(nt * d->P, sizeof *d->xp);
+    if (!d->koff || !d->xp) {
+        free(d->koff);
+        free(d->xp);
+        return 0;
+    }
+    for (size_t c = 0; c < C; c++)
+        for (size_t ki = 0; ki < k; ki++)
+            for (size_t kj = 0; kj < k; kj++) d->koff[(c * k + ki) * k + kj] = (c * Hp + ki) * Wp + kj;
+    return 1;
+}
+
+static void pe_direct_free(pe_direct *d) {
+    free(d->src);
+    free(d->koff);
+    free(d->xp);
+}
+
+/* g_i [O, Dk] (+)= dV_i U_i^T for example x_i on thread tid */
+static void pe_direct_example(const dpt_layer *L, const pe_direct *d, int tid, const float *xi, const float *dvi,
+                              float *gi, int accumulate) {
+    const size_t p = L->pad, Wp = L->in_shape[2] + 2 * p;
+    float *xp = d->xp + (size_t)tid * d->P;
+    if (d->poly) {
+        /* g' = dV' U'^T over the phases, then g[o, src(r')] = g'[o, r'] (each (ki, kj) is
+         * exactly one r'; the r' of zero weights are dropped) */
+        const poly_geom *g = &d->g;
+        const size_t O = L->out_shape[0], Ho = L->out_shape[1], Wo = L->out_shape[2], Dk = conv_Dk(L);
+        float *dvp = xp + g->Pq, *gq = dvp + O * Ho * g->Wo8;
+        poly_split(L, g, xi, xp);
+        for (size_t r = 0; r < O * Ho; r++)
+            for (size_t c = 0; c < Wo; c++) dvp[r * g->Wo8 + c] = dvi[r * Wo + c];
+        dpt_conv_pe_grad(O, g->Kq, Ho, g->Wo8, g->Wq, d->koff, xp, dvp, gq, 0);
+        for (size_t o = 0; o < O; o++)
+            for (size_t r = 0; r < g->Kq; r++) {
+                const size_t j = d->src[r];
+                if (j == Dk) continue;
+                gi[o * Dk + j] = accumulate ? gi[o * Dk + j] + gq[o * g->Kq + r] : gq[o * g->Kq + r];
+            }
+        return;
+    }
+    pad_into(xp, xi, L->in_shape[0], L->in_shape[1], L->in_shape[2], p);
+    dpt_conv_pe_grad(L->out_shape[0], conv_Dk(L), L->out_shape[1], L->out_shape[2], Wp, d->koff, xp, dvi, gi,
+                     accumulate);
+}
+
 static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const float *dv, size_t B,
                                        dpt_grad_mode mode, const float *weights, float *out, size_t ld,
                                        int accumulate) {
     const size_t O = L->out_shape[0], T = conv_T(L), Dk = conv_Dk(L), K = L->out_dim;
     const size_t ODk = O * Dk;
     float *Y = L->scratch + Dk * L->chunk * T, *aux = Y + O * L->chunk * T;
-    const int hit = cache_hit(L, x, B) || fill_pending(L, x, B);
+    /* the materialized per-example products read the padded examples in place when they
+     * can; only the other modes (or a layer that cannot) need the unfold */
+    DPT_CHECK(mode != DPT_GRAD_PER_EXAMPLE || ld >= L->n_params, DPT_EINVAL,
+              "%s: per-example row stride %zu < %zu parameters", L->name, ld, L->n_params);
+    pe_direct pd;
+    const int direct = (mode == DPT_GRAD_PER_EXAMPLE || (mode == DPT_GRAD_SQNORM && !L->ghost)) &&
+                       pe_direct_init(L, &pd);
+    const int hit = !direct && (cache_hit(L, x, B) || fill_pending(L, x, B));
+    const size_t D = L->in_dim;
+    dpt_status st = DPT_OK;
     switch (mode) {
     case DPT_GRAD_SUM:
     case DPT_GRAD_WEIGHTED: {
@@ -637,43 +844,44 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
         return DPT_OK;
     }
     case DPT_GRAD_PER_EXAMPLE:
-        DPT_CHECK(ld >= L->n_params, DPT_EINVAL, "%s: per-example row stride %zu < %zu parameters", L->name, ld,
-                  L->n_params);
         if (L->wstd) (void)conv_weights(L);
         if (L->wstd && accumulate) {
             /* g_i (+)= J g^_i: g^_i formed in aux, one example at a time */
             for (size_t lo = 0; lo < B; lo += L->chunk) {
                 const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
-                const float *cols = chunk_cols(L, x, lo, n, hit);
+                const float *cols = direct ? NULL : chunk_cols(L, x, lo, n, hit);
                 for (size_t j = 0; j < n; j++) {
                     const float *dvi = dv + (lo + j) * K;
                     float *gi = out + (lo + j) * ld;
-                    per_example_product(L, dvi, cols + j * T, nT, Y, aux, 0);
+                    if (direct) pe_direct_example(L, &pd, 0, x + (lo + j) * D, dvi, aux, 0);
+                    else per_example_product(L, dvi, cols + j * T, nT, Y, aux, 0);
                     ws_jacobian(L, aux);
                     for (size_t e = 0; e < ODk; e++) gi[e] += aux[e];
                     if (L->has_bias) bias_rows(dvi, O, T, gi + ODk, 1);
                 }
             }
-            return DPT_OK;
+            break;
         }
         for (size_t lo = 0; lo < B; lo += L->chunk) {
             const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
-            const float *cols = chunk_cols(L, x, lo, n, hit);
+            const float *cols = direct ? NULL : chunk_cols(L, x, lo, n, hit);
             const long long nn = (long long)n;
-            /* each example on one thread, its dV_i^T in its own [T, O] slice of Y; below
-             * SMALL_GEMM_MIN_T positions the products are OpenBLAS calls, which thread
-             * themselves, so the loop stays serial */
-#pragma omp parallel for num_threads(L->threads) if (T >= SMALL_GEMM_MIN_T && n * ODk * T > DPT_NN_PAR_MIN)
+            /* each example on one thread, its dV_i^T in its own [T, O] slice of Y (direct:
+             * its padded copy in its own slice of pd.xp); below SMALL_GEMM_MIN_T positions
+             * the products are OpenBLAS calls, which thread themselves, so the loop stays
+             * serial */
+#pragma omp parallel for num_threads(L->threads) if ((direct || T >= SMALL_GEMM_MIN_T) && n * ODk * T > DPT_NN_PAR_MIN)
             for (long long jj = 0; jj < nn; jj++) {
                 const size_t j = (size_t)jj;
                 const float *dvi = dv + (lo + j) * K;
                 float *gi = out + (lo + j) * ld;
-                per_example_product(L, dvi, cols + j * T, nT, Y + j * O * T, gi, accumulate);
+                if (direct) pe_direct_example(L, &pd, omp_get_thread_num(), x + (lo + j) * D, dvi, gi, accumulate);
+                else per_example_product(L, dvi, cols + j * T, nT, Y + j * O * T, gi, accumulate);
                 if (L->wstd) ws_jacobian(L, gi); /* g_i = J g^_i in place (accumulate is 0 here) */
                 if (L->has_bias) bias_rows(dvi, O, T, gi + ODk, accumulate);
             }
         }
-        return DPT_OK;
+        break;
     case DPT_GRAD_SQNORM:
         /* standardized layers never take the Gram path (L->ghost = 0, set by
          * dpt_layer_conv_set_ws): ||J g^_i||^2 needs w^_o^T g^_{i,o} = <(W^ U_i)_o, dv_{i,o}>,
@@ -681,10 +889,10 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
         if (L->wstd) (void)conv_weights(L);
         for (size_t lo = 0; lo < B; lo += L->chunk) {
             const size_t n = B - lo < L->chunk ? B - lo : L->chunk, nT = n * T;
-            const float *cols = chunk_cols(L, x, lo, n, hit);
+            const float *cols = direct ? NULL : chunk_cols(L, x, lo, n, hit);
             for (size_t j = 0; j < n; j++) {
                 const float *dvi = dv + (lo + j) * K;
-                const float *Ui = cols + j * T;
+                const float *Ui = direct ? NULL : cols + j * T;
                 double s = 0.0;
                 if (L->ghost) {
                     /* <U_i^T U_i, dV_i^T dV_i>_F: two T x T Gram matrices */
@@ -694,7 +902,8 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
                     for (size_t e = 0; e < T * T; e++) s += (double)Gu[e] * Gv[e];
                 } else {
                     /* g_i = dV_i U_i^T [O, Dk], then its squared entries */
-                    per_example_product(L, dvi, Ui, nT, Y, aux, 0);
+                    if (direct) pe_direct_example(L, &pd, 0, x + (lo + j) * D, dvi, aux, 0);
+                    else per_example_product(L, dvi, Ui, nT, Y, aux, 0);
                     if (L->wstd) ws_jacobian(L, aux);
                     s = dpt_sqnorm_double(aux, ODk);
                 }
@@ -708,7 +917,7 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
                 out[lo + j] = accumulate ? (float)((double)out[lo + j] + s) : (float)s;
             }
         }
-        return DPT_OK;
+        break;
     case DPT_GRAD_DOT: {
         DPT_CHECK(weights, DPT_EINVAL, "%s: inner products need a vector", L->name);
         /* <dV_i U_i^T, V_w> + <dV_i 1, v_b> = <dV_i, V_w U_i + v_b 1^T>_F: one GEMM per chunk
@@ -743,8 +952,11 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
         }
         return DPT_OK;
     }
+    default:
+        st = dpt_set_error(DPT_EINVAL, "%s: unknown gradient mode %d", L->name, (int)mode);
     }
-    return dpt_set_error(DPT_EINVAL, "%s: unknown gradient mode %d", L->name, (int)mode);
+    if (direct) pe_direct_free(&pd);
+    return st;
 }
 
 /* ==== tensor table ==== */

@@ -42,6 +42,15 @@ void dpt_small_gemm(size_t M, size_t N, size_t K, const float *a, size_t ars, si
  * too). Sums run over k in order, in float; the bias is added as the GEMM path adds it. */
 void dpt_conv_direct(size_t O, size_t K, size_t T, size_t Wo, size_t Wp, const float *w, const float *bias,
                      const size_t *koff, const float *xp, float *out, int accumulate);
+/* One example's stride-1 convolution weight gradient without unfolding
+ * (src/nn/small_gemm.c): g [O, Dk] (+)= dV U^T, g[o Dk + r] = sum_{oh, ow}
+ * dv[o T + oh Wo + ow] xp[koff[r] + oh Wp + ow] over the T = Ho Wo positions, with dv
+ * [O, T] the example's output cotangent, xp the example zero-padded to width Wp and
+ * koff[r] the offset of patch row r = (c, ki, kj) in it ((c Hp + ki) Wp + kj). Needs
+ * Wo % 8 == 0. Each sum runs as 8 partial sums over the positions (ow mod 8), in float,
+ * added at the end in a fixed order: deterministic, not the bits of a sequential sum. */
+void dpt_conv_pe_grad(size_t O, size_t Dk, size_t Ho, size_t Wo, size_t Wp, const size_t *koff, const float *xp,
+                      const float *dv, float *g, int accumulate);
 #if DPT_ISA_DISPATCH /* both builds by name (core/isa.h): the functions above call one */
 void dpt_small_gemm_base(size_t M, size_t N, size_t K, const float *a, size_t ars, size_t acs, const float *b,
                          size_t ldb, float *c, size_t crs, size_t ccs, int accumulate);
@@ -51,6 +60,10 @@ void dpt_conv_direct_base(size_t O, size_t K, size_t T, size_t Wo, size_t Wp, co
                           const size_t *koff, const float *xp, float *out, int accumulate);
 void dpt_conv_direct_v3(size_t O, size_t K, size_t T, size_t Wo, size_t Wp, const float *w, const float *bias,
                         const size_t *koff, const float *xp, float *out, int accumulate);
+void dpt_conv_pe_grad_base(size_t O, size_t Dk, size_t Ho, size_t Wo, size_t Wp, const size_t *koff,
+                           const float *xp, const float *dv, float *g, int accumulate);
+void dpt_conv_pe_grad_v3(size_t O, size_t Dk, size_t Ho, size_t Wo, size_t Wp, const size_t *koff,
+                         const float *xp, const float *dv, float *g, int accumulate);
 #endif
 
 /* Sets up L as a Linear layer D -> K (weights and scratch are attached by the model). */

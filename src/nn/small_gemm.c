@@ -166,6 +166,98 @@ void DPT_ISA_NAME(dpt_conv_direct)(size_t O, size_t K, size_t T, size_t Wo, size
     }
 }
 
+/* ==== direct per-example weight gradient (dpt_conv_pe_grad in nn_internal.h) ====
+ * g_i = dV_i U_i^T of a stride-1 convolution with U_i read in place from the padded
+ * example, not unfolded (the unfold wrote and read back C k^2 T floats per example,
+ * memory-bound: 11% of a resnet5 DP-SGD step, and the transposes feeding dpt_small_gemm
+ * 4% more). Each entry g[o, r] is a dot product over the T positions of row o of dV_i and
+ * row r of U_i; 8 positions of one output row are contiguous in both (Wo % 8 == 0), so the
+ * vectors run over positions: a block of 2 outputs x 4 patch rows holds 8 accumulators
+ * (no broadcasts, no transposes), whose 8 lanes (partial sums over ow mod 8) are added at
+ * the end as ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)), four accumulators at a
+ * time (V_HSUM4; with resnet5's T = 64 these sums cost about as much as the products). */
+#if defined(__AVX2__) && defined(__FMA__)
+/* dst[j] = lane sum of cj, j = 0..3: two rounds of hadd and the halves added */
+#define V_HSUM4(c0, c1, c2, c3, dst)                                                                                   \
+    do {                                                                                                               \
+        const __m256 h_ = _mm256_hadd_ps(_mm256_hadd_ps(c0, c1), _mm256_hadd_ps(c2, c3));                            \
+        _mm_storeu_ps(dst, _mm_add_ps(_mm256_castps256_ps128(h_), _mm256_extractf128_ps(h_, 1)));                    \
+    } while (0)
+#else
+static inline void hsum1(const float *l, float *dst) {
+    *dst = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+#define V_HSUM4(c0, c1, c2, c3, dst)                                                                                   \
+    do {                                                                                                               \
+        float l_[4][8];                                                                                                \
+        V_STORE(l_[0], c0), V_STORE(l_[1], c1), V_STORE(l_[2], c2), V_STORE(l_[3], c3);                                \
+        hsum1(l_[0], (dst)), hsum1(l_[1], (dst) + 1), hsum1(l_[2], (dst) + 2), hsum1(l_[3], (dst) + 3);                \
+    } while (0)
+#endif
+
+/* u = a row's 8 positions, in a register: without the empty asm GCC folds the load into
+ * both FMAs that use it (two loads, half of them split over cache lines) */
+#if defined(__AVX2__) && defined(__FMA__)
+#define PE_LOAD(u, p)                                                                                                  \
+    do {                                                                                                               \
+        (u) = V_LOAD(p);                                                                                               \
+        __asm__("" : "+x"(u));                                                                                         \
+    } while (0)
+#else
+#define PE_LOAD(u, p) ((u) = V_LOAD(p))
+#endif
+
+static inline __attribute__((always_inline)) void pe_block(size_t mo, size_t mr, size_t Ho, size_t Wo, size_t Wp,
+                                                           const float *xp, const size_t *koff, const float *dv,
+                                                           size_t T, float *g, size_t Dk, int accumulate) {
+    vf c00 = V_ZERO(), c01 = V_ZERO(), c02 = V_ZERO(), c03 = V_ZERO();
+    vf c10 = V_ZERO(), c11 = V_ZERO(), c12 = V_ZERO(), c13 = V_ZERO();
+    /* rows past mr (mo) repeat the last one; their sums are dropped */
+    const float *a0 = xp + koff[0], *a1 = xp + koff[mr > 1 ? 1 : mr - 1], *a2 = xp + koff[mr > 2 ? 2 : mr - 1],
+                *a3 = xp + koff[mr > 3 ? 3 : mr - 1];
+    const float *d0 = dv, *d1 = dv + (mo > 1 ? T : 0);
+    for (size_t oh = 0; oh < Ho; oh++) {
+        const size_t xo = oh * Wp, vo = oh * Wo;
+        for (size_t ow = 0; ow < Wo; ow += 8) {
+            const vf v0 = V_LOAD(d0 + vo + ow), v1 = V_LOAD(d1 + vo + ow);
+            vf u;
+            PE_LOAD(u, a0 + xo + ow);
+            c00 = V_FMA(v0, u, c00), c10 = V_FMA(v1, u, c10);
+            PE_LOAD(u, a1 + xo + ow);
+            c01 = V_FMA(v0, u, c01), c11 = V_FMA(v1, u, c11);
+            PE_LOAD(u, a2 + xo + ow);
+            c02 = V_FMA(v0, u, c02), c12 = V_FMA(v1, u, c12);
+            PE_LOAD(u, a3 + xo + ow);
+            c03 = V_FMA(v0, u, c03), c13 = V_FMA(v1, u, c13);
+        }
+    }
+    float out[2][4];
+    V_HSUM4(c00, c01, c02, c03, out[0]);
+    V_HSUM4(c10, c11, c12, c13, out[1]);
+    for (size_t o = 0; o < mo; o++) {
+        float *go = g + o * Dk;
+        if (accumulate)
+            for (size_t r = 0; r < mr; r++) go[r] += out[o][r];
+        else
+            for (size_t r = 0; r < mr; r++) go[r] = out[o][r];
+    }
+}
+
+void DPT_ISA_NAME(dpt_conv_pe_grad)(size_t O, size_t Dk, size_t Ho, size_t Wo, size_t Wp, const size_t *koff,
+                                    const float *xp, const float *dv, float *g, int accumulate) {
+    const size_t T = Ho * Wo;
+    for (size_t o = 0; o < O; o += 2) {
+        const size_t mo = O - o < 2 ? O - o : 2;
+        for (size_t r = 0; r < Dk; r += 4) {
+            const size_t mr = Dk - r < 4 ? Dk - r : 4;
+            if (mo == 2 && mr == 4)
+                pe_block(2, 4, Ho, Wo, Wp, xp, koff + r, dv + o * T, T, g + o * Dk + r, Dk, accumulate);
+            else
+                pe_block(mo, mr, Ho, Wo, Wp, xp, koff + r, dv + o * T, T, g + o * Dk + r, Dk, accumulate);
+        }
+    }
+}
+
 #if DPT_ISA_DISPATCH && !DPT_ISA_V3_TU
 void dpt_small_gemm(size_t M, size_t N, size_t K, const float *a, size_t ars, size_t acs, const float *b,
                     size_t ldb, float *c, size_t crs, size_t ccs, int accumulate) {
@@ -174,5 +266,9 @@ void dpt_small_gemm(size_t M, size_t N, size_t K, const float *a, size_t ars, si
 void dpt_conv_direct(size_t O, size_t K, size_t T, size_t Wo, size_t Wp, const float *w, const float *bias,
                      const size_t *koff, const float *xp, float *out, int accumulate) {
     (dpt_isa_v3() ? dpt_conv_direct_v3 : dpt_conv_direct_base)(O, K, T, Wo, Wp, w, bias, koff, xp, out, accumulate);
+}
+void dpt_conv_pe_grad(size_t O, size_t Dk, size_t Ho, size_t Wo, size_t Wp, const size_t *koff, const float *xp,
+                      const float *dv, float *g, int accumulate) {
+    (dpt_isa_v3() ? dpt_conv_pe_grad_v3 : dpt_conv_pe_grad_base)(O, Dk, Ho, Wo, Wp, koff, xp, dv, g, accumulate);
 }
 #endif
