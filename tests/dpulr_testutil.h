@@ -79,8 +79,8 @@ static inline void ulr_check_nonfinite_error(const dpt_train_config *c, const dp
     dpt_model *m = dpt_trainer_model(t);
     m->theta[m->n_params - 1] = NAN;
     CHECK_STATUS(dpt_trainer_run(t, NULL), DPT_ERANGE);
-    CHECK_ERR_HAS("LR estimate: clip factors: the squared norm of per-example gradient");
-    CHECK_ERR_HAS("(not finite): the model diverged; lower the learning rate");
+    CHECK_ERR_HAS("LR estimate: clip factors: a per-example gradient's squared norm is not finite: the model "
+                  "diverged; lower the learning rate");
     dpt_trainer_free(t);
 }
 #endif

@@ -80,18 +80,21 @@ static void test_clip_errors(void) {
     CHECK_STATUS(dpt_privacy_clip_factors(sq, 2, 0.0, c), DPT_EINVAL);
     CHECK_ERR_HAS("C: the clipping norm must be > 0, got 0");
     CHECK_STATUS(dpt_privacy_clip_factors(sq, 2, -1.0, c), DPT_EINVAL);
-    /* a NaN or infinite squared norm is a diverged model, DPT_ERANGE saying so and which
-     * example, in this one scan (the algorithms have no scan of their own); a negative one
-     * is a caller's bug, DPT_EINVAL */
+    /* a NaN or infinite squared norm is a diverged model, DPT_ERANGE saying so, in this one
+     * scan (the algorithms have no scan of their own), without naming the example's place in
+     * the batch or its value (facts about one private example, published before the ledger
+     * covers the step); a negative one is a caller's bug, DPT_EINVAL */
     sq[1] = NAN;
     CHECK_STATUS(dpt_privacy_clip_factors(sq, 2, 1.0, c), DPT_ERANGE);
-    CHECK_ERR_HAS("clip factors: the squared norm of per-example gradient 1 is nan (not finite): the model diverged; "
+    CHECK_ERR_HAS("clip factors: a per-example gradient's squared norm is not finite: the model diverged; "
                   "lower the learning rate (dpt_optim_config.lr)");
+    CHECK(!strstr(dpt_last_error(), "1") && !strstr(dpt_last_error(), "nan"));
     CHECK_STATUS(dpt_privacy_clip_factors_ref(sq, 2, 1.0, c), DPT_ERANGE);
-    CHECK_ERR_HAS("per-example gradient 1 is nan (not finite): the model diverged");
+    CHECK_ERR_HAS("a per-example gradient's squared norm is not finite: the model diverged");
+    CHECK(!strstr(dpt_last_error(), "1") && !strstr(dpt_last_error(), "nan"));
     sq[1] = -INFINITY;
     CHECK_STATUS(dpt_privacy_clip_factors(sq, 2, 1.0, c), DPT_ERANGE);
-    CHECK_ERR_HAS("per-example gradient 1 is -inf (not finite)");
+    CHECK(!strstr(dpt_last_error(), "1") && !strstr(dpt_last_error(), "inf ") && !strstr(dpt_last_error(), "-inf"));
     sq[1] = -1;
     CHECK_STATUS(dpt_privacy_clip_factors(sq, 2, 1.0, c), DPT_EINVAL);
     CHECK_ERR_HAS("clip factors: squared norm 1 is -1 (< 0)");
@@ -99,11 +102,11 @@ static void test_clip_errors(void) {
     float sql[2 * 2] = {1, 2, 3, INFINITY}, cl[4];
     const double C_l[2] = {1, 1};
     CHECK_STATUS(dpt_privacy_clip_factors_layers(sql, 2, 2, C_l, cl), DPT_ERANGE);
-    CHECK_ERR_HAS("parameter layer 1: clip factors: the squared norm of per-example gradient 1 is inf (not finite)");
+    CHECK_ERR_HAS("parameter layer 1: clip factors: a per-example gradient's squared norm is not finite");
     /* the reference rows (DP-SGD's reference mode) say the same */
     float rows[2 * 3] = {1, 2, 3, 4, NAN, 6};
     CHECK_STATUS(dpt_privacy_clip_rows_ref(rows, 2, 3, 3, 1.0, NULL), DPT_ERANGE);
-    CHECK_ERR_HAS("per-example gradient 1 is nan (not finite): the model diverged");
+    CHECK_ERR_HAS("a per-example gradient's squared norm is not finite: the model diverged");
     dpt_clip_mode m;
     CHECK_OK(dpt_clip_mode_parse("per-layer", &m));
     CHECK(m == DPT_CLIP_PER_LAYER);

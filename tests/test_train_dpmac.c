@@ -396,8 +396,8 @@ static void test_errors(void) {
         dpt_model *m = dpt_trainer_model(t);
         m->theta[m->n_params - 1] = NAN;
         CHECK_STATUS(dpt_trainer_run(t, NULL), DPT_ERANGE);
-        CHECK_ERR_HAS("dpmac: clip factors: the squared norm of per-example gradient 0 is "); /* nan or -nan */
-        CHECK_ERR_HAS("nan (not finite): the model diverged; lower the learning rate");
+        CHECK_ERR_HAS("dpmac: clip factors: a per-example gradient's squared norm is not finite: the model diverged; "
+                      "lower the learning rate");
         dpt_trainer_free(t);
     }
     /* the sgd algorithm has no ledger: a pre-training release is refused */

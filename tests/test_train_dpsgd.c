@@ -599,10 +599,12 @@ static void test_trainer_refusals(const dpt_dataset *tr) {
             t = make_trainer(&c, &one, 1.0, 1.0, mode ? DPT_CLIP_PER_LAYER : DPT_CLIP_FLAT, reference, NULL);
             if (!t) break;
             CHECK_STATUS(dpt_trainer_run(t, NULL), DPT_ERANGE);
-            if (!reference) CHECK_ERR_HAS("dpsgd: ");
-            else CHECK_ERR_HAS("dpsgd (reference; examples counted from example 5 of the batch): ");
+            CHECK_ERR_HAS(reference ? "dpsgd (reference): " : "dpsgd: ");
             if (mode) CHECK_ERR_HAS("layer fc1: clip factors: ");
-            CHECK_ERR_HAS(reference ? "per-example gradient 2 is " : "per-example gradient 7 is ");
+            /* example 7 diverged: the message says neither its place in the batch nor its value */
+            CHECK_ERR_HAS("a per-example gradient's squared norm is not finite: the model diverged");
+            CHECK(!strstr(dpt_last_error(), "7") && !strstr(dpt_last_error(), "inf") &&
+                  !strstr(dpt_last_error(), "nan"));
             dpt_trainer_free(t);
         }
     dpt_dataset_free(&one);

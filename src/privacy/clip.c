@@ -22,12 +22,14 @@ static dpt_status check_c(double C) {
 
 /* A non-finite squared norm comes from a diverged model (the layers compute it from finite
  * inputs otherwise), so it is the caller's training that is wrong, not an argument:
- * DPT_ERANGE, as for non-finite parameters. This is the only scan of the norms. A negative
- * one is a bug of whoever computed it. */
+ * DPT_ERANGE, as for non-finite parameters. This is the only scan of the norms. The
+ * message names neither the example's place in the batch nor whether it was NaN or Inf:
+ * it leaves the process before the ledger covers the step (docs/checkpoints.md), and those
+ * are facts about one private example. A negative one is a bug of whoever computed it. */
 static dpt_status check_sqnorm(double s, size_t i) {
     DPT_CHECK(isfinite(s), DPT_ERANGE,
-              "clip factors: the squared norm of per-example gradient %zu is %g (not finite): the model diverged; "
-              "lower the learning rate (dpt_optim_config.lr)", i, s);
+              "clip factors: a per-example gradient's squared norm is not finite: the model diverged; "
+              "lower the learning rate (dpt_optim_config.lr)");
     DPT_CHECK(s >= 0, DPT_EINVAL, "clip factors: squared norm %zu is %g (< 0)", i, s);
     return DPT_OK;
 }

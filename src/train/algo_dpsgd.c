@@ -296,12 +296,12 @@ static dpt_status accumulate_fast(dpsgd_state *s, dpt_trainer *t, const float *x
 
 /* ==== Reference path: materialized per-example gradients, in chunks ==== */
 
-/* An error of dpt_privacy_clip_rows_ref on the chunk from example lo (NaN/inf: DPT_ERANGE,
- * diverged), with the layer it clipped (per-layer mode; NULL: flat). The index in its
- * message counts the chunk's rows, so the chunk's first example is said when it is not 0. */
-static dpt_status ref_clip_error(dpt_status st, size_t lo, const char *layer) {
+/* An error of dpt_privacy_clip_rows_ref (NaN/inf: DPT_ERANGE, diverged), with the layer it
+ * clipped (per-layer mode; NULL: flat). Like the message itself, it does not say which
+ * example of the batch (a fact about one private example, published before the ledger
+ * covers the step). */
+static dpt_status ref_clip_error(dpt_status st, const char *layer) {
     if (layer) st = dpt_error_context(st, "layer %s", layer);
-    if (lo) return dpt_error_context(st, "dpsgd (reference; examples counted from example %zu of the batch)", lo);
     return dpt_error_context(st, "dpsgd (reference)");
 }
 
@@ -328,14 +328,14 @@ static dpt_status accumulate_ref(dpsgd_state *s, dpt_trainer *t, const float *x,
             }
         if (s->cfg.clip_mode == DPT_CLIP_FLAT) {
             dpt_status st = dpt_privacy_clip_rows_ref(s->pe, n, P, P, s->ada.C, NULL);
-            if (st != DPT_OK) return ref_clip_error(st, lo, NULL);
+            if (st != DPT_OK) return ref_clip_error(st, NULL);
         } else {
             size_t g = 0;
             for (size_t l = 0; l < m->n_layers; l++) {
                 const dpt_layer *L = &m->layers[l];
                 if (!dpt_train_layer_trains(t, l)) continue;
                 dpt_status st = dpt_privacy_clip_rows_ref(s->pe + L->param_offset, n, L->n_params, P, s->C_l[g], NULL);
-                if (st != DPT_OK) return ref_clip_error(st, lo, L->name);
+                if (st != DPT_OK) return ref_clip_error(st, L->name);
                 g++;
             }
         }
