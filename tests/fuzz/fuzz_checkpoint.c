@@ -67,9 +67,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             dpt_optim o;
             dpt_optim_config c = dpt_optim_defaults(DPT_OPT_SGD);
             if (dpt_optim_init(&o, &c, m->n_params) == DPT_OK) {
-                char *st = NULL;
-                (void)dpt_checkpoint_load(path, m, &o, &st);
-                free(st);
+                char *loaded = NULL;
+                (void)dpt_checkpoint_load(path, m, &o, &loaded);
+                free(loaded);
                 dpt_optim_free(&o);
             }
             dpt_model_free(m);
