@@ -77,6 +77,38 @@ TARGETS = {"mlp": 10.0, "cnn": 3.0}  # engine speedup over Opacus at one thread
 SKIP_MESSAGE = "opacus_compare: skipped: Opacus is not importable"
 
 
+def new_parser(prog, doc, out, out_help, models, contenders, skip_message=SKIP_MESSAGE):
+    """The argument parser both Opacus benches start from: --out, --models, --contenders."""
+    ap = argparse.ArgumentParser(
+        prog=prog, description=doc.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        epilog="Without Opacus on sys.path (it is not a dependency): prints '%s' and exits 0, unless "
+               "--without-opacus." % skip_message)
+    ap.add_argument("--out", default=out, help=out_help)
+    ap.add_argument("--models", default=",".join(models), help="comma-separated, from: %s" % ", ".join(models))
+    ap.add_argument("--contenders", default=",".join(contenders), help="comma-separated, from: %s"
+                    % ", ".join(contenders))
+    return ap
+
+
+def check_common(ap, a, models, contenders):
+    """Splits --models / --contenders into lists and refuses unknown names and impossible sizes."""
+    a.models = [m for m in a.models.split(",") if m]
+    a.contenders = [c for c in a.contenders.split(",") if c]
+    for m in a.models:
+        if m not in models:
+            ap.error("--models: unknown model %r (known: %s)" % (m, ", ".join(models)))
+    for c in a.contenders:
+        if c not in contenders:
+            ap.error("--contenders: unknown contender %r (known: %s)" % (c, ", ".join(contenders)))
+    for k in ("rounds", "steps", "n", "batch_size"):
+        if getattr(a, k) < 1:
+            ap.error("--%s must be >= 1" % k.replace("_", "-"))
+    if a.warmup < 0:
+        ap.error("--warmup must be >= 0")
+    if a.batch_size > a.n:
+        ap.error("--batch-size %d exceeds --n %d" % (a.batch_size, a.n))
+
+
 def add_common_args(ap, rounds, steps, warmup, n, batch):
     """The options both Opacus benches share (timing, data, DP-SGD, build), with their defaults."""
     ap.add_argument("--rounds", type=int, default=rounds, help="interleaved rounds; the median is over them")
@@ -100,16 +132,8 @@ def add_common_args(ap, rounds, steps, warmup, n, batch):
 
 
 def parse_args(argv):
-    ap = argparse.ArgumentParser(
-        prog="opacus_compare.py", description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        epilog="Without Opacus on sys.path (it is not a dependency): prints '%s' and exits 0, unless "
-               "--without-opacus." % SKIP_MESSAGE)
-    ap.add_argument("--out", default="opacus_compare.csv", help="CSV file written (one row per model, threads, "
-                    "contender)")
-    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated, from: %s" % ", ".join(MODELS))
-    ap.add_argument("--contenders", default=",".join(CONTENDERS), help="comma-separated, from: %s"
-                    % ", ".join(CONTENDERS))
+    ap = new_parser("opacus_compare.py", __doc__, "opacus_compare.csv",
+                    "CSV file written (one row per model, threads, contender)", MODELS, CONTENDERS)
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     add_common_args(ap, rounds=5, steps=20, warmup=2, n=10240, batch=256)
     ap.add_argument("--quick", action="store_true", help="smoke run: mlp_small and mnist_cnn, 1 thread, 2 rounds "
@@ -119,24 +143,10 @@ def parse_args(argv):
         a.models, a.threads, a.rounds, a.steps, a.warmup, a.n, a.batch_size = "mlp_small,mnist_cnn", "1", 2, 3, 1, \
             1024, 64
         a.synthetic = True
-    a.models = [m for m in a.models.split(",") if m]
-    a.contenders = [c for c in a.contenders.split(",") if c]
     a.threads = [int(t) for t in a.threads.split(",") if t]
-    for m in a.models:
-        if m not in MODELS:
-            ap.error("--models: unknown model %r (known: %s)" % (m, ", ".join(MODELS)))
-    for c in a.contenders:
-        if c not in CONTENDERS:
-            ap.error("--contenders: unknown contender %r (known: %s)" % (c, ", ".join(CONTENDERS)))
     if not a.threads or min(a.threads) < 1:
         ap.error("--threads: give thread counts >= 1")
-    for k in ("rounds", "steps", "n", "batch_size"):
-        if getattr(a, k) < 1:
-            ap.error("--%s must be >= 1" % k.replace("_", "-"))
-    if a.warmup < 0:
-        ap.error("--warmup must be >= 0")
-    if a.batch_size > a.n:
-        ap.error("--batch-size %d exceeds --n %d" % (a.batch_size, a.n))
+    check_common(ap, a, MODELS, CONTENDERS)
     return a
 
 

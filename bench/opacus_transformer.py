@@ -33,7 +33,6 @@ Opacus is not a dependency of dptrain: without it the script says so and exits 0
         /usr/bin/python3 bench/opacus_transformer.py --out opacus_transformer.csv
     /usr/bin/python3 bench/opacus_transformer.py --quick --without-opacus --out /tmp/s.csv   # seconds
 """
-import argparse
 import datetime
 import math
 import os
@@ -58,16 +57,8 @@ WIDTH, HEADS, MLP, BLOCKS, PATCH = 64, 4, 256, 2, 4  # the named transformers' s
 
 
 def parse_args(argv):
-    ap = argparse.ArgumentParser(
-        prog="opacus_transformer.py", description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        epilog="Without Opacus on sys.path (it is not a dependency): prints '%s' and exits 0, unless "
-               "--without-opacus." % SKIP_MESSAGE)
-    ap.add_argument("--out", default="opacus_transformer.csv", help="CSV file written (one row per model and "
-                    "contender)")
-    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated, from: %s" % ", ".join(MODELS))
-    ap.add_argument("--contenders", default=",".join(CONTENDERS), help="comma-separated, from: %s"
-                    % ", ".join(CONTENDERS))
+    ap = oc.new_parser("opacus_transformer.py", __doc__, "opacus_transformer.csv",
+                       "CSV file written (one row per model and contender)", MODELS, CONTENDERS, SKIP_MESSAGE)
     ap.add_argument("--threads", type=int, default=1, help="threads of every contender")
     oc.add_common_args(ap, rounds=3, steps=3, warmup=1, n=2048, batch=64)
     ap.add_argument("--quick", action="store_true", help="smoke run: gpt_tiny:t8:v16 and bert_tiny:t8:v16, 2 "
@@ -75,21 +66,9 @@ def parse_args(argv):
     a = ap.parse_args(argv)
     if a.quick:
         a.models, a.rounds, a.steps, a.warmup, a.n, a.batch_size = "gpt_tiny,bert_tiny", 2, 2, 1, 256, 16
-    a.models = [m for m in a.models.split(",") if m]
-    a.contenders = [c for c in a.contenders.split(",") if c]
-    for m in a.models:
-        if m not in MODELS:
-            ap.error("--models: unknown model %r (known: %s)" % (m, ", ".join(MODELS)))
-    for c in a.contenders:
-        if c not in CONTENDERS:
-            ap.error("--contenders: unknown contender %r (known: %s)" % (c, ", ".join(CONTENDERS)))
-    for k in ("threads", "rounds", "steps", "n", "batch_size"):
-        if getattr(a, k) < 1:
-            ap.error("--%s must be >= 1" % k.replace("_", "-"))
-    if a.warmup < 0:
-        ap.error("--warmup must be >= 0")
-    if a.batch_size > a.n:
-        ap.error("--batch-size %d exceeds --n %d" % (a.batch_size, a.n))
+    if a.threads < 1:
+        ap.error("--threads must be >= 1")
+    oc.check_common(ap, a, MODELS, CONTENDERS)
     return a
 
 
