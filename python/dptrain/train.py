@@ -1354,6 +1354,8 @@ def _train_flat(x, y, kwargs):
     if (kw["x_test"] is None) != (kw["y_test"] is None):
         raise ValueError("x_test and y_test: give both or neither")
     _int(kw["n_classes"], "n_classes", 0)
+    if isinstance(kw["validation"], bool):  # True is not a row count
+        raise TypeError("validation must be a number of rows (an int), got %r" % (kw["validation"],))
     held = _int(kw["validation"], "validation", 0)
     if held:  # the last rows are the evaluation set (the CLI's --validation)
         if kw["x_test"] is not None:

@@ -44,3 +44,7 @@ def test_refused():
         dptrain.train(x, y, model="mlp:4-3", validation=10, x_test=x, y_test=y, verbose=False)
     with pytest.raises(ValueError, match="validation must be in"):
         dptrain.train(x, y, model="mlp:4-3", validation=-1, verbose=False)
+    with pytest.raises(TypeError, match="validation must be a number of rows"):
+        dptrain.train(x, y, model="mlp:4-3", validation=True, verbose=False)
+    with pytest.raises(TypeError, match="validation must be an integer"):
+        dptrain.train(x, y, model="mlp:4-3", validation=2.5, verbose=False)
