@@ -949,6 +949,11 @@ int main(void) {
     check_maxpool_routing("cnn:16x14x14:maxpool2s1", 3, 135); /* mnist_cnn's (the gather form) */
     check_maxpool_routing("cnn:1x3x300:maxpool2s1", 2, 136);
     check_maxpool_routing("cnn:2x5x5:maxpool1", 2, 134);
+    /* 2 x 2 at stride 2 (the gather form): odd height and width (a row and a column in no
+     * window), a row of 130 windows, resnet5's first pooling */
+    check_maxpool_routing("cnn:2x7x9:maxpool2", 3, 137);
+    check_maxpool_routing("cnn:1x4x260:maxpool2", 2, 138);
+    check_maxpool_routing("cnn:8x32x32:maxpool2", 2, 139);
     /* weight standardization: every mode against finite differences of the double
      * reference (check_model), and against J times the plain gradient (check_ws_reference),
      * on a layer a plain conv would give the Gram SQNORM path and on a materialized one */

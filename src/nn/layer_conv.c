@@ -677,10 +677,20 @@ static dpt_status conv_jvp(const dpt_layer *L, const float *x, const float *v, c
 /* ==== backward_params ==== */
 
 /* out[o] (+)= sum_t dv_i[o, t] for one example */
+/* out[o] (+)= sum_t dV_i[o, t]: 8 partial sums (position t into sum t mod 8, added up in a
+ * fixed tree), so the loop vectorizes; one running sum was a chain of dependent scalar adds
+ * (3% of resnet5's DP-SGD step at T = 1024, perf 2026-12-07). Same bits whatever the
+ * thread count. */
 static void bias_rows(const float *dvi, size_t O, size_t T, float *out, int accumulate) {
+    const size_t T8 = T & ~(size_t)7;
     for (size_t o = 0; o < O; o++) {
-        float s = 0.0f;
-        for (size_t t = 0; t < T; t++) s += dvi[o * T + t];
+        const float *r = dvi + o * T;
+        float p[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (size_t t = 0; t < T8; t += 8)
+#pragma omp simd
+            for (size_t u = 0; u < 8; u++) p[u] += r[t + u];
+        for (size_t t = T8; t < T; t++) p[t - T8] += r[t];
+        const float s = ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
         out[o] = accumulate ? out[o] + s : s;
     }
 }
@@ -830,12 +840,7 @@ static dpt_status conv_backward_params(const dpt_layer *L, const float *x, const
             /* dW [O, Dk] += dY_w [O, n T] cols^T [n T, Dk]: one GEMM per chunk */
             dpt_sgemm(0, 1, O, Dk, nT, 1.0f, Y, nT, cols, nT, 1.0f, dw, Dk);
             /* db += row sums of dY_w */
-            if (L->has_bias)
-                for (size_t o = 0; o < O; o++) {
-                    float s = 0.0f;
-                    for (size_t t = 0; t < nT; t++) s += Y[o * nT + t];
-                    out[ODk + o] += s;
-                }
+            if (L->has_bias) bias_rows(Y, O, nT, out + ODk, 1);
         }
         if (L->wstd) {
             ws_jacobian(L, dw);

@@ -90,6 +90,12 @@ void dpt_layer_conv_set_ws(dpt_layer *L);
 void dpt_conv_ws_jacobian_ref(const dpt_layer *L, const float *g, double *out);
 dpt_status dpt_layer_pool_setup(dpt_layer *L, dpt_layer_kind kind, const size_t in_shape[3], size_t k,
                                 size_t stride);
+#if DPT_ISA_DISPATCH
+dpt_status dpt_layer_pool_setup_base(dpt_layer *L, dpt_layer_kind kind, const size_t in_shape[3], size_t k,
+                                     size_t stride);
+dpt_status dpt_layer_pool_setup_v3(dpt_layer *L, dpt_layer_kind kind, const size_t in_shape[3], size_t k,
+                                   size_t stride);
+#endif
 void dpt_layer_flatten_setup(dpt_layer *L, const size_t in_shape[3]);
 dpt_status dpt_layer_groupnorm_setup(dpt_layer *L, const size_t in_shape[3], size_t groups);
 /* Example i's parameter gradient gi [P] (double) into out by mode, as backward_params
