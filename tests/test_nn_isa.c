@@ -2,7 +2,9 @@
  * (any x86-64 CPU) and the x86-64-v3 build (AVX2, FMA; run only when this CPU has it), each
  * called by name:
  * - dpt_small_gemm, dpt_conv_direct and dpt_conv_pe_grad against double-precision loops (the baseline's
- *   portable vectors and the v3 intrinsics differ in rounding, not in the math);
+ *   portable vectors and the v3 intrinsics differ in rounding, not in the math), and the
+ *   x86-64-v4 (AVX-512) build of the three when the CPU has it: its dpt_conv_direct gives
+ *   v3's bits;
  * - the activations' forward and backward and the losses give the same bits in both builds
  *   (fmaf is exactly rounded in both; ISO C mode contracts nothing else), special values
  *   included;
@@ -75,8 +77,8 @@ static void check_gemm(gemm_fn f, const char *name) {
 static void check_conv(conv_fn f, const char *name) {
     size_t bad = 0;
     for (size_t O = 1; O <= 13; O += 4)
-        for (size_t Wo = 8; Wo <= 16; Wo += 8)
-            for (size_t Ho = 1; Ho <= 3; Ho++)
+        for (size_t Wo = 8; Wo <= 32; Wo += 8)
+            for (size_t Ho = 1; Ho <= 5; Ho++)
                 for (int acc = 0; acc < 2; acc++) {
                     const size_t C = 2, k = 3, Wp = Wo + k - 1, Hp = Ho + k - 1, K = C * k * k, T = Ho * Wo;
                     size_t koff[18];
@@ -104,6 +106,34 @@ static void check_conv(conv_fn f, const char *name) {
     CHECK(bad == 0);
 }
 
+/* f and g give the same bits (each output the same sum over k in the same order), on
+ * resnet5's shapes and on widths whose position blocks cross output rows */
+static void check_conv_same(conv_fn f, conv_fn g, const char *what) {
+    static const size_t shapes[][4] = {{8, 3, 32, 32}, {16, 8, 16, 16}, {32, 16, 8, 8}, {7, 5, 3, 24}, {13, 2, 5, 40}};
+    size_t bad = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int acc = 0; acc < 2; acc++) {
+            const size_t O = shapes[s][0], C = shapes[s][1], Ho = shapes[s][2], Wo = shapes[s][3], k = 3;
+            const size_t Wp = Wo + 2, Hp = Ho + 2, K = C * k * k, T = Ho * Wo;
+            size_t *koff = malloc(K * sizeof *koff);
+            for (size_t c = 0, j = 0; c < C; c++)
+                for (size_t ki = 0; ki < k; ki++)
+                    for (size_t kj = 0; kj < k; kj++) koff[j++] = (c * Hp + ki) * Wp + kj;
+            float *w = malloc(O * K * sizeof *w), *bias = malloc(O * sizeof *bias), *xp = malloc(C * Hp * Wp * sizeof *xp);
+            float *o1 = malloc(O * T * sizeof *o1), *o2 = malloc(O * T * sizeof *o2);
+            for (size_t i = 0; i < O * K; i++) w[i] = urand();
+            for (size_t i = 0; i < O; i++) bias[i] = urand();
+            for (size_t i = 0; i < C * Hp * Wp; i++) xp[i] = urand();
+            for (size_t i = 0; i < O * T; i++) o1[i] = o2[i] = urand();
+            f(O, K, T, Wo, Wp, w, bias, koff, xp, o1, acc);
+            g(O, K, T, Wo, Wp, w, bias, koff, xp, o2, acc);
+            for (size_t i = 0; i < O * T; i++) bad += memcmp(&o1[i], &o2[i], sizeof *o1) != 0;
+            free(koff), free(w), free(bias), free(xp), free(o1), free(o2);
+        }
+    if (bad) fprintf(stderr, "%s: %zu outputs differ in their bits\n", what, bad);
+    CHECK(bad == 0);
+}
+
 /* ==== dpt_conv_pe_grad against a double loop ==== */
 
 /* g [O, Dk] (+)= dv [O, T] U^T with U read from a padded example: output counts around
@@ -111,12 +141,12 @@ static void check_conv(conv_fn f, const char *name) {
  * widths of one and two vectors, kernels 1, 2, 3, and padded rows wider than Wo + k - 1;
  * the 8 floats after g must stay untouched. */
 static void check_pe(pe_fn f, const char *name) {
-    static const size_t Os[] = {1, 2, 5, 8}, Cs[] = {1, 2, 3}, ks[] = {1, 2, 3};
+    static const size_t Os[] = {1, 2, 5, 8, 11}, Cs[] = {1, 2, 3}, ks[] = {1, 2, 3};
     size_t bad = 0, n = 0;
-    for (size_t io = 0; io < 4; io++)
+    for (size_t io = 0; io < 5; io++)
         for (size_t ic = 0; ic < 3; ic++)
             for (size_t ik = 0; ik < 3; ik++)
-                for (size_t Wo = 8; Wo <= 16; Wo += 8)
+                for (size_t Wo = 8; Wo <= 32; Wo += 8)
                     for (size_t Ho = 1; Ho <= 3; Ho += 2)
                         for (int acc = 0; acc < 2; acc++) {
                             const size_t O = Os[io], C = Cs[ic], k = ks[ik], Wp = Wo + k - 1 + (Ho == 3), Hp = Ho + k - 1;
@@ -228,6 +258,18 @@ int main(void) {
         check_pe(dpt_conv_pe_grad_v3, "dpt_conv_pe_grad_v3");
         check_act_same();
         check_loss_same();
+    }
+    const int v4 = dpt_isa_v4();
+    printf("this CPU %s x86-64-v4: its build %s\n", v4 ? "runs" : "does not run", v4 ? "checked" : "skipped");
+    if (v4) {
+        check_gemm(dpt_small_gemm_v4, "dpt_small_gemm_v4");
+        check_conv(dpt_conv_direct_v4, "dpt_conv_direct_v4");
+        check_pe(dpt_conv_pe_grad_v4, "dpt_conv_pe_grad_v4");
+        /* the same sums in the same order as v3's: the same bits; and the dispatcher takes it */
+        check_conv_same(dpt_conv_direct_v3, dpt_conv_direct_v4, "dpt_conv_direct_v4 against v3");
+        check_conv_same(dpt_conv_direct, dpt_conv_direct_v4, "dpt_conv_direct against v4");
+    } else if (v3) {
+        check_conv_same(dpt_conv_direct, dpt_conv_direct_v3, "dpt_conv_direct against v3");
     }
     /* the dispatchers choose by the CPU */
     dpt_layer L;

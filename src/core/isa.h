@@ -28,8 +28,13 @@
 #ifndef DPT_ISA_V3_TU
 #define DPT_ISA_V3_TU 0 /* 1 in the _v3.c files, defined before they include this header */
 #endif
+#ifndef DPT_ISA_V4_TU
+#define DPT_ISA_V4_TU 0 /* 1 in the _v4.c files (x86-64-v4: AVX-512), as DPT_ISA_V3_TU */
+#endif
 
-#if DPT_ISA_V3_TU
+#if DPT_ISA_V4_TU
+#define DPT_ISA_NAME(f) f##_v4
+#elif DPT_ISA_V3_TU
 #define DPT_ISA_NAME(f) f##_v3
 #elif DPT_ISA_DISPATCH
 #define DPT_ISA_NAME(f) f##_base
@@ -40,6 +45,9 @@
 #if DPT_ISA_DISPATCH
 /* 1 when this CPU runs x86-64-v3 code (AVX, AVX2, BMI1/2, F16C, FMA, LZCNT, MOVBE). */
 static inline int dpt_isa_v3(void) { return __builtin_cpu_supports("x86-64-v3") != 0; }
+/* 1 when this CPU runs x86-64-v4 code (v3 and AVX-512 F, BW, CD, DQ, VL). Only the
+ * convolution kernels of small_gemm.c have a v4 build (small_gemm_v4.c). */
+static inline int dpt_isa_v4(void) { return __builtin_cpu_supports("x86-64-v4") != 0; }
 #endif
 
 #endif

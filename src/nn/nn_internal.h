@@ -64,6 +64,13 @@ void dpt_conv_pe_grad_base(size_t O, size_t Dk, size_t Ho, size_t Wo, size_t Wp,
                            const float *xp, const float *dv, float *g, int accumulate);
 void dpt_conv_pe_grad_v3(size_t O, size_t Dk, size_t Ho, size_t Wo, size_t Wp, const size_t *koff,
                          const float *xp, const float *dv, float *g, int accumulate);
+/* x86-64-v4 (AVX-512): 16-float vectors (small_gemm_v4.c); dpt_small_gemm_v4 is v3's code */
+void dpt_small_gemm_v4(size_t M, size_t N, size_t K, const float *a, size_t ars, size_t acs, const float *b,
+                       size_t ldb, float *c, size_t crs, size_t ccs, int accumulate);
+void dpt_conv_direct_v4(size_t O, size_t K, size_t T, size_t Wo, size_t Wp, const float *w, const float *bias,
+                        const size_t *koff, const float *xp, float *out, int accumulate);
+void dpt_conv_pe_grad_v4(size_t O, size_t Dk, size_t Ho, size_t Wo, size_t Wp, const size_t *koff,
+                         const float *xp, const float *dv, float *g, int accumulate);
 #endif
 
 /* Sets up L as a Linear layer D -> K (weights and scratch are attached by the model). */

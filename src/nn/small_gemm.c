@@ -7,8 +7,10 @@
  * contiguous in n) and A is broadcast one element at a time, so nothing is copied.
  * Register blocks of MR x 16 (two 8-float vectors per row); the last column block is read
  * with masked loads, so no element past column N of B is touched.
- * Built twice on x86-64 (core/isa.h): for the baseline (portable vectors below, no FMA) and
- * for x86-64-v3 (small_gemm_v3.c: AVX2 and FMA intrinsics), chosen per call by the CPU. */
+ * Built three times on x86-64 (core/isa.h): for the baseline (portable vectors below, no
+ * FMA), for x86-64-v3 (small_gemm_v3.c: AVX2 and FMA intrinsics) and for x86-64-v4
+ * (small_gemm_v4.c: the two convolution kernels with AVX-512's 16-float vectors, about
+ * twice the multiply-adds per instruction), chosen per call by the CPU. */
 #include "nn_internal.h"
 
 #include <string.h>
@@ -150,10 +152,79 @@ static inline __attribute__((always_inline)) void conv_block(size_t mr, int two,
     }
 }
 
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+/* The x86-64-v4 build (small_gemm_v4.c, AVX-512): 16-float vectors. A vector's 16 positions
+ * are two runs of 8 (one output row each, Wo % 8 == 0): one load when they are contiguous
+ * (Wo % 16 == 0), else two halves joined. */
+#define DPT_SMALL_GEMM_Z 1
+static inline __attribute__((always_inline)) __m512 z_load2(const float *p, const float *q, int contig) {
+    if (contig) return _mm512_loadu_ps(p);
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(p)), _mm256_loadu_ps(q), 1);
+}
+
+/* conv_block for 32 positions (x0..x3: where each run of 8 starts) with MR x 2 accumulators
+ * of 16: each output is the same sum over k in the same order as conv_block's, so the two
+ * agree bit for bit. */
+static inline __attribute__((always_inline)) void conv_block_z(size_t mr, int contig, size_t K, const float *a,
+                                                               size_t ars, const size_t *koff, const float *x0,
+                                                               const float *x1, const float *x2, const float *x3,
+                                                               float *c, size_t crs, const float *bias,
+                                                               int accumulate) {
+    __m512 z00 = _mm512_setzero_ps(), z01 = z00, z10 = z00, z11 = z00, z20 = z00, z21 = z00;
+    __m512 z30 = z00, z31 = z00, z40 = z00, z41 = z00, z50 = z00, z51 = z00;
+    const float *a0 = a, *a1 = a + (mr > 1 ? 1 : 0) * ars, *a2 = a + (mr > 2 ? 2 : mr - 1) * ars,
+                *a3 = a + (mr > 3 ? 3 : mr - 1) * ars, *a4 = a + (mr > 4 ? 4 : mr - 1) * ars,
+                *a5 = a + (mr > 5 ? 5 : mr - 1) * ars;
+    for (size_t k = 0; k < K; k++) {
+        const size_t o = koff[k];
+        const __m512 b0 = z_load2(x0 + o, x1 + o, contig), b1 = z_load2(x2 + o, x3 + o, contig);
+        __m512 t;
+        t = _mm512_set1_ps(a0[k]), z00 = _mm512_fmadd_ps(t, b0, z00), z01 = _mm512_fmadd_ps(t, b1, z01);
+        t = _mm512_set1_ps(a1[k]), z10 = _mm512_fmadd_ps(t, b0, z10), z11 = _mm512_fmadd_ps(t, b1, z11);
+        t = _mm512_set1_ps(a2[k]), z20 = _mm512_fmadd_ps(t, b0, z20), z21 = _mm512_fmadd_ps(t, b1, z21);
+        t = _mm512_set1_ps(a3[k]), z30 = _mm512_fmadd_ps(t, b0, z30), z31 = _mm512_fmadd_ps(t, b1, z31);
+        t = _mm512_set1_ps(a4[k]), z40 = _mm512_fmadd_ps(t, b0, z40), z41 = _mm512_fmadd_ps(t, b1, z41);
+        t = _mm512_set1_ps(a5[k]), z50 = _mm512_fmadd_ps(t, b0, z50), z51 = _mm512_fmadd_ps(t, b1, z51);
+    }
+    float out[MR][32];
+    _mm512_storeu_ps(out[0], z00), _mm512_storeu_ps(out[0] + 16, z01), _mm512_storeu_ps(out[1], z10);
+    _mm512_storeu_ps(out[1] + 16, z11), _mm512_storeu_ps(out[2], z20), _mm512_storeu_ps(out[2] + 16, z21);
+    _mm512_storeu_ps(out[3], z30), _mm512_storeu_ps(out[3] + 16, z31), _mm512_storeu_ps(out[4], z40);
+    _mm512_storeu_ps(out[4] + 16, z41), _mm512_storeu_ps(out[5], z50), _mm512_storeu_ps(out[5] + 16, z51);
+    for (size_t r = 0; r < mr; r++) {
+        float *cr = c + r * crs;
+        const float bo = bias ? bias[r] : 0.0f;
+        if (accumulate)
+            for (size_t j = 0; j < 32; j++) cr[j] += out[r][j] + bo;
+        else
+            for (size_t j = 0; j < 32; j++) cr[j] = out[r][j] + bo;
+    }
+}
+
+/* positions [t, t + 32) of dpt_conv_direct through conv_block_z */
+static void conv_direct_z(size_t O, size_t K, size_t T, size_t t, size_t Wo, size_t Wp, const float *w,
+                          const float *bias, const size_t *koff, const float *xp, float *out, int accumulate) {
+#define DPT_POS(u) (xp + ((u) / Wo) * Wp + (u) % Wo)
+    const float *x0 = DPT_POS(t), *x1 = DPT_POS(t + 8), *x2 = DPT_POS(t + 16), *x3 = DPT_POS(t + 24);
+#undef DPT_POS
+    const int contig = Wo % 16 == 0;
+    for (size_t i = 0; i < O; i += MR) {
+        const size_t mr = O - i < MR ? O - i : MR;
+        const float *bi = bias ? bias + i : NULL;
+        if (contig) conv_block_z(mr, 1, K, w + i * K, K, koff, x0, x1, x2, x3, out + i * T + t, T, bi, accumulate);
+        else conv_block_z(mr, 0, K, w + i * K, K, koff, x0, x1, x2, x3, out + i * T + t, T, bi, accumulate);
+    }
+}
+#endif
+
 void DPT_ISA_NAME(dpt_conv_direct)(size_t O, size_t K, size_t T, size_t Wo, size_t Wp, const float *w,
                                    const float *bias, const size_t *koff, const float *xp, float *out,
                                    int accumulate) {
-    for (size_t t = 0; t < T; t += 16) {
+    size_t t0 = 0;
+#ifdef DPT_SMALL_GEMM_Z
+    for (; t0 + 32 <= T; t0 += 32) conv_direct_z(O, K, T, t0, Wo, Wp, w, bias, koff, xp, out, accumulate);
+#endif
+    for (size_t t = t0; t < T; t += 16) {
         const int two = T - t >= 16;
         const float *x0 = xp + (t / Wo) * Wp + t % Wo;
         const float *x1 = two ? xp + ((t + 8) / Wo) * Wp + (t + 8) % Wo : x0;
@@ -243,9 +314,77 @@ static inline __attribute__((always_inline)) void pe_block(size_t mo, size_t mr,
     }
 }
 
+#ifdef DPT_SMALL_GEMM_Z
+/* pe_block with 16-float vectors over the positions, for rows of a multiple of 16 (Wo % 16
+ * == 0: every vector one load of dV_i and one of U_i), and a block of 4 outputs x 4 patch
+ * rows (16 accumulators). Each entry is 16 partial sums (positions mod 16), lane j added
+ * to lane j + 8 and the 8 sums then as pe_block adds its lanes: deterministic, not
+ * pe_block's bits. */
+static inline __attribute__((always_inline)) void pe_block_z(size_t mo, size_t mr, size_t Ho, size_t Wo, size_t Wp,
+                                                             const float *xp, const size_t *koff, const float *dv,
+                                                             float *g, size_t Dk, int accumulate) {
+    const size_t T = Ho * Wo;
+    __m512 c[4][4];
+    for (int o = 0; o < 4; o++)
+        for (int r = 0; r < 4; r++) c[o][r] = _mm512_setzero_ps();
+    const float *a0 = xp + koff[0], *a1 = xp + koff[mr > 1 ? 1 : mr - 1], *a2 = xp + koff[mr > 2 ? 2 : mr - 1],
+                *a3 = xp + koff[mr > 3 ? 3 : mr - 1];
+    const float *d0 = dv, *d1 = dv + (mo > 1 ? 1 : 0) * T, *d2 = dv + (mo > 2 ? 2 : mo - 1) * T,
+                *d3 = dv + (mo > 3 ? 3 : mo - 1) * T;
+    for (size_t oh = 0; oh < Ho; oh++) {
+        const size_t xo = oh * Wp, vo = oh * Wo;
+        for (size_t ow = 0; ow < Wo; ow += 16) {
+            const __m512 v0 = _mm512_loadu_ps(d0 + vo + ow), v1 = _mm512_loadu_ps(d1 + vo + ow),
+                         v2 = _mm512_loadu_ps(d2 + vo + ow), v3 = _mm512_loadu_ps(d3 + vo + ow);
+            __m512 u;
+            u = _mm512_loadu_ps(a0 + xo + ow);
+            c[0][0] = _mm512_fmadd_ps(v0, u, c[0][0]), c[1][0] = _mm512_fmadd_ps(v1, u, c[1][0]);
+            c[2][0] = _mm512_fmadd_ps(v2, u, c[2][0]), c[3][0] = _mm512_fmadd_ps(v3, u, c[3][0]);
+            u = _mm512_loadu_ps(a1 + xo + ow);
+            c[0][1] = _mm512_fmadd_ps(v0, u, c[0][1]), c[1][1] = _mm512_fmadd_ps(v1, u, c[1][1]);
+            c[2][1] = _mm512_fmadd_ps(v2, u, c[2][1]), c[3][1] = _mm512_fmadd_ps(v3, u, c[3][1]);
+            u = _mm512_loadu_ps(a2 + xo + ow);
+            c[0][2] = _mm512_fmadd_ps(v0, u, c[0][2]), c[1][2] = _mm512_fmadd_ps(v1, u, c[1][2]);
+            c[2][2] = _mm512_fmadd_ps(v2, u, c[2][2]), c[3][2] = _mm512_fmadd_ps(v3, u, c[3][2]);
+            u = _mm512_loadu_ps(a3 + xo + ow);
+            c[0][3] = _mm512_fmadd_ps(v0, u, c[0][3]), c[1][3] = _mm512_fmadd_ps(v1, u, c[1][3]);
+            c[2][3] = _mm512_fmadd_ps(v2, u, c[2][3]), c[3][3] = _mm512_fmadd_ps(v3, u, c[3][3]);
+        }
+    }
+    for (size_t o = 0; o < mo; o++) {
+        /* lanes j and j + 8 first, then V_HSUM4's order over the 8 sums, 4 entries at once */
+        __m256 h[4];
+        for (int r = 0; r < 4; r++)
+            h[r] = _mm256_add_ps(_mm512_castps512_ps256(c[o][r]), _mm512_extractf32x8_ps(c[o][r], 1));
+        float out[4];
+        V_HSUM4(h[0], h[1], h[2], h[3], out);
+        float *go = g + o * Dk;
+        for (size_t r = 0; r < mr; r++) go[r] = accumulate ? go[r] + out[r] : out[r];
+    }
+}
+#endif
+
 void DPT_ISA_NAME(dpt_conv_pe_grad)(size_t O, size_t Dk, size_t Ho, size_t Wo, size_t Wp, const size_t *koff,
                                     const float *xp, const float *dv, float *g, int accumulate) {
     const size_t T = Ho * Wo;
+#ifdef DPT_SMALL_GEMM_Z
+    /* rows of 16 or more positions: 16-float vectors; narrower rows (Wo = 8: every vector
+     * joined from two rows, T = 64 too short to repay the wider sums) were 1.4-1.6x slower
+     * that way than through pe_block below (bench/conv_kernels, 2026-12-07) */
+    if (Wo % 16 == 0) {
+        for (size_t o = 0; o < O; o += 4) {
+            const size_t mo = O - o < 4 ? O - o : 4;
+            for (size_t r = 0; r < Dk; r += 4) {
+                const size_t mr = Dk - r < 4 ? Dk - r : 4;
+                if (mo == 4 && mr == 4)
+                    pe_block_z(4, 4, Ho, Wo, Wp, xp, koff + r, dv + o * T, g + o * Dk + r, Dk, accumulate);
+                else
+                    pe_block_z(mo, mr, Ho, Wo, Wp, xp, koff + r, dv + o * T, g + o * Dk + r, Dk, accumulate);
+            }
+        }
+        return;
+    }
+#endif
     for (size_t o = 0; o < O; o += 2) {
         const size_t mo = O - o < 2 ? O - o : 2;
         for (size_t r = 0; r < Dk; r += 4) {
@@ -258,17 +397,21 @@ void DPT_ISA_NAME(dpt_conv_pe_grad)(size_t O, size_t Dk, size_t Ho, size_t Wo, s
     }
 }
 
-#if DPT_ISA_DISPATCH && !DPT_ISA_V3_TU
+#if DPT_ISA_DISPATCH && !DPT_ISA_V3_TU && !DPT_ISA_V4_TU
 void dpt_small_gemm(size_t M, size_t N, size_t K, const float *a, size_t ars, size_t acs, const float *b,
                     size_t ldb, float *c, size_t crs, size_t ccs, int accumulate) {
-    (dpt_isa_v3() ? dpt_small_gemm_v3 : dpt_small_gemm_base)(M, N, K, a, ars, acs, b, ldb, c, crs, ccs, accumulate);
+    (dpt_isa_v4() ? dpt_small_gemm_v4 : dpt_isa_v3() ? dpt_small_gemm_v3 : dpt_small_gemm_base)(M, N, K, a, ars, acs, b, ldb, c, crs, ccs, accumulate);
 }
 void dpt_conv_direct(size_t O, size_t K, size_t T, size_t Wo, size_t Wp, const float *w, const float *bias,
                      const size_t *koff, const float *xp, float *out, int accumulate) {
-    (dpt_isa_v3() ? dpt_conv_direct_v3 : dpt_conv_direct_base)(O, K, T, Wo, Wp, w, bias, koff, xp, out, accumulate);
+    (dpt_isa_v4()   ? dpt_conv_direct_v4
+     : dpt_isa_v3() ? dpt_conv_direct_v3
+                   : dpt_conv_direct_base)(O, K, T, Wo, Wp, w, bias, koff, xp, out, accumulate);
 }
 void dpt_conv_pe_grad(size_t O, size_t Dk, size_t Ho, size_t Wo, size_t Wp, const size_t *koff, const float *xp,
                       const float *dv, float *g, int accumulate) {
-    (dpt_isa_v3() ? dpt_conv_pe_grad_v3 : dpt_conv_pe_grad_base)(O, Dk, Ho, Wo, Wp, koff, xp, dv, g, accumulate);
+    (dpt_isa_v4()   ? dpt_conv_pe_grad_v4
+     : dpt_isa_v3() ? dpt_conv_pe_grad_v3
+                   : dpt_conv_pe_grad_base)(O, Dk, Ho, Wo, Wp, koff, xp, dv, g, accumulate);
 }
 #endif
