@@ -1005,17 +1005,30 @@ static void test_seeds(void) {
     CHECK(sec && strstr(sec, "\"seed\":\"") && strstr(sec, "\"noise_rng\"") && strstr(sec, "\"seed_source\":\"os\""));
     free(sec);
 
-    /* A resume continues the run's own streams from the secret file: two copies of the
-     * directory (one run id, so one secret file, which keeps the state of the step before
-     * the newest) resumed for one more epoch publish identical parameters. */
+    /* A copy of the directory (one run id, so one secret file) resumed after the original
+     * has gone on from the same step would draw that run's noise and batches again: a
+     * second model on the same noise. Once the original's next checkpoint is saved the
+     * secret holds its state alone, so the copy is refused. */
     const char *d3 = new_dir("seed_os_copy");
     CHECK(mkdir(d3, 0755) == 0);
     const char *files[] = {"checkpoint.safetensors", "ledger.json", "metrics.jsonl"};
     for (int i = 0; i < 3; i++) tu_copy_file(path_in(d1, files[i]), path_in(d3, files[i]));
+    char *snap = read_secret(d1);
+    CHECK(snap != NULL);
     c.epochs = 2;
     c.out_dir = d1;
     CHECK_OK(session(&c, 1, 0, 1, NULL, th1, NULL));
     c.out_dir = d3;
+    CHECK_STATUS(session(&c, 1, 0, 1, NULL, NULL, NULL), DPT_EMISMATCH);
+    CHECK_ERR_HAS("holds no random-stream state for step");
+    /* A resume continues the run's own streams from the secret file: with the secret as it
+     * was at the copy's step (rolled back by hand), the copy publishes the same parameters. */
+    if (snap) {
+        FILE *f = fopen(secret_of(d3), "wb");
+        CHECK(f && fputs(snap, f) >= 0);
+        if (f) fclose(f);
+        free(snap);
+    }
     CHECK_OK(session(&c, 1, 0, 1, NULL, th3, NULL));
     CHECK(memcmp(th1, th3, sizeof th1) == 0);
     /* ... and equal to nothing a fresh run gives */

@@ -311,18 +311,10 @@ static cJSON *streams_now(const dpt_trainer *t) {
     return e;
 }
 
-dpt_status dpt_run_key_save(dpt_trainer *t) {
-    char path[600], run_dir[PATH_MAX];
-    DPT_ASSERT(t->secret_dir[0]); /* rank 0 with an out_dir resolved it (dpt_trainer_new) */
-    DPT_TRY(secret_file(t->secret_dir, t->run_id, path, sizeof path));
-    /* the directory whose run this is: an overwrite of it removes this file, of a copy not */
-    DPT_CHECK(realpath(t->out_dir, run_dir), DPT_EIO, "out_dir %s: %s", t->out_dir, strerror(errno));
-    cJSON *now = streams_now(t);
-    char *now_text = now ? cJSON_PrintUnformatted(now) : NULL;
-    json_wipe_delete(now);
-    DPT_CHECK(now_text, DPT_ENOMEM, "%s: out of memory", path);
-    /* the newest state, and the last one written for an earlier step */
-    const char *prev = t->secret_cur && t->secret_cur_step != t->step ? t->secret_cur : t->secret_prev;
+/* Writes the secret file: the key, the seed, and the stream states now_text (this step's)
+ * and prev (NULL: none) */
+static dpt_status secret_write(const dpt_trainer *t, const char *path, const char *run_dir, const char *now_text,
+                               const char *prev) {
     cJSON *root = cJSON_CreateObject();
     char hex[65];
     dpt_hex(t->run_key, 32, hex);
@@ -345,6 +337,34 @@ dpt_status dpt_run_key_save(dpt_trainer *t) {
         OPENSSL_cleanse(text, strlen(text));
         free(text);
     }
+    return s;
+}
+
+dpt_status dpt_run_key_commit(dpt_trainer *t) {
+    if (!t->secret_prev || !t->secret_cur || t->secret_cur_step != t->step) return DPT_OK;
+    char path[600], run_dir[PATH_MAX];
+    DPT_TRY(secret_file(t->secret_dir, t->run_id, path, sizeof path));
+    DPT_CHECK(realpath(t->out_dir, run_dir), DPT_EIO, "out_dir %s: %s", t->out_dir, strerror(errno));
+    DPT_TRY(secret_write(t, path, run_dir, t->secret_cur, NULL));
+    dpt_secret_free(t->secret_prev);
+    t->secret_prev = NULL;
+    return DPT_OK;
+}
+
+dpt_status dpt_run_key_save(dpt_trainer *t) {
+    char path[600], run_dir[PATH_MAX];
+    DPT_ASSERT(t->secret_dir[0]); /* rank 0 with an out_dir resolved it (dpt_trainer_new) */
+    DPT_TRY(secret_file(t->secret_dir, t->run_id, path, sizeof path));
+    /* the directory whose run this is: an overwrite of it removes this file, of a copy not */
+    DPT_CHECK(realpath(t->out_dir, run_dir), DPT_EIO, "out_dir %s: %s", t->out_dir, strerror(errno));
+    cJSON *now = streams_now(t);
+    char *now_text = now ? cJSON_PrintUnformatted(now) : NULL;
+    json_wipe_delete(now);
+    DPT_CHECK(now_text, DPT_ENOMEM, "%s: out of memory", path);
+    /* the newest state, and the last one written for an earlier step (until the checkpoint
+     * of this step is on disk: dpt_run_key_commit) */
+    const char *prev = t->secret_cur && t->secret_cur_step != t->step ? t->secret_cur : t->secret_prev;
+    dpt_status s = secret_write(t, path, run_dir, now_text, prev);
     if (s != DPT_OK) {
         dpt_secret_free(now_text);
         return s;
