@@ -970,6 +970,39 @@ static int file_has_text(const char *path, const char *text) {
     return hit;
 }
 
+/* Two copies of a run directory resumed at the same time from the same step read the same
+ * stream state: the one that saves second publishes nothing (its first save is refused,
+ * before its checkpoint and results), so no two models of one run share noise. */
+static void test_secret_concurrent_copies(void) {
+    const char *a = new_dir("conc_a"), *b = new_dir("conc_b");
+    dpt_train_config c = cfg_for(a, 1);
+    c.seed = 0;
+    c.epochs = 1;
+    CHECK_OK(session(&c, 1, 0, 0, NULL, NULL, NULL));
+    CHECK(mkdir(b, 0755) == 0);
+    const char *files[] = {"checkpoint.safetensors", "ledger.json", "metrics.jsonl"};
+    for (int i = 0; i < 3; i++) tu_copy_file(path_in(a, files[i]), path_in(b, files[i]));
+    c.epochs = 2;
+    c.out_dir = b;
+    dpt_trainer *tb = NULL;
+    CHECK_OK(new_trainer(&c, 1, 0, &tb));
+    if (!tb) return;
+    CHECK_OK(dpt_trainer_resume(tb)); /* b has read the secret: step 1 epoch's streams */
+    c.out_dir = a;
+    CHECK_OK(session(&c, 1, 0, 1, NULL, NULL, NULL)); /* a saves epoch 2 meanwhile */
+    metrics_t m;
+    read_metrics(b, &m);
+    const int before = m.n;
+    CHECK_STATUS(dpt_trainer_run(tb, NULL), DPT_EMISMATCH);
+    CHECK_ERR_HAS("another session of this run has saved step");
+    dpt_trainer_free(tb);
+    read_metrics(b, &m);
+    CHECK(m.n == before); /* nothing of b's second epoch published */
+    char got[64];
+    ckpt_field(b, "epoch", got, sizeof got);
+    CHECK(!strcmp(got, "1"));
+}
+
 static void test_seeds(void) {
     float th1[NP], th2[NP], th3[NP];
     /* The default seed is drawn from the OS: two private runs of the same data and
@@ -1380,6 +1413,7 @@ int main(void) {
     test_resume_settings();
     test_data_key();
     test_seeds();
+    test_secret_concurrent_copies();
     test_secret_location();
     test_overflow();
     test_atomic_writes();
