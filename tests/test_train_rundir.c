@@ -970,6 +970,39 @@ static int file_has_text(const char *path, const char *text) {
     return hit;
 }
 
+/* Two copies of a run directory resumed at the same time from the same step read the same
+ * stream state: the one that saves second publishes nothing (its first save is refused,
+ * before its checkpoint and results), so no two models of one run share noise. */
+static void test_secret_concurrent_copies(void) {
+    const char *a = new_dir("conc_a"), *b = new_dir("conc_b");
+    dpt_train_config c = cfg_for(a, 1);
+    c.seed = 0;
+    c.epochs = 1;
+    CHECK_OK(session(&c, 1, 0, 0, NULL, NULL, NULL));
+    CHECK(mkdir(b, 0755) == 0);
+    const char *files[] = {"checkpoint.safetensors", "ledger.json", "metrics.jsonl"};
+    for (int i = 0; i < 3; i++) tu_copy_file(path_in(a, files[i]), path_in(b, files[i]));
+    c.epochs = 2;
+    c.out_dir = b;
+    dpt_trainer *tb = NULL;
+    CHECK_OK(new_trainer(&c, 1, 0, &tb));
+    if (!tb) return;
+    CHECK_OK(dpt_trainer_resume(tb)); /* b has read the secret: step 1 epoch's streams */
+    c.out_dir = a;
+    CHECK_OK(session(&c, 1, 0, 1, NULL, NULL, NULL)); /* a saves epoch 2 meanwhile */
+    metrics_t m;
+    read_metrics(b, &m);
+    const int before = m.n;
+    CHECK_STATUS(dpt_trainer_run(tb, NULL), DPT_EMISMATCH);
+    CHECK_ERR_HAS("another session of this run has saved step");
+    dpt_trainer_free(tb);
+    read_metrics(b, &m);
+    CHECK(m.n == before); /* nothing of b's second epoch published */
+    char got[64];
+    ckpt_field(b, "epoch", got, sizeof got);
+    CHECK(!strcmp(got, "1"));
+}
+
 static void test_seeds(void) {
     float th1[NP], th2[NP], th3[NP];
     /* The default seed is drawn from the OS: two private runs of the same data and
@@ -1005,17 +1038,30 @@ static void test_seeds(void) {
     CHECK(sec && strstr(sec, "\"seed\":\"") && strstr(sec, "\"noise_rng\"") && strstr(sec, "\"seed_source\":\"os\""));
     free(sec);
 
-    /* A resume continues the run's own streams from the secret file: two copies of the
-     * directory (one run id, so one secret file, which keeps the state of the step before
-     * the newest) resumed for one more epoch publish identical parameters. */
+    /* A copy of the directory (one run id, so one secret file) resumed after the original
+     * has gone on from the same step would draw that run's noise and batches again: a
+     * second model on the same noise. Once the original's next checkpoint is saved the
+     * secret holds its state alone, so the copy is refused. */
     const char *d3 = new_dir("seed_os_copy");
     CHECK(mkdir(d3, 0755) == 0);
     const char *files[] = {"checkpoint.safetensors", "ledger.json", "metrics.jsonl"};
     for (int i = 0; i < 3; i++) tu_copy_file(path_in(d1, files[i]), path_in(d3, files[i]));
+    char *snap = read_secret(d1);
+    CHECK(snap != NULL);
     c.epochs = 2;
     c.out_dir = d1;
     CHECK_OK(session(&c, 1, 0, 1, NULL, th1, NULL));
     c.out_dir = d3;
+    CHECK_STATUS(session(&c, 1, 0, 1, NULL, NULL, NULL), DPT_EMISMATCH);
+    CHECK_ERR_HAS("holds no random-stream state for step");
+    /* A resume continues the run's own streams from the secret file: with the secret as it
+     * was at the copy's step (rolled back by hand), the copy publishes the same parameters. */
+    if (snap) {
+        FILE *f = fopen(secret_of(d3), "wb");
+        CHECK(f && fputs(snap, f) >= 0);
+        if (f) fclose(f);
+        free(snap);
+    }
     CHECK_OK(session(&c, 1, 0, 1, NULL, th3, NULL));
     CHECK(memcmp(th1, th3, sizeof th1) == 0);
     /* ... and equal to nothing a fresh run gives */
@@ -1367,6 +1413,7 @@ int main(void) {
     test_resume_settings();
     test_data_key();
     test_seeds();
+    test_secret_concurrent_copies();
     test_secret_location();
     test_overflow();
     test_atomic_writes();

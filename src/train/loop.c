@@ -874,6 +874,12 @@ static dpt_status save_checkpoint(dpt_trainer *t) {
     DPT_CHECK(js, DPT_ENOMEM, "checkpoint: out of memory");
     dpt_status s = dpt_checkpoint_save_ema(path, t->model, &t->opt, js, t->ema);
     free(js);
+    /* The checkpoint of this step is on disk: the secret keeps this step's streams alone.
+     * The earlier state it also held served only a crash before this point; kept, it would
+     * let a copy of the run directory taken at that step resume and draw again the noise
+     * and batches this run has just used on the steps since, publishing a second model on
+     * the same noise (their difference is noiseless; docs/checkpoints.md). */
+    if (s == DPT_OK) s = dpt_run_key_commit(t);
     return s;
 }
 

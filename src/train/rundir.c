@@ -311,18 +311,10 @@ static cJSON *streams_now(const dpt_trainer *t) {
     return e;
 }
 
-dpt_status dpt_run_key_save(dpt_trainer *t) {
-    char path[600], run_dir[PATH_MAX];
-    DPT_ASSERT(t->secret_dir[0]); /* rank 0 with an out_dir resolved it (dpt_trainer_new) */
-    DPT_TRY(secret_file(t->secret_dir, t->run_id, path, sizeof path));
-    /* the directory whose run this is: an overwrite of it removes this file, of a copy not */
-    DPT_CHECK(realpath(t->out_dir, run_dir), DPT_EIO, "out_dir %s: %s", t->out_dir, strerror(errno));
-    cJSON *now = streams_now(t);
-    char *now_text = now ? cJSON_PrintUnformatted(now) : NULL;
-    json_wipe_delete(now);
-    DPT_CHECK(now_text, DPT_ENOMEM, "%s: out of memory", path);
-    /* the newest state, and the last one written for an earlier step */
-    const char *prev = t->secret_cur && t->secret_cur_step != t->step ? t->secret_cur : t->secret_prev;
+/* Writes the secret file: the key, the seed, and the stream states now_text (this step's)
+ * and prev (NULL: none) */
+static dpt_status secret_write(const dpt_trainer *t, const char *path, const char *run_dir, const char *now_text,
+                               const char *prev) {
     cJSON *root = cJSON_CreateObject();
     char hex[65];
     dpt_hex(t->run_key, 32, hex);
@@ -345,6 +337,37 @@ dpt_status dpt_run_key_save(dpt_trainer *t) {
         OPENSSL_cleanse(text, strlen(text));
         free(text);
     }
+    return s;
+}
+
+dpt_status dpt_run_key_commit(dpt_trainer *t) {
+    if (!t->secret_prev || !t->secret_cur || t->secret_cur_step != t->step) return DPT_OK;
+    char path[600], run_dir[PATH_MAX];
+    DPT_TRY(secret_file(t->secret_dir, t->run_id, path, sizeof path));
+    DPT_CHECK(realpath(t->out_dir, run_dir), DPT_EIO, "out_dir %s: %s", t->out_dir, strerror(errno));
+    DPT_TRY(secret_write(t, path, run_dir, t->secret_cur, NULL));
+    dpt_secret_free(t->secret_prev);
+    t->secret_prev = NULL;
+    return DPT_OK;
+}
+
+static dpt_status secret_still_ours(const dpt_trainer *t, const char *path);
+
+dpt_status dpt_run_key_save(dpt_trainer *t) {
+    char path[600], run_dir[PATH_MAX];
+    DPT_ASSERT(t->secret_dir[0]); /* rank 0 with an out_dir resolved it (dpt_trainer_new) */
+    DPT_TRY(secret_file(t->secret_dir, t->run_id, path, sizeof path));
+    DPT_TRY(secret_still_ours(t, path));
+    /* the directory whose run this is: an overwrite of it removes this file, of a copy not */
+    DPT_CHECK(realpath(t->out_dir, run_dir), DPT_EIO, "out_dir %s: %s", t->out_dir, strerror(errno));
+    cJSON *now = streams_now(t);
+    char *now_text = now ? cJSON_PrintUnformatted(now) : NULL;
+    json_wipe_delete(now);
+    DPT_CHECK(now_text, DPT_ENOMEM, "%s: out of memory", path);
+    /* the newest state, and the last one written for an earlier step (until the checkpoint
+     * of this step is on disk: dpt_run_key_commit) */
+    const char *prev = t->secret_cur && t->secret_cur_step != t->step ? t->secret_cur : t->secret_prev;
+    dpt_status s = secret_write(t, path, run_dir, now_text, prev);
     if (s != DPT_OK) {
         dpt_secret_free(now_text);
         return s;
@@ -457,6 +480,42 @@ static dpt_status secret_read(const char *path, int *found, secret_info *si) {
         OPENSSL_cleanse(si, sizeof *si);
     }
     return s;
+}
+
+/* Before this session writes the secret file again: the file must still hold the stream
+ * state this session resumed from or last wrote (t->secret_cur). When it does not, another
+ * session of the run (a copy of its directory, resumed from the same step at the same
+ * time) has saved a later step since: both drew the same noise and batches, so this one
+ * publishes nothing (its checkpoint and results are never written). An absent file, or a
+ * session without a state yet (a fresh run, new streams), is not checked. */
+static dpt_status secret_still_ours(const dpt_trainer *t, const char *path) {
+    if (!t->secret_cur) return DPT_OK;
+    secret_info si;
+    int found = 0;
+    DPT_TRY(secret_read(path, &found, &si));
+    if (!found || si.version != 2) {
+        dpt_secret_free(si.streams);
+        OPENSSL_cleanse(&si, sizeof si);
+        return DPT_OK;
+    }
+    cJSON *arr = cJSON_Parse(si.streams);
+    dpt_secret_free(si.streams);
+    OPENSSL_cleanse(&si, sizeof si);
+    int ours = 0;
+    uint64_t newest = 0;
+    const cJSON *e = NULL;
+    cJSON_ArrayForEach(e, arr) {
+        if (e == arr->child && !dpt_json_u64(e, "step", &newest)) newest = 0;
+        char *text = cJSON_PrintUnformatted(e);
+        if (text && !strcmp(text, t->secret_cur)) ours = 1;
+        dpt_secret_free(text);
+    }
+    json_wipe_delete(arr);
+    DPT_CHECK(ours, DPT_EMISMATCH, "%s: another session of this run has saved step %" PRIu64 " since this one "
+              "continued from step %" PRIu64 " (a copy of the run directory resumed at the same time?): both drew "
+              "the same noise and batches, so this session saves and publishes nothing; resume one copy of a run "
+              "only", path, newest, t->secret_cur_step);
+    return DPT_OK;
 }
 
 dpt_status dpt_run_key_load(dpt_trainer *t, const char *run_id, int *found) {

@@ -330,6 +330,9 @@ void dpt_run_dir_unlock(int fd);
  * DPT_EMISMATCH when the file is of another run). */
 dpt_status dpt_run_key_new(dpt_trainer *t);
 dpt_status dpt_run_key_save(dpt_trainer *t);
+/* after the checkpoint of t->step is saved: rewrites the secret file with this step's
+ * stream state alone (the earlier one dpt_run_key_save kept is dropped) */
+dpt_status dpt_run_key_commit(dpt_trainer *t);
 dpt_status dpt_run_key_load(dpt_trainer *t, const char *run_id, int *found);
 /* The file dpt_run_key_load would read for the checkpoint now in out_dir (rank 0 sends it
  * to the other ranks for a resume). */
