@@ -306,6 +306,56 @@ static void test_gelu_edges(void) {
     dpt_model_free(m);
 }
 
+/* tanh (in-house, vectorizable) at the edges and around its two branches, against double
+ * tanh: +-0 keep their sign, tiny and subnormal x give x, the branch point 0.625 from both
+ * sides, +-9 and beyond give +-1, +-inf -> +-1, NaN -> NaN; tanh' = 1 - tanh^2 from the
+ * output. Relative error within 3 ulp everywhere on a fine grid of [-3, 3] (where a
+ * (1 - e) / (1 + e) form without the polynomial loses digits near 0). Every element gets the
+ * same bits in the vector body and alone. */
+static void test_tanh_edges(void) {
+    static const float xs[] = {0.0f,  -0.0f,  1e-30f,  -1e-30f, 1e-45f,  1e-4f,    -1e-4f,    0.01f, 0.3f,
+                               0.62f, 0.6249999f, 0.625f, -0.625f, 0.6250001f, 0.7f, -2.5f, 9.0f,  -9.0f,
+                               20.0f, -50.0f, 1e30f,  INFINITY, -INFINITY, NAN, 4.5f, -0.31f, 1.0f};
+    const size_t n = sizeof xs / sizeof xs[0];
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new("mlp:1-1-1:tanh", n, 1, &m));
+    if (!m) return;
+    const dpt_layer *L = &m->layers[1];
+    float v[32], d[32], one[32], v1;
+    for (size_t j = 0; j < n; j++) one[j] = 1.0f;
+    CHECK_OK(L->ops->forward(L, xs, v, n));
+    CHECK_OK(L->ops->backward_input(L, xs, v, one, d, n));
+    for (size_t j = 0; j < n; j++) {
+        const double x = xs[j], r = tanh(x);
+        if (isnan(r)) {
+            CHECK(isnan(v[j]) && isnan(d[j]));
+        } else {
+            CHECK_CLOSE(v[j], r, 0.0, 3.0 * 0x1p-24);
+            CHECK(!signbit(v[j]) == !signbit(r)); /* -0 stays -0 */
+            CHECK_CLOSE(d[j], 1.0 - r * r, 2e-7, 1e-6); /* 1 - v^2 in float: absolute ~ulp(1) */
+        }
+        CHECK_OK(L->ops->forward(L, xs + j, &v1, 1)); /* alone (scalar code) */
+        CHECK(!memcmp(&v1, v + j, sizeof v1));
+    }
+    dpt_model_free(m);
+    const size_t g = 6001;
+    CHECK_OK(dpt_model_new("mlp:1-6001-1:tanh", 1, 1, &m));
+    if (!m) return;
+    L = &m->layers[1];
+    float *x = malloc(g * sizeof *x), *y = malloc(g * sizeof *y);
+    for (size_t j = 0; j < g; j++) x[j] = (float)(-3.0 + 6.0 * (double)j / (double)(g - 1));
+    CHECK_OK(L->ops->forward(L, x, y, 1));
+    double worst = 0.0;
+    for (size_t j = 0; j < g; j++) {
+        const double r = tanh((double)x[j]);
+        if (r != 0.0 && fabs(y[j] - r) / fabs(r) > worst) worst = fabs(y[j] - r) / fabs(r);
+    }
+    if (!(worst <= 3.0 * 0x1p-24)) fprintf(stderr, "tanh: worst relative error %g on [-3, 3]\n", worst);
+    CHECK(worst <= 3.0 * 0x1p-24);
+    free(x), free(y);
+    dpt_model_free(m);
+}
+
 /* ==== losses ==== */
 
 static void test_loss(dpt_loss_kind kind, size_t K) {
@@ -920,6 +970,7 @@ int main(void) {
     test_activation_grid("mlp:1-2001-1:sigmoid", DPT_LAYER_SIGMOID);
     test_activation_grid("mlp:1-2001-1:tanh", DPT_LAYER_TANH);
     test_gelu_edges();
+    test_tanh_edges();
     test_loss(DPT_LOSS_SOFTMAX_CE, 4);
     test_softmax_ce_accuracy();
     test_softmax_ce_batch();
