@@ -212,6 +212,49 @@ static void check_act_same(void) {
     free(x), free(dv);
 }
 
+/* Pooling (max and average; 2 x 2 at strides 1 and 2, 3 x 3 at 2, odd sizes): forward,
+ * backward and jvp give the same bits in both builds (comparisons, copies and exactly
+ * rounded sums; inputs with ties, signed zeros and NaN) */
+static void check_pool_same(void) {
+    typedef dpt_status (*pool_setup_fn)(dpt_layer *, dpt_layer_kind, const size_t[3], size_t, size_t);
+    static const size_t shapes[][5] = {{2, 7, 9, 2, 2}, {8, 32, 32, 2, 2}, {3, 7, 9, 2, 1}, {2, 9, 9, 3, 2}};
+    const pool_setup_fn setup[2] = {dpt_layer_pool_setup_base, dpt_layer_pool_setup_v3};
+    const size_t B = 3;
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
+        for (int kind = 0; kind < 2; kind++) {
+            const size_t in_shape[3] = {shapes[sh][0], shapes[sh][1], shapes[sh][2]};
+            dpt_layer L[2];
+            int ok = 1;
+            for (int b = 0; b < 2; b++) {
+                memset(&L[b], 0, sizeof L[b]);
+                L[b].threads = 1;
+                ok &= setup[b](&L[b], kind ? DPT_LAYER_AVGPOOL : DPT_LAYER_MAXPOOL, in_shape, shapes[sh][3],
+                               shapes[sh][4]) == DPT_OK;
+            }
+            CHECK(ok && L[0].ops != L[1].ops);
+            if (!ok) continue;
+            const size_t D = L[0].in_dim, K = L[0].out_dim;
+            float *x = malloc(B * D * sizeof *x), *g = malloc(B * K * sizeof *g), *t = malloc(B * D * sizeof *t);
+            float *v[2], *dx[2], *jv[2];
+            for (size_t i = 0; i < B * D; i++) x[i] = (float)((int)(urand() * 3.0f)), t[i] = urand();
+            fill_special(x, 40);
+            for (size_t i = 0; i < B * K; i++) g[i] = i % 5 ? urand() : -0.0f;
+            for (int b = 0; b < 2; b++) {
+                v[b] = malloc(B * K * sizeof(float)), dx[b] = malloc(B * D * sizeof(float));
+                jv[b] = malloc(B * K * sizeof(float));
+                CHECK_OK(L[b].ops->forward(&L[b], x, v[b], B));
+                CHECK_OK(L[b].ops->backward_input(&L[b], x, v[b], g, dx[b], B));
+                CHECK_OK(L[b].ops->jvp(&L[b], x, v[b], t, NULL, jv[b], B));
+            }
+            const int same = !memcmp(v[0], v[1], B * K * sizeof(float)) && !memcmp(dx[0], dx[1], B * D * sizeof(float)) &&
+                             !memcmp(jv[0], jv[1], B * K * sizeof(float));
+            if (!same) fprintf(stderr, "pooling shape %zu, kind %d: the baseline and v3 builds differ\n", sh, kind);
+            CHECK(same);
+            for (int b = 0; b < 2; b++) free(v[b]), free(dx[b]), free(jv[b]);
+            free(x), free(g), free(t);
+        }
+}
+
 static void check_loss_same(void) {
     static const size_t Ks[] = {1, 3, 10, 37};
     const size_t B = 67;
@@ -257,6 +300,7 @@ int main(void) {
         check_conv(dpt_conv_direct_v3, "dpt_conv_direct_v3");
         check_pe(dpt_conv_pe_grad_v3, "dpt_conv_pe_grad_v3");
         check_act_same();
+        check_pool_same();
         check_loss_same();
     }
     const int v4 = dpt_isa_v4();
