@@ -137,13 +137,14 @@ static void check_conv_same(conv_fn f, conv_fn g, const char *what) {
 /* ==== dpt_conv_pe_grad against a double loop ==== */
 
 /* g [O, Dk] (+)= dv [O, T] U^T with U read from a padded example: output counts around
- * its blocks of 2 (1, 2, 5, 8), patch rows around its blocks of 4 (C k^2 = 1 .. 27),
+ * its blocks of 2 and 4 (1, 2, 5, 8, 11) and the v4 build's blocks of 32 outputs for rows of
+ * 8 and 24 positions (32, 64), patch rows around its blocks of 4 and 8 (C k^2 = 1 .. 27),
  * widths of one and two vectors, kernels 1, 2, 3, and padded rows wider than Wo + k - 1;
  * the 8 floats after g must stay untouched. */
 static void check_pe(pe_fn f, const char *name) {
-    static const size_t Os[] = {1, 2, 5, 8, 11}, Cs[] = {1, 2, 3}, ks[] = {1, 2, 3};
+    static const size_t Os[] = {1, 2, 5, 8, 11, 32, 64}, Cs[] = {1, 2, 3}, ks[] = {1, 2, 3};
     size_t bad = 0, n = 0;
-    for (size_t io = 0; io < 5; io++)
+    for (size_t io = 0; io < 7; io++)
         for (size_t ic = 0; ic < 3; ic++)
             for (size_t ik = 0; ik < 3; ik++)
                 for (size_t Wo = 8; Wo <= 32; Wo += 8)
