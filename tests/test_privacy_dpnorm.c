@@ -173,6 +173,45 @@ static void test_noise(void) {
     dpt_dataset_free(&d);
 }
 
+/* Secure mode: the lattice point is round(S / h) of the double-precision sum itself. A sum
+ * over a whole training set can be far above 2^24 lattice steps h, where float32 cannot
+ * hold it to within h: rounded to float first, sums one step apart fell on the same point
+ * (or a float ulp apart), an error up to |S| 2^-24 per coordinate outside the accounted
+ * C + sqrt(n) h. With the same seed, S and S + h must give outputs exactly h apart, on the
+ * lattice, and the draw must stay the one of the float path for small sums. */
+static void test_secure_double_sum(void) {
+    const double sigma = 1.0, C = 1.0, h = sigma * C / (double)(1u << DPT_DGAUSS_LOG2_SCALE);
+    const size_t n = 3;
+    const double base[3] = {3e8 * h + 0.25 * h, -7.5e8 * h + 0.4 * h, 1e9 * h - 0.3 * h};
+    double a[3], b[3];
+    for (size_t j = 0; j < n; j++) a[j] = base[j], b[j] = base[j] + h;
+    dpt_rng r1, r2;
+    dpt_rng_init(&r1, dpt_dp_norm_seed(11), DPT_STREAM_NOISE);
+    dpt_rng_init(&r2, dpt_dp_norm_seed(11), DPT_STREAM_NOISE);
+    CHECK_OK(dpt_privacy_noise_add_sum(&r1, a, n, sigma, C, 1, 1));
+    CHECK_OK(dpt_privacy_noise_add_sum(&r2, b, n, sigma, C, 1, 1));
+    for (size_t j = 0; j < n; j++) {
+        const double ka = a[j] / h, kb = b[j] / h;
+        CHECK_CLOSE(ka, nearbyint(ka), 1e-6, 0); /* on the lattice h Z */
+        CHECK_CLOSE(kb - ka, 1.0, 1e-6, 0);      /* one step apart, as the sums */
+        /* Z = k_out - round(S / h): a draw of std s = 2^14 (not the float rounding) */
+        CHECK(fabs(ka - nearbyint(base[j] / h)) < 8.0 * (double)(1u << DPT_DGAUSS_LOG2_SCALE));
+    }
+    dpt_rng_free(&r1);
+    dpt_rng_free(&r2);
+    /* small sums (exact in float): the same output as dpt_privacy_noise_add_secure */
+    double d[4] = {0.5, -1.25, 3.0, 1e-3};
+    float f[4] = {0.5f, -1.25f, 3.0f, 1e-3f};
+    dpt_rng_init(&r1, dpt_dp_norm_seed(12), DPT_STREAM_NOISE);
+    dpt_rng_init(&r2, dpt_dp_norm_seed(12), DPT_STREAM_NOISE);
+    d[3] = (double)f[3];
+    CHECK_OK(dpt_privacy_noise_add_sum(&r1, d, 4, 2.0, 0.5, 1, 1));
+    CHECK_OK(dpt_privacy_noise_add_secure(&r2, f, 4, 2.0, 0.5, 1));
+    for (size_t j = 0; j < 4; j++) CHECK_CLOSE(d[j], (double)f[j], 1e-6 * fabs((double)f[j]) + 1e-12, 0);
+    dpt_rng_free(&r1);
+    dpt_rng_free(&r2);
+}
+
 static void test_fit_matches_exact(void) {
     dpt_dataset d;
     make_images(&d, 500, 21);
@@ -259,6 +298,7 @@ int main(void) {
     test_sums_reference();
     test_sensitivity();
     test_noise();
+    test_secure_double_sum();
     test_fit_matches_exact();
     test_errors();
     TEST_MAIN_END();

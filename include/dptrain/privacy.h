@@ -115,8 +115,9 @@ int64_t dpt_privacy_discrete_gauss(dpt_rng *r, uint32_t s);
 
 /* sum[j] += N(0, (sigma C)^2) for j < n on a double-precision released sum (the DP mean's,
  * the DP normalization statistics'): fast: the draws of dpt_privacy_noise_add, added in
- * double; secure: the sum is rounded to float, then dpt_privacy_noise_add_secure (record
- * the multiplier dpt_privacy_secure_sigma_eff(sigma, n)). sigma >= 0 (0: nothing added,
+ * double; secure: the lattice mechanism of dpt_privacy_noise_add_secure (its CKS draws) on
+ * the double sum itself, output in double (never rounded to float first; record the
+ * multiplier dpt_privacy_secure_sigma_eff(sigma, n)). sigma >= 0 (0: nothing added,
  * noise may then be NULL), C > 0. */
 dpt_status dpt_privacy_noise_add_sum(dpt_rng *noise, double *sum, size_t n, double sigma, double C, int secure,
                                      int threads);
