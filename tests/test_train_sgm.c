@@ -12,6 +12,7 @@
 
 #include "testutil.h"
 #include "train/mechanism_internal.h"
+#include "train/train_internal.h"
 
 static dpt_sgm_config base(size_t n, size_t dim, double q, double sigma, double C, uint64_t seed) {
     dpt_sgm_config c = dpt_sgm_config_defaults();
@@ -191,6 +192,31 @@ static void test_scaling(void) {
     free(ref);
     dpt_sgm_free(m1);
     dpt_sgm_free(m2);
+}
+
+/* ==== (3b) secure: the lattice rounds the double sum, not a float32 copy ==== */
+/* dpt_sgm's release (dpt_gauss_release_apply_sum; dpt_sgm's own secure streams come from
+ * the OS, so the test drives the release with a seeded noise stream). Two sums
+ * S = 1 + 1.5 h -+ 2^-35, h = sigma C 2^-14 = 2^-13: in double they lie on either side of
+ * the lattice midpoint (k = 2^13 + 1, 2^13 + 2), while their float32 copies are both the
+ * tie 1 + 1.5 h (k = 2^13 + 2). Same noise: the outputs must be h scale apart, not equal. */
+static void test_secure_double_sum(void) {
+    const double h = 2.0 / 16384.0, scale = 0.25;
+    const dpt_dgauss_method methods[2] = {DPT_DGAUSS_TABLE, DPT_DGAUSS_CKS};
+    for (int mi = 0; mi < 2; mi++) {
+        dpt_gauss_release r;
+        CHECK_OK(dpt_gauss_release_init(&r, 0.5, 1.0, 2.0, scale, 1, 1, methods[mi]));
+        float o[2];
+        for (int v = 0; v < 2; v++) {
+            double sum = 1.0 + 1.5 * h + (v ? 1 : -1) * ldexp(1.0, -35);
+            CHECK((float)sum == (float)(1.0 + 1.5 * h));
+            dpt_rng noise;
+            CHECK_OK(dpt_rng_init(&noise, 5, DPT_STREAM_NOISE));
+            CHECK_OK(dpt_gauss_release_apply_sum(&r, &noise, &sum, &o[v], 2));
+            dpt_rng_free(&noise);
+        }
+        CHECK_CLOSE((double)o[1] - (double)o[0], h * scale, 0, 1e-3);
+    }
 }
 
 /* T steps of a mechanism of dim P: each sampled, and released with zero gradients unless
@@ -707,6 +733,7 @@ int main(void) {
     noise_std(1, DPT_DGAUSS_TABLE, 200000);
     noise_std(1, DPT_DGAUSS_CKS, 20000);
     test_scaling();
+    test_secure_double_sum();
     test_ledger_epsilon();
     test_ledger_file();
     test_budget();

@@ -6,6 +6,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "privacy/lattice.h"
+
 /* Groups of a mode: K (mean, std) pairs, each over a contiguous run of m = dim / K
  * features (per feature: K = dim, m = 1). 0 on a bad mode or shape. */
 static size_t groups_of(const dpt_dataset *d, int mode) {
@@ -35,37 +37,6 @@ static dpt_status check_common(const dpt_dataset *d, int mode, double C, size_t 
 
 /* ==== Noise on a double-precision sum ==== */
 
-/* Secure: the lattice mechanism of dpt_privacy_noise_add_secure (CKS sampler, the same
- * substreams and draws) on the double sum itself: k = round(sum / h) and the output
- * h (k + Z) in double. These sums run over a whole training set: far above 2^24 lattice
- * steps, where a float32 copy of the sum (what the float mechanism takes) is coarser than
- * h, and its rounding error (up to |S| 2^-24 per coordinate, n 2^-24 C in L2 for n
- * examples) would sit outside the accounted sensitivity C + sqrt(n) h. */
-static dpt_status secure_sum(dpt_rng *noise, double *sum, size_t n, double sigma, double C) {
-    DPT_CHECK(isfinite(C) && C > 0, DPT_EINVAL, "noise_add_sum: C must be finite and > 0, got %g", C);
-    DPT_CHECK(noise->stream_id == DPT_STREAM_NOISE, DPT_EINVAL, "noise: not drawn from the noise stream");
-    const uint32_t s = 1u << DPT_DGAUSS_LOG2_SCALE;
-    const double h = sigma * C / (double)s, kmax = 4503599627370496.0; /* 2^52: k + Z exact */
-    for (size_t j = 0; j < n; j++) {
-        const double v = sum[j] / h;
-        DPT_CHECK(isfinite(v) && fabs(v) < kmax, DPT_ERANGE, "secure noise: coordinate %zu of the released sum (%g) "
-                  "is not finite or too large for the lattice (step %g)", j, sum[j], h);
-    }
-    const size_t n_chunks = (n + DPT_RNG_CHUNK - 1) / DPT_RNG_CHUNK;
-    const uint64_t base = dpt_rng_reserve_substreams(noise, n_chunks);
-    for (size_t ch = 0; ch < n_chunks; ch++) {
-        const size_t lo = ch * DPT_RNG_CHUNK, hi = lo + DPT_RNG_CHUNK < n ? lo + DPT_RNG_CHUNK : n;
-        dpt_rng c;
-        DPT_TRY(dpt_rng_child(noise, base + ch, &c));
-        for (size_t j = lo; j < hi; j++) {
-            const double k = nearbyint(sum[j] / h); /* ties to even: deterministic */
-            sum[j] = h * (k + (double)dpt_privacy_discrete_gauss(&c, s));
-        }
-        dpt_rng_free(&c);
-    }
-    return DPT_OK;
-}
-
 dpt_status dpt_privacy_noise_add_sum(dpt_rng *noise, double *sum, size_t n, double sigma, double C, int secure,
                                      int threads) {
     DPT_CHECK(sum || n == 0, DPT_EINVAL, "noise_add_sum: sum is NULL");
@@ -73,7 +44,9 @@ dpt_status dpt_privacy_noise_add_sum(dpt_rng *noise, double *sum, size_t n, doub
               sigma);
     if (sigma == 0 || n == 0) return DPT_OK;
     DPT_CHECK(noise, DPT_EINVAL, "noise_add_sum: noise is NULL");
-    if (secure) return secure_sum(noise, sum, n, sigma, C);
+    /* secure: the lattice mechanism (CKS draws) on the double sum itself, whose float32
+     * copy would be coarser than the lattice step (privacy/lattice.h) */
+    if (secure) return dpt_lattice_release_double(noise, sum, n, sigma, C, 1.0, DPT_DGAUSS_CKS, threads);
     float *e = dpt_alloc(n, sizeof(float), "released sum noise");
     if (!e) return DPT_ENOMEM;
     memset(e, 0, n * sizeof *e);

@@ -13,8 +13,10 @@
 
 #include "core/keystream.h"
 #include "privacy/dgauss.h"
+#include "privacy/lattice.h"
 
 
+#if !DPT_ISA_V3_TU
 static dpt_status check_args(float *sum, size_t n, double sigma, double C) {
     DPT_CHECK(isfinite(sigma) && sigma >= 0, DPT_EINVAL, "sigma: the noise multiplier must be >= 0, got %g", sigma);
     DPT_CHECK(isfinite(C) && C > 0, DPT_EINVAL, "C: the clipping norm must be > 0, got %g", C);
@@ -22,7 +24,6 @@ static dpt_status check_args(float *sum, size_t n, double sigma, double C) {
     return DPT_OK;
 }
 
-#if !DPT_ISA_V3_TU
 /* ==== Fast: ziggurat ==== */
 
 dpt_status dpt_privacy_noise_add(dpt_rng *noise, float *sum, size_t n, double sigma, double C, int threads) {
@@ -139,44 +140,71 @@ dpt_status dpt_privacy_secure_distance(dpt_dgauss_method method, double *mu, dou
 
 #endif /* !DPT_ISA_V3_TU */
 
+/* The sum a secure release rounds onto its lattice: float32 (DP-SGD's clipped sums) or
+ * double (sums over a whole training set, or dpt_sgm's, which a float32 copy would round
+ * more coarsely than the lattice step; see lattice.h). Exactly one of f, d is set. */
+typedef struct {
+    float *f;
+    double *d;
+} lattice_sum;
+
+/* out_j = scale h (round(x_j / h) + z_j) for the chunk x = s[lo, hi) */
+static void lattice_points(lattice_sum s, size_t lo, size_t hi, double h, double scale, const int32_t *z) {
+    if (s.d) {
+        double *restrict sj = s.d + lo;
+#pragma omp simd
+        for (size_t j = 0; j < hi - lo; j++) {
+            double k = nearbyint(sj[j] / h); /* ties to even: deterministic */
+            sj[j] = scale * (h * (k + (double)z[j]));
+        }
+        return;
+    }
+    float *restrict sj = s.f + lo;
+#pragma omp simd
+    for (size_t j = 0; j < hi - lo; j++) {
+        double k = nearbyint((double)sj[j] / h);
+        sj[j] = (float)(scale * (h * (k + (double)z[j])));
+    }
+}
+
 /* The lattice points k_j + Z_j of one chunk [lo, hi), Z_j from its own substream `sub`:
  * the table sampler reads it through the thread's keystream reader ks, CKS through the
- * child stream c. */
-static dpt_status secure_chunk(const dg_table *T, const dpt_rng *noise, dpt_keystream *ks, uint64_t sub, float *sum,
-                               size_t lo, size_t hi, double h, double scale, int32_t *zbuf) {
+ * child stream c (both into zbuf). */
+static dpt_status secure_chunk(const dg_table *T, const dpt_rng *noise, dpt_keystream *ks, uint64_t sub,
+                               lattice_sum sum, size_t lo, size_t hi, double h, double scale, int32_t *zbuf) {
     if (T) {
         DPT_TRY(dpt_keystream_seek(ks, noise, sub, 0));
         DPT_TRY(dg_sample_from(T, ks, zbuf, hi - lo, zbuf));
-        float *restrict sj = sum + lo;
-#pragma omp simd
-        for (size_t j = 0; j < hi - lo; j++) {
-            double k = nearbyint((double)sj[j] / h); /* ties to even: deterministic */
-            sj[j] = (float)(scale * (h * (k + (double)zbuf[j])));
-        }
-        OPENSSL_cleanse(zbuf, (hi - lo) * sizeof *zbuf); /* the noise */
-        return DPT_OK;
+    } else {
+        dpt_rng c;
+        DPT_TRY(dpt_rng_child(noise, sub, &c));
+        const uint32_t s = 1u << DPT_DGAUSS_LOG2_SCALE;
+        for (size_t j = 0; j < hi - lo; j++) zbuf[j] = dpt_privacy_discrete_gauss(&c, s);
+        dpt_rng_free(&c);
     }
-    dpt_rng c;
-    DPT_TRY(dpt_rng_child(noise, sub, &c));
-    const uint32_t s = 1u << DPT_DGAUSS_LOG2_SCALE;
-    for (size_t j = lo; j < hi; j++) {
-        double k = nearbyint((double)sum[j] / h);
-        sum[j] = (float)(scale * (h * (k + (double)dpt_privacy_discrete_gauss(&c, s))));
-    }
-    dpt_rng_free(&c);
+    lattice_points(sum, lo, hi, h, scale, zbuf);
+    OPENSSL_cleanse(zbuf, (hi - lo) * sizeof *zbuf); /* the noise */
     return DPT_OK;
 }
 
-dpt_status DPT_ISA_NAME(dpt_privacy_noise_add_secure_ex)(dpt_rng *noise, float *sum, size_t n, double sigma,
-                                                         double C, double scale, dpt_dgauss_method method,
-                                                         int threads) {
-    DPT_TRY(check_args(sum, n, sigma, C));
+static double lattice_coord(lattice_sum s, size_t j) {
+    return s.d ? s.d[j] : (double)s.f[j];
+}
+
+static dpt_status lattice_release(dpt_rng *noise, lattice_sum sum, size_t n, double sigma, double C, double scale,
+                                  dpt_dgauss_method method, int threads) {
+    DPT_CHECK(isfinite(sigma) && sigma >= 0, DPT_EINVAL, "sigma: the noise multiplier must be >= 0, got %g", sigma);
+    DPT_CHECK(isfinite(C) && C > 0, DPT_EINVAL, "C: the clipping norm must be > 0, got %g", C);
+    DPT_CHECK(n == 0 || sum.f || sum.d, DPT_EINVAL, "noise: sum is NULL");
     DPT_CHECK(isfinite(scale), DPT_EINVAL, "scale must be finite, got %g", scale);
     DPT_CHECK(method == DPT_DGAUSS_TABLE || method == DPT_DGAUSS_CKS, DPT_EINVAL,
               "method: unknown secure sampler %d", (int)method);
     if (n == 0) return DPT_OK;
     if (sigma == 0) {
-        for (size_t j = 0; j < n; j++) sum[j] = (float)(scale * sum[j]);
+        for (size_t j = 0; j < n; j++) {
+            if (sum.d) sum.d[j] *= scale;
+            else sum.f[j] = (float)(scale * sum.f[j]);
+        }
         return DPT_OK;
     }
     DPT_CHECK(noise && noise->stream_id == DPT_STREAM_NOISE, DPT_EINVAL, "noise: not drawn from the noise stream");
@@ -194,16 +222,18 @@ dpt_status DPT_ISA_NAME(dpt_privacy_noise_add_secure_ex)(dpt_rng *noise, float *
     /* one vectorized pass finds whether any coordinate is off the lattice's range (NaN
      * included: !(v < kmax) holds for it), a second names the first such coordinate */
     int bad = 0;
+    if (sum.d) {
 #pragma omp simd reduction(| : bad)
-    for (size_t j = 0; j < n; j++) {
-        double v = fabs((double)sum[j] / h);
-        bad |= !(v < kmax);
+        for (size_t j = 0; j < n; j++) bad |= !(fabs(sum.d[j] / h) < kmax);
+    } else {
+#pragma omp simd reduction(| : bad)
+        for (size_t j = 0; j < n; j++) bad |= !(fabs((double)sum.f[j] / h) < kmax);
     }
     for (size_t j = 0; bad && j < n; j++) {
-        double v = (double)sum[j] / h;
+        double v = lattice_coord(sum, j) / h;
         DPT_CHECK(isfinite(v) && fabs(v) < kmax, DPT_ERANGE,
                   "secure noise: coordinate %zu of the clipped sum (%g) is not finite or too large for the lattice "
-                  "(step %g)", j, (double)sum[j], h);
+                  "(step %g)", j, lattice_coord(sum, j), h);
     }
     const size_t n_chunks = (n + DPT_RNG_CHUNK - 1) / DPT_RNG_CHUNK;
     const uint64_t base = dpt_rng_reserve_substreams(noise, n_chunks);
@@ -237,11 +267,28 @@ dpt_status DPT_ISA_NAME(dpt_privacy_noise_add_secure_ex)(dpt_rng *noise, float *
     return DPT_OK;
 }
 
+dpt_status DPT_ISA_NAME(dpt_privacy_noise_add_secure_ex)(dpt_rng *noise, float *sum, size_t n, double sigma,
+                                                         double C, double scale, dpt_dgauss_method method,
+                                                         int threads) {
+    return lattice_release(noise, (lattice_sum){.f = sum}, n, sigma, C, scale, method, threads);
+}
+
+dpt_status DPT_ISA_NAME(dpt_lattice_release_double)(dpt_rng *noise, double *sum, size_t n, double sigma, double C,
+                                                     double scale, dpt_dgauss_method method, int threads) {
+    return lattice_release(noise, (lattice_sum){.d = sum}, n, sigma, C, scale, method, threads);
+}
+
 #if !DPT_ISA_V3_TU
 #if DPT_ISA_DISPATCH
 dpt_status dpt_privacy_noise_add_secure_ex(dpt_rng *noise, float *sum, size_t n, double sigma, double C,
                                            double scale, dpt_dgauss_method method, int threads) {
     return (dpt_isa_v3() ? dpt_privacy_noise_add_secure_ex_v3 : dpt_privacy_noise_add_secure_ex_base)(
+        noise, sum, n, sigma, C, scale, method, threads);
+}
+
+dpt_status dpt_lattice_release_double(dpt_rng *noise, double *sum, size_t n, double sigma, double C, double scale,
+                                      dpt_dgauss_method method, int threads) {
+    return (dpt_isa_v3() ? dpt_lattice_release_double_v3 : dpt_lattice_release_double_base)(
         noise, sum, n, sigma, C, scale, method, threads);
 }
 #endif

@@ -8,6 +8,7 @@
 #include <dptrain/privacy.h>
 #include <math.h>
 
+#include "privacy/lattice.h"
 #include "train_internal.h"
 
 dpt_status dpt_gauss_release_init(dpt_gauss_release *r, double q, double sigma, double sens, double scale,
@@ -40,13 +41,16 @@ dpt_status dpt_gauss_release_apply(const dpt_gauss_release *r, dpt_rng *noise, f
     return dpt_privacy_noise_add_scaled(noise, v, r->coords, r->sigma, r->sens, r->scale, threads);
 }
 
-/* sum [P] in double (kept: it holds the noisy sum after a fast release), out [P] float:
- * (sum + noise) * scale */
+/* sum [P] in double (overwritten: it holds the noisy sum after the release, scaled in
+ * secure mode), out [P] float: (sum + noise) * scale. Secure: the lattice rounds the double
+ * sum itself, never a float32 copy (coarser than the lattice step for sums over a large
+ * batch; privacy/lattice.h). */
 dpt_status dpt_gauss_release_apply_sum(const dpt_gauss_release *r, dpt_rng *noise, double *sum, float *out,
                                        int threads) {
     if (r->secure) {
+        DPT_TRY(dpt_lattice_release_double(noise, sum, r->coords, r->sigma, r->sens, r->scale, r->sampler, threads));
         for (size_t j = 0; j < r->coords; j++) out[j] = (float)sum[j];
-        return dpt_gauss_release_apply(r, noise, out, threads);
+        return DPT_OK;
     }
     DPT_TRY(dpt_privacy_noise_add_sum(noise, sum, r->coords, r->sigma, r->sens, 0, threads));
     for (size_t j = 0; j < r->coords; j++) out[j] = (float)(sum[j] * r->scale);
