@@ -53,16 +53,18 @@ static inline vmask v_mask(size_t n) { return n; }
 #endif
 
 /* The 6 x 16 register block both kernels below run: accumulators c<row><half>, the rows'
- * pointers a0..a5 into A (rows past mr repeat the last row; their sums are dropped), one
- * step over k (b0, b1: the two 8-float halves of B's row k; ko: the offset of column k in
- * A's rows) and the spill of the accumulators into out[MR][16]. Written out so that the
- * 12 accumulators stay in registers. */
-#define BLOCK_DECLARE(a, ars, mr)                                                                                      \
-    vf c00 = V_ZERO(), c01 = V_ZERO(), c10 = V_ZERO(), c11 = V_ZERO(), c20 = V_ZERO(), c21 = V_ZERO();                \
-    vf c30 = V_ZERO(), c31 = V_ZERO(), c40 = V_ZERO(), c41 = V_ZERO(), c50 = V_ZERO(), c51 = V_ZERO();                \
+ * pointers a0..a5 into A (BLOCK_ROWS, also conv_block_z's: rows past mr repeat the last
+ * row; their sums are dropped), one step over k (b0, b1: the two 8-float halves of B's row
+ * k; ko: the offset of column k in A's rows) and the spill of the accumulators into
+ * out[MR][16]. Written out so that the 12 accumulators stay in registers. */
+#define BLOCK_ROWS(a, ars, mr)                                                                                         \
     const float *a0 = (a), *a1 = (a) + ((mr) > 1 ? 1 : 0) * (ars), *a2 = (a) + ((mr) > 2 ? 2 : (mr) - 1) * (ars),     \
                 *a3 = (a) + ((mr) > 3 ? 3 : (mr) - 1) * (ars), *a4 = (a) + ((mr) > 4 ? 4 : (mr) - 1) * (ars),         \
                 *a5 = (a) + ((mr) > 5 ? 5 : (mr) - 1) * (ars)
+#define BLOCK_DECLARE(a, ars, mr)                                                                                      \
+    vf c00 = V_ZERO(), c01 = V_ZERO(), c10 = V_ZERO(), c11 = V_ZERO(), c20 = V_ZERO(), c21 = V_ZERO();                \
+    vf c30 = V_ZERO(), c31 = V_ZERO(), c40 = V_ZERO(), c41 = V_ZERO(), c50 = V_ZERO(), c51 = V_ZERO();                \
+    BLOCK_ROWS(a, ars, mr)
 #define BLOCK_STEP(b0, b1, ko)                                                                                         \
     do {                                                                                                               \
         vf t_;                                                                                                         \
@@ -172,9 +174,7 @@ static inline __attribute__((always_inline)) void conv_block_z(size_t mr, int co
                                                                int accumulate) {
     __m512 z00 = _mm512_setzero_ps(), z01 = z00, z10 = z00, z11 = z00, z20 = z00, z21 = z00;
     __m512 z30 = z00, z31 = z00, z40 = z00, z41 = z00, z50 = z00, z51 = z00;
-    const float *a0 = a, *a1 = a + (mr > 1 ? 1 : 0) * ars, *a2 = a + (mr > 2 ? 2 : mr - 1) * ars,
-                *a3 = a + (mr > 3 ? 3 : mr - 1) * ars, *a4 = a + (mr > 4 ? 4 : mr - 1) * ars,
-                *a5 = a + (mr > 5 ? 5 : mr - 1) * ars;
+    BLOCK_ROWS(a, ars, mr);
     for (size_t k = 0; k < K; k++) {
         const size_t o = koff[k];
         const __m512 b0 = z_load2(x0 + o, x1 + o, contig), b1 = z_load2(x2 + o, x3 + o, contig);
