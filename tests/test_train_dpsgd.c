@@ -51,15 +51,22 @@ static dpt_trainer *make_trainer(const dpt_train_config *c, const dpt_dataset *t
 #define KEEP_DEFAULT ((size_t)-1)
 /* keep: the budget of kept per-example conv gradients in floats per example of the model's
  * batch capacity (0 forces SQNORM + WEIGHTED for every layer; KEEP_DEFAULT leaves the
- * library's) */
-static void test_fast_vs_reference(const dpt_dataset *tr, dpt_clip_mode mode, double C, const char *spec,
-                                   size_t keep) {
+ * library's), with passes of the whole capacity (pass 0) or, pass > 0, a budget of keep *
+ * pass floats and passes split down to `pass` examples */
+static void set_keep(dpt_algo *a, dpt_trainer *t, size_t keep, size_t pass) {
+    if (keep == KEEP_DEFAULT) return;
+    const size_t cap = dpt_trainer_model(t)->max_batch;
+    dpt_dpsgd_set_keep_budget(a, keep * (pass ? pass : cap), pass ? pass : cap);
+}
+
+static void test_fast_vs_reference_pass(const dpt_dataset *tr, dpt_clip_mode mode, double C, const char *spec,
+                                        size_t keep, size_t pass) {
     dpt_train_config c = dp_cfg(spec, 0.1);
     dpt_algo *af, *ar;
     dpt_trainer *tf = make_trainer(&c, tr, 1.0, C, mode, 0, &af);
     dpt_trainer *tref = make_trainer(&c, tr, 1.0, C, mode, 1, &ar);
     if (!tf || !tref) return;
-    if (keep != KEEP_DEFAULT) dpt_dpsgd_set_keep_budget(af, keep * dpt_trainer_model(tf)->max_batch);
+    set_keep(af, tf, keep, pass);
     size_t P = dpt_trainer_model(tf)->n_params, b = 57;
     float *gf = malloc(P * sizeof(float)), *gr = malloc(P * sizeof(float));
     tu_algo_grad(tf, af, tr->x, tr->y, b, 0, gf);
@@ -76,7 +83,7 @@ static void test_fast_vs_reference(const dpt_dataset *tr, dpt_clip_mode mode, do
     dpt_trainer_free(tref);
     tf = make_trainer(&c2, tr, 1.0, C, mode, 0, &af);
     tref = make_trainer(&c2, tr, 1.0, C, mode, 1, NULL);
-    if (keep != KEEP_DEFAULT) dpt_dpsgd_set_keep_budget(af, keep * dpt_trainer_model(tf)->max_batch);
+    set_keep(af, tf, keep, pass);
     CHECK_OK(dpt_trainer_run(tf, NULL));
     CHECK_OK(dpt_trainer_run(tref, NULL));
     const float *a = dpt_trainer_model(tf)->theta, *r = dpt_trainer_model(tref)->theta;
@@ -85,6 +92,11 @@ static void test_fast_vs_reference(const dpt_dataset *tr, dpt_clip_mode mode, do
     free(gr);
     dpt_trainer_free(tf);
     dpt_trainer_free(tref);
+}
+
+static void test_fast_vs_reference(const dpt_dataset *tr, dpt_clip_mode mode, double C, const char *spec,
+                                   size_t keep) {
+    test_fast_vs_reference_pass(tr, mode, C, spec, keep, 0);
 }
 
 /* ==== sensitivity: neighbouring datasets ==== */
@@ -698,6 +710,11 @@ int main(void) {
     test_fast_vs_reference(&tr, DPT_CLIP_FLAT, 0.05, cnn, 27);
     test_fast_vs_reference(&tr, DPT_CLIP_FLAT, 0.05, cnn, 0);
     test_fast_vs_reference(&tr, DPT_CLIP_PER_LAYER, 0.2, cnn, KEEP_DEFAULT);
+    /* a chunk split into passes so that the kept rows fit: 462 floats per example (conv1 27
+     * + conv3 435) over passes of 5 keeps both (57 examples: 12 passes, the last of 2); 27
+     * floats per example with passes of at least 7 keeps conv1 alone */
+    test_fast_vs_reference_pass(&tr, DPT_CLIP_FLAT, 0.05, cnn, 462, 5);
+    test_fast_vs_reference_pass(&tr, DPT_CLIP_FLAT, 0.05, cnn, 27, 7);
     test_sensitivity(&tr, "mlp:8-16-3:tanh", 0.05, 1, DPT_CLIP_FLAT);
     test_sensitivity(&tr, "mlp:8-16-3:tanh", 0.05, 0, DPT_CLIP_FLAT);
     test_sensitivity(&tr, "mlp:8-16-3:tanh", 0.3, 0, DPT_CLIP_PER_LAYER);

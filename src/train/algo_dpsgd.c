@@ -15,7 +15,9 @@
  * off the rows, and the clipped sum taken from the same rows (sum_i c_i g_i, a pass over
  * memory), instead of SQNORM and then a WEIGHTED GEMM over the unfolded input. Linear
  * layers and wide convolutions on small maps keep the ghost norms. The kept rows live
- * only inside one accumulate call, so they can never be stale.
+ * only inside one pass, so they can never be stale; a chunk whose kept rows would pass the
+ * memory budget runs in several passes of fewer examples (forward, backward, clipped sum
+ * each) rather than dropping layers from the kept set (DPSGD_MIN_PASS).
  * The reference path materializes per-example gradients in chunks of ref_chunk examples
  * (memory ref_chunk x P), clips them in double and sums them: the tests compare the two.
  * Frozen layers (dpt_train_config.freeze) take no part: every loop below runs over the
@@ -50,6 +52,8 @@ typedef struct {
                        norms and its clipped sum (flat clipping), or NULL (that layer uses
                        SQNORM + WEIGHTED) */
     size_t keep_budget; /* floats all kept layers may take together */
+    size_t min_pass;    /* the fewest examples a pass of the fast path is split down to */
+    size_t pass;        /* examples per pass of the fast path (<= cap): the kept rows' capacity */
     char settings[192]; /* dpt_algo.settings: the clipping a resumed run must keep */
     int adaptive;       /* cfg.adaptive_quantile > 0 */
     dpt_adaclip ada;    /* adaptive: C_t and the quantile estimate's settings (set at bind) */
@@ -70,6 +74,13 @@ typedef struct {
  * 5.5 M (all four convolutions); a layer that would pass the budget falls back to SQNORM +
  * WEIGHTED (same result up to float rounding). */
 #define DPSGD_KEEP_BUDGET ((size_t)32 << 20)
+/* A chunk whose kept rows would pass the budget is split into passes of fewer examples
+ * (each a forward, backward and clipped sum into the same gradient), down to 128: kept rows
+ * save the weighted GEMM and its unfold, which costs as much as the rows' own product, and
+ * at batch 8192 the ScatterNet + CNN of CIFAR-10 (conv1: 140 k parameters) would keep none.
+ * Below 128 the GEMMs of a pass lose efficiency; the layers that do not fit then take SQNORM +
+ * WEIGHTED as before. */
+#define DPSGD_MIN_PASS ((size_t)128)
 
 static void keep_free(dpsgd_state *s) {
     if (s->keep)
@@ -78,11 +89,18 @@ static void keep_free(dpsgd_state *s) {
     s->keep = NULL;
 }
 
-void dpt_dpsgd_set_keep_budget(dpt_algo *a, size_t floats) {
+void dpt_dpsgd_set_keep_budget(dpt_algo *a, size_t floats, size_t min_pass) {
     dpsgd_state *s = a->state;
     keep_free(s);
     s->keep_budget = floats;
+    s->min_pass = min_pass ? min_pass : 1;
     s->cap = 0; /* the next begin allocates again under the new budget */
+}
+
+/* rows of O C k^2 no longer than the layer's unfold (C k^2 T, which the model keeps per
+ * example anyway): O <= T */
+static int keepable(const dpt_layer *L) {
+    return L->kind == DPT_LAYER_CONV2D && L->out_shape[0] <= L->out_shape[1] * L->out_shape[2];
 }
 
 dpt_dpsgd_config dpt_dpsgd_config_defaults(void) {
@@ -147,23 +165,30 @@ static dpt_status dpsgd_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
         if (!s->sq || !s->c || !s->C_l) return DPT_ENOMEM;
         keep_free(s); /* sized by the old s->G */
         s->G = G;
+        s->pass = cap;
         if (s->cfg.clip_mode == DPT_CLIP_FLAT && !s->cfg.reference && G) {
             s->keep = dpt_alloc(G, sizeof *s->keep, "dpsgd kept per-example gradients");
             if (!s->keep) return DPT_ENOMEM;
+            /* the pass: all keepable layers' rows within the budget, if that leaves at
+             * least min_pass examples (else min_pass, and the layers that fit) */
+            size_t rows = 0;
+            for (size_t l = 0; l < m->n_layers; l++)
+                if (dpt_train_layer_trains(t, l) && keepable(&m->layers[l])) rows += m->layers[l].n_params;
+            size_t pass = rows ? s->keep_budget / rows : cap;
+            if (pass < s->min_pass) pass = s->min_pass;
+            if (pass > cap) pass = cap;
+            s->pass = pass;
             size_t used = 0, g = 0;
             for (size_t l = 0; l < m->n_layers; l++) {
                 const dpt_layer *L = &m->layers[l];
                 if (!dpt_train_layer_trains(t, l)) continue;
-                /* rows of O C k^2 no longer than the layer's unfold (C k^2 T, which the model
-                 * keeps per example anyway): O <= T */
-                const int small = L->kind == DPT_LAYER_CONV2D && L->out_shape[0] <= L->out_shape[1] * L->out_shape[2];
-                if (small && L->n_params <= (s->keep_budget - used) / cap) {
-                    s->keep[g] = dpt_alloc2(cap, L->n_params, sizeof(float), "dpsgd kept per-example gradients");
+                if (keepable(L) && L->n_params <= (s->keep_budget - used) / pass) {
+                    s->keep[g] = dpt_alloc2(pass, L->n_params, sizeof(float), "dpsgd kept per-example gradients");
                     if (!s->keep[g]) {
                         keep_free(s);
                         return DPT_ENOMEM;
                     }
-                    used += cap * L->n_params;
+                    used += pass * L->n_params;
                 }
                 g++;
             }
@@ -202,10 +227,12 @@ static void count_unclipped(dpsgd_state *s, const float *sq, size_t G, size_t bc
     s->sums[0] += c;
 }
 
-static dpt_status accumulate_fast(dpsgd_state *s, dpt_trainer *t, const float *x, const int32_t *y, size_t bc,
-                                  double *loss_sum) {
+/* One pass of bc <= s->pass examples (targets tg: regression, else NULL) */
+static dpt_status accumulate_pass(dpsgd_state *s, dpt_trainer *t, const float *x, const int32_t *y, const float *tg,
+                                  size_t bc, double *loss_sum) {
     dpt_model *m = t->model;
-    DPT_TRY(dpt_train_forward_backward(t, &s->buf, x, y, dpt_trainer_batch_targets(t), bc, 1.0f, loss_sum));
+    DPT_ASSERT(bc <= s->pass);
+    DPT_TRY(dpt_train_forward_backward(t, &s->buf, x, y, tg, bc, 1.0f, loss_sum));
     if (s->cfg.clip_mode == DPT_CLIP_FLAT) {
         /* ||g_i||^2 = sum_l ||g_{i,l}||^2: a kept layer's from its materialized rows, the
          * others' by SQNORM (Linear: ||x_{i,l}||^2 ||dv_{i,l}||^2, + ||dv_{i,l}||^2 for the
@@ -291,6 +318,25 @@ static dpt_status accumulate_fast(dpsgd_state *s, dpt_trainer *t, const float *x
                                         m->grad + L->param_offset, 0, 1));
         g++;
     }
+    return DPT_OK;
+}
+
+/* The chunk's bc examples in passes of at most s->pass (dpsgd_begin): every pass adds its
+ * clipped sum to the same gradient, so the release is the chunk's. x's rows are the model's
+ * inputs, or the frozen trunk's cached output when the trainer hands that. */
+static dpt_status accumulate_fast(dpsgd_state *s, dpt_trainer *t, const float *x, const int32_t *y, size_t bc,
+                                  double *loss_sum) {
+    const size_t D = t->fc_state == 1 ? t->fc_dim : t->model->in_dim;
+    const float *tg = dpt_trainer_batch_targets(t);
+    const size_t td = tg ? t->train->t_dim : 0;
+    double ls = 0;
+    for (size_t lo = 0; lo < bc; lo += s->pass) {
+        const size_t n = bc - lo < s->pass ? bc - lo : s->pass;
+        double part = 0;
+        DPT_TRY(accumulate_pass(s, t, x + lo * D, y ? y + lo : NULL, tg ? tg + lo * td : NULL, n, &part));
+        ls += part;
+    }
+    *loss_sum = ls;
     return DPT_OK;
 }
 
@@ -620,6 +666,7 @@ dpt_status dpt_algo_dpsgd_new(const dpt_dpsgd_config *cfg, dpt_algo **out) {
     }
     s->cfg = *cfg;
     s->keep_budget = DPSGD_KEEP_BUDGET;
+    s->min_pass = DPSGD_MIN_PASS;
     if (!s->cfg.ref_chunk) s->cfg.ref_chunk = 16;
     int w = snprintf(s->settings, sizeof s->settings, "C %.9g, clip mode %s", cfg->clip,
                      cfg->clip_mode == DPT_CLIP_FLAT ? "flat" : "per-layer");

@@ -292,9 +292,11 @@ dpt_status dpt_budget_steps_left(dpt_eps_after_fn eps, const void *ctx, double t
 dpt_status dpt_sgm_ledger_events(dpt_ledger *l, double q, double sigma_acct, size_t coords, int secure,
                                  dpt_dgauss_method sampler, uint64_t count);
 /* DP-SGD keeps a Conv2d layer's per-example gradients between its norms and its clipped
- * sum while all kept layers fit `floats` (default 32 M); tests set 0 to force the
- * SQNORM + WEIGHTED path. `a` must come from dpt_algo_dpsgd_new. */
-void dpt_dpsgd_set_keep_budget(dpt_algo *a, size_t floats);
+ * sum while all kept layers fit `floats` (default 32 M), splitting a chunk into passes of
+ * fewer examples for that down to `min_pass` (default 128; 0 means 1); tests set floats 0
+ * to force the SQNORM + WEIGHTED path, or a small min_pass to run many passes. `a` must
+ * come from dpt_algo_dpsgd_new. */
+void dpt_dpsgd_set_keep_budget(dpt_algo *a, size_t floats, size_t min_pass);
 /* Binds an SGM algorithm: refuses a sampler other than Poisson (DPT_EINVAL) and a secure
  * flag other than the run's, makes its release (q, sigma, sensitivity sens, the release
  * scaled by 1 / (div q N), the trained coordinates, the noise mode) and sets a->sigma to the
