@@ -179,8 +179,17 @@ static dpt_status secure_chunk(const dg_table *T, const dpt_rng *noise, dpt_keys
         dpt_rng c;
         DPT_TRY(dpt_rng_child(noise, sub, &c));
         const uint32_t s = 1u << DPT_DGAUSS_LOG2_SCALE;
-        for (size_t j = 0; j < hi - lo; j++) zbuf[j] = dpt_privacy_discrete_gauss(&c, s);
+        int wide = 0;
+        for (size_t j = 0; j < hi - lo; j++) {
+            const int64_t z = dpt_privacy_discrete_gauss(&c, s);
+            wide |= z > INT32_MAX || z < INT32_MIN; /* 2^17 standard deviations: never in practice */
+            zbuf[j] = (int32_t)z;
+        }
         dpt_rng_free(&c);
+        if (wide) {
+            OPENSSL_cleanse(zbuf, (hi - lo) * sizeof *zbuf);
+            return dpt_set_error(DPT_ERANGE, "exact discrete Gaussian: a draw beyond 32 bits");
+        }
     }
     lattice_points(sum, lo, hi, h, scale, zbuf);
     OPENSSL_cleanse(zbuf, (hi - lo) * sizeof *zbuf); /* the noise */

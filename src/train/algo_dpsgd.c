@@ -103,6 +103,21 @@ static int keepable(const dpt_layer *L) {
     return L->kind == DPT_LAYER_CONV2D && L->out_shape[0] <= L->out_shape[1] * L->out_shape[2];
 }
 
+/* How many layers the greedy rule below keeps (in layer order, while the rows of `pass`
+ * examples fit the budget) */
+static size_t kept_layers(const dpsgd_state *s, const dpt_trainer *t, size_t pass) {
+    const dpt_model *m = t->model;
+    size_t used = 0, k = 0;
+    for (size_t l = 0; l < m->n_layers; l++) {
+        const dpt_layer *L = &m->layers[l];
+        if (dpt_train_layer_trains(t, l) && keepable(L) && L->n_params <= (s->keep_budget - used) / pass) {
+            used += pass * L->n_params;
+            k++;
+        }
+    }
+    return k;
+}
+
 dpt_dpsgd_config dpt_dpsgd_config_defaults(void) {
     dpt_dpsgd_config c;
     memset(&c, 0, sizeof c);
@@ -170,13 +185,15 @@ static dpt_status dpsgd_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
             s->keep = dpt_alloc(G, sizeof *s->keep, "dpsgd kept per-example gradients");
             if (!s->keep) return DPT_ENOMEM;
             /* the pass: all keepable layers' rows within the budget, if that leaves at
-             * least min_pass examples (else min_pass, and the layers that fit) */
+             * least min_pass examples (else min_pass, and the layers that fit); whole
+             * chunks when a shorter pass would keep no more layers */
             size_t rows = 0;
             for (size_t l = 0; l < m->n_layers; l++)
                 if (dpt_train_layer_trains(t, l) && keepable(&m->layers[l])) rows += m->layers[l].n_params;
             size_t pass = rows ? s->keep_budget / rows : cap;
             if (pass < s->min_pass) pass = s->min_pass;
             if (pass > cap) pass = cap;
+            if (kept_layers(s, t, pass) <= kept_layers(s, t, cap)) pass = cap;
             s->pass = pass;
             size_t used = 0, g = 0;
             for (size_t l = 0; l < m->n_layers; l++) {
