@@ -70,6 +70,9 @@ static void test_fast_vs_reference_pass(const dpt_dataset *tr, dpt_clip_mode mod
     size_t P = dpt_trainer_model(tf)->n_params, b = 57;
     float *gf = malloc(P * sizeof(float)), *gr = malloc(P * sizeof(float));
     tu_algo_grad(tf, af, tr->x, tr->y, b, 0, gf);
+    /* the passes asked for are the ones run (whole chunks unless pass > 0) */
+    const size_t cap = dpt_trainer_model(tf)->max_batch;
+    if (keep != KEEP_DEFAULT && mode == DPT_CLIP_FLAT) CHECK(dpt_dpsgd_pass(af) == (pass ? pass : cap));
     tu_algo_grad(tref, ar, tr->x, tr->y, b, 0, gr);
     double nr = 0, nd = 0;
     for (size_t j = 0; j < P; j++) nr += (double)gr[j] * gr[j], nd += ((double)gf[j] - gr[j]) * ((double)gf[j] - gr[j]);
@@ -97,6 +100,33 @@ static void test_fast_vs_reference_pass(const dpt_dataset *tr, dpt_clip_mode mod
 static void test_fast_vs_reference(const dpt_dataset *tr, dpt_clip_mode mode, double C, const char *spec,
                                    size_t keep) {
     test_fast_vs_reference_pass(tr, mode, C, spec, keep, 0);
+}
+
+/* The pass a chunk is split into: the shortest that keeps every keepable conv within the
+ * budget, not below min_pass, and whole chunks when a shorter pass keeps no more layers
+ * (conv1 27 and conv3 435 parameters per example) */
+static void test_pass_choice(const dpt_dataset *tr, const char *spec) {
+    const struct { size_t budget, min_pass, want; } cases[] = {
+        {462 * 5, 1, 5},   /* both kept in passes of 5 */
+        {462 * 5 + 461, 1, 5},
+        {27 * 7, 7, 7},    /* conv1 alone, at the floor */
+        {10 * 7, 7, 0},    /* nothing fits at the floor: whole chunks (0 = cap) */
+        {0, 1, 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        dpt_train_config c = dp_cfg(spec, 0.1);
+        dpt_algo *a;
+        dpt_trainer *t = make_trainer(&c, tr, 1.0, 0.05, DPT_CLIP_FLAT, 0, &a);
+        if (!t) return;
+        const size_t cap = dpt_trainer_model(t)->max_batch, P = dpt_trainer_model(t)->n_params;
+        dpt_dpsgd_set_keep_budget(a, cases[k].budget, cases[k].min_pass);
+        float *g = malloc(P * sizeof(float));
+        tu_algo_grad(t, a, tr->x, tr->y, 20, 0, g);
+        CHECK(cap > 5 * 2);
+        CHECK(dpt_dpsgd_pass(a) == (cases[k].want ? cases[k].want : cap));
+        free(g);
+        dpt_trainer_free(t);
+    }
 }
 
 /* ==== sensitivity: neighbouring datasets ==== */
@@ -715,6 +745,7 @@ int main(void) {
      * floats per example with passes of at least 7 keeps conv1 alone */
     test_fast_vs_reference_pass(&tr, DPT_CLIP_FLAT, 0.05, cnn, 462, 5);
     test_fast_vs_reference_pass(&tr, DPT_CLIP_FLAT, 0.05, cnn, 27, 7);
+    test_pass_choice(&tr, cnn);
     test_sensitivity(&tr, "mlp:8-16-3:tanh", 0.05, 1, DPT_CLIP_FLAT);
     test_sensitivity(&tr, "mlp:8-16-3:tanh", 0.05, 0, DPT_CLIP_FLAT);
     test_sensitivity(&tr, "mlp:8-16-3:tanh", 0.3, 0, DPT_CLIP_PER_LAYER);

@@ -97,6 +97,11 @@ void dpt_dpsgd_set_keep_budget(dpt_algo *a, size_t floats, size_t min_pass) {
     s->cap = 0; /* the next begin allocates again under the new budget */
 }
 
+size_t dpt_dpsgd_pass(const dpt_algo *a) {
+    const dpsgd_state *s = a->state;
+    return s->pass;
+}
+
 /* rows of O C k^2 no longer than the layer's unfold (C k^2 T, which the model keeps per
  * example anyway): O <= T */
 static int keepable(const dpt_layer *L) {

@@ -297,6 +297,9 @@ dpt_status dpt_sgm_ledger_events(dpt_ledger *l, double q, double sigma_acct, siz
  * to force the SQNORM + WEIGHTED path, or a small min_pass to run many passes. `a` must
  * come from dpt_algo_dpsgd_new. */
 void dpt_dpsgd_set_keep_budget(dpt_algo *a, size_t floats, size_t min_pass);
+/* Examples per pass of DP-SGD's fast path, as chosen at the last step's start (0 before
+ * the first): for the tests. */
+size_t dpt_dpsgd_pass(const dpt_algo *a);
 /* Binds an SGM algorithm: refuses a sampler other than Poisson (DPT_EINVAL) and a secure
  * flag other than the run's, makes its release (q, sigma, sensitivity sens, the release
  * scaled by 1 / (div q N), the trained coordinates, the noise mode) and sets a->sigma to the
