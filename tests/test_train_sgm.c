@@ -216,6 +216,16 @@ static void test_secure_double_sum(void) {
             dpt_rng_free(&noise);
         }
         CHECK_CLOSE((double)o[1] - (double)o[0], h * scale, 0, 1e-3);
+        /* a NaN or a sum beyond the lattice's range is refused, not released */
+        const double bad[2] = {NAN, 1e300};
+        for (int k = 0; k < 2; k++) {
+            double sum = bad[k];
+            float out = 0.0f;
+            dpt_rng noise;
+            CHECK_OK(dpt_rng_init(&noise, 5, DPT_STREAM_NOISE));
+            CHECK(dpt_gauss_release_apply_sum(&r, &noise, &sum, &out, 1) == DPT_ERANGE);
+            dpt_rng_free(&noise);
+        }
     }
 }
 

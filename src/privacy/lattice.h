@@ -5,8 +5,10 @@
  * |S| > 2^10 sigma C, and that rounding would move the output by more than the accounted
  * sensitivity allows. Here k = round(S / h) is taken from the double itself.
  * sum [n] in, scale h (k + Z) out in place (double); the same substreams, draws and
- * checks as the float entry point, so a sum that float32 holds exactly gives the same
- * output bits as dpt_privacy_noise_add_secure_ex. Thread-safe as that function. */
+ * checks as the float entry point, so a sum that float32 holds exactly gives the lattice
+ * point of dpt_privacy_noise_add_secure_ex (that function's output is this one rounded to
+ * float). A NaN, infinite or too large coordinate: DPT_ERANGE naming it, before any draw.
+ * Thread-safe as that function. */
 #ifndef DPT_PRIVACY_LATTICE_H
 #define DPT_PRIVACY_LATTICE_H
 

@@ -108,14 +108,20 @@ static int keepable(const dpt_layer *L) {
     return L->kind == DPT_LAYER_CONV2D && L->out_shape[0] <= L->out_shape[1] * L->out_shape[2];
 }
 
-/* How many layers the greedy rule below keeps (in layer order, while the rows of `pass`
- * examples fit the budget) */
+/* The greedy keep rule (layers in order): trained layer l is kept when it is keepable and
+ * the rows of `pass` examples fit what the budget has left after `used` floats */
+static int keeps(const dpsgd_state *s, const dpt_trainer *t, size_t l, size_t used, size_t pass) {
+    const dpt_layer *L = &t->model->layers[l];
+    return keepable(L) && L->n_params <= (s->keep_budget - used) / pass;
+}
+
+/* How many layers the greedy rule keeps with passes of `pass` examples */
 static size_t kept_layers(const dpsgd_state *s, const dpt_trainer *t, size_t pass) {
     const dpt_model *m = t->model;
     size_t used = 0, k = 0;
     for (size_t l = 0; l < m->n_layers; l++) {
         const dpt_layer *L = &m->layers[l];
-        if (dpt_train_layer_trains(t, l) && keepable(L) && L->n_params <= (s->keep_budget - used) / pass) {
+        if (dpt_train_layer_trains(t, l) && keeps(s, t, l, used, pass)) {
             used += pass * L->n_params;
             k++;
         }
@@ -204,7 +210,7 @@ static dpt_status dpsgd_begin(dpt_algo *a, dpt_trainer *t, size_t batch) {
             for (size_t l = 0; l < m->n_layers; l++) {
                 const dpt_layer *L = &m->layers[l];
                 if (!dpt_train_layer_trains(t, l)) continue;
-                if (keepable(L) && L->n_params <= (s->keep_budget - used) / pass) {
+                if (keeps(s, t, l, used, pass)) {
                     s->keep[g] = dpt_alloc2(pass, L->n_params, sizeof(float), "dpsgd kept per-example gradients");
                     if (!s->keep[g]) {
                         keep_free(s);
