@@ -393,7 +393,12 @@ static int conv_direct_batch(const dpt_layer *L, const float *w, const float *b,
  * 14 x 14 outputs) unfolded 64 x 196 floats per example from 784 inputs, its forward's
  * largest cost. Taken when windows overlap (k > s: the unfold repeats each input
  * (k / s)^2 times) and the rounding wastes at most a quarter (Wo8 <= 1.25 Wo; not conv2's
- * 5 x 5 outputs). Phase rows, images and columns past xp are 0. */
+ * 5 x 5 outputs). Phase rows, images and columns past xp are 0.
+ * Tried for conv2 and dropped (2026-12-07): its phase rows laid end to end (6 wide, so one
+ * run of 32 positions for 25 outputs) made its forward about 1.6x faster than unfold + GEMM,
+ * but its per-example products through dpt_conv_pe_grad 2x slower (a run of 32 positions
+ * is mostly the kernel's lane sums), and DP-SGD's products need the unfold anyway: a net
+ * loss for the DP-SGD step (layer timings of forward + PER_EXAMPLE at batch 256). */
 typedef struct {
     size_t s, kq, Cq, Hq, Wq, Wo8, Kq, Pq; /* Kq = Cq kq^2, Pq = Cq Hq Wq */
 } poly_geom;
