@@ -320,18 +320,29 @@ dpt_status dpt_normalizer_fit(const dpt_dataset *train, int per_channel, dpt_nor
         dpt_normalizer_free(out);
         return DPT_ENOMEM;
     }
-    /* Two passes (mean, then centred second moment) in double: stable for pixel data. */
+    /* Two passes (mean, then centred second moment) in double: stable for pixel data.
+     * Feature j belongs to statistic (j / per) % K; the loops walk the runs of per features
+     * so that no element pays a division (two per element were 2 s of CIFAR-10's 6.5 s
+     * load, perf 2026-12-07), adding in the same order as an element-wise loop. */
+    const size_t R = dim / per; /* runs per example */
     for (size_t i = 0; i < train->n; i++) {
         const float *xr = train->x + i * dim;
-        for (size_t j = 0; j < dim; j++) s1[(j / per) % K] += xr[j];
+        for (size_t r = 0; r < R; r++) {
+            double *a = &s1[r % K];
+            for (size_t e = 0; e < per; e++) *a += xr[r * per + e];
+        }
     }
     double cnt = (double)train->n * (double)(dim / K);
     for (size_t c = 0; c < K; c++) s1[c] /= cnt;
     for (size_t i = 0; i < train->n; i++) {
         const float *xr = train->x + i * dim;
-        for (size_t j = 0; j < dim; j++) {
-            double dv = xr[j] - s1[(j / per) % K];
-            s2[(j / per) % K] += dv * dv;
+        for (size_t r = 0; r < R; r++) {
+            const double m = s1[r % K];
+            double *a = &s2[r % K];
+            for (size_t e = 0; e < per; e++) {
+                const double dv = xr[r * per + e] - m;
+                *a += dv * dv;
+            }
         }
     }
     for (size_t c = 0; c < K; c++) {
