@@ -398,7 +398,12 @@ static int conv_direct_batch(const dpt_layer *L, const float *w, const float *b,
  * run of 32 positions for 25 outputs) made its forward about 1.6x faster than unfold + GEMM,
  * but its per-example products through dpt_conv_pe_grad 2x slower (a run of 32 positions
  * is mostly the kernel's lane sums), and DP-SGD's products need the unfold anyway: a net
- * loss for the DP-SGD step (layer timings of forward + PER_EXAMPLE at batch 256). */
+ * loss for the DP-SGD step (layer timings of forward + PER_EXAMPLE at batch 256). Its
+ * products through small_gemm.c's pe_grad_t instead (vectors over the 32 outputs, the
+ * phase images read in place, W's own tap order) were 1.9x slower than OpenBLAS on the
+ * cached unfold too (6.3 against 3.3 ms per 256 examples): at 25 positions the block's
+ * transposed store costs more than its products. pe_grad_t beat OpenBLAS only from about
+ * 48 positions (T = 49: 0.85x, T = 144: 0.46x; T = 16: 1.8x), shapes no model here has. */
 typedef struct {
     size_t s, kq, Cq, Hq, Wq, Wo8, Kq, Pq; /* Kq = Cq kq^2, Pq = Cq Hq Wq */
 } poly_geom;
