@@ -338,7 +338,8 @@ static int write_aggregate(const cli_algo_ctx *c) {
     for (int e = 0; e < E && !rc; e++) {
         const cJSON *first = cJSON_GetArrayItem(m[0], e);
         cJSON *o = cJSON_CreateObject();
-        static const char *copy[] = {"epoch", "step", "kl_note", "kl_constant", "kl_c", "kl_steps"};
+        static const char *copy[] = {"epoch", "step", "kl_note", "kl_constant", "kl_c", "kl_steps", "kl_records",
+                                     "kl_heldout_records"};
         for (size_t j = 0; j < sizeof copy / sizeof *copy; j++) {
             const cJSON *x = cJSON_GetObjectItemCaseSensitive(first, copy[j]);
             if (x) cJSON_AddItemToObject(o, copy[j], cJSON_Duplicate(x, 1));

@@ -39,7 +39,10 @@ def main():
             "loss1": recs[1]["train_loss"], "loss_early": recs[early]["train_loss"], "loss_end": recs[epochs]["train_loss"],
             "inc_first": kl(1), "inc_last": kl(epochs) - kl(epochs - 1),
             "kl_early": kl(early), "kl_end": kl(epochs)})
-    cols = ["init", "depth", "width", "runs", "train_loss_step1", "train_loss_epoch%d" % early,
+    # n and n_test per configuration, as aggregate.py (run.sh ran it first) wrote them
+    size = {(r["init"], int(r["depth"]), int(r["width"])): (r["n"], r["n_test"])
+            for r in csv.DictReader(open(os.path.join(out, "kl_all.csv")))}
+    cols = ["init", "depth", "width", "n", "n_test", "runs", "train_loss_step1", "train_loss_epoch%d" % early,
             "train_loss_epoch%d" % epochs, "kl_increment_first", "kl_increment_last", "increment_ratio_last_first",
             "kl_epoch%d" % early, "kl_epoch%d" % epochs]
     with open(os.path.join(out, "regime.csv"), "w", newline="") as fh:
@@ -49,7 +52,7 @@ def main():
         for key in sorted(acc, key=lambda k: (order.get(k[0], 9), k[2], k[1])):
             rs = acc[key]
             mean = lambda k: sum(r[k] for r in rs) / len(rs)
-            w.writerow(list(key) + [len(rs)] + ["%.4g" % mean(k) for k in ("loss1", "loss_early", "loss_end",
+            w.writerow(list(key) + list(size[key]) + [len(rs)] + ["%.4g" % mean(k) for k in ("loss1", "loss_early", "loss_end",
                                                                           "inc_first", "inc_last")] +
                        ["%.3g" % (mean("inc_last") / mean("inc_first")) if mean("inc_first") > 0 else "nan",
                         "%.4g" % mean("kl_early"), "%.4g" % mean("kl_end")])

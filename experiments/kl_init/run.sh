@@ -78,11 +78,11 @@ def dump(name, keep, cols):
             if keep(r):
                 f.write(",".join(str(r[c]) for c in cols) + "\n")
 dump("fig1.csv", lambda r: int(r["depth"]) == D and int(r["width"]) == W,
-     ["init", "epoch", "kl_mean", "kl_std", "runs", "B"])
+     ["init", "epoch", "kl_mean", "kl_std", "runs", "n", "n_test", "B"])
 dump("fig2_depth.csv", lambda r: int(r["width"]) == W and int(r["epoch"]) in (early, E),
-     ["init", "epoch", "depth", "kl_mean", "kl_std", "worst_of_mean", "runs", "B"])
+     ["init", "epoch", "depth", "kl_mean", "kl_std", "worst_of_mean", "runs", "n", "n_test", "B"])
 dump("fig2_width.csv", lambda r: int(r["depth"]) == D and int(r["epoch"]) == E,
-     ["init", "width", "kl_mean", "kl_std", "worst_of_mean", "runs", "B"])
+     ["init", "width", "kl_mean", "kl_std", "worst_of_mean", "runs", "n", "n_test", "B"])
 PY
 GP=$OUT/plot.gp
 {

@@ -506,6 +506,9 @@ static dpt_status ngd_epoch_metrics(dpt_algo *a, dpt_trainer *t, cJSON *o, char 
                                                                               : "paper eta/(2 sigma^2)");
     cJSON_AddNumberToObject(o, "kl_c", r.c);
     cJSON_AddNumberToObject(o, "kl_steps", (double)r.steps);
+    /* the sizes the estimate is for: KL scales like 1/n^2 at a fixed gradient scale */
+    cJSON_AddNumberToObject(o, "kl_records", (double)s->n);
+    if (s->nh) cJSON_AddNumberToObject(o, "kl_heldout_records", (double)s->nh);
     cJSON_AddNumberToObject(o, "kl_worst", r.worst);
     if (!isnan(r.remove)) {
         cJSON_AddNumberToObject(o, "kl_remove", r.remove);

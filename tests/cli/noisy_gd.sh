@@ -37,6 +37,7 @@ for o in rows:
     assert o["kl_worst"] >= prev and o["kl_worst"] == max(o["kl_remove"], o["kl_add"], o["kl_replace"]), o
     prev = o["kl_worst"]
     assert abs(o["kl_c"] - 0.05 / (4 * 0.05 ** 2)) < 1e-12
+    assert o["kl_records"] == 60 and o["kl_heldout_records"] == 15, o  # the sizes the estimate is for
 cand = list(csv.DictReader(open(sys.argv[2])))
 rm = [float(r["kl"]) for r in cand if r["kind"] == "remove"]
 ad = [float(r["kl"]) for r in cand if r["kind"] == "add"]
