@@ -416,7 +416,7 @@ static int cmd_train(int argc, char **argv) {
         {"--freeze", CLI_STR, &freeze, "LAYERS", "keep these layers' parameters at their starting values and train the others (comma-separated names of layers with parameters, as dptrain model --model SPEC lists them, e.g. conv1,conv2: a frozen trunk under --init-from). --algo sgd and dpsgd; DP-SGD clips and noises the trained layers only, with the same epsilon. A --resume gives the same list (docs/checkpoints.md)", NULL},
         {"--no-feature-cache", CLI_FLAG, &no_feature_cache, NULL, "with --freeze or a scatter layer: run the frozen (or fixed) layers' forward pass at every step instead of computing their output once for every training and test example and keeping it (the default when it fits in a quarter of the memory; the results agree up to float rounding)", NULL},
         {"--loss", CLI_STR, &loss, "NAME", "ce (softmax cross-entropy) | bce (sigmoid: one output for labels 0/1, or one-vs-all over K outputs) | mse (squared error: against the --targets, or without them reconstructing the input: autoencoders, ae:... models) | token-ce (language models: the mean over T positions of the cross-entropy of V logits per position, against --targets T next-token ids; docs/nn.md)", &loss_seen},
-        {"--init", CLI_STR, &init, "NAME", "default | lecun | he | xavier | ntk", &init_seen},
+        {"--init", CLI_STR, &init, "NAME", "default | lecun | he | xavier | ntk | torch (PyTorch's Linear/Conv2d default)", &init_seen},
         {"--optimizer", CLI_STR, &optimizer, "NAME", "sgd | adam", NULL},
         {"--lr", CLI_DOUBLE, &lr, "X", "learning rate (> 0; sgd default 0.1)", &lr_seen},
         {"--momentum", CLI_DOUBLE, &momentum, "X", "SGD momentum in [0, 1) (--optimizer sgd only)", &momentum_seen},

@@ -761,6 +761,79 @@ static void test_specs(void) {
 
 /* ==== initializers ==== */
 
+/* n draws of U(-b, b): every one inside, the largest near b, mean 0 and mean square b^2 / 3
+ * (its relative sd is sqrt(0.8 / n); 6 sd allowed) */
+static void check_uniform(const float *p, size_t n, double b) {
+    double s = 0, s2 = 0, mx = 0;
+    int inside = 1;
+    for (size_t j = 0; j < n; j++) {
+        const double v = p[j];
+        inside &= fabs(v) <= b * (1 + 1e-6);
+        s += v;
+        s2 += v * v;
+        if (fabs(v) > mx) mx = fabs(v);
+    }
+    CHECK(inside);
+    CHECK(mx >= b * (1 - 20.0 / (double)n)); /* P(all n below b(1 - x)) = (1 - x)^n */
+    CHECK_CLOSE(s / n, 0.0, 6 * b / sqrt(3.0 * n), 0);
+    CHECK_CLOSE(s2 / n, b * b / 3, 0, 6 * sqrt(0.8 / n));
+}
+
+/* the torch scheme: PyTorch's nn.Linear / nn.Conv2d default, weight and bias U(+-1/sqrt(fan_in));
+ * GroupNorm at gamma 1, beta 0; no Gaussian variances */
+static void test_init_torch(void) {
+    dpt_init_scheme is;
+    CHECK_OK(dpt_init_parse("torch", &is));
+    CHECK(is == DPT_INIT_TORCH);
+    dpt_model *m = NULL;
+    CHECK_OK(dpt_model_new("mlp:400-300-200:gelu", 2, 1, &m));
+    if (!m) return;
+    double b[2];
+    CHECK_STATUS(dpt_model_init_variances(m, DPT_INIT_TORCH, b, 2), DPT_EINVAL);
+    CHECK_ERR_HAS("uniform");
+    dpt_rng r;
+    CHECK_OK(dpt_rng_init(&r, 11, DPT_STREAM_INIT));
+    CHECK_STATUS(dpt_model_init(m, DPT_INIT_TORCH, NULL, 0, 0.3, &r), DPT_EINVAL);
+    CHECK_ERR_HAS("bias");
+    CHECK_OK(dpt_model_init(m, DPT_INIT_TORCH, NULL, 0, 0.0, &r));
+    for (size_t g = 0; g < 2; g++) {
+        const dpt_layer *L = &m->layers[dpt_model_param_layer(m, g)];
+        const double bound = 1.0 / sqrt((double)L->in_dim);
+        check_uniform(L->w, L->in_dim * L->out_dim, bound);
+        check_uniform(L->b, L->out_dim, bound);
+    }
+    dpt_model_free(m);
+    /* a convolution (fan-in C k^2) followed by GroupNorm, then a Linear */
+    m = NULL;
+    CHECK_OK(dpt_model_new("cnn:3x8x8:conv40k3p1,gn4,relu,fc10", 2, 1, &m));
+    if (m) {
+        CHECK_OK(dpt_model_init(m, DPT_INIT_TORCH, NULL, 0, 0.0, &r));
+        const size_t nt = dpt_model_n_tensors(m);
+        int seen = 0;
+        for (size_t i = 0; i < nt; i++) {
+            dpt_param_tensor t;
+            dpt_model_tensor(m, i, &t);
+            const float *p = m->theta + t.offset;
+            if (!strcmp(t.name, "conv1.weight") || !strcmp(t.name, "conv1.bias")) {
+                check_uniform(p, t.size, 1.0 / sqrt(27.0));
+                seen++;
+            } else if (t.role == DPT_TENSOR_SCALE) {
+                for (size_t j = 0; j < t.size; j++) CHECK(p[j] == 1.0f);
+                seen++;
+            } else if (!strcmp(t.name, "gn1.bias")) {
+                for (size_t j = 0; j < t.size; j++) CHECK(p[j] == 0.0f);
+                seen++;
+            } else if (t.role == DPT_TENSOR_WEIGHT || t.role == DPT_TENSOR_BIAS) { /* fc: fan-in 40 * 64 */
+                check_uniform(p, t.size, 1.0 / sqrt(40.0 * 64.0));
+                seen++;
+            }
+        }
+        CHECK(seen == 6);
+        dpt_model_free(m);
+    }
+    dpt_rng_free(&r);
+}
+
 static void test_init(void) {
     dpt_model *m = NULL;
     CHECK_OK(dpt_model_new("mlp:10-20-30-5:relu", 4, 1, &m));
@@ -838,6 +911,7 @@ static void test_init(void) {
     CHECK_STATUS(dpt_model_init(m, DPT_INIT_HE, NULL, 0, -0.5, &r), DPT_EINVAL);
     dpt_rng_free(&r);
     dpt_model_free(m);
+    test_init_torch();
 }
 
 /* ==== bit-identical reruns (large enough for the threaded paths) ==== */

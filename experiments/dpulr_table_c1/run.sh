@@ -12,9 +12,10 @@
 # the paper's Table C1 beside ours) and OUT_DIR/table_c1.png. Runs already in runs.csv are
 # skipped (several processes may share OUT_DIR). --summary-only runs nothing: it rebuilds
 # summary.csv and the plot from OUT_DIR/runs.csv (results/ was written so from the runs').
-# Environment: DPTRAIN, DATA_DIR, THREADS (1), CONFIGS ("dpulr_explicit dpsgd dpsgd_lr0.02":
-# DP-ULR, the paper's DP-SGD protocol, DP-SGD at the lr scaled to the noise; grid.py names
-# them), MODELS ("small medium large"), BATCHES ("64 128 256"), SIGMAS (8), SEEDS ("1 2 3"),
+# Environment: DPTRAIN, DATA_DIR, THREADS (1), CONFIGS ("dpulr_explicit dpulr_baseline dpsgd
+# dpsgd_lr0.02": DP-ULR with antithetic pairs and the baseline, DP-ULR with the baseline alone
+# (Table 1's best), the paper's DP-SGD protocol, DP-SGD at the lr scaled to the noise; grid.py
+# names them), MODELS ("small medium large"), BATCHES ("64 128 256"), SIGMAS (8), SEEDS ("1 2 3"),
 # EPOCHS (25), K (32), MAX_TRAIN / MAX_TEST (0 = all).
 # --smoke: 1000 / 300 examples, models small and medium, batch 128, 1 seed, 1 epoch, K 4.
 set -euo pipefail
@@ -25,7 +26,7 @@ if [ "$SMOKE" = 1 ]; then
   CONFIGS=${CONFIGS:-"dpulr_explicit dpsgd"}; MODELS=${MODELS:-"small medium"}; BATCHES=${BATCHES:-128}
   SIGMAS=${SIGMAS:-8}; SEEDS=${SEEDS:-1}; EPOCHS=${EPOCHS:-1}; K=${K:-4}; MAX_TRAIN=${MAX_TRAIN:-1000}; MAX_TEST=${MAX_TEST:-300}
 else
-  CONFIGS=${CONFIGS:-"dpulr_explicit dpsgd dpsgd_lr0.02"}; MODELS=${MODELS:-"small medium large"}
+  CONFIGS=${CONFIGS:-"dpulr_explicit dpulr_baseline dpsgd dpsgd_lr0.02"}; MODELS=${MODELS:-"small medium large"}
   BATCHES=${BATCHES:-"64 128 256"}; SIGMAS=${SIGMAS:-8}; SEEDS=${SEEDS:-"1 2 3"}; EPOCHS=${EPOCHS:-25}; K=${K:-32}
   MAX_TRAIN=${MAX_TRAIN:-0}; MAX_TEST=${MAX_TEST:-0}
 fi
@@ -51,7 +52,7 @@ rows = list(csv.DictReader(open(sys.argv[1])))
 paper = {(r["algorithm"], r["model"], r["batch"]): r["valid_acc"]
          for r in csv.DictReader(l for l in open(sys.argv[2]) if not l.startswith("#")) if r["table"] == "c1"}
 configs = sys.argv[4].split()
-names = {"dpulr_explicit": "DP-ULR explicit", "dpsgd": "DP-SGD lr 0.1 (the paper's)", "dpsgd_lr0.02": "DP-SGD lr 0.02"}
+names = {"dpulr_explicit": "DP-ULR explicit", "dpulr_baseline": "DP-ULR baseline only", "dpsgd": "DP-SGD lr 0.1 (the paper's)", "dpsgd_lr0.02": "DP-SGD lr 0.02"}
 order = {"small": 1, "medium": 2, "large": 3}
 cell = {(r["config"], r["model"], r["batch"]): r for r in rows}
 with open(sys.argv[3], "w") as f:

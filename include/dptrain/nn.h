@@ -168,7 +168,10 @@ typedef enum {
     DPT_INIT_HE,          /* N(0, 2/m_{l-1}) */
     DPT_INIT_XAVIER,      /* N(0, 2/(m_{l-1} + m_l)) */
     DPT_INIT_NTK,         /* N(0, 2/m_l) for l < L, N(0, 1/o) for the last layer */
-    DPT_INIT_EXPLICIT     /* N(0, beta_l) from a per-layer variance list */
+    DPT_INIT_EXPLICIT,    /* N(0, beta_l) from a per-layer variance list */
+    DPT_INIT_TORCH        /* PyTorch's nn.Linear / nn.Conv2d default: weight and bias
+                           * U(-1/sqrt(m_{l-1}), 1/sqrt(m_{l-1})) (weight variance
+                           * 1/(3 m_{l-1})); not Gaussian, so it has no beta_l */
 } dpt_init_scheme;
 
 /* Longest model spec string a model accepts (and checkpoints store). */
@@ -321,10 +324,13 @@ size_t dpt_model_unfold_cache_bytes(const dpt_model *m);
 /* Initializes weights with the scheme (explicit: variances[l] for the l-th weight layer,
  * Linear or Conv2d; fan-in of a convolution is C_in k^2, fan-out C_out); GroupNorm scales
  * start at 1,
- * and biases with N(0, bias_var) (0 = zeros), drawing from `rng` (stream INIT). */
+ * and biases with N(0, bias_var) (0 = zeros), drawing from `rng` (stream INIT). The torch
+ * scheme draws the bias of a weight layer from its own uniform (bias_var must be 0) and
+ * leaves the normalization layers' biases at 0, as PyTorch does. */
 dpt_status dpt_model_init(dpt_model *m, dpt_init_scheme scheme, const double *variances,
                           size_t n_variances, double bias_var, dpt_rng *rng);
-/* Per-layer weight variances beta_l the scheme gives for this model (n_linear entries). */
+/* Per-layer weight variances beta_l the scheme gives for this model (n_linear entries);
+ * DPT_EINVAL for the explicit and torch schemes. */
 dpt_status dpt_model_init_variances(const dpt_model *m, dpt_init_scheme scheme, double *beta,
                                     size_t n);
 size_t dpt_model_n_linear(const dpt_model *m); /* weight layers: Linear, Conv2d, position-wise Linear */

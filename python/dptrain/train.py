@@ -1245,7 +1245,8 @@ def train(
       weight_decay, lr_schedule ("constant" | "step:GAMMA:EVERY" | "exp:GAMMA").
     sampler: None = the algorithm's ("shuffle"; dpsgd and dpmac "poisson", dpulr
       "poisson-reject", noisy-gd "full"). loss: None = "ce" ("bce"; "mse" with
-      regression=True or for autoencoders). init: the initialization scheme.
+      regression=True or for autoencoders). init: the initialization scheme ("default" | "lecun" |
+      "he" | "xavier" | "ntk" | "torch": PyTorch's nn.Linear / nn.Conv2d default).
     regression: y and y_test are real-valued targets trained with the squared error (sgd,
       dpsgd, pdp-sgd, proportional-noise); the history reports test_mse. With
       loss="token-ce": y [n, T] are next-token ids (floats holding integers) for a model with

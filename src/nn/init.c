@@ -1,4 +1,6 @@
-/* Initializers: weights N(0, beta_l) with beta_l from the scheme, biases N(0, bias_var) or 0.
+/* Initializers: weights N(0, beta_l) with beta_l from the scheme, biases N(0, bias_var) or 0;
+ * or PyTorch's default for Linear and Conv2d (the torch scheme: weight and bias uniform on
+ * +-1/sqrt(fan_in), i.e. kaiming_uniform with a = sqrt(5) and its bias rule).
  * m_{l-1} = fan-in, m_l = fan-out of the l-th weight tensor (fan_in = size / shape[0]),
  * L = number of weight layers, o = output width. Draws use the double-precision reference
  * sampler (initialization is not hot), in tensor-table order. */
@@ -21,6 +23,8 @@ dpt_status dpt_model_init_variances(const dpt_model *m, dpt_init_scheme scheme, 
     const size_t nw = dpt_model_n_linear(m);
     DPT_CHECK(n >= nw, DPT_EINVAL, "init variances: room for %zu, the model has %zu weight layers", n, nw);
     DPT_CHECK(scheme != DPT_INIT_EXPLICIT, DPT_EINVAL, "init variances: the explicit scheme's variances are given, not derived");
+    DPT_CHECK(scheme != DPT_INIT_TORCH, DPT_EINVAL,
+              "init variances: the torch scheme is uniform, not N(0, beta_l) (its weight variance is 1/(3 fan_in))");
     if (scheme == DPT_INIT_DEFAULT) {
         dpt_layer_kind a = model_activation(m);
         scheme = (a == DPT_LAYER_RELU || a == DPT_LAYER_GELU) ? DPT_INIT_HE : DPT_INIT_XAVIER;
@@ -64,10 +68,14 @@ dpt_status dpt_model_init(dpt_model *m, dpt_init_scheme scheme, const double *va
                       "init: variance %g of layer %zu is not a finite value >= 0", variances[g], g + 1);
             beta[g] = variances[g];
         }
+    } else if (scheme == DPT_INIT_TORCH) {
+        DPT_CHECK(bias_var == 0.0, DPT_EINVAL, "init: the torch scheme draws the biases itself (bias variance %g, not 0)",
+                  bias_var);
     } else {
         DPT_TRY(dpt_model_init_variances(m, scheme, beta, nw));
     }
     size_t g = 0;
+    double torch_bound = 0.0; /* torch: the bound of the weight tensor just drawn (its bias follows it) */
     const size_t nt = dpt_model_n_tensors(m);
     for (size_t i = 0; i < nt; i++) {
         dpt_param_tensor t;
@@ -75,10 +83,22 @@ dpt_status dpt_model_init(dpt_model *m, dpt_init_scheme scheme, const double *va
         float *p = m->theta + t.offset;
         if (t.role == DPT_TENSOR_SCALE) { /* GroupNorm's gamma: the identity map at start */
             for (size_t j = 0; j < t.size; j++) p[j] = 1.0f;
+            torch_bound = 0.0; /* a normalization's bias starts at 0 */
             continue;
         }
         if (t.role == DPT_TENSOR_EMBEDDING) { /* N(0, 1), torch's nn.Embedding default */
             for (size_t j = 0; j < t.size; j++) p[j] = (float)dpt_rng_gauss_ref(rng);
+            torch_bound = 0.0;
+            continue;
+        }
+        if (scheme == DPT_INIT_TORCH) {
+            /* a layer's tensors are its weight, then its bias (dpt_model_tensor's order) */
+            if (t.role == DPT_TENSOR_WEIGHT) torch_bound = 1.0 / sqrt((double)(t.size / t.shape[0]));
+            const double bound = torch_bound;
+            if (t.role == DPT_TENSOR_BIAS) torch_bound = 0.0;
+            if (bound == 0.0) memset(p, 0, t.size * sizeof *p);
+            else
+                for (size_t j = 0; j < t.size; j++) p[j] = (float)(bound * (2.0 * dpt_rng_uniform(rng) - 1.0));
             continue;
         }
         const double sd = sqrt(t.role == DPT_TENSOR_WEIGHT ? beta[g++] : bias_var);
@@ -97,12 +117,12 @@ dpt_status dpt_init_parse(const char *s, dpt_init_scheme *out) {
         dpt_init_scheme v;
     } t[] = {{"default", DPT_INIT_DEFAULT}, {"lecun", DPT_INIT_LECUN}, {"he", DPT_INIT_HE},
              {"kaiming", DPT_INIT_HE},      {"xavier", DPT_INIT_XAVIER}, {"glorot", DPT_INIT_XAVIER},
-             {"ntk", DPT_INIT_NTK}};
+             {"ntk", DPT_INIT_NTK},         {"torch", DPT_INIT_TORCH}};
     DPT_CHECK(s && out, DPT_EINVAL, "init: NULL argument");
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (!strcmp(s, t[i].name)) {
             *out = t[i].v;
             return DPT_OK;
         }
-    return dpt_set_error(DPT_EINVAL, "unknown init scheme '%s' (expected default|lecun|he|xavier|ntk)", s);
+    return dpt_set_error(DPT_EINVAL, "unknown init scheme '%s' (expected default|lecun|he|xavier|ntk|torch)", s);
 }
