@@ -22,6 +22,7 @@ static dpt_sgm_config base(size_t n, size_t dim, double q, double sigma, double 
     c.sigma = sigma;
     c.clip = C;
     c.seed = seed;
+    c.secure = 0; /* seeded, reproducible streams (a test sets secure = 1 and seed 0 itself) */
     c.threads = 2;
     return c;
 }
@@ -106,6 +107,7 @@ static void noise_std(int secure, dpt_dgauss_method method, size_t P) {
     const size_t n = 1000;
     dpt_sgm_config c = base(n, P, q, sigma, C, 5);
     c.secure = secure;
+    if (secure) c.seed = 0; /* secure mode uses no seed */
     c.secure_sampler = method;
     dpt_sgm *m = make(&c);
     uint32_t *idx = malloc(dpt_sgm_batch_cap(m) * sizeof *idx);
@@ -169,6 +171,7 @@ static void test_scaling(void) {
     CHECK(off_qn > 0);
     /* the secure mechanism's scaling: sigma tiny, out ~ clipped sum / (q n) */
     c.secure = 1;
+    c.seed = 0; /* secure mode uses no seed */
     c.sigma = 1e-6;
     dpt_sgm *ms = make(&c);
     size_t b = 0;
@@ -280,6 +283,7 @@ static void test_ledger_epsilon(void) {
     double mu, tv;
     CHECK_OK(dpt_privacy_secure_distance(DPT_DGAUSS_TABLE, &mu, &tv));
     c.secure = 1;
+    c.seed = 0; /* secure mode uses no seed */
     m = make(&c);
     run_steps(m, P, T, 1);
     const double eff = dpt_privacy_secure_sigma_eff(sigma, P);
@@ -319,6 +323,7 @@ static void test_ledger_epsilon(void) {
     dpt_sgm_free(m);
     /* secure calibration: the effective multiplier is the calibrated one */
     c.secure = 1;
+    c.seed = 0; /* secure mode uses no seed */
     m = make(&c);
     CHECK_CLOSE(dpt_sgm_sigma_accounted(m), s_want, 0, 1e-9);
     CHECK(dpt_sgm_sigma(m) > s_want);
@@ -416,6 +421,7 @@ static void test_ledger_file(void) {
     CHECK_ERR_HAS("q was 0.050000000000000003, now 0.10000000000000001");
     bad = c;
     bad.secure = 1;
+    bad.seed = 0; /* secure mode uses no seed */
     CHECK_STATUS(dpt_sgm_new(&bad, &m), DPT_EMISMATCH);
     CHECK_ERR_HAS("secure was 0, now table");
     CHECK(file_steps(path) == 4); /* untouched by the refusals */
@@ -500,6 +506,7 @@ static void batch_sizes(int secure, int steps) {
     const double q = 0.05;
     dpt_sgm_config c = base(n, 4, q, 1.0, 1.0, 17);
     c.secure = secure;
+    if (secure) c.seed = 0; /* secure mode uses no seed */
     dpt_sgm *m = make(&c);
     size_t cap = dpt_sgm_batch_cap(m);
     CHECK(cap == (size_t)ceil(100 + 6 * 10 + 8));
@@ -641,6 +648,33 @@ static void test_empty_batch(void) {
     dpt_sgm_free(m);
 }
 
+/* the default is the secure mode (lattice noise, OS streams): a seed with it is refused, and
+ * floating-point noise (secure = 0) is labelled wherever the ledger's epsilon goes */
+static void test_secure_default(void) {
+    dpt_sgm_config d = dpt_sgm_config_defaults();
+    CHECK(d.secure == 1 && d.seed == 0);
+    d.n = 64, d.dim = 8, d.sample_rate = 0.5, d.sigma = 1.0;
+    dpt_sgm *m = NULL;
+    CHECK_OK(dpt_sgm_new(&d, &m));
+    char lab[512];
+    dpt_ledger_label(dpt_sgm_ledger(m), 0, lab, sizeof lab);
+    CHECK(!strstr(lab, "float"));
+    CHECK(!dpt_ledger_get_meta(dpt_sgm_ledger(m), "noise_float"));
+    dpt_sgm_free(m);
+    m = NULL;
+    d.seed = 5;
+    CHECK_STATUS(dpt_sgm_new(&d, &m), DPT_EINVAL);
+    CHECK_ERR_HAS("set secure = 0");
+    CHECK(m == NULL);
+    d.secure = 0;
+    CHECK_OK(dpt_sgm_new(&d, &m));
+    dpt_ledger_label(dpt_sgm_ledger(m), 0, lab, sizeof lab);
+    CHECK(strstr(lab, "[float noise]") && strstr(lab, "[SEEDED]"));
+    dpt_ledger_label(dpt_sgm_ledger(m), 1, lab, sizeof lab);
+    CHECK(strstr(lab, "floating-point noise (secure = 0)") != NULL);
+    dpt_sgm_free(m);
+}
+
 /* seed 0 (the default): each mechanism draws its own from the OS, so two of them with the
  * same settings sample other batches (P[equal] = 2^-n at q 1/2) and add other noise */
 static void test_os_seed(void) {
@@ -739,6 +773,7 @@ static void test_copies_and_rollback(void) {
 int main(void) {
     test_sensitivity();
     test_os_seed();
+    test_secure_default();
     noise_std(0, DPT_DGAUSS_TABLE, 200000);
     noise_std(1, DPT_DGAUSS_TABLE, 200000);
     noise_std(1, DPT_DGAUSS_CKS, 20000);

@@ -26,6 +26,7 @@ static dpt_sgm_config base(size_t n, size_t P, double q, double sigma, double C,
     c.sigma = sigma;
     c.clip = C;
     c.seed = seed;
+    c.secure = 0; /* seeded, reproducible streams (a test sets secure = 1 and seed 0 itself) */
     c.threads = 2;
     return c;
 }
@@ -136,6 +137,7 @@ static void test_secure(void) {
     const double q = 0.04, C = 1.5;
     dpt_sgm_config c = base(n, P, q, 1e-6, C, 0);
     c.secure = 1;
+    c.seed = 0; /* secure mode uses no seed */
     dpt_sgm *m = make(&c);
     const size_t cap = dpt_sgm_batch_cap(m);
     uint32_t *idx = malloc(cap * sizeof *idx);

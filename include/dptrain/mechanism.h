@@ -62,13 +62,20 @@ typedef struct {
                               the run reproducible, and then two handles resumed from copies
                               of one ledger at the same step draw the same batch and noise.
                               The ledger's metadata says which (seed_source "os" / "caller") */
-    int secure;            /* 1: as DP-SGD's secure mode (dpt_dpsgd_config.secure): OS-seeded
+    int secure;            /* 1 (the default): as DP-SGD's secure mode (dpt_dpsgd_config.secure): OS-seeded
                               streams (seed unused), Poisson membership from a 64-bit integer
                               comparison (dpt_sampler_new_secure), and the discrete Gaussian
                               lattice mechanism (dpt_privacy_noise_add_secure_ex) whose rounding
                               raises the sensitivity: the ledger records the effective multiplier
                               dpt_privacy_secure_sigma_eff(sigma, dim), and with the table sampler
-                              its distance (dpt_ledger_add_sgm_dgauss), exactly as DP-SGD does */
+                              its distance (dpt_ledger_add_sgm_dgauss), exactly as DP-SGD does.
+                              0: floating-point Gaussian noise on the seeded (or OS-seeded)
+                              streams, reproducible with a seed; out_t is the noisy sum itself, in
+                              which such a sampler's artefacts can give a member away (Mironov
+                              2012; a test that knows the other examples' sum tells the two
+                              neighbours apart in one release), so the ledger's metadata
+                              "noise_float" labels every epsilon of it (dpt_ledger_label). A
+                              seed with secure is refused (DPT_EINVAL), as is adaptive clipping */
     dpt_dgauss_method secure_sampler; /* secure: DPT_DGAUSS_TABLE (default, as DP-SGD) or _CKS */
     int threads;           /* OpenMP threads of release (0 = all cores); results do not depend on it */
     const char *ledger_path; /* NULL, or a file that holds the ledger (JSON, dpt_ledger_load),
@@ -113,7 +120,7 @@ typedef struct {
                                  sigma / 2 (DPT_EINVAL naming adaptive_sigma_b) */
 } dpt_sgm_config;
 
-/* Defaults: clip 1, delta 1e-5, seed 0 (from the OS), secure_sampler DPT_DGAUSS_TABLE,
+/* Defaults: clip 1, delta 1e-5, seed 0 (from the OS), secure 1, secure_sampler DPT_DGAUSS_TABLE,
  * adaptive_lr 0.2; every other field 0
  * or NULL (n, dim, sample_rate and sigma or target_epsilon + steps must be set). */
 dpt_sgm_config dpt_sgm_config_defaults(void);

@@ -143,8 +143,13 @@ class PrivateGradients:
       seed=None     seeds the batches and the noise (None or 0: drawn from the OS by the
                     library, never exposed, not reproducible); anyone who knows it can
                     recompute both
-      secure=False  OS-seeded streams and the exact discrete Gaussian lattice mechanism, as
-                    dptrain.train(..., secure=True) (secure_sampler "table" or "cks")
+      secure=True   OS-keyed streams and the discrete Gaussian lattice mechanism, as
+                    dptrain.train(..., secure=True) (secure_sampler "table" or "cks"): the
+                    default, because release() returns the noisy sum itself, in which a
+                    floating-point Gaussian sampler's artefacts can tell whether an example
+                    was in (Mironov 2012). secure=False (needed for seed= and
+                    adaptive_quantile=): floating-point noise, labelled in the ledger
+                    ("noise_float", dptrain.Ledger.label: [float noise])
       ledger_path   a file the ledger is written to (atomically) before each batch is returned;
                     resume=True continues it (same n, dim, q, sigma, clip, secure), else an
                     existing file is refused
@@ -179,7 +184,7 @@ class PrivateGradients:
     def __init__(self, n: int, dim: int, *, sample_rate: Optional[float] = None, batch_size: Optional[float] = None,
                  sigma: Optional[float] = None, target_epsilon: Optional[float] = None, epochs: Optional[int] = None,
                  steps: Optional[int] = None, clip: float = 1.0, delta: float = 1e-5, seed: Optional[int] = None,
-                 secure: bool = False, secure_sampler: str = "table",
+                 secure: bool = True, secure_sampler: str = "table",
                  ledger_path: Optional[Union[str, os.PathLike]] = None, resume: bool = False, force: bool = False,
                  threads: int = 0, clip_mode: str = "flat",
                  layer_sizes: Optional[Sequence[int]] = None, adaptive_quantile: Optional[float] = None,
@@ -211,6 +216,13 @@ class PrivateGradients:
                              "planned epochs= or steps=")
         if secure_sampler not in _SAMPLERS:
             raise ValueError("secure_sampler must be 'table' or 'cks', got %r" % (secure_sampler,))
+        if secure and seed:
+            raise ValueError("PrivateGradients: seed= makes the batches and the noise reproducible, which the secure "
+                             "mode (the default) never is: pass secure=False with it (floating-point noise, labelled "
+                             "in the ledger)")
+        if secure and adaptive_quantile is not None:
+            raise ValueError("PrivateGradients: adaptive_quantile= (adaptive clipping) runs on floating-point noise "
+                             "only: pass secure=False with it (labelled in the ledger)")
         if seed is None:
             seed = 0  # the library draws it from the OS
         mode = ffi.new("dpt_clip_mode *")

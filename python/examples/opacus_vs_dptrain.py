@@ -129,7 +129,7 @@ def train_dptrain(model, x, y, args):
     q = 1 / len(range(0, n, args.batch_size))  # Opacus's q: 1 / len(DataLoader)    #    tensors
     dim = sum(p.numel() for _, p in dptrain.trainable_parameters(model))
     pg = dptrain.PrivateGradients(n, dim, sample_rate=q, sigma=args.sigma,         # 3. make_private(
-                                  clip=args.clip, delta=args.delta, seed=args.seed)  # noise_multiplier,
+                                  clip=args.clip, delta=args.delta)                  # noise_multiplier,
     grads = dptrain.per_example_gradients(model, loss_fn)                           #    max_grad_norm)
     steps = 0
     for epoch in range(args.epochs):
@@ -160,8 +160,8 @@ def main(argv=None):
     ap.add_argument("--clip", type=float, default=1.0, help="per-example clipping norm C")
     ap.add_argument("--delta", type=float, default=1e-5)
     ap.add_argument("--lr", type=float, default=0.5, help="SGD learning rate")
-    ap.add_argument("--seed", type=int, default=1, help="model initialization; dptrain's batches and noise "
-                    "(a known seed: for this comparison only)")
+    ap.add_argument("--seed", type=int, default=1, help="model initialization (both halves); the batches and "
+                    "the noise come from the OS (dptrain's secure default)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--synthetic", action="store_true", help="synthetic images instead of MNIST")
     args = ap.parse_args(argv)

@@ -1,4 +1,4 @@
-"""Adaptive clipping (Andrew et al. 2021) from Python: PrivateGradients(adaptive_quantile=...)
+"""Adaptive clipping (Andrew et al. 2021) from Python: PrivateGradients(adaptive_quantile=..., secure=False)
 and dptrain.DPSGD(adaptive_quantile=...). The clip (PrivateGradients.clip) follows the
 quantile; the joint release's sensitivity (replace one row, same seed: updates at most
 2 C_t / (q n) apart, the count 1 apart, read back from the next clip); the gradient noise's
@@ -23,7 +23,7 @@ def rows_of_norm(norms, dim, seed):
 
 def test_sigma_delta_and_clip_property():
     pg = dptrain.PrivateGradients(1000, 5, batch_size=50, sigma=1.0, clip=0.1, adaptive_quantile=0.5, seed=3,
-                                  adaptive_sigma_b=1.0)
+                                  adaptive_sigma_b=1.0, secure=False)
     assert pg.sigma == pytest.approx((1 - 1 / 4) ** -0.5, rel=1e-15)
     assert pg.sigma_accounted == 1.0
     assert pg.clip == 0.1
@@ -31,14 +31,14 @@ def test_sigma_delta_and_clip_property():
         idx = pg.sample()
         pg.release(np.full((len(idx), 5), 1e6, np.float32))
     assert pg.clip > 0.1 * math.exp(0.2 * 0.4 * 10)
-    fixed = dptrain.PrivateGradients(1000, 5, batch_size=50, sigma=1.0, clip=0.7, seed=3)
+    fixed = dptrain.PrivateGradients(1000, 5, batch_size=50, sigma=1.0, clip=0.7, seed=3, secure=False)
     assert fixed.clip == 0.7
 
 
 def test_sensitivity_replace_one():
     """Same seed, same batch, row 0 below C (counted) in one and huge (not counted) in the
     other: the updates differ by at most 2 C / (q n), the counts by exactly 1."""
-    kw = dict(batch_size=40, sigma=1.0, clip=0.5, adaptive_quantile=0.5, adaptive_sigma_b=2.0, seed=11)
+    kw = dict(batch_size=40, sigma=1.0, clip=0.5, adaptive_quantile=0.5, adaptive_sigma_b=2.0, seed=11, secure=False)
     a, b = dptrain.PrivateGradients(800, 30, **kw), dptrain.PrivateGradients(800, 30, **kw)
     ia, ib = a.sample(), b.sample()
     assert np.array_equal(ia, ib) and len(ia) > 1
@@ -55,7 +55,7 @@ def test_sensitivity_replace_one():
 def test_noise_std():
     q, n, dim, sigma, sb = 0.01, 1000, 200000, 1.3, 0.8
     pg = dptrain.PrivateGradients(n, dim, sample_rate=q, sigma=sigma, clip=0.7, adaptive_quantile=0.5,
-                                  adaptive_sigma_b=sb, seed=5)
+                                  adaptive_sigma_b=sb, seed=5, secure=False)
     sd = (sigma ** -2 - (2 * sb) ** -2) ** -0.5
     idx = pg.sample()
     C = pg.clip
@@ -64,7 +64,7 @@ def test_noise_std():
     # the count: half the rows 0, half huge, so the centred count is known; b~ from the clip
     n2, q2, sb2, lr = 2000, 0.05, 3.0, 0.1
     pg = dptrain.PrivateGradients(n2, 4, sample_rate=q2, sigma=1.0, clip=1.0, adaptive_quantile=0.5,
-                                  adaptive_lr=lr, adaptive_sigma_b=sb2, seed=6)
+                                  adaptive_lr=lr, adaptive_sigma_b=sb2, seed=6, secure=False)
     noise = []
     for _ in range(2000):
         idx = pg.sample()
@@ -87,7 +87,7 @@ def test_converges_to_quantile():
     n, dim, gamma = 4000, 8, 0.7
     norms = 0.1 + 2.0 * np.arange(n) / n  # uniform on [0.1, 2.1]: the 0.7-quantile is 1.5
     pg = dptrain.PrivateGradients(n, dim, sample_rate=0.05, sigma=1.0, clip=5.0, adaptive_quantile=gamma,
-                                  adaptive_sigma_b=1.0, seed=8)
+                                  adaptive_sigma_b=1.0, seed=8, secure=False)
     g_all = rows_of_norm(norms, dim, 2)
     late = []
     for t in range(1500):
@@ -100,7 +100,7 @@ def test_converges_to_quantile():
 
 def test_epsilon_and_resume(tmp_path):
     path = tmp_path / "ledger.json"
-    kw = dict(sample_rate=0.05, sigma=0.9, clip=1.0, adaptive_quantile=0.5, seed=4, ledger_path=path)
+    kw = dict(sample_rate=0.05, sigma=0.9, clip=1.0, adaptive_quantile=0.5, seed=4, ledger_path=path, secure=False)
     pg = dptrain.PrivateGradients(600, 20, **kw)
     for _ in range(30):
         idx = pg.sample()
@@ -121,11 +121,11 @@ def test_epsilon_and_resume(tmp_path):
 
 def test_refusals():
     with pytest.raises(dptrain.DptrainError, match="adaptive_sigma_b"):
-        dptrain.PrivateGradients(1000, 5, batch_size=50, sigma=1.0, adaptive_quantile=0.5, adaptive_sigma_b=0.5)
+        dptrain.PrivateGradients(1000, 5, batch_size=50, sigma=1.0, adaptive_quantile=0.5, adaptive_sigma_b=0.5, secure=False)
     with pytest.raises(dptrain.DptrainError, match="adaptive_quantile"):
-        dptrain.PrivateGradients(1000, 5, batch_size=50, sigma=1.0, adaptive_quantile=1.0)
+        dptrain.PrivateGradients(1000, 5, batch_size=50, sigma=1.0, adaptive_quantile=1.0, secure=False)
     with pytest.raises(dptrain.DptrainError, match="adaptive_lr"):
-        dptrain.PrivateGradients(1000, 5, batch_size=50, sigma=1.0, adaptive_quantile=0.5, adaptive_lr=-1)
+        dptrain.PrivateGradients(1000, 5, batch_size=50, sigma=1.0, adaptive_quantile=0.5, adaptive_lr=-1, secure=False)
     with pytest.raises(ValueError, match="only with adaptive_quantile"):
         dptrain.PrivateGradients(1000, 5, batch_size=50, sigma=1.0, adaptive_sigma_b=3.0)
     x, y = blobs(600, 8)

@@ -195,7 +195,7 @@ def test_poisson_batch_sampler_yields_the_mechanism_batches():
     n = 40
     ds = TensorDataset(torch.arange(n, dtype=torch.float32).reshape(n, 1), torch.arange(n))
     # the same seed twice: the sampler's batches must be pg's sample() sequence
-    kw = dict(n=n, dim=1, sample_rate=0.05, sigma=1.0, seed=11)
+    kw = dict(n=n, dim=1, sample_rate=0.05, sigma=1.0, seed=11, secure=False)
     with dptrain.PrivateGradients(**kw) as ref:
         want = [ref.sample().tolist() for _ in range(60)]
     with dptrain.PrivateGradients(**kw) as pg:
@@ -240,7 +240,7 @@ def test_poisson_batch_sampler_trains_a_module():
     dim = sum(p.numel() for _, p in dptrain.trainable_parameters(model))
     grads = dptrain.per_example_gradients(model, torch.nn.functional.cross_entropy)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    with dptrain.PrivateGradients(n=len(ds), dim=dim, batch_size=60, sigma=0.8, clip=1.0, seed=3) as pg:
+    with dptrain.PrivateGradients(n=len(ds), dim=dim, batch_size=60, sigma=0.8, clip=1.0, seed=3, secure=False) as pg:
         sampler = dptrain.PoissonBatchSampler(pg, steps=100, dataset=ds)
         for xb, yb in DataLoader(ds, batch_sampler=sampler, collate_fn=sampler.collate_fn):
             update = pg.release(grads(xb, yb))

@@ -3,7 +3,7 @@ PrivateGradients loop written line for line against Opacus's) runs on a few synt
 batches, with a package named opacus whose import fails standing in front of sys.path (as
 where Opacus is absent, CI included): the script says it runs the dptrain half only, exits 0,
 and reports the steps Opacus's loader would make (ceil(n / batch) per epoch) and the RDP
-epsilon of those steps at q = 1 / ceil(n / batch)."""
+epsilon of those steps at q = 1 / ceil(n / batch), under the secure lattice mechanism (the default)."""
 import os
 import re
 import subprocess
@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from dptrain import accounting
+from dptrain._lib import lib
 
 pytest.importorskip("torch")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -35,5 +36,12 @@ def test_dptrain_half_runs(tmp_path):
     steps, acc, eps = int(m.group(1)), float(m.group(2)), float(m.group(3))
     assert steps == 2 * 8, steps  # ceil(500 / 64) = 8 steps per epoch, as len(DataLoader)
     assert 0.0 <= acc <= 1.0
-    want = accounting.epsilon(1.3, 1 / 8, 16, 1e-5, accountant="rdp")
+    # PrivateGradients' default, the secure lattice mechanism: SGM at its effective multiplier
+    # over the model's 26010 coordinates, plus the table sampler's distance
+    assert "26010 parameters" in p.stdout, p.stdout
+    mu, tv = accounting.secure_distance("table")
+    eff = lib.dpt_privacy_secure_sigma_eff(1.3, 26010)
+    assert eff < 1.3
+    want = accounting.Ledger().add_sgm_dgauss(1 / 8, eff, 26010, mu, tv, 16).epsilon(1e-5, accountant="rdp")
     assert abs(eps - want) <= 1e-4 + 1e-4 * want, (eps, want)
+    assert eps > accounting.epsilon(1.3, 1 / 8, 16, 1e-5, accountant="rdp") + 1e-3

@@ -24,7 +24,7 @@ def clipped_sum(g, C):
 
 
 def twin(**kw):
-    return dptrain.PrivateGradients(seed=1234, **kw), dptrain.PrivateGradients(seed=1234, **kw)
+    return dptrain.PrivateGradients(seed=1234, **kw, secure=False), dptrain.PrivateGradients(seed=1234, **kw, secure=False)
 
 
 def test_noise_std_and_scaling():
@@ -53,7 +53,7 @@ def test_noise_std_and_scaling():
 
 def test_ledger_epsilon_matches_accounting():
     n, q, sigma, T = 1000, 0.02, 1.1, 30
-    with dptrain.PrivateGradients(n, 8, batch_size=q * n, sigma=sigma, seed=5) as pg:
+    with dptrain.PrivateGradients(n, 8, batch_size=q * n, sigma=sigma, seed=5, secure=False) as pg:
         for _ in range(T):
             idx = pg.sample()
             pg.release(np.ones((len(idx), 8), np.float32))
@@ -85,7 +85,7 @@ def test_ledger_epsilon_matches_accounting():
 
 def test_calibration_and_budget():
     n, q = 2000, 0.05
-    with dptrain.PrivateGradients(n, 4, sample_rate=q, target_epsilon=1.0, epochs=1) as pg:
+    with dptrain.PrivateGradients(n, 4, sample_rate=q, target_epsilon=1.0, epochs=1, secure=False) as pg:
         assert pg.sigma == accounting.calibrate_sigma(1.0, q, 1e-5, epochs=1)
         T = 0
         with pytest.raises(dptrain.PrivacyError, match="target_epsilon"):
@@ -99,7 +99,7 @@ def test_calibration_and_budget():
 
 def test_ledger_file_and_resume(tmp_path):
     path = tmp_path / "ledger.json"
-    kw = dict(n=300, dim=6, sample_rate=0.1, sigma=1.0, seed=9, ledger_path=path)
+    kw = dict(n=300, dim=6, sample_rate=0.1, sigma=1.0, seed=9, ledger_path=path, secure=False)
     with dptrain.PrivateGradients(**kw) as pg:
         assert dptrain.Ledger.load(path).steps == 0
         for t in range(3):
@@ -168,12 +168,12 @@ def test_refusals_of_counts():
     with pytest.raises(TypeError, match="threads must be an integer"):
         dptrain.PrivateGradients(10, 3, sample_rate=0.1, sigma=1, delta=1e-3, threads=1.5)
     with pytest.raises(ValueError, match="seed must be >= 0, got -1"):
-        dptrain.PrivateGradients(10, 3, sample_rate=0.1, sigma=1, delta=1e-3, seed=-1)
+        dptrain.PrivateGradients(10, 3, sample_rate=0.1, sigma=1, delta=1e-3, seed=-1, secure=False)
     with pytest.raises(ValueError, match=r"seed must be in \[0, 2\^64 - 1\]"):
-        dptrain.PrivateGradients(10, 3, sample_rate=0.1, sigma=1, delta=1e-3, seed=2 ** 64)
+        dptrain.PrivateGradients(10, 3, sample_rate=0.1, sigma=1, delta=1e-3, seed=2 ** 64, secure=False)
     with pytest.raises(TypeError, match="seed must be an integer"):
-        dptrain.PrivateGradients(10, 3, sample_rate=0.1, sigma=1, delta=1e-3, seed="1")
-    dptrain.PrivateGradients(10, 3, sample_rate=0.1, sigma=1, delta=1e-3, seed=2 ** 64 - 1, threads=2).close()
+        dptrain.PrivateGradients(10, 3, sample_rate=0.1, sigma=1, delta=1e-3, seed="1", secure=False)
+    dptrain.PrivateGradients(10, 3, sample_rate=0.1, sigma=1, delta=1e-3, seed=2 ** 64 - 1, threads=2, secure=False).close()
 
 
 def test_refusals():

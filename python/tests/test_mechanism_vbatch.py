@@ -17,7 +17,7 @@ import dptrain
 
 
 def twin(**kw):
-    return dptrain.PrivateGradients(seed=99, **kw), dptrain.PrivateGradients(seed=99, **kw)
+    return dptrain.PrivateGradients(seed=99, **kw, secure=False), dptrain.PrivateGradients(seed=99, **kw, secure=False)
 
 
 def rows(b, dim, seed):
@@ -67,8 +67,8 @@ def test_micro_batches_equal_one_release(sizes):
 
 def test_mismatched_rows_refused_nothing_charged(tmp_path):
     path = tmp_path / "ledger.json"
-    pg = dptrain.PrivateGradients(500, 8, sample_rate=0.05, sigma=1.0, seed=5, ledger_path=path)
-    twin_ = dptrain.PrivateGradients(500, 8, sample_rate=0.05, sigma=1.0, seed=5)
+    pg = dptrain.PrivateGradients(500, 8, sample_rate=0.05, sigma=1.0, seed=5, ledger_path=path, secure=False)
+    twin_ = dptrain.PrivateGradients(500, 8, sample_rate=0.05, sigma=1.0, seed=5, secure=False)
     with pytest.raises(ValueError, match="no batch is pending"):
         pg.accumulate(np.zeros((1, 8)))
     idx = pg.sample()
@@ -104,7 +104,7 @@ def test_accumulation_memory_is_one_micro_batch():
     """The logical batch's gradients would take b * dim * 4 bytes (~16 MB here); accumulated
     64 rows at a time, Python's allocations stay near one micro-batch (~1 MB)."""
     n, dim, mb = 2000, 4000, 64
-    pg = dptrain.PrivateGradients(n, dim, sample_rate=0.5, sigma=1.0, seed=3)
+    pg = dptrain.PrivateGradients(n, dim, sample_rate=0.5, sigma=1.0, seed=3, secure=False)
     idx = pg.sample()
     whole = len(idx) * dim * 4
     assert whole > 15e6
@@ -208,7 +208,7 @@ def test_torch_micro_batches_and_from_module():
     assert dptrain.parameter_layers(model) == [("0", 56), ("2", 64), ("4", 27)]
     n = 600
     x, y = torch.randn(n, 6), torch.randint(0, 3, (n,))
-    kw = dict(batch_size=120, sigma=1.0, clip=0.5, seed=17, clip_mode="per-layer")
+    kw = dict(batch_size=120, sigma=1.0, clip=0.5, seed=17, clip_mode="per-layer", secure=False)
     whole = dptrain.PrivateGradients.from_module(model, n, **kw)
     micro = dptrain.PrivateGradients.from_module(model, n, **kw)
     assert whole.dim == 147 and whole.layer_sizes == (56, 64, 27)

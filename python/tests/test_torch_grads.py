@@ -194,7 +194,7 @@ def test_release_joins_in_set_gradients_order():
     x, c, y = data(200)
     dim = sum(p.numel() for _, p in dptrain.trainable_parameters(model))
     fn = dptrain.per_example_gradients(model, F.cross_entropy)
-    kw = dict(n=200, dim=dim, sample_rate=0.1, sigma=1.0, clip=10.0, seed=7)
+    kw = dict(n=200, dim=dim, sample_rate=0.1, sigma=1.0, clip=10.0, seed=7, secure=False)
     with dptrain.PrivateGradients(**kw) as pg, dptrain.PrivateGradients(**kw) as twin:
         idx = torch.from_numpy(pg.sample().astype(np.int64))
         twin.sample()
@@ -225,7 +225,7 @@ def test_private_training_with_adam():
         with torch.no_grad():
             return float(F.cross_entropy(model(x, c), y))
     before = loss()
-    with dptrain.PrivateGradients(n, dim, sample_rate=q, sigma=sigma, clip=1.0, delta=delta, seed=11) as pg:
+    with dptrain.PrivateGradients(n, dim, sample_rate=q, sigma=sigma, clip=1.0, delta=delta, seed=11, secure=False) as pg:
         for _ in range(T):
             idx = torch.from_numpy(pg.sample().astype(np.int64))
             update = pg.release(fn((x[idx], c[idx]), y[idx]))

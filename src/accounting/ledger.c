@@ -263,6 +263,14 @@ void dpt_ledger_label(const dpt_ledger *l, int full, char *buf, size_t cap) {
                                                : "  [SEEDED]");
         w = strlen(tail);
     }
+    /* floating-point noise on a released sum (dpt_sgm with secure = 0) */
+    const char *fl = dpt_ledger_get_meta(l, "noise_float");
+    if (fl && !strcmp(fl, "1")) {
+        snprintf(tail + w, sizeof tail - w, "%s", full ? "  [floating-point noise (secure = 0): its sampler's artefacts "
+                                                         "are not covered by the epsilon (Mironov 2012)]"
+                                                       : "  [float noise]");
+        w += strlen(tail + w);
+    }
     /* a delta >= 1/N accepted by force (dpt_train_config with such a delta, dpt_sgm_config.force) */
     const char *fd = dpt_ledger_get_meta(l, "delta_forced");
     if (fd) {

@@ -73,6 +73,8 @@ dpt_sgm_config dpt_sgm_config_defaults(void) {
     c.clip = 1.0;
     c.delta = 1e-5;
     c.seed = 0; /* from the OS */
+    c.secure = 1; /* the lattice mechanism and OS-keyed streams: a release is the noisy sum itself,
+                   * and a floating-point Gaussian sampler's artefacts give a member away in it */
     c.secure_sampler = DPT_DGAUSS_TABLE;
     c.adaptive_lr = 0.2;
     return c;
@@ -109,8 +111,12 @@ static dpt_status check_config(const dpt_sgm_config *c) {
         DPT_TRY(dpt_adaclip_check(c->adaptive_quantile, c->adaptive_lr, c->adaptive_sigma_b,
                                   "dpt_sgm_config.adaptive_"));
         DPT_CHECK(!c->secure, DPT_ENOTSUP, "dpt_sgm_config.adaptive_quantile: adaptive clipping is not available with "
-                  "secure (lattice) noise");
+                  "secure (lattice) noise, the default: set secure = 0 for it (floating-point noise, labelled in the "
+                  "ledger)");
     }
+    DPT_CHECK(!c->secure || !c->seed, DPT_EINVAL,
+              "dpt_sgm_config.seed: the secure mode (the default) keys its streams from the OS and uses no seed; set "
+              "secure = 0 for seeded, reproducible streams (floating-point noise: labelled in the ledger)");
     DPT_CHECK(!c->resume || (c->ledger_path && c->ledger_path[0]), DPT_EINVAL,
               "dpt_sgm_config.resume needs dpt_sgm_config.ledger_path (the ledger to continue)");
     if (c->clip_mode == DPT_CLIP_FLAT) {
@@ -197,6 +203,10 @@ static dpt_status ledger_seed_meta(dpt_sgm *m) {
         snprintf(d, sizeof d, "%.17g", m->cfg.delta);
         DPT_TRY(dpt_ledger_set_meta(m->ledger, "delta_forced", d));
     }
+    /* floating-point Gaussian noise (secure = 0): its sampler's artefacts can give a member
+     * away in a single release (Mironov 2012), which no accountant covers: labelled wherever
+     * the epsilon goes (dpt_ledger_label) */
+    if (!m->cfg.secure) DPT_TRY(dpt_ledger_set_meta(m->ledger, "noise_float", "1"));
     return dpt_ledger_set_meta(m->ledger, "seed_source", m->cfg.secure || !m->cfg.seed ? "os" : "caller");
 }
 
