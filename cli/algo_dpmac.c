@@ -161,6 +161,9 @@ static int record_pca(cli_algo_ctx *c, const double *V, size_t d, size_t k, cons
         cJSON_AddNumberToObject(pca, "features", (double)d);
         cJSON_AddNumberToObject(pca, "dims", (double)k);
         cJSON_AddStringToObject(pca, "project", raw ? "rows" : "unit");
+        cJSON_AddNumberToObject(pca, "sigma", pca_sigma); /* the noise they were released with */
+        if (mu) cJSON_AddNumberToObject(pca, "mean_sigma", center_sigma);
+        if (mu) cJSON_AddNumberToObject(pca, "mean_clip", center_clip);
         cJSON_AddItemToObject(pca, "components", comp), comp = NULL;
         if (mean) cJSON_AddItemToObject(pca, "mean", mean), mean = NULL;
         cJSON_DeleteItemFromObjectCaseSensitive(run, "pca");
@@ -178,12 +181,104 @@ static int record_pca(cli_algo_ctx *c, const double *V, size_t d, size_t k, cons
 /* [DP mean of train, centring of train and test,] DP-PCA of train (fit) and projection of
  * train and test, in place. The datasets are the caller's (cmd_train's) own buffers,
  * handed to the algorithm before the trainer exists. */
+/* A resumed run: the DP mean and DP-PCA its checkpoint recorded (run.pca), the same ones
+ * the ledger holds: computing them again would release a second, unrecorded DP mean and
+ * DP-PCA (fresh noise), or the same noise on other data (a seeded run): either would let
+ * the difference of two published releases reveal the data. Refused unless the record
+ * matches these flags exactly. */
+static int stored_pca(const cli_algo_ctx *c, size_t d, size_t k, int raw, double *V, double *mu) {
+    cJSON *run = c->resume_run ? cJSON_Parse(c->resume_run) : NULL;
+    const cJSON *pca = run ? cJSON_GetObjectItemCaseSensitive(run, "pca") : NULL;
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(pca, "features"), *dm = cJSON_GetObjectItemCaseSensitive(pca, "dims");
+    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(pca, "project");
+    const cJSON *comp = cJSON_GetObjectItemCaseSensitive(pca, "components");
+    const cJSON *mean = cJSON_GetObjectItemCaseSensitive(pca, "mean");
+    int rc = 0;
+    if (!cJSON_IsObject(pca) || !cJSON_IsNumber(f) || !cJSON_IsNumber(dm) || !cJSON_IsString(pr) ||
+        !cJSON_IsArray(comp))
+        rc = cli_error("--resume: the checkpoint in %s records no DP-PCA (run.pca), and computing it again would be a "
+                       "new release its ledger does not hold", c->out);
+    else if ((size_t)f->valuedouble != d || (size_t)dm->valuedouble != k || strcmp(pr->valuestring, raw ? "rows" : "unit"))
+        rc = cli_error("--pca-dims %zu / --pca-project %s: the checkpoint's DP-PCA maps %g features to %g dimensions "
+                       "(project %s); resume with the same", k, raw ? "rows" : "unit", f->valuedouble, dm->valuedouble,
+                       pr->valuestring);
+    else if ((size_t)cJSON_GetArraySize(comp) != d * k)
+        rc = cli_error("--resume: the checkpoint's DP-PCA has %d values, expected %zu", cJSON_GetArraySize(comp), d * k);
+    else if (center_sigma_seen != cJSON_IsArray(mean))
+        rc = cli_error("--center-sigma: the checkpoint's run %s a DP mean; resume with the same centring",
+                       cJSON_IsArray(mean) ? "released" : "did not release");
+    else if (cJSON_IsArray(mean) && (size_t)cJSON_GetArraySize(mean) != d)
+        rc = cli_error("--resume: the checkpoint's DP mean has %d values, expected %zu", cJSON_GetArraySize(mean), d);
+    /* the noise they were released with (absent in checkpoints before it was recorded) */
+    static const char *const key[] = {"sigma", "mean_sigma", "mean_clip"}, *const flag[] = {"--pca-sigma",
+                                                                                            "--center-sigma",
+                                                                                            "--center-clip"};
+    const double now[] = {pca_sigma, center_sigma, center_clip};
+    for (int j = 0; !rc && j < 3; j++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(pca, key[j]);
+        if (cJSON_IsNumber(x) && x->valuedouble != now[j])
+            rc = cli_error("%s %g: the checkpoint's %s was released with %s %g; resume with the same", flag[j], now[j],
+                           j ? "DP mean" : "DP-PCA", flag[j], x->valuedouble);
+    }
+    for (size_t i = 0; !rc && i < d * k; i++) {
+        const cJSON *x = cJSON_GetArrayItem(comp, (int)i);
+        if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble)) rc = cli_error("--resume: the checkpoint's DP-PCA value %zu is not a finite number", i);
+        else V[i] = x->valuedouble;
+    }
+    for (size_t i = 0; !rc && cJSON_IsArray(mean) && i < d; i++) {
+        const cJSON *x = cJSON_GetArrayItem(mean, (int)i);
+        if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble)) rc = cli_error("--resume: the checkpoint's DP mean value %zu is not a finite number", i);
+        else mu[i] = x->valuedouble;
+    }
+    cJSON_Delete(run);
+    return rc;
+}
+
+/* project train and test (in place) with V [d, k] after centring by mu (NULL: none) */
+static int apply_pca(cli_algo_ctx *c, const double *V, size_t d, size_t k, const double *mu, int raw) {
+    dpt_dataset *tr = (dpt_dataset *)c->train, *te = (dpt_dataset *)c->test;
+    float *ptr = dpt_alloc2(tr->n, k, sizeof(float), "projected train");
+    float *pte = te && te->n ? dpt_alloc2(te->n, k, sizeof(float), "projected test") : NULL;
+    dpt_status s = ptr && (pte || !(te && te->n)) ? DPT_OK : DPT_ENOMEM;
+    if (s == DPT_OK && mu) s = dpt_dp_center(tr->x, tr->n, d, mu);
+    if (s == DPT_OK && mu && te && te->n) s = dpt_dp_center(te->x, te->n, d, mu);
+    if (s == DPT_OK) s = (raw ? dpt_dp_pca_project_raw : dpt_dp_pca_project)(tr->x, tr->n, d, V, k, ptr);
+    if (s == DPT_OK && pte) s = (raw ? dpt_dp_pca_project_raw : dpt_dp_pca_project)(te->x, te->n, d, V, k, pte);
+    if (s != DPT_OK) {
+        dpt_free(ptr), dpt_free(pte);
+        return cli_fail("--pca-dims");
+    }
+    dpt_free(tr->x), tr->x = ptr;
+    tr->dim = k, tr->shape[0] = 1, tr->shape[1] = 1, tr->shape[2] = k;
+    if (pte) {
+        dpt_free(te->x), te->x = pte;
+        te->dim = k, te->shape[0] = 1, te->shape[1] = 1, te->shape[2] = k;
+    }
+    return 0;
+}
+
+/* --resume: the checkpoint's DP mean and DP-PCA, applied again; nothing is released */
+static int reuse_pca(cli_algo_ctx *c, size_t d, size_t k) {
+    const int raw = !strcmp(pca_project, "rows");
+    double *V = dpt_alloc2(d, k, sizeof(double), "pca components");
+    double *mu = dpt_alloc(d, sizeof(double), "dp mean");
+    int rc = V && mu ? stored_pca(c, d, k, raw, V, mu) : cli_fail("--pca-dims");
+    if (!rc) rc = apply_pca(c, V, d, k, center_sigma_seen ? mu : NULL, raw);
+    if (!rc && !c->quiet)
+        fprintf(stderr, "dptrain: resumed with the checkpoint's %sDP-PCA to %zu dimensions (no new release)\n",
+                center_sigma_seen ? "DP mean and " : "", k);
+    if (!rc) rc = record_pca(c, V, d, k, center_sigma_seen ? mu : NULL, raw);
+    dpt_free(V), dpt_free(mu);
+    return rc;
+}
+
 static int run_pca(cli_algo_ctx *c) {
     dpt_dataset *tr = (dpt_dataset *)c->train, *te = (dpt_dataset *)c->test;
     const size_t d = tr->dim, k = (size_t)pca_dims;
     S.pca_released = d * (d + 1) / 2;
     S.mean_released = d;
     if (k > d) return cli_error("--pca-dims %ld: the data have only %zu features", pca_dims, d);
+    if (c->resume) return reuse_pca(c, d, k);
     double *V = dpt_alloc2(d, k, sizeof(double), "pca components");
     double *mu = dpt_alloc(d, sizeof(double), "dp mean");
     float *ptr = dpt_alloc2(tr->n, k, sizeof(float), "projected train");

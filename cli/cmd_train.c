@@ -730,7 +730,7 @@ static int cmd_train(int argc, char **argv) {
         cli_init_from_close(&ifr);
         return r;
     }
-    free(resume_run);
+    ctx.resume_run = resume_run; /* freed at the end: dpmac reuses its releases from it */
     t_load = dpt_now() - t_load;
     struct dpt_ledger *prior = NULL;
     dpt_algo *algo = NULL;
@@ -916,6 +916,7 @@ done:
     dpt_ledger_free(prior);
     cli_init_from_close(&ifr);
     free(run_json);
+    free(resume_run);
     return exit_code;
 }
 

@@ -38,6 +38,9 @@ typedef struct {
                                        NULL = none */
     long epochs;
     int quiet, resume, overwrite;
+    const char *resume_run;       /* resume: the checkpoint's run record (JSON): what the run released
+                                     before training (dpmac's DP mean and DP-PCA) is reused from it,
+                                     never released again; NULL otherwise */
     const char *out;              /* run directory */
     void *state;                  /* the algorithm's own between check/make/report (optional) */
 } cli_algo_ctx;

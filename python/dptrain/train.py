@@ -704,6 +704,13 @@ def _make_dpmac(c):
     if k > 0 and kw["resume"] and kw["secure"]:
         raise ValueError("resume with pca_dims in secure mode would release a second, different DP-PCA (its noise "
                          "cannot be regenerated); start a new run")
+    if k > 0 and kw["resume"] and kw["allow_ledger_mismatch"]:
+        # a resume recomputes the DP mean and DP-PCA from the run's secret seed: the same release
+        # on the same data; with a mismatch allowed the data or the seed (a lost secret) may
+        # differ, and two published releases would then reveal their difference
+        raise ValueError("resume with pca_dims and allow_ledger_mismatch: the DP mean and DP-PCA would be computed "
+                         "again on other data or with other noise, a release the ledger does not hold; start a new "
+                         "run (or resume without allow_ledger_mismatch)")
     cfg.sampler = lib.DPT_SAMPLER_POISSON
     q = _poisson_setup(c)
     if "sigma" in g:

@@ -9,6 +9,7 @@ import os
 import stat
 
 import numpy as np
+import pytest
 
 import dptrain
 
@@ -97,4 +98,23 @@ def test_dp_pca_run_resumes_with_an_os_seed(tmp_path):
     a = dptrain.train(x, y, epochs=1, **kw)
     b = dptrain.train(x, y, epochs=2, resume=True, **kw)
     assert np.array_equal(a.pca_components, b.pca_components)
+    assert b.history[-1]["epoch"] == 2
+
+
+def test_dp_pca_resume_with_a_mismatch_allowed_is_refused(tmp_path):
+    """With allow_ledger_mismatch the resumed data or seed (a lost secret) may differ from the
+    run's, so the DP-PCA computed again would be a second release the ledger does not hold:
+    two published projections would reveal their difference (the adversarial review of
+    2026-12-07 recovered a noiseless mean that way from the CLI). Refused before anything is
+    computed."""
+    x, y = blobs(n=300)
+    out = str(tmp_path / "pca")
+    kw = dict(model="mlp:6-8-3:relu", batch_size=50, threads=1, verbose=False, progress=False, out_dir=out)
+    algo = dict(sigma=1.1, pca_dims=6, pca_sigma=4.0, z_steps=2)
+    dptrain.train(x, y, epochs=1, algorithm=dptrain.DPMAC(**algo), **kw)
+    with pytest.raises(ValueError, match="pca_dims and allow_ledger_mismatch"):
+        dptrain.train(x[:299], y[:299], epochs=2, resume=True,
+                      algorithm=dptrain.DPMAC(allow_ledger_mismatch=True, **algo), **kw)
+    # without the mismatch the same resume regenerates the recorded release (the test above)
+    b = dptrain.train(x, y, epochs=2, resume=True, algorithm=dptrain.DPMAC(**algo), **kw)
     assert b.history[-1]["epoch"] == 2

@@ -115,6 +115,29 @@ assert json.dumps(l).count(\"dp-pca\")==1
 expect_fail "algorithm settings was clip 0.3, z_steps 10, .* now clip 0.3, z_steps 5," \
   "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --sigma 1.1 --pca-dims 4 --pca-sigma 8 --z-steps 5 --epochs 4 --resume --out "$T/run"
 
+# resume of a centred run: the checkpoint's DP mean and DP-PCA are applied again, never
+# released again (a second release with fresh noise, or the same noise on other data, would
+# publish their difference: the adversarial review found 2 mean_2 - mean_1 equal to the
+# noiseless mean); other noise settings than the ones they were released with are refused
+pca_of() { python3 -c "
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read(); n = struct.unpack('<Q', b[:8])[0]
+print(json.dumps(json.loads(json.loads(b[8:8 + n])['__metadata__']['state'])['run']['pca'], sort_keys=True))
+" "$1"; }
+PCA1=$(pca_of "$T/cen/checkpoint.safetensors")
+expect_fail "--center-sigma 2: the checkpoint's DP mean was released with --center-sigma 10" \
+  "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --sigma 1.1 --pca-dims 4 --pca-sigma 8 --center-clip 6 --center-sigma 2 --epochs 3 --resume --allow-ledger-mismatch --out "$T/cen"
+expect_ok "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --sigma 1.1 --pca-dims 4 --pca-sigma 8 --center-clip 6 --center-sigma 10 --epochs 3 --resume --out "$T/cen"
+check 'grep -q "resumed with the checkpoint.s DP mean and DP-PCA to 4 dimensions (no new release)" <<<"$LAST_OUT"' "resume did not reuse the DP mean and DP-PCA"
+PCA2=$(pca_of "$T/cen/checkpoint.safetensors")
+check '[ -n "$PCA1" ] && [ "$PCA1" = "$PCA2" ]' "the resumed run published another DP mean or DP-PCA"
+check 'python3 -c "
+import json
+ev=json.load(open(\"$T/cen/ledger.json\"))[\"events\"]
+g=[e[\"label\"] for e in ev if e[\"type\"]==\"gaussian\"]
+assert g==[\"dp-mean\",\"dp-pca\"], g
+"' "resumed centred ledger: want one dp-mean and one dp-pca event"
+
 # calibration with PCA included
 expect_ok "$BIN" train "${C[@]}" --model mlp:4-16-3:relu --target-epsilon 3 --pca-dims 4 --pca-sigma 8 --epochs 2 --out "$T/cal"
 check 'grep -q "calibrated sigma .* DP-PCA included" <<<"$LAST_OUT"' "calibration notice missing"
