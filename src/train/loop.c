@@ -472,6 +472,7 @@ dpt_status dpt_trainer_new(const dpt_train_config *cfg, const dpt_dataset *train
     if (t->out_dir[0]) {
         locked = (s = dpt_run_secret_dir(cfg->secret_dir, t->secret_dir, sizeof t->secret_dir)) == DPT_OK;
         if (locked) locked = (s = dpt_run_dir_lock(t->out_dir, &t->lock_fd, &t->dir_created)) == DPT_OK;
+        if (locked) locked = (s = dpt_run_secret_outside(t->secret_dir, t->out_dir)) == DPT_OK;
     }
     t->cfg.secret_dir = t->secret_dir[0] ? t->secret_dir : NULL;
     if (t->nranks > 1 && dpt_comm_bcast(&locked, sizeof locked, 0) != DPT_OK) goto fail;

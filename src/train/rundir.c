@@ -194,6 +194,22 @@ dpt_status dpt_run_secret_dir(const char *secret_dir, char *out, size_t cap) {
     return DPT_OK;
 }
 
+dpt_status dpt_run_secret_outside(const char *sdir, const char *run_dir) {
+    char *a = realpath(sdir, NULL), *b = realpath(run_dir, NULL);
+    dpt_status s = DPT_OK;
+    if (a && b) {
+        const size_t nb = strlen(b);
+        const int inside = !strcmp(a, b) || (!strncmp(a, b, nb) && (b[nb - 1] == '/' || a[nb] == '/'));
+        if (inside)
+            s = dpt_set_error(DPT_EINVAL, "the runs' secret directory %s is inside the run directory %s: the secret "
+                              "file (its key and seed regenerate the run's batches and noise) would go wherever the "
+                              "run directory goes; choose a secret directory outside it", a, b);
+    }
+    free(a);
+    free(b);
+    return s;
+}
+
 /* SECRETS/RUN_ID.secret */
 static dpt_status secret_file(const char *sdir, const char *run_id, char *buf, size_t n) {
     DPT_CHECK(is_run_id(run_id), DPT_EFORMAT, "run id '%.40s' is not 32 lowercase hex digits", run_id ? run_id : "");

@@ -324,6 +324,9 @@ dpt_status dpt_run_id_new(char id[33]);
  * directory and the holder's pid when another process (or trainer) holds it. *created: 1
  * when this call made the directory. */
 dpt_status dpt_run_dir_lock(const char *dir, int *fd, int *created);
+/* DPT_EINVAL when the secret directory sdir is the run directory run_dir or inside it (both
+ * existing; compared after resolving links): publishing the run would publish the secret. */
+dpt_status dpt_run_secret_outside(const char *sdir, const char *run_dir);
 /* Removes dir and its lock file when it holds nothing else (see rundir.c). */
 void dpt_run_dir_remove_if_unused(const char *dir);
 void dpt_run_dir_unlock(int fd);

@@ -181,6 +181,12 @@ mkdir -m 755 "$T/open"
 expect_fail "is open to other users (mode 0755)" "$BIN" train "${DP[@]}" --epochs 1 --out "$T/so" --secret-dir "$T/open"
 check '[ ! -e "$T/so" ] && [ -z "$(ls -A "$T/open")" ]' "a refused secret directory left files"
 expect_fail "--secret-dir: empty" "$BIN" train "${DP[@]}" --epochs 1 --out "$T/so" --secret-dir ""
+# the secret directory inside the run directory (or the same): the secret would be published
+# with the run (the adversarial review of 2026-12-07 found it accepted)
+expect_fail "is inside the run directory" "$BIN" train "${DP[@]}" --epochs 1 --out "$T/sin" --secret-dir "$T/sin/secrets"
+mkdir -p -m 700 "$T/sin2"
+expect_fail "is inside the run directory" "$BIN" train "${DP[@]}" --epochs 1 --out "$T/sin2" --secret-dir "$T/sin2"
+check '[ -z "$(find "$T/sin" "$T/sin2" -name "*.secret")" ]' "a secret was written inside the run directory: $(find "$T/sin" "$T/sin2")"
 # an older run: its secret in the run directory
 expect_ok "$BIN" train "${DP[@]}" --epochs 1 --out "$T/old"
 old_secret=$(secret_of "$T/old")
