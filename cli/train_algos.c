@@ -119,8 +119,10 @@ void cli_print_noise_mode(const cli_algo_ctx *c) {
     }
     else
         fprintf(stderr, "dptrain: SEEDED run (--seed %" PRIu64 "): anyone who knows the seed can regenerate the "
-                        "batches and the noise, and the epsilon holds only while it stays secret; the ledger, "
-                        "metrics and checkpoint say so (omit --seed to draw it from the OS)\n", c->cfg->seed);
+                        "batches and the noise, and the epsilon holds only while it stays secret and no other run "
+                        "uses it (two runs with one seed share their batches and noise: on neighbouring data their "
+                        "difference is nearly noiseless); the ledger, metrics and checkpoint say so (omit --seed to "
+                        "draw it from the OS)\n", c->cfg->seed);
 }
 
 const char *cli_seed_text(const dpt_train_config *cfg) {

@@ -507,7 +507,7 @@ static void test_label(void) {
     CHECK_OK(dpt_ledger_set_meta(l, "delta_forced", "0.01"));
     CHECK_OK(dpt_ledger_set_meta(l, "mismatch_allowed_at_step_20", "sigma was 1.2, now 1.5"));
     expect_label(l, 0, "  [SEEDED]  [delta >= 1/N (forced)]  [ledger mismatch allowed]");
-    expect_label(l, 1, "  [SEEDED run (a chosen seed): holds only while the seed stays secret]  [delta 0.01 >= 1/N "
+    expect_label(l, 1, "  [SEEDED run (a chosen seed): holds only while the seed stays secret and no other run uses it]  [delta 0.01 >= 1/N "
                        "accepted (force): such a delta allows releasing a whole example]  [ledger mismatch allowed: "
                        "resumed although the ledger recorded other settings or data (mismatch_allowed_at_step_* in "
                        "the ledger)]");

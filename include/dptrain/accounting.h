@@ -153,7 +153,9 @@ const char *dpt_ledger_get_meta(const dpt_ledger *l, const char *key); /* NULL i
  * (the epoch lines, the final line, eval): "" when none, else bracketed labels, each
  * preceded by two spaces. full = 1: "  [this epsilon does NOT cover: X]" (metadata
  * "epsilon_excludes"), "  [SEEDED run (a chosen seed): holds only while the seed stays
- * secret]" (metadata "seed_source" "caller"), "  [delta D >= 1/N accepted (force): ...]"
+ * secret and no other run uses it]" (metadata "seed_source" "caller"), "  [floating-point
+ * noise (secure = 0): ...]" (metadata "noise_float" "1", dpt_sgm only; compact "  [float
+ * noise]"), "  [delta D >= 1/N accepted (force): ...]"
  * (metadata "delta_forced" D) and "  [ledger mismatch allowed: ...]" (a metadata key
  * "mismatch_allowed_at_step_*"); full = 0 the compact "  [epsilon does NOT cover: X]
  * [SEEDED]  [delta >= 1/N (forced)]  [ledger mismatch allowed]". l NULL: "". Truncated to

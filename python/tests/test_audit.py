@@ -411,7 +411,7 @@ def test_run_dpsgd_epsilon_carries_the_seeded_label():
     xt, yt = population(100, 2)
     res = quiet_run(x, y, x_test=xt, y_test=yt, algorithm="dpsgd", sigma=1.5, clip=0.5, delta=1e-3, epochs=1,
                     batch_size=40, shadows=0, lr=0.1, optimizer="sgd", canaries=20)
-    lab = "[SEEDED run (a chosen seed): holds only while the seed stays secret]"
+    lab = "[SEEDED run (a chosen seed): holds only while the seed stays secret and no other run uses it]"
     assert res.privacy_label == lab
     text = str(res).splitlines()
     assert [ln for ln in text if ln.startswith("privacy (accountant): epsilon")][0].endswith("  " + lab), text

@@ -49,7 +49,7 @@ check "grep -q 'no intervals (--bootstrap 0)' <<<\"\$out\" && ! grep -v '^privac
   "--bootstrap 0 prints intervals: $out"
 # every model of an audit is trained from --seed (default 1): the epsilon carries the run's
 # [SEEDED] label, as train prints it, in the text and in summary.json
-check "grep -q '^privacy (accountant): epsilon .*(q [0-9.e-]*, sigma 1)  \\[SEEDED run (a chosen seed): holds only while the seed stays secret\\]\$' <<<\"\$out\"" \
+check "grep -q '^privacy (accountant): epsilon .*(q [0-9.e-]*, sigma 1)  \\[SEEDED run (a chosen seed): holds only while the seed stays secret and no other run uses it\\]\$' <<<\"\$out\"" \
   "the audit's epsilon without its [SEEDED] label: $out"
 check "grep -q '\"epsilon\": .*\"privacy_label\": \"\\[SEEDED run (a chosen seed)' $T/b/summary.json" \
   "summary.json's epsilon without its label: $(cat $T/b/summary.json)"

@@ -20,7 +20,7 @@ check 'every_epoch_line "[SEEDED]" 2 && every_epoch_line "[epsilon does NOT cove
   "epoch lines of a seeded run without its labels: $LAST_OUT"
 check 'grep -qE "^test accuracy .*\[DP-SGD\]  \[epsilon does NOT cover: .*\]  \[SEEDED\]$" <<<"$LAST_OUT"' \
   "the final result line of a seeded run without its labels: $LAST_OUT"
-check 'grep -q "^privacy: epsilon .*\[SEEDED run (a chosen seed): holds only while the seed stays secret\]" <<<"$LAST_OUT"' \
+check 'grep -q "^privacy: epsilon .*\[SEEDED run (a chosen seed): holds only while the seed stays secret and no other run uses it\]" <<<"$LAST_OUT"' \
   "the final privacy line lost its label: $LAST_OUT"
 expect_ok "$BIN" eval --checkpoint "$T/seeded/checkpoint.safetensors" --threads 1
 check 'grep -q "epsilon .*\[SEEDED run" <<<"$LAST_OUT"' "eval of a seeded run without its label: $LAST_OUT"
