@@ -76,6 +76,13 @@ CONFIGS = {
                                                        "--lr", "0.1", "--normalize", "none"] + SCHED, copies=False),
     "dpsgd_pixels01_lecun": dict(algo="dpsgd", args=["--algo", "dpsgd", "--optimizer", "sgd", "--lr", "0.1",
                                                      "--normalize", "none", "--init", "lecun"] + SCHED, copies=False),
+    # PyTorch's own nn.Linear default (--init torch: weight and bias U(+-1/sqrt(fan_in))), what an Opacus MLP
+    # gets: alone, and with the two other axes of the paper's protocol (shuffled batches, pixels in [0, 1])
+    "dpsgd_torch": dict(algo="dpsgd", args=["--algo", "dpsgd", "--optimizer", "sgd", "--lr", "0.1",
+                                            "--init", "torch"] + SCHED, copies=False),
+    "dpsgd_shuffle_pixels01_torch": dict(algo="dpsgd", args=["--algo", "dpsgd", "--sampler", "shuffle", "--optimizer",
+                                                             "sgd", "--lr", "0.1", "--normalize", "none", "--init",
+                                                             "torch"] + SCHED, copies=False),
     # the paper's other DP-SGD setting (it reports SGD as better): Adam lr 0.01
     "dpsgd_adam": dict(algo="dpsgd", args=["--algo", "dpsgd", "--optimizer", "adam", "--lr", "0.01"] + SCHED,
                        copies=False),
