@@ -259,7 +259,8 @@ void dpt_ledger_label(const dpt_ledger *l, int full, char *buf, size_t cap) {
     char tail[640] = "";
     size_t w = 0;
     if (seed && !strcmp(seed, "caller")) {
-        snprintf(tail, sizeof tail, "%s", full ? "  [SEEDED run (a chosen seed): holds only while the seed stays secret and no other run uses it]"
+        snprintf(tail, sizeof tail, "%s", full ? "  [SEEDED run (a chosen seed): holds only while the seed stays "
+                                                 "secret and no other run uses it]"
                                                : "  [SEEDED]");
         w = strlen(tail);
     }
