@@ -189,7 +189,8 @@ static int record_pca(cli_algo_ctx *c, const double *V, size_t d, size_t k, cons
 static int stored_pca(const cli_algo_ctx *c, size_t d, size_t k, int raw, double *V, double *mu) {
     cJSON *run = c->resume_run ? cJSON_Parse(c->resume_run) : NULL;
     const cJSON *pca = run ? cJSON_GetObjectItemCaseSensitive(run, "pca") : NULL;
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(pca, "features"), *dm = cJSON_GetObjectItemCaseSensitive(pca, "dims");
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(pca, "features");
+    const cJSON *dm = cJSON_GetObjectItemCaseSensitive(pca, "dims");
     const cJSON *pr = cJSON_GetObjectItemCaseSensitive(pca, "project");
     const cJSON *comp = cJSON_GetObjectItemCaseSensitive(pca, "components");
     const cJSON *mean = cJSON_GetObjectItemCaseSensitive(pca, "mean");
@@ -198,7 +199,8 @@ static int stored_pca(const cli_algo_ctx *c, size_t d, size_t k, int raw, double
         !cJSON_IsArray(comp))
         rc = cli_error("--resume: the checkpoint in %s records no DP-PCA (run.pca), and computing it again would be a "
                        "new release its ledger does not hold", c->out);
-    else if ((size_t)f->valuedouble != d || (size_t)dm->valuedouble != k || strcmp(pr->valuestring, raw ? "rows" : "unit"))
+    else if ((size_t)f->valuedouble != d || (size_t)dm->valuedouble != k ||
+             strcmp(pr->valuestring, raw ? "rows" : "unit"))
         rc = cli_error("--pca-dims %zu / --pca-project %s: the checkpoint's DP-PCA maps %g features to %g dimensions "
                        "(project %s); resume with the same", k, raw ? "rows" : "unit", f->valuedouble, dm->valuedouble,
                        pr->valuestring);
@@ -210,9 +212,8 @@ static int stored_pca(const cli_algo_ctx *c, size_t d, size_t k, int raw, double
     else if (cJSON_IsArray(mean) && (size_t)cJSON_GetArraySize(mean) != d)
         rc = cli_error("--resume: the checkpoint's DP mean has %d values, expected %zu", cJSON_GetArraySize(mean), d);
     /* the noise they were released with (absent in checkpoints before it was recorded) */
-    static const char *const key[] = {"sigma", "mean_sigma", "mean_clip"}, *const flag[] = {"--pca-sigma",
-                                                                                            "--center-sigma",
-                                                                                            "--center-clip"};
+    static const char *const key[] = {"sigma", "mean_sigma", "mean_clip"};
+    static const char *const flag[] = {"--pca-sigma", "--center-sigma", "--center-clip"};
     const double now[] = {pca_sigma, center_sigma, center_clip};
     for (int j = 0; !rc && j < 3; j++) {
         const cJSON *x = cJSON_GetObjectItemCaseSensitive(pca, key[j]);
@@ -222,12 +223,14 @@ static int stored_pca(const cli_algo_ctx *c, size_t d, size_t k, int raw, double
     }
     for (size_t i = 0; !rc && i < d * k; i++) {
         const cJSON *x = cJSON_GetArrayItem(comp, (int)i);
-        if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble)) rc = cli_error("--resume: the checkpoint's DP-PCA value %zu is not a finite number", i);
+        if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble))
+            rc = cli_error("--resume: the checkpoint's DP-PCA value %zu is not a finite number", i);
         else V[i] = x->valuedouble;
     }
     for (size_t i = 0; !rc && cJSON_IsArray(mean) && i < d; i++) {
         const cJSON *x = cJSON_GetArrayItem(mean, (int)i);
-        if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble)) rc = cli_error("--resume: the checkpoint's DP mean value %zu is not a finite number", i);
+        if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble))
+            rc = cli_error("--resume: the checkpoint's DP mean value %zu is not a finite number", i);
         else mu[i] = x->valuedouble;
     }
     cJSON_Delete(run);
